@@ -1,0 +1,107 @@
+//! The one model every provider protocol is decoded into.
+//!
+//! Checks, the hold-back and the metrics only ever see these types, never a wire format:
+//! [`Delta`] for what a response streams, [`Conversation`] for what a request carries.
+
+use std::borrow::Cow;
+
+/// Which text stream of a choice a piece of text belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Channel {
+    /// The answer text.
+    Content,
+    /// A refusal message (OpenAI `refusal`).
+    Refusal,
+    /// Reasoning / thinking text, checked only by validators whose direction includes it.
+    Reasoning,
+    /// The JSON arguments of tool call number `n` of the choice.
+    ToolArgs(u32),
+}
+
+impl Channel {
+    /// True for channels that are part of the model's output proper (not reasoning).
+    pub fn is_output(self) -> bool {
+        !matches!(self, Channel::Reasoning)
+    }
+}
+
+/// One incremental event of a streamed (or whole) response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta<'a> {
+    /// A piece of text of `channel` in choice `choice`.
+    Text {
+        choice: u32,
+        channel: Channel,
+        text: Cow<'a, str>,
+    },
+    /// A tool call begins: its name is known before any argument byte.
+    ToolCallStart {
+        choice: u32,
+        index: u32,
+        id: Option<Cow<'a, str>>,
+        name: Cow<'a, str>,
+    },
+    /// The choice finished, with the provider's reason.
+    Finish { choice: u32, reason: Cow<'a, str> },
+    /// Token usage as reported by the provider.
+    Usage {
+        input_tokens: Option<u64>,
+        output_tokens: Option<u64>,
+    },
+}
+
+/// Who wrote a message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+    Other(String),
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Role {
+        match s {
+            "system" | "developer" => Role::System,
+            "user" => Role::User,
+            "assistant" | "model" => Role::Assistant,
+            "tool" | "function" => Role::Tool,
+            other => Role::Other(other.to_owned()),
+        }
+    }
+}
+
+/// A tool call made by the assistant earlier in the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as the JSON text the model produced.
+    pub arguments: String,
+}
+
+/// One message of a request's conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    /// Text parts, in order (multi-part content keeps its parts apart).
+    pub text: Vec<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool results: the id of the call this answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// A tool the client offers the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: Option<String>,
+}
+
+/// What a request asks of the model, in one shape for every protocol.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Conversation {
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+}

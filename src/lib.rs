@@ -1,0 +1,6 @@
+//! guardwire: a streaming guardrail proxy for LLM APIs.
+#![forbid(unsafe_code)]
+
+pub mod delta;
+pub mod scan;
+pub mod sse;

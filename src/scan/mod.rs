@@ -1,0 +1,119 @@
+//! Incremental scanning of text that arrives in pieces.
+//!
+//! A [`ScanSet`] is compiled once per policy and shared by every stream; each stream keeps a
+//! small [`ScanState`] per text channel. Feeding a piece costs O(its length): automaton states are
+//! carried from piece to piece, so a match split across deltas, SSE frames, TCP reads or UTF-8
+//! characters is found exactly as in the whole text, and nothing is ever rescanned.
+//!
+//! Besides matches, the scanner answers the question the hold-back needs: *from which position
+//! could a match still be forming?* ([`ScanSet::safe_pos`]). Text before that position can be
+//! released to the client; text after it is held until the automata have moved past it.
+
+mod literal;
+mod regex;
+pub mod text;
+
+pub use self::literal::{LiteralMatcher, LiteralRule};
+pub use self::regex::{compile_hir, RegexMatcher, RegexRule};
+
+/// A match found by the scanner, in byte positions of its channel's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    /// The owner given with the rule at build time (guardwire uses the validator index).
+    pub owner: u32,
+    /// Start of the match, where known (literals); forward DFAs only know where matches end.
+    pub start: Option<u64>,
+    /// End (exclusive) of the match.
+    pub end: u64,
+}
+
+/// The automata of one scan target (input, output or reasoning text), shared by all streams.
+#[derive(Debug, Default)]
+pub struct ScanSet {
+    literals: Option<LiteralMatcher>,
+    regexes: Option<RegexMatcher>,
+}
+
+/// Per-channel scanning state: a few words, plus a short tail for word-boundary checks.
+#[derive(Debug, Clone)]
+pub struct ScanState {
+    pos: u64,
+    literal: literal::LiteralState,
+    regex: regex::RegexState,
+}
+
+impl ScanState {
+    /// Bytes of channel text fed so far.
+    pub fn pos(&self) -> u64 {
+        self.pos
+    }
+}
+
+impl ScanSet {
+    pub fn new(literals: Option<LiteralMatcher>, regexes: Option<RegexMatcher>) -> Self {
+        ScanSet { literals, regexes }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.literals.is_none() && self.regexes.is_none()
+    }
+
+    pub fn start(&self) -> ScanState {
+        ScanState {
+            pos: 0,
+            literal: self
+                .literals
+                .as_ref()
+                .map(LiteralMatcher::start)
+                .unwrap_or_default(),
+            regex: self
+                .regexes
+                .as_ref()
+                .map(RegexMatcher::start)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Scans the next piece of a channel's text, appending matches to `hits`.
+    pub fn feed(&self, st: &mut ScanState, text: &str, hits: &mut Vec<Hit>) {
+        if let Some(l) = &self.literals {
+            l.feed(&mut st.literal, st.pos, text, hits);
+        }
+        if let Some(r) = &self.regexes {
+            r.feed(&mut st.regex, st.pos, text.as_bytes(), hits);
+        }
+        st.pos += text.len() as u64;
+    }
+
+    /// Ends the channel's text: matches that waited for what follows them are decided now.
+    pub fn finish(&self, st: &mut ScanState, hits: &mut Vec<Hit>) {
+        if let Some(l) = &self.literals {
+            l.finish(&mut st.literal, hits);
+        }
+        if let Some(r) = &self.regexes {
+            r.finish(&mut st.regex, st.pos, hits);
+        }
+    }
+
+    /// The earliest position at which a match still in progress could start. Everything before
+    /// it can be released; nothing at or after it may be until the scan moves on.
+    pub fn safe_pos(&self, st: &ScanState) -> u64 {
+        let mut safe = st.pos;
+        if let Some(l) = &self.literals {
+            safe = safe.min(l.safe_pos(&st.literal, st.pos));
+        }
+        if let Some(r) = &self.regexes {
+            safe = safe.min(r.safe_pos(&st.regex, st.pos));
+        }
+        safe
+    }
+
+    /// Heap bytes the compiled automata use.
+    pub fn memory_usage(&self) -> usize {
+        self.literals.as_ref().map_or(0, LiteralMatcher::memory_usage)
+            + self.regexes.as_ref().map_or(0, RegexMatcher::memory_usage)
+    }
+}
+
+#[cfg(test)]
+mod tests;

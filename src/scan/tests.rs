@@ -1,0 +1,217 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::*;
+use proptest::prelude::*;
+
+fn lit(p: &str, owner: u32, wb: bool) -> LiteralRule {
+    LiteralRule {
+        pattern: p.into(),
+        owner,
+        word_boundary: wb,
+    }
+}
+
+fn rx(p: &str, owner: u32) -> RegexRule {
+    RegexRule {
+        hir: compile_hir(p).unwrap(),
+        owner,
+    }
+}
+
+fn sample_set() -> &'static ScanSet {
+    static SET: std::sync::OnceLock<ScanSet> = std::sync::OnceLock::new();
+    SET.get_or_init(build_sample_set)
+}
+
+fn build_sample_set() -> ScanSet {
+    ScanSet::new(
+        Some(
+            LiteralMatcher::new(&[
+                lit("badword", 0, false),
+                lit("Straße", 1, false),
+                lit("café", 2, true),
+                lit("ass", 3, true),
+                lit("привет", 4, false),
+            ])
+            .unwrap(),
+        ),
+        Some(
+            RegexMatcher::new(&[
+                rx(r"\d{3}-\d{2}-\d{4}", 10),
+                rx(r"(?i)\brouting number\b", 11),
+            ])
+            .unwrap(),
+        ),
+    )
+}
+
+/// Scans `pieces` in order; returns the distinct (owner, end) hits and, for each hit, the largest
+/// safe position reported before it was found.
+fn scan(set: &ScanSet, pieces: &[&str]) -> (Vec<(u32, u64)>, Vec<(Hit, u64)>) {
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    let mut seen = Vec::new();
+    let mut max_safe = 0;
+    for p in pieces {
+        let before = hits.len();
+        set.feed(&mut st, p, &mut hits);
+        for h in &hits[before..] {
+            seen.push((*h, max_safe));
+        }
+        let safe = set.safe_pos(&st);
+        assert!(safe <= st.pos());
+        max_safe = max_safe.max(safe);
+    }
+    let before = hits.len();
+    set.finish(&mut st, &mut hits);
+    for h in &hits[before..] {
+        seen.push((*h, max_safe));
+    }
+    let mut verdict: Vec<(u32, u64)> = hits.iter().map(|h| (h.owner, h.end)).collect();
+    verdict.sort_unstable();
+    verdict.dedup();
+    (verdict, seen)
+}
+
+fn owners(v: &[(u32, u64)]) -> Vec<u32> {
+    let mut o: Vec<u32> = v.iter().map(|x| x.0).collect();
+    o.dedup();
+    o
+}
+
+#[test]
+fn finds_literals_case_insensitively_in_any_script() {
+    let set = sample_set();
+    assert_eq!(owners(&scan(&set, &["a BADWORD here"]).0), vec![0]);
+    assert_eq!(owners(&scan(&set, &["die STRASSE", " die STRAßE"]).0), vec![1]);
+    assert_eq!(owners(&scan(&set, &["ПРИВЕТ мир"]).0), vec![4]);
+}
+
+#[test]
+fn word_boundaries_hold_for_non_ascii_neighbours() {
+    let set = sample_set();
+    assert_eq!(owners(&scan(&set, &["un CAFÉ noir"]).0), vec![2]);
+    assert!(scan(&set, &["cafés"]).0.is_empty(), "é after is a word char");
+    assert!(scan(&set, &["décafé"]).0.is_empty());
+    assert!(scan(&set, &["passé"]).0.is_empty());
+    assert!(scan(&set, &["Ägass"]).0.is_empty());
+    assert_eq!(owners(&scan(&set, &["«ass»"]).0), vec![3]);
+    assert_eq!(owners(&scan(&set, &["caf", "é"]).0), vec![2], "end of text is a boundary");
+    assert!(scan(&set, &["caf", "é", "s"]).0.is_empty());
+}
+
+#[test]
+fn regex_matches_across_pieces_and_ascii_word_boundaries() {
+    let set = sample_set();
+    assert_eq!(owners(&scan(&set, &["ssn 123-4", "5-6789 ok"]).0), vec![10]);
+    assert_eq!(owners(&scan(&set, &["my Routing ", "Number"]).0), vec![11]);
+    assert!(scan(&set, &["xrouting number"]).0.is_empty());
+}
+
+#[test]
+fn idle_text_is_released_at_once() {
+    let set = sample_set();
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    set.feed(&mut st, "hello world. ", &mut hits);
+    assert_eq!(set.safe_pos(&st), st.pos());
+    set.feed(&mut st, "bad", &mut hits);
+    assert_eq!(set.safe_pos(&st), st.pos() - 3, "a literal prefix is held");
+}
+
+#[test]
+fn empty_regex_is_refused() {
+    assert!(matches!(
+        RegexMatcher::new(&[rx("a*", 0)]),
+        Err(regex::RegexError::MatchesEmpty)
+    ));
+}
+
+/// Latest start of a match of `pattern` ending at `end` in `text`.
+fn latest_start(pattern: &str, text: &str, end: usize) -> usize {
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<String, ::regex::Regex>> =
+            Default::default();
+    }
+    let anchored = CACHE.with(|c| {
+        c.borrow_mut()
+            .entry(pattern.to_owned())
+            .or_insert_with(|| ::regex::Regex::new(&format!("^(?:{pattern})$")).unwrap())
+            .clone()
+    });
+    (0..end)
+        .rev()
+        .filter(|&s| text.is_char_boundary(s))
+        .find(|&s| anchored.is_match(&text[s..end]))
+        .unwrap_or_else(|| panic!("no match of {pattern} ending at {end} in {text:?}"))
+}
+
+fn check_split_invariants(text: &str, cuts: &[usize]) {
+    let set = sample_set();
+    let whole = scan(&set, &[text]).0;
+    let mut pieces = Vec::new();
+    let mut last = 0;
+    for &c in cuts {
+        if c > last && c < text.len() && text.is_char_boundary(c) {
+            pieces.push(&text[last..c]);
+            last = c;
+        }
+    }
+    pieces.push(&text[last..]);
+    let (split, seen) = scan(&set, &pieces);
+    assert_eq!(split, whole, "pieces {pieces:?}");
+    for (hit, safe_before) in seen {
+        let start = match hit.start {
+            Some(s) => s as usize,
+            None => {
+                let pat = match hit.owner {
+                    10 => r"\d{3}-\d{2}-\d{4}",
+                    _ => r"(?i)(?-u:\b)routing number(?-u:\b)",
+                };
+                latest_start(pat, text, hit.end as usize)
+            }
+        };
+        assert!(
+            safe_before <= start as u64,
+            "released up to {safe_before} before finding {hit:?} in {pieces:?}"
+        );
+    }
+}
+
+#[test]
+fn every_two_way_split_matches_the_whole_text() {
+    let samples = [
+        "x badword y STRASSE café, ПРИВЕТ! 123-45-6789 routing number",
+        "bbadwordd cafés «ass» bad-word caféass",
+        "routing number123-45-6789café",
+    ];
+    for text in samples {
+        for i in 0..=text.len() {
+            for j in (i..=text.len()).step_by(3) {
+                check_split_invariants(text, &[i, j]);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    #[test]
+    fn any_split_gives_the_whole_texts_verdict(
+        words in proptest::collection::vec(
+            prop_oneof![
+                Just("badword"), Just("BadWord"), Just("café"), Just("cafés"), Just("ass"),
+                Just("passé"), Just("Straße"), Just("привет"), Just("123-45-6789"),
+                Just("routing"), Just("number"), Just(" "), Just("é"), Just("x"), Just("-"),
+                Just("1"), Just("\n"),
+            ],
+            0..24,
+        ),
+        cuts in proptest::collection::vec(0usize..200, 0..12),
+    ) {
+        let text: String = words.concat();
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        check_split_invariants(&text, &cuts);
+    }
+}

@@ -1,0 +1,4 @@
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod mock_upstream;
