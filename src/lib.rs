@@ -4,3 +4,6 @@
 pub mod delta;
 pub mod scan;
 pub mod sse;
+pub mod policy;
+pub mod error;
+pub mod protocol;

@@ -1,0 +1,58 @@
+//! The one place where failures become HTTP statuses. Each protocol renders the body in its own
+//! provider's error shape ([`crate::protocol::Protocol::error_body`]).
+
+use http::StatusCode;
+
+/// Everything that can end a request with an error answer from guardwire itself.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GatewayError {
+    /// A guardrail blocked the request or the response.
+    #[error("{message}")]
+    Blocked { message: String },
+    /// The client sent something guardwire cannot read (malformed JSON, wrong shape).
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("request body larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// The upstream could not be reached, refused, reset, or answered something unusable.
+    #[error("{0}")]
+    Upstream(String),
+    #[error("{0}")]
+    UpstreamTimeout(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl GatewayError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            GatewayError::Blocked { .. } | GatewayError::InvalidRequest(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            GatewayError::NotFound(_) => StatusCode::NOT_FOUND,
+            GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// OpenAI-style (`type`, `code`) pair; other protocols map these to their own vocabulary.
+    pub fn type_and_code(&self) -> (&'static str, &'static str) {
+        match self {
+            GatewayError::Blocked { .. } => ("guardrail_violation", "content_blocked"),
+            GatewayError::InvalidRequest(_) => ("invalid_request_error", "invalid_request"),
+            GatewayError::NotFound(_) => ("invalid_request_error", "not_found"),
+            GatewayError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
+            GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
+            GatewayError::Upstream(_) => ("upstream_error", "upstream_unavailable"),
+            GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            GatewayError::Internal(_) => ("server_error", "internal_error"),
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! Reading PromptKit pack files into validator definitions.
+//!
+//! Parse, then validate: every param is type-checked, every regex compiled, every unknown key
+//! refused here, so a bad pack fails at start-up (or reload) with the file, the validator and the
+//! param named — never on the first request.
+
+use super::catalog;
+use super::{CheckDef, Direction, Mode, Threshold, Validator};
+use crate::scan::compile_hir;
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// A pack error: where (file, validator, param) and what.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {location}{message}")]
+pub struct PackError {
+    pub file: String,
+    /// `validators[2] (type: regex): param 'pattern': ` or empty for file-level errors.
+    pub location: String,
+    pub message: String,
+}
+
+/// Loads one pack file. Validators come back in file order, with `enabled: false` ones dropped
+/// (after validation, so a disabled validator with a typo still fails the load).
+pub fn load_pack(path: &Path) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+    let file = path.display().to_string();
+    let err = |message: String| PackError {
+        file: file.clone(),
+        location: String::new(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let doc: Value =
+        serde_norway::from_str(&text).map_err(|e| err(format!("invalid YAML: {e}")))?;
+    parse_pack(&file, &doc)
+}
+
+/// Builds the validators of a parsed pack document; `file` names it in errors.
+pub fn parse_pack(file: &str, doc: &Value) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+    let err = |message: String| PackError {
+        file: file.to_owned(),
+        location: String::new(),
+        message,
+    };
+    let Value::Object(top) = doc else {
+        return Err(err("a pack must be a mapping with a `validators:` list".into()));
+    };
+    for key in top.keys() {
+        match key.as_str() {
+            "validators" | "name" | "description" | "version" | "id" => {}
+            "evals" => {
+                return Err(err(
+                    "`evals:` (observe-only checks) are not supported yet; move them to another file"
+                        .into(),
+                ))
+            }
+            other => {
+                return Err(err(format!(
+                    "unknown key `{other}` (expected validators, name, description, version, id)"
+                )))
+            }
+        }
+    }
+    let list = match top.get("validators") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err(err("`validators` must be a list".into())),
+    };
+    let mut out = Vec::new();
+    for (index, entry) in list.iter().enumerate() {
+        let (validator, def, enabled) = parse_validator(file, index, entry)?;
+        if enabled {
+            out.push((validator, def));
+        }
+    }
+    Ok(out)
+}
+
+fn parse_validator(
+    file: &str,
+    index: usize,
+    entry: &Value,
+) -> Result<(Validator, CheckDef, bool), PackError> {
+    let type_name = entry
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let at = |message: String| PackError {
+        file: file.to_owned(),
+        location: format!("validators[{index}] (type: {type_name}): "),
+        message,
+    };
+    let Value::Object(fields) = entry else {
+        return Err(at("a validator must be a mapping".into()));
+    };
+    if type_name.is_empty() {
+        return Err(at("missing `type`".into()));
+    }
+    let mut params = Map::new();
+    let mut enabled = true;
+    let mut message = None;
+    let mut id = None;
+    let mut mode = Mode::Enforce;
+    for (key, value) in fields {
+        match key.as_str() {
+            "type" => {}
+            "params" => match value {
+                Value::Object(m) => params = m.clone(),
+                Value::Null => {}
+                _ => return Err(at("`params` must be a mapping".into())),
+            },
+            "enabled" => enabled = as_bool(value).ok_or_else(|| at("`enabled` must be true or false".into()))?,
+            "message" => message = Some(as_string(value).ok_or_else(|| at("`message` must be a string".into()))?),
+            "id" => id = Some(as_string(value).ok_or_else(|| at("`id` must be a string".into()))?),
+            "mode" => {
+                mode = match value.as_str() {
+                    Some("enforce") => Mode::Enforce,
+                    Some("monitor") => Mode::Monitor,
+                    Some("redact") => return Err(at("mode `redact` is not supported yet".into())),
+                    _ => return Err(at("`mode` must be one of enforce, monitor".into())),
+                }
+            }
+            // PromptKit ignores it (guardrails always enforce); `false` asks for the shadow mode.
+            "fail_on_violation" => {
+                if !as_bool(value).ok_or_else(|| at("`fail_on_violation` must be true or false".into()))? {
+                    mode = Mode::Monitor;
+                }
+            }
+            other => {
+                return Err(at(format!(
+                    "unknown key `{other}` (expected type, params, enabled, message, id, mode, fail_on_violation)"
+                )))
+            }
+        }
+    }
+    let canonical = catalog::canonical(&type_name)
+        .ok_or_else(|| at(format!("unknown check type `{type_name}`")))?;
+    let mut p = Params {
+        map: params,
+        aliases: catalog::param_aliases(canonical),
+    };
+    let direction = match p.take("direction") {
+        None => Direction::Output,
+        Some((name, v)) => match v.as_str() {
+            Some("input") => Direction::Input,
+            Some("output") => Direction::Output,
+            Some("both") => Direction::Both,
+            Some("reasoning") => Direction::Reasoning,
+            Some("all") => Direction::All,
+            _ => {
+                return Err(at(format!(
+                    "param '{name}': must be one of input, output, both, reasoning, all"
+                )))
+            }
+        },
+    };
+    if let Some((name, v)) = p.take("message") {
+        let m = as_string(&v).ok_or_else(|| at(format!("param '{name}': must be a string")))?;
+        message.get_or_insert(m);
+    }
+    let threshold = Threshold {
+        min_score: p.score("min_score").map_err(&at)?,
+        max_score: p.score("max_score").map_err(&at)?,
+    };
+    if !threshold.passes(1.0) || threshold.passes(0.0) {
+        return Err(at(
+            "min_score/max_score must let a passing result (score 1) pass and a violation (score 0) fail"
+                .into(),
+        ));
+    }
+    let def = build_check(canonical, &type_name, &mut p).map_err(&at)?;
+    if let Some(unknown) = p.map.keys().next() {
+        return Err(at(format!("param '{unknown}': unknown param for `{type_name}`")));
+    }
+    let validator = Validator {
+        label: id.clone().unwrap_or_else(|| type_name.clone()),
+        id,
+        type_name,
+        canonical,
+        message,
+        direction,
+        mode,
+        threshold,
+        file: file.to_owned(),
+        index,
+    };
+    Ok((validator, def, enabled))
+}
+
+fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<CheckDef, String> {
+    match canonical {
+        "content_excludes" => {
+            let patterns = p.required_string_list("patterns")?;
+            if let Some(i) = patterns.iter().position(String::is_empty) {
+                return Err(format!("param 'patterns': entry {i} is empty"));
+            }
+            let default_mode = if type_name == "banned_words" {
+                "word_boundary"
+            } else {
+                "substring"
+            };
+            let word_boundary = match p.string("match_mode")?.as_deref().unwrap_or(default_mode) {
+                "substring" => false,
+                "word_boundary" => true,
+                other => {
+                    return Err(format!(
+                        "param 'match_mode': `{other}` is not one of substring, word_boundary"
+                    ))
+                }
+            };
+            Ok(CheckDef::ContentExcludes {
+                patterns,
+                word_boundary,
+            })
+        }
+        "regex" => {
+            let pattern = p
+                .string("pattern")?
+                .ok_or_else(|| "param 'pattern': required".to_owned())?;
+            let hir = compile_hir(&pattern)
+                .map_err(|e| format!("param 'pattern': invalid regex: {e}"))?;
+            let expect_match = p.bool("expect_match")?.unwrap_or(true);
+            if !expect_match && hir.properties().minimum_len() == Some(0) {
+                return Err("param 'pattern': matches the empty string, so forbidding it would block everything".into());
+            }
+            Ok(if expect_match {
+                CheckDef::RequireRegex { pattern, hir }
+            } else {
+                CheckDef::ForbidRegex { pattern, hir }
+            })
+        }
+        "max_length" => {
+            let max = p.u64("max")?;
+            if p.map.contains_key("max_tokens") {
+                return Err("param 'max_tokens': token limits are not supported yet".into());
+            }
+            let max = max.ok_or_else(|| "param 'max': required (characters)".to_owned())?;
+            Ok(CheckDef::MaxLength { max_chars: max })
+        }
+        other => Err(format!(
+            "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
+        )),
+    }
+}
+
+/// The params of one validator, with aliases folded in; taken keys are removed so the leftovers
+/// are exactly the unknown ones.
+struct Params {
+    map: Map<String, Value>,
+    aliases: &'static [(&'static str, &'static str)],
+}
+
+impl Params {
+    /// Removes `name` (or one of its aliases); returns the key as written and its value.
+    fn take(&mut self, name: &str) -> Option<(String, Value)> {
+        if let Some(v) = self.map.remove(name) {
+            return Some((name.to_owned(), v));
+        }
+        for (alias, canonical) in self.aliases {
+            if *canonical == name {
+                if let Some(v) = self.map.remove(*alias) {
+                    return Some(((*alias).to_owned(), v));
+                }
+            }
+        }
+        None
+    }
+
+    fn string(&mut self, name: &str) -> Result<Option<String>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((key, v)) => as_string(&v)
+                .map(Some)
+                .ok_or_else(|| format!("param '{key}': must be a string")),
+        }
+    }
+
+    fn bool(&mut self, name: &str) -> Result<Option<bool>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((key, v)) => as_bool(&v)
+                .map(Some)
+                .ok_or_else(|| format!("param '{key}': must be true or false")),
+        }
+    }
+
+    fn u64(&mut self, name: &str) -> Result<Option<u64>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((key, v)) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| format!("param '{key}': must be a whole number ≥ 0")),
+        }
+    }
+
+    fn score(&mut self, name: &str) -> Result<Option<f64>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((key, v)) => match v.as_f64() {
+                Some(x) if (0.0..=1.0).contains(&x) => Ok(Some(x)),
+                _ => Err(format!("param '{key}': must be a number from 0 to 1")),
+            },
+        }
+    }
+
+    fn required_string_list(&mut self, name: &str) -> Result<Vec<String>, String> {
+        let (key, v) = self
+            .take(name)
+            .ok_or_else(|| format!("param '{name}': required (a list of strings)"))?;
+        let Value::Array(items) = v else {
+            return Err(format!("param '{key}': must be a list of strings"));
+        };
+        if items.is_empty() {
+            return Err(format!("param '{key}': must not be empty"));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                as_string(item).ok_or_else(|| format!("param '{key}': entry {i} must be a string"))
+            })
+            .collect()
+    }
+}
+
+fn as_string(v: &Value) -> Option<String> {
+    v.as_str().map(str::to_owned)
+}
+
+fn as_bool(v: &Value) -> Option<bool> {
+    v.as_bool()
+}

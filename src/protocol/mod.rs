@@ -1,0 +1,66 @@
+//! Provider wire protocols. Each one is a parser/renderer pair behind [`Protocol`]: it decodes
+//! requests into a [`Conversation`], streamed and whole responses into [`Delta`]s, and renders
+//! guardwire's errors in the provider's native shape. Nothing else in guardwire knows a wire
+//! format, so adding a protocol means adding a module here.
+
+pub mod openai_chat;
+
+use crate::delta::{Conversation, Delta};
+use crate::error::GatewayError;
+use bytes::Bytes;
+
+/// A request as guardwire needs to see it.
+#[derive(Debug, Clone, Default)]
+pub struct ParsedRequest {
+    /// The client asked for a streamed answer.
+    pub stream: bool,
+    pub conversation: Conversation,
+}
+
+/// What a decoded stream frame was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Carries response data (possibly no text: role announcements, finish, usage).
+    Data,
+    /// No data at all (comment, keep-alive, unknown event): passed through as is.
+    Passthrough,
+    /// The provider's end-of-stream marker (`[DONE]`, `message_stop`, …).
+    Terminal,
+    /// The provider reported an error in-band; the stream ends after it.
+    UpstreamError,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+/// Per-stream decoding state (some protocols need to remember what a block index stands for).
+pub trait StreamDecoder: Send {
+    /// Decodes one SSE event (its `event:` name and `data:` payload) into `out`.
+    fn decode<'a>(
+        &mut self,
+        event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError>;
+}
+
+pub trait Protocol: Send + Sync + 'static {
+    /// Name used in logs and the `check` output.
+    fn name(&self) -> &'static str;
+
+    /// Reads a request body (JSON) into the conversation; `path` is the request path.
+    fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError>;
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+
+    /// Decodes a complete (non-streamed) response body.
+    fn decode_response<'a>(&self, body: &'a [u8], out: &mut Vec<Delta<'a>>)
+        -> Result<(), DecodeError>;
+
+    /// The JSON body of an error answer in the provider's shape.
+    fn error_body(&self, err: &GatewayError) -> Bytes;
+
+    /// The in-band error frame that ends a stream so the provider's SDK raises.
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes;
+}

@@ -1,0 +1,387 @@
+//! OpenAI Chat Completions (`POST /v1/chat/completions`), also spoken by Azure OpenAI, vLLM and
+//! most OpenAI-compatible servers.
+//!
+//! Stream frames are `data: <chunk>` with no `event:` lines, ending with `data: [DONE]`.
+//! Text, refusals, reasoning (`reasoning_content` / `reasoning`, as compatible servers send it)
+//! and tool-call argument fragments of *every* choice become deltas.
+
+use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
+use crate::error::GatewayError;
+use bytes::Bytes;
+use serde::Deserialize;
+use std::borrow::Cow;
+
+pub struct OpenAiChat;
+
+// ---- requests ----
+
+#[derive(Deserialize)]
+struct Request {
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    messages: Vec<RequestMessage>,
+    #[serde(default)]
+    tools: Vec<RequestTool>,
+}
+
+#[derive(Deserialize)]
+struct RequestMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<RequestToolCall>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+struct ContentPart {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RequestToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: FunctionCall,
+}
+
+#[derive(Deserialize)]
+struct FunctionCall {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize)]
+struct RequestTool {
+    #[serde(default)]
+    function: Option<ToolFunction>,
+}
+
+#[derive(Deserialize)]
+struct ToolFunction {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+// ---- stream chunks and whole responses ----
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<ChunkChoice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(default)]
+    index: u32,
+    #[serde(borrow, default, alias = "message")]
+    delta: Option<ChoiceDelta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Appends the deltas of one chunk (or of a whole response: `message` instead of `delta`).
+fn chunk_deltas<'a>(chunk: Chunk<'a>, out: &mut Vec<Delta<'a>>) {
+    for c in chunk.choices {
+        let choice = c.index;
+        if let Some(d) = c.delta {
+            let texts = [
+                (Channel::Reasoning, d.reasoning_content),
+                (Channel::Reasoning, d.reasoning),
+                (Channel::Refusal, d.refusal),
+                (Channel::Content, d.content),
+            ];
+            for (channel, text) in texts {
+                if let Some(text) = text.filter(|t| !t.is_empty()) {
+                    out.push(Delta::Text {
+                        choice,
+                        channel,
+                        text,
+                    });
+                }
+            }
+            for (position, call) in d.tool_calls.into_iter().flatten().enumerate() {
+                let index = call.index.unwrap_or(position as u32);
+                let Some(function) = call.function else {
+                    continue;
+                };
+                if let Some(name) = function.name {
+                    out.push(Delta::ToolCallStart {
+                        choice,
+                        index,
+                        id: call.id,
+                        name,
+                    });
+                }
+                if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
+                    out.push(Delta::Text {
+                        choice,
+                        channel: Channel::ToolArgs(index),
+                        text: args,
+                    });
+                }
+            }
+        }
+        if let Some(reason) = c.finish_reason {
+            out.push(Delta::Finish { choice, reason });
+        }
+    }
+    if let Some(u) = chunk.usage {
+        out.push(Delta::Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        });
+    }
+}
+
+struct ChatStream;
+
+impl StreamDecoder for ChatStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        if data.trim_ascii() == b"[DONE]" {
+            return Ok(FrameKind::Terminal);
+        }
+        let chunk: Chunk<'a> = serde_json::from_slice(data)
+            .map_err(|e| DecodeError(format!("malformed chat completion chunk: {e}")))?;
+        if chunk.error.is_some() {
+            return Ok(FrameKind::UpstreamError);
+        }
+        chunk_deltas(chunk, out);
+        Ok(FrameKind::Data)
+    }
+}
+
+impl Protocol for OpenAiChat {
+    fn name(&self) -> &'static str {
+        "openai_chat"
+    }
+
+    fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
+        let req: Request = serde_json::from_slice(body)
+            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let messages = req
+            .messages
+            .into_iter()
+            .map(|m| {
+                let mut text = Vec::new();
+                match m.content {
+                    Some(Content::Text(t)) => text.push(t),
+                    Some(Content::Parts(parts)) => {
+                        text.extend(parts.into_iter().flat_map(|p| p.text.into_iter().chain(p.refusal)))
+                    }
+                    None => {}
+                }
+                text.extend(m.refusal);
+                Message {
+                    role: Role::parse(&m.role),
+                    text,
+                    tool_calls: m
+                        .tool_calls
+                        .into_iter()
+                        .map(|c| ToolCall {
+                            id: c.id,
+                            name: c.function.name,
+                            arguments: c.function.arguments,
+                        })
+                        .collect(),
+                    tool_call_id: m.tool_call_id,
+                }
+            })
+            .collect();
+        let tools = req
+            .tools
+            .into_iter()
+            .filter_map(|t| t.function)
+            .map(|f| ToolSpec {
+                name: f.name,
+                description: f.description,
+            })
+            .collect();
+        Ok(ParsedRequest {
+            stream: req.stream.unwrap_or(false),
+            conversation: Conversation { messages, tools },
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(ChatStream)
+    }
+
+    fn decode_response<'a>(
+        &self,
+        body: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<(), DecodeError> {
+        let chunk: Chunk<'a> = serde_json::from_slice(body)
+            .map_err(|e| DecodeError(format!("malformed chat completion: {e}")))?;
+        chunk_deltas(chunk, out);
+        Ok(())
+    }
+
+    fn error_body(&self, err: &GatewayError) -> Bytes {
+        openai_error_json(err).into()
+    }
+
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+        format!("data: {}\n\n", openai_error_json(err)).into()
+    }
+}
+
+/// `{"error":{"message","type","param","code"}}`, the shape every OpenAI SDK parses.
+pub fn openai_error_json(err: &GatewayError) -> String {
+    #[derive(serde::Serialize)]
+    struct Body<'a> {
+        error: Detail<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Detail<'a> {
+        message: String,
+        #[serde(rename = "type")]
+        kind: &'a str,
+        param: Option<()>,
+        code: &'a str,
+    }
+    let (kind, code) = err.type_and_code();
+    let body = Body {
+        error: Detail {
+            message: err.to_string(),
+            kind,
+            param: None,
+            code,
+        },
+    };
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn decode(data: &str) -> (FrameKind, Vec<Delta<'_>>) {
+        let mut out = Vec::new();
+        let kind = ChatStream.decode(None, data.as_bytes(), &mut out).unwrap();
+        (kind, out)
+    }
+
+    #[test]
+    fn decodes_text_of_every_choice_and_tool_arguments() {
+        let (kind, d) = decode(
+            r#"{"choices":[{"index":0,"delta":{"content":"hi \"x\""}},{"index":1,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]},"finish_reason":null}]}"#,
+        );
+        assert_eq!(kind, FrameKind::Data);
+        assert_eq!(
+            d,
+            vec![
+                Delta::Text { choice: 0, channel: Channel::Content, text: "hi \"x\"".into() },
+                Delta::ToolCallStart { choice: 1, index: 0, id: Some("c1".into()), name: "f".into() },
+                Delta::Text { choice: 1, channel: Channel::ToolArgs(0), text: "{\"a\"".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn recognises_done_errors_and_azure_frames() {
+        assert_eq!(decode("[DONE]").0, FrameKind::Terminal);
+        assert_eq!(decode(r#"{"error":{"message":"x"}}"#).0, FrameKind::UpstreamError);
+        let (k, d) = decode(r#"{"id":"","choices":[],"prompt_filter_results":[{"prompt_index":0}]}"#);
+        assert_eq!((k, d.len()), (FrameKind::Data, 0));
+        assert!(ChatStream.decode(None, b"{not json", &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn parses_request_conversation() {
+        let r = OpenAiChat
+            .parse_request(
+                br#"{"model":"m","stream":true,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"1","content":"r"}],"tools":[{"type":"function","function":{"name":"f","description":"d"}}]}"#,
+                "/v1/chat/completions",
+            )
+            .unwrap();
+        assert!(r.stream);
+        let m = &r.conversation.messages;
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[1].text, vec!["a".to_string()]);
+        assert_eq!(m[2].tool_calls[0].name, "f");
+        assert_eq!(m[3].tool_call_id.as_deref(), Some("1"));
+        assert_eq!(r.conversation.tools[0].name, "f");
+        assert!(OpenAiChat.parse_request(b"{", "/").is_err());
+    }
+
+    #[test]
+    fn error_frame_is_the_native_shape() {
+        let f = OpenAiChat.stream_error_frame(&GatewayError::Blocked { message: "no".into() });
+        assert_eq!(
+            &f[..],
+            &b"data: {\"error\":{\"message\":\"no\",\"type\":\"guardrail_violation\",\"param\":null,\"code\":\"content_blocked\"}}\n\n"[..]
+        );
+    }
+}
