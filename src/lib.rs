@@ -1,9 +1,13 @@
 //! guardwire: a streaming guardrail proxy for LLM APIs.
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod delta;
-pub mod scan;
-pub mod sse;
-pub mod policy;
 pub mod error;
+pub mod metrics;
+pub mod policy;
 pub mod protocol;
+pub mod proxy;
+pub mod scan;
+pub mod server;
+pub mod sse;

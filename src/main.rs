@@ -1,1 +1,169 @@
-fn main(){}
+//! The `guardwire` binary: `serve` runs the proxy, `check` validates a config and its packs.
+
+use clap::{Parser, Subcommand};
+use guardwire::config::{Config, LogFormat};
+use guardwire::proxy::Runtime;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "guardwire",
+    version,
+    about = "Streaming guardrail proxy for LLM APIs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy.
+    Serve {
+        /// Config file (YAML); GUARDWIRE_… environment variables override it.
+        #[arg(long, short, default_value = "config/guardwire.yaml")]
+        config: PathBuf,
+    },
+    /// Load and validate the config and every pack it names, print what was loaded, and exit
+    /// non-zero on any error.
+    Check {
+        #[arg(long, short, default_value = "config/guardwire.yaml")]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check { config } => check(&config),
+        Command::Serve { config } => serve(&config),
+    }
+}
+
+fn check(path: &std::path::Path) -> ExitCode {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match Runtime::build(config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("config {}: ok", path.display());
+    println!("listen {}", runtime.config.listen);
+    for route in &runtime.routes {
+        let upstream = route
+            .upstream
+            .as_ref()
+            .map_or("(not configured: answers 404)".to_owned(), |u| {
+                format!("{}://{}{}", u.scheme, u.authority, u.prefix)
+            });
+        println!(
+            "route {} ({}) -> {}",
+            route.name,
+            route.protocol.name(),
+            upstream
+        );
+    }
+    if let Some(route) = runtime.routes.first() {
+        let policy = &route.policy;
+        for pack in policy.packs() {
+            println!("pack {pack}");
+        }
+        for v in policy.validators() {
+            println!(
+                "  validators[{}] {} ({}) direction={:?} mode={:?}{}",
+                v.index,
+                v.type_name,
+                v.canonical,
+                v.direction,
+                v.mode,
+                v.id.as_ref()
+                    .map(|i| format!(" id={i}"))
+                    .unwrap_or_default()
+            );
+        }
+        println!(
+            "{} validators, automata {} KiB",
+            policy.validators().len(),
+            policy.memory_usage() / 1024
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn serve(path: &std::path::Path) -> ExitCode {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    init_tracing(&config);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async {
+        let server = match guardwire::server::start(config).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(addr = %server.addr, "guardwire listening");
+        shutdown_signal().await;
+        tracing::info!("shutting down: draining open connections");
+        server.shutdown(Duration::from_secs(30)).await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn init_tracing(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match config.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

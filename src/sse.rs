@@ -197,6 +197,7 @@ impl SseFramer {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::panic)]
     use super::*;
 
     fn frames_of(chunks: &[&[u8]]) -> Vec<Vec<u8>> {
@@ -231,7 +232,11 @@ mod tests {
         assert_eq!(whole.concat(), s.to_vec());
         for i in 0..=s.len() {
             for j in i..=s.len() {
-                assert_eq!(frames_of(&[&s[..i], &s[i..j], &s[j..]]), whole, "split {i} {j}");
+                assert_eq!(
+                    frames_of(&[&s[..i], &s[i..j], &s[j..]]),
+                    whole,
+                    "split {i} {j}"
+                );
             }
         }
     }

@@ -7,7 +7,10 @@
 pub const CATALOG: &[(&str, &[&str])] = &[
     ("contains", &["content_includes"]),
     ("regex", &["content_matches"]),
-    ("content_excludes", &["banned_words", "content_not_includes"]),
+    (
+        "content_excludes",
+        &["banned_words", "content_not_includes"],
+    ),
     ("contains_any", &["content_includes_any"]),
     ("min_length", &[]),
     ("max_length", &["length"]),
@@ -32,7 +35,10 @@ pub const CATALOG: &[(&str, &[&str])] = &[
     ("tool_result_matches", &[]),
     ("tool_result_has_media", &[]),
     ("tool_result_media_type", &[]),
-    ("tool_args_excluded_session", &["tools_not_called_with_args"]),
+    (
+        "tool_args_excluded_session",
+        &["tools_not_called_with_args"],
+    ),
     ("agent_invoked", &[]),
     ("agent_not_invoked", &[]),
     ("agent_response_contains", &[]),

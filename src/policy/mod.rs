@@ -13,7 +13,9 @@ pub mod catalog;
 pub mod pack;
 
 use crate::delta::{Channel, Conversation, Delta};
-use crate::scan::{Hit, LiteralMatcher, LiteralRule, RegexMatcher, RegexRule, ScanSet, ScanState};
+use crate::scan::{
+    build_forbidden, Hit, LiteralMatcher, LiteralRule, RegexRule, ScanSet, ScanState,
+};
 use regex_syntax::hir::Hir;
 use std::path::Path;
 use std::sync::Arc;
@@ -95,10 +97,18 @@ pub enum CheckDef {
         word_boundary: bool,
     },
     /// `regex` with `expect_match: false`: streamed, incremental.
-    ForbidRegex { pattern: String, hir: Hir },
+    ForbidRegex {
+        pattern: String,
+        hir: Hir,
+    },
     /// `regex` with `expect_match: true`: the whole text must match.
-    RequireRegex { pattern: String, hir: Hir },
-    MaxLength { max_chars: u64 },
+    RequireRegex {
+        pattern: String,
+        hir: Hir,
+    },
+    MaxLength {
+        max_chars: u64,
+    },
 }
 
 /// The hook phase a verdict came from; also the `phase` metrics label.
@@ -233,27 +243,24 @@ impl Policy {
             let literals = if literals.is_empty() {
                 None
             } else {
-                Some(LiteralMatcher::new(&literals).map_err(|e| PolicyError::Compile {
-                    file: "(packs)".into(),
-                    index: 0,
-                    type_name: "content_excludes".into(),
-                    message: e.to_string(),
-                })?)
+                Some(
+                    LiteralMatcher::new(&literals).map_err(|e| PolicyError::Compile {
+                        file: "(packs)".into(),
+                        index: 0,
+                        type_name: "content_excludes".into(),
+                        message: e.to_string(),
+                    })?,
+                )
             };
-            let regexes = if regexes.is_empty() {
-                None
-            } else {
-                Some(RegexMatcher::new(&regexes).map_err(|e| {
-                    // Name the first regex validator; a size-limit error concerns them together.
-                    let (v, _) = &defs[regex_owners[0]];
-                    PolicyError::Compile {
-                        file: v.file.clone(),
-                        index: v.index,
-                        type_name: v.type_name.clone(),
-                        message: format!("param 'pattern': {e}"),
-                    }
-                })?)
-            };
+            let regexes = build_forbidden(&regexes).map_err(|(i, e)| {
+                let (v, _) = &defs[regex_owners[i]];
+                PolicyError::Compile {
+                    file: v.file.clone(),
+                    index: v.index,
+                    type_name: v.type_name.clone(),
+                    message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
+                }
+            })?;
             checks.scan = ScanSet::new(literals, regexes);
         }
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
@@ -372,7 +379,11 @@ impl Policy {
     pub fn stream_guard(self: &Arc<Self>, streaming: bool) -> StreamGuard {
         StreamGuard {
             policy: Arc::clone(self),
-            chunk_phase: if streaming { Phase::Stream } else { Phase::Response },
+            chunk_phase: if streaming {
+                Phase::Stream
+            } else {
+                Phase::Response
+            },
             channels: Vec::new(),
             choices: Vec::new(),
             hits: Vec::new(),

@@ -43,17 +43,17 @@ pub fn parse_pack(file: &str, doc: &Value) -> Result<Vec<(Validator, CheckDef)>,
         message,
     };
     let Value::Object(top) = doc else {
-        return Err(err("a pack must be a mapping with a `validators:` list".into()));
+        return Err(err(
+            "a pack must be a mapping with a `validators:` list".into()
+        ));
     };
     for key in top.keys() {
         match key.as_str() {
             "validators" | "name" | "description" | "version" | "id" => {}
-            "evals" => {
-                return Err(err(
-                    "`evals:` (observe-only checks) are not supported yet; move them to another file"
-                        .into(),
-                ))
-            }
+            "evals" => return Err(err(
+                "`evals:` (observe-only checks) are not supported yet; move them to another file"
+                    .into(),
+            )),
             other => {
                 return Err(err(format!(
                     "unknown key `{other}` (expected validators, name, description, version, id)"
@@ -171,7 +171,9 @@ fn parse_validator(
     }
     let def = build_check(canonical, &type_name, &mut p).map_err(&at)?;
     if let Some(unknown) = p.map.keys().next() {
-        return Err(at(format!("param '{unknown}': unknown param for `{type_name}`")));
+        return Err(at(format!(
+            "param '{unknown}': unknown param for `{type_name}`"
+        )));
     }
     let validator = Validator {
         label: id.clone().unwrap_or_else(|| type_name.clone()),

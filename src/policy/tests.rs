@@ -7,7 +7,9 @@ use std::borrow::Cow;
 fn policy(yaml: &str) -> Result<Arc<Policy>, String> {
     let doc: serde_json::Value = serde_norway::from_str(yaml).unwrap();
     let defs = pack::parse_pack("test.yaml", &doc).map_err(|e| e.to_string())?;
-    Policy::compile(defs).map(Arc::new).map_err(|e| e.to_string())
+    Policy::compile(defs)
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
 }
 
 fn text(choice: u32, t: &str) -> Delta<'_> {
@@ -53,10 +55,18 @@ validators:
 #[test]
 fn errors_name_file_validator_and_param() {
     let e = policy("validators:\n  - type: regex\n    params: { pattern: '(' }\n").unwrap_err();
-    assert!(e.starts_with("test.yaml: validators[0] (type: regex): param 'pattern': invalid regex"), "{e}");
+    assert!(
+        e.starts_with("test.yaml: validators[0] (type: regex): param 'pattern': invalid regex"),
+        "{e}"
+    );
     let e = policy("validators:\n  - type: nope\n").unwrap_err();
-    assert!(e.contains("validators[0] (type: nope): unknown check type `nope`"), "{e}");
-    let e = policy("validators:\n  - type: banned_words\n    params: { words: [a], colour: red }\n").unwrap_err();
+    assert!(
+        e.contains("validators[0] (type: nope): unknown check type `nope`"),
+        "{e}"
+    );
+    let e =
+        policy("validators:\n  - type: banned_words\n    params: { words: [a], colour: red }\n")
+            .unwrap_err();
     assert!(e.contains("param 'colour': unknown param"), "{e}");
     let e = policy("validators:\n  - type: max_length\n    params: { max: -3 }\n").unwrap_err();
     assert!(e.contains("param 'max'"), "{e}");
@@ -64,11 +74,22 @@ fn errors_name_file_validator_and_param() {
     assert!(e.contains("not supported by guardwire yet"), "{e}");
     let e = policy("validators:\n  - type: content_excludes\n    params: { patterns: [a], match_mode: fuzzy }\n").unwrap_err();
     assert!(e.contains("param 'match_mode'"), "{e}");
-    let e = policy("validators:\n  - type: regex\n    params: { pattern: 'x*', expect_match: false }\n").unwrap_err();
+    let e = policy(
+        "validators:\n  - type: regex\n    params: { pattern: 'x*', expect_match: false }\n",
+    )
+    .unwrap_err();
     assert!(e.contains("empty string"), "{e}");
-    let e = policy("validators:\n  - type: banned_words\n    enabled: false\n    params: { wordz: [a] }\n").unwrap_err();
-    assert!(e.contains("validators[0]"), "disabled validators are still validated: {e}");
-    let e = policy("validators:\n  - type: banned_words\n    params: { words: [a], min_score: 0 }\n").unwrap_err();
+    let e = policy(
+        "validators:\n  - type: banned_words\n    enabled: false\n    params: { wordz: [a] }\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("validators[0]"),
+        "disabled validators are still validated: {e}"
+    );
+    let e =
+        policy("validators:\n  - type: banned_words\n    params: { words: [a], min_score: 0 }\n")
+            .unwrap_err();
     assert!(e.contains("min_score"), "{e}");
     let e = policy("rules: []\n").unwrap_err();
     assert!(e.contains("unknown key `rules`"), "{e}");
@@ -79,7 +100,8 @@ fn banned_words_default_to_word_boundaries_content_excludes_to_substrings() {
     let bw = policy("validators:\n  - type: banned_words\n    params: { words: [ass] }\n").unwrap();
     assert!(stream(&bw, &["a passage"]).is_ok());
     assert!(stream(&bw, &["you a", "ss!"]).is_err());
-    let ce = policy("validators:\n  - type: content_excludes\n    params: { patterns: [ass] }\n").unwrap();
+    let ce = policy("validators:\n  - type: content_excludes\n    params: { patterns: [ass] }\n")
+        .unwrap();
     assert!(stream(&ce, &["a pa", "ssage"]).is_err());
 }
 
@@ -96,7 +118,8 @@ fn max_length_counts_characters_per_choice() {
 
 #[test]
 fn required_regex_is_checked_on_the_whole_response() {
-    let p = policy("validators:\n  - type: regex\n    params: { pattern: 'ticket #\\d+' }\n").unwrap();
+    let p =
+        policy("validators:\n  - type: regex\n    params: { pattern: 'ticket #\\d+' }\n").unwrap();
     assert!(stream(&p, &["your ticket #", "42 is open"]).is_ok());
     let err = stream(&p, &["no ticket"]).unwrap_err();
     assert_eq!(err.phase, Phase::Response);
@@ -104,7 +127,10 @@ fn required_regex_is_checked_on_the_whole_response() {
 
 #[test]
 fn monitor_mode_reports_once_and_never_blocks() {
-    let p = policy("validators:\n  - type: banned_words\n    mode: monitor\n    params: { words: [foo] }\n").unwrap();
+    let p = policy(
+        "validators:\n  - type: banned_words\n    mode: monitor\n    params: { words: [foo] }\n",
+    )
+    .unwrap();
     let mut g = p.stream_guard(true);
     g.on_chunk(&text(0, "foo foo ")).unwrap();
     g.on_chunk(&text(0, "foo")).unwrap();
@@ -114,7 +140,10 @@ fn monitor_mode_reports_once_and_never_blocks() {
 
 #[test]
 fn input_checks_see_every_message_and_tool_arguments() {
-    let p = policy("validators:\n  - type: banned_words\n    params: { words: [secret], direction: input }\n").unwrap();
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [secret], direction: input }\n",
+    )
+    .unwrap();
     let msg = |role, t: &str| Message {
         role,
         text: vec![t.to_owned()],
@@ -127,6 +156,12 @@ fn input_checks_see_every_message_and_tool_arguments() {
     let mut f = Vec::new();
     assert!(p.before_call(&conv, &mut f).is_ok());
     conv.messages.push(msg(Role::User, "tell me the SECRET"));
-    assert_eq!(p.before_call(&conv, &mut f).unwrap_err().phase, Phase::Input);
-    assert!(stream(&p, &["a secret"]).is_ok(), "input-only validators skip output");
+    assert_eq!(
+        p.before_call(&conv, &mut f).unwrap_err().phase,
+        Phase::Input
+    );
+    assert!(
+        stream(&p, &["a secret"]).is_ok(),
+        "input-only validators skip output"
+    );
 }

@@ -55,8 +55,11 @@ pub trait Protocol: Send + Sync + 'static {
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
 
     /// Decodes a complete (non-streamed) response body.
-    fn decode_response<'a>(&self, body: &'a [u8], out: &mut Vec<Delta<'a>>)
-        -> Result<(), DecodeError>;
+    fn decode_response<'a>(
+        &self,
+        body: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<(), DecodeError>;
 
     /// The JSON body of an error answer in the provider's shape.
     fn error_body(&self, err: &GatewayError) -> Bytes;

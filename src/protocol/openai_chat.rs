@@ -235,9 +235,11 @@ impl Protocol for OpenAiChat {
                 let mut text = Vec::new();
                 match m.content {
                     Some(Content::Text(t)) => text.push(t),
-                    Some(Content::Parts(parts)) => {
-                        text.extend(parts.into_iter().flat_map(|p| p.text.into_iter().chain(p.refusal)))
-                    }
+                    Some(Content::Parts(parts)) => text.extend(
+                        parts
+                            .into_iter()
+                            .flat_map(|p| p.text.into_iter().chain(p.refusal)),
+                    ),
                     None => {}
                 }
                 text.extend(m.refusal);
@@ -342,9 +344,22 @@ mod tests {
         assert_eq!(
             d,
             vec![
-                Delta::Text { choice: 0, channel: Channel::Content, text: "hi \"x\"".into() },
-                Delta::ToolCallStart { choice: 1, index: 0, id: Some("c1".into()), name: "f".into() },
-                Delta::Text { choice: 1, channel: Channel::ToolArgs(0), text: "{\"a\"".into() },
+                Delta::Text {
+                    choice: 0,
+                    channel: Channel::Content,
+                    text: "hi \"x\"".into()
+                },
+                Delta::ToolCallStart {
+                    choice: 1,
+                    index: 0,
+                    id: Some("c1".into()),
+                    name: "f".into()
+                },
+                Delta::Text {
+                    choice: 1,
+                    channel: Channel::ToolArgs(0),
+                    text: "{\"a\"".into()
+                },
             ]
         );
     }
@@ -352,10 +367,16 @@ mod tests {
     #[test]
     fn recognises_done_errors_and_azure_frames() {
         assert_eq!(decode("[DONE]").0, FrameKind::Terminal);
-        assert_eq!(decode(r#"{"error":{"message":"x"}}"#).0, FrameKind::UpstreamError);
-        let (k, d) = decode(r#"{"id":"","choices":[],"prompt_filter_results":[{"prompt_index":0}]}"#);
+        assert_eq!(
+            decode(r#"{"error":{"message":"x"}}"#).0,
+            FrameKind::UpstreamError
+        );
+        let (k, d) =
+            decode(r#"{"id":"","choices":[],"prompt_filter_results":[{"prompt_index":0}]}"#);
         assert_eq!((k, d.len()), (FrameKind::Data, 0));
-        assert!(ChatStream.decode(None, b"{not json", &mut Vec::new()).is_err());
+        assert!(ChatStream
+            .decode(None, b"{not json", &mut Vec::new())
+            .is_err());
     }
 
     #[test]
@@ -378,7 +399,9 @@ mod tests {
 
     #[test]
     fn error_frame_is_the_native_shape() {
-        let f = OpenAiChat.stream_error_frame(&GatewayError::Blocked { message: "no".into() });
+        let f = OpenAiChat.stream_error_frame(&GatewayError::Blocked {
+            message: "no".into(),
+        });
         assert_eq!(
             &f[..],
             &b"data: {\"error\":{\"message\":\"no\",\"type\":\"guardrail_violation\",\"param\":null,\"code\":\"content_blocked\"}}\n\n"[..]

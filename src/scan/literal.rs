@@ -3,8 +3,8 @@
 use super::text::{fold_char, fold_str, is_word_char, needs_unicode_fold};
 use super::Hit;
 use aho_corasick::automaton::Automaton;
-use aho_corasick::dfa::DFA;
 use aho_corasick::automaton::StateID;
+use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind, StartKind};
 use std::collections::{HashMap, VecDeque};
 

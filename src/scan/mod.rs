@@ -14,7 +14,7 @@ mod regex;
 pub mod text;
 
 pub use self::literal::{LiteralMatcher, LiteralRule};
-pub use self::regex::{compile_hir, RegexMatcher, RegexRule};
+pub use self::regex::{build_forbidden, compile_hir, trim_for_existence, RegexMatcher, RegexRule};
 
 /// A match found by the scanner, in byte positions of its channel's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub struct Hit {
 #[derive(Debug, Default)]
 pub struct ScanSet {
     literals: Option<LiteralMatcher>,
-    regexes: Option<RegexMatcher>,
+    regexes: Vec<RegexMatcher>,
 }
 
 /// Per-channel scanning state: a few words, plus a short tail for word-boundary checks.
@@ -39,7 +39,7 @@ pub struct ScanSet {
 pub struct ScanState {
     pos: u64,
     literal: literal::LiteralState,
-    regex: regex::RegexState,
+    regex: Vec<regex::RegexState>,
 }
 
 impl ScanState {
@@ -50,12 +50,12 @@ impl ScanState {
 }
 
 impl ScanSet {
-    pub fn new(literals: Option<LiteralMatcher>, regexes: Option<RegexMatcher>) -> Self {
+    pub fn new(literals: Option<LiteralMatcher>, regexes: Vec<RegexMatcher>) -> Self {
         ScanSet { literals, regexes }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.literals.is_none() && self.regexes.is_none()
+        self.literals.is_none() && self.regexes.is_empty()
     }
 
     pub fn start(&self) -> ScanState {
@@ -66,11 +66,7 @@ impl ScanSet {
                 .as_ref()
                 .map(LiteralMatcher::start)
                 .unwrap_or_default(),
-            regex: self
-                .regexes
-                .as_ref()
-                .map(RegexMatcher::start)
-                .unwrap_or_default(),
+            regex: self.regexes.iter().map(RegexMatcher::start).collect(),
         }
     }
 
@@ -79,8 +75,8 @@ impl ScanSet {
         if let Some(l) = &self.literals {
             l.feed(&mut st.literal, st.pos, text, hits);
         }
-        if let Some(r) = &self.regexes {
-            r.feed(&mut st.regex, st.pos, text.as_bytes(), hits);
+        for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
+            r.feed(rs, st.pos, text.as_bytes(), hits);
         }
         st.pos += text.len() as u64;
     }
@@ -90,8 +86,8 @@ impl ScanSet {
         if let Some(l) = &self.literals {
             l.finish(&mut st.literal, hits);
         }
-        if let Some(r) = &self.regexes {
-            r.finish(&mut st.regex, st.pos, hits);
+        for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
+            r.finish(rs, st.pos, hits);
         }
     }
 
@@ -102,16 +98,22 @@ impl ScanSet {
         if let Some(l) = &self.literals {
             safe = safe.min(l.safe_pos(&st.literal, st.pos));
         }
-        if let Some(r) = &self.regexes {
-            safe = safe.min(r.safe_pos(&st.regex, st.pos));
+        for (r, rs) in self.regexes.iter().zip(&st.regex) {
+            safe = safe.min(r.safe_pos(rs, st.pos));
         }
         safe
     }
 
     /// Heap bytes the compiled automata use.
     pub fn memory_usage(&self) -> usize {
-        self.literals.as_ref().map_or(0, LiteralMatcher::memory_usage)
-            + self.regexes.as_ref().map_or(0, RegexMatcher::memory_usage)
+        self.literals
+            .as_ref()
+            .map_or(0, LiteralMatcher::memory_usage)
+            + self
+                .regexes
+                .iter()
+                .map(RegexMatcher::memory_usage)
+                .sum::<usize>()
     }
 }
 

@@ -1,7 +1,9 @@
 //! Forbidden regular expressions, all of a scan target in one multi-pattern dense DFA.
 //!
-//! `\b` and the other word assertions are ASCII-only, as in Go's RE2 that PromptKit packs are
-//! written for (and because a DFA cannot carry Unicode word boundaries).
+//! The dialect is Go's RE2, which PromptKit packs are written for: `\d`, `\w`, `\s` and `\b`
+//! are ASCII-only (`\s` also takes `\v`), while literals, `.` and `(?i)` stay Unicode-aware.
+//! Besides compatibility this keeps DFAs small (Unicode `\d{3}` alone is megabytes) and lets word
+//! boundaries be compiled into a DFA at all.
 
 use super::Hit;
 use regex_automata::dfa::{dense, Automaton, StartKind};
@@ -9,6 +11,7 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
+use regex_syntax::ast::{self, Ast, ClassSet, ClassSetItem};
 use regex_syntax::hir::{self, Hir, HirKind, Look};
 
 /// One regular expression to find, already parsed and checked.
@@ -50,13 +53,116 @@ pub enum RegexError {
     MatchesEmpty,
 }
 
-/// Parses `pattern` with guardwire's regex dialect (ASCII word boundaries).
+/// Parses `pattern` in guardwire's dialect (see the module docs).
 pub fn compile_hir(pattern: &str) -> Result<Hir, RegexError> {
-    let hir = regex_syntax::ParserBuilder::new()
-        .build()
+    let syntax = |e: regex_syntax::Error| Box::new(e);
+    let mut parsed = ast::parse::Parser::new()
         .parse(pattern)
-        .map_err(Box::new)?;
+        .map_err(|e| syntax(e.into()))?;
+    ascii_perl_classes(&mut parsed);
+    let hir = regex_syntax::hir::translate::Translator::new()
+        .translate(pattern, &parsed)
+        .map_err(|e| syntax(e.into()))?;
     Ok(ascii_word_boundaries(hir))
+}
+
+/// `\d` → `[[:digit:]]`, `\w` → `[[:word:]]`, `\s` → `[[:space:]]` (negations likewise).
+fn ascii_perl_classes(a: &mut Ast) {
+    match a {
+        Ast::ClassPerl(perl) => {
+            let item = ClassSetItem::Ascii(ascii_of(perl));
+            *a = Ast::class_bracketed(ast::ClassBracketed {
+                span: perl.span,
+                negated: false,
+                kind: ClassSet::Item(item),
+            });
+        }
+        Ast::ClassBracketed(b) => ascii_in_set(&mut b.kind),
+        Ast::Repetition(r) => ascii_perl_classes(&mut r.ast),
+        Ast::Group(g) => ascii_perl_classes(&mut g.ast),
+        Ast::Alternation(alt) => alt.asts.iter_mut().for_each(ascii_perl_classes),
+        Ast::Concat(c) => c.asts.iter_mut().for_each(ascii_perl_classes),
+        _ => {}
+    }
+}
+
+fn ascii_in_set(set: &mut ClassSet) {
+    match set {
+        ClassSet::Item(item) => ascii_in_item(item),
+        ClassSet::BinaryOp(op) => {
+            ascii_in_set(&mut op.lhs);
+            ascii_in_set(&mut op.rhs);
+        }
+    }
+}
+
+fn ascii_in_item(item: &mut ClassSetItem) {
+    match item {
+        ClassSetItem::Perl(perl) => *item = ClassSetItem::Ascii(ascii_of(perl)),
+        ClassSetItem::Bracketed(b) => ascii_in_set(&mut b.kind),
+        ClassSetItem::Union(u) => u.items.iter_mut().for_each(ascii_in_item),
+        _ => {}
+    }
+}
+
+fn ascii_of(perl: &ast::ClassPerl) -> ast::ClassAscii {
+    ast::ClassAscii {
+        span: perl.span,
+        kind: match perl.kind {
+            ast::ClassPerlKind::Digit => ast::ClassAsciiKind::Digit,
+            ast::ClassPerlKind::Space => ast::ClassAsciiKind::Space,
+            ast::ClassPerlKind::Word => ast::ClassAsciiKind::Word,
+        },
+        negated: perl.negated,
+    }
+}
+
+/// For a pattern whose matches only need to be *found* (a forbidden pattern), a trailing
+/// `X{n,m}`, `X+` or `X*` can be cut to its minimum `X{n}`: text holds a match of the original
+/// exactly when it holds one of the cut form, which is found as early or earlier, keeps the
+/// longest match (and so the hold-back) bounded, and keeps DFAs small — counted runs at the end
+/// of secret-token patterns otherwise multiply DFA states by thousands.
+pub fn trim_for_existence(h: Hir) -> Hir {
+    match h.into_kind() {
+        HirKind::Repetition(r) => Hir::repetition(hir::Repetition {
+            max: Some(r.min),
+            ..r
+        }),
+        HirKind::Capture(c) => Hir::capture(hir::Capture {
+            sub: Box::new(trim_for_existence(*c.sub)),
+            ..c
+        }),
+        HirKind::Alternation(subs) => {
+            Hir::alternation(subs.into_iter().map(trim_for_existence).collect())
+        }
+        HirKind::Concat(mut subs) => {
+            while let Some(last) = subs.pop() {
+                let trimmed = trim_for_existence(last);
+                // `X*` cut to `X{0}` is the empty pattern (the constructor simplifies it so).
+                let vanished = matches!(trimmed.kind(), HirKind::Empty)
+                    || matches!(trimmed.kind(), HirKind::Repetition(r) if r.max == Some(0));
+                if !vanished {
+                    subs.push(trimmed);
+                    break;
+                }
+            }
+            Hir::concat(subs)
+        }
+        kind => rebuild(kind),
+    }
+}
+
+fn rebuild(kind: HirKind) -> Hir {
+    match kind {
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(lit) => Hir::literal(lit.0),
+        HirKind::Class(class) => Hir::class(class),
+        HirKind::Look(look) => Hir::look(look),
+        HirKind::Repetition(r) => Hir::repetition(r),
+        HirKind::Capture(c) => Hir::capture(c),
+        HirKind::Concat(subs) => Hir::concat(subs),
+        HirKind::Alternation(subs) => Hir::alternation(subs),
+    }
 }
 
 fn ascii_word_boundaries(h: Hir) -> Hir {
@@ -82,14 +188,51 @@ fn ascii_word_boundaries(h: Hir) -> Hir {
         HirKind::Alternation(subs) => {
             Hir::alternation(subs.into_iter().map(ascii_word_boundaries).collect())
         }
-        HirKind::Empty => Hir::empty(),
-        HirKind::Literal(lit) => Hir::literal(lit.0),
-        HirKind::Class(class) => Hir::class(class),
+        kind => rebuild(kind),
     }
 }
 
+/// Largest DFA for all patterns of a target together; past it each pattern gets its own DFA
+/// (more automaton steps per byte, but sizes add up instead of multiplying).
+const UNION_DFA_BUDGET: usize = 16 << 20;
+/// Largest DFA for a single pattern: beyond it the pattern is refused at load.
+const SINGLE_DFA_LIMIT: usize = 128 << 20;
+
+/// Builds the matchers for forbidden patterns: one DFA for all of them when it stays small,
+/// else one per pattern. Returns the index of the offending rule with an error.
+pub fn build_forbidden(rules: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexError)> {
+    if let Some(i) = rules
+        .iter()
+        .position(|r| r.hir.properties().minimum_len() == Some(0))
+    {
+        return Err((i, RegexError::MatchesEmpty));
+    }
+    let trimmed: Vec<RegexRule> = rules
+        .iter()
+        .map(|r| RegexRule {
+            hir: trim_for_existence(r.hir.clone()),
+            owner: r.owner,
+        })
+        .collect();
+    if let Ok(all) = RegexMatcher::with_limit(&trimmed, UNION_DFA_BUDGET) {
+        return Ok(vec![all]);
+    }
+    trimmed
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            RegexMatcher::with_limit(std::slice::from_ref(r), SINGLE_DFA_LIMIT).map_err(|e| (i, e))
+        })
+        .collect()
+}
+
 impl RegexMatcher {
+    /// One DFA for all `rules` (patterns are used as given; see [`build_forbidden`]).
     pub fn new(rules: &[RegexRule]) -> Result<Self, RegexError> {
+        Self::with_limit(rules, SINGLE_DFA_LIMIT)
+    }
+
+    fn with_limit(rules: &[RegexRule], limit: usize) -> Result<Self, RegexError> {
         if rules
             .iter()
             .any(|r| r.hir.properties().minimum_len() == Some(0))
@@ -106,8 +249,8 @@ impl RegexMatcher {
                 dense::Config::new()
                     .match_kind(MatchKind::All)
                     .start_kind(StartKind::Unanchored)
-                    .dfa_size_limit(Some(256 << 20))
-                    .determinize_size_limit(Some(512 << 20)),
+                    .dfa_size_limit(Some(limit))
+                    .determinize_size_limit(Some(limit * 2)),
             )
             .build_from_nfa(&nfa)
             .map_err(Box::new)?;

@@ -35,19 +35,19 @@ fn build_sample_set() -> ScanSet {
             ])
             .unwrap(),
         ),
-        Some(
-            RegexMatcher::new(&[
-                rx(r"\d{3}-\d{2}-\d{4}", 10),
-                rx(r"(?i)\brouting number\b", 11),
-            ])
-            .unwrap(),
-        ),
+        build_forbidden(&[
+            rx(r"\d{3}-\d{2}-\d{4}", 10),
+            rx(r"(?i)\brouting number\b", 11),
+        ])
+        .unwrap(),
     )
 }
 
-/// Scans `pieces` in order; returns the distinct (owner, end) hits and, for each hit, the largest
-/// safe position reported before it was found.
-fn scan(set: &ScanSet, pieces: &[&str]) -> (Vec<(u32, u64)>, Vec<(Hit, u64)>) {
+/// Distinct (owner, end) hits, and each hit with the largest safe position reported before it.
+type ScanResult = (Vec<(u32, u64)>, Vec<(Hit, u64)>);
+
+/// Scans `pieces` in order.
+fn scan(set: &ScanSet, pieces: &[&str]) -> ScanResult {
     let mut st = set.start();
     let mut hits = Vec::new();
     let mut seen = Vec::new();
@@ -82,30 +82,37 @@ fn owners(v: &[(u32, u64)]) -> Vec<u32> {
 #[test]
 fn finds_literals_case_insensitively_in_any_script() {
     let set = sample_set();
-    assert_eq!(owners(&scan(&set, &["a BADWORD here"]).0), vec![0]);
-    assert_eq!(owners(&scan(&set, &["die STRASSE", " die STRAßE"]).0), vec![1]);
-    assert_eq!(owners(&scan(&set, &["ПРИВЕТ мир"]).0), vec![4]);
+    assert_eq!(owners(&scan(set, &["a BADWORD here"]).0), vec![0]);
+    assert_eq!(
+        owners(&scan(set, &["die STRASSE", " die STRAßE"]).0),
+        vec![1]
+    );
+    assert_eq!(owners(&scan(set, &["ПРИВЕТ мир"]).0), vec![4]);
 }
 
 #[test]
 fn word_boundaries_hold_for_non_ascii_neighbours() {
     let set = sample_set();
-    assert_eq!(owners(&scan(&set, &["un CAFÉ noir"]).0), vec![2]);
-    assert!(scan(&set, &["cafés"]).0.is_empty(), "é after is a word char");
-    assert!(scan(&set, &["décafé"]).0.is_empty());
-    assert!(scan(&set, &["passé"]).0.is_empty());
-    assert!(scan(&set, &["Ägass"]).0.is_empty());
-    assert_eq!(owners(&scan(&set, &["«ass»"]).0), vec![3]);
-    assert_eq!(owners(&scan(&set, &["caf", "é"]).0), vec![2], "end of text is a boundary");
-    assert!(scan(&set, &["caf", "é", "s"]).0.is_empty());
+    assert_eq!(owners(&scan(set, &["un CAFÉ noir"]).0), vec![2]);
+    assert!(scan(set, &["cafés"]).0.is_empty(), "é after is a word char");
+    assert!(scan(set, &["décafé"]).0.is_empty());
+    assert!(scan(set, &["passé"]).0.is_empty());
+    assert!(scan(set, &["Ägass"]).0.is_empty());
+    assert_eq!(owners(&scan(set, &["«ass»"]).0), vec![3]);
+    assert_eq!(
+        owners(&scan(set, &["caf", "é"]).0),
+        vec![2],
+        "end of text is a boundary"
+    );
+    assert!(scan(set, &["caf", "é", "s"]).0.is_empty());
 }
 
 #[test]
 fn regex_matches_across_pieces_and_ascii_word_boundaries() {
     let set = sample_set();
-    assert_eq!(owners(&scan(&set, &["ssn 123-4", "5-6789 ok"]).0), vec![10]);
-    assert_eq!(owners(&scan(&set, &["my Routing ", "Number"]).0), vec![11]);
-    assert!(scan(&set, &["xrouting number"]).0.is_empty());
+    assert_eq!(owners(&scan(set, &["ssn 123-4", "5-6789 ok"]).0), vec![10]);
+    assert_eq!(owners(&scan(set, &["my Routing ", "Number"]).0), vec![11]);
+    assert!(scan(set, &["xrouting number"]).0.is_empty());
 }
 
 #[test]
@@ -122,9 +129,42 @@ fn idle_text_is_released_at_once() {
 #[test]
 fn empty_regex_is_refused() {
     assert!(matches!(
-        RegexMatcher::new(&[rx("a*", 0)]),
-        Err(regex::RegexError::MatchesEmpty)
+        build_forbidden(&[rx("x", 0), rx("a*", 1)]),
+        Err((1, regex::RegexError::MatchesEmpty))
     ));
+}
+
+#[test]
+fn trailing_repetitions_are_cut_for_existence() {
+    let show = |p: &str| format!("{:?}", trim_for_existence(compile_hir(p).unwrap()));
+    assert_eq!(show("ab{2,5}"), show("ab{2}"));
+    assert_eq!(show("ab+c*"), show("ab"));
+    assert_eq!(show("(?:x\\d+|y)"), show("(?:x\\d|y)"));
+    assert_eq!(
+        show("a+$"),
+        show("a+$"),
+        "nothing after an end anchor is cut"
+    );
+}
+
+#[test]
+fn counted_secret_patterns_stay_small_and_bounded() {
+    let set = build_forbidden(&[
+        rx(r"xox[baprs]-[A-Za-z0-9-]{10,48}", 0),
+        rx(r"sk-(?:proj-)?[A-Za-z0-9_-]{20,}", 1),
+        rx(r"AKIA[0-9A-Z]{16}", 2),
+    ])
+    .unwrap();
+    let bytes: usize = set.iter().map(RegexMatcher::memory_usage).sum();
+    assert!(bytes < 16 << 20, "{bytes} bytes");
+    let scan = ScanSet::new(None, set);
+    let mut st = scan.start();
+    let mut hits = Vec::new();
+    scan.feed(&mut st, "token xoxb-", &mut hits);
+    scan.feed(&mut st, "123456789", &mut hits);
+    assert!(hits.is_empty());
+    scan.feed(&mut st, "0abc", &mut hits);
+    assert_eq!(hits.first().map(|h| h.owner), Some(0));
 }
 
 /// Latest start of a match of `pattern` ending at `end` in `text`.
@@ -148,7 +188,7 @@ fn latest_start(pattern: &str, text: &str, end: usize) -> usize {
 
 fn check_split_invariants(text: &str, cuts: &[usize]) {
     let set = sample_set();
-    let whole = scan(&set, &[text]).0;
+    let whole = scan(set, &[text]).0;
     let mut pieces = Vec::new();
     let mut last = 0;
     for &c in cuts {
@@ -158,7 +198,7 @@ fn check_split_invariants(text: &str, cuts: &[usize]) {
         }
     }
     pieces.push(&text[last..]);
-    let (split, seen) = scan(&set, &pieces);
+    let (split, seen) = scan(set, &pieces);
     assert_eq!(split, whole, "pieces {pieces:?}");
     for (hit, safe_before) in seen {
         let start = match hit.start {

@@ -1,0 +1,242 @@
+//! Configuration: a YAML file, overridden by `GUARDWIRE_…` environment variables
+//! (`GUARDWIRE_LISTEN`, `GUARDWIRE_UPSTREAMS__OPENAI`, `GUARDWIRE_LIMITS__MAX_REQUEST_BYTES`, …:
+//! `__` separates nesting levels). Unknown keys are errors that name the key and the file.
+
+use figment::providers::{Env, Format};
+use figment::Figment;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// YAML through serde_norway, the maintained serde_yaml fork (figment's own YAML provider uses
+/// the archived serde_yaml).
+pub struct Yaml;
+
+impl Format for Yaml {
+    type Error = serde_norway::Error;
+    const NAME: &'static str = "YAML";
+
+    fn from_str<T: serde::de::DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
+        serde_norway::from_str(string)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the proxy listens on.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub upstreams: Upstreams,
+    /// Pack files enforced on every route, in order. Relative paths are relative to the working
+    /// directory guardwire is started from.
+    #[serde(default)]
+    pub packs: Vec<PathBuf>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    #[serde(default)]
+    pub log: Log,
+}
+
+/// Base URLs of the providers. An omitted provider's paths answer 404.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstreams {
+    pub openai: Option<String>,
+    pub anthropic: Option<String>,
+    pub gemini: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body accepted (413 above).
+    pub max_request_bytes: usize,
+    /// Largest non-streamed response body guardwire will buffer to check (502 above).
+    pub max_response_bytes: usize,
+    /// Largest request head (request line and headers).
+    pub max_header_bytes: usize,
+    /// Largest single SSE event from the upstream.
+    pub max_frame_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_bytes: 8 << 20,
+            max_response_bytes: 32 << 20,
+            max_header_bytes: 64 << 10,
+            max_frame_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// Connecting to the upstream (TCP + TLS).
+    pub connect_ms: u64,
+    /// From sending the request to the upstream's response headers (504 after).
+    pub response_headers_ms: u64,
+    /// Longest silence between two chunks of an upstream body.
+    pub idle_ms: u64,
+    /// Time a client has to send its request head (slow clients are cut off).
+    pub client_header_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect_ms: 10_000,
+            response_headers_ms: 300_000,
+            idle_ms: 120_000,
+            client_header_ms: 30_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// A tracing filter (`info`, `guardwire=debug`, …); `RUST_LOG` wins when set.
+    pub level: String,
+    /// `text` or `json`.
+    pub format: LogFormat,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Log {
+            level: "info".into(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0}: not found")]
+    Missing(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads `path` and the `GUARDWIRE_…` environment over it.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        if !path.exists() {
+            return Err(ConfigError::Missing(path.display().to_string()));
+        }
+        let figment = Figment::new()
+            .merge(Yaml::file_exact(path))
+            .merge(Env::prefixed("GUARDWIRE_").split("__"));
+        let config: Config = figment
+            .extract()
+            .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a config from YAML text (no environment), for tests and tools.
+    pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = Figment::new()
+            .merge(Yaml::string(text))
+            .extract()
+            .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let upstreams = [
+            ("openai", &self.upstreams.openai),
+            ("anthropic", &self.upstreams.anthropic),
+            ("gemini", &self.upstreams.gemini),
+        ];
+        for (name, url) in upstreams {
+            if let Some(url) = url {
+                crate::proxy::upstream::parse_base_url(url)
+                    .map_err(|e| ConfigError::Invalid(format!("upstreams.{name}: {e}")))?;
+            }
+        }
+        if self.limits.max_header_bytes < 8192 {
+            return Err(ConfigError::Invalid(
+                "limits.max_header_bytes: must be at least 8192".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// figment errors name the key; add the source (file or env var) on every line.
+fn format_figment_error(e: figment::Error) -> String {
+    e.into_iter()
+        .map(|e| {
+            let key = if e.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.path.join("."))
+            };
+            let source = e
+                .metadata
+                .as_ref()
+                .and_then(|m| m.source.as_ref())
+                .map(|s| format!(" (in {s})"))
+                .unwrap_or_default();
+            format!("{key}{}{source}", e.kind)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn issue_keys_parse() {
+        let c = Config::from_yaml(
+            r#"
+listen: "127.0.0.1:8080"
+upstreams:
+  openai: "https://api.openai.com"
+  anthropic: "https://api.anthropic.com"
+  gemini: "https://generativelanguage.googleapis.com"
+packs: ["config/packs/default.yaml"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.upstreams.openai.as_deref(),
+            Some("https://api.openai.com")
+        );
+        assert_eq!(c.packs.len(), 1);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_urls_are_named() {
+        let e = Config::from_yaml("limits: { max_body: 3 }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("limits") && e.contains("max_body"), "{e}");
+        let e = Config::from_yaml("upstreams: { openai: 'ftp://x' }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("upstreams.openai"), "{e}");
+    }
+}

@@ -1,0 +1,119 @@
+//! Prometheus metrics (`GET /metrics`). One registry per process, no global state.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub route: &'static str,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictLabels {
+    pub validator: String,
+    pub phase: &'static str,
+    pub route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamErrorLabels {
+    pub route: &'static str,
+    pub kind: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    /// Requests answered, by route and HTTP status sent to the client.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Requests or responses blocked, by validator, phase (input | stream | response) and route.
+    pub blocked: Family<VerdictLabels, Counter>,
+    /// Monitor-mode violations (counted, not blocked).
+    pub monitored: Family<VerdictLabels, Counter>,
+    /// Time guardwire itself adds to a request: total time minus time waiting on the upstream.
+    pub overhead: Family<RouteLabels, Histogram>,
+    /// Streams being relayed right now.
+    pub streams_in_flight: Gauge,
+    /// Upstream failures by kind (connect, timeout, reset, malformed, idle).
+    pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("guardwire");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let blocked = Family::<VerdictLabels, Counter>::default();
+        let monitored = Family::<VerdictLabels, Counter>::default();
+        let overhead = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+            // 10 µs … ~160 ms: the proxy should live in the first few buckets.
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                1e-5, 2.0, 15,
+            ))
+        });
+        let streams_in_flight = Gauge::default();
+        let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by route and status",
+            requests.clone(),
+        );
+        registry.register(
+            "blocked",
+            "Requests or responses blocked by a guardrail, by validator, phase and route",
+            blocked.clone(),
+        );
+        registry.register(
+            "monitor_hits",
+            "Violations of monitor-mode validators (not blocked)",
+            monitored.clone(),
+        );
+        registry.register(
+            "latency_overhead_seconds",
+            "Time the proxy adds to a request (total minus upstream wait)",
+            overhead.clone(),
+        );
+        registry.register(
+            "streams_in_flight",
+            "Streamed responses being relayed",
+            streams_in_flight.clone(),
+        );
+        registry.register(
+            "upstream_errors",
+            "Upstream failures, by route and kind",
+            upstream_errors.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            blocked,
+            monitored,
+            overhead,
+            streams_in_flight,
+            upstream_errors,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,381 @@
+//! Response bodies, above all the guarded stream: the OnChunk phase and the zero-leak hold-back.
+//!
+//! [`GuardedStream`] is a `poll_frame` state machine, polled by hyper on the client connection's
+//! task (no extra task, no channel, no lock). Each upstream read goes through
+//! SSE framing → protocol decoding → [`StreamGuard::on_chunk`] per delta; each frame is then held
+//! until every channel it carries text for is *safe* past that text (no match in progress can
+//! still include it), and frames are released in order, byte for byte as the upstream sent them.
+//! On a violation the held frames are dropped, the protocol's native error frame is sent, the
+//! body ends, and the upstream response is dropped, which cancels the upstream request.
+
+use crate::error::GatewayError;
+use crate::metrics::{Metrics, RouteLabels, UpstreamErrorLabels, VerdictLabels};
+use crate::policy::{ChannelId, Finding, StreamGuard};
+use crate::protocol::{FrameKind, Protocol, StreamDecoder};
+use crate::sse::{SseFrame, SseFramer};
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::time::Sleep;
+
+/// Every body guardwire answers with.
+pub enum ProxyBody {
+    /// A body known in full (error answers, checked non-streamed responses).
+    Full(Option<Bytes>),
+    /// The upstream's body relayed untouched (upstream error statuses).
+    Upstream(Incoming),
+    Guarded(Box<GuardedStream>),
+}
+
+impl ProxyBody {
+    pub fn full(b: impl Into<Bytes>) -> Self {
+        ProxyBody::Full(Some(b.into()))
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.get_mut() {
+            ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Upstream(inc) => Pin::new(inc).poll_frame(cx),
+            ProxyBody::Guarded(g) => g.poll_next(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Full(b) => b.is_none(),
+            ProxyBody::Upstream(inc) => inc.is_end_stream(),
+            ProxyBody::Guarded(g) => g.done && g.out.is_empty(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ProxyBody::Full(None) => SizeHint::with_exact(0),
+            ProxyBody::Upstream(inc) => inc.size_hint(),
+            ProxyBody::Guarded(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Where a stream reports what happened: metrics and the request's identity for logs.
+pub struct StreamContext {
+    pub metrics: Arc<Metrics>,
+    pub route: &'static str,
+    pub request_id: String,
+    pub protocol: &'static dyn Protocol,
+    /// Time spent before the stream started (request handling, response head).
+    pub overhead_so_far: Duration,
+    pub idle_timeout: Duration,
+    pub max_frame_bytes: usize,
+}
+
+/// A frame waiting for the scanner to move past its text.
+struct Held {
+    bytes: Bytes,
+    /// (channel, position after this frame's text): releasable once safe there.
+    needs: Vec<(ChannelId, u64)>,
+}
+
+pub struct GuardedStream {
+    upstream: Option<Incoming>,
+    framer: SseFramer,
+    decoder: Box<dyn StreamDecoder>,
+    guard: StreamGuard,
+    held: VecDeque<Held>,
+    out: VecDeque<Bytes>,
+    frames: Vec<SseFrame>,
+    /// The body is complete once `out` drains.
+    done: bool,
+    idle: Pin<Box<Sleep>>,
+    ctx: StreamContext,
+    overhead: Duration,
+}
+
+impl GuardedStream {
+    pub fn new(upstream: Incoming, guard: StreamGuard, ctx: StreamContext) -> Self {
+        ctx.metrics.streams_in_flight.inc();
+        GuardedStream {
+            upstream: Some(upstream),
+            framer: SseFramer::new(ctx.max_frame_bytes),
+            decoder: ctx.protocol.stream_decoder(),
+            guard,
+            held: VecDeque::new(),
+            out: VecDeque::new(),
+            frames: Vec::new(),
+            done: false,
+            idle: Box::pin(tokio::time::sleep(ctx.idle_timeout)),
+            overhead: ctx.overhead_so_far,
+            ctx,
+        }
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        loop {
+            if let Some(b) = self.out.pop_front() {
+                return Poll::Ready(Some(b));
+            }
+            if self.done {
+                self.release_upstream(cx);
+                return Poll::Ready(None);
+            }
+            let Some(upstream) = self.upstream.as_mut() else {
+                self.done = true;
+                continue;
+            };
+            match Pin::new(upstream).poll_frame(cx) {
+                Poll::Pending => {
+                    if self.idle.as_mut().poll(cx).is_ready() {
+                        self.upstream_failed(
+                            "idle",
+                            GatewayError::UpstreamTimeout(
+                                "the upstream sent nothing for too long".into(),
+                            ),
+                        );
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let started = Instant::now();
+                    if let Ok(data) = frame.into_data() {
+                        self.ingest(&data);
+                    }
+                    self.coalesce_output();
+                    let deadline = tokio::time::Instant::now() + self.ctx.idle_timeout;
+                    self.idle.as_mut().reset(deadline);
+                    self.overhead += started.elapsed();
+                }
+                Poll::Ready(Some(Err(_))) => {
+                    self.upstream_failed(
+                        "reset",
+                        GatewayError::Upstream("the upstream connection failed mid-stream".into()),
+                    );
+                }
+                Poll::Ready(None) => {
+                    let started = Instant::now();
+                    if let Some(last) = self.framer.finish() {
+                        self.frames.push(last);
+                        self.process_frames();
+                    }
+                    if !self.done {
+                        self.end_of_stream();
+                    }
+                    self.done = true;
+                    self.upstream = None;
+                    self.coalesce_output();
+                    self.overhead += started.elapsed();
+                }
+            }
+        }
+    }
+
+    /// After the terminal frame the upstream body normally ends at once; reading that end lets
+    /// the pooled connection be reused. Anything else is not waited for.
+    fn release_upstream(&mut self, cx: &mut Context<'_>) {
+        if let Some(mut up) = self.upstream.take() {
+            while let Poll::Ready(Some(Ok(_))) = Pin::new(&mut up).poll_frame(cx) {}
+        }
+    }
+
+    fn ingest(&mut self, data: &[u8]) {
+        if self.done {
+            return; // after the terminal frame: nothing more is relayed
+        }
+        if let Err(e) = self.framer.push(data, &mut self.frames) {
+            self.upstream_failed("malformed", GatewayError::Upstream(e.to_string()));
+            return;
+        }
+        self.process_frames();
+    }
+
+    fn process_frames(&mut self) {
+        let mut frames = std::mem::take(&mut self.frames);
+        for frame in frames.drain(..) {
+            if self.done {
+                break;
+            }
+            self.process_frame(frame);
+        }
+        self.frames = frames;
+        self.report_findings();
+    }
+
+    fn process_frame(&mut self, frame: SseFrame) {
+        let fields = frame.fields();
+        let Some(data) = fields.data else {
+            self.hold(frame.raw, Vec::new());
+            return;
+        };
+        let mut deltas = Vec::new();
+        let kind = match self.decoder.decode(fields.event, &data, &mut deltas) {
+            Ok(kind) => kind,
+            Err(e) => {
+                tracing::warn!(request_id = %self.ctx.request_id, error = %e, "malformed upstream frame");
+                self.upstream_failed(
+                    "malformed",
+                    GatewayError::Upstream("the upstream sent a malformed stream frame".into()),
+                );
+                return;
+            }
+        };
+        let mut needs: Vec<(ChannelId, u64)> = Vec::new();
+        for d in &deltas {
+            match self.guard.on_chunk(d) {
+                Err(finding) => return self.block(finding),
+                Ok(Some((ch, pos))) => match needs.iter_mut().find(|(c, _)| *c == ch) {
+                    Some(n) => n.1 = pos,
+                    None => needs.push((ch, pos)),
+                },
+                Ok(None) => {}
+            }
+        }
+        drop(deltas);
+        match kind {
+            FrameKind::Data | FrameKind::Passthrough => self.hold(frame.raw, needs),
+            FrameKind::Terminal | FrameKind::UpstreamError => {
+                self.held.push_back(Held {
+                    bytes: frame.raw,
+                    needs: Vec::new(),
+                });
+                self.end_of_stream();
+                self.done = true;
+            }
+        }
+    }
+
+    /// Queues a frame and releases every frame at the front that is now safe.
+    fn hold(&mut self, bytes: Bytes, needs: Vec<(ChannelId, u64)>) {
+        self.held.push_back(Held { bytes, needs });
+        while let Some(front) = self.held.front() {
+            if !front
+                .needs
+                .iter()
+                .all(|&(ch, pos)| self.guard.safe_pos(ch) >= pos)
+            {
+                break;
+            }
+            if let Some(h) = self.held.pop_front() {
+                self.out.push_back(h.bytes);
+            }
+        }
+    }
+
+    /// AfterCall at the end of the upstream stream: decide pending matches, run whole-response
+    /// checks, then release everything held (or block).
+    fn end_of_stream(&mut self) {
+        if let Err(finding) = self.guard.after_call() {
+            self.report_findings();
+            return self.block(finding);
+        }
+        self.report_findings();
+        self.out.extend(self.held.drain(..).map(|h| h.bytes));
+    }
+
+    fn block(&mut self, finding: Finding) {
+        let policy = self.guard.policy();
+        let v = policy.validator(finding.validator);
+        self.ctx
+            .metrics
+            .blocked
+            .get_or_create(&VerdictLabels {
+                validator: v.label.clone(),
+                phase: finding.phase.as_str(),
+                route: self.ctx.route,
+            })
+            .inc();
+        tracing::info!(
+            request_id = %self.ctx.request_id,
+            route = self.ctx.route,
+            validator = %v.label,
+            phase = finding.phase.as_str(),
+            held_frames = self.held.len(),
+            "stream blocked"
+        );
+        let err = GatewayError::Blocked {
+            message: policy.message(finding.validator),
+        };
+        self.terminate(err);
+    }
+
+    fn upstream_failed(&mut self, kind: &'static str, err: GatewayError) {
+        self.ctx
+            .metrics
+            .upstream_errors
+            .get_or_create(&UpstreamErrorLabels {
+                route: self.ctx.route,
+                kind,
+            })
+            .inc();
+        tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, kind, "upstream stream failed");
+        self.terminate(err);
+    }
+
+    /// Ends the stream with the protocol's error frame; unreleased text is dropped, and dropping
+    /// the upstream body cancels the upstream request.
+    fn terminate(&mut self, err: GatewayError) {
+        self.held.clear();
+        self.out
+            .push_back(self.ctx.protocol.stream_error_frame(&err));
+        self.upstream = None;
+        self.done = true;
+    }
+
+    fn report_findings(&mut self) {
+        if self.guard.findings.is_empty() {
+            return;
+        }
+        let policy = Arc::clone(self.guard.policy());
+        for f in self.guard.findings.drain(..) {
+            let v = policy.validator(f.validator);
+            self.ctx
+                .metrics
+                .monitored
+                .get_or_create(&VerdictLabels {
+                    validator: v.label.clone(),
+                    phase: f.phase.as_str(),
+                    route: self.ctx.route,
+                })
+                .inc();
+            tracing::info!(request_id = %self.ctx.request_id, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
+        }
+    }
+
+    /// Sends what one upstream read released as one write.
+    fn coalesce_output(&mut self) {
+        if self.out.len() > 1 {
+            let mut joined = BytesMut::with_capacity(self.out.iter().map(Bytes::len).sum());
+            for b in self.out.drain(..) {
+                joined.extend_from_slice(&b);
+            }
+            self.out.push_back(joined.freeze());
+        }
+    }
+}
+
+impl Drop for GuardedStream {
+    fn drop(&mut self) {
+        self.ctx.metrics.streams_in_flight.dec();
+        self.ctx
+            .metrics
+            .overhead
+            .get_or_create(&RouteLabels {
+                route: self.ctx.route,
+            })
+            .observe(self.overhead.as_secs_f64());
+    }
+}

@@ -1,0 +1,391 @@
+//! The HTTP edge: routing, the request path through the three hook phases, and the upstream call.
+//!
+//! Per request: route by path → read the body (size-limited) → protocol parses it →
+//! **BeforeCall** → forward to the configured upstream → either relay a guarded stream
+//! (**OnChunk** per delta, **AfterCall** at its end) or check a whole response (same hooks, one
+//! pass) → answer. Every failure is a [`GatewayError`] rendered in the route's provider shape.
+
+pub mod body;
+pub mod headers;
+pub mod upstream;
+
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::metrics::{Metrics, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels};
+use crate::policy::{Finding, Policy};
+use crate::protocol::openai_chat::OpenAiChat;
+use crate::protocol::Protocol;
+use arc_swap::ArcSwap;
+use body::{GuardedStream, ProxyBody, StreamContext};
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use upstream::{UpstreamBase, UpstreamClient};
+
+/// One path family served by one protocol and one upstream.
+pub struct Route {
+    /// The `route` metrics label.
+    pub name: &'static str,
+    pub protocol: &'static dyn Protocol,
+    /// `None` when the provider is not configured: its paths answer 404.
+    pub upstream: Option<UpstreamBase>,
+    pub policy: Arc<Policy>,
+}
+
+/// Everything a request needs that can be swapped as a whole on reload.
+pub struct Runtime {
+    pub config: Config,
+    pub routes: Vec<Route>,
+}
+
+impl Runtime {
+    /// Builds the routes and compiles the packs named in `config`.
+    pub fn build(config: Config) -> Result<Runtime, crate::policy::PolicyError> {
+        let policy = Arc::new(Policy::load(&config.packs)?);
+        let base = |url: &Option<String>| {
+            url.as_deref()
+                .and_then(|u| upstream::parse_base_url(u).ok())
+        };
+        let routes = vec![Route {
+            name: "openai_chat",
+            protocol: &OpenAiChat,
+            upstream: base(&config.upstreams.openai),
+            policy,
+        }];
+        Ok(Runtime { config, routes })
+    }
+
+    fn route_for(&self, path: &str) -> Option<&Route> {
+        let name = match path {
+            "/v1/chat/completions" => "openai_chat",
+            _ => return None,
+        };
+        self.routes.iter().find(|r| r.name == name)
+    }
+}
+
+pub struct Gateway {
+    runtime: ArcSwap<Runtime>,
+    client: UpstreamClient,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Per-request facts threaded through the phases.
+struct Exchange {
+    started: Instant,
+    request_id: HeaderValue,
+    route: &'static str,
+}
+
+impl Gateway {
+    pub fn new(runtime: Runtime) -> Result<Gateway, rustls::Error> {
+        let client =
+            upstream::build_client(Duration::from_millis(runtime.config.timeouts.connect_ms))?;
+        Ok(Gateway {
+            runtime: ArcSwap::from_pointee(runtime),
+            client,
+            metrics: Arc::new(Metrics::new()),
+        })
+    }
+
+    /// The runtime requests started from now on use; requests in flight keep theirs.
+    pub fn swap_runtime(&self, runtime: Runtime) {
+        self.runtime.store(Arc::new(runtime));
+    }
+
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime.load_full()
+    }
+
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+        let started = Instant::now();
+        match (req.method(), req.uri().path()) {
+            (&Method::GET, "/healthz") => return plain(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/metrics") => {
+                let mut r = plain(StatusCode::OK, self.metrics.render());
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    ),
+                );
+                return r;
+            }
+            _ => {}
+        }
+        let rt = self.runtime.load_full();
+        let request_id = headers::request_id(req.headers());
+        let (route_name, protocol): (&'static str, &'static dyn Protocol) =
+            match rt.route_for(req.uri().path()) {
+                Some(r) => (r.name, r.protocol),
+                None => ("unmatched", &OpenAiChat),
+            };
+        let ex = Exchange {
+            started,
+            request_id: request_id.clone(),
+            route: route_name,
+        };
+        let result = match rt.route_for(req.uri().path()) {
+            None => Err(GatewayError::NotFound(format!(
+                "no route for {} {}",
+                req.method(),
+                req.uri().path()
+            ))),
+            Some(route) => self.proxy(&rt, route, req, &ex).await,
+        };
+        let mut resp = result.unwrap_or_else(|e| error_response(protocol, &e));
+        resp.headers_mut().insert(&headers::REQUEST_ID, request_id);
+        self.metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                route: route_name,
+                status: resp.status().as_u16(),
+            })
+            .inc();
+        resp
+    }
+
+    async fn proxy(
+        &self,
+        rt: &Runtime,
+        route: &Route,
+        req: Request<Incoming>,
+        ex: &Exchange,
+    ) -> Result<Response<ProxyBody>, GatewayError> {
+        let limits = &rt.config.limits;
+        if req.method() != Method::POST {
+            return Err(GatewayError::MethodNotAllowed(format!(
+                "{} is not allowed here; use POST",
+                req.method()
+            )));
+        }
+        let Some(base) = &route.upstream else {
+            return Err(GatewayError::NotFound(format!(
+                "no upstream is configured for {}",
+                req.uri().path()
+            )));
+        };
+        let (parts, body) = req.into_parts();
+        let body = read_limited(body, limits.max_request_bytes).await?;
+        let parsed = route.protocol.parse_request(&body, parts.uri.path())?;
+
+        // BeforeCall
+        let mut findings = Vec::new();
+        let verdict = route
+            .policy
+            .before_call(&parsed.conversation, &mut findings);
+        self.report_monitor(route, ex, &findings);
+        if let Err(finding) = verdict {
+            return Err(self.blocked(route, ex, finding));
+        }
+
+        let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let uri = base
+            .uri_for(path_and_query)
+            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
+        let mut up_headers = headers::forwardable(&parts.headers);
+        up_headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        up_headers.insert(&headers::REQUEST_ID, ex.request_id.clone());
+        let mut up_req = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .body(Full::new(body))
+            .map_err(|e| GatewayError::Internal(e.to_string()))?;
+        *up_req.headers_mut() = up_headers;
+
+        let pre_upstream = ex.started.elapsed();
+        let timeout = Duration::from_millis(rt.config.timeouts.response_headers_ms);
+        let resp = match tokio::time::timeout(timeout, self.client.request(up_req)).await {
+            Err(_) => {
+                self.count_upstream_error(route, "timeout");
+                return Err(GatewayError::UpstreamTimeout(
+                    "the upstream did not answer in time".into(),
+                ));
+            }
+            Ok(Err(e)) => {
+                self.count_upstream_error(route, "connect");
+                tracing::warn!(request_id = ?ex.request_id, route = route.name, error = %e, "upstream request failed");
+                return Err(GatewayError::Upstream(
+                    "the upstream could not be reached".into(),
+                ));
+            }
+            Ok(Ok(resp)) => resp,
+        };
+        let head_started = Instant::now();
+        let (up_parts, up_body) = resp.into_parts();
+        let mut out_headers = headers::forwardable(&up_parts.headers);
+
+        if !up_parts.status.is_success() {
+            // The provider's own errors reach the client unchanged, body and all.
+            let mut r = Response::new(ProxyBody::Upstream(up_body));
+            *r.status_mut() = up_parts.status;
+            *r.headers_mut() = out_headers;
+            return Ok(r);
+        }
+        if let Some(enc) = up_parts.headers.get(header::CONTENT_ENCODING) {
+            if enc.as_bytes() != b"identity" {
+                self.count_upstream_error(route, "encoded");
+                return Err(GatewayError::Upstream(
+                    "the upstream sent an encoded body that cannot be checked".into(),
+                ));
+            }
+        }
+        let is_sse = up_parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+
+        if is_sse {
+            let guard = route.policy.stream_guard(true);
+            let ctx = StreamContext {
+                metrics: Arc::clone(&self.metrics),
+                route: route.name,
+                request_id: ex.request_id.to_str().unwrap_or("").to_owned(),
+                protocol: route.protocol,
+                overhead_so_far: pre_upstream + head_started.elapsed(),
+                idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
+                max_frame_bytes: limits.max_frame_bytes,
+            };
+            let stream = GuardedStream::new(up_body, guard, ctx);
+            let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
+            *r.headers_mut() = out_headers;
+            return Ok(r);
+        }
+
+        // A whole response: OnChunk over each channel's full text, then AfterCall.
+        let waited = Instant::now();
+        let body = match tokio::time::timeout(
+            Duration::from_millis(rt.config.timeouts.idle_ms),
+            Limited::new(up_body, limits.max_response_bytes).collect(),
+        )
+        .await
+        {
+            Err(_) => {
+                self.count_upstream_error(route, "idle");
+                return Err(GatewayError::UpstreamTimeout(
+                    "the upstream body stalled".into(),
+                ));
+            }
+            Ok(Err(_)) => {
+                self.count_upstream_error(route, "reset");
+                return Err(GatewayError::Upstream(
+                    "the upstream response body failed or was too large".into(),
+                ));
+            }
+            Ok(Ok(collected)) => collected.to_bytes(),
+        };
+        let check_started = Instant::now();
+        let mut deltas = Vec::new();
+        if let Err(e) = route.protocol.decode_response(&body, &mut deltas) {
+            self.count_upstream_error(route, "malformed");
+            tracing::warn!(request_id = ?ex.request_id, error = %e, "malformed upstream response");
+            return Err(GatewayError::Upstream(
+                "the upstream sent a malformed response".into(),
+            ));
+        }
+        let mut guard = route.policy.stream_guard(false);
+        let verdict = deltas
+            .iter()
+            .try_for_each(|d| guard.on_chunk(d).map(|_| ()))
+            .and_then(|()| guard.after_call());
+        self.report_monitor(route, ex, &guard.findings);
+        if let Err(finding) = verdict {
+            return Err(self.blocked(route, ex, finding));
+        }
+        drop(deltas);
+        out_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let mut r = Response::new(ProxyBody::full(body));
+        *r.status_mut() = up_parts.status;
+        *r.headers_mut() = out_headers;
+        let overhead = pre_upstream + (waited - head_started) + check_started.elapsed();
+        self.metrics
+            .overhead
+            .get_or_create(&RouteLabels { route: route.name })
+            .observe(overhead.as_secs_f64());
+        Ok(r)
+    }
+
+    fn blocked(&self, route: &Route, ex: &Exchange, finding: Finding) -> GatewayError {
+        let v = route.policy.validator(finding.validator);
+        self.metrics
+            .blocked
+            .get_or_create(&VerdictLabels {
+                validator: v.label.clone(),
+                phase: finding.phase.as_str(),
+                route: route.name,
+            })
+            .inc();
+        tracing::info!(request_id = ?ex.request_id, route = ex.route, validator = %v.label, phase = finding.phase.as_str(), "blocked");
+        GatewayError::Blocked {
+            message: route.policy.message(finding.validator),
+        }
+    }
+
+    fn report_monitor(&self, route: &Route, ex: &Exchange, findings: &[Finding]) {
+        for f in findings {
+            let v = route.policy.validator(f.validator);
+            self.metrics
+                .monitored
+                .get_or_create(&VerdictLabels {
+                    validator: v.label.clone(),
+                    phase: f.phase.as_str(),
+                    route: route.name,
+                })
+                .inc();
+            tracing::info!(request_id = ?ex.request_id, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
+        }
+    }
+
+    fn count_upstream_error(&self, route: &Route, kind: &'static str) {
+        self.metrics
+            .upstream_errors
+            .get_or_create(&UpstreamErrorLabels {
+                route: route.name,
+                kind,
+            })
+            .inc();
+    }
+}
+
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(GatewayError::PayloadTooLarge { limit })
+        }
+        Err(e) => Err(GatewayError::InvalidRequest(format!(
+            "could not read the request body: {e}"
+        ))),
+    }
+}
+
+fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<ProxyBody> {
+    let mut r = Response::new(ProxyBody::full(text));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// An error answer in `protocol`'s shape; blocks say the request must not be retried as is.
+pub fn error_response(protocol: &dyn Protocol, err: &GatewayError) -> Response<ProxyBody> {
+    let mut r = Response::new(ProxyBody::full(protocol.error_body(err)));
+    *r.status_mut() = err.status();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if matches!(err, GatewayError::Blocked { .. }) {
+        h.insert("x-should-retry", HeaderValue::from_static("false"));
+    }
+    r
+}

@@ -1,0 +1,127 @@
+//! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads and
+//! slow clients, and a graceful drain on shutdown.
+
+use crate::config::Config;
+use crate::proxy::{Gateway, Runtime};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A running guardwire: its address, its gateway (metrics, runtime swap) and a shutdown switch.
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub gateway: Arc<Gateway>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Stops accepting, lets open connections finish (up to `drain`), then returns.
+    pub async fn shutdown(self, drain: Duration) {
+        let _ = self.shutdown.send(true);
+        let _ = tokio::time::timeout(drain + Duration::from_secs(1), self.task).await;
+    }
+}
+
+/// Compiles `config`, binds its listen address and serves in the background.
+pub async fn start(config: Config) -> Result<RunningServer, StartError> {
+    let runtime = Runtime::build(config)?;
+    let listen = runtime.config.listen;
+    let gateway = Arc::new(Gateway::new(runtime)?);
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: listen,
+        source,
+    })?;
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(serve(listener, Arc::clone(&gateway), wait_true(rx)));
+    Ok(RunningServer {
+        addr,
+        gateway,
+        shutdown: tx,
+        task,
+    })
+}
+
+async fn wait_true(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// The accept loop. Returns once `shutdown` resolves and open connections have drained.
+pub async fn serve(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let config = gateway.runtime().config.clone();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(config.timeouts.client_header_ms))
+        .max_buf_size(config.limits.max_header_bytes);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(config.limits.max_header_bytes).unwrap_or(u32::MAX));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _peer) = match accepted {
+                    Ok(s) => s,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let gw = Arc::clone(&gateway);
+                let service = service_fn(move |req| {
+                    let gw = Arc::clone(&gw);
+                    async move { Ok::<_, Infallible>(gw.handle(req).await) }
+                });
+                let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "client connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
