@@ -1,0 +1,131 @@
+//! Starting guardwire in process against a mock upstream, and a plain HTTP client for tests.
+
+use bytes::Bytes;
+use guardwire::config::Config;
+use guardwire::server::RunningServer;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::net::SocketAddr;
+
+pub struct Proxy {
+    pub server: RunningServer,
+    _dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr
+    }
+}
+
+/// Starts guardwire on 127.0.0.1:0 with one pack (YAML text) and `extra` config lines.
+pub async fn start_proxy(openai_upstream: &str, pack_yaml: &str, extra: &str) -> Proxy {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("pack.yaml");
+    std::fs::write(&pack, pack_yaml).unwrap();
+    let yaml = format!(
+        "listen: \"127.0.0.1:0\"\nupstreams:\n  openai: \"{openai_upstream}\"\npacks: [\"{}\"]\n{extra}\n",
+        pack.display()
+    );
+    let config = Config::from_yaml(&yaml).unwrap();
+    let server = guardwire::server::start(config).await.unwrap();
+    Proxy { server, _dir: dir }
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut req = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client
+        .request(req.body(Full::new(body.into())).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+pub async fn post_chat(addr: SocketAddr, body: &str) -> Answer {
+    send(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        body.to_owned(),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer sk-client"),
+        ],
+    )
+    .await
+}
+
+pub const STREAM_REQUEST: &str =
+    r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+pub const PLAIN_REQUEST: &str = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+
+/// The chat error frame guardwire sends on a block.
+pub fn block_frame(message: &str) -> String {
+    format!(
+        "data: {{\"error\":{{\"message\":{},\"type\":\"guardrail_violation\",\"param\":null,\"code\":\"content_blocked\"}}}}\n\n",
+        serde_json::to_string(message).unwrap()
+    )
+}
+
+/// Splits an SSE body into its frames (each with its blank line).
+pub fn frames(body: &[u8]) -> Vec<Vec<u8>> {
+    let s = body;
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i + 1 < s.len() {
+        if s[i] == b'\n' && s[i + 1] == b'\n' {
+            out.push(s[start..i + 2].to_vec());
+            start = i + 2;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    if start < s.len() {
+        out.push(s[start..].to_vec());
+    }
+    out
+}
+
+pub async fn metrics(addr: SocketAddr) -> String {
+    send(addr, "GET", "/metrics", Bytes::new(), &[])
+        .await
+        .text()
+}
