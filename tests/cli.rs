@@ -1,0 +1,132 @@
+//! The real `guardwire` binary: `check`, `serve`, environment overrides, shutdown on SIGTERM.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::proxy::{post_chat, STREAM_REQUEST};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn check_accepts_the_shipped_config_and_lists_what_it_loaded() {
+    let (ok, out) = run(&["check", "--config", "config/guardwire.yaml"], &[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("pack config/packs/default.yaml"), "{out}");
+    assert!(out.contains("validators[0] content_excludes"), "{out}");
+    assert!(out.contains("route openai_chat (openai_chat) -> https://api.openai.com"), "{out}");
+}
+
+#[test]
+fn check_names_file_validator_and_param_of_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("bad.yaml");
+    std::fs::write(
+        &pack,
+        "validators:\n  - type: banned_words\n    params: { words: [a] }\n  - type: max_length\n    params: { max_characters: lots }\n",
+    )
+    .unwrap();
+    let config = dir.path().join("g.yaml");
+    std::fs::write(&config, format!("packs: [\"{}\"]\n", pack.display())).unwrap();
+    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(
+        out.contains(&format!(
+            "{}: validators[1] (type: max_length): param 'max_characters'",
+            pack.display()
+        )),
+        "{out}"
+    );
+    let (ok, out) = run(&["check", "--config", "/nonexistent.yaml"], &[]);
+    assert!(!ok && out.contains("/nonexistent.yaml"), "{out}");
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let (ok, out) = run(
+        &["check", "--config", "config/guardwire.yaml"],
+        &[
+            ("GUARDWIRE_LISTEN", "127.0.0.1:9999"),
+            ("GUARDWIRE_UPSTREAMS__OPENAI", "http://127.0.0.1:1234"),
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("listen 127.0.0.1:9999"), "{out}");
+    assert!(out.contains("-> http://127.0.0.1:1234"), "{out}");
+    let (ok, out) = run(
+        &["check", "--config", "config/guardwire.yaml"],
+        &[("GUARDWIRE_LIMITS__MAX_REQUEST_BYTES", "many")],
+    );
+    assert!(!ok && out.contains("limits.max_request_bytes"), "{out}");
+}
+
+#[test]
+fn help_describes_both_commands() {
+    let (ok, out) = run(&["--help"], &[]);
+    assert!(ok && out.contains("serve") && out.contains("check"), "{out}");
+    let (ok, out) = run(&["serve", "--help"], &[]);
+    assert!(ok && out.contains("--config"), "{out}");
+}
+
+#[tokio::test]
+async fn serve_proxies_and_stops_on_sigterm() {
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["hello"]))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("g.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\npacks: [\"config/packs/default.yaml\"]\nlog: {{ format: json }}\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let addr = tokio::task::spawn_blocking(move || {
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["fields"]["message"] == "guardwire listening" {
+                return v["fields"]["addr"].as_str().unwrap().parse().unwrap();
+            }
+        }
+        panic!("guardwire never said it was listening");
+    })
+    .await
+    .unwrap();
+    let a = post_chat(addr, STREAM_REQUEST).await;
+    assert_eq!(a.body, openai_chat_stream(&["hello"]));
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+}
