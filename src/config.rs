@@ -61,6 +61,9 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Largest single SSE event from the upstream.
     pub max_frame_bytes: usize,
+    /// Most bytes of a stream held back while a match may still be forming (only unbounded
+    /// patterns such as `a.*b` can need much). Past it the stream ends with an error frame.
+    pub max_holdback_bytes: usize,
 }
 
 impl Default for Limits {
@@ -70,6 +73,7 @@ impl Default for Limits {
             max_response_bytes: 32 << 20,
             max_header_bytes: 64 << 10,
             max_frame_bytes: 1 << 20,
+            max_holdback_bytes: 1 << 20,
         }
     }
 }

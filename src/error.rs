@@ -23,6 +23,10 @@ pub enum GatewayError {
     Upstream(String),
     #[error("{0}")]
     UpstreamTimeout(String),
+    /// A stream held back more than the limit while a check was still undecided: failing
+    /// closed, since releasing the text could leak a violation.
+    #[error("the answer was held back past {limit} bytes while a guardrail check was undecided")]
+    HoldbackExceeded { limit: usize },
     #[error("{0}")]
     Internal(String),
 }
@@ -30,9 +34,9 @@ pub enum GatewayError {
 impl GatewayError {
     pub fn status(&self) -> StatusCode {
         match self {
-            GatewayError::Blocked { .. } | GatewayError::InvalidRequest(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            GatewayError::Blocked { .. }
+            | GatewayError::InvalidRequest(_)
+            | GatewayError::HoldbackExceeded { .. } => StatusCode::BAD_REQUEST,
             GatewayError::NotFound(_) => StatusCode::NOT_FOUND,
             GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -52,6 +56,7 @@ impl GatewayError {
             GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_unavailable"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            GatewayError::HoldbackExceeded { .. } => ("guardrail_violation", "holdback_exceeded"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }
     }

@@ -43,8 +43,10 @@ pub struct Metrics {
     pub overhead: Family<RouteLabels, Histogram>,
     /// Streams being relayed right now.
     pub streams_in_flight: Gauge,
-    /// Upstream failures by kind (connect, timeout, reset, malformed, idle).
+    /// Upstream failures by kind (connect, timeout, reset, malformed, idle, encoded).
     pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    /// Streams ended because a pending check held back more than `limits.max_holdback_bytes`.
+    pub holdback_exceeded: Family<RouteLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -67,6 +69,12 @@ impl Metrics {
         });
         let streams_in_flight = Gauge::default();
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
+        let holdback_exceeded = Family::<RouteLabels, Counter>::default();
+        registry.register(
+            "holdback_exceeded",
+            "Streams ended because a pending check held back more than the limit",
+            holdback_exceeded.clone(),
+        );
         registry.register(
             "requests",
             "Requests answered, by route and status",
@@ -105,6 +113,7 @@ impl Metrics {
             overhead,
             streams_in_flight,
             upstream_errors,
+            holdback_exceeded,
         }
     }
 

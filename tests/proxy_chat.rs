@@ -427,3 +427,28 @@ async fn a_stalled_upstream_ends_the_stream_with_an_error_frame() {
     );
     assert!(mock.wait_for_cancelled(1, Duration::from_secs(10)).await);
 }
+
+#[tokio::test]
+async fn an_undecided_unbounded_pattern_fails_closed_at_the_holdback_limit() {
+    let long = "x".repeat(400);
+    let deltas: Vec<&str> = vec!["begin ", &long, &long, &long, " end"];
+    let body = openai_chat_stream(&deltas);
+    let all = frames(&body);
+    let mock = split_mock(body).await;
+    let pack = "validators:\n  - type: regex\n    params: { pattern: 'begin.*finish', expect_match: false }\n";
+    let proxy = start_proxy(
+        &mock.base_url(),
+        pack,
+        "limits: { max_holdback_bytes: 1000 }",
+    )
+    .await;
+    let a = post_split(proxy.addr(), "").await;
+    let text = a.text();
+    // Only the role frame was safe; "begin" keeps everything after it undecided.
+    assert!(text.starts_with(std::str::from_utf8(&all[0]).unwrap()));
+    assert!(!text.contains("begin"), "{text}");
+    assert!(
+        text.ends_with("\"code\":\"holdback_exceeded\"}}\n\n"),
+        "{text}"
+    );
+}

@@ -82,6 +82,7 @@ pub struct StreamContext {
     pub overhead_so_far: Duration,
     pub idle_timeout: Duration,
     pub max_frame_bytes: usize,
+    pub max_holdback_bytes: usize,
 }
 
 /// A frame waiting for the scanner to move past its text.
@@ -97,6 +98,7 @@ pub struct GuardedStream {
     decoder: Box<dyn StreamDecoder>,
     guard: StreamGuard,
     held: VecDeque<Held>,
+    held_bytes: usize,
     out: VecDeque<Bytes>,
     frames: Vec<SseFrame>,
     /// The body is complete once `out` drains.
@@ -115,6 +117,7 @@ impl GuardedStream {
             decoder: ctx.protocol.stream_decoder(),
             guard,
             held: VecDeque::new(),
+            held_bytes: 0,
             out: VecDeque::new(),
             frames: Vec::new(),
             done: false,
@@ -260,6 +263,7 @@ impl GuardedStream {
 
     /// Queues a frame and releases every frame at the front that is now safe.
     fn hold(&mut self, bytes: Bytes, needs: Vec<(ChannelId, u64)>) {
+        self.held_bytes += bytes.len();
         self.held.push_back(Held { bytes, needs });
         while let Some(front) = self.held.front() {
             if !front
@@ -270,8 +274,22 @@ impl GuardedStream {
                 break;
             }
             if let Some(h) = self.held.pop_front() {
+                self.held_bytes -= h.bytes.len();
                 self.out.push_back(h.bytes);
             }
+        }
+        if self.held_bytes > self.ctx.max_holdback_bytes {
+            tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, "hold-back limit exceeded");
+            self.ctx
+                .metrics
+                .holdback_exceeded
+                .get_or_create(&RouteLabels {
+                    route: self.ctx.route,
+                })
+                .inc();
+            self.terminate(GatewayError::HoldbackExceeded {
+                limit: self.ctx.max_holdback_bytes,
+            });
         }
     }
 
@@ -284,6 +302,8 @@ impl GuardedStream {
         }
         self.report_findings();
         self.out.extend(self.held.drain(..).map(|h| h.bytes));
+        self.held_bytes = 0;
+        self.held_bytes = 0;
     }
 
     fn block(&mut self, finding: Finding) {
@@ -329,6 +349,7 @@ impl GuardedStream {
     /// the upstream body cancels the upstream request.
     fn terminate(&mut self, err: GatewayError) {
         self.held.clear();
+        self.held_bytes = 0;
         self.out
             .push_back(self.ctx.protocol.stream_error_frame(&err));
         self.upstream = None;

@@ -251,6 +251,7 @@ impl Gateway {
                 overhead_so_far: pre_upstream + head_started.elapsed(),
                 idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
                 max_frame_bytes: limits.max_frame_bytes,
+                max_holdback_bytes: limits.max_holdback_bytes,
             };
             let stream = GuardedStream::new(up_body, guard, ctx);
             let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));

@@ -255,3 +255,20 @@ proptest! {
         check_split_invariants(&text, &cuts);
     }
 }
+
+#[test]
+fn unbounded_patterns_hold_from_where_they_began() {
+    let set = ScanSet::new(None, build_forbidden(&[rx("begin.*finish", 0)]).unwrap());
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    set.feed(&mut st, "ok ", &mut hits);
+    assert_eq!(set.safe_pos(&st), 3);
+    set.feed(&mut st, "begin ", &mut hits);
+    assert_eq!(set.safe_pos(&st), 3);
+    set.feed(&mut st, "and more", &mut hits);
+    assert_eq!(set.safe_pos(&st), 3);
+    set.feed(&mut st, " finish", &mut hits);
+    assert_eq!(hits.len(), 0, "reported one byte late");
+    set.finish(&mut st, &mut hits);
+    assert_eq!(hits.len(), 1);
+}
