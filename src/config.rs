@@ -127,6 +127,26 @@ pub enum LogFormat {
     Json,
 }
 
+/// Top-level config keys, the only ones environment variables may set.
+const TOP_LEVEL_KEYS: [&str; 6] = ["listen", "upstreams", "packs", "limits", "timeouts", "log"];
+
+/// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other
+/// `GUARDWIRE_…` variables (a deployment's own) are left alone; a typo below a known key
+/// (`GUARDWIRE_LIMITS__MAX_BODY`) is still an unknown-key error.
+fn env_overrides() -> Env {
+    Env::prefixed("GUARDWIRE_")
+        .filter(|key| {
+            let key = key.as_str();
+            TOP_LEVEL_KEYS.iter().any(|top| {
+                key.eq_ignore_ascii_case(top)
+                    || (key.len() > top.len() + 2
+                        && key[..top.len()].eq_ignore_ascii_case(top)
+                        && &key[top.len()..top.len() + 2] == "__")
+            })
+        })
+        .split("__")
+}
+
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
 }
@@ -147,7 +167,7 @@ impl Config {
         }
         let figment = Figment::new()
             .merge(Yaml::file_exact(path))
-            .merge(Env::prefixed("GUARDWIRE_").split("__"));
+            .merge(env_overrides());
         let config: Config = figment
             .extract()
             .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;

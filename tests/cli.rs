@@ -31,7 +31,10 @@ fn check_accepts_the_shipped_config_and_lists_what_it_loaded() {
     assert!(ok, "{out}");
     assert!(out.contains("pack config/packs/default.yaml"), "{out}");
     assert!(out.contains("validators[0] content_excludes"), "{out}");
-    assert!(out.contains("route openai_chat (openai_chat) -> https://api.openai.com"), "{out}");
+    assert!(
+        out.contains("route openai_chat (openai_chat) -> https://api.openai.com"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -75,12 +78,28 @@ fn environment_overrides_the_file() {
         &[("GUARDWIRE_LIMITS__MAX_REQUEST_BYTES", "many")],
     );
     assert!(!ok && out.contains("limits.max_request_bytes"), "{out}");
+    let (ok, out) = run(
+        &["check", "--config", "config/guardwire.yaml"],
+        &[("GUARDWIRE_LIMITS__MAX_BODY", "1")],
+    );
+    assert!(
+        !ok && out.contains("max_body"),
+        "a typo below a known key is an error: {out}"
+    );
+    let (ok, out) = run(
+        &["check", "--config", "config/guardwire.yaml"],
+        &[("GUARDWIRE_SOMETHING_ELSE", "x")],
+    );
+    assert!(ok, "unrelated GUARDWIRE_ variables are ignored: {out}");
 }
 
 #[test]
 fn help_describes_both_commands() {
     let (ok, out) = run(&["--help"], &[]);
-    assert!(ok && out.contains("serve") && out.contains("check"), "{out}");
+    assert!(
+        ok && out.contains("serve") && out.contains("check"),
+        "{out}"
+    );
     let (ok, out) = run(&["serve", "--help"], &[]);
     assert!(ok && out.contains("--config"), "{out}");
 }
