@@ -5,6 +5,7 @@
 
 pub mod openai_chat;
 
+use crate::config::Upstreams;
 use crate::delta::{Conversation, Delta};
 use crate::error::GatewayError;
 use bytes::Bytes;
@@ -45,9 +46,21 @@ pub trait StreamDecoder: Send {
     ) -> Result<FrameKind, DecodeError>;
 }
 
+/// Every protocol guardwire speaks. A request goes to the first whose [`Protocol::matches`]
+/// accepts its path.
+pub fn all() -> &'static [&'static dyn Protocol] {
+    &[&openai_chat::OpenAiChat]
+}
+
 pub trait Protocol: Send + Sync + 'static {
-    /// Name used in logs and the `check` output.
+    /// Name used in logs, the `check` output and as the `route` metrics label.
     fn name(&self) -> &'static str;
+
+    /// True when this protocol serves `path`.
+    fn matches(&self, path: &str) -> bool;
+
+    /// The configured base URL of this protocol's provider, if any.
+    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str>;
 
     /// Reads a request body (JSON) into the conversation; `path` is the request path.
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError>;

@@ -225,6 +225,14 @@ impl Protocol for OpenAiChat {
         "openai_chat"
     }
 
+    fn matches(&self, path: &str) -> bool {
+        path == "/v1/chat/completions"
+    }
+
+    fn upstream<'a>(&self, upstreams: &'a crate::config::Upstreams) -> Option<&'a str> {
+        upstreams.openai.as_deref()
+    }
+
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = serde_json::from_slice(body)
             .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;

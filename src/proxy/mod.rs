@@ -42,28 +42,26 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Builds the routes and compiles the packs named in `config`.
+    /// Builds one route per protocol and compiles the packs named in `config`.
     pub fn build(config: Config) -> Result<Runtime, crate::policy::PolicyError> {
         let policy = Arc::new(Policy::load(&config.packs)?);
-        let base = |url: &Option<String>| {
-            url.as_deref()
-                .and_then(|u| upstream::parse_base_url(u).ok())
-        };
-        let routes = vec![Route {
-            name: "openai_chat",
-            protocol: &OpenAiChat,
-            upstream: base(&config.upstreams.openai),
-            policy,
-        }];
+        let routes = crate::protocol::all()
+            .iter()
+            .map(|&protocol| Route {
+                name: protocol.name(),
+                protocol,
+                // Validated when the config was loaded.
+                upstream: protocol
+                    .upstream(&config.upstreams)
+                    .and_then(|u| upstream::parse_base_url(u).ok()),
+                policy: Arc::clone(&policy),
+            })
+            .collect();
         Ok(Runtime { config, routes })
     }
 
     fn route_for(&self, path: &str) -> Option<&Route> {
-        let name = match path {
-            "/v1/chat/completions" => "openai_chat",
-            _ => return None,
-        };
-        self.routes.iter().find(|r| r.name == name)
+        self.routes.iter().find(|r| r.protocol.matches(path))
     }
 }
 
@@ -118,17 +116,17 @@ impl Gateway {
         }
         let rt = self.runtime.load_full();
         let request_id = headers::request_id(req.headers());
-        let (route_name, protocol): (&'static str, &'static dyn Protocol) =
-            match rt.route_for(req.uri().path()) {
-                Some(r) => (r.name, r.protocol),
-                None => ("unmatched", &OpenAiChat),
-            };
+        let route = rt.route_for(req.uri().path());
+        let (route_name, protocol): (&'static str, &'static dyn Protocol) = match route {
+            Some(r) => (r.name, r.protocol),
+            None => ("unmatched", &OpenAiChat),
+        };
         let ex = Exchange {
             started,
             request_id: request_id.clone(),
             route: route_name,
         };
-        let result = match rt.route_for(req.uri().path()) {
+        let result = match route {
             None => Err(GatewayError::NotFound(format!(
                 "no route for {} {}",
                 req.method(),
