@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Drives the official OpenAI Python SDK against a running guardwire.
+
+Run by tests/sdk_openai.rs (through tests/run, which sets up the venv):
+
+    GUARDWIRE_BASE_URL=http://127.0.0.1:PORT/v1 python openai_chat.py <scenario>
+
+Scenarios:
+  clean_stream       stream a chat completion; report the assembled text
+  blocked_stream     stream; the SDK must raise openai.APIError mid-stream; report the text
+                     yielded before it and the exception's class, message, code and type
+  blocked_tool_args  like blocked_stream, assembling delta.tool_calls[].function.arguments
+  nonstream_block    non-streamed call; must raise openai.BadRequestError
+  input_block        the prompt carries INPUT_BANNED; must raise openai.BadRequestError
+  clean_nonstream    non-streamed call; report the message content
+
+Every run prints exactly one JSON object on stdout, with "ok": true/false. When an expected
+exception did not happen (or an unexpected one did) the object says why under "failure", the
+same explanation goes to stderr, and the exit status is 1.
+
+The prompts below are part of the contract with tests/sdk_openai.rs: only INPUT_BANNED may
+trip an input validator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any, Callable, Dict, List, NoReturn
+from urllib.parse import urlparse
+
+import openai
+
+MODEL = "gpt-4o"
+CLEAN_PROMPT = "Tell me a short story."
+# Must match the `direction: input` regex of the test pack (secret-\d+).
+INPUT_BANNED = "Please remember my code secret-1234 for later."
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search_archive",
+            "description": "Search the archive.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+                "required": ["query"],
+            },
+        },
+    }
+]
+# The whole run (every request included) must end well before the Rust test gives up.
+RUN_DEADLINE_SECONDS = 60
+REQUEST_TIMEOUT_SECONDS = 30.0
+
+
+class ScenarioFailed(Exception):
+    """An expectation of the scenario itself was not met."""
+
+
+def emit(obj: Dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def fail(scenario: str, failure: str, **extra: Any) -> NoReturn:
+    sys.stderr.write(f"openai_chat.py {scenario}: FAILED: {failure}\n")
+    emit({"scenario": scenario, "ok": False, "failure": failure, **extra})
+    sys.exit(1)
+
+
+def make_client() -> openai.OpenAI:
+    base_url = os.environ.get("GUARDWIRE_BASE_URL")
+    if not base_url:
+        raise ScenarioFailed("GUARDWIRE_BASE_URL is not set (e.g. http://127.0.0.1:8080/v1)")
+    host = urlparse(base_url).hostname
+    if host != "127.0.0.1":
+        raise ScenarioFailed(f"GUARDWIRE_BASE_URL must point at 127.0.0.1, not {host!r}")
+    # trust_env=False: never route the loopback test traffic through a proxy from the environment.
+    http_client = openai.DefaultHttpxClient(trust_env=False, timeout=REQUEST_TIMEOUT_SECONDS)
+    return openai.OpenAI(
+        base_url=base_url,
+        api_key="test-key",
+        max_retries=0,
+        timeout=REQUEST_TIMEOUT_SECONDS,
+        http_client=http_client,
+    )
+
+
+def error_fields(e: BaseException) -> Dict[str, Any]:
+    """What the SDK made of the error: class, message, code, type, status, body."""
+    out: Dict[str, Any] = {"exception": type(e).__name__}
+    for attr in ("message", "code", "type", "param", "status_code", "body"):
+        value = getattr(e, attr, None)
+        if value is None or isinstance(value, (str, int, float, bool, dict, list)):
+            out[attr] = value
+        else:
+            out[attr] = repr(value)
+    return out
+
+
+def user(text: str) -> List[Dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+# ---- scenarios ----
+
+
+def clean_stream(client: openai.OpenAI) -> Dict[str, Any]:
+    text = ""
+    chunks = 0
+    finish_reasons: List[str] = []
+    stream = client.chat.completions.create(model=MODEL, messages=user(CLEAN_PROMPT), stream=True)
+    for chunk in stream:
+        chunks += 1
+        for choice in chunk.choices:
+            if choice.delta.content:
+                text += choice.delta.content
+            if choice.finish_reason:
+                finish_reasons.append(choice.finish_reason)
+    return {"text": text, "chunks": chunks, "finish_reasons": finish_reasons}
+
+
+def _stream_until_error(
+    client: openai.OpenAI, collect: Callable[[Any], None], **kwargs: Any
+) -> Dict[str, Any]:
+    chunks = 0
+    try:
+        stream = client.chat.completions.create(model=MODEL, stream=True, **kwargs)
+        for chunk in stream:
+            chunks += 1
+            collect(chunk)
+    except openai.APIError as e:
+        return {"chunks": chunks, **error_fields(e)}
+    raise ScenarioFailed(
+        f"the stream ended normally after {chunks} chunks; expected openai.APIError from a "
+        "guardrail_violation error event"
+    )
+
+
+def blocked_stream(client: openai.OpenAI) -> Dict[str, Any]:
+    parts: List[str] = []
+
+    def collect(chunk: Any) -> None:
+        for choice in chunk.choices:
+            if choice.delta.content:
+                parts.append(choice.delta.content)
+
+    result = _stream_until_error(client, collect, messages=user(CLEAN_PROMPT))
+    return {"text": "".join(parts), **result}
+
+
+def blocked_tool_args(client: openai.OpenAI) -> Dict[str, Any]:
+    arguments: Dict[int, str] = {}
+    names: Dict[int, str] = {}
+
+    def collect(chunk: Any) -> None:
+        for choice in chunk.choices:
+            for call in choice.delta.tool_calls or []:
+                if call.function is None:
+                    continue
+                if call.function.name:
+                    names[call.index] = names.get(call.index, "") + call.function.name
+                if call.function.arguments:
+                    arguments[call.index] = arguments.get(call.index, "") + call.function.arguments
+
+    result = _stream_until_error(
+        client,
+        collect,
+        messages=user("Search the archive for me."),
+        tools=TOOLS,
+    )
+    return {
+        # JSON object keys are strings; "0" is the first tool call.
+        "arguments": {str(k): v for k, v in sorted(arguments.items())},
+        "names": {str(k): v for k, v in sorted(names.items())},
+        **result,
+    }
+
+
+def _expect_bad_request(client: openai.OpenAI, prompt: str, **kwargs: Any) -> Dict[str, Any]:
+    try:
+        completion = client.chat.completions.create(model=MODEL, messages=user(prompt), **kwargs)
+    except openai.BadRequestError as e:
+        return error_fields(e)
+    except openai.APIError as e:
+        raise ScenarioFailed(
+            f"expected openai.BadRequestError, got {type(e).__name__}: {e}"
+        ) from e
+    if isinstance(completion, openai.Stream):
+        completion.close()
+        got = "the stream started (HTTP 200)"
+    else:
+        got = f"the request succeeded with {completion!r}"[:500]
+    raise ScenarioFailed(f"{got}; expected openai.BadRequestError")
+
+
+def nonstream_block(client: openai.OpenAI) -> Dict[str, Any]:
+    return _expect_bad_request(client, CLEAN_PROMPT)
+
+
+def input_block(client: openai.OpenAI) -> Dict[str, Any]:
+    return _expect_bad_request(client, INPUT_BANNED, stream=True)
+
+
+def clean_nonstream(client: openai.OpenAI) -> Dict[str, Any]:
+    completion = client.chat.completions.create(model=MODEL, messages=user(CLEAN_PROMPT))
+    choice = completion.choices[0]
+    return {
+        "content": choice.message.content,
+        "finish_reason": choice.finish_reason,
+        "id": completion.id,
+    }
+
+
+SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
+    "clean_stream": clean_stream,
+    "blocked_stream": blocked_stream,
+    "blocked_tool_args": blocked_tool_args,
+    "nonstream_block": nonstream_block,
+    "input_block": input_block,
+    "clean_nonstream": clean_nonstream,
+}
+
+
+def on_deadline(_signum: int, _frame: Any) -> None:
+    raise TimeoutError(f"scenario did not finish within {RUN_DEADLINE_SECONDS}s")
+
+
+def main(argv: List[str]) -> None:
+    if len(argv) != 2 or argv[1] not in SCENARIOS:
+        names = ", ".join(SCENARIOS)
+        fail(argv[1] if len(argv) > 1 else "", f"usage: openai_chat.py <scenario>; scenarios: {names}")
+    scenario = argv[1]
+    signal.signal(signal.SIGALRM, on_deadline)
+    signal.alarm(RUN_DEADLINE_SECONDS)
+    try:
+        result = SCENARIOS[scenario](make_client())
+    except ScenarioFailed as e:
+        fail(scenario, str(e))
+    except BaseException as e:  # noqa: BLE001 - report anything unexpected as one JSON object
+        traceback.print_exc()
+        fail(scenario, f"unexpected {type(e).__name__}: {e}", **error_fields(e))
+    finally:
+        signal.alarm(0)
+    emit({"scenario": scenario, "ok": True, "openai_version": openai.__version__, **result})
+
+
+if __name__ == "__main__":
+    main(sys.argv)
