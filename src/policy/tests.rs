@@ -165,3 +165,29 @@ fn input_checks_see_every_message_and_tool_arguments() {
         "input-only validators skip output"
     );
 }
+
+#[test]
+fn reasoning_validators_see_only_reasoning() {
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [x] }\n  - type: banned_words\n    params: { words: ['launch codes'], direction: reasoning }\n",
+    )
+    .unwrap();
+    let mut g = p.stream_guard(true);
+    let think = Delta::Text {
+        choice: 0,
+        channel: Channel::Reasoning,
+        text: Cow::Borrowed("thinking hard"),
+    };
+    g.on_chunk(&think).unwrap();
+    g.on_chunk(&text(0, "the launch codes are safe")).unwrap();
+    g.after_call().unwrap();
+    let mut g = p.stream_guard(true);
+    let think = Delta::Text {
+        choice: 0,
+        channel: Channel::Reasoning,
+        text: Cow::Borrowed("the launch codes"),
+    };
+    // At the end of the text seen so far, the word-boundary match waits for what follows.
+    g.on_chunk(&think).unwrap();
+    assert_eq!(g.after_call().unwrap_err().validator, 1);
+}

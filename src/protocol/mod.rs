@@ -3,7 +3,10 @@
 //! guardwire's errors in the provider's native shape. Nothing else in guardwire knows a wire
 //! format, so adding a protocol means adding a module here.
 
+pub mod anthropic;
+pub mod gemini;
 pub mod openai_chat;
+pub mod openai_responses;
 
 use crate::config::Upstreams;
 use crate::delta::{Conversation, Delta};
@@ -49,7 +52,12 @@ pub trait StreamDecoder: Send {
 /// Every protocol guardwire speaks. A request goes to the first whose [`Protocol::matches`]
 /// accepts its path.
 pub fn all() -> &'static [&'static dyn Protocol] {
-    &[&openai_chat::OpenAiChat]
+    &[
+        &openai_chat::OpenAiChat,
+        &openai_responses::OpenAiResponses,
+        &anthropic::AnthropicMessages,
+        &gemini::Gemini,
+    ]
 }
 
 pub trait Protocol: Send + Sync + 'static {

@@ -129,3 +129,17 @@ pub async fn metrics(addr: SocketAddr) -> String {
         .await
         .text()
 }
+
+/// Like [`start_proxy`], with every provider's upstream pointing at `upstream`.
+pub async fn start_proxy_all(upstream: &str, pack_yaml: &str, extra: &str) -> Proxy {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("pack.yaml");
+    std::fs::write(&pack, pack_yaml).unwrap();
+    let yaml = format!(
+        "listen: \"127.0.0.1:0\"\nupstreams:\n  openai: \"{upstream}\"\n  anthropic: \"{upstream}\"\n  gemini: \"{upstream}\"\npacks: [\"{}\"]\n{extra}\n",
+        pack.display()
+    );
+    let config = Config::from_yaml(&yaml).unwrap();
+    let server = guardwire::server::start(config).await.unwrap();
+    Proxy { server, _dir: dir }
+}

@@ -1,0 +1,559 @@
+//! Anthropic Messages (`POST /v1/messages`).
+//!
+//! Stream frames are `event: <type>` + `data: {"type":"<type>",…}`. Content blocks are numbered;
+//! `content_block_start` says what block `index` is (text, tool_use, thinking), so the decoder
+//! remembers it to route `content_block_delta`s: `text_delta` → answer text, `input_json_delta`
+//! → tool arguments, `thinking_delta` → reasoning. `message_stop` ends the stream.
+
+use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use crate::config::Upstreams;
+use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
+use crate::error::GatewayError;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+pub struct AnthropicMessages;
+
+// ---- requests ----
+
+#[derive(Deserialize)]
+struct Request {
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    system: Option<Content>,
+    #[serde(default)]
+    messages: Vec<RequestMessage>,
+    #[serde(default)]
+    tools: Vec<RequestTool>,
+}
+
+#[derive(Deserialize)]
+struct RequestMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    /// A `Value`, not raw JSON: blocks sit inside an untagged enum, which buffers its input.
+    #[serde(default)]
+    input: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_use_id: Option<String>,
+    /// tool_result content: a string or blocks.
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+struct RequestTool {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+fn content_texts(content: Content, out: &mut Vec<String>) {
+    match content {
+        Content::Text(t) => out.push(t),
+        Content::Blocks(blocks) => {
+            for b in blocks {
+                out.extend(b.text);
+                out.extend(b.thinking);
+                if let Some(inner) = b.content {
+                    content_texts(inner, out);
+                }
+            }
+        }
+    }
+}
+
+// ---- responses ----
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    content_block: Option<StartBlock<'a>>,
+    #[serde(borrow, default)]
+    delta: Option<EventDelta<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    message: Option<MessageStart>,
+}
+
+#[derive(Deserialize)]
+struct StartBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct EventDelta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}
+
+/// What each content block index of the current message is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Text,
+    Tool,
+    Thinking,
+    Other,
+}
+
+#[derive(Default)]
+struct MessagesStream {
+    blocks: Vec<(u32, BlockKind)>,
+}
+
+impl MessagesStream {
+    fn kind_of(&self, index: u32) -> BlockKind {
+        self.blocks
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map_or(BlockKind::Other, |(_, k)| *k)
+    }
+}
+
+fn text_delta(channel: Channel, text: Option<Cow<'_, str>>) -> Option<Delta<'_>> {
+    text.filter(|t| !t.is_empty()).map(|text| Delta::Text {
+        choice: 0,
+        channel,
+        text,
+    })
+}
+
+impl StreamDecoder for MessagesStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        let ev: Event<'a> = serde_json::from_slice(data)
+            .map_err(|e| DecodeError(format!("malformed Anthropic event: {e}")))?;
+        match &*ev.kind {
+            "content_block_start" => {
+                let index = ev.index.unwrap_or(0);
+                let Some(block) = ev.content_block else {
+                    return Err(DecodeError("content_block_start without a block".into()));
+                };
+                let kind = match &*block.kind {
+                    "text" => BlockKind::Text,
+                    "tool_use" | "server_tool_use" => BlockKind::Tool,
+                    "thinking" => BlockKind::Thinking,
+                    _ => BlockKind::Other,
+                };
+                self.blocks.retain(|(i, _)| *i != index);
+                self.blocks.push((index, kind));
+                match kind {
+                    BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
+                    BlockKind::Thinking => {
+                        out.extend(text_delta(Channel::Reasoning, block.thinking))
+                    }
+                    BlockKind::Tool => out.push(Delta::ToolCallStart {
+                        choice: 0,
+                        index,
+                        id: block.id,
+                        name: block.name.unwrap_or(Cow::Borrowed("")),
+                    }),
+                    BlockKind::Other => {}
+                }
+                Ok(FrameKind::Data)
+            }
+            "content_block_delta" => {
+                let index = ev.index.unwrap_or(0);
+                let Some(d) = ev.delta else {
+                    return Err(DecodeError("content_block_delta without a delta".into()));
+                };
+                match d.kind.as_deref() {
+                    Some("text_delta") => out.extend(text_delta(Channel::Content, d.text)),
+                    Some("input_json_delta") => {
+                        out.extend(text_delta(Channel::ToolArgs(index), d.partial_json))
+                    }
+                    Some("thinking_delta") => {
+                        out.extend(text_delta(Channel::Reasoning, d.thinking))
+                    }
+                    // signature_delta, citations_delta and future kinds carry no checked text;
+                    // a text-bearing delta on a block we know is text is still checked.
+                    _ => {
+                        if self.kind_of(index) == BlockKind::Text {
+                            out.extend(text_delta(Channel::Content, d.text));
+                        }
+                    }
+                }
+                Ok(FrameKind::Data)
+            }
+            "message_delta" => {
+                if let Some(reason) = ev.delta.and_then(|d| d.stop_reason) {
+                    out.push(Delta::Finish { choice: 0, reason });
+                }
+                if let Some(u) = ev.usage {
+                    out.push(Delta::Usage {
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                    });
+                }
+                Ok(FrameKind::Data)
+            }
+            "message_start" => {
+                if let Some(u) = ev.message.and_then(|m| m.usage) {
+                    out.push(Delta::Usage {
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                    });
+                }
+                Ok(FrameKind::Data)
+            }
+            "message_stop" => Ok(FrameKind::Terminal),
+            "error" => Ok(FrameKind::UpstreamError),
+            // content_block_stop, ping and event types added later pass through.
+            _ => Ok(FrameKind::Passthrough),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WholeMessage<'a> {
+    #[serde(borrow, default)]
+    content: Vec<WholeBlock<'a>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct WholeBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+}
+
+impl Protocol for AnthropicMessages {
+    fn name(&self) -> &'static str {
+        "anthropic_messages"
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        path == "/v1/messages"
+    }
+
+    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
+        upstreams.anthropic.as_deref()
+    }
+
+    fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
+        let req: Request = serde_json::from_slice(body)
+            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let mut messages = Vec::new();
+        if let Some(system) = req.system {
+            let mut text = Vec::new();
+            content_texts(system, &mut text);
+            messages.push(Message {
+                role: Role::System,
+                text,
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            });
+        }
+        for m in req.messages {
+            let mut text = Vec::new();
+            let mut tool_calls = Vec::new();
+            let mut tool_call_id = None;
+            match m.content {
+                Some(Content::Text(t)) => text.push(t),
+                Some(Content::Blocks(blocks)) => {
+                    for b in blocks {
+                        match b.kind.as_str() {
+                            "tool_use" => tool_calls.push(ToolCall {
+                                id: b.id,
+                                name: b.name.unwrap_or_default(),
+                                arguments: b.input.map(|i| i.to_string()).unwrap_or_default(),
+                            }),
+                            "tool_result" => {
+                                tool_call_id = b.tool_use_id;
+                                if let Some(c) = b.content {
+                                    content_texts(c, &mut text);
+                                }
+                            }
+                            _ => {
+                                text.extend(b.text);
+                                text.extend(b.thinking);
+                            }
+                        }
+                    }
+                }
+                None => {}
+            }
+            let role = if tool_call_id.is_some() {
+                Role::Tool
+            } else {
+                Role::parse(&m.role)
+            };
+            messages.push(Message {
+                role,
+                text,
+                tool_calls,
+                tool_call_id,
+            });
+        }
+        let tools = req
+            .tools
+            .into_iter()
+            .filter_map(|t| {
+                t.name.map(|name| ToolSpec {
+                    name,
+                    description: t.description,
+                })
+            })
+            .collect();
+        Ok(ParsedRequest {
+            stream: req.stream.unwrap_or(false),
+            conversation: Conversation { messages, tools },
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::<MessagesStream>::default()
+    }
+
+    fn decode_response<'a>(
+        &self,
+        body: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<(), DecodeError> {
+        let msg: WholeMessage<'a> = serde_json::from_slice(body)
+            .map_err(|e| DecodeError(format!("malformed Anthropic message: {e}")))?;
+        for (index, block) in msg.content.into_iter().enumerate() {
+            let index = index as u32;
+            match &*block.kind {
+                "text" => out.extend(text_delta(Channel::Content, block.text)),
+                "thinking" => out.extend(text_delta(Channel::Reasoning, block.thinking)),
+                "tool_use" | "server_tool_use" => {
+                    out.push(Delta::ToolCallStart {
+                        choice: 0,
+                        index,
+                        id: block.id,
+                        name: block.name.unwrap_or(Cow::Borrowed("")),
+                    });
+                    if let Some(input) = block.input {
+                        out.push(Delta::Text {
+                            choice: 0,
+                            channel: Channel::ToolArgs(index),
+                            text: Cow::Borrowed(input.get()),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(reason) = msg.stop_reason {
+            out.push(Delta::Finish { choice: 0, reason });
+        }
+        if let Some(u) = msg.usage {
+            out.push(Delta::Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+            });
+        }
+        Ok(())
+    }
+
+    fn error_body(&self, err: &GatewayError) -> Bytes {
+        anthropic_error_json(err).into()
+    }
+
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+        format!("event: error\ndata: {}\n\n", anthropic_error_json(err)).into()
+    }
+}
+
+/// `{"type":"error","error":{"type":…,"message":…}}`, which the anthropic SDKs parse.
+fn anthropic_error_json(err: &GatewayError) -> String {
+    let kind = match err {
+        GatewayError::Blocked { .. }
+        | GatewayError::InvalidRequest(_)
+        | GatewayError::MethodNotAllowed(_)
+        | GatewayError::HoldbackExceeded { .. } => "invalid_request_error",
+        GatewayError::NotFound(_) => "not_found_error",
+        GatewayError::PayloadTooLarge { .. } => "request_too_large",
+        GatewayError::UpstreamTimeout(_) => "timeout_error",
+        GatewayError::Upstream(_) | GatewayError::Internal(_) => "api_error",
+    };
+    serde_json::json!({"type": "error", "error": {"type": kind, "message": err.to_string()}})
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn decode_all<'a>(
+        dec: &mut MessagesStream,
+        frames: &[&'a str],
+    ) -> Vec<(FrameKind, Vec<Delta<'a>>)> {
+        frames
+            .iter()
+            .map(|f| {
+                let mut out = Vec::new();
+                let k = dec.decode(None, f.as_bytes(), &mut out).unwrap();
+                (k, out)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn routes_block_deltas_by_block_kind() {
+        let mut dec = MessagesStream::default();
+        let got = decode_all(
+            &mut dec,
+            &[
+                r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":5,"output_tokens":1}}}"#,
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"x"}}"#,
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#,
+                r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t1","name":"get","input":{}}}"#,
+                r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#,
+                r#"{"type":"ping"}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#,
+                r#"{"type":"message_stop"}"#,
+            ],
+        );
+        assert_eq!(
+            got[2].1,
+            vec![Delta::Text {
+                choice: 0,
+                channel: Channel::Reasoning,
+                text: "hmm".into()
+            }]
+        );
+        assert!(got[3].1.is_empty());
+        assert_eq!(
+            got[5].1,
+            vec![Delta::Text {
+                choice: 0,
+                channel: Channel::Content,
+                text: "Hi".into()
+            }]
+        );
+        assert_eq!(
+            got[6].1,
+            vec![Delta::ToolCallStart {
+                choice: 0,
+                index: 2,
+                id: Some("t1".into()),
+                name: "get".into()
+            }]
+        );
+        assert_eq!(
+            got[7].1,
+            vec![Delta::Text {
+                choice: 0,
+                channel: Channel::ToolArgs(2),
+                text: "{\"a\"".into()
+            }]
+        );
+        assert_eq!(got[8].0, FrameKind::Passthrough);
+        assert_eq!(got[10].0, FrameKind::Terminal);
+    }
+
+    #[test]
+    fn parses_system_messages_tools_and_results() {
+        let r = AnthropicMessages
+            .parse_request(
+                br#"{"model":"c","stream":true,"system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}]}]}],"tools":[{"name":"f","description":"d","input_schema":{}}]}"#,
+                "/v1/messages",
+            )
+            .unwrap();
+        assert!(r.stream);
+        let m = &r.conversation.messages;
+        assert_eq!(m[0].role, Role::System);
+        assert_eq!(m[2].tool_calls[0].arguments, r#"{"x":1}"#);
+        assert_eq!(
+            (m[3].role.clone(), m[3].text.clone()),
+            (Role::Tool, vec!["r".to_string()])
+        );
+        assert_eq!(r.conversation.tools[0].name, "f");
+    }
+
+    #[test]
+    fn error_frame_keeps_the_event_name() {
+        let f = AnthropicMessages.stream_error_frame(&GatewayError::Blocked {
+            message: "no".into(),
+        });
+        assert_eq!(
+            &f[..],
+            &b"event: error\ndata: {\"error\":{\"message\":\"no\",\"type\":\"invalid_request_error\"},\"type\":\"error\"}\n\n"[..]
+        );
+    }
+}

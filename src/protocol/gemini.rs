@@ -1,0 +1,465 @@
+//! Google Gemini (`/v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`,
+//! and the same under `/v1/models/`).
+//!
+//! Stream frames are `data: <GenerateContentResponse>` only — no event names, no end marker (the
+//! stream ends at EOF) — and google-genai raises on any other line, so guardwire never injects
+//! comments or `event:` lines here. Function calls arrive whole (`functionCall {name, args}`).
+
+use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use crate::config::Upstreams;
+use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
+use crate::error::GatewayError;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+pub struct Gemini;
+
+// ---- requests ----
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    #[serde(default)]
+    contents: Vec<RequestContent>,
+    #[serde(default)]
+    system_instruction: Option<RequestContent>,
+    #[serde(default)]
+    tools: Vec<RequestTool>,
+}
+
+#[derive(Deserialize)]
+struct RequestContent {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    parts: Vec<RequestPart>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestPart {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    function_call: Option<FunctionCall>,
+    #[serde(default)]
+    function_response: Option<FunctionResponse>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    args: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionResponse {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    response: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestTool {
+    #[serde(default)]
+    function_declarations: Vec<FunctionDeclaration>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDeclaration {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+fn message_of(content: RequestContent, default_role: Role) -> Message {
+    let mut text = Vec::new();
+    let mut tool_calls = Vec::new();
+    let mut tool_call_id = None;
+    for part in content.parts {
+        text.extend(part.text);
+        if let Some(call) = part.function_call {
+            tool_calls.push(ToolCall {
+                id: call.id,
+                name: call.name,
+                arguments: call.args.map(|a| a.get().to_owned()).unwrap_or_default(),
+            });
+        }
+        if let Some(resp) = part.function_response {
+            tool_call_id = resp.id.or(resp.name);
+            text.extend(resp.response.map(|r| r.get().to_owned()));
+        }
+    }
+    let role = match (&tool_call_id, content.role) {
+        (Some(_), _) => Role::Tool,
+        (None, Some(r)) => Role::parse(&r),
+        (None, None) => default_role,
+    };
+    Message {
+        role,
+        text,
+        tool_calls,
+        tool_call_id,
+    }
+}
+
+// ---- responses ----
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    #[serde(borrow, default)]
+    candidates: Vec<Candidate<'a>>,
+    #[serde(default)]
+    usage_metadata: Option<UsageMetadata>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    content: Option<CandidateContent<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct CandidateContent<'a> {
+    #[serde(borrow, default)]
+    parts: Vec<Part<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Part<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    thought: Option<bool>,
+    #[serde(borrow, default)]
+    function_call: Option<ResponseCall<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ResponseCall<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageMetadata {
+    #[serde(default)]
+    prompt_token_count: Option<u64>,
+    #[serde(default)]
+    candidates_token_count: Option<u64>,
+}
+
+/// Per stream: how many function calls each candidate has made, to number them.
+#[derive(Default)]
+struct GeminiStream {
+    calls: Vec<(u32, u32)>,
+}
+
+impl GeminiStream {
+    fn next_call_index(&mut self, candidate: u32) -> u32 {
+        match self.calls.iter_mut().find(|(c, _)| *c == candidate) {
+            Some((_, n)) => {
+                *n += 1;
+                *n - 1
+            }
+            None => {
+                self.calls.push((candidate, 1));
+                0
+            }
+        }
+    }
+
+    fn response_deltas<'a>(&mut self, resp: Response<'a>, out: &mut Vec<Delta<'a>>) {
+        for (position, cand) in resp.candidates.into_iter().enumerate() {
+            let choice = cand.index.unwrap_or(position as u32);
+            for part in cand.content.into_iter().flat_map(|c| c.parts) {
+                if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                    let channel = if part.thought == Some(true) {
+                        Channel::Reasoning
+                    } else {
+                        Channel::Content
+                    };
+                    out.push(Delta::Text {
+                        choice,
+                        channel,
+                        text,
+                    });
+                }
+                if let Some(call) = part.function_call {
+                    let index = self.next_call_index(choice);
+                    out.push(Delta::ToolCallStart {
+                        choice,
+                        index,
+                        id: call.id,
+                        name: call.name,
+                    });
+                    if let Some(args) = call.args {
+                        out.push(Delta::Text {
+                            choice,
+                            channel: Channel::ToolArgs(index),
+                            text: Cow::Borrowed(args.get()),
+                        });
+                    }
+                }
+            }
+            if let Some(reason) = cand.finish_reason {
+                out.push(Delta::Finish { choice, reason });
+            }
+        }
+        if let Some(u) = resp.usage_metadata {
+            out.push(Delta::Usage {
+                input_tokens: u.prompt_token_count,
+                output_tokens: u.candidates_token_count,
+            });
+        }
+    }
+}
+
+impl StreamDecoder for GeminiStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        let resp: Response<'a> = serde_json::from_slice(data)
+            .map_err(|e| DecodeError(format!("malformed Gemini response chunk: {e}")))?;
+        if resp.error.is_some() {
+            return Ok(FrameKind::UpstreamError);
+        }
+        self.response_deltas(resp, out);
+        Ok(FrameKind::Data)
+    }
+}
+
+/// The method part of a Gemini model path: `/v1beta/models/gemini-2.0:streamGenerateContent`.
+fn method_of(path: &str) -> Option<&str> {
+    let rest = path
+        .strip_prefix("/v1beta/models/")
+        .or_else(|| path.strip_prefix("/v1/models/"))?;
+    let (model, method) = rest.rsplit_once(':')?;
+    (!model.is_empty() && !model.contains('/')).then_some(method)
+}
+
+impl Protocol for Gemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        matches!(
+            method_of(path),
+            Some("generateContent" | "streamGenerateContent")
+        )
+    }
+
+    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
+        upstreams.gemini.as_deref()
+    }
+
+    fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError> {
+        let req: Request = serde_json::from_slice(body)
+            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let mut messages = Vec::new();
+        if let Some(system) = req.system_instruction {
+            let mut m = message_of(system, Role::System);
+            m.role = Role::System;
+            messages.push(m);
+        }
+        messages.extend(req.contents.into_iter().map(|c| message_of(c, Role::User)));
+        let tools = req
+            .tools
+            .into_iter()
+            .flat_map(|t| t.function_declarations)
+            .map(|f| ToolSpec {
+                name: f.name,
+                description: f.description,
+            })
+            .collect();
+        Ok(ParsedRequest {
+            stream: method_of(path) == Some("streamGenerateContent"),
+            conversation: Conversation { messages, tools },
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::<GeminiStream>::default()
+    }
+
+    /// A whole response: one object, or (`streamGenerateContent` without `alt=sse`) a JSON
+    /// array of them.
+    fn decode_response<'a>(
+        &self,
+        body: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<(), DecodeError> {
+        let mut dec = GeminiStream::default();
+        let first = body.iter().find(|b| !b.is_ascii_whitespace());
+        if first == Some(&b'[') {
+            let all: Vec<Response<'a>> = serde_json::from_slice(body)
+                .map_err(|e| DecodeError(format!("malformed Gemini response: {e}")))?;
+            for r in all {
+                dec.response_deltas(r, out);
+            }
+        } else {
+            let r: Response<'a> = serde_json::from_slice(body)
+                .map_err(|e| DecodeError(format!("malformed Gemini response: {e}")))?;
+            dec.response_deltas(r, out);
+        }
+        Ok(())
+    }
+
+    fn error_body(&self, err: &GatewayError) -> Bytes {
+        gemini_error_json(err).into()
+    }
+
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+        format!("data: {}\n\n", gemini_error_json(err)).into()
+    }
+}
+
+/// `{"error":{"code":400,"message":…,"status":"INVALID_ARGUMENT"}}` — `error` first and an
+/// integer `code`, which is what makes google-genai raise `ClientError` mid-stream.
+fn gemini_error_json(err: &GatewayError) -> String {
+    #[derive(serde::Serialize)]
+    struct Body {
+        error: Detail,
+    }
+    #[derive(serde::Serialize)]
+    struct Detail {
+        code: u16,
+        message: String,
+        status: &'static str,
+    }
+    let status = match err {
+        GatewayError::NotFound(_) => "NOT_FOUND",
+        GatewayError::Upstream(_) | GatewayError::Internal(_) => "UNAVAILABLE",
+        GatewayError::UpstreamTimeout(_) => "DEADLINE_EXCEEDED",
+        GatewayError::Blocked { .. }
+        | GatewayError::InvalidRequest(_)
+        | GatewayError::MethodNotAllowed(_)
+        | GatewayError::PayloadTooLarge { .. }
+        | GatewayError::HoldbackExceeded { .. } => "INVALID_ARGUMENT",
+    };
+    let body = Body {
+        error: Detail {
+            code: err.status().as_u16(),
+            message: err.to_string(),
+            status,
+        },
+    };
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn matches_model_paths_only() {
+        assert!(Gemini.matches("/v1beta/models/gemini-2.5-flash:streamGenerateContent"));
+        assert!(Gemini.matches("/v1/models/gemini-pro:generateContent"));
+        assert!(!Gemini.matches("/v1beta/models/gemini-pro:countTokens"));
+        assert!(!Gemini.matches("/v1beta/models/:generateContent"));
+        assert!(!Gemini.matches("/v1/chat/completions"));
+    }
+
+    #[test]
+    fn decodes_text_thoughts_and_whole_function_calls() {
+        let mut dec = GeminiStream::default();
+        let data = br#"{"candidates":[{"content":{"role":"model","parts":[{"text":"plan","thought":true},{"text":"Hi"},{"functionCall":{"name":"f","args":{"q":"x"}}}]},"index":0}],"usageMetadata":{"promptTokenCount":3}}"#;
+        let mut out = Vec::new();
+        assert_eq!(dec.decode(None, data, &mut out).unwrap(), FrameKind::Data);
+        assert_eq!(
+            out[0],
+            Delta::Text {
+                choice: 0,
+                channel: Channel::Reasoning,
+                text: "plan".into()
+            }
+        );
+        assert_eq!(
+            out[1],
+            Delta::Text {
+                choice: 0,
+                channel: Channel::Content,
+                text: "Hi".into()
+            }
+        );
+        assert_eq!(
+            out[2],
+            Delta::ToolCallStart {
+                choice: 0,
+                index: 0,
+                id: None,
+                name: "f".into()
+            }
+        );
+        assert_eq!(
+            out[3],
+            Delta::Text {
+                choice: 0,
+                channel: Channel::ToolArgs(0),
+                text: r#"{"q":"x"}"#.into()
+            }
+        );
+        let mut out = Vec::new();
+        assert_eq!(
+            dec.decode(None, br#"{"error":{"code":500}}"#, &mut out)
+                .unwrap(),
+            FrameKind::UpstreamError
+        );
+    }
+
+    #[test]
+    fn streaming_comes_from_the_path() {
+        let body = br#"{"contents":[{"role":"user","parts":[{"text":"q"}]}],"systemInstruction":{"parts":[{"text":"s"}]}}"#;
+        let s = Gemini
+            .parse_request(body, "/v1beta/models/m:streamGenerateContent")
+            .unwrap();
+        assert!(s.stream);
+        assert_eq!(s.conversation.messages[0].role, Role::System);
+        assert!(
+            !Gemini
+                .parse_request(body, "/v1beta/models/m:generateContent")
+                .unwrap()
+                .stream
+        );
+    }
+
+    #[test]
+    fn error_frame_puts_error_first_with_an_integer_code() {
+        let f = Gemini.stream_error_frame(&GatewayError::Blocked {
+            message: "no".into(),
+        });
+        assert_eq!(
+            &f[..],
+            &b"data: {\"error\":{\"code\":400,\"message\":\"no\",\"status\":\"INVALID_ARGUMENT\"}}\n\n"[..]
+        );
+    }
+}

@@ -1,0 +1,462 @@
+//! OpenAI Responses API (`POST /v1/responses`).
+//!
+//! Every stream frame is `event: <type>` + data with the same `type` and a `sequence_number`.
+//! Checked text: `response.output_text.delta`, `response.refusal.delta`,
+//! `response.function_call_arguments.delta` (per output item) and reasoning text deltas.
+//! `response.completed` / `.incomplete` / `.failed` end the stream; `error` is the provider's
+//! in-band error. Function call items are announced by `response.output_item.added`, before any
+//! argument byte.
+
+use super::openai_chat::openai_error_json;
+use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use crate::config::Upstreams;
+use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
+use crate::error::GatewayError;
+use bytes::Bytes;
+use serde::Deserialize;
+use std::borrow::Cow;
+
+pub struct OpenAiResponses;
+
+// ---- requests ----
+
+#[derive(Deserialize)]
+struct Request {
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    input: Option<Input>,
+    #[serde(default)]
+    tools: Vec<RequestTool>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Input {
+    Text(String),
+    Items(Vec<Item>),
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    content: Option<ItemContent>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+    #[serde(default)]
+    call_id: Option<String>,
+    #[serde(default)]
+    output: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ItemContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+struct ContentPart {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RequestTool {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+fn item_message(item: Item) -> Option<Message> {
+    let kind = item.kind.as_deref().unwrap_or("message");
+    match kind {
+        "message" => {
+            let mut text = Vec::new();
+            match item.content {
+                Some(ItemContent::Text(t)) => text.push(t),
+                Some(ItemContent::Parts(parts)) => text.extend(
+                    parts
+                        .into_iter()
+                        .flat_map(|p| p.text.into_iter().chain(p.refusal)),
+                ),
+                None => {}
+            }
+            Some(Message {
+                role: Role::parse(item.role.as_deref().unwrap_or("user")),
+                text,
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            })
+        }
+        "function_call" => Some(Message {
+            role: Role::Assistant,
+            text: Vec::new(),
+            tool_calls: vec![ToolCall {
+                id: item.call_id,
+                name: item.name.unwrap_or_default(),
+                arguments: item.arguments.unwrap_or_default(),
+            }],
+            tool_call_id: None,
+        }),
+        "function_call_output" => Some(Message {
+            role: Role::Tool,
+            text: item
+                .output
+                .map(|o| match o {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                })
+                .into_iter()
+                .collect(),
+            tool_calls: Vec::new(),
+            tool_call_id: item.call_id,
+        }),
+        _ => None,
+    }
+}
+
+// ---- stream events and whole responses ----
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    output_index: Option<u32>,
+    #[serde(borrow, default)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    item: Option<OutputItem<'a>>,
+    #[serde(borrow, default)]
+    response: Option<WholeResponse<'a>>,
+}
+
+#[derive(Deserialize)]
+struct OutputItem<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    call_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Vec<OutputContent<'a>>,
+    #[serde(borrow, default)]
+    summary: Vec<OutputContent<'a>>,
+}
+
+#[derive(Deserialize)]
+struct OutputContent<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct WholeResponse<'a> {
+    #[serde(borrow, default)]
+    output: Vec<OutputItem<'a>>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}
+
+fn text(channel: Channel, t: Option<Cow<'_, str>>) -> Option<Delta<'_>> {
+    t.filter(|t| !t.is_empty()).map(|text| Delta::Text {
+        choice: 0,
+        channel,
+        text,
+    })
+}
+
+fn usage_delta<'a>(u: Usage) -> Delta<'a> {
+    Delta::Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+    }
+}
+
+struct ResponsesStream;
+
+impl StreamDecoder for ResponsesStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        let ev: Event<'a> = serde_json::from_slice(data)
+            .map_err(|e| DecodeError(format!("malformed Responses event: {e}")))?;
+        let index = ev.output_index.unwrap_or(0);
+        match &*ev.kind {
+            "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
+            "response.refusal.delta" => out.extend(text(Channel::Refusal, ev.delta)),
+            "response.function_call_arguments.delta" => {
+                out.extend(text(Channel::ToolArgs(index), ev.delta))
+            }
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                out.extend(text(Channel::Reasoning, ev.delta))
+            }
+            "response.output_item.added" => {
+                if let Some(item) = ev.item {
+                    if item.kind.as_deref() == Some("function_call") {
+                        out.push(Delta::ToolCallStart {
+                            choice: 0,
+                            index,
+                            id: item.call_id,
+                            name: item.name.unwrap_or(Cow::Borrowed("")),
+                        });
+                        // Arguments announced with the item are checked like streamed ones.
+                        out.extend(text(Channel::ToolArgs(index), item.arguments));
+                    }
+                }
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                if let Some(r) = ev.response {
+                    if let Some(status) = r.status {
+                        out.push(Delta::Finish {
+                            choice: 0,
+                            reason: status,
+                        });
+                    }
+                    out.extend(r.usage.map(usage_delta));
+                }
+                return Ok(FrameKind::Terminal);
+            }
+            "error" => return Ok(FrameKind::UpstreamError),
+            // Lifecycle events, `.done` events (whose text repeats the deltas already checked),
+            // and event types added later pass through.
+            _ => return Ok(FrameKind::Passthrough),
+        }
+        Ok(FrameKind::Data)
+    }
+}
+
+impl Protocol for OpenAiResponses {
+    fn name(&self) -> &'static str {
+        "openai_responses"
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        path == "/v1/responses"
+    }
+
+    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
+        upstreams.openai.as_deref()
+    }
+
+    fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
+        let req: Request = serde_json::from_slice(body)
+            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let mut messages = Vec::new();
+        if let Some(i) = req.instructions {
+            messages.push(Message {
+                role: Role::System,
+                text: vec![i],
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            });
+        }
+        match req.input {
+            Some(Input::Text(t)) => messages.push(Message {
+                role: Role::User,
+                text: vec![t],
+                tool_calls: Vec::new(),
+                tool_call_id: None,
+            }),
+            Some(Input::Items(items)) => {
+                messages.extend(items.into_iter().filter_map(item_message))
+            }
+            None => {}
+        }
+        let tools = req
+            .tools
+            .into_iter()
+            .filter_map(|t| {
+                t.name.map(|name| ToolSpec {
+                    name,
+                    description: t.description,
+                })
+            })
+            .collect();
+        Ok(ParsedRequest {
+            stream: req.stream.unwrap_or(false),
+            conversation: Conversation { messages, tools },
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(ResponsesStream)
+    }
+
+    fn decode_response<'a>(
+        &self,
+        body: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<(), DecodeError> {
+        let r: WholeResponse<'a> = serde_json::from_slice(body)
+            .map_err(|e| DecodeError(format!("malformed response object: {e}")))?;
+        for (index, item) in r.output.into_iter().enumerate() {
+            let index = index as u32;
+            match item.kind.as_deref() {
+                Some("message") => {
+                    for c in item.content {
+                        match c.kind.as_deref() {
+                            Some("refusal") => out.extend(text(Channel::Refusal, c.refusal)),
+                            _ => out.extend(text(Channel::Content, c.text)),
+                        }
+                    }
+                }
+                Some("function_call") => {
+                    out.push(Delta::ToolCallStart {
+                        choice: 0,
+                        index,
+                        id: item.call_id,
+                        name: item.name.unwrap_or(Cow::Borrowed("")),
+                    });
+                    out.extend(text(Channel::ToolArgs(index), item.arguments));
+                }
+                Some("reasoning") => {
+                    for c in item.summary.into_iter().chain(item.content) {
+                        out.extend(text(Channel::Reasoning, c.text));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(status) = r.status {
+            out.push(Delta::Finish {
+                choice: 0,
+                reason: status,
+            });
+        }
+        out.extend(r.usage.map(usage_delta));
+        Ok(())
+    }
+
+    fn error_body(&self, err: &GatewayError) -> Bytes {
+        openai_error_json(err).into()
+    }
+
+    /// An `error` event in both shapes seen in the wild (flat fields and a nested `error`
+    /// object), so every openai SDK version finds what it reads.
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+        let (kind, code) = err.type_and_code();
+        let message = err.to_string();
+        let body = serde_json::json!({
+            "type": "error",
+            "code": code,
+            "message": message,
+            "param": null,
+            "sequence_number": 0,
+            "error": {"type": kind, "code": code, "message": message, "param": null},
+        });
+        format!("event: error\ndata: {body}\n\n").into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn decode(data: &str) -> (FrameKind, Vec<Delta<'_>>) {
+        let mut out = Vec::new();
+        let k = ResponsesStream
+            .decode(None, data.as_bytes(), &mut out)
+            .unwrap();
+        (k, out)
+    }
+
+    #[test]
+    fn decodes_text_refusals_and_tool_arguments() {
+        assert_eq!(
+            decode(r#"{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"Hi","sequence_number":3}"#).1,
+            vec![Delta::Text { choice: 0, channel: Channel::Content, text: "Hi".into() }]
+        );
+        assert_eq!(
+            decode(r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc","call_id":"c1","name":"get","arguments":""},"sequence_number":4}"#).1,
+            vec![Delta::ToolCallStart { choice: 0, index: 1, id: Some("c1".into()), name: "get".into() }]
+        );
+        assert_eq!(
+            decode(r#"{"type":"response.function_call_arguments.delta","item_id":"fc","output_index":1,"delta":"{\"a","sequence_number":5}"#).1,
+            vec![Delta::Text { choice: 0, channel: Channel::ToolArgs(1), text: "{\"a".into() }]
+        );
+        assert_eq!(
+            decode(r#"{"type":"response.refusal.delta","delta":"no"}"#).1[0],
+            Delta::Text {
+                choice: 0,
+                channel: Channel::Refusal,
+                text: "no".into()
+            }
+        );
+        assert_eq!(
+            decode(r#"{"type":"response.output_text.done","text":"Hi"}"#).0,
+            FrameKind::Passthrough
+        );
+        assert_eq!(
+            decode(
+                r#"{"type":"response.completed","response":{"status":"completed","output":[]}}"#
+            )
+            .0,
+            FrameKind::Terminal
+        );
+        assert_eq!(
+            decode(r#"{"type":"error","code":"x","message":"m"}"#).0,
+            FrameKind::UpstreamError
+        );
+    }
+
+    #[test]
+    fn parses_string_and_item_inputs() {
+        let r = OpenAiResponses
+            .parse_request(
+                br#"{"model":"m","input":"hello","instructions":"be brief","stream":true}"#,
+                "/v1/responses",
+            )
+            .unwrap();
+        assert!(r.stream);
+        assert_eq!(r.conversation.messages.len(), 2);
+        let r = OpenAiResponses
+            .parse_request(
+                br#"{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"q"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"r"}],"tools":[{"type":"function","name":"f"}]}"#,
+                "/v1/responses",
+            )
+            .unwrap();
+        let m = &r.conversation.messages;
+        assert_eq!(m[0].text, vec!["q".to_string()]);
+        assert_eq!(m[1].tool_calls[0].name, "f");
+        assert_eq!(
+            (m[2].role.clone(), m[2].tool_call_id.as_deref()),
+            (Role::Tool, Some("c"))
+        );
+        assert_eq!(r.conversation.tools[0].name, "f");
+    }
+}

@@ -1,0 +1,497 @@
+//! The same guarantees for every protocol: exact bytes for clean and blocked streams (text and
+//! tool arguments), whole-response and input blocks in the provider's error shape, unknown
+//! events passed through, malformed frames ended with the protocol's error frame.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::mock_upstream::{MockUpstream, Reply};
+use common::proxy::*;
+use serde_json::json;
+use std::time::Duration;
+
+const PACK: &str = r#"
+validators:
+  - id: no-forbidden
+    type: banned_words
+    message: "Blocked: forbidden word."
+    params: { words: ["forbidden fruit"] }
+  - id: no-ssn
+    type: regex
+    params: { pattern: "\\b\\d{3}-\\d{2}-\\d{4}\\b", expect_match: false }
+  - id: no-secret-input
+    type: content_excludes
+    params: { patterns: ["top secret"], direction: input }
+  - id: private-thoughts
+    type: banned_words
+    params: { words: ["launch codes"], direction: reasoning }
+"#;
+
+/// One protocol's wire format, enough to script an upstream and read guardwire's answers.
+struct Proto {
+    name: &'static str,
+    stream_path: &'static str,
+    plain_path: &'static str,
+    stream_body: fn(&str) -> String,
+    plain_body: fn(&str) -> String,
+    /// Stream frames carrying these text deltas, and the index of the first delta's frame.
+    text_frames: fn(&[&str]) -> (Vec<String>, usize),
+    /// Stream frames of one tool call whose arguments arrive in these pieces.
+    tool_frames: fn(&[&str]) -> (Vec<String>, usize),
+    /// Frames of a reasoning delta followed by answer text.
+    thinking_frames: fn(&str, &str) -> Vec<String>,
+    /// A whole (non-streamed) response with this answer text.
+    whole: fn(&str) -> String,
+    /// The in-band error frame guardwire sends for a block with this message.
+    block_frame: fn(&str) -> String,
+    /// Reads the message of a 400 error body.
+    error_message: fn(&serde_json::Value) -> String,
+    /// A frame of an event type this protocol does not know.
+    unknown_frame: &'static str,
+}
+
+fn sse(data: &serde_json::Value) -> String {
+    format!("data: {data}\n\n")
+}
+
+fn ev(name: &str, data: serde_json::Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+fn chat() -> Proto {
+    Proto {
+        name: "openai_chat",
+        stream_path: "/v1/chat/completions",
+        plain_path: "/v1/chat/completions",
+        stream_body: |t| {
+            json!({"model":"m","stream":true,"messages":[{"role":"user","content":t}]}).to_string()
+        },
+        plain_body: |t| json!({"model":"m","messages":[{"role":"user","content":t}]}).to_string(),
+        text_frames: |texts| {
+            let mut f = vec![sse(
+                &json!({"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}),
+            )];
+            f.extend(
+                texts
+                    .iter()
+                    .map(|t| sse(&json!({"choices":[{"index":0,"delta":{"content":t}}]}))),
+            );
+            f.push(sse(
+                &json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+            ));
+            f.push("data: [DONE]\n\n".into());
+            (f, 1)
+        },
+        tool_frames: |args| {
+            let mut f = vec![sse(
+                &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}]}}]}),
+            )];
+            f.extend(args.iter().map(|a| sse(&json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":a}}]}}]}))));
+            f.push("data: [DONE]\n\n".into());
+            (f, 1)
+        },
+        thinking_frames: |think, text| {
+            vec![
+                sse(&json!({"choices":[{"index":0,"delta":{"reasoning_content":think}}]})),
+                sse(&json!({"choices":[{"index":0,"delta":{"content":text}}]})),
+                "data: [DONE]\n\n".into(),
+            ]
+        },
+        whole: |t| {
+            json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":t},"finish_reason":"stop"}]}).to_string()
+        },
+        block_frame: |m| block_frame(m),
+        error_message: |v| v["error"]["message"].as_str().unwrap().to_owned(),
+        unknown_frame: "data: {\"choices\":[],\"future_field\":{\"x\":1}}\n\n",
+    }
+}
+
+fn responses() -> Proto {
+    Proto {
+        name: "openai_responses",
+        stream_path: "/v1/responses",
+        plain_path: "/v1/responses",
+        stream_body: |t| json!({"model":"m","stream":true,"input":t}).to_string(),
+        plain_body: |t| json!({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":t}]}]}).to_string(),
+        text_frames: |texts| {
+            let mut f = vec![
+                ev("response.created", json!({"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","output":[]}})),
+                ev("response.output_item.added", json!({"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"m","role":"assistant","content":[]}})),
+            ];
+            f.extend(texts.iter().enumerate().map(|(i, t)| ev("response.output_text.delta", json!({"type":"response.output_text.delta","sequence_number":2 + i,"item_id":"m","output_index":0,"content_index":0,"delta":t}))));
+            f.push(ev("response.output_text.done", json!({"type":"response.output_text.done","sequence_number":90,"item_id":"m","output_index":0,"content_index":0,"text":texts.concat()})));
+            f.push(ev("response.completed", json!({"type":"response.completed","sequence_number":91,"response":{"id":"r","status":"completed","output":[]}})));
+            (f, 2)
+        },
+        tool_frames: |args| {
+            let mut f = vec![ev("response.output_item.added", json!({"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"function_call","id":"fc","call_id":"c1","name":"f","arguments":""}}))];
+            f.extend(args.iter().enumerate().map(|(i, a)| ev("response.function_call_arguments.delta", json!({"type":"response.function_call_arguments.delta","sequence_number":2 + i,"item_id":"fc","output_index":0,"delta":a}))));
+            f.push(ev("response.completed", json!({"type":"response.completed","sequence_number":50,"response":{"id":"r","status":"completed","output":[]}})));
+            (f, 1)
+        },
+        thinking_frames: |think, text| vec![
+            ev("response.reasoning_summary_text.delta", json!({"type":"response.reasoning_summary_text.delta","sequence_number":1,"item_id":"rs","output_index":0,"summary_index":0,"delta":think})),
+            ev("response.output_text.delta", json!({"type":"response.output_text.delta","sequence_number":2,"item_id":"m","output_index":1,"content_index":0,"delta":text})),
+            ev("response.completed", json!({"type":"response.completed","sequence_number":3,"response":{"id":"r","status":"completed","output":[]}})),
+        ],
+        whole: |t| json!({"id":"r","object":"response","status":"completed","output":[{"type":"message","id":"m","role":"assistant","content":[{"type":"output_text","text":t,"annotations":[]}]}]}).to_string(),
+        block_frame: |m| format!("event: error\ndata: {}\n\n", json!({"type":"error","code":"content_blocked","message":m,"param":null,"sequence_number":0,"error":{"type":"guardrail_violation","code":"content_blocked","message":m,"param":null}})),
+        error_message: |v| v["error"]["message"].as_str().unwrap().to_owned(),
+        unknown_frame: "event: response.future_thing\ndata: {\"type\":\"response.future_thing\",\"sequence_number\":99}\n\n",
+    }
+}
+
+fn anthropic() -> Proto {
+    Proto {
+        name: "anthropic_messages",
+        stream_path: "/v1/messages",
+        plain_path: "/v1/messages",
+        stream_body: |t| {
+            json!({"model":"c","max_tokens":100,"stream":true,"messages":[{"role":"user","content":t}]}).to_string()
+        },
+        plain_body: |t| {
+            json!({"model":"c","max_tokens":100,"system":"be kind","messages":[{"role":"user","content":[{"type":"text","text":t}]}]}).to_string()
+        },
+        text_frames: |texts| {
+            let mut f = vec![
+                ev(
+                    "message_start",
+                    json!({"type":"message_start","message":{"id":"msg","type":"message","role":"assistant","content":[],"model":"c","usage":{"input_tokens":3,"output_tokens":1}}}),
+                ),
+                ev(
+                    "content_block_start",
+                    json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+                ),
+                ev("ping", json!({"type":"ping"})),
+            ];
+            f.extend(texts.iter().map(|t| ev("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":t}}))));
+            f.push(ev(
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":0}),
+            ));
+            f.push(ev("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}})));
+            f.push(ev("message_stop", json!({"type":"message_stop"})));
+            (f, 3)
+        },
+        tool_frames: |args| {
+            let mut f = vec![ev(
+                "content_block_start",
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}),
+            )];
+            f.extend(args.iter().map(|a| ev("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":a}}))));
+            f.push(ev("message_stop", json!({"type":"message_stop"})));
+            (f, 1)
+        },
+        thinking_frames: |think, text| {
+            vec![
+                ev(
+                    "content_block_start",
+                    json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
+                ),
+                ev(
+                    "content_block_delta",
+                    json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":think}}),
+                ),
+                ev(
+                    "content_block_start",
+                    json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}),
+                ),
+                ev(
+                    "content_block_delta",
+                    json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":text}}),
+                ),
+                ev("message_stop", json!({"type":"message_stop"})),
+            ]
+        },
+        whole: |t| {
+            json!({"id":"msg","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":t}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}).to_string()
+        },
+        block_frame: |m| {
+            format!(
+                "event: error\ndata: {}\n\n",
+                json!({"type":"error","error":{"type":"invalid_request_error","message":m}})
+            )
+        },
+        error_message: |v| {
+            assert_eq!(v["type"], "error");
+            v["error"]["message"].as_str().unwrap().to_owned()
+        },
+        unknown_frame:
+            "event: content_block_future\ndata: {\"type\":\"content_block_future\",\"index\":0}\n\n",
+    }
+}
+
+fn gemini() -> Proto {
+    Proto {
+        name: "gemini",
+        stream_path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        plain_path: "/v1beta/models/gemini-2.5-flash:generateContent",
+        stream_body: |t| json!({"contents":[{"role":"user","parts":[{"text":t}]}]}).to_string(),
+        plain_body: |t| {
+            json!({"contents":[{"role":"user","parts":[{"text":t}]}],"systemInstruction":{"parts":[{"text":"s"}]}}).to_string()
+        },
+        text_frames: |texts| {
+            let mut f: Vec<String> = texts.iter().map(|t| sse(&json!({"candidates":[{"content":{"role":"model","parts":[{"text":t}]},"index":0}],"modelVersion":"g"}))).collect();
+            f.push(sse(&json!({"candidates":[{"content":{"role":"model","parts":[{"text":""}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":2,"candidatesTokenCount":5}})));
+            (f, 0)
+        },
+        tool_frames: |args| {
+            // Gemini sends function calls whole: the pieces become one args object.
+            let args: serde_json::Value = serde_json::from_str(&args.concat()).unwrap();
+            (
+                vec![sse(
+                    &json!({"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":args}}]},"index":0}]}),
+                )],
+                0,
+            )
+        },
+        thinking_frames: |think, text| {
+            vec![
+                sse(
+                    &json!({"candidates":[{"content":{"role":"model","parts":[{"text":think,"thought":true}]},"index":0}]}),
+                ),
+                sse(
+                    &json!({"candidates":[{"content":{"role":"model","parts":[{"text":text}]},"index":0}]}),
+                ),
+            ]
+        },
+        whole: |t| {
+            json!({"candidates":[{"content":{"role":"model","parts":[{"text":t}]},"finishReason":"STOP","index":0}]}).to_string()
+        },
+        block_frame: |m| {
+            format!(
+                "data: {}\n\n",
+                json!({"error":{"code":400,"message":m,"status":"INVALID_ARGUMENT"}})
+            )
+        },
+        error_message: |v| {
+            assert!(v["error"]["code"].is_u64(), "{v}");
+            v["error"]["message"].as_str().unwrap().to_owned()
+        },
+        unknown_frame: "data: {\"candidates\":[],\"futureField\":true}\n\n",
+    }
+}
+
+fn all() -> Vec<Proto> {
+    vec![chat(), responses(), anthropic(), gemini()]
+}
+
+/// A mock serving `body` split at the offsets in the `x-split` header.
+async fn split_mock(body: String) -> MockUpstream {
+    MockUpstream::start(move |req| {
+        if req.body_str().contains("\"whole\"") {
+            return Reply::json(200, &body);
+        }
+        let splits: Vec<usize> = req
+            .header("x-split")
+            .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default();
+        Reply::sse_split(body.as_bytes(), &splits, Duration::ZERO)
+    })
+    .await
+}
+
+async fn stream(p: &Proto, addr: std::net::SocketAddr, prompt: &str, splits: &str) -> Answer {
+    send(
+        addr,
+        "POST",
+        p.stream_path,
+        (p.stream_body)(prompt),
+        &[("content-type", "application/json"), ("x-split", splits)],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn clean_streams_are_byte_identical_at_every_split() {
+    for p in all() {
+        let (mut frames, _) =
+            (p.text_frames)(&["Hello, ", "a forbidden ", "apple and café. ", "123-45-678"]);
+        frames.insert(1, p.unknown_frame.to_owned());
+        let body = frames.concat();
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        for split in 0..body.len() {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.status, 200, "{}", p.name);
+            assert_eq!(a.text(), body, "{} split at {split}", p.name);
+        }
+    }
+}
+
+#[tokio::test]
+async fn blocked_text_never_leaks_a_prefix() {
+    for p in all() {
+        let (frames, first) = (p.text_frames)(&["Eat the ", "forbid", "den fr", "uit. Yum"]);
+        let body = frames.concat();
+        let mut expected = frames[..first + 1].concat(); // "Eat the " is clean
+        expected.push_str(&(p.block_frame)("Blocked: forbidden word."));
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        for split in (0..body.len()).step_by(3) {
+            let a = stream(&p, proxy.addr(), "hi", &format!("{split},{}", split + 11)).await;
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+        let m = metrics(proxy.addr()).await;
+        let needle = format!(
+            r#"guardwire_blocked_total{{validator="no-forbidden",phase="stream",route="{}"}}"#,
+            p.name
+        );
+        assert!(m.contains(&needle), "{m}");
+    }
+}
+
+#[tokio::test]
+async fn blocked_tool_arguments_never_leak_a_prefix() {
+    for p in all() {
+        let (frames, first) = (p.tool_frames)(&["{\"ssn\": \"12", "3-45-67", "89\"}"]);
+        let body = frames.concat();
+        let mut expected = frames[..first].concat();
+        expected.push_str(&(p.block_frame)("blocked by guardrail 'no-ssn'"));
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        for split in (0..body.len()).step_by(5) {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+    }
+}
+
+#[tokio::test]
+async fn reasoning_is_checked_under_its_own_direction() {
+    for p in all() {
+        // "launch codes" is banned only in reasoning; in the answer it passes.
+        let clean = (p.thinking_frames)("thinking hard", "the launch codes are safe").concat();
+        let mock = split_mock(clean.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert_eq!(a.text(), clean, "{}", p.name);
+
+        let frames = (p.thinking_frames)("the launch codes are 42", "ok");
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert!(!a.text().contains("launch"), "{}: {}", p.name, a.text());
+        assert!(
+            a.text()
+                .ends_with(&(p.block_frame)("blocked by guardrail 'private-thoughts'")),
+            "{}: {}",
+            p.name,
+            a.text()
+        );
+    }
+}
+
+#[tokio::test]
+async fn whole_responses_and_inputs_are_blocked_in_the_providers_shape() {
+    for p in all() {
+        let body = (p.whole)("this is the forbidden fruit!");
+        let mock = split_mock(body).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("whole"),
+            &[],
+        )
+        .await;
+        assert_eq!(a.status, 400, "{}: {}", p.name, a.text());
+        assert_eq!(a.headers["x-should-retry"], "false");
+        assert_eq!(
+            (p.error_message)(&a.json()),
+            "Blocked: forbidden word.",
+            "{}",
+            p.name
+        );
+
+        let clean = (p.whole)("a fine answer");
+        let mock = split_mock(clean.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("whole"),
+            &[],
+        )
+        .await;
+        assert_eq!((a.status.as_u16(), a.text()), (200, clean), "{}", p.name);
+
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.stream_path,
+            (p.stream_body)("it is TOP SECRET"),
+            &[],
+        )
+        .await;
+        assert_eq!(a.status, 400, "{}", p.name);
+        assert_eq!(
+            (p.error_message)(&a.json()),
+            "blocked by guardrail 'no-secret-input'"
+        );
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("top secret stuff"),
+            &[],
+        )
+        .await;
+        assert_eq!(a.status, 400, "{}", p.name);
+        assert_eq!(
+            mock.request_count(),
+            1,
+            "{}: input blocks never reach the upstream",
+            p.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn malformed_frames_end_the_stream_with_the_protocols_error_frame() {
+    for p in all() {
+        let (mut frames, _) = (p.text_frames)(&["fine"]);
+        let last = frames.len() - 1;
+        frames.insert(last, "data: {not json\n\n".into());
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        let text = a.text();
+        assert!(text.contains("fine"), "{}: {text}", p.name);
+        let tail = &text[text.rfind("data: ").unwrap() + 6..];
+        let err: serde_json::Value = serde_json::from_str(tail.trim()).unwrap();
+        assert_eq!(
+            (p.error_message)(&err),
+            "the upstream sent a malformed stream frame",
+            "{}",
+            p.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn unconfigured_providers_answer_404_in_their_own_shape() {
+    let server = guardwire::server::start(
+        guardwire::config::Config::from_yaml("listen: \"127.0.0.1:0\"\n").unwrap(),
+    )
+    .await
+    .unwrap();
+    for p in all() {
+        let a = send(
+            server.addr,
+            "POST",
+            p.stream_path,
+            (p.stream_body)("hi"),
+            &[],
+        )
+        .await;
+        assert_eq!(a.status, 404, "{}", p.name);
+        assert!(
+            (p.error_message)(&a.json()).contains("no upstream"),
+            "{}",
+            p.name
+        );
+    }
+}
