@@ -198,8 +198,9 @@ const UNION_DFA_BUDGET: usize = 16 << 20;
 /// Largest DFA for a single pattern: beyond it the pattern is refused at load.
 const SINGLE_DFA_LIMIT: usize = 128 << 20;
 
-/// Builds the matchers for forbidden patterns: one DFA for all of them when it stays small,
-/// else one per pattern. Returns the index of the offending rule with an error.
+/// Builds the matchers for forbidden patterns in as few DFAs as fit [`UNION_DFA_BUDGET`] each:
+/// every DFA is one table lookup per scanned byte, so fewer is faster, but a union's size can be
+/// the product of its parts. Returns the index of the offending rule with an error.
 pub fn build_forbidden(rules: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexError)> {
     if let Some(i) = rules
         .iter()
@@ -217,13 +218,35 @@ pub fn build_forbidden(rules: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize,
     if let Ok(all) = RegexMatcher::with_limit(&trimmed, UNION_DFA_BUDGET) {
         return Ok(vec![all]);
     }
-    trimmed
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            RegexMatcher::with_limit(std::slice::from_ref(r), SINGLE_DFA_LIMIT).map_err(|e| (i, e))
-        })
-        .collect()
+    // Each pattern alone (refusing the ones too big even so), then greedy packing from the
+    // smallest up: a pattern joins the current group while the group's DFA stays in budget.
+    let mut singles: Vec<Option<RegexMatcher>> = Vec::with_capacity(trimmed.len());
+    for (i, r) in trimmed.iter().enumerate() {
+        let m = RegexMatcher::with_limit(std::slice::from_ref(r), SINGLE_DFA_LIMIT)
+            .map_err(|e| (i, e))?;
+        singles.push(Some(m));
+    }
+    let mut order: Vec<usize> = (0..trimmed.len()).collect();
+    order.sort_by_key(|&i| singles[i].as_ref().map_or(0, RegexMatcher::memory_usage));
+    let mut groups = Vec::new();
+    let mut members: Vec<RegexRule> = Vec::new();
+    let mut current: Option<RegexMatcher> = None;
+    for i in order {
+        let single = singles[i].take();
+        if current.is_some() {
+            members.push(trimmed[i].clone());
+            if let Ok(joined) = RegexMatcher::with_limit(&members, UNION_DFA_BUDGET) {
+                current = Some(joined);
+                continue;
+            }
+            members.pop();
+            groups.extend(current.take());
+        }
+        members = vec![trimmed[i].clone()];
+        current = single;
+    }
+    groups.extend(current);
+    Ok(groups)
 }
 
 impl RegexMatcher {

@@ -272,3 +272,40 @@ fn unbounded_patterns_hold_from_where_they_began() {
     set.finish(&mut st, &mut hits);
     assert_eq!(hits.len(), 1);
 }
+
+#[test]
+fn regexes_that_do_not_fit_together_are_packed_into_few_dfas() {
+    // Each of these is small alone; together the counted runs multiply past the budget.
+    let rules: Vec<RegexRule> = [
+        r"AIza[0-9A-Za-z_-]{35}",
+        r"\b\d{3}-\d{2}-\d{4}\b",
+        r"(?i)\bconfidential\b",
+        r"[a-z0-9._%+-]+@[a-z0-9.-]+\.[a-z]{2,}",
+        r"ghp_[A-Za-z0-9]{36}",
+        r"xox[baprs]-[A-Za-z0-9-]{10,48}",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, p)| rx(p, i as u32))
+    .collect();
+    let set = build_forbidden(&rules).unwrap();
+    assert!(
+        set.len() < rules.len(),
+        "{} DFAs for {} patterns",
+        set.len(),
+        rules.len()
+    );
+    let scan = ScanSet::new(None, set);
+    let mut hits = Vec::new();
+    let mut st = scan.start();
+    scan.feed(
+        &mut st,
+        "mail me: a.b@example.org, ssn 123-45-6789 ",
+        &mut hits,
+    );
+    scan.finish(&mut st, &mut hits);
+    let mut owners: Vec<u32> = hits.iter().map(|h| h.owner).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    assert_eq!(owners, vec![1, 3]);
+}
