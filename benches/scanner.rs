@@ -1,1 +1,877 @@
-fn main() {}
+//! Scanner throughput, stream-length independence, per-stream state memory, and the policy
+//! layer (`StreamGuard`) on top of the scanner.
+//!
+//! Everything is generated deterministically (fixed-seed PRNG, fixed vocabulary): no downloads.
+//! The text contains no match, so every benchmark scans to the end. Before any measurement the
+//! bench prints, per pattern count, the compiled automata sizes, build times and the per-stream
+//! `ScanState` size to stderr.
+//!
+//! Groups:
+//! - `scan/{10,1000,10000}_literals+20_regex/{8,64,1024}`: a 64 KiB text fed in deltas of that
+//!   many bytes from a fresh state, `feed` + `safe_pos` per delta (as the proxy does), `finish`.
+//! - `scan/literals_only/1000/1024`, `scan/regex_only/20/1024`: the two automata separately;
+//!   `scan/regex_only/12_union/1024`: the 12 regexes that fit one union DFA (see
+//!   [`UNION_SUBSET`]), i.e. the cost of one regex DFA step per byte.
+//! - `stream_length/1000_literals+20_regex/{1KiB,1MiB}`: per-byte cost vs. stream length.
+//! - `stream_guard/default_pack/64`: `StreamGuard::on_chunk` + `safe_pos` over `Delta::Text`.
+//!
+//! Run: `cargo bench --bench scanner` (filter: `cargo bench --bench scanner -- stream_length`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use guardwire::delta::{Channel, Delta};
+use guardwire::policy::Policy;
+use guardwire::scan::{
+    build_forbidden, compile_hir, ForbiddenRegexes, Hit, LiteralMatcher, LiteralRule, RegexRule,
+    ScanSet, ScanState,
+};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------------
+// Deterministic generation
+// ---------------------------------------------------------------------------------------------
+
+/// SplitMix64: tiny, fast, and the same everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.range(0, items.len() - 1)]
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next_u64() % 100 < percent
+    }
+}
+
+/// Common English words the prose is made of. Literal patterns that occur inside any of them
+/// (or inside the non-ASCII sprinkles) are discarded, so the text holds no match.
+const FUNCTION_WORDS: &[&str] = &[
+    "the", "of", "and", "to", "a", "in", "is", "that", "for", "it", "as", "with", "was", "on",
+    "be", "by", "this", "are", "or", "from", "at", "an", "but", "not", "have", "has", "had",
+    "they", "we", "you", "he", "she", "their", "our", "its", "which", "will", "would", "can",
+    "could", "should", "may", "might", "there", "when", "where", "what", "how", "if", "then",
+    "than", "so", "some", "all", "more", "most", "other", "into", "over", "after", "before",
+    "about", "also", "only", "very", "just", "each", "both", "many", "such", "these", "those",
+];
+
+const CONTENT_WORDS: &[&str] = &[
+    "time",
+    "people",
+    "year",
+    "way",
+    "day",
+    "thing",
+    "world",
+    "life",
+    "hand",
+    "part",
+    "child",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+    "president",
+    "team",
+    "minute",
+    "idea",
+    "kid",
+    "body",
+    "information",
+    "back",
+    "parent",
+    "face",
+    "others",
+    "level",
+    "office",
+    "door",
+    "health",
+    "person",
+    "art",
+    "war",
+    "history",
+    "party",
+    "result",
+    "change",
+    "morning",
+    "reason",
+    "research",
+    "girl",
+    "guy",
+    "moment",
+    "air",
+    "teacher",
+    "force",
+    "education",
+    "model",
+    "answer",
+    "request",
+    "response",
+    "stream",
+    "token",
+    "example",
+    "function",
+    "value",
+    "table",
+    "list",
+    "report",
+    "method",
+    "process",
+    "support",
+    "design",
+    "market",
+    "energy",
+    "policy",
+    "language",
+    "network",
+    "problem",
+    "solution",
+    "weather",
+    "garden",
+    "river",
+    "mountain",
+    "music",
+    "travel",
+    "kitchen",
+    "recipe",
+    "coffee",
+    "bread",
+    "summer",
+    "winter",
+    "evening",
+    "letter",
+    "picture",
+    "window",
+    "street",
+    "station",
+    "train",
+    "simple",
+    "small",
+    "large",
+    "early",
+    "recent",
+    "public",
+    "local",
+    "social",
+    "important",
+    "different",
+    "possible",
+    "available",
+    "likely",
+    "general",
+    "specific",
+    "clear",
+    "careful",
+    "quick",
+    "quiet",
+    "bright",
+    "gentle",
+    "useful",
+    "modern",
+    "ancient",
+    "natural",
+    "common",
+    "say",
+    "make",
+    "go",
+    "know",
+    "take",
+    "see",
+    "come",
+    "think",
+    "look",
+    "want",
+    "give",
+    "use",
+    "find",
+    "tell",
+    "ask",
+    "seem",
+    "feel",
+    "try",
+    "leave",
+    "call",
+    "keep",
+    "let",
+    "begin",
+    "help",
+    "talk",
+    "turn",
+    "start",
+    "show",
+    "hear",
+    "play",
+    "run",
+    "move",
+    "like",
+    "live",
+    "believe",
+    "hold",
+    "bring",
+    "happen",
+    "write",
+    "provide",
+    "sit",
+    "stand",
+    "lose",
+    "pay",
+    "meet",
+    "include",
+    "continue",
+    "set",
+    "learn",
+    "lead",
+    "understand",
+    "watch",
+    "follow",
+    "stop",
+    "create",
+    "speak",
+    "read",
+    "allow",
+    "add",
+    "spend",
+    "grow",
+    "open",
+    "walk",
+    "win",
+    "offer",
+    "remember",
+    "love",
+    "consider",
+    "appear",
+    "buy",
+    "wait",
+    "serve",
+    "send",
+    "expect",
+    "build",
+    "stay",
+    "fall",
+    "reach",
+    "remain",
+    "suggest",
+    "raise",
+    "pass",
+    "sell",
+    "require",
+    "explain",
+    "describe",
+    "improve",
+    "measure",
+    "compare",
+    "generally",
+    "usually",
+    "often",
+    "rather",
+    "quite",
+    "perhaps",
+    "therefore",
+    "however",
+    "instead",
+    "together",
+    "already",
+];
+
+/// Non-ASCII words sprinkled into the prose.
+const SPRINKLES: &[&str] = &[
+    "café",
+    "naïve",
+    "Zürich",
+    "São Paulo",
+    "résumé",
+    "jalapeño",
+    "Ångström",
+    "façade",
+    "crème brûlée",
+    "東京",
+    "Москва",
+    "Αθήνα",
+    "—",
+    "“quoted”",
+    "…",
+    "€12",
+    "Kraków",
+    "señor",
+];
+
+const NUMBERS: &[&str] = &[
+    "2024", "3.5", "42", "17%", "100", "1,200", "7", "0.25", "1999",
+];
+
+/// Lowercase non-ASCII banned words (the matcher folds case).
+const NON_ASCII_PATTERNS: &[&str] = &[
+    "straße",
+    "привет",
+    "schöne grüße",
+    "добрый день",
+    "ελευθερία",
+    "mañana",
+    "çok güzel",
+    "żółw",
+    "łódź",
+    "κρυφό",
+    "秘密",
+    "機密情報",
+    "geheimnisvoll ärger",
+    "секрет",
+];
+
+const ONSETS: &[&str] = &[
+    "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "st",
+    "tr", "ch", "sh", "br", "gr", "pl", "cl", "dr", "fl", "sk", "th", "qu", "x", "y",
+];
+const NUCLEI: &[&str] = &["a", "e", "i", "o", "u", "ai", "ou", "ea", "y", "oo", "ie"];
+const CODAS: &[&str] = &[
+    "", "", "", "n", "r", "s", "t", "l", "m", "nd", "rt", "ck", "x",
+];
+
+/// A pronounceable lowercase word of exactly `len` bytes (English-like letter statistics, which
+/// drives the literal automaton into deeper states than uniform random letters would).
+fn syllable_word(rng: &mut Rng, len: usize) -> String {
+    let mut w = String::new();
+    while w.len() < len {
+        w.push_str(rng.pick(ONSETS));
+        w.push_str(rng.pick(NUCLEI));
+        w.push_str(rng.pick(CODAS));
+    }
+    w.truncate(len);
+    w
+}
+
+/// `n` distinct banned words/phrases, 4–20 bytes, none occurring in the prose. About 15% are
+/// two-word phrases, ~1% (at least one) non-ASCII; every other one uses word boundaries.
+fn literal_rules(n: usize, seed: u64) -> Vec<LiteralRule> {
+    let mut rng = Rng(seed);
+    let mut haystack: Vec<String> = FUNCTION_WORDS
+        .iter()
+        .chain(CONTENT_WORDS)
+        .chain(SPRINKLES)
+        .chain(NUMBERS)
+        .map(|w| w.to_lowercase())
+        .collect();
+    haystack.push("guardwire".into());
+    let occurs = |p: &str| haystack.iter().any(|w| w.contains(p));
+    let mut seen = HashSet::new();
+    let mut patterns = Vec::with_capacity(n);
+    let non_ascii = (n / 100).clamp(1, NON_ASCII_PATTERNS.len());
+    for p in &NON_ASCII_PATTERNS[..non_ascii] {
+        seen.insert((*p).to_owned());
+        patterns.push((*p).to_owned());
+    }
+    while patterns.len() < n {
+        let p = if rng.chance(15) {
+            let a = rng.range(3, 9);
+            let b = rng.range(3, 10);
+            let (wa, wb) = (syllable_word(&mut rng, a), syllable_word(&mut rng, b));
+            if occurs(&wa) || occurs(&wb) {
+                continue;
+            }
+            format!("{wa} {wb}")
+        } else {
+            let len = rng.range(4, 14);
+            let w = syllable_word(&mut rng, len);
+            if occurs(&w) {
+                continue;
+            }
+            w
+        };
+        if seen.insert(p.clone()) {
+            patterns.push(p);
+        }
+    }
+    // Interleave the non-ASCII ones so word_boundary alternates over all kinds.
+    patterns.rotate_left(non_ascii / 2);
+    patterns
+        .into_iter()
+        .enumerate()
+        .map(|(i, pattern)| LiteralRule {
+            pattern,
+            owner: i as u32,
+            word_boundary: i % 2 == 0,
+        })
+        .collect()
+}
+
+/// Twenty forbidden regexes of the kind real policies carry (RE2 dialect, as in packs).
+const REGEXES: [&str; 20] = [
+    // US SSN
+    r"\b\d{3}-\d{2}-\d{4}\b",
+    // Credit-card-ish digit runs
+    r"\b(?:\d[ -]?){13,16}\b",
+    // E-mail address
+    r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b",
+    // IPv4
+    r"\b(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\b",
+    // OpenAI key
+    r"sk-[A-Za-z0-9_-]{20,}",
+    // AWS access key id
+    r"AKIA[0-9A-Z]{16}",
+    // GitHub personal token
+    r"ghp_[A-Za-z0-9]{36}",
+    // Slack token
+    r"xox[baprs]-[A-Za-z0-9-]{10,48}",
+    // Keywords
+    r"(?i)\brouting number\b",
+    r"(?i)\bconfidential\b",
+    // IBAN-like
+    r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){3,7}\b",
+    // North-American phone number
+    r"(?:\+1[ .-]?)?\b\d{3}[ .-]\d{3}[ .-]\d{4}\b",
+    // JWT
+    r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}",
+    // PEM private key header
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+    // Google API key
+    r"AIza[0-9A-Za-z_-]{35}",
+    // Stripe live key
+    r"(?:sk|rk)_live_[0-9a-zA-Z]{24}",
+    // Password assignment
+    r"(?i)\bpassword\s*[:=]\s*[A-Za-z0-9!@#$%^&*_+-]{6,}",
+    // Distribution markings
+    r"(?i)\b(?:internal use only|do not distribute)\b",
+    // Bearer token
+    r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*",
+    // Azure storage connection string
+    r"(?i)AccountKey=[A-Za-z0-9+/=]{40,}",
+];
+
+fn regex_rules() -> Vec<RegexRule> {
+    REGEXES
+        .iter()
+        .enumerate()
+        .map(|(i, p)| RegexRule {
+            hir: compile_hir(p).unwrap_or_else(|e| panic!("regex {i} `{p}`: {e}")),
+            owner: 100_000 + i as u32,
+        })
+        .collect()
+}
+
+fn build_regexes(rules: &[RegexRule]) -> ForbiddenRegexes {
+    build_forbidden(rules).unwrap_or_else(|(i, e)| panic!("regex {i} `{}`: {e}", REGEXES[i]))
+}
+
+/// English-like prose of exactly... at least `len` bytes (cut on a char boundary), with
+/// sentences, paragraphs, numbers and some non-ASCII words.
+fn prose(len: usize, seed: u64) -> String {
+    let mut rng = Rng(seed);
+    let mut out = String::with_capacity(len + 64);
+    let mut sentences_in_par = 0;
+    while out.len() < len {
+        let words = rng.range(6, 22);
+        for i in 0..words {
+            let word: &str = if rng.chance(3) {
+                rng.pick(SPRINKLES)
+            } else if rng.chance(2) {
+                rng.pick(NUMBERS)
+            } else if rng.chance(45) {
+                rng.pick(FUNCTION_WORDS)
+            } else {
+                rng.pick(CONTENT_WORDS)
+            };
+            if i == 0 {
+                let mut cs = word.chars();
+                if let Some(c) = cs.next() {
+                    out.extend(c.to_uppercase());
+                    out.push_str(cs.as_str());
+                }
+            } else {
+                out.push_str(word);
+            }
+            if i + 1 < words {
+                out.push_str(if rng.chance(8) { ", " } else { " " });
+            }
+        }
+        out.push_str(match rng.range(0, 9) {
+            0 => "?",
+            1 => "!",
+            _ => ".",
+        });
+        sentences_in_par += 1;
+        if sentences_in_par >= rng.range(3, 7) {
+            out.push_str("\n\n");
+            sentences_in_par = 0;
+        } else {
+            out.push(' ');
+        }
+    }
+    let mut end = len;
+    while !out.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.truncate(end);
+    out
+}
+
+/// Splits `text` into deltas of `size` bytes (extended to the next char boundary).
+fn deltas(text: &str, size: usize) -> Vec<&str> {
+    let mut out = Vec::with_capacity(text.len() / size + 1);
+    let mut start = 0;
+    while start < text.len() {
+        let mut end = (start + size).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&text[start..end]);
+        start = end;
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The measured loop
+// ---------------------------------------------------------------------------------------------
+
+/// One stream, as the proxy scans it: fresh state, `feed` + `safe_pos` per delta, `finish`.
+#[inline(never)]
+fn scan_stream(set: &ScanSet, pieces: &[&str], hits: &mut Vec<Hit>) -> u64 {
+    let mut st = set.start();
+    let mut safe = 0;
+    for piece in pieces {
+        set.feed(&mut st, piece, hits);
+        safe = set.safe_pos(&st);
+        black_box(safe);
+    }
+    set.finish(&mut st, hits);
+    safe
+}
+
+/// Scans all of `text` and panics if anything matches (the benchmarks must scan to the end).
+fn assert_no_match(name: &str, set: &ScanSet, text: &str) {
+    let mut hits = Vec::new();
+    scan_stream(set, &deltas(text, 1024), &mut hits);
+    assert!(hits.is_empty(), "{name}: the bench text matches: {hits:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures and the memory report
+// ---------------------------------------------------------------------------------------------
+
+struct Fixture {
+    literals: usize,
+    set: ScanSet,
+}
+
+const TEXT_LEN: usize = 64 << 10;
+const LONG_LEN: usize = 1 << 20;
+const LITERAL_COUNTS: [usize; 3] = [10, 1000, 10_000];
+
+/// Per-stream memory of a `ScanState`, in bytes: its inline size plus an estimate of its heap.
+///
+/// `ScanState` exposes no heap accessor, and the bench may not use a counting allocator (the
+/// crate forbids `unsafe`). The heap is, from `src/scan/{mod,literal,regex}.rs`:
+/// - `regex: Vec<RegexState>`: one 16-byte `RegexState` (u32 `StateID` + u64 `idle_pos`,
+///   padded) per regex DFA, allocated exactly by `collect()`;
+/// - `literal.tail: Vec<u8>`: the last `max pattern bytes + 4` bytes of text when any rule uses
+///   word boundaries (capacity = that length after a delta at least that long; with shorter
+///   deltas `Vec` growth can reach about twice it);
+/// - `literal.pending: Vec<Hit>`: empty unless a word-boundary match ends exactly at a delta's
+///   end (never in this text).
+///
+/// The element counts are read from the state's `Debug` output after a real stream, which checks
+/// the structural estimate against what the state actually holds.
+/// The cost split: each automaton alone, and a regex set small enough for one union DFA.
+struct Extras {
+    literals_only: ScanSet,
+    regex_only: ScanSet,
+    regex_union: ScanSet,
+}
+
+/// Indices into [`REGEXES`] whose union DFA stays under `build_forbidden`'s 16 MiB budget
+/// (about 4 MiB together): the cost of a single DFA step per byte, for comparison.
+const UNION_SUBSET: [usize; 12] = [0, 2, 3, 6, 7, 8, 9, 11, 13, 15, 16, 17];
+
+fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
+    let regex_rules = regex_rules();
+    eprintln!();
+    eprintln!("== guardwire scanner: automata and per-stream state ==");
+    eprintln!(
+        "machine: {} logical CPUs; text {} B (64 KiB) / {} B (1 MiB); size_of::<ScanState>() = {} B",
+        std::thread::available_parallelism().map_or(0, usize::from),
+        text.len(),
+        long.len(),
+        std::mem::size_of::<ScanState>()
+    );
+    eprintln!(
+        "{:>8} | {:>12} | {:>10} | {:>12} | {:>10} | {:>8} | {:>9} | {:>16}",
+        "literals",
+        "lit automaton",
+        "lit build",
+        "regex DFA(s)",
+        "rx build",
+        "#rx autom.",
+        "max pat B",
+        "state B (in+heap)"
+    );
+    let mut fixtures = Vec::new();
+    for &n in &LITERAL_COUNTS {
+        let rules = literal_rules(n, 0x5EED_0000 + n as u64);
+        let t0 = Instant::now();
+        let lit = LiteralMatcher::new(&rules).expect("literal automaton");
+        let lit_build = t0.elapsed();
+        let lit_mem = lit.memory_usage();
+        let t1 = Instant::now();
+        let rx = build_regexes(&regex_rules);
+        let rx_build = t1.elapsed();
+        let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
+        let set = ScanSet::new(Some(lit), rx);
+        let rx_mem = set.memory_usage() - lit_mem;
+        assert_no_match(&format!("{n} literals"), &set, long);
+        // Per-stream state after a realistic stream (64 KiB in 8-byte deltas: worst tail growth).
+        let mut st = set.start();
+        let mut hits = Vec::new();
+        for piece in deltas(text, 8) {
+            set.feed(&mut st, piece, &mut hits);
+        }
+        let heap = st.heap_bytes();
+        let inline = std::mem::size_of::<ScanState>();
+        let max_pat = rules.iter().map(|r| r.pattern.len()).max().unwrap_or(0);
+        eprintln!(
+            "{:>8} | {:>10.2} MiB | {:>7.1} ms | {:>8.1} KiB | {:>7.1} ms | {:>10} | {:>9} | {:>5} + {:>3} = {:>4}",
+            n,
+            lit_mem as f64 / (1 << 20) as f64,
+            lit_build.as_secs_f64() * 1e3,
+            rx_mem as f64 / 1024.0,
+            rx_build.as_secs_f64() * 1e3,
+            rx_count,
+            max_pat,
+            inline,
+            heap,
+            inline + heap,
+        );
+        fixtures.push(Fixture { literals: n, set });
+    }
+    // The two automata alone, for the cost split.
+    let rules = literal_rules(1000, 0x5EED_0000 + 1000);
+    let literals_only = ScanSet::new(
+        Some(LiteralMatcher::new(&rules).expect("literals")),
+        ForbiddenRegexes::default(),
+    );
+    let rx = build_regexes(&regex_rules);
+    let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
+    let regex_only = ScanSet::new(None, rx);
+    // The patterns that do fit one DFA together: the cost of one DFA step per byte.
+    let union_rules: Vec<RegexRule> = UNION_SUBSET
+        .iter()
+        .map(|&i| regex_rules[i].clone())
+        .collect();
+    let t = Instant::now();
+    let union = build_regexes(&union_rules);
+    let union_build = t.elapsed();
+    let union_count = union.dfas.len() + usize::from(union.prefixed.is_some());
+    let regex_union = ScanSet::new(None, union);
+    assert_no_match("literals only", &literals_only, long);
+    assert_no_match("regex only", &regex_only, long);
+    assert_no_match("regex union", &regex_union, long);
+    eprintln!(
+        "regex-only (20): {:.1} KiB in {} DFA(s); regex union ({} of them): {:.1} KiB in {} DFA(s), \
+         built in {:.1} ms; literals-only (1000): {:.2} MiB",
+        regex_only.memory_usage() as f64 / 1024.0,
+        rx_count,
+        UNION_SUBSET.len(),
+        regex_union.memory_usage() as f64 / 1024.0,
+        union_count,
+        union_build.as_secs_f64() * 1e3,
+        literals_only.memory_usage() as f64 / (1 << 20) as f64,
+    );
+    eprintln!(
+        "(state B = size_of::<ScanState>() + ScanState::heap_bytes() after 64 KiB in 8-byte deltas)"
+    );
+    eprintln!();
+    let extras = Extras {
+        literals_only,
+        regex_only,
+        regex_union,
+    };
+    (fixtures, extras)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmarks
+// ---------------------------------------------------------------------------------------------
+
+fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    group
+        .sample_size(15)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+}
+
+fn bench_scan(c: &mut Criterion, fixtures: &[Fixture], extras: &Extras, text: &str) {
+    let mut hits = Vec::new();
+    for f in fixtures {
+        let mut group = c.benchmark_group(format!("scan/{}_literals+20_regex", f.literals));
+        configure(&mut group);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        for size in [8usize, 64, 1024] {
+            let pieces = deltas(text, size);
+            group.bench_with_input(BenchmarkId::from_parameter(size), &pieces, |b, pieces| {
+                b.iter(|| scan_stream(&f.set, pieces, &mut hits));
+            });
+        }
+        group.finish();
+    }
+    let pieces = deltas(text, 1024);
+    let split = [
+        ("literals_only", "1000", &extras.literals_only),
+        ("regex_only", "20", &extras.regex_only),
+        ("regex_only", "12_union", &extras.regex_union),
+    ];
+    for (name, param, set) in split {
+        let mut group = c.benchmark_group(format!("scan/{name}/{param}"));
+        configure(&mut group);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(1024), &pieces, |b, pieces| {
+            b.iter(|| scan_stream(set, pieces, &mut hits));
+        });
+        group.finish();
+    }
+    assert!(hits.is_empty());
+}
+
+fn bench_stream_length(c: &mut Criterion, f: &Fixture, long: &str) {
+    let mut hits = Vec::new();
+    let mut group = c.benchmark_group(format!("stream_length/{}_literals+20_regex", f.literals));
+    configure(&mut group);
+    for (name, len) in [("1KiB", 1usize << 10), ("1MiB", 1 << 20)] {
+        let mut end = len.min(long.len());
+        while !long.is_char_boundary(end) {
+            end -= 1;
+        }
+        let stream = &long[..end];
+        let pieces = deltas(stream, 1024);
+        group.throughput(Throughput::Bytes(stream.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(name), &pieces, |b, pieces| {
+            b.iter(|| scan_stream(&f.set, pieces, &mut hits));
+        });
+    }
+    group.finish();
+    assert!(hits.is_empty());
+}
+
+fn bench_stream_guard(c: &mut Criterion, text: &str) {
+    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/config/packs/default.yaml");
+    let policy = Arc::new(Policy::load(&[pack]).unwrap_or_else(|e| panic!("{pack}: {e}")));
+    let pieces = deltas(text, 64);
+    let run = |pieces: &[&str]| {
+        let mut guard = policy.stream_guard(true);
+        let mut safe = 0;
+        for piece in pieces {
+            let delta = Delta::Text {
+                choice: 0,
+                channel: Channel::Content,
+                text: Cow::Borrowed(piece),
+            };
+            match guard.on_chunk(&delta) {
+                Ok(Some((id, _pos))) => safe = guard.safe_pos(id),
+                Ok(None) => {}
+                Err(f) => panic!("the bench text violates the default pack: {f:?}"),
+            }
+            black_box(safe);
+        }
+        guard
+            .after_call()
+            .unwrap_or_else(|f| panic!("the bench text violates the default pack: {f:?}"));
+        safe
+    };
+    run(&pieces);
+    eprintln!(
+        "default pack: {:.1} KiB of automata",
+        policy.memory_usage() as f64 / 1024.0
+    );
+    let mut group = c.benchmark_group("stream_guard/default_pack");
+    configure(&mut group);
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_with_input(BenchmarkId::from_parameter(64), &pieces, |b, pieces| {
+        b.iter(|| run(pieces));
+    });
+    group.finish();
+}
+
+fn main() {
+    let long = prose(LONG_LEN, 0x7E47);
+    let mut end = TEXT_LEN;
+    while !long.is_char_boundary(end) {
+        end -= 1;
+    }
+    let text = &long[..end];
+    let non_ascii = long.chars().filter(|c| !c.is_ascii()).count();
+    let (fixtures, extras) = build_fixtures(text, &long);
+    eprintln!(
+        "prose: {} B, {:.2}% non-ASCII chars; sample: {:?}",
+        long.len(),
+        100.0 * non_ascii as f64 / long.chars().count() as f64,
+        &text[..text.char_indices().nth(160).map_or(text.len(), |(i, _)| i)]
+    );
+
+    let mut c = Criterion::default().configure_from_args();
+    bench_scan(&mut c, &fixtures, &extras, text);
+    let thousand = fixtures
+        .iter()
+        .find(|f| f.literals == 1000)
+        .expect("1000-literal fixture");
+    bench_stream_length(&mut c, thousand, &long);
+    bench_stream_guard(&mut c, text);
+    c.final_summary();
+}

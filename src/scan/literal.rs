@@ -50,6 +50,12 @@ pub enum LiteralError {
     Start(#[from] aho_corasick::MatchError),
 }
 
+impl LiteralState {
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.pending.capacity() * std::mem::size_of::<Hit>() + self.tail.capacity()
+    }
+}
+
 impl LiteralMatcher {
     pub fn new(rules: &[LiteralRule]) -> Result<Self, LiteralError> {
         if rules.iter().any(|r| r.pattern.is_empty()) {
@@ -63,7 +69,7 @@ impl LiteralMatcher {
             .byte_classes(true)
             .build(&patterns)?;
         let start = dfa.start_state(Anchored::No)?;
-        let depth = state_depths(&dfa, start, &patterns);
+        let depth = state_depths(&dfa, start, &patterns, true);
         let max_len = patterns.iter().map(String::len).max().unwrap_or(0);
         let any_boundary = rules.iter().any(|r| r.word_boundary);
         Ok(LiteralMatcher {
@@ -206,7 +212,7 @@ fn char_before(tail: &[u8], base: u64, text: &str, pos: u64) -> Option<char> {
         .find_map(|s| s.chars().next_back())
 }
 
-fn remember_tail(tail: &mut Vec<u8>, bytes: &[u8], keep: usize) {
+pub(super) fn remember_tail(tail: &mut Vec<u8>, bytes: &[u8], keep: usize) {
     if bytes.len() >= keep {
         tail.clear();
         tail.extend_from_slice(&bytes[bytes.len() - keep..]);
@@ -221,13 +227,20 @@ fn remember_tail(tail: &mut Vec<u8>, bytes: &[u8], keep: usize) {
 /// Depth of every reachable state: the length of the pattern prefix it stands for, which is the
 /// length of the shortest path to it from the start (each byte deepens a state by at most one).
 /// Bytes that appear in no pattern all behave alike, so one of them stands for the rest.
-fn state_depths(dfa: &DFA, start: StateID, patterns: &[String]) -> HashMap<StateID, u32> {
+pub(super) fn state_depths(
+    dfa: &DFA,
+    start: StateID,
+    patterns: &[impl AsRef<[u8]>],
+    ascii_case_insensitive: bool,
+) -> HashMap<StateID, u32> {
     let mut alphabet = [false; 256];
     for p in patterns {
-        for &b in p.as_bytes() {
+        for &b in p.as_ref() {
             alphabet[usize::from(b)] = true;
-            alphabet[usize::from(b.to_ascii_lowercase())] = true;
-            alphabet[usize::from(b.to_ascii_uppercase())] = true;
+            if ascii_case_insensitive {
+                alphabet[usize::from(b.to_ascii_lowercase())] = true;
+                alphabet[usize::from(b.to_ascii_uppercase())] = true;
+            }
         }
     }
     let mut bytes: Vec<u8> = (0..=255u8).filter(|&b| alphabet[usize::from(b)]).collect();

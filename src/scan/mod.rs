@@ -10,11 +10,14 @@
 //! released to the client; text after it is held until the automata have moved past it.
 
 mod literal;
+mod prefixed;
 mod regex;
 pub mod text;
 
 pub use self::literal::{LiteralMatcher, LiteralRule};
-pub use self::regex::{build_forbidden, compile_hir, trim_for_existence, RegexMatcher, RegexRule};
+pub use self::regex::{
+    build_forbidden, compile_hir, trim_for_existence, ForbiddenRegexes, RegexMatcher, RegexRule,
+};
 
 /// A match found by the scanner, in byte positions of its channel's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,7 @@ pub struct Hit {
 #[derive(Debug, Default)]
 pub struct ScanSet {
     literals: Option<LiteralMatcher>,
+    prefixed: Option<prefixed::PrefixedMatcher>,
     regexes: Vec<RegexMatcher>,
 }
 
@@ -39,6 +43,7 @@ pub struct ScanSet {
 pub struct ScanState {
     pos: u64,
     literal: literal::LiteralState,
+    prefixed: prefixed::PrefixedState,
     regex: Vec<regex::RegexState>,
 }
 
@@ -47,15 +52,26 @@ impl ScanState {
     pub fn pos(&self) -> u64 {
         self.pos
     }
+
+    /// Heap bytes this state holds (its inline size is `size_of::<ScanState>()`).
+    pub fn heap_bytes(&self) -> usize {
+        self.literal.heap_bytes()
+            + self.prefixed.heap_bytes()
+            + self.regex.capacity() * std::mem::size_of::<regex::RegexState>()
+    }
 }
 
 impl ScanSet {
-    pub fn new(literals: Option<LiteralMatcher>, regexes: Vec<RegexMatcher>) -> Self {
-        ScanSet { literals, regexes }
+    pub fn new(literals: Option<LiteralMatcher>, regexes: ForbiddenRegexes) -> Self {
+        ScanSet {
+            literals,
+            prefixed: regexes.prefixed,
+            regexes: regexes.dfas,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.literals.is_none() && self.regexes.is_empty()
+        self.literals.is_none() && self.prefixed.is_none() && self.regexes.is_empty()
     }
 
     pub fn start(&self) -> ScanState {
@@ -66,6 +82,11 @@ impl ScanSet {
                 .as_ref()
                 .map(LiteralMatcher::start)
                 .unwrap_or_default(),
+            prefixed: self
+                .prefixed
+                .as_ref()
+                .map(prefixed::PrefixedMatcher::start)
+                .unwrap_or_default(),
             regex: self.regexes.iter().map(RegexMatcher::start).collect(),
         }
     }
@@ -74,6 +95,9 @@ impl ScanSet {
     pub fn feed(&self, st: &mut ScanState, text: &str, hits: &mut Vec<Hit>) {
         if let Some(l) = &self.literals {
             l.feed(&mut st.literal, st.pos, text, hits);
+        }
+        if let Some(p) = &self.prefixed {
+            p.feed(&mut st.prefixed, st.pos, text.as_bytes(), hits);
         }
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.feed(rs, st.pos, text.as_bytes(), hits);
@@ -86,6 +110,9 @@ impl ScanSet {
         if let Some(l) = &self.literals {
             l.finish(&mut st.literal, hits);
         }
+        if let Some(p) = &self.prefixed {
+            p.finish(&mut st.prefixed, st.pos, hits);
+        }
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.finish(rs, st.pos, hits);
         }
@@ -97,6 +124,9 @@ impl ScanSet {
         let mut safe = st.pos;
         if let Some(l) = &self.literals {
             safe = safe.min(l.safe_pos(&st.literal, st.pos));
+        }
+        if let Some(p) = &self.prefixed {
+            safe = safe.min(p.safe_pos(&st.prefixed, st.pos));
         }
         for (r, rs) in self.regexes.iter().zip(&st.regex) {
             safe = safe.min(r.safe_pos(rs, st.pos));

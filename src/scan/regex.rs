@@ -51,6 +51,8 @@ pub enum RegexError {
     Start(#[from] regex_automata::dfa::StartError),
     #[error("the pattern matches the empty string, so it would match every text")]
     MatchesEmpty,
+    #[error("cannot build the prefix automaton: {0}")]
+    Prefix(String),
 }
 
 /// Parses `pattern` in guardwire's dialect (see the module docs).
@@ -198,24 +200,62 @@ const UNION_DFA_BUDGET: usize = 16 << 20;
 /// Largest DFA for a single pattern: beyond it the pattern is refused at load.
 const SINGLE_DFA_LIMIT: usize = 128 << 20;
 
-/// Builds the matchers for forbidden patterns in as few DFAs as fit [`UNION_DFA_BUDGET`] each:
-/// every DFA is one table lookup per scanned byte, so fewer is faster, but a union's size can be
-/// the product of its parts. Returns the index of the offending rule with an error.
-pub fn build_forbidden(rules: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexError)> {
+/// Every forbidden pattern of a scan target, compiled.
+#[derive(Debug, Default)]
+pub struct ForbiddenRegexes {
+    /// Patterns that begin with selective literals: prefix automaton + anchored threads.
+    pub prefixed: Option<super::prefixed::PrefixedMatcher>,
+    /// The others, in as few unanchored DFAs as fit the budget.
+    pub dfas: Vec<RegexMatcher>,
+}
+
+/// Compiles forbidden patterns (see [`ForbiddenRegexes`]). Returns the index of the offending
+/// rule with an error.
+pub fn build_forbidden(rules: &[RegexRule]) -> Result<ForbiddenRegexes, (usize, RegexError)> {
     if let Some(i) = rules
         .iter()
         .position(|r| r.hir.properties().minimum_len() == Some(0))
     {
         return Err((i, RegexError::MatchesEmpty));
     }
-    let trimmed: Vec<RegexRule> = rules
-        .iter()
-        .map(|r| RegexRule {
+    let mut prefixed = Vec::new();
+    let mut prefixed_index = Vec::new();
+    let mut others = Vec::new();
+    let mut other_index = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let rule = RegexRule {
             hir: trim_for_existence(r.hir.clone()),
             owner: r.owner,
-        })
-        .collect();
-    if let Ok(all) = RegexMatcher::with_limit(&trimmed, UNION_DFA_BUDGET) {
+        };
+        match super::prefixed::literal_prefixes(&rule.hir) {
+            Some(prefixes) => {
+                prefixed.push((rule, prefixes));
+                prefixed_index.push(i);
+            }
+            None => {
+                others.push(rule);
+                other_index.push(i);
+            }
+        }
+    }
+    let prefixed = if prefixed.is_empty() {
+        None
+    } else {
+        // One anchored DFA for all: a failure cannot be pinned on one pattern; name the first.
+        Some(super::prefixed::PrefixedMatcher::new(&prefixed).map_err(|e| (prefixed_index[0], e))?)
+    };
+    let dfas = pack_dfas(&others).map_err(|(i, e)| (other_index[i], e))?;
+    Ok(ForbiddenRegexes { prefixed, dfas })
+}
+
+/// Builds patterns in as few DFAs as fit [`UNION_DFA_BUDGET`] each: every DFA is one table
+/// lookup per scanned byte, so fewer is faster, but a union's size can be the product of its
+/// parts.
+fn pack_dfas(trimmed: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexError)> {
+    if trimmed.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Ok(all) = RegexMatcher::with_limit(trimmed, UNION_DFA_BUDGET) {
         return Ok(vec![all]);
     }
     // Each pattern alone (refusing the ones too big even so), then greedy packing from the

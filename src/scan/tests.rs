@@ -38,6 +38,7 @@ fn build_sample_set() -> ScanSet {
         build_forbidden(&[
             rx(r"\d{3}-\d{2}-\d{4}", 10),
             rx(r"(?i)\brouting number\b", 11),
+            rx(r"\bAKIA[0-9A-Z]{6,}", 12),
         ])
         .unwrap(),
     )
@@ -155,9 +156,9 @@ fn counted_secret_patterns_stay_small_and_bounded() {
         rx(r"AKIA[0-9A-Z]{16}", 2),
     ])
     .unwrap();
-    let bytes: usize = set.iter().map(RegexMatcher::memory_usage).sum();
-    assert!(bytes < 16 << 20, "{bytes} bytes");
     let scan = ScanSet::new(None, set);
+    let bytes = scan.memory_usage();
+    assert!(bytes < 16 << 20, "{bytes} bytes");
     let mut st = scan.start();
     let mut hits = Vec::new();
     scan.feed(&mut st, "token xoxb-", &mut hits);
@@ -206,6 +207,7 @@ fn check_split_invariants(text: &str, cuts: &[usize]) {
             None => {
                 let pat = match hit.owner {
                     10 => r"\d{3}-\d{2}-\d{4}",
+                    12 => r"(?-u:\b)AKIA[0-9A-Z]{6}",
                     _ => r"(?i)(?-u:\b)routing number(?-u:\b)",
                 };
                 latest_start(pat, text, hit.end as usize)
@@ -224,6 +226,7 @@ fn every_two_way_split_matches_the_whole_text() {
         "x badword y STRASSE café, ПРИВЕТ! 123-45-6789 routing number",
         "bbadwordd cafés «ass» bad-word caféass",
         "routing number123-45-6789café",
+        "xAKIA123456 AKIAKIA12345Z AKIA12 AKIAAKIA1234567",
     ];
     for text in samples {
         for i in 0..=text.len() {
@@ -243,7 +246,7 @@ proptest! {
                 Just("badword"), Just("BadWord"), Just("café"), Just("cafés"), Just("ass"),
                 Just("passé"), Just("Straße"), Just("привет"), Just("123-45-6789"),
                 Just("routing"), Just("number"), Just(" "), Just("é"), Just("x"), Just("-"),
-                Just("1"), Just("\n"),
+                Just("1"), Just("\n"), Just("AKIA"), Just("AKIAKIA"), Just("Z9"), Just("QQQ"),
             ],
             0..24,
         ),
@@ -290,11 +293,10 @@ fn regexes_that_do_not_fit_together_are_packed_into_few_dfas() {
     .collect();
     let set = build_forbidden(&rules).unwrap();
     assert!(
-        set.len() < rules.len(),
-        "{} DFAs for {} patterns",
-        set.len(),
-        rules.len()
+        set.prefixed.is_some(),
+        "AIza, ghp_ and xox have literal prefixes"
     );
+    assert!(set.dfas.len() <= 2, "{} DFAs", set.dfas.len());
     let scan = ScanSet::new(None, set);
     let mut hits = Vec::new();
     let mut st = scan.start();
@@ -304,8 +306,42 @@ fn regexes_that_do_not_fit_together_are_packed_into_few_dfas() {
         &mut hits,
     );
     scan.finish(&mut st, &mut hits);
+    scan.feed(&mut st, "AIza", &mut hits);
     let mut owners: Vec<u32> = hits.iter().map(|h| h.owner).collect();
     owners.sort_unstable();
     owners.dedup();
     assert_eq!(owners, vec![1, 3]);
+}
+
+#[test]
+fn prefixed_patterns_hold_from_the_prefix_and_respect_look_behind() {
+    let set = ScanSet::new(
+        None,
+        build_forbidden(&[rx(r"\bAKIA[0-9A-Z]{4}", 0)]).unwrap(),
+    );
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    set.feed(&mut st, "key: AK", &mut hits);
+    assert_eq!(set.safe_pos(&st), 5, "a prefix in progress is held");
+    set.feed(&mut st, "IA12", &mut hits);
+    assert_eq!(set.safe_pos(&st), 5, "a live thread is held from its start");
+    set.feed(&mut st, "3", &mut hits);
+    assert!(hits.is_empty());
+    set.feed(&mut st, "4 and xAKIA1234 ", &mut hits);
+    assert_eq!(
+        hits.len(),
+        1,
+        "{hits:?}: the second has no word boundary before it"
+    );
+    assert_eq!(hits[0].start, Some(5));
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    set.feed(&mut st, "AKIA", &mut hits);
+    set.feed(&mut st, "WXYZ", &mut hits);
+    set.finish(&mut st, &mut hits);
+    assert_eq!(
+        hits.len(),
+        1,
+        "a match ending with the text is found at the end"
+    );
 }
