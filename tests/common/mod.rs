@@ -2,4 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod mock_upstream;
+pub mod openai_responses;
 pub mod proxy;
+pub mod sdk;

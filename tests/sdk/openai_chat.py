@@ -14,92 +14,52 @@ Scenarios:
   input_block        the prompt carries INPUT_BANNED; must raise openai.BadRequestError
   clean_nonstream    non-streamed call; report the message content
 
-Every run prints exactly one JSON object on stdout, with "ok": true/false. When an expected
-exception did not happen (or an unexpected one did) the object says why under "failure", the
-same explanation goes to stderr, and the exit status is 1.
-
-The prompts below are part of the contract with tests/sdk_openai.rs: only INPUT_BANNED may
-trip an input validator.
+Output, exit status, deadline and the prompts' contract: see sdk_harness.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import sys
-import traceback
-from typing import Any, Callable, Dict, List, NoReturn
-from urllib.parse import urlparse
+from typing import Any, Callable, Dict, List
 
 import openai
 
+from sdk_harness import (
+    CLEAN_PROMPT,
+    INPUT_BANNED,
+    REQUEST_TIMEOUT_SECONDS,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_PARAMETERS,
+    ScenarioFailed,
+    base_url,
+    error_fields,
+    run,
+)
+
 MODEL = "gpt-4o"
-CLEAN_PROMPT = "Tell me a short story."
-# Must match the `direction: input` regex of the test pack (secret-\d+).
-INPUT_BANNED = "Please remember my code secret-1234 for later."
 TOOLS = [
     {
         "type": "function",
         "function": {
-            "name": "search_archive",
-            "description": "Search the archive.",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "string"}},
-                "required": ["query"],
-            },
+            "name": TOOL_NAME,
+            "description": TOOL_DESCRIPTION,
+            "parameters": TOOL_PARAMETERS,
         },
     }
 ]
-# The whole run (every request included) must end well before the Rust test gives up.
-RUN_DEADLINE_SECONDS = 60
-REQUEST_TIMEOUT_SECONDS = 30.0
-
-
-class ScenarioFailed(Exception):
-    """An expectation of the scenario itself was not met."""
-
-
-def emit(obj: Dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
-def fail(scenario: str, failure: str, **extra: Any) -> NoReturn:
-    sys.stderr.write(f"openai_chat.py {scenario}: FAILED: {failure}\n")
-    emit({"scenario": scenario, "ok": False, "failure": failure, **extra})
-    sys.exit(1)
 
 
 def make_client() -> openai.OpenAI:
-    base_url = os.environ.get("GUARDWIRE_BASE_URL")
-    if not base_url:
-        raise ScenarioFailed("GUARDWIRE_BASE_URL is not set (e.g. http://127.0.0.1:8080/v1)")
-    host = urlparse(base_url).hostname
-    if host != "127.0.0.1":
-        raise ScenarioFailed(f"GUARDWIRE_BASE_URL must point at 127.0.0.1, not {host!r}")
     # trust_env=False: never route the loopback test traffic through a proxy from the environment.
     http_client = openai.DefaultHttpxClient(trust_env=False, timeout=REQUEST_TIMEOUT_SECONDS)
     return openai.OpenAI(
-        base_url=base_url,
+        base_url=base_url(),
         api_key="test-key",
         max_retries=0,
         timeout=REQUEST_TIMEOUT_SECONDS,
         http_client=http_client,
     )
-
-
-def error_fields(e: BaseException) -> Dict[str, Any]:
-    """What the SDK made of the error: class, message, code, type, status, body."""
-    out: Dict[str, Any] = {"exception": type(e).__name__}
-    for attr in ("message", "code", "type", "param", "status_code", "body"):
-        value = getattr(e, attr, None)
-        if value is None or isinstance(value, (str, int, float, bool, dict, list)):
-            out[attr] = value
-        else:
-            out[attr] = repr(value)
-    return out
 
 
 def user(text: str) -> List[Dict[str, str]]:
@@ -226,28 +186,5 @@ SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
 }
 
 
-def on_deadline(_signum: int, _frame: Any) -> None:
-    raise TimeoutError(f"scenario did not finish within {RUN_DEADLINE_SECONDS}s")
-
-
-def main(argv: List[str]) -> None:
-    if len(argv) != 2 or argv[1] not in SCENARIOS:
-        names = ", ".join(SCENARIOS)
-        fail(argv[1] if len(argv) > 1 else "", f"usage: openai_chat.py <scenario>; scenarios: {names}")
-    scenario = argv[1]
-    signal.signal(signal.SIGALRM, on_deadline)
-    signal.alarm(RUN_DEADLINE_SECONDS)
-    try:
-        result = SCENARIOS[scenario](make_client())
-    except ScenarioFailed as e:
-        fail(scenario, str(e))
-    except BaseException as e:  # noqa: BLE001 - report anything unexpected as one JSON object
-        traceback.print_exc()
-        fail(scenario, f"unexpected {type(e).__name__}: {e}", **error_fields(e))
-    finally:
-        signal.alarm(0)
-    emit({"scenario": scenario, "ok": True, "openai_version": openai.__version__, **result})
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    run(sys.argv, SCENARIOS, make_client, {"openai_version": openai.__version__})
