@@ -92,6 +92,18 @@ pub struct Message {
     pub tool_call_id: Option<String>,
 }
 
+impl Message {
+    /// A message with text only.
+    pub fn text(role: Role, text: Vec<String>) -> Message {
+        Message {
+            role,
+            text,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
 /// A tool the client offers the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolSpec {

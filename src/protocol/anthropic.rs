@@ -5,7 +5,7 @@
 //! remembers it to route `content_block_delta`s: `text_delta` → answer text, `input_json_delta`
 //! → tool arguments, `thinking_delta` → reasoning. `message_stop` ends the stream.
 
-use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use super::{text_delta, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::Upstreams;
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
@@ -172,14 +172,6 @@ impl MessagesStream {
     }
 }
 
-fn text_delta(channel: Channel, text: Option<Cow<'_, str>>) -> Option<Delta<'_>> {
-    text.filter(|t| !t.is_empty()).map(|text| Delta::Text {
-        choice: 0,
-        channel,
-        text,
-    })
-}
-
 impl StreamDecoder for MessagesStream {
     fn decode<'a>(
         &mut self,
@@ -310,18 +302,12 @@ impl Protocol for AnthropicMessages {
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
-        let req: Request = serde_json::from_slice(body)
-            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let req: Request = super::request_json(body)?;
         let mut messages = Vec::new();
         if let Some(system) = req.system {
             let mut text = Vec::new();
             content_texts(system, &mut text);
-            messages.push(Message {
-                role: Role::System,
-                text,
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-            });
+            messages.push(Message::text(Role::System, text));
         }
         for m in req.messages {
             let mut text = Vec::new();

@@ -282,8 +282,7 @@ impl Protocol for Gemini {
     }
 
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError> {
-        let req: Request = serde_json::from_slice(body)
-            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let req: Request = super::request_json(body)?;
         let mut messages = Vec::new();
         if let Some(system) = req.system_instruction {
             let mut m = message_of(system, Role::System);

@@ -9,9 +9,10 @@ pub mod openai_chat;
 pub mod openai_responses;
 
 use crate::config::Upstreams;
-use crate::delta::{Conversation, Delta};
+use crate::delta::{Channel, Conversation, Delta};
 use crate::error::GatewayError;
 use bytes::Bytes;
+use std::borrow::Cow;
 
 /// A request as guardwire needs to see it.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +38,21 @@ pub enum FrameKind {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct DecodeError(pub String);
+
+/// Parses a request body; a malformed one is the client's error (400).
+fn request_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, GatewayError> {
+    serde_json::from_slice(body)
+        .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))
+}
+
+/// A text delta of choice 0, or nothing for absent or empty text (single-choice protocols).
+fn text_delta(channel: Channel, text: Option<Cow<'_, str>>) -> Option<Delta<'_>> {
+    text.filter(|t| !t.is_empty()).map(|text| Delta::Text {
+        choice: 0,
+        channel,
+        text,
+    })
+}
 
 /// Per-stream decoding state (some protocols need to remember what a block index stands for).
 pub trait StreamDecoder: Send {

@@ -234,8 +234,7 @@ impl Protocol for OpenAiChat {
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
-        let req: Request = serde_json::from_slice(body)
-            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let req: Request = super::request_json(body)?;
         let messages = req
             .messages
             .into_iter()

@@ -8,7 +8,7 @@
 //! argument byte.
 
 use super::openai_chat::openai_error_json;
-use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use super::{text_delta as text, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::Upstreams;
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
@@ -94,12 +94,10 @@ fn item_message(item: Item) -> Option<Message> {
                 ),
                 None => {}
             }
-            Some(Message {
-                role: Role::parse(item.role.as_deref().unwrap_or("user")),
+            Some(Message::text(
+                Role::parse(item.role.as_deref().unwrap_or("user")),
                 text,
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-            })
+            ))
         }
         "function_call" => Some(Message {
             role: Role::Assistant,
@@ -188,14 +186,6 @@ struct Usage {
     output_tokens: Option<u64>,
 }
 
-fn text(channel: Channel, t: Option<Cow<'_, str>>) -> Option<Delta<'_>> {
-    t.filter(|t| !t.is_empty()).map(|text| Delta::Text {
-        choice: 0,
-        channel,
-        text,
-    })
-}
-
 fn usage_delta<'a>(u: Usage) -> Delta<'a> {
     Delta::Usage {
         input_tokens: u.input_tokens,
@@ -273,24 +263,13 @@ impl Protocol for OpenAiResponses {
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
-        let req: Request = serde_json::from_slice(body)
-            .map_err(|e| GatewayError::InvalidRequest(format!("invalid request body: {e}")))?;
+        let req: Request = super::request_json(body)?;
         let mut messages = Vec::new();
         if let Some(i) = req.instructions {
-            messages.push(Message {
-                role: Role::System,
-                text: vec![i],
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-            });
+            messages.push(Message::text(Role::System, vec![i]));
         }
         match req.input {
-            Some(Input::Text(t)) => messages.push(Message {
-                role: Role::User,
-                text: vec![t],
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-            }),
+            Some(Input::Text(t)) => messages.push(Message::text(Role::User, vec![t])),
             Some(Input::Items(items)) => {
                 messages.extend(items.into_iter().filter_map(item_message))
             }
