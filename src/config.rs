@@ -39,6 +39,33 @@ pub struct Config {
     pub timeouts: Timeouts,
     #[serde(default)]
     pub log: Log,
+    #[serde(default)]
+    pub reload: Reload,
+    #[serde(default)]
+    pub admin: Admin,
+}
+
+/// Live reload: the config file and every pack it names are re-read and swapped in atomically
+/// when they change, on SIGHUP, or on `POST /admin/reload`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reload {
+    /// How often to look for changed files (modification time and size); 0 turns watching off.
+    pub poll_ms: u64,
+}
+
+impl Default for Reload {
+    fn default() -> Self {
+        Reload { poll_ms: 2000 }
+    }
+}
+
+/// Admin endpoints (`POST /admin/reload`) answer only when a token is set, and only to
+/// `Authorization: Bearer <token>`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admin {
+    pub token: Option<String>,
 }
 
 /// Base URLs of the providers. An omitted provider's paths answer 404.
@@ -128,7 +155,16 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 6] = ["listen", "upstreams", "packs", "limits", "timeouts", "log"];
+const TOP_LEVEL_KEYS: [&str; 8] = [
+    "listen",
+    "upstreams",
+    "packs",
+    "limits",
+    "timeouts",
+    "log",
+    "reload",
+    "admin",
+];
 
 /// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other
 /// `GUARDWIRE_…` variables (a deployment's own) are left alone; a typo below a known key

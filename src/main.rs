@@ -120,7 +120,7 @@ fn serve(path: &std::path::Path) -> ExitCode {
         }
     };
     rt.block_on(async {
-        let server = match guardwire::server::start(config).await {
+        let server = match guardwire::server::start_from(config, Some(path.to_path_buf())).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -128,11 +128,30 @@ fn serve(path: &std::path::Path) -> ExitCode {
             }
         };
         tracing::info!(addr = %server.addr, "guardwire listening");
+        reload_on_sighup(std::sync::Arc::clone(&server.gateway));
         shutdown_signal().await;
         tracing::info!("shutting down: draining open connections");
         server.shutdown(Duration::from_secs(30)).await;
         ExitCode::SUCCESS
     })
+}
+
+/// SIGHUP reloads the config and packs (kept as they are if anything is invalid).
+fn reload_on_sighup(gateway: std::sync::Arc<guardwire::proxy::Gateway>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP; reload with POST /admin/reload instead");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the config");
+            let _ = gateway.reload().await;
+        }
+    });
+    #[cfg(not(unix))]
+    drop(gateway);
 }
 
 async fn shutdown_signal() {

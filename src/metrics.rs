@@ -26,6 +26,12 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `success` or `failure`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamErrorLabels {
     pub route: &'static str,
     pub kind: &'static str,
@@ -47,6 +53,8 @@ pub struct Metrics {
     pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
     /// Streams ended because a pending check held back more than `limits.max_holdback_bytes`.
     pub holdback_exceeded: Family<RouteLabels, Counter>,
+    /// Config reloads by result; a failed one leaves the running policy in force.
+    pub config_reloads: Family<ReloadLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -70,6 +78,12 @@ impl Metrics {
         let streams_in_flight = Gauge::default();
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
         let holdback_exceeded = Family::<RouteLabels, Counter>::default();
+        let config_reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "config_reload",
+            "Config reloads by result (a failed reload keeps the running policy)",
+            config_reloads.clone(),
+        );
         registry.register(
             "holdback_exceeded",
             "Streams ended because a pending check held back more than the limit",
@@ -114,6 +128,7 @@ impl Metrics {
             streams_in_flight,
             upstream_errors,
             holdback_exceeded,
+            config_reloads,
         }
     }
 

@@ -10,8 +10,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -47,9 +48,19 @@ impl RunningServer {
 
 /// Compiles `config`, binds its listen address and serves in the background.
 pub async fn start(config: Config) -> Result<RunningServer, StartError> {
+    start_from(config, None).await
+}
+
+/// Like [`start`], for a config read from `config_path`: reloads then re-read that file, and
+/// (unless `reload.poll_ms` is 0) a watcher reloads whenever it or a pack it names changes.
+pub async fn start_from(
+    config: Config,
+    config_path: Option<PathBuf>,
+) -> Result<RunningServer, StartError> {
+    let poll = Duration::from_millis(config.reload.poll_ms);
     let runtime = Runtime::build(config)?;
     let listen = runtime.config.listen;
-    let gateway = Arc::new(Gateway::new(runtime)?);
+    let gateway = Arc::new(Gateway::new(runtime, config_path)?);
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| StartError::Bind {
@@ -61,6 +72,16 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         source,
     })?;
     let (tx, rx) = watch::channel(false);
+    if gateway.config_path().is_some() && !poll.is_zero() {
+        // The baseline is what was just loaded, not what the files say once the task runs.
+        let loaded = fingerprint(&gateway);
+        tokio::spawn(watch_files(
+            Arc::clone(&gateway),
+            loaded,
+            poll,
+            wait_true(rx.clone()),
+        ));
+    }
     let task = tokio::spawn(serve(listener, Arc::clone(&gateway), wait_true(rx)));
     Ok(RunningServer {
         addr,
@@ -68,6 +89,46 @@ pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         shutdown: tx,
         task,
     })
+}
+
+/// Modification time and size of the config file and every pack it names.
+fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
+    let runtime = gateway.runtime();
+    gateway
+        .config_path()
+        .into_iter()
+        .map(Path::to_path_buf)
+        .chain(runtime.config.packs.iter().cloned())
+        .map(|p| {
+            let meta = std::fs::metadata(&p).ok();
+            let modified = meta.as_ref().and_then(|m| m.modified().ok());
+            let len = meta.map_or(0, |m| m.len());
+            (p, modified, len)
+        })
+        .collect()
+}
+
+/// Polls the files behind the running config and reloads when any of them changes. Polling
+/// (rather than inotify) also sees Kubernetes ConfigMap updates, which swap a symlink.
+async fn watch_files(
+    gateway: Arc<Gateway>,
+    mut seen: Vec<(PathBuf, Option<SystemTime>, u64)>,
+    every: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = &mut stop => return,
+        }
+        let now = fingerprint(&gateway);
+        if now != seen {
+            // A failed reload is logged and counted; it is retried when the files change again.
+            let _ = gateway.reload().await;
+            seen = fingerprint(&gateway);
+        }
+    }
 }
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {

@@ -11,7 +11,9 @@ pub mod upstream;
 
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels};
+use crate::metrics::{
+    Metrics, ReloadLabels, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels,
+};
 use crate::policy::{Finding, Policy};
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::Protocol;
@@ -21,6 +23,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use upstream::{UpstreamBase, UpstreamClient};
@@ -69,6 +72,10 @@ pub struct Gateway {
     runtime: ArcSwap<Runtime>,
     client: UpstreamClient,
     pub metrics: Arc<Metrics>,
+    /// The file the config came from, re-read on reload (`None`: built in memory, no reload).
+    config_path: Option<PathBuf>,
+    /// Serialises reloads so two triggers at once cannot swap out of order.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 /// Per-request facts threaded through the phases.
@@ -79,14 +86,87 @@ struct Exchange {
 }
 
 impl Gateway {
-    pub fn new(runtime: Runtime) -> Result<Gateway, rustls::Error> {
+    pub fn new(runtime: Runtime, config_path: Option<PathBuf>) -> Result<Gateway, rustls::Error> {
         let client =
             upstream::build_client(Duration::from_millis(runtime.config.timeouts.connect_ms))?;
         Ok(Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             client,
             metrics: Arc::new(Metrics::new()),
+            config_path,
+            reloading: tokio::sync::Mutex::new(()),
         })
+    }
+
+    pub fn config_path(&self) -> Option<&Path> {
+        self.config_path.as_deref()
+    }
+
+    /// Re-reads the config file and every pack it names; if all is valid, swaps the new runtime
+    /// in (requests in flight finish on the old one), else keeps the running one. Either way
+    /// the result is counted and logged (with file and key on failure). Settings of the
+    /// listener itself (`listen`, `limits.max_header_bytes`, `timeouts.client_header_ms`,
+    /// `timeouts.connect_ms`) take effect on restart only.
+    pub async fn reload(&self) -> Result<(), String> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let result = match &self.config_path {
+            None => Err("guardwire was not started from a config file".to_owned()),
+            Some(path) => {
+                let path = path.clone();
+                // Compiling packs is CPU work (automata): keep it off the request threads.
+                tokio::task::spawn_blocking(move || {
+                    let config = Config::load(&path).map_err(|e| e.to_string())?;
+                    Runtime::build(config).map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("reload task failed: {e}"))
+                .and_then(|r| r)
+            }
+        };
+        let label = match result {
+            Ok(runtime) => {
+                let validators = runtime
+                    .routes
+                    .first()
+                    .map_or(0, |r| r.policy.validators().len());
+                self.swap_runtime(runtime);
+                tracing::info!(validators, "config reloaded");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "config reload failed; keeping the running policy");
+                Err(e)
+            }
+        };
+        self.metrics
+            .config_reloads
+            .get_or_create(&ReloadLabels {
+                result: if label.is_ok() { "success" } else { "failure" },
+            })
+            .inc();
+        label
+    }
+
+    /// `POST /admin/reload`: only when `admin.token` is set, only with that bearer token.
+    async fn admin_reload(&self, req: &Request<Incoming>) -> Response<ProxyBody> {
+        let Some(token) = self.runtime.load().config.admin.token.clone() else {
+            return plain(StatusCode::NOT_FOUND, "not found\n");
+        };
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+            .unwrap_or_default();
+        if !constant_time_eq(presented, token.as_bytes()) {
+            return plain(
+                StatusCode::UNAUTHORIZED,
+                "a valid admin token is required\n",
+            );
+        }
+        match self.reload().await {
+            Ok(()) => plain(StatusCode::OK, "reloaded\n"),
+            Err(e) => plain(StatusCode::BAD_REQUEST, format!("reload failed: {e}\n")),
+        }
     }
 
     /// The runtime requests started from now on use; requests in flight keep theirs.
@@ -102,6 +182,7 @@ impl Gateway {
         let started = Instant::now();
         match (req.method(), req.uri().path()) {
             (&Method::GET, "/healthz") => return plain(StatusCode::OK, "ok\n"),
+            (&Method::POST, "/admin/reload") => return self.admin_reload(&req).await,
             (&Method::GET, "/metrics") => {
                 let mut r = plain(StatusCode::OK, self.metrics.render());
                 r.headers_mut().insert(
@@ -362,6 +443,12 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, GatewayErro
             "could not read the request body: {e}"
         ))),
     }
+}
+
+/// Compares secrets without an early exit on the first differing byte, so response timing does
+/// not reveal how much of a guess was right (the length is not secret).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<ProxyBody> {
