@@ -91,6 +91,8 @@ pub struct Limits {
     /// Most bytes of a stream held back while a match may still be forming (only unbounded
     /// patterns such as `a.*b` can need much). Past it the stream ends with an error frame.
     pub max_holdback_bytes: usize,
+    /// Requests proxied at once (streams count until they end); over it: 503 + `retry-after`.
+    pub max_concurrent_requests: usize,
 }
 
 impl Default for Limits {
@@ -101,6 +103,7 @@ impl Default for Limits {
             max_header_bytes: 64 << 10,
             max_frame_bytes: 1 << 20,
             max_holdback_bytes: 1 << 20,
+            max_concurrent_requests: 10_000,
         }
     }
 }

@@ -27,6 +27,12 @@ pub enum GatewayError {
     /// closed, since releasing the text could leak a violation.
     #[error("the answer was held back past {limit} bytes while a guardrail check was undecided")]
     HoldbackExceeded { limit: usize },
+    /// More requests in flight than `limits.max_concurrent_requests`: try again shortly.
+    #[error("too many requests in flight; retry shortly")]
+    Overloaded,
+    /// guardwire is shutting down and its drain deadline passed.
+    #[error("guardwire is shutting down; retry the request")]
+    ShuttingDown,
     #[error("{0}")]
     Internal(String),
 }
@@ -42,6 +48,9 @@ impl GatewayError {
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GatewayError::Upstream(_) => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::Overloaded | GatewayError::ShuttingDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             GatewayError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -57,6 +66,8 @@ impl GatewayError {
             GatewayError::Upstream(_) => ("upstream_error", "upstream_unavailable"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
             GatewayError::HoldbackExceeded { .. } => ("guardrail_violation", "holdback_exceeded"),
+            GatewayError::Overloaded => ("server_error", "overloaded"),
+            GatewayError::ShuttingDown => ("server_error", "shutting_down"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }
     }

@@ -39,10 +39,17 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Stops accepting, lets open connections finish (up to `drain`), then returns.
+    /// Readiness goes false, the listener closes, open connections may finish for up to
+    /// `drain`; then streams still open end with their protocol's error frame (never a silent
+    /// truncation), and shutdown completes once those frames are sent (or 2 s more passed).
     pub async fn shutdown(self, drain: Duration) {
+        self.gateway.begin_drain();
         let _ = self.shutdown.send(true);
-        let _ = tokio::time::timeout(drain + Duration::from_secs(1), self.task).await;
+        let mut task = self.task;
+        if tokio::time::timeout(drain, &mut task).await.is_err() {
+            self.gateway.stop_streams();
+            let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+        }
     }
 }
 

@@ -431,6 +431,7 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         GatewayError::NotFound(_) => "not_found_error",
         GatewayError::PayloadTooLarge { .. } => "request_too_large",
         GatewayError::UpstreamTimeout(_) => "timeout_error",
+        GatewayError::Overloaded | GatewayError::ShuttingDown => "overloaded_error",
         GatewayError::Upstream(_) | GatewayError::Internal(_) => "api_error",
     };
     serde_json::json!({"type": "error", "error": {"type": kind, "message": err.to_string()}})

@@ -356,7 +356,10 @@ fn gemini_error_json(err: &GatewayError) -> String {
     }
     let status = match err {
         GatewayError::NotFound(_) => "NOT_FOUND",
-        GatewayError::Upstream(_) | GatewayError::Internal(_) => "UNAVAILABLE",
+        GatewayError::Upstream(_)
+        | GatewayError::Internal(_)
+        | GatewayError::Overloaded
+        | GatewayError::ShuttingDown => "UNAVAILABLE",
         GatewayError::UpstreamTimeout(_) => "DEADLINE_EXCEEDED",
         GatewayError::Blocked { .. }
         | GatewayError::InvalidRequest(_)

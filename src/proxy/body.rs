@@ -83,6 +83,10 @@ pub struct StreamContext {
     pub idle_timeout: Duration,
     pub max_frame_bytes: usize,
     pub max_holdback_bytes: usize,
+    /// Turns true when the drain deadline passes.
+    pub stop: tokio::sync::watch::Receiver<bool>,
+    /// Keeps this stream counted as in flight until it ends.
+    pub permit: super::InFlight,
 }
 
 /// A frame waiting for the scanner to move past its text.
@@ -104,6 +108,8 @@ pub struct GuardedStream {
     /// The body is complete once `out` drains.
     done: bool,
     idle: Pin<Box<Sleep>>,
+    /// Resolves when the drain deadline passes.
+    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     ctx: StreamContext,
     overhead: Duration,
 }
@@ -122,6 +128,12 @@ impl GuardedStream {
             frames: Vec::new(),
             done: false,
             idle: Box::pin(tokio::time::sleep(ctx.idle_timeout)),
+            stop: {
+                let mut rx = ctx.stop.clone();
+                Box::pin(async move {
+                    let _ = rx.wait_for(|stop| *stop).await;
+                })
+            },
             overhead: ctx.overhead_so_far,
             ctx,
         }
@@ -135,6 +147,11 @@ impl GuardedStream {
             if self.done {
                 self.release_upstream(cx);
                 return Poll::Ready(None);
+            }
+            if self.stop.as_mut().poll(cx).is_ready() {
+                tracing::info!(request_id = %self.ctx.request_id, "drain deadline: ending the stream");
+                self.terminate(GatewayError::ShuttingDown);
+                continue;
             }
             let Some(upstream) = self.upstream.as_mut() else {
                 self.done = true;

@@ -24,8 +24,10 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use upstream::{UpstreamBase, UpstreamClient};
 
 /// One path family served by one protocol and one upstream.
@@ -76,6 +78,21 @@ pub struct Gateway {
     config_path: Option<PathBuf>,
     /// Serialises reloads so two triggers at once cannot swap out of order.
     reloading: tokio::sync::Mutex<()>,
+    in_flight: Arc<AtomicUsize>,
+    /// Set when shutdown begins: `/readyz` answers 503 so load balancers stop sending.
+    draining: AtomicBool,
+    /// Set when the drain deadline passes: open streams end with the protocol's error frame.
+    stop_streams: watch::Sender<bool>,
+}
+
+/// One request counted against `limits.max_concurrent_requests`, released on drop (for a
+/// stream: when the stream ends).
+pub struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Per-request facts threaded through the phases.
@@ -95,7 +112,25 @@ impl Gateway {
             metrics: Arc::new(Metrics::new()),
             config_path,
             reloading: tokio::sync::Mutex::new(()),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            draining: AtomicBool::new(false),
+            stop_streams: watch::channel(false).0,
         })
+    }
+
+    /// Readiness goes false; requests are still served (call before stopping the listener).
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// The drain deadline passed: every open stream ends now with its protocol's error frame.
+    pub fn stop_streams(&self) {
+        self.stop_streams.send_replace(true);
+    }
+
+    fn admit(&self, max: usize) -> Option<InFlight> {
+        let permit = InFlight(Arc::clone(&self.in_flight));
+        (self.in_flight.fetch_add(1, Ordering::AcqRel) < max).then_some(permit)
     }
 
     pub fn config_path(&self) -> Option<&Path> {
@@ -182,6 +217,13 @@ impl Gateway {
         let started = Instant::now();
         match (req.method(), req.uri().path()) {
             (&Method::GET, "/healthz") => return plain(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/readyz") => {
+                return if self.draining.load(Ordering::Acquire) {
+                    plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                } else {
+                    plain(StatusCode::OK, "ready\n")
+                };
+            }
             (&Method::POST, "/admin/reload") => return self.admin_reload(&req).await,
             (&Method::GET, "/metrics") => {
                 let mut r = plain(StatusCode::OK, self.metrics.render());
@@ -235,6 +277,9 @@ impl Gateway {
         ex: &Exchange,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let limits = &rt.config.limits;
+        let Some(permit) = self.admit(limits.max_concurrent_requests) else {
+            return Err(GatewayError::Overloaded);
+        };
         if req.method() != Method::POST {
             return Err(GatewayError::MethodNotAllowed(format!(
                 "{} is not allowed here; use POST",
@@ -331,6 +376,8 @@ impl Gateway {
                 idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
                 max_frame_bytes: limits.max_frame_bytes,
                 max_holdback_bytes: limits.max_holdback_bytes,
+                stop: self.stop_streams.subscribe(),
+                permit,
             };
             let stream = GuardedStream::new(up_body, guard, ctx);
             let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
@@ -470,8 +517,14 @@ pub fn error_response(protocol: &dyn Protocol, err: &GatewayError) -> Response<P
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if matches!(err, GatewayError::Blocked { .. }) {
-        h.insert("x-should-retry", HeaderValue::from_static("false"));
+    match err {
+        GatewayError::Blocked { .. } | GatewayError::HoldbackExceeded { .. } => {
+            h.insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        GatewayError::Overloaded | GatewayError::ShuttingDown => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        _ => {}
     }
     r
 }
