@@ -92,3 +92,115 @@ async fn the_drain_deadline_ends_open_streams_with_an_error_frame() {
     assert!(text.ends_with("\"code\":\"shutting_down\"}}\n\n"), "{text}");
     assert!(mock.wait_for_cancelled(1, Duration::from_secs(10)).await);
 }
+
+#[tokio::test]
+async fn a_thousand_abandoned_streams_are_all_cancelled_upstream() {
+    let (_, reply) = open_stream();
+    let mock = MockUpstream::start(move |_| reply.clone()).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators:\n  - type: banned_words\n    params: { words: [x] }\n",
+        "",
+    )
+    .await;
+    let addr = proxy.addr();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    const N: usize = 1000;
+    let mut tasks = Vec::new();
+    for _ in 0..N {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let resp = client
+                .request(
+                    http::Request::post(format!("http://{addr}/v1/chat/completions"))
+                        .body(http_body_util::Full::new(bytes::Bytes::from(
+                            STREAM_REQUEST,
+                        )))
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            // Read the first frame, then walk away.
+            let mut body = resp.into_body();
+            use http_body_util::BodyExt;
+            let first = body.frame().await.unwrap().unwrap();
+            assert!(first.is_data());
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    drop(client);
+    assert!(
+        mock.wait_for_cancelled(N, Duration::from_secs(30)).await,
+        "only {} of {N} upstream requests were cancelled",
+        mock.cancelled_count()
+    );
+    let m = metrics(addr).await;
+    let mut in_flight = u64::MAX;
+    for _ in 0..100 {
+        in_flight = metrics(addr)
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix("guardwire_streams_in_flight "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(u64::MAX);
+        if in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(in_flight, 0, "streams left open:\n{m}");
+    assert_eq!(mock.concurrent_open(), 0);
+}
+
+#[tokio::test]
+async fn an_upstream_reset_mid_stream_ends_with_an_error_frame() {
+    // The upstream announces a body length it never sends: the connection breaks mid-body.
+    let mut body = openai_chat_stream(&["partial"]);
+    body.truncate(body.len() - "data: [DONE]\n\n".len());
+    let sent = body.clone();
+    let mock = MockUpstream::start(move |_| {
+        Reply::chunks(200, vec![Chunk::now(sent.clone())])
+            .with_header("content-type", "text/event-stream")
+            .with_header("content-length", "100000")
+    })
+    .await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", "").await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    let text = a.text();
+    assert!(
+        text.starts_with(std::str::from_utf8(&body).unwrap()),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("\"code\":\"upstream_unavailable\"}}\n\n"),
+        "{text}"
+    );
+    assert!(metrics(proxy.addr())
+        .await
+        .contains(r#"guardwire_upstream_errors_total{route="openai_chat",kind="reset"} 1"#));
+}
+
+#[tokio::test]
+async fn invalid_utf8_from_the_upstream_ends_with_an_error_frame() {
+    let mut body = openai_chat_stream(&["fine"]);
+    body.truncate(body.len() - "data: [DONE]\n\n".len());
+    body.extend_from_slice(
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n",
+    );
+    let mock = MockUpstream::start(move |_| Reply::sse(&body)).await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", "").await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    let text = a.text();
+    assert!(text.contains("fine"));
+    assert!(
+        !text.contains('\u{fffd}'),
+        "the invalid frame is not relayed"
+    );
+    assert!(
+        text.ends_with("\"code\":\"upstream_unavailable\"}}\n\n"),
+        "{text}"
+    );
+}
