@@ -119,6 +119,8 @@ pub struct Timeouts {
     pub idle_ms: u64,
     /// Time a client has to send its request head (slow clients are cut off).
     pub client_header_ms: u64,
+    /// Longest a whole exchange may take, streamed answer included (504, or an error frame).
+    pub total_ms: u64,
 }
 
 impl Default for Timeouts {
@@ -128,6 +130,7 @@ impl Default for Timeouts {
             response_headers_ms: 300_000,
             idle_ms: 120_000,
             client_header_ms: 30_000,
+            total_ms: 900_000,
         }
     }
 }

@@ -49,7 +49,7 @@ pub struct Metrics {
     pub overhead: Family<RouteLabels, Histogram>,
     /// Streams being relayed right now.
     pub streams_in_flight: Gauge,
-    /// Upstream failures by kind (connect, timeout, reset, malformed, idle, encoded).
+    /// Upstream failures by kind (connect, timeout, reset, malformed, idle, total, encoded).
     pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
     /// Streams ended because a pending check held back more than `limits.max_holdback_bytes`.
     pub holdback_exceeded: Family<RouteLabels, Counter>,

@@ -204,3 +204,55 @@ async fn invalid_utf8_from_the_upstream_ends_with_an_error_frame() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_stream_that_never_ends_is_cut_at_the_total_timeout() {
+    // A chunk every 50 ms is never idle, but the exchange may not last past total_ms.
+    let frame =
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"more \"}}]}\n\n".to_vec();
+    let mock = MockUpstream::start(move |_| {
+        let chunks = (0..400)
+            .map(|_| Chunk::new(frame.clone(), Duration::from_millis(50)))
+            .collect();
+        Reply::chunks(200, chunks).with_header("content-type", "text/event-stream")
+    })
+    .await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators: []\n",
+        "timeouts: { idle_ms: 10000, total_ms: 400 }",
+    )
+    .await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    let text = a.text();
+    assert!(text.contains("more "), "{text}");
+    assert!(
+        text.ends_with("\"code\":\"upstream_timeout\"}}\n\n"),
+        "{text}"
+    );
+    assert!(metrics(proxy.addr())
+        .await
+        .contains(r#"guardwire_upstream_errors_total{route="openai_chat",kind="total"} 1"#));
+    assert!(mock.wait_for_cancelled(1, Duration::from_secs(10)).await);
+}
+
+#[tokio::test]
+async fn a_slow_client_head_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["ok"]))).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators: []\n",
+        "timeouts: { client_header_ms: 200 }",
+    )
+    .await;
+    let mut conn = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    // Half a request head, then nothing (slowloris).
+    conn.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut buf)).await;
+    assert!(closed.is_ok(), "the connection was left open");
+    assert_eq!(mock.request_count(), 0);
+}

@@ -81,6 +81,8 @@ pub struct StreamContext {
     /// Time spent before the stream started (request handling, response head).
     pub overhead_so_far: Duration,
     pub idle_timeout: Duration,
+    /// When the whole exchange must be over (`timeouts.total_ms` after the request arrived).
+    pub total_deadline: tokio::time::Instant,
     pub max_frame_bytes: usize,
     pub max_holdback_bytes: usize,
     /// Turns true when the drain deadline passes.
@@ -127,7 +129,9 @@ impl GuardedStream {
             out: VecDeque::new(),
             frames: Vec::new(),
             done: false,
-            idle: Box::pin(tokio::time::sleep(ctx.idle_timeout)),
+            idle: Box::pin(tokio::time::sleep_until(
+                (tokio::time::Instant::now() + ctx.idle_timeout).min(ctx.total_deadline),
+            )),
             stop: {
                 let mut rx = ctx.stop.clone();
                 Box::pin(async move {
@@ -159,13 +163,18 @@ impl GuardedStream {
             };
             match Pin::new(upstream).poll_frame(cx) {
                 Poll::Pending => {
+                    // One timer serves both limits: it is set to whichever comes first.
                     if self.idle.as_mut().poll(cx).is_ready() {
-                        self.upstream_failed(
-                            "idle",
-                            GatewayError::UpstreamTimeout(
-                                "the upstream sent nothing for too long".into(),
-                            ),
-                        );
+                        let (kind, why) = if tokio::time::Instant::now() >= self.ctx.total_deadline
+                        {
+                            (
+                                "total",
+                                "the answer took longer than the total time allowed",
+                            )
+                        } else {
+                            ("idle", "the upstream sent nothing for too long")
+                        };
+                        self.upstream_failed(kind, GatewayError::UpstreamTimeout(why.into()));
                         continue;
                     }
                     return Poll::Pending;
@@ -176,7 +185,8 @@ impl GuardedStream {
                         self.ingest(&data);
                     }
                     self.coalesce_output();
-                    let deadline = tokio::time::Instant::now() + self.ctx.idle_timeout;
+                    let deadline = (tokio::time::Instant::now() + self.ctx.idle_timeout)
+                        .min(self.ctx.total_deadline);
                     self.idle.as_mut().reset(deadline);
                     self.overhead += started.elapsed();
                 }

@@ -255,7 +255,18 @@ impl Gateway {
                 req.method(),
                 req.uri().path()
             ))),
-            Some(route) => self.proxy(&rt, route, req, &ex).await,
+            Some(route) => {
+                let total = Duration::from_millis(rt.config.timeouts.total_ms);
+                match tokio::time::timeout(total, self.proxy(&rt, route, req, &ex)).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        self.count_upstream_error(route, "total");
+                        Err(GatewayError::UpstreamTimeout(
+                            "the request took longer than the total time allowed".into(),
+                        ))
+                    }
+                }
+            }
         };
         let mut resp = result.unwrap_or_else(|e| error_response(protocol, &e));
         resp.headers_mut().insert(&headers::REQUEST_ID, request_id);
@@ -374,6 +385,8 @@ impl Gateway {
                 protocol: route.protocol,
                 overhead_so_far: pre_upstream + head_started.elapsed(),
                 idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
+                total_deadline: tokio::time::Instant::from_std(ex.started)
+                    + Duration::from_millis(rt.config.timeouts.total_ms),
                 max_frame_bytes: limits.max_frame_bytes,
                 max_holdback_bytes: limits.max_holdback_bytes,
                 stop: self.stop_streams.subscribe(),
