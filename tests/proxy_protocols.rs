@@ -495,3 +495,21 @@ async fn unconfigured_providers_answer_404_in_their_own_shape() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_forbidden_tool_is_blocked_before_anything_of_its_call_is_released() {
+    let pack =
+        "validators:\n  - id: no-f\n    type: tools_not_called\n    params: { tool_names: [f] }\n";
+    for p in all() {
+        let (frames, _) = (p.tool_frames)(&["{\"q\": ", "1}"]);
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert_eq!(
+            a.text(),
+            (p.block_frame)("blocked by guardrail 'no-f'"),
+            "{}",
+            p.name
+        );
+    }
+}

@@ -109,6 +109,67 @@ pub enum CheckDef {
     MaxLength {
         max_chars: u64,
     },
+    /// `contains` (all patterns) / `contains_any` (one of them), case-insensitive, whole text.
+    Contains {
+        patterns: Vec<String>,
+        any: bool,
+    },
+    MinLength {
+        min_chars: u64,
+    },
+    JsonValid,
+    /// Tool checks on the response: see [`ToolCheck`].
+    Tool(ToolCheck),
+}
+
+/// Checks on the tool calls of one response (per choice).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolCheck {
+    /// `tools_called`: each tool called at least `min_calls` times (AfterCall).
+    Called { names: Vec<String>, min_calls: u64 },
+    /// `tools_not_called`: blocks at the tool call's start, before any argument is released.
+    NotCalled { names: Vec<String> },
+    /// `tool_call_count`: calls (of `tool`, or of any tool): `max` is enforced as calls start,
+    /// `min` at the end.
+    Count {
+        tool: Option<String>,
+        min: Option<u64>,
+        max: Option<u64>,
+    },
+}
+
+/// A check on a whole text (AfterCall for the response; the joined request text for input).
+#[derive(Debug)]
+enum WholeCheck {
+    Regex(regex_automata::meta::Regex),
+    /// Lowercased patterns; `any`: one suffices.
+    Contains {
+        patterns: Vec<String>,
+        any: bool,
+    },
+    MinChars(u64),
+    JsonValid,
+}
+
+impl WholeCheck {
+    fn passes(&self, text: &str, lower: &mut Option<String>) -> bool {
+        match self {
+            WholeCheck::Regex(re) => re.is_match(text),
+            WholeCheck::Contains { patterns, any } => {
+                let lower = lower.get_or_insert_with(|| text.to_lowercase());
+                let mut found = patterns.iter().map(|p| lower.contains(p.as_str()));
+                if *any {
+                    found.any(|f| f)
+                } else {
+                    found.all(|f| f)
+                }
+            }
+            WholeCheck::MinChars(min) => crate::scan::text::char_count(text) >= *min,
+            WholeCheck::JsonValid => {
+                serde_json::from_str::<serde::de::IgnoredAny>(text.trim()).is_ok()
+            }
+        }
+    }
 }
 
 /// The hook phase a verdict came from; also the `phase` metrics label.
@@ -154,8 +215,8 @@ struct TargetChecks {
     scan: ScanSet,
     /// (validator, max characters) — output: per choice over content and refusal; input: per message.
     max_chars: Vec<(u32, u64)>,
-    /// (validator, regex) that the whole text must match.
-    require: Vec<(u32, regex_automata::meta::Regex)>,
+    /// (validator, check) on the whole text.
+    whole: Vec<(u32, WholeCheck)>,
 }
 
 /// Error building a policy.
@@ -178,6 +239,8 @@ pub enum PolicyError {
 pub struct Policy {
     validators: Vec<Validator>,
     targets: [TargetChecks; 3],
+    /// (validator, check) on the response's tool calls.
+    tools: Vec<(u32, ToolCheck)>,
     packs: Vec<String>,
 }
 
@@ -235,9 +298,22 @@ impl Policy {
                         let re = regex_automata::meta::Regex::builder()
                             .build_from_hir(hir)
                             .map_err(|e| fail(format!("param 'pattern': {e}")))?;
-                        checks.require.push((owner, re));
+                        checks.whole.push((owner, WholeCheck::Regex(re)));
                     }
                     CheckDef::MaxLength { max_chars } => checks.max_chars.push((owner, *max_chars)),
+                    CheckDef::Contains { patterns, any } => checks.whole.push((
+                        owner,
+                        WholeCheck::Contains {
+                            patterns: patterns.iter().map(|p| p.to_lowercase()).collect(),
+                            any: *any,
+                        },
+                    )),
+                    CheckDef::MinLength { min_chars } => {
+                        checks.whole.push((owner, WholeCheck::MinChars(*min_chars)))
+                    }
+                    CheckDef::JsonValid => checks.whole.push((owner, WholeCheck::JsonValid)),
+                    // Tool calls are not text: collected once, below.
+                    CheckDef::Tool(_) => {}
                 }
             }
             let literals = if literals.is_empty() {
@@ -263,6 +339,14 @@ impl Policy {
             })?;
             checks.scan = ScanSet::new(literals, regexes);
         }
+        policy.tools = defs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, def))| match def {
+                CheckDef::Tool(t) => Some((i as u32, t.clone())),
+                _ => None,
+            })
+            .collect();
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
         Ok(policy)
     }
@@ -331,13 +415,14 @@ impl Policy {
                     });
                 }
             }
-            if !checks.require.is_empty() {
+            if !checks.whole.is_empty() {
                 all_text.push_str(text);
                 all_text.push('\n');
             }
         }
-        for (owner, re) in &checks.require {
-            if !re.is_match(&all_text) {
+        let mut lower = None;
+        for (owner, check) in &checks.whole {
+            if !check.passes(&all_text, &mut lower) {
                 hits.push(Hit {
                     owner: *owner,
                     start: None,
@@ -386,6 +471,7 @@ impl Policy {
             },
             channels: Vec::new(),
             choices: Vec::new(),
+            tool_calls: Vec::new(),
             hits: Vec::new(),
             reported: Reported::default(),
             findings: Vec::new(),
@@ -394,7 +480,7 @@ impl Policy {
 
     /// True when AfterCall needs the response text kept (whole-text checks exist).
     fn keeps_text(&self, target: Target) -> bool {
-        !self.checks(target).require.is_empty()
+        !self.checks(target).whole.is_empty()
     }
 }
 
@@ -441,6 +527,8 @@ pub struct StreamGuard {
     chunk_phase: Phase,
     channels: Vec<ChannelState>,
     choices: Vec<ChoiceState>,
+    /// (choice, tool name) of every tool call started so far.
+    tool_calls: Vec<(u32, String)>,
     hits: Vec<Hit>,
     reported: Reported,
     /// Monitor-mode findings not yet collected by the caller.
@@ -455,13 +543,23 @@ impl StreamGuard {
     /// OnChunk: checks one delta. For text it returns the channel and the channel position after
     /// it, so the caller can hold the frame until [`StreamGuard::safe_pos`] passes that position.
     pub fn on_chunk(&mut self, delta: &Delta<'_>) -> Result<Option<(ChannelId, u64)>, Finding> {
-        let Delta::Text {
-            choice,
-            channel,
-            text,
-        } = delta
-        else {
-            return Ok(None);
+        let (choice, channel, text) = match delta {
+            Delta::Text {
+                choice,
+                channel,
+                text,
+            } => (choice, channel, text),
+            Delta::ToolCallStart { choice, name, .. } => {
+                self.on_tool_call(*choice, name);
+                self.policy.judge(
+                    &mut self.hits,
+                    self.chunk_phase,
+                    &mut self.reported,
+                    &mut self.findings,
+                )?;
+                return Ok(None);
+            }
+            _ => return Ok(None),
         };
         let id = self.channel(*choice, *channel);
         let policy = &*self.policy;
@@ -495,6 +593,38 @@ impl StreamGuard {
         Ok(Some((id, pos)))
     }
 
+    /// A tool call starts: `tools_not_called` and `tool_call_count` maxima fire here, before
+    /// any of its arguments is released.
+    fn on_tool_call(&mut self, choice: u32, name: &str) {
+        self.tool_calls.push((choice, name.to_owned()));
+        for (owner, check) in &self.policy.tools {
+            let violated = match check {
+                ToolCheck::NotCalled { names } => names.iter().any(|n| n == name),
+                ToolCheck::Count {
+                    tool,
+                    max: Some(max),
+                    ..
+                } => self.calls(choice, tool.as_deref()) > *max,
+                _ => false,
+            };
+            if violated {
+                self.hits.push(Hit {
+                    owner: *owner,
+                    start: None,
+                    end: 0,
+                });
+            }
+        }
+    }
+
+    /// Tool calls of `choice` (to `tool`, or to any tool).
+    fn calls(&self, choice: u32, tool: Option<&str>) -> u64 {
+        self.tool_calls
+            .iter()
+            .filter(|(c, n)| *c == choice && tool.is_none_or(|t| t == n))
+            .count() as u64
+    }
+
     /// Text of `channel` before this position can no longer be part of a violation.
     pub fn safe_pos(&self, channel: ChannelId) -> u64 {
         let ch = &self.channels[channel];
@@ -518,19 +648,42 @@ impl StreamGuard {
             &mut self.findings,
         )?;
         let output = policy.checks(Target::Output);
-        if !output.require.is_empty() {
-            if self.choices.is_empty() {
-                self.choices.push(ChoiceState::default());
+        // Every choice that produced anything (choice 0 for an empty answer) is judged.
+        for &(choice, _) in &self.tool_calls {
+            choice_state(&mut self.choices, choice);
+        }
+        if self.choices.is_empty() {
+            self.choices.push(ChoiceState::default());
+        }
+        for c in &self.choices {
+            let mut lower = None;
+            for (owner, check) in &output.whole {
+                if !check.passes(&c.text, &mut lower) {
+                    self.hits.push(Hit {
+                        owner: *owner,
+                        start: None,
+                        end: 0,
+                    });
+                }
             }
-            for c in &self.choices {
-                for (owner, re) in &output.require {
-                    if !re.is_match(&c.text) {
-                        self.hits.push(Hit {
-                            owner: *owner,
-                            start: None,
-                            end: 0,
-                        });
-                    }
+            for (owner, check) in &policy.tools {
+                let violated = match check {
+                    ToolCheck::Called { names, min_calls } => names
+                        .iter()
+                        .any(|n| self.calls(c.choice, Some(n)) < *min_calls),
+                    ToolCheck::Count {
+                        tool,
+                        min: Some(min),
+                        ..
+                    } => self.calls(c.choice, tool.as_deref()) < *min,
+                    _ => false,
+                };
+                if violated {
+                    self.hits.push(Hit {
+                        owner: *owner,
+                        start: None,
+                        end: 0,
+                    });
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! param named — never on the first request.
 
 use super::catalog;
-use super::{CheckDef, Direction, Mode, Threshold, Validator};
+use super::{CheckDef, Direction, Mode, Threshold, ToolCheck, Validator};
 use crate::scan::compile_hir;
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -170,6 +170,21 @@ fn parse_validator(
         ));
     }
     let def = build_check(canonical, &type_name, &mut p).map_err(&at)?;
+    if matches!(def, CheckDef::Tool(_)) && direction != Direction::Output {
+        return Err(at(
+            "param 'direction': tool checks apply to the response's tool calls (output) only; session-level tool checks are not supported yet"
+                .into(),
+        ));
+    }
+    if matches!(
+        def,
+        CheckDef::Contains { .. } | CheckDef::MinLength { .. } | CheckDef::JsonValid
+    ) && matches!(direction, Direction::Reasoning | Direction::All)
+    {
+        return Err(at(
+            "param 'direction': whole-text checks of reasoning are not supported yet".into(),
+        ));
+    }
     if let Some(unknown) = p.map.keys().next() {
         return Err(at(format!(
             "param '{unknown}': unknown param for `{type_name}`"
@@ -193,10 +208,7 @@ fn parse_validator(
 fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<CheckDef, String> {
     match canonical {
         "content_excludes" => {
-            let patterns = p.required_string_list("patterns")?;
-            if let Some(i) = patterns.iter().position(String::is_empty) {
-                return Err(format!("param 'patterns': entry {i} is empty"));
-            }
+            let patterns = non_empty_patterns(p.required_string_list("patterns")?)?;
             let default_mode = if type_name == "banned_words" {
                 "word_boundary"
             } else {
@@ -240,9 +252,48 @@ fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<Check
             let max = max.ok_or_else(|| "param 'max': required (characters)".to_owned())?;
             Ok(CheckDef::MaxLength { max_chars: max })
         }
+        "contains" | "contains_any" => Ok(CheckDef::Contains {
+            patterns: non_empty_patterns(p.required_string_list("patterns")?)?,
+            any: canonical == "contains_any",
+        }),
+        "min_length" => Ok(CheckDef::MinLength {
+            min_chars: p
+                .u64("min")?
+                .ok_or_else(|| "param 'min': required (characters)".to_owned())?,
+        }),
+        "json_valid" => Ok(CheckDef::JsonValid),
+        "tools_called" => {
+            let names = p.required_string_list("tool_names")?;
+            let min_calls = p.u64("min_calls")?.unwrap_or(1);
+            if min_calls == 0 {
+                return Err("param 'min_calls': must be at least 1".into());
+            }
+            Ok(CheckDef::Tool(ToolCheck::Called { names, min_calls }))
+        }
+        "tools_not_called" => Ok(CheckDef::Tool(ToolCheck::NotCalled {
+            names: p.required_string_list("tool_names")?,
+        })),
+        "tool_call_count" => {
+            let tool = p.string("tool")?;
+            let (min, max) = (p.u64("min")?, p.u64("max")?);
+            match (min, max) {
+                (None, None) => Err("param 'min' or 'max': at least one is required".into()),
+                (Some(lo), Some(hi)) if lo > hi => {
+                    Err(format!("param 'min': {lo} is more than max {hi}"))
+                }
+                _ => Ok(CheckDef::Tool(ToolCheck::Count { tool, min, max })),
+            }
+        }
         other => Err(format!(
             "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
         )),
+    }
+}
+
+fn non_empty_patterns(patterns: Vec<String>) -> Result<Vec<String>, String> {
+    match patterns.iter().position(String::is_empty) {
+        Some(i) => Err(format!("param 'patterns': entry {i} is empty")),
+        None => Ok(patterns),
     }
 }
 

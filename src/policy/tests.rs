@@ -191,3 +191,98 @@ fn reasoning_validators_see_only_reasoning() {
     g.on_chunk(&think).unwrap();
     assert_eq!(g.after_call().unwrap_err().validator, 1);
 }
+
+fn tool_start(choice: u32, name: &str) -> Delta<'_> {
+    Delta::ToolCallStart {
+        choice,
+        index: 0,
+        id: None,
+        name: Cow::Borrowed(name),
+    }
+}
+
+#[test]
+fn contains_contains_any_min_length_and_json_valid_judge_the_whole_answer() {
+    let p = policy(
+        r#"
+validators:
+  - type: content_includes
+    params: { patterns: ["Ticket", "open"] }
+"#,
+    )
+    .unwrap();
+    assert!(stream(&p, &["your tick", "et is OPEN"]).is_ok());
+    assert_eq!(
+        stream(&p, &["your ticket"]).unwrap_err().phase,
+        Phase::Response
+    );
+    let any = policy(
+        "validators:\n  - type: content_includes_any\n    params: { patterns: [yes, no] }\n",
+    )
+    .unwrap();
+    assert!(stream(&any, &["N", "o."]).is_ok());
+    assert!(stream(&any, &["maybe"]).is_err());
+    let min = policy("validators:\n  - type: min_length\n    params: { min_chars: 5 }\n").unwrap();
+    assert!(stream(&min, &["héllo"]).is_ok());
+    assert!(stream(&min, &["hé"]).is_err());
+    let json = policy("validators:\n  - type: valid_json\n").unwrap();
+    assert!(stream(&json, &[" {\"a\":", " [1, 2]}\n"]).is_ok());
+    assert!(stream(&json, &["{\"a\": "]).is_err());
+}
+
+#[test]
+fn tools_not_called_and_count_max_fire_when_the_call_starts() {
+    let p = policy(
+        r#"
+validators:
+  - id: no-delete
+    type: tools_not_called
+    params: { tool_names: [delete_user] }
+  - id: at-most-two
+    type: tool_call_count
+    params: { max: 2 }
+"#,
+    )
+    .unwrap();
+    let mut g = p.stream_guard(true);
+    g.on_chunk(&tool_start(0, "lookup")).unwrap();
+    let f = g.on_chunk(&tool_start(0, "delete_user")).unwrap_err();
+    assert_eq!((f.validator, f.phase), (0, Phase::Stream));
+    let mut g = p.stream_guard(true);
+    g.on_chunk(&tool_start(0, "a")).unwrap();
+    g.on_chunk(&tool_start(1, "a")).unwrap();
+    g.on_chunk(&tool_start(0, "b")).unwrap();
+    assert_eq!(g.on_chunk(&tool_start(0, "c")).unwrap_err().validator, 1);
+}
+
+#[test]
+fn tools_called_and_count_min_are_judged_per_choice_at_the_end() {
+    let p = policy(
+        r#"
+validators:
+  - type: tool_called
+    params: { tool_names: [lookup], min_calls: 2 }
+  - type: tool_call_count
+    params: { tool: lookup, min: 1 }
+"#,
+    )
+    .unwrap();
+    let mut g = p.stream_guard(true);
+    g.on_chunk(&tool_start(0, "lookup")).unwrap();
+    g.on_chunk(&tool_start(0, "lookup")).unwrap();
+    assert!(g.after_call().is_ok());
+    let mut g = p.stream_guard(true);
+    g.on_chunk(&tool_start(0, "lookup")).unwrap();
+    assert_eq!(g.after_call().unwrap_err().validator, 0);
+    let mut g = p.stream_guard(true);
+    g.on_chunk(&text(0, "no tools at all")).unwrap();
+    assert!(g.after_call().is_err());
+    let e = policy(
+        "validators:\n  - type: tools_called\n    params: { tool_names: [a], direction: input }\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("param 'direction'"), "{e}");
+    let e = policy("validators:\n  - type: tool_call_count\n    params: { min: 3, max: 1 }\n")
+        .unwrap_err();
+    assert!(e.contains("param 'min'"), "{e}");
+}
