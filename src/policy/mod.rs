@@ -408,11 +408,7 @@ impl Policy {
             let chars = crate::scan::text::char_count(text);
             for &(owner, max) in &checks.max_chars {
                 if chars > max {
-                    hits.push(Hit {
-                        owner,
-                        start: None,
-                        end: 0,
-                    });
+                    hits.push(whole_hit(owner));
                 }
             }
             if !checks.whole.is_empty() {
@@ -423,11 +419,7 @@ impl Policy {
         let mut lower = None;
         for (owner, check) in &checks.whole {
             if !check.passes(&all_text, &mut lower) {
-                hits.push(Hit {
-                    owner: *owner,
-                    start: None,
-                    end: 0,
-                });
+                hits.push(whole_hit(*owner));
             }
         }
         self.judge(&mut hits, Phase::Input, &mut reported, findings)
@@ -481,6 +473,15 @@ impl Policy {
     /// True when AfterCall needs the response text kept (whole-text checks exist).
     fn keeps_text(&self, target: Target) -> bool {
         !self.checks(target).whole.is_empty()
+    }
+}
+
+/// A violation of a check on something whole (a text, a count): no span to point at.
+fn whole_hit(owner: u32) -> Hit {
+    Hit {
+        owner,
+        start: None,
+        end: 0,
     }
 }
 
@@ -608,11 +609,7 @@ impl StreamGuard {
                 _ => false,
             };
             if violated {
-                self.hits.push(Hit {
-                    owner: *owner,
-                    start: None,
-                    end: 0,
-                });
+                self.hits.push(whole_hit(*owner));
             }
         }
     }
@@ -659,11 +656,7 @@ impl StreamGuard {
             let mut lower = None;
             for (owner, check) in &output.whole {
                 if !check.passes(&c.text, &mut lower) {
-                    self.hits.push(Hit {
-                        owner: *owner,
-                        start: None,
-                        end: 0,
-                    });
+                    self.hits.push(whole_hit(*owner));
                 }
             }
             for (owner, check) in &policy.tools {
@@ -679,11 +672,7 @@ impl StreamGuard {
                     _ => false,
                 };
                 if violated {
-                    self.hits.push(Hit {
-                        owner: *owner,
-                        start: None,
-                        end: 0,
-                    });
+                    self.hits.push(whole_hit(*owner));
                 }
             }
         }
