@@ -9,7 +9,7 @@
 //! body ends, and the upstream response is dropped, which cancels the upstream request.
 
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, RouteLabels, UpstreamErrorLabels, VerdictLabels};
+use crate::metrics::{Metrics, RouteLabels};
 use crate::policy::{ChannelId, Finding, StreamGuard};
 use crate::protocol::{FrameKind, Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
@@ -334,40 +334,18 @@ impl GuardedStream {
     }
 
     fn block(&mut self, finding: Finding) {
-        let policy = self.guard.policy();
-        let v = policy.validator(finding.validator);
-        self.ctx
-            .metrics
-            .blocked
-            .get_or_create(&VerdictLabels {
-                validator: v.label.clone(),
-                phase: finding.phase.as_str(),
-                route: self.ctx.route,
-            })
-            .inc();
-        tracing::info!(
-            request_id = %self.ctx.request_id,
-            route = self.ctx.route,
-            validator = %v.label,
-            phase = finding.phase.as_str(),
-            held_frames = self.held.len(),
-            "stream blocked"
+        let err = super::record_block(
+            &self.ctx.metrics,
+            self.guard.policy(),
+            finding,
+            self.ctx.route,
+            &self.ctx.request_id,
         );
-        let err = GatewayError::Blocked {
-            message: policy.message(finding.validator),
-        };
         self.terminate(err);
     }
 
     fn upstream_failed(&mut self, kind: &'static str, err: GatewayError) {
-        self.ctx
-            .metrics
-            .upstream_errors
-            .get_or_create(&UpstreamErrorLabels {
-                route: self.ctx.route,
-                kind,
-            })
-            .inc();
+        super::count_upstream_error(&self.ctx.metrics, self.ctx.route, kind);
         tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, kind, "upstream stream failed");
         self.terminate(err);
     }
@@ -387,20 +365,14 @@ impl GuardedStream {
         if self.guard.findings.is_empty() {
             return;
         }
-        let policy = Arc::clone(self.guard.policy());
-        for f in self.guard.findings.drain(..) {
-            let v = policy.validator(f.validator);
-            self.ctx
-                .metrics
-                .monitored
-                .get_or_create(&VerdictLabels {
-                    validator: v.label.clone(),
-                    phase: f.phase.as_str(),
-                    route: self.ctx.route,
-                })
-                .inc();
-            tracing::info!(request_id = %self.ctx.request_id, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
-        }
+        super::record_monitor(
+            &self.ctx.metrics,
+            self.guard.policy(),
+            &self.guard.findings,
+            self.ctx.route,
+            &self.ctx.request_id,
+        );
+        self.guard.findings.clear();
     }
 
     /// Sends what one upstream read released as one write.

@@ -99,7 +99,13 @@ impl Drop for InFlight {
 struct Exchange {
     started: Instant,
     request_id: HeaderValue,
-    route: &'static str,
+}
+
+impl Exchange {
+    /// The request id as text, for logs.
+    fn id(&self) -> &str {
+        self.request_id.to_str().unwrap_or("")
+    }
 }
 
 impl Gateway {
@@ -247,7 +253,6 @@ impl Gateway {
         let ex = Exchange {
             started,
             request_id: request_id.clone(),
-            route: route_name,
         };
         let result = match route {
             None => Err(GatewayError::NotFound(format!(
@@ -381,7 +386,7 @@ impl Gateway {
             let ctx = StreamContext {
                 metrics: Arc::clone(&self.metrics),
                 route: route.name,
-                request_id: ex.request_id.to_str().unwrap_or("").to_owned(),
+                request_id: ex.id().to_owned(),
                 protocol: route.protocol,
                 overhead_so_far: pre_upstream + head_started.elapsed(),
                 idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
@@ -452,45 +457,69 @@ impl Gateway {
     }
 
     fn blocked(&self, route: &Route, ex: &Exchange, finding: Finding) -> GatewayError {
-        let v = route.policy.validator(finding.validator);
-        self.metrics
-            .blocked
-            .get_or_create(&VerdictLabels {
-                validator: v.label.clone(),
-                phase: finding.phase.as_str(),
-                route: route.name,
-            })
-            .inc();
-        tracing::info!(request_id = ?ex.request_id, route = ex.route, validator = %v.label, phase = finding.phase.as_str(), "blocked");
-        GatewayError::Blocked {
-            message: route.policy.message(finding.validator),
-        }
+        record_block(&self.metrics, &route.policy, finding, route.name, ex.id())
     }
 
     fn report_monitor(&self, route: &Route, ex: &Exchange, findings: &[Finding]) {
-        for f in findings {
-            let v = route.policy.validator(f.validator);
-            self.metrics
-                .monitored
-                .get_or_create(&VerdictLabels {
-                    validator: v.label.clone(),
-                    phase: f.phase.as_str(),
-                    route: route.name,
-                })
-                .inc();
-            tracing::info!(request_id = ?ex.request_id, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
-        }
+        record_monitor(&self.metrics, &route.policy, findings, route.name, ex.id());
     }
 
     fn count_upstream_error(&self, route: &Route, kind: &'static str) {
-        self.metrics
-            .upstream_errors
-            .get_or_create(&UpstreamErrorLabels {
-                route: route.name,
-                kind,
+        count_upstream_error(&self.metrics, route.name, kind);
+    }
+}
+
+/// Counts and logs a block — the validator, never the matched text — and returns the error the
+/// client is answered with. Shared by the request path and the stream body.
+fn record_block(
+    metrics: &Metrics,
+    policy: &Policy,
+    finding: Finding,
+    route: &'static str,
+    request_id: &str,
+) -> GatewayError {
+    let v = policy.validator(finding.validator);
+    metrics
+        .blocked
+        .get_or_create(&VerdictLabels {
+            validator: v.label.clone(),
+            phase: finding.phase.as_str(),
+            route,
+        })
+        .inc();
+    tracing::info!(request_id, route, validator = %v.label, phase = finding.phase.as_str(), "blocked");
+    GatewayError::Blocked {
+        message: policy.message(finding.validator),
+    }
+}
+
+/// Counts and logs monitor-mode violations (which never block).
+fn record_monitor<'a>(
+    metrics: &Metrics,
+    policy: &Policy,
+    findings: impl IntoIterator<Item = &'a Finding>,
+    route: &'static str,
+    request_id: &str,
+) {
+    for f in findings {
+        let v = policy.validator(f.validator);
+        metrics
+            .monitored
+            .get_or_create(&VerdictLabels {
+                validator: v.label.clone(),
+                phase: f.phase.as_str(),
+                route,
             })
             .inc();
+        tracing::info!(request_id, route, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
     }
+}
+
+fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: &'static str) {
+    metrics
+        .upstream_errors
+        .get_or_create(&UpstreamErrorLabels { route, kind })
+        .inc();
 }
 
 async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
