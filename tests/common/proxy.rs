@@ -22,11 +22,28 @@ impl Proxy {
 
 /// Starts guardwire on 127.0.0.1:0 with one pack (YAML text) and `extra` config lines.
 pub async fn start_proxy(openai_upstream: &str, pack_yaml: &str, extra: &str) -> Proxy {
+    start_with(
+        &format!("  openai: \"{openai_upstream}\"\n"),
+        pack_yaml,
+        extra,
+    )
+    .await
+}
+
+/// Like [`start_proxy`], with every provider's upstream pointing at `upstream`.
+pub async fn start_proxy_all(upstream: &str, pack_yaml: &str, extra: &str) -> Proxy {
+    let upstreams = ["openai", "anthropic", "gemini"]
+        .map(|p| format!("  {p}: \"{upstream}\"\n"))
+        .concat();
+    start_with(&upstreams, pack_yaml, extra).await
+}
+
+async fn start_with(upstream_lines: &str, pack_yaml: &str, extra: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("pack.yaml");
     std::fs::write(&pack, pack_yaml).unwrap();
     let yaml = format!(
-        "listen: \"127.0.0.1:0\"\nupstreams:\n  openai: \"{openai_upstream}\"\npacks: [\"{}\"]\n{extra}\n",
+        "listen: \"127.0.0.1:0\"\nupstreams:\n{upstream_lines}packs: [\"{}\"]\n{extra}\n",
         pack.display()
     );
     let config = Config::from_yaml(&yaml).unwrap();
@@ -128,18 +145,4 @@ pub async fn metrics(addr: SocketAddr) -> String {
     send(addr, "GET", "/metrics", Bytes::new(), &[])
         .await
         .text()
-}
-
-/// Like [`start_proxy`], with every provider's upstream pointing at `upstream`.
-pub async fn start_proxy_all(upstream: &str, pack_yaml: &str, extra: &str) -> Proxy {
-    let dir = tempfile::tempdir().unwrap();
-    let pack = dir.path().join("pack.yaml");
-    std::fs::write(&pack, pack_yaml).unwrap();
-    let yaml = format!(
-        "listen: \"127.0.0.1:0\"\nupstreams:\n  openai: \"{upstream}\"\n  anthropic: \"{upstream}\"\n  gemini: \"{upstream}\"\npacks: [\"{}\"]\n{extra}\n",
-        pack.display()
-    );
-    let config = Config::from_yaml(&yaml).unwrap();
-    let server = guardwire::server::start(config).await.unwrap();
-    Proxy { server, _dir: dir }
 }
