@@ -11,8 +11,8 @@ mod common;
 
 use common::mock_upstream::{MockUpstream, Reply};
 use common::sdk::{
-    assert_no_leak, long_tail, points_inside, sse_events, Harness, Sdk, BANNED, INPUT_MESSAGE,
-    OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME, WAIT,
+    assert_cancelled, assert_no_leak, long_tail, points_inside, sse_events, Harness, Sdk, BANNED,
+    INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -179,14 +179,6 @@ fn assert_bad_request(report: &Value, message: &str) {
         !report["body"].to_string().contains(BANNED),
         "the error body leaks the answer: {report:#}"
     );
-}
-
-async fn assert_cancelled(mock: &MockUpstream) {
-    assert!(
-        mock.wait_for_cancelled(1, WAIT).await,
-        "the upstream request was not cancelled after the block"
-    );
-    assert_eq!(mock.completed_count(), 0);
 }
 
 // ---- tests ----

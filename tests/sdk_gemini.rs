@@ -11,8 +11,8 @@ mod common;
 
 use common::mock_upstream::{sse_data_frames, MockUpstream, Reply};
 use common::sdk::{
-    assert_no_leak, long_tail, points_inside, Harness, Sdk, BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE,
-    PIECE_DELAY, TOOL_NAME, WAIT,
+    assert_cancelled, assert_no_leak, long_tail, points_inside, Harness, Sdk, BANNED,
+    INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -98,14 +98,6 @@ fn assert_client_error(report: &Value, message: &str) {
         !report["details"].to_string().contains(BANNED),
         "the error leaks the answer: {report:#}"
     );
-}
-
-async fn assert_cancelled(mock: &MockUpstream) {
-    assert!(
-        mock.wait_for_cancelled(1, WAIT).await,
-        "the upstream request was not cancelled after the block"
-    );
-    assert_eq!(mock.completed_count(), 0);
 }
 
 // ---- tests ----

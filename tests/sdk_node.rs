@@ -12,8 +12,8 @@ mod common;
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
 use common::openai_responses::text_stream as responses_stream;
 use common::sdk::{
-    assert_no_leak, assert_openai_stream_blocked, long_tail, points_inside, Harness, Sdk,
-    PIECE_DELAY, WAIT,
+    assert_cancelled, assert_no_leak, assert_openai_stream_blocked, long_tail, points_inside,
+    Harness, Sdk, PIECE_DELAY, WAIT,
 };
 use serde_json::json;
 
@@ -55,14 +55,6 @@ fn assert_forwarded(mock: &MockUpstream, path: &str) {
     assert_eq!(r.header("authorization"), Some("Bearer test-key"));
     let body = r.body_json().expect("upstream request body is JSON");
     assert_eq!(body["stream"], json!(true), "{body}");
-}
-
-async fn assert_cancelled(mock: &MockUpstream) {
-    assert!(
-        mock.wait_for_cancelled(1, WAIT).await,
-        "the upstream request was not cancelled after the block"
-    );
-    assert_eq!(mock.completed_count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,11 +12,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::mock_upstream::{openai_chat_stream, sse_data_frames, MockUpstream, Reply};
+use common::mock_upstream::{openai_chat_stream, sse_data_frames, Reply};
 use common::sdk::{
-    assert_no_leak, assert_openai_stream_blocked as assert_stream_blocked, long_tail,
-    points_inside, Harness, Sdk, BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME,
-    WAIT,
+    assert_cancelled, assert_no_leak, assert_openai_forwarded,
+    assert_openai_stream_blocked as assert_stream_blocked, long_tail, points_inside, Harness, Sdk,
+    BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -73,18 +73,6 @@ fn tool_call_stream(name: &str, argument_pieces: &[&str]) -> Vec<u8> {
 
 // ---- assertions ----
 
-/// The one request the mock saw was the SDK's, forwarded unchanged to the same path.
-fn assert_forwarded(mock: &MockUpstream, stream: bool) {
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 1, "exactly one upstream request");
-    let r = &requests[0];
-    assert_eq!(r.path_and_query, "/v1/chat/completions");
-    assert_eq!(r.header("authorization"), Some("Bearer test-key"));
-    let body = r.body_json().expect("upstream request body is JSON");
-    assert_eq!(body["model"], json!("gpt-4o"));
-    assert_eq!(body["stream"].as_bool().unwrap_or(false), stream, "{body}");
-}
-
 // ---- tests ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,7 +98,7 @@ async fn clean_stream_reaches_the_sdk_byte_for_byte() {
 
     assert_eq!(report["text"], json!(texts.concat()), "{report:#}");
     assert_eq!(report["finish_reasons"], json!(["stop"]), "{report:#}");
-    assert_forwarded(&h.mock, true);
+    assert_openai_forwarded(&h.mock, "/v1/chat/completions", true);
     assert!(h.mock.wait_for_completed(1, WAIT).await);
     h.stop().await;
 }
@@ -149,12 +137,8 @@ async fn blocked_stream_raises_api_error_without_leaking() {
     assert_stream_blocked(&report);
     let yielded = report["text"].as_str().expect("text");
     assert_no_leak(yielded, clean_prefix, &report);
-    assert_forwarded(&h.mock, true);
-    assert!(
-        h.mock.wait_for_cancelled(1, WAIT).await,
-        "the upstream request was not cancelled after the block"
-    );
-    assert_eq!(h.mock.completed_count(), 0);
+    assert_openai_forwarded(&h.mock, "/v1/chat/completions", true);
+    assert_cancelled(&h.mock).await;
     h.stop().await;
 }
 
@@ -210,7 +194,7 @@ async fn blocked_tool_arguments_raise_api_error_without_leaking() {
         arguments.keys().all(|k| k == "0"),
         "only tool call 0 exists: {report:#}"
     );
-    assert_forwarded(&h.mock, true);
+    assert_openai_forwarded(&h.mock, "/v1/chat/completions", true);
     let sent = h.mock.requests()[0].body_json().expect("JSON body");
     assert_eq!(
         sent["tools"][0]["function"]["name"],
@@ -243,7 +227,7 @@ async fn nonstream_block_raises_bad_request() {
         !body.to_string().contains(BANNED),
         "the error body leaks the answer: {report:#}"
     );
-    assert_forwarded(&h.mock, false);
+    assert_openai_forwarded(&h.mock, "/v1/chat/completions", false);
     h.stop().await;
 }
 
@@ -280,6 +264,6 @@ async fn clean_nonstream_returns_the_content() {
     assert_eq!(report["content"], json!(content), "{report:#}");
     assert_eq!(report["finish_reason"], json!("stop"), "{report:#}");
     assert_eq!(report["id"], json!("chatcmpl-2"), "{report:#}");
-    assert_forwarded(&h.mock, false);
+    assert_openai_forwarded(&h.mock, "/v1/chat/completions", false);
     h.stop().await;
 }

@@ -9,11 +9,12 @@
 
 mod common;
 
-use common::mock_upstream::{MockUpstream, Reply};
+use common::mock_upstream::Reply;
 use common::openai_responses::{text_stream, tool_call_stream, whole_response};
 use common::sdk::{
-    assert_no_leak, assert_openai_stream_blocked, long_tail, points_inside, Harness, Sdk, BANNED,
-    INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME, WAIT,
+    assert_cancelled, assert_no_leak, assert_openai_forwarded, assert_openai_stream_blocked,
+    long_tail, points_inside, Harness, Sdk, BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY,
+    TOOL_NAME, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -37,26 +38,6 @@ fn blocked_text_reply() -> (Reply, &'static str) {
 }
 
 // ---- assertions ----
-
-/// The one request the mock saw was the SDK's, forwarded to the same path.
-fn assert_forwarded(mock: &MockUpstream, stream: bool) {
-    let requests = mock.requests();
-    assert_eq!(requests.len(), 1, "exactly one upstream request");
-    let r = &requests[0];
-    assert_eq!(r.path_and_query, "/v1/responses");
-    assert_eq!(r.header("authorization"), Some("Bearer test-key"));
-    let body = r.body_json().expect("upstream request body is JSON");
-    assert_eq!(body["model"], json!("gpt-4o"));
-    assert_eq!(body["stream"].as_bool().unwrap_or(false), stream, "{body}");
-}
-
-async fn assert_cancelled(mock: &MockUpstream) {
-    assert!(
-        mock.wait_for_cancelled(1, WAIT).await,
-        "the upstream request was not cancelled after the block"
-    );
-    assert_eq!(mock.completed_count(), 0);
-}
 
 fn assert_bad_request(report: &Value, message: &str) {
     assert_eq!(report["exception"], json!("BadRequestError"), "{report:#}");
@@ -97,7 +78,7 @@ async fn clean_stream_reaches_the_sdk_byte_for_byte() {
     assert_eq!(report["text"], json!(full), "{report:#}");
     assert_eq!(report["done_texts"], json!([full]), "{report:#}");
     assert_eq!(report["status"], json!("completed"), "{report:#}");
-    assert_forwarded(&h.mock, true);
+    assert_openai_forwarded(&h.mock, "/v1/responses", true);
     assert!(h.mock.wait_for_completed(1, WAIT).await);
     h.stop().await;
 }
@@ -115,7 +96,7 @@ async fn clean_stream_through_the_stream_helper_in_tiny_pieces() {
     assert_eq!(report["text"], json!(full), "{report:#}");
     assert_eq!(report["final_output_text"], json!(full), "{report:#}");
     assert_eq!(report["final_status"], json!("completed"), "{report:#}");
-    assert_forwarded(&h.mock, true);
+    assert_openai_forwarded(&h.mock, "/v1/responses", true);
     h.stop().await;
 }
 
@@ -136,7 +117,7 @@ async fn blocked_stream_raises_api_error_without_leaking() {
     );
     assert_eq!(report["done_texts"], json!([]), "{report:#}");
     assert_eq!(report["status"], Value::Null, "{report:#}");
-    assert_forwarded(&h.mock, true);
+    assert_openai_forwarded(&h.mock, "/v1/responses", true);
     assert_cancelled(&h.mock).await;
     h.stop().await;
 }
@@ -185,7 +166,7 @@ async fn blocked_tool_arguments_raise_api_error_without_leaking() {
         arguments.keys().all(|k| k == "0"),
         "only output item 0 exists: {report:#}"
     );
-    assert_forwarded(&h.mock, true);
+    assert_openai_forwarded(&h.mock, "/v1/responses", true);
     let sent = h.mock.requests()[0].body_json().expect("JSON body");
     assert_eq!(sent["tools"][0]["name"], json!(TOOL_NAME), "{sent}");
     assert_cancelled(&h.mock).await;
@@ -202,7 +183,7 @@ async fn nonstream_block_raises_bad_request() {
     let report = h.run(&sdk, "nonstream_block").await;
 
     assert_bad_request(&report, OUTPUT_MESSAGE);
-    assert_forwarded(&h.mock, false);
+    assert_openai_forwarded(&h.mock, "/v1/responses", false);
     h.stop().await;
 }
 
@@ -231,6 +212,6 @@ async fn clean_nonstream_returns_the_output_text() {
     assert_eq!(report["output_text"], json!(content), "{report:#}");
     assert_eq!(report["status"], json!("completed"), "{report:#}");
     assert_eq!(report["id"], json!("resp_1"), "{report:#}");
-    assert_forwarded(&h.mock, false);
+    assert_openai_forwarded(&h.mock, "/v1/responses", false);
     h.stop().await;
 }

@@ -252,3 +252,25 @@ pub fn assert_openai_stream_blocked(report: &Value) {
     assert_eq!(report["type"], json!("guardrail_violation"), "{report:#}");
     assert_eq!(report["message"], json!(OUTPUT_MESSAGE), "{report:#}");
 }
+
+/// The upstream saw the request cancelled after a block, and never finished sending its reply.
+pub async fn assert_cancelled(mock: &MockUpstream) {
+    assert!(
+        mock.wait_for_cancelled(1, WAIT).await,
+        "the upstream request was not cancelled after the block"
+    );
+    assert_eq!(mock.completed_count(), 0);
+}
+
+/// An OpenAI SDK request reached the upstream once, at `path`, with the client's key and
+/// the `stream` flag as the test set it.
+pub fn assert_openai_forwarded(mock: &MockUpstream, path: &str, stream: bool) {
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1, "exactly one upstream request");
+    let r = &requests[0];
+    assert_eq!(r.path_and_query, path);
+    assert_eq!(r.header("authorization"), Some("Bearer test-key"));
+    let body = r.body_json().expect("upstream request body is JSON");
+    assert_eq!(body["model"], json!("gpt-4o"));
+    assert_eq!(body["stream"].as_bool().unwrap_or(false), stream, "{body}");
+}
