@@ -815,7 +815,7 @@ fn bench_stream_guard(c: &mut Criterion, text: &str) {
     let policy = Arc::new(Policy::load(&[pack]).unwrap_or_else(|e| panic!("{pack}: {e}")));
     let pieces = deltas(text, 64);
     let run = |pieces: &[&str]| {
-        let mut guard = policy.stream_guard(true);
+        let mut guard = policy.stream_guard(true, Default::default(), None);
         let mut safe = 0;
         for piece in pieces {
             let delta = Delta::Text {

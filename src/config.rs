@@ -43,6 +43,31 @@ pub struct Config {
     pub reload: Reload,
     #[serde(default)]
     pub admin: Admin,
+    /// Prices per model for `cost_budget`'s `max_cost_usd`, in USD per million tokens.
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, Price>,
+}
+
+/// What a model's tokens cost, in USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+impl Config {
+    /// The price of `model`: an exact entry, else the longest configured prefix of it (so
+    /// `gpt-4o` also prices `gpt-4o-2024-08-06`).
+    pub fn price(&self, model: &str) -> Option<Price> {
+        self.prices.get(model).copied().or_else(|| {
+            self.prices
+                .iter()
+                .filter(|(k, _)| model.starts_with(k.as_str()))
+                .max_by_key(|(k, _)| k.len())
+                .map(|(_, p)| *p)
+        })
+    }
 }
 
 /// Live reload: the config file and every pack it names are re-read and swapped in atomically
@@ -161,7 +186,7 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 8] = [
+const TOP_LEVEL_KEYS: [&str; 9] = [
     "listen",
     "upstreams",
     "packs",
@@ -170,6 +195,7 @@ const TOP_LEVEL_KEYS: [&str; 8] = [
     "log",
     "reload",
     "admin",
+    "prices",
 ];
 
 /// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other

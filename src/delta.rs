@@ -90,6 +90,8 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     /// For tool results: the id of the call this answers.
     pub tool_call_id: Option<String>,
+    /// For tool results: the tool reported a failure (see [`result_reports_error`]).
+    pub is_error: bool,
 }
 
 impl Message {
@@ -100,7 +102,25 @@ impl Message {
             text,
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
+    }
+}
+
+/// True when a tool result's text reports a failure, for protocols without an explicit flag:
+/// a JSON object with a non-null top-level `error` key, or `"status": "error"`.
+pub fn result_reports_error(text: &str) -> bool {
+    let t = text.trim_start();
+    if !t.starts_with('{') {
+        return false;
+    }
+    match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(t) {
+        Ok(obj) => {
+            obj.get("error")
+                .is_some_and(|e| !e.is_null() && e != &serde_json::Value::Bool(false))
+                || obj.get("status").and_then(|s| s.as_str()) == Some("error")
+        }
+        Err(_) => false,
     }
 }
 

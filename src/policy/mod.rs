@@ -10,15 +10,23 @@
 //! OnChunk + AfterCall path as one big delta per channel, so both give the same verdict.
 
 pub mod catalog;
+pub mod json_args;
 pub mod pack;
+pub mod structured;
+pub mod tools;
 
+use crate::config::Price;
 use crate::delta::{Channel, Conversation, Delta};
 use crate::scan::{
     build_forbidden, Hit, LiteralMatcher, LiteralRule, RegexRule, ScanSet, ScanState,
 };
+use json_args::FieldWatcher;
 use regex_syntax::hir::Hir;
 use std::path::Path;
 use std::sync::Arc;
+use structured::{PathCheck, SchemaCheck};
+use tools::{CallRecord, Outcome, ToolHistory};
+pub use tools::{Scope, ToolCheck};
 
 pub use pack::PackError;
 
@@ -85,8 +93,20 @@ pub struct Validator {
     pub direction: Direction,
     pub mode: Mode,
     pub threshold: Threshold,
+    /// What a check that cannot decide (missing usage, arguments that are not JSON) does.
+    pub on_error: OnError,
+    /// Hold the whole response until every check has passed (`buffer: true`).
+    pub buffer: bool,
     pub file: String,
     pub index: usize,
+}
+
+/// Fail-closed (a check that errs counts as violated) or fail-open (it counts as passed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnError {
+    #[default]
+    FailClosed,
+    FailOpen,
 }
 
 /// What a validator checks, with its params validated.
@@ -118,23 +138,21 @@ pub enum CheckDef {
         min_chars: u64,
     },
     JsonValid,
-    /// Tool checks on the response: see [`ToolCheck`].
+    FieldPresence {
+        fields: Vec<String>,
+    },
+    JsonSchema(Arc<SchemaCheck>),
+    JsonPath(Arc<PathCheck>),
+    /// Tool checks on the turn or session: see [`ToolCheck`].
     Tool(ToolCheck),
-}
-
-/// Checks on the tool calls of one response (per choice).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolCheck {
-    /// `tools_called`: each tool called at least `min_calls` times (AfterCall).
-    Called { names: Vec<String>, min_calls: u64 },
-    /// `tools_not_called`: blocks at the tool call's start, before any argument is released.
-    NotCalled { names: Vec<String> },
-    /// `tool_call_count`: calls (of `tool`, or of any tool): `max` is enforced as calls start,
-    /// `min` at the end.
-    Count {
-        tool: Option<String>,
-        min: Option<u64>,
-        max: Option<u64>,
+    /// `latency_budget`: the exchange completes within `max_ms` of the request's arrival.
+    LatencyBudget {
+        max_ms: u64,
+    },
+    /// `cost_budget`: the response's usage stays within a token count and a price.
+    CostBudget {
+        max_total_tokens: Option<u64>,
+        max_cost_usd: Option<f64>,
     },
 }
 
@@ -149,6 +167,9 @@ enum WholeCheck {
     },
     MinChars(u64),
     JsonValid,
+    FieldPresence(Vec<String>),
+    Schema(Arc<SchemaCheck>),
+    Path(Arc<PathCheck>),
 }
 
 impl WholeCheck {
@@ -168,6 +189,9 @@ impl WholeCheck {
             WholeCheck::JsonValid => {
                 serde_json::from_str::<serde::de::IgnoredAny>(text.trim()).is_ok()
             }
+            WholeCheck::FieldPresence(fields) => structured::fields_present(text, fields),
+            WholeCheck::Schema(check) => check.passes(text),
+            WholeCheck::Path(check) => check.passes(text),
         }
     }
 }
@@ -198,6 +222,9 @@ impl Phase {
 pub struct Finding {
     pub validator: u32,
     pub phase: Phase,
+    /// A message from the rule that fired (a `tool_anti_pattern` pattern's `message`), used
+    /// when the validator has none of its own.
+    pub note: Option<String>,
 }
 
 /// The texts a scan set is built for.
@@ -239,8 +266,14 @@ pub enum PolicyError {
 pub struct Policy {
     validators: Vec<Validator>,
     targets: [TargetChecks; 3],
-    /// (validator, check) on the response's tool calls.
+    /// (validator, check) on the turn's or session's tool calls.
     tools: Vec<(u32, ToolCheck)>,
+    /// (validator, milliseconds) of `latency_budget`s.
+    latency: Vec<(u32, u64)>,
+    /// (validator, max total tokens, max cost) of `cost_budget`s.
+    cost: Vec<(u32, Option<u64>, Option<f64>)>,
+    /// Some validator asks for the whole response to be held until it passes.
+    buffer: bool,
     packs: Vec<String>,
 }
 
@@ -312,8 +345,19 @@ impl Policy {
                         checks.whole.push((owner, WholeCheck::MinChars(*min_chars)))
                     }
                     CheckDef::JsonValid => checks.whole.push((owner, WholeCheck::JsonValid)),
-                    // Tool calls are not text: collected once, below.
-                    CheckDef::Tool(_) => {}
+                    CheckDef::FieldPresence { fields } => checks
+                        .whole
+                        .push((owner, WholeCheck::FieldPresence(fields.clone()))),
+                    CheckDef::JsonSchema(c) => checks
+                        .whole
+                        .push((owner, WholeCheck::Schema(Arc::clone(c)))),
+                    CheckDef::JsonPath(c) => {
+                        checks.whole.push((owner, WholeCheck::Path(Arc::clone(c))))
+                    }
+                    // Not about text: collected once, below.
+                    CheckDef::Tool(_)
+                    | CheckDef::LatencyBudget { .. }
+                    | CheckDef::CostBudget { .. } => {}
                 }
             }
             let literals = if literals.is_empty() {
@@ -339,14 +383,19 @@ impl Policy {
             })?;
             checks.scan = ScanSet::new(literals, regexes);
         }
-        policy.tools = defs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, def))| match def {
-                CheckDef::Tool(t) => Some((i as u32, t.clone())),
-                _ => None,
-            })
-            .collect();
+        for (i, (v, def)) in defs.iter().enumerate() {
+            let owner = i as u32;
+            match def {
+                CheckDef::Tool(t) => policy.tools.push((owner, t.clone())),
+                CheckDef::LatencyBudget { max_ms } => policy.latency.push((owner, *max_ms)),
+                CheckDef::CostBudget {
+                    max_total_tokens,
+                    max_cost_usd,
+                } => policy.cost.push((owner, *max_total_tokens, *max_cost_usd)),
+                _ => {}
+            }
+            policy.buffer |= v.buffer;
+        }
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
         Ok(policy)
     }
@@ -373,20 +422,59 @@ impl Policy {
         self.targets.iter().map(|t| t.scan.memory_usage()).sum()
     }
 
-    /// The block message for a validator: its own `message`, else a generic one naming it.
-    pub fn message(&self, validator: u32) -> String {
-        let v = self.validator(validator);
+    /// The block message for a finding: the validator's own `message`, else the rule's, else a
+    /// generic one naming the validator.
+    pub fn message(&self, finding: &Finding) -> String {
+        let v = self.validator(finding.validator);
         v.message
             .clone()
+            .or_else(|| finding.note.clone())
             .unwrap_or_else(|| format!("blocked by guardrail '{}'", v.label))
     }
 
+    /// The tool-call history of a request, as the tool checks see it (empty when no validator
+    /// needs it).
+    pub fn tool_history(&self, conversation: &Conversation) -> ToolHistory {
+        if self.tools.is_empty() {
+            ToolHistory::default()
+        } else {
+            ToolHistory::of(conversation)
+        }
+    }
+
+    /// The earliest `latency_budget` in enforce mode: (validator, milliseconds).
+    pub fn latency_budget(&self) -> Option<(u32, u64)> {
+        self.latency
+            .iter()
+            .filter(|(v, _)| self.validator(*v).mode == Mode::Enforce)
+            .min_by_key(|(_, ms)| *ms)
+            .copied()
+    }
+
+    /// A check that could not decide: violated unless its validator fails open.
+    fn erred(&self, owner: u32, hits: &mut Vec<Hit>) {
+        if self.validator(owner).on_error == OnError::FailClosed {
+            hits.push(whole_hit(owner));
+        } else {
+            tracing::debug!(validator = %self.validator(owner).label, "check could not decide; failing open");
+        }
+    }
+
+    fn outcome(&self, owner: u32, outcome: Outcome, hits: &mut Vec<Hit>) {
+        match outcome {
+            Outcome::Pass => {}
+            Outcome::Fail => hits.push(whole_hit(owner)),
+            Outcome::Error => self.erred(owner, hits),
+        }
+    }
+
     /// BeforeCall: checks every text of the request (each message part and each tool-call's
-    /// arguments in the history, scanned separately). `Err` carries the first enforcing
-    /// violation; monitor-mode findings are appended to `findings`.
+    /// arguments in the history, scanned separately) and the tool history. `Err` carries the
+    /// first enforcing violation; monitor-mode findings are appended to `findings`.
     pub fn before_call(
         &self,
         conversation: &Conversation,
+        history: &ToolHistory,
         findings: &mut Vec<Finding>,
     ) -> Result<(), Finding> {
         let checks = self.checks(Target::Input);
@@ -422,6 +510,9 @@ impl Policy {
                 hits.push(whole_hit(*owner));
             }
         }
+        for (owner, check) in &self.tools {
+            self.outcome(*owner, check.before_call(history), &mut hits);
+        }
         self.judge(&mut hits, Phase::Input, &mut reported, findings)
     }
 
@@ -438,6 +529,7 @@ impl Policy {
             let finding = Finding {
                 validator: hit.owner,
                 phase,
+                note: None,
             };
             match self.validator(hit.owner).mode {
                 Mode::Enforce => return Err(finding),
@@ -453,7 +545,13 @@ impl Policy {
 
     /// Starts the OnChunk/AfterCall state of one response. `streaming` decides the phase its
     /// incremental findings are reported under: `stream`, or `response` for a whole response.
-    pub fn stream_guard(self: &Arc<Self>, streaming: bool) -> StreamGuard {
+    /// `history` comes from [`Policy::tool_history`]; `price` is the requested model's.
+    pub fn stream_guard(
+        self: &Arc<Self>,
+        streaming: bool,
+        history: ToolHistory,
+        price: Option<Price>,
+    ) -> StreamGuard {
         StreamGuard {
             policy: Arc::clone(self),
             chunk_phase: if streaming {
@@ -463,7 +561,12 @@ impl Policy {
             },
             channels: Vec::new(),
             choices: Vec::new(),
-            tool_calls: Vec::new(),
+            history,
+            calls: Vec::new(),
+            usage: (None, None),
+            price,
+            latency_fired: Vec::new(),
+            notes: Vec::new(),
             hits: Vec::new(),
             reported: Reported::default(),
             findings: Vec::new(),
@@ -473,6 +576,17 @@ impl Policy {
     /// True when AfterCall needs the response text kept (whole-text checks exist).
     fn keeps_text(&self, target: Target) -> bool {
         !self.checks(target).whole.is_empty()
+    }
+
+    /// The keys `tool_args_excluded_session` watches in calls of `tool`.
+    fn watches_args_of(&self, tool: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|(_, c)| matches!(c, ToolCheck::ArgsExcluded { tool: t, .. } if t == tool))
+    }
+
+    fn needs_args(&self) -> bool {
+        self.tools.iter().any(|(_, c)| c.needs_args())
     }
 }
 
@@ -520,16 +634,35 @@ struct ChoiceState {
     text: String,
 }
 
+/// A tool call of the response.
+#[derive(Debug)]
+struct ResponseCall {
+    choice: u32,
+    index: u32,
+    record: CallRecord,
+    /// Watches the arguments for `tool_args_excluded_session`, when one names this tool.
+    watcher: Option<FieldWatcher>,
+}
+
 /// The per-response state of OnChunk and AfterCall: scanner states per channel, counters per
-/// choice. Small (a few words per channel) and owned by the stream, so no locks.
+/// choice, the tool calls. Owned by the stream, so no locks.
 #[derive(Debug)]
 pub struct StreamGuard {
     policy: Arc<Policy>,
     chunk_phase: Phase,
     channels: Vec<ChannelState>,
     choices: Vec<ChoiceState>,
-    /// (choice, tool name) of every tool call started so far.
-    tool_calls: Vec<(u32, String)>,
+    /// Tool calls of the request's history.
+    history: ToolHistory,
+    /// Tool calls of this response, in the order they started.
+    calls: Vec<ResponseCall>,
+    /// (input, output) tokens, as last reported.
+    usage: (Option<u64>, Option<u64>),
+    price: Option<Price>,
+    /// `latency_budget` validators already reported.
+    latency_fired: Vec<u32>,
+    /// Messages of rules that fired, by validator.
+    notes: Vec<(u32, String)>,
     hits: Vec<Hit>,
     reported: Reported,
     /// Monitor-mode findings not yet collected by the caller.
@@ -541,6 +674,25 @@ impl StreamGuard {
         &self.policy
     }
 
+    /// Judges the pending hits under `phase`, attaching rule messages to a blocking finding.
+    fn judge(&mut self, phase: Phase) -> Result<(), Finding> {
+        self.policy
+            .judge(
+                &mut self.hits,
+                phase,
+                &mut self.reported,
+                &mut self.findings,
+            )
+            .map_err(|mut f| {
+                f.note = self
+                    .notes
+                    .iter()
+                    .find(|(v, _)| *v == f.validator)
+                    .map(|(_, n)| n.clone());
+                f
+            })
+    }
+
     /// OnChunk: checks one delta. For text it returns the channel and the channel position after
     /// it, so the caller can hold the frame until [`StreamGuard::safe_pos`] passes that position.
     pub fn on_chunk(&mut self, delta: &Delta<'_>) -> Result<Option<(ChannelId, u64)>, Finding> {
@@ -550,17 +702,25 @@ impl StreamGuard {
                 channel,
                 text,
             } => (choice, channel, text),
-            Delta::ToolCallStart { choice, name, .. } => {
-                self.on_tool_call(*choice, name);
-                self.policy.judge(
-                    &mut self.hits,
-                    self.chunk_phase,
-                    &mut self.reported,
-                    &mut self.findings,
-                )?;
+            Delta::ToolCallStart {
+                choice,
+                index,
+                name,
+                ..
+            } => {
+                self.on_tool_call(*choice, *index, name);
+                self.judge(self.chunk_phase)?;
                 return Ok(None);
             }
-            _ => return Ok(None),
+            Delta::Usage {
+                input_tokens,
+                output_tokens,
+            } => {
+                self.usage.0 = input_tokens.or(self.usage.0);
+                self.usage.1 = output_tokens.or(self.usage.1);
+                return Ok(None);
+            }
+            Delta::Finish { .. } => return Ok(None),
         };
         let id = self.channel(*choice, *channel);
         let policy = &*self.policy;
@@ -585,103 +745,236 @@ impl StreamGuard {
                 }
             }
         }
-        policy.judge(
-            &mut self.hits,
-            self.chunk_phase,
-            &mut self.reported,
-            &mut self.findings,
-        )?;
+        if let Channel::ToolArgs(index) = channel {
+            self.on_tool_args(*choice, *index, text);
+        }
+        self.judge(self.chunk_phase)?;
         Ok(Some((id, pos)))
     }
 
-    /// A tool call starts: `tools_not_called` and `tool_call_count` maxima fire here, before
-    /// any of its arguments is released.
-    fn on_tool_call(&mut self, choice: u32, name: &str) {
-        self.tool_calls.push((choice, name.to_owned()));
-        for (owner, check) in &self.policy.tools {
-            let violated = match check {
-                ToolCheck::NotCalled { names } => names.iter().any(|n| n == name),
-                ToolCheck::Count {
-                    tool,
-                    max: Some(max),
-                    ..
-                } => self.calls(choice, tool.as_deref()) > *max,
-                _ => false,
-            };
-            if violated {
-                self.hits.push(whole_hit(*owner));
+    /// A tool call starts: checks that a start can violate fire here, before any of its
+    /// arguments is released.
+    fn on_tool_call(&mut self, choice: u32, index: u32, name: &str) {
+        let policy = &*self.policy;
+        self.calls.push(ResponseCall {
+            choice,
+            index,
+            record: CallRecord {
+                name: name.to_owned(),
+                ..CallRecord::default()
+            },
+            watcher: policy.watches_args_of(name).then(FieldWatcher::default),
+        });
+        let (turn, session) = self.call_views(choice);
+        let mut fired = Vec::new();
+        for (owner, check) in &policy.tools {
+            if check.on_call_start(&turn, &session) {
+                let note = check
+                    .anti_pattern_hit(&turn)
+                    .and_then(|p| p.message.clone());
+                fired.push((*owner, note));
+            }
+        }
+        drop((turn, session));
+        for (owner, note) in fired {
+            if let Some(n) = note {
+                self.notes.push((owner, n));
+            }
+            self.hits.push(whole_hit(owner));
+        }
+    }
+
+    /// Arguments of a response call: kept when a check reads them, and watched field by field
+    /// for `tool_args_excluded_session`.
+    fn on_tool_args(&mut self, choice: u32, index: u32, text: &str) {
+        let policy = &*self.policy;
+        if !policy.needs_args() {
+            return;
+        }
+        let Some(call) = self
+            .calls
+            .iter_mut()
+            .rev()
+            .find(|c| c.choice == choice && c.index == index)
+        else {
+            return;
+        };
+        call.record.args.push_str(text);
+        let Some(watcher) = &mut call.watcher else {
+            return;
+        };
+        let mut fields = Vec::new();
+        let name = &call.record.name;
+        let watched = |key: &str| {
+            policy.tools.iter().any(|(_, c)| {
+                matches!(c, ToolCheck::ArgsExcluded { tool, excluded } if tool == name && excluded.contains_key(key))
+            })
+        };
+        watcher.feed(text.as_bytes(), watched, &mut fields);
+        for f in fields {
+            for (owner, check) in &policy.tools {
+                let ToolCheck::ArgsExcluded { tool, excluded } = check else {
+                    continue;
+                };
+                let Some(bad) = excluded.get(&f.key).filter(|_| tool == name) else {
+                    continue;
+                };
+                match f
+                    .value
+                    .as_deref()
+                    .map(serde_json::from_str::<serde_json::Value>)
+                {
+                    Some(Ok(v)) => {
+                        if tools::value_excluded(&v, bad) {
+                            self.hits.push(Hit {
+                                owner: *owner,
+                                start: Some(f.start),
+                                end: f.end,
+                            });
+                        }
+                    }
+                    _ => policy.erred(*owner, &mut self.hits),
+                }
             }
         }
     }
 
-    /// Tool calls of `choice` (to `tool`, or to any tool).
-    fn calls(&self, choice: u32, tool: Option<&str>) -> u64 {
-        self.tool_calls
+    /// The turn's and the session's calls as seen from `choice`, this response's last.
+    fn call_views(&self, choice: u32) -> (Vec<&CallRecord>, Vec<&CallRecord>) {
+        let own = self
+            .calls
             .iter()
-            .filter(|(c, n)| *c == choice && tool.is_none_or(|t| t == n))
-            .count() as u64
+            .filter(|c| c.choice == choice)
+            .map(|c| &c.record);
+        let turn = self.history.turn().iter().chain(own.clone()).collect();
+        let session = self.history.calls.iter().chain(own).collect();
+        (turn, session)
     }
 
     /// Text of `channel` before this position can no longer be part of a violation.
     pub fn safe_pos(&self, channel: ChannelId) -> u64 {
+        if self.policy.buffer {
+            return 0;
+        }
         let ch = &self.channels[channel];
-        self.policy.checks(ch.target).scan.safe_pos(&ch.scan)
+        let mut safe = self.policy.checks(ch.target).scan.safe_pos(&ch.scan);
+        if let Channel::ToolArgs(index) = ch.channel {
+            let watcher = self
+                .calls
+                .iter()
+                .rev()
+                .find(|c| c.choice == ch.choice && c.index == index)
+                .and_then(|c| c.watcher.as_ref());
+            if let Some(w) = watcher {
+                safe = safe.min(w.safe_pos());
+            }
+        }
+        safe
+    }
+
+    /// The next `latency_budget` to enforce while streaming: (validator, milliseconds after the
+    /// request arrived). Monitor-mode budgets are judged at the end.
+    pub fn latency_deadline(&self) -> Option<(u32, u64)> {
+        self.policy
+            .latency
+            .iter()
+            .filter(|(v, _)| {
+                self.policy.validator(*v).mode == Mode::Enforce && !self.latency_fired.contains(v)
+            })
+            .min_by_key(|(_, ms)| *ms)
+            .copied()
+    }
+
+    /// `elapsed_ms` after the request arrived: every `latency_budget` it exceeds fires.
+    pub fn check_latency(&mut self, elapsed_ms: u64) -> Result<(), Finding> {
+        for &(owner, max) in &self.policy.latency {
+            if elapsed_ms > max && !self.latency_fired.contains(&owner) {
+                self.latency_fired.push(owner);
+                self.hits.push(whole_hit(owner));
+            }
+        }
+        self.judge(self.chunk_phase)
     }
 
     /// AfterCall: ends every channel's scan (matches waiting on what follows them are decided)
     /// and runs the whole-response checks.
     pub fn after_call(&mut self) -> Result<(), Finding> {
-        let policy = &*self.policy;
+        let policy = Arc::clone(&self.policy);
         for ch in &mut self.channels {
             policy
                 .checks(ch.target)
                 .scan
                 .finish(&mut ch.scan, &mut self.hits);
         }
-        policy.judge(
-            &mut self.hits,
-            self.chunk_phase,
-            &mut self.reported,
-            &mut self.findings,
-        )?;
+        let mut fields = Vec::new();
+        for call in &mut self.calls {
+            if let Some(w) = &mut call.watcher {
+                w.finish(&mut fields);
+            }
+        }
+        self.judge(self.chunk_phase)?;
         let output = policy.checks(Target::Output);
         // Every choice that produced anything (choice 0 for an empty answer) is judged.
-        for &(choice, _) in &self.tool_calls {
-            choice_state(&mut self.choices, choice);
+        for c in &self.calls {
+            choice_state(&mut self.choices, c.choice);
         }
         if self.choices.is_empty() {
             self.choices.push(ChoiceState::default());
         }
+        let mut hits = Vec::new();
         for c in &self.choices {
             let mut lower = None;
             for (owner, check) in &output.whole {
                 if !check.passes(&c.text, &mut lower) {
-                    self.hits.push(whole_hit(*owner));
+                    hits.push(whole_hit(*owner));
                 }
             }
+            let own: Vec<&CallRecord> = self
+                .calls
+                .iter()
+                .filter(|k| k.choice == c.choice)
+                .map(|k| &k.record)
+                .collect();
+            let (turn, session) = self.call_views(c.choice);
             for (owner, check) in &policy.tools {
-                let violated = match check {
-                    ToolCheck::Called { names, min_calls } => names
-                        .iter()
-                        .any(|n| self.calls(c.choice, Some(n)) < *min_calls),
-                    ToolCheck::Count {
-                        tool,
-                        min: Some(min),
-                        ..
-                    } => self.calls(c.choice, tool.as_deref()) < *min,
-                    _ => false,
-                };
-                if violated {
-                    self.hits.push(whole_hit(*owner));
+                policy.outcome(*owner, check.on_response_calls(&own), &mut hits);
+                // A response without tool calls ends the agent's turn.
+                if own.is_empty() && check.on_turn_end(&turn, &session) {
+                    hits.push(whole_hit(*owner));
                 }
             }
         }
-        policy.judge(
-            &mut self.hits,
-            Phase::Response,
-            &mut self.reported,
-            &mut self.findings,
-        )
+        self.hits.append(&mut hits);
+        self.check_cost();
+        self.judge(Phase::Response)
+    }
+
+    /// `cost_budget` on the usage the provider reported.
+    fn check_cost(&mut self) {
+        let policy = &*self.policy;
+        for &(owner, max_tokens, max_usd) in &policy.cost {
+            let (Some(input), Some(output)) = self.usage else {
+                policy.erred(owner, &mut self.hits);
+                continue;
+            };
+            if max_tokens.is_some_and(|m| input + output > m) {
+                self.hits.push(whole_hit(owner));
+                continue;
+            }
+            if let Some(max) = max_usd {
+                match self.price {
+                    Some(p) => {
+                        let usd = (input as f64 * p.input_per_mtok
+                            + output as f64 * p.output_per_mtok)
+                            / 1e6;
+                        if usd > max {
+                            self.hits.push(whole_hit(owner));
+                        }
+                    }
+                    None => policy.erred(owner, &mut self.hits),
+                }
+            }
+        }
     }
 
     fn channel(&mut self, choice: u32, channel: Channel) -> ChannelId {

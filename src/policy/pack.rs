@@ -5,10 +5,13 @@
 //! param named — never on the first request.
 
 use super::catalog;
-use super::{CheckDef, Direction, Mode, Threshold, ToolCheck, Validator};
+use super::structured::{parse_path, Extract, PathCheck, SchemaCheck};
+use super::tools::AntiPattern;
+use super::{CheckDef, Direction, Mode, OnError, Scope, Threshold, ToolCheck, Validator};
 use crate::scan::compile_hir;
 use serde_json::{Map, Value};
 use std::path::Path;
+use std::sync::Arc;
 
 /// A pack error: where (file, validator, param) and what.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +105,8 @@ fn parse_validator(
     let mut message = None;
     let mut id = None;
     let mut mode = Mode::Enforce;
+    let mut on_error = OnError::FailClosed;
+    let mut buffer = false;
     for (key, value) in fields {
         match key.as_str() {
             "type" => {}
@@ -121,6 +126,14 @@ fn parse_validator(
                     _ => return Err(at("`mode` must be one of enforce, monitor".into())),
                 }
             }
+            "on_error" => {
+                on_error = match value.as_str() {
+                    Some("fail_closed") => OnError::FailClosed,
+                    Some("fail_open") => OnError::FailOpen,
+                    _ => return Err(at("`on_error` must be one of fail_closed, fail_open".into())),
+                }
+            }
+            "buffer" => buffer = as_bool(value).ok_or_else(|| at("`buffer` must be true or false".into()))?,
             // PromptKit ignores it (guardrails always enforce); `false` asks for the shadow mode.
             "fail_on_violation" => {
                 if !as_bool(value).ok_or_else(|| at("`fail_on_violation` must be true or false".into()))? {
@@ -129,7 +142,7 @@ fn parse_validator(
             }
             other => {
                 return Err(at(format!(
-                    "unknown key `{other}` (expected type, params, enabled, message, id, mode, fail_on_violation)"
+                    "unknown key `{other}` (expected type, params, enabled, message, id, mode, on_error, buffer, fail_on_violation)"
                 )))
             }
         }
@@ -170,15 +183,24 @@ fn parse_validator(
         ));
     }
     let def = build_check(canonical, &type_name, &mut p).map_err(&at)?;
-    if matches!(def, CheckDef::Tool(_)) && direction != Direction::Output {
+    if matches!(
+        def,
+        CheckDef::Tool(_) | CheckDef::LatencyBudget { .. } | CheckDef::CostBudget { .. }
+    ) && direction != Direction::Output
+    {
         return Err(at(
-            "param 'direction': tool checks apply to the response's tool calls (output) only; session-level tool checks are not supported yet"
+            "param 'direction': this check is about the exchange, not a text; it takes no direction (use `scope: session` for the whole conversation's tool calls)"
                 .into(),
         ));
     }
     if matches!(
         def,
-        CheckDef::Contains { .. } | CheckDef::MinLength { .. } | CheckDef::JsonValid
+        CheckDef::Contains { .. }
+            | CheckDef::MinLength { .. }
+            | CheckDef::JsonValid
+            | CheckDef::FieldPresence { .. }
+            | CheckDef::JsonSchema(_)
+            | CheckDef::JsonPath(_)
     ) && matches!(direction, Direction::Reasoning | Direction::All)
     {
         return Err(at(
@@ -199,6 +221,8 @@ fn parse_validator(
         direction,
         mode,
         threshold,
+        on_error,
+        buffer,
         file: file.to_owned(),
         index,
     };
@@ -268,10 +292,25 @@ fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<Check
             if min_calls == 0 {
                 return Err("param 'min_calls': must be at least 1".into());
             }
-            Ok(CheckDef::Tool(ToolCheck::Called { names, min_calls }))
+            Ok(CheckDef::Tool(ToolCheck::Called {
+                names,
+                min_calls,
+                scope: p.scope()?,
+            }))
         }
         "tools_not_called" => Ok(CheckDef::Tool(ToolCheck::NotCalled {
             names: p.required_string_list("tool_names")?,
+            scope: p.scope()?,
+        })),
+        "tool_args" => Ok(CheckDef::Tool(ToolCheck::Args {
+            tool: p.required_string("tool_name")?,
+            expected: p.required_object("expected_args")?,
+            scope: p.scope()?,
+        })),
+        "tool_calls_with_args" => Ok(CheckDef::Tool(ToolCheck::CallsWithArgs {
+            tool: p.required_string("tool_name")?,
+            expected: p.object("expected_args")?.unwrap_or_default(),
+            result_includes: p.string_list("result_includes")?.unwrap_or_default(),
         })),
         "tool_call_count" => {
             let tool = p.string("tool")?;
@@ -283,6 +322,122 @@ fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<Check
                 }
                 _ => Ok(CheckDef::Tool(ToolCheck::Count { tool, min, max })),
             }
+        }
+        "tool_call_sequence" => Ok(CheckDef::Tool(ToolCheck::Sequence {
+            tools: p.required_string_list("sequence")?,
+        })),
+        "tool_call_chain" => Ok(CheckDef::Tool(ToolCheck::Chain {
+            tools: p.required_string_list("chain")?,
+        })),
+        "tool_anti_pattern" => Ok(CheckDef::Tool(ToolCheck::AntiPattern {
+            patterns: p.anti_patterns()?,
+        })),
+        "tool_no_repeat" => {
+            let max_repeats = p.u64("max_repeats")?.unwrap_or(1);
+            if max_repeats == 0 {
+                return Err("param 'max_repeats': must be at least 1".into());
+            }
+            Ok(CheckDef::Tool(ToolCheck::NoRepeat {
+                tools: p.string_list("tools")?.unwrap_or_default(),
+                max_repeats,
+            }))
+        }
+        "tool_efficiency" => {
+            let max_calls = p.u64("max_calls")?;
+            let max_errors = p.u64("max_errors")?;
+            let max_error_rate = p.fraction("max_error_rate")?;
+            if max_calls.is_none() && max_errors.is_none() && max_error_rate.is_none() {
+                return Err(
+                    "param 'max_calls', 'max_errors' or 'max_error_rate': at least one is required"
+                        .into(),
+                );
+            }
+            Ok(CheckDef::Tool(ToolCheck::Efficiency {
+                max_calls,
+                max_errors,
+                max_error_rate,
+            }))
+        }
+        "no_tool_errors" => Ok(CheckDef::Tool(ToolCheck::NoErrors)),
+        "tool_result_includes" => Ok(CheckDef::Tool(ToolCheck::ResultIncludes {
+            tool: p.string("tool_name")?,
+            patterns: non_empty_patterns(p.required_string_list("patterns")?)?,
+        })),
+        "tool_result_matches" => {
+            let tool = p.string("tool_name")?;
+            let pattern = p.required_string("pattern")?;
+            let hir = compile_hir(&pattern)
+                .map_err(|e| format!("param 'pattern': invalid regex: {e}"))?;
+            let regex = regex_automata::meta::Regex::builder()
+                .build_from_hir(&hir)
+                .map_err(|e| format!("param 'pattern': {e}"))?;
+            Ok(CheckDef::Tool(ToolCheck::ResultMatches { tool, regex }))
+        }
+        "tool_args_excluded_session" => {
+            let excluded = p.required_object("excluded_args")?;
+            if excluded.is_empty() {
+                return Err("param 'excluded_args': must not be empty".into());
+            }
+            Ok(CheckDef::Tool(ToolCheck::ArgsExcluded {
+                tool: p.required_string("tool_name")?,
+                excluded,
+            }))
+        }
+        "latency_budget" => match p.u64("max_ms")? {
+            Some(0) => Err("param 'max_ms': must be more than 0".into()),
+            Some(max_ms) => Ok(CheckDef::LatencyBudget { max_ms }),
+            None => Err("param 'max_ms': required (milliseconds)".into()),
+        },
+        "cost_budget" => {
+            let max_total_tokens = p.u64("max_total_tokens")?;
+            let max_cost_usd = p.non_negative("max_cost_usd")?;
+            if max_total_tokens.is_none() && max_cost_usd.is_none() {
+                return Err(
+                    "param 'max_total_tokens' or 'max_cost_usd': at least one is required".into(),
+                );
+            }
+            Ok(CheckDef::CostBudget {
+                max_total_tokens,
+                max_cost_usd,
+            })
+        }
+        "field_presence" => Ok(CheckDef::FieldPresence {
+            fields: non_empty_patterns(p.required_string_list("fields")?)?,
+        }),
+        "json_schema" => {
+            let (key, schema) = p
+                .take("schema")
+                .ok_or_else(|| "param 'schema': required (a JSON Schema object)".to_owned())?;
+            let extract = p.extract()?;
+            let check = SchemaCheck::compile(&schema, extract)
+                .map_err(|e| format!("param '{key}': {e}"))?;
+            Ok(CheckDef::JsonSchema(Arc::new(check)))
+        }
+        "json_path" => {
+            let expression = p.required_string("expression")?;
+            let path = parse_path(&expression).map_err(|e| format!("param 'expression': {e}"))?;
+            let expected = p.take("expected").map(|(_, v)| v);
+            let contains = match p.take("contains").map(|(_, v)| v) {
+                None => Vec::new(),
+                Some(Value::Array(items)) => items,
+                Some(one) => vec![one],
+            };
+            let (min_results, max_results) = (p.u64("min_results")?, p.u64("max_results")?);
+            if let (Some(lo), Some(hi)) = (min_results, max_results) {
+                if lo > hi {
+                    return Err(format!(
+                        "param 'min_results': {lo} is more than max_results {hi}"
+                    ));
+                }
+            }
+            Ok(CheckDef::JsonPath(Arc::new(PathCheck {
+                path,
+                expected,
+                contains,
+                min_results,
+                max_results,
+                extract: p.extract()?,
+            })))
         }
         other => Err(format!(
             "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
@@ -346,6 +501,119 @@ impl Params {
                 .map(Some)
                 .ok_or_else(|| format!("param '{key}': must be a whole number ≥ 0")),
         }
+    }
+
+    fn required_string(&mut self, name: &str) -> Result<String, String> {
+        self.string(name)?
+            .ok_or_else(|| format!("param '{name}': required (a string)"))
+    }
+
+    fn string_list(&mut self, name: &str) -> Result<Option<Vec<String>>, String> {
+        if self.take_peek(name) {
+            self.required_string_list(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// True when `name` (or an alias) is present, without taking it.
+    fn take_peek(&self, name: &str) -> bool {
+        self.map.contains_key(name)
+            || self
+                .aliases
+                .iter()
+                .any(|(alias, c)| *c == name && self.map.contains_key(*alias))
+    }
+
+    fn object(&mut self, name: &str) -> Result<Option<Map<String, Value>>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((_, Value::Object(m))) => Ok(Some(m)),
+            Some((key, _)) => Err(format!("param '{key}': must be a mapping")),
+        }
+    }
+
+    fn required_object(&mut self, name: &str) -> Result<Map<String, Value>, String> {
+        self.object(name)?
+            .ok_or_else(|| format!("param '{name}': required (a mapping)"))
+    }
+
+    fn non_negative(&mut self, name: &str) -> Result<Option<f64>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((key, v)) => match v.as_f64() {
+                Some(x) if x >= 0.0 => Ok(Some(x)),
+                _ => Err(format!("param '{key}': must be a number ≥ 0")),
+            },
+        }
+    }
+
+    fn fraction(&mut self, name: &str) -> Result<Option<f64>, String> {
+        match self.take(name) {
+            None => Ok(None),
+            Some((key, v)) => match v.as_f64() {
+                Some(x) if (0.0..=1.0).contains(&x) => Ok(Some(x)),
+                _ => Err(format!("param '{key}': must be a number from 0 to 1")),
+            },
+        }
+    }
+
+    fn scope(&mut self) -> Result<Scope, String> {
+        match self.string("scope")?.as_deref() {
+            None | Some("turn") => Ok(Scope::Turn),
+            Some("session") => Ok(Scope::Session),
+            Some(other) => Err(format!(
+                "param 'scope': `{other}` is not one of turn, session"
+            )),
+        }
+    }
+
+    fn extract(&mut self) -> Result<Extract, String> {
+        Ok(Extract {
+            allow_wrapped: self.bool("allow_wrapped")?.unwrap_or(false),
+            extract_json: self.bool("extract_json")?.unwrap_or(false),
+        })
+    }
+
+    /// `patterns: [{sequence: [a, b], message: "…"}]`.
+    fn anti_patterns(&mut self) -> Result<Vec<AntiPattern>, String> {
+        let (key, v) = self.take("patterns").ok_or_else(|| {
+            "param 'patterns': required (a list of {sequence, message})".to_owned()
+        })?;
+        let Value::Array(items) = v else {
+            return Err(format!(
+                "param '{key}': must be a list of {{sequence, message}}"
+            ));
+        };
+        if items.is_empty() {
+            return Err(format!("param '{key}': must not be empty"));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let Value::Object(m) = item else {
+                    return Err(format!("param '{key}': entry {i} must be a mapping with `sequence`"));
+                };
+                if let Some(other) = m.keys().find(|k| *k != "sequence" && *k != "message") {
+                    return Err(format!("param '{key}': entry {i}: unknown key `{other}` (expected sequence, message)"));
+                }
+                let sequence: Vec<String> = match m.get("sequence") {
+                    Some(Value::Array(s)) if !s.is_empty() => s
+                        .iter()
+                        .map(|x| x.as_str().map(str::to_owned))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| format!("param '{key}': entry {i}: `sequence` must list tool names"))?,
+                    _ => return Err(format!("param '{key}': entry {i}: `sequence` must be a non-empty list of tool names")),
+                };
+                let message = match m.get("message") {
+                    None => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => return Err(format!("param '{key}': entry {i}: `message` must be a string")),
+                };
+                Ok(AntiPattern { sequence, message })
+            })
+            .collect()
     }
 
     fn score(&mut self, name: &str) -> Result<Option<f64>, String> {

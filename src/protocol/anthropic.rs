@@ -23,6 +23,8 @@ struct Request {
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     system: Option<Content>,
     #[serde(default)]
     messages: Vec<RequestMessage>,
@@ -61,6 +63,8 @@ struct Block {
     input: Option<serde_json::Value>,
     #[serde(default)]
     tool_use_id: Option<String>,
+    #[serde(default)]
+    is_error: Option<bool>,
     /// tool_result content: a string or blocks.
     #[serde(default)]
     content: Option<Content>,
@@ -313,6 +317,7 @@ impl Protocol for AnthropicMessages {
             let mut text = Vec::new();
             let mut tool_calls = Vec::new();
             let mut tool_call_id = None;
+            let mut is_error = false;
             match m.content {
                 Some(Content::Text(t)) => text.push(t),
                 Some(Content::Blocks(blocks)) => {
@@ -325,6 +330,7 @@ impl Protocol for AnthropicMessages {
                             }),
                             "tool_result" => {
                                 tool_call_id = b.tool_use_id;
+                                is_error |= b.is_error.unwrap_or(false);
                                 if let Some(c) = b.content {
                                     content_texts(c, &mut text);
                                 }
@@ -348,6 +354,7 @@ impl Protocol for AnthropicMessages {
                 text,
                 tool_calls,
                 tool_call_id,
+                is_error,
             });
         }
         let tools = req
@@ -362,6 +369,7 @@ impl Protocol for AnthropicMessages {
             .collect();
         Ok(ParsedRequest {
             stream: req.stream.unwrap_or(false),
+            model: req.model,
             conversation: Conversation { messages, tools },
         })
     }

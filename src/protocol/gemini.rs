@@ -105,11 +105,14 @@ fn message_of(content: RequestContent, default_role: Role) -> Message {
         (None, Some(r)) => Role::parse(&r),
         (None, None) => default_role,
     };
+    let is_error =
+        tool_call_id.is_some() && text.iter().any(|t| crate::delta::result_reports_error(t));
     Message {
         role,
         text,
         tool_calls,
         tool_call_id,
+        is_error,
     }
 }
 
@@ -258,11 +261,16 @@ impl StreamDecoder for GeminiStream {
 
 /// The method part of a Gemini model path: `/v1beta/models/gemini-2.0:streamGenerateContent`.
 fn method_of(path: &str) -> Option<&str> {
+    model_and_method(path).map(|(_, method)| method)
+}
+
+/// `/v1beta/models/{model}:{method}` → (model, method).
+fn model_and_method(path: &str) -> Option<(&str, &str)> {
     let rest = path
         .strip_prefix("/v1beta/models/")
         .or_else(|| path.strip_prefix("/v1/models/"))?;
     let (model, method) = rest.rsplit_once(':')?;
-    (!model.is_empty() && !model.contains('/')).then_some(method)
+    (!model.is_empty() && !model.contains('/')).then_some((model, method))
 }
 
 impl Protocol for Gemini {
@@ -301,6 +309,7 @@ impl Protocol for Gemini {
             .collect();
         Ok(ParsedRequest {
             stream: method_of(path) == Some("streamGenerateContent"),
+            model: model_and_method(path).map(|(model, _)| model.to_owned()),
             conversation: Conversation { messages, tools },
         })
     }

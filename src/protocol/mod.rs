@@ -19,6 +19,8 @@ use std::borrow::Cow;
 pub struct ParsedRequest {
     /// The client asked for a streamed answer.
     pub stream: bool,
+    /// The model asked for, where the protocol names it (prices for `cost_budget`).
+    pub model: Option<String>,
     pub conversation: Conversation,
 }
 

@@ -21,6 +21,8 @@ struct Request {
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     messages: Vec<RequestMessage>,
     #[serde(default)]
     tools: Vec<RequestTool>,
@@ -250,6 +252,8 @@ impl Protocol for OpenAiChat {
                     None => {}
                 }
                 text.extend(m.refusal);
+                let is_error = m.tool_call_id.is_some()
+                    && text.iter().any(|t| crate::delta::result_reports_error(t));
                 Message {
                     role: Role::parse(&m.role),
                     text,
@@ -263,6 +267,7 @@ impl Protocol for OpenAiChat {
                         })
                         .collect(),
                     tool_call_id: m.tool_call_id,
+                    is_error,
                 }
             })
             .collect();
@@ -277,6 +282,7 @@ impl Protocol for OpenAiChat {
             .collect();
         Ok(ParsedRequest {
             stream: req.stream.unwrap_or(false),
+            model: req.model,
             conversation: Conversation { messages, tools },
         })
     }

@@ -25,6 +25,8 @@ struct Request {
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     instructions: Option<String>,
     #[serde(default)]
     input: Option<Input>,
@@ -108,20 +110,25 @@ fn item_message(item: Item) -> Option<Message> {
                 arguments: item.arguments.unwrap_or_default(),
             }],
             tool_call_id: None,
+            is_error: false,
         }),
-        "function_call_output" => Some(Message {
-            role: Role::Tool,
-            text: item
+        "function_call_output" => {
+            let text: Vec<String> = item
                 .output
                 .map(|o| match o {
                     serde_json::Value::String(s) => s,
                     other => other.to_string(),
                 })
                 .into_iter()
-                .collect(),
-            tool_calls: Vec::new(),
-            tool_call_id: item.call_id,
-        }),
+                .collect();
+            Some(Message {
+                role: Role::Tool,
+                is_error: text.iter().any(|t| crate::delta::result_reports_error(t)),
+                text,
+                tool_calls: Vec::new(),
+                tool_call_id: item.call_id,
+            })
+        }
         _ => None,
     }
 }
@@ -287,6 +294,7 @@ impl Protocol for OpenAiResponses {
             .collect();
         Ok(ParsedRequest {
             stream: req.stream.unwrap_or(false),
+            model: req.model,
             conversation: Conversation { messages, tools },
         })
     }

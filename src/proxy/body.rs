@@ -81,6 +81,8 @@ pub struct StreamContext {
     /// Time spent before the stream started (request handling, response head).
     pub overhead_so_far: Duration,
     pub idle_timeout: Duration,
+    /// When the request arrived (`latency_budget` counts from here).
+    pub started: tokio::time::Instant,
     /// When the whole exchange must be over (`timeouts.total_ms` after the request arrived).
     pub total_deadline: tokio::time::Instant,
     pub max_frame_bytes: usize,
@@ -119,6 +121,7 @@ pub struct GuardedStream {
 impl GuardedStream {
     pub fn new(upstream: Incoming, guard: StreamGuard, ctx: StreamContext) -> Self {
         ctx.metrics.streams_in_flight.inc();
+        let first_deadline = next_deadline(&ctx, &guard);
         GuardedStream {
             upstream: Some(upstream),
             framer: SseFramer::new(ctx.max_frame_bytes),
@@ -129,9 +132,7 @@ impl GuardedStream {
             out: VecDeque::new(),
             frames: Vec::new(),
             done: false,
-            idle: Box::pin(tokio::time::sleep_until(
-                (tokio::time::Instant::now() + ctx.idle_timeout).min(ctx.total_deadline),
-            )),
+            idle: Box::pin(tokio::time::sleep_until(first_deadline)),
             stop: {
                 let mut rx = ctx.stop.clone();
                 Box::pin(async move {
@@ -163,10 +164,21 @@ impl GuardedStream {
             };
             match Pin::new(upstream).poll_frame(cx) {
                 Poll::Pending => {
-                    // One timer serves both limits: it is set to whichever comes first.
+                    // One timer serves every limit: it is set to whichever comes first.
                     if self.idle.as_mut().poll(cx).is_ready() {
-                        let (kind, why) = if tokio::time::Instant::now() >= self.ctx.total_deadline
-                        {
+                        let now = tokio::time::Instant::now();
+                        if let Some((_, ms)) = self.guard.latency_deadline() {
+                            if now >= self.ctx.started + Duration::from_millis(ms) {
+                                let elapsed = (now - self.ctx.started).as_millis() as u64;
+                                if let Err(finding) = self.guard.check_latency(elapsed) {
+                                    self.block(finding);
+                                }
+                                let deadline = next_deadline(&self.ctx, &self.guard);
+                                self.idle.as_mut().reset(deadline);
+                                continue;
+                            }
+                        }
+                        let (kind, why) = if now >= self.ctx.total_deadline {
                             (
                                 "total",
                                 "the answer took longer than the total time allowed",
@@ -185,8 +197,7 @@ impl GuardedStream {
                         self.ingest(&data);
                     }
                     self.coalesce_output();
-                    let deadline = (tokio::time::Instant::now() + self.ctx.idle_timeout)
-                        .min(self.ctx.total_deadline);
+                    let deadline = next_deadline(&self.ctx, &self.guard);
                     self.idle.as_mut().reset(deadline);
                     self.overhead += started.elapsed();
                 }
@@ -385,6 +396,16 @@ impl GuardedStream {
             self.out.push_back(joined.freeze());
         }
     }
+}
+
+/// The stream's one timer: the idle limit from now, the total limit, or the next enforced
+/// `latency_budget`, whichever comes first.
+fn next_deadline(ctx: &StreamContext, guard: &StreamGuard) -> tokio::time::Instant {
+    let mut at = (tokio::time::Instant::now() + ctx.idle_timeout).min(ctx.total_deadline);
+    if let Some((_, ms)) = guard.latency_deadline() {
+        at = at.min(ctx.started + Duration::from_millis(ms));
+    }
+    at
 }
 
 impl Drop for GuardedStream {

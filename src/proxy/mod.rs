@@ -314,9 +314,10 @@ impl Gateway {
 
         // BeforeCall
         let mut findings = Vec::new();
+        let history = route.policy.tool_history(&parsed.conversation);
         let verdict = route
             .policy
-            .before_call(&parsed.conversation, &mut findings);
+            .before_call(&parsed.conversation, &history, &mut findings);
         self.report_monitor(route, ex, &findings);
         if let Err(finding) = verdict {
             return Err(self.blocked(route, ex, finding));
@@ -340,8 +341,34 @@ impl Gateway {
         *up_req.headers_mut() = up_headers;
 
         let pre_upstream = ex.started.elapsed();
+        let price = parsed.model.as_deref().and_then(|m| rt.config.price(m));
+        // An enforced `latency_budget` ends the exchange when it runs out, at any stage.
+        let budget = route.policy.latency_budget();
+        let budget_left = |budget: Option<(u32, u64)>| {
+            budget.map(|(v, ms)| {
+                (
+                    v,
+                    Duration::from_millis(ms).saturating_sub(ex.started.elapsed()),
+                )
+            })
+        };
         let timeout = Duration::from_millis(rt.config.timeouts.response_headers_ms);
-        let resp = match tokio::time::timeout(timeout, self.client.request(up_req)).await {
+        let head_timeout = match budget_left(budget) {
+            Some((_, left)) => timeout.min(left),
+            None => timeout,
+        };
+        let resp = match tokio::time::timeout(head_timeout, self.client.request(up_req)).await {
+            Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
+                let mut guard = route.policy.stream_guard(parsed.stream, history, price);
+                let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
+                self.report_monitor(route, ex, &guard.findings);
+                return Err(match verdict {
+                    Err(finding) => self.blocked(route, ex, finding),
+                    Ok(()) => {
+                        GatewayError::UpstreamTimeout("the upstream did not answer in time".into())
+                    }
+                });
+            }
             Err(_) => {
                 self.count_upstream_error(route, "timeout");
                 return Err(GatewayError::UpstreamTimeout(
@@ -382,7 +409,7 @@ impl Gateway {
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
 
         if is_sse {
-            let guard = route.policy.stream_guard(true);
+            let guard = route.policy.stream_guard(true, history, price);
             let ctx = StreamContext {
                 metrics: Arc::clone(&self.metrics),
                 route: route.name,
@@ -390,6 +417,7 @@ impl Gateway {
                 protocol: route.protocol,
                 overhead_so_far: pre_upstream + head_started.elapsed(),
                 idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
+                started: tokio::time::Instant::from_std(ex.started),
                 total_deadline: tokio::time::Instant::from_std(ex.started)
                     + Duration::from_millis(rt.config.timeouts.total_ms),
                 max_frame_bytes: limits.max_frame_bytes,
@@ -405,12 +433,26 @@ impl Gateway {
 
         // A whole response: OnChunk over each channel's full text, then AfterCall.
         let waited = Instant::now();
+        let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
+        let body_timeout = match budget_left(budget) {
+            Some((_, left)) => idle.min(left),
+            None => idle,
+        };
+        let mut guard = route.policy.stream_guard(false, history, price);
         let body = match tokio::time::timeout(
-            Duration::from_millis(rt.config.timeouts.idle_ms),
+            body_timeout,
             Limited::new(up_body, limits.max_response_bytes).collect(),
         )
         .await
         {
+            Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
+                let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
+                self.report_monitor(route, ex, &guard.findings);
+                return Err(match verdict {
+                    Err(finding) => self.blocked(route, ex, finding),
+                    Ok(()) => GatewayError::UpstreamTimeout("the upstream body stalled".into()),
+                });
+            }
             Err(_) => {
                 self.count_upstream_error(route, "idle");
                 return Err(GatewayError::UpstreamTimeout(
@@ -434,11 +476,11 @@ impl Gateway {
                 "the upstream sent a malformed response".into(),
             ));
         }
-        let mut guard = route.policy.stream_guard(false);
         let verdict = deltas
             .iter()
             .try_for_each(|d| guard.on_chunk(d).map(|_| ()))
-            .and_then(|()| guard.after_call());
+            .and_then(|()| guard.after_call())
+            .and_then(|()| guard.check_latency(ex.started.elapsed().as_millis() as u64));
         self.report_monitor(route, ex, &guard.findings);
         if let Err(finding) = verdict {
             return Err(self.blocked(route, ex, finding));
@@ -489,7 +531,7 @@ fn record_block(
         .inc();
     tracing::info!(request_id, route, validator = %v.label, phase = finding.phase.as_str(), "blocked");
     GatewayError::Blocked {
-        message: policy.message(finding.validator),
+        message: policy.message(&finding),
     }
 }
 

@@ -1,0 +1,459 @@
+//! Checks on tool calls: which tools the model calls, in which order, with which arguments,
+//! and what the tools answered.
+//!
+//! A proxy sees one model call at a time, while an agent's *turn* spans several: the model asks
+//! for tools, the client runs them and calls again with the results. So the view is:
+//! - **turn**: the tool calls in the request's history after its last user message, plus this
+//!   response's calls (per choice). A turn *ends* with a response that calls no tool.
+//! - **session**: every tool call in the request's history, plus this response's.
+//!
+//! Each check is judged at the earliest moment its verdict is certain:
+//! - *BeforeCall*, from the history alone (tool results, calls already made);
+//! - *call start*, before any argument of the call is released (a forbidden tool, a count
+//!   maximum, an anti-pattern or a repeat completed by this call);
+//! - *end of the response*, on the complete arguments of its calls;
+//! - *end of the turn*, for what must have happened during it (`tools_called`, sequences…).
+//!   Responses that call tools leave these checks open for the turn's later responses.
+
+use crate::delta::{Conversation, Role};
+use serde_json::{Map, Value};
+
+/// Which calls a check looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Turn,
+    Session,
+}
+
+/// A tool check of a pack, with its params validated.
+#[derive(Debug, Clone)]
+pub enum ToolCheck {
+    /// `tools_called`: each tool called at least `min_calls` times.
+    Called {
+        names: Vec<String>,
+        min_calls: u64,
+        scope: Scope,
+    },
+    /// `tools_not_called`: none of these tools is called.
+    NotCalled { names: Vec<String>, scope: Scope },
+    /// `tool_args`: `tool` is called, and every call of it has the expected arguments.
+    Args {
+        tool: String,
+        expected: Map<String, Value>,
+        scope: Scope,
+    },
+    /// `tool_calls_with_args`: a call of `tool` in the turn has the expected arguments and its
+    /// result includes every pattern (case-insensitive).
+    CallsWithArgs {
+        tool: String,
+        expected: Map<String, Value>,
+        result_includes: Vec<String>,
+    },
+    /// `tool_call_count`: calls in the turn (of `tool`, or of any tool).
+    Count {
+        tool: Option<String>,
+        min: Option<u64>,
+        max: Option<u64>,
+    },
+    /// `tool_call_sequence`: these tools are called in this order (other calls may come between).
+    Sequence { tools: Vec<String> },
+    /// `tool_call_chain`: these tools are called in this order, one right after the other.
+    Chain { tools: Vec<String> },
+    /// `tool_anti_pattern`: none of these call sequences happens back to back.
+    AntiPattern { patterns: Vec<AntiPattern> },
+    /// `tool_no_repeat`: no tool (of `tools`, or any) called more than `max_repeats` times in a
+    /// row.
+    NoRepeat {
+        tools: Vec<String>,
+        max_repeats: u64,
+    },
+    /// `tool_efficiency`: at most `max_calls` calls, `max_errors` failed results and a failure
+    /// rate of `max_error_rate` in the turn.
+    Efficiency {
+        max_calls: Option<u64>,
+        max_errors: Option<u64>,
+        max_error_rate: Option<f64>,
+    },
+    /// `no_tool_errors`: no tool result of the turn reports a failure.
+    NoErrors,
+    /// `tool_result_includes`: every result (of `tool`, or of any) in the turn includes every
+    /// pattern, case-insensitively.
+    ResultIncludes {
+        tool: Option<String>,
+        patterns: Vec<String>,
+    },
+    /// `tool_result_matches`: every result (of `tool`, or of any) in the turn matches.
+    ResultMatches {
+        tool: Option<String>,
+        regex: regex_automata::meta::Regex,
+    },
+    /// `tool_args_excluded_session`: no call of `tool` in the session has any of these
+    /// argument values. Checked on the arguments as they stream.
+    ArgsExcluded {
+        tool: String,
+        excluded: Map<String, Value>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AntiPattern {
+    pub sequence: Vec<String>,
+    pub message: Option<String>,
+}
+
+/// A tool call as the checks see it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallRecord {
+    pub name: String,
+    /// The complete arguments (JSON text); for a streaming call, what arrived so far.
+    pub args: String,
+    /// The result the client sent back, for calls of the history.
+    pub result: Option<String>,
+    pub result_is_error: bool,
+}
+
+/// The tool calls of a request's history, oldest first; `turn_start` is the index of the first
+/// call of the current turn.
+#[derive(Debug, Clone, Default)]
+pub struct ToolHistory {
+    pub calls: Vec<CallRecord>,
+    pub turn_start: usize,
+}
+
+impl ToolHistory {
+    pub fn of(conversation: &Conversation) -> ToolHistory {
+        let last_user = conversation
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::User);
+        let mut h = ToolHistory::default();
+        let mut ids: Vec<(String, usize)> = Vec::new();
+        for (i, m) in conversation.messages.iter().enumerate() {
+            if last_user == Some(i) {
+                h.turn_start = h.calls.len() + m.tool_calls.len();
+            }
+            for c in &m.tool_calls {
+                if let Some(id) = &c.id {
+                    ids.push((id.clone(), h.calls.len()));
+                }
+                h.calls.push(CallRecord {
+                    name: c.name.clone(),
+                    args: c.arguments.clone(),
+                    result: None,
+                    result_is_error: false,
+                });
+            }
+            if m.role == Role::Tool {
+                // By id; else (Gemini answers by name) the oldest unanswered call of that name.
+                let target = m.tool_call_id.as_deref().and_then(|id| {
+                    ids.iter()
+                        .find(|(i, _)| i == id)
+                        .map(|(_, k)| *k)
+                        .or_else(|| {
+                            h.calls
+                                .iter()
+                                .position(|c| c.result.is_none() && c.name == id)
+                        })
+                });
+                if let Some(k) = target {
+                    h.calls[k].result = Some(m.text.join("\n"));
+                    h.calls[k].result_is_error = m.is_error;
+                }
+            }
+        }
+        h
+    }
+
+    pub fn turn(&self) -> &[CallRecord] {
+        &self.calls[self.turn_start.min(self.calls.len())..]
+    }
+}
+
+/// A check's outcome where it can fail to decide (arguments that are not JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail,
+    /// The check could not be evaluated; the validator's `on_error` decides.
+    Error,
+}
+
+impl Outcome {
+    fn of(violated: bool) -> Outcome {
+        if violated {
+            Outcome::Fail
+        } else {
+            Outcome::Pass
+        }
+    }
+}
+
+impl ToolCheck {
+    /// True for checks that read call arguments (the guard then keeps them).
+    pub fn needs_args(&self) -> bool {
+        matches!(
+            self,
+            ToolCheck::Args { .. }
+                | ToolCheck::CallsWithArgs { .. }
+                | ToolCheck::ArgsExcluded { .. }
+        )
+    }
+
+    /// BeforeCall: what the history alone decides.
+    pub fn before_call(&self, h: &ToolHistory) -> Outcome {
+        let turn = h.turn();
+        fn results<'a>(
+            turn: &'a [CallRecord],
+            tool: &'a Option<String>,
+        ) -> impl Iterator<Item = &'a str> {
+            turn.iter()
+                .filter(move |c| tool.as_deref().is_none_or(|t| t == c.name))
+                .filter_map(|c| c.result.as_deref())
+        }
+        match self {
+            ToolCheck::NotCalled {
+                names,
+                scope: Scope::Session,
+            } => Outcome::of(h.calls.iter().any(|c| names.contains(&c.name))),
+            ToolCheck::ArgsExcluded { tool, excluded } => worst(
+                h.calls
+                    .iter()
+                    .filter(|c| c.name == *tool)
+                    .map(|c| args_excluded(&c.args, excluded)),
+            ),
+            ToolCheck::NoErrors => Outcome::of(turn.iter().any(|c| c.result_is_error)),
+            ToolCheck::ResultIncludes { tool, patterns } => {
+                Outcome::of(results(turn, tool).any(|r| {
+                    let r = r.to_lowercase();
+                    !patterns.iter().all(|p| r.contains(&p.to_lowercase()))
+                }))
+            }
+            ToolCheck::ResultMatches { tool, regex } => {
+                Outcome::of(results(turn, tool).any(|r| !regex.is_match(r)))
+            }
+            ToolCheck::Efficiency {
+                max_errors,
+                max_error_rate,
+                ..
+            } => {
+                let answered = turn.iter().filter(|c| c.result.is_some()).count() as u64;
+                let errors = turn.iter().filter(|c| c.result_is_error).count() as u64;
+                Outcome::of(
+                    max_errors.is_some_and(|m| errors > m)
+                        || max_error_rate
+                            .is_some_and(|r| answered > 0 && errors as f64 / answered as f64 > r),
+                )
+            }
+            _ => Outcome::Pass,
+        }
+    }
+
+    /// A call starts: `turn` and `session` end with it. Its arguments are not known yet.
+    pub fn on_call_start(&self, turn: &[&CallRecord], session: &[&CallRecord]) -> bool {
+        let Some(call) = turn.last() else {
+            return false;
+        };
+        match self {
+            ToolCheck::NotCalled { names, .. } => names.contains(&call.name),
+            ToolCheck::Count {
+                tool,
+                max: Some(max),
+                ..
+            } => count(turn, tool.as_deref()) > *max,
+            ToolCheck::AntiPattern { patterns } => {
+                patterns.iter().any(|p| ends_with(turn, &p.sequence))
+            }
+            ToolCheck::NoRepeat { tools, max_repeats } => {
+                (tools.is_empty() || tools.contains(&call.name))
+                    && turn
+                        .iter()
+                        .rev()
+                        .take_while(|c| c.name == call.name)
+                        .count() as u64
+                        > *max_repeats
+            }
+            ToolCheck::Efficiency {
+                max_calls: Some(max),
+                ..
+            } => turn.len() as u64 > *max,
+            _ => {
+                let _ = session;
+                false
+            }
+        }
+    }
+
+    /// The anti-pattern a call completed, for its message.
+    pub fn anti_pattern_hit(&self, turn: &[&CallRecord]) -> Option<&AntiPattern> {
+        match self {
+            ToolCheck::AntiPattern { patterns } => {
+                patterns.iter().find(|p| ends_with(turn, &p.sequence))
+            }
+            _ => None,
+        }
+    }
+
+    /// End of the response: the complete arguments of its calls (`calls`).
+    pub fn on_response_calls(&self, calls: &[&CallRecord]) -> Outcome {
+        match self {
+            ToolCheck::Args { tool, expected, .. } => {
+                worst(calls.iter().filter(|c| c.name == *tool).map(|c| {
+                    match args_match(&c.args, expected) {
+                        Some(true) => Outcome::Pass,
+                        Some(false) => Outcome::Fail,
+                        None => Outcome::Error,
+                    }
+                }))
+            }
+            ToolCheck::ArgsExcluded { tool, excluded } => worst(
+                calls
+                    .iter()
+                    .filter(|c| c.name == *tool)
+                    .map(|c| args_excluded(&c.args, excluded)),
+            ),
+            _ => Outcome::Pass,
+        }
+    }
+
+    /// End of the turn (a response without tool calls).
+    pub fn on_turn_end(&self, turn: &[&CallRecord], session: &[&CallRecord]) -> bool {
+        let scoped = |scope: &Scope| match scope {
+            Scope::Turn => turn,
+            Scope::Session => session,
+        };
+        let names = |calls: &[&CallRecord]| -> Vec<String> {
+            calls.iter().map(|c| c.name.clone()).collect()
+        };
+        match self {
+            ToolCheck::Called {
+                names: tools,
+                min_calls,
+                scope,
+            } => tools
+                .iter()
+                .any(|t| count(scoped(scope), Some(t)) < *min_calls),
+            ToolCheck::Count {
+                tool,
+                min: Some(min),
+                ..
+            } => count(turn, tool.as_deref()) < *min,
+            ToolCheck::Sequence { tools } => !is_subsequence(&names(turn), tools),
+            ToolCheck::Chain { tools } => !names(turn).windows(tools.len()).any(|w| w == tools),
+            ToolCheck::Args {
+                tool,
+                expected,
+                scope,
+            } => !scoped(scope)
+                .iter()
+                .any(|c| c.name == *tool && args_match(&c.args, expected) == Some(true)),
+            ToolCheck::CallsWithArgs {
+                tool,
+                expected,
+                result_includes,
+            } => !turn.iter().any(|c| {
+                c.name == *tool
+                    && args_match(&c.args, expected) == Some(true)
+                    && c.result.as_deref().is_some_and(|r| {
+                        let r = r.to_lowercase();
+                        result_includes
+                            .iter()
+                            .all(|p| r.contains(&p.to_lowercase()))
+                    })
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// The worst of several outcomes: any failure fails; else any error errs.
+fn worst(outcomes: impl Iterator<Item = Outcome>) -> Outcome {
+    let mut out = Outcome::Pass;
+    for o in outcomes {
+        match o {
+            Outcome::Fail => return Outcome::Fail,
+            Outcome::Error => out = Outcome::Error,
+            Outcome::Pass => {}
+        }
+    }
+    out
+}
+
+fn count(calls: &[&CallRecord], tool: Option<&str>) -> u64 {
+    calls
+        .iter()
+        .filter(|c| tool.is_none_or(|t| t == c.name))
+        .count() as u64
+}
+
+fn ends_with(calls: &[&CallRecord], seq: &[String]) -> bool {
+    calls.len() >= seq.len()
+        && calls[calls.len() - seq.len()..]
+            .iter()
+            .zip(seq)
+            .all(|(c, s)| c.name == *s)
+}
+
+fn is_subsequence(names: &[String], seq: &[String]) -> bool {
+    let mut it = names.iter();
+    seq.iter().all(|s| it.any(|n| n == s))
+}
+
+/// Whether the arguments (JSON text) hold every expected key with an equal value; `None` when
+/// they are not a JSON object.
+pub fn args_match(args: &str, expected: &Map<String, Value>) -> Option<bool> {
+    let parsed = parse_args(args)?;
+    Some(
+        expected
+            .iter()
+            .all(|(k, v)| parsed.get(k).is_some_and(|a| json_equal(a, v))),
+    )
+}
+
+/// Fail when any excluded key holds its excluded value (a list of values: any of them).
+fn args_excluded(args: &str, excluded: &Map<String, Value>) -> Outcome {
+    match parse_args(args) {
+        None => Outcome::Error,
+        Some(parsed) => Outcome::of(
+            excluded
+                .iter()
+                .any(|(k, v)| parsed.get(k).is_some_and(|a| value_excluded(a, v))),
+        ),
+    }
+}
+
+/// Whether `actual` is the excluded value `excluded` (or one of them, for a list).
+pub fn value_excluded(actual: &Value, excluded: &Value) -> bool {
+    match excluded {
+        Value::Array(options) if !actual.is_array() => {
+            options.iter().any(|o| json_equal(actual, o))
+        }
+        other => json_equal(actual, other),
+    }
+}
+
+/// Empty arguments are an empty object (OpenAI sends `""` for argument-less calls).
+fn parse_args(args: &str) -> Option<Map<String, Value>> {
+    if args.trim().is_empty() {
+        return Some(Map::new());
+    }
+    match serde_json::from_str(args) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// JSON equality with numbers compared by value (`1` equals `1.0`).
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
