@@ -10,6 +10,7 @@
 //! OnChunk + AfterCall path as one big delta per channel, so both give the same verdict.
 
 pub mod catalog;
+pub mod counters;
 pub mod json_args;
 pub mod pack;
 pub mod structured;
