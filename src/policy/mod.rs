@@ -21,6 +21,7 @@ use crate::delta::{Channel, Conversation, Delta};
 use crate::scan::{
     build_forbidden, Hit, LiteralMatcher, LiteralRule, RegexRule, ScanSet, ScanState,
 };
+use counters::{SentenceState, TokenCounter, TokenState};
 use json_args::FieldWatcher;
 use regex_syntax::hir::Hir;
 use std::path::Path;
@@ -127,8 +128,14 @@ pub enum CheckDef {
         pattern: String,
         hir: Hir,
     },
+    /// `max_length`: characters and/or o200k tokens.
     MaxLength {
-        max_chars: u64,
+        max_chars: Option<u64>,
+        max_tokens: Option<u64>,
+    },
+    /// `sentence_count` / `max_sentences`: streamed maximum (see [`counters`]).
+    SentenceCount {
+        max: u64,
     },
     /// `contains` (all patterns) / `contains_any` (one of them), case-insensitive, whole text.
     Contains {
@@ -243,6 +250,10 @@ struct TargetChecks {
     scan: ScanSet,
     /// (validator, max characters) — output: per choice over content and refusal; input: per message.
     max_chars: Vec<(u32, u64)>,
+    /// (validator, max o200k tokens) — output: per text channel; input: per message.
+    max_tokens: Vec<(u32, u64)>,
+    /// (validator, max sentences) — output: per text channel; input: per message.
+    max_sentences: Vec<(u32, u64)>,
     /// (validator, check) on the whole text.
     whole: Vec<(u32, WholeCheck)>,
 }
@@ -275,6 +286,8 @@ pub struct Policy {
     cost: Vec<(u32, Option<u64>, Option<f64>)>,
     /// Some validator asks for the whole response to be held until it passes.
     buffer: bool,
+    /// The o200k tokenizer, loaded when a validator counts tokens.
+    tokens: Option<TokenCounter>,
     packs: Vec<String>,
 }
 
@@ -334,7 +347,25 @@ impl Policy {
                             .map_err(|e| fail(format!("param 'pattern': {e}")))?;
                         checks.whole.push((owner, WholeCheck::Regex(re)));
                     }
-                    CheckDef::MaxLength { max_chars } => checks.max_chars.push((owner, *max_chars)),
+                    CheckDef::MaxLength {
+                        max_chars,
+                        max_tokens,
+                    } => {
+                        if let Some(max) = max_chars {
+                            checks.max_chars.push((owner, *max));
+                        }
+                        if let Some(max) = max_tokens {
+                            checks.max_tokens.push((owner, *max));
+                            if policy.tokens.is_none() {
+                                policy.tokens = Some(TokenCounter::o200k().map_err(|e| {
+                                    fail(format!(
+                                        "param 'max_tokens': cannot load the o200k tokenizer: {e}"
+                                    ))
+                                })?);
+                            }
+                        }
+                    }
+                    CheckDef::SentenceCount { max } => checks.max_sentences.push((owner, *max)),
                     CheckDef::Contains { patterns, any } => checks.whole.push((
                         owner,
                         WholeCheck::Contains {
@@ -500,6 +531,22 @@ impl Policy {
                     hits.push(whole_hit(owner));
                 }
             }
+            if let (Some(counter), false) = (&self.tokens, checks.max_tokens.is_empty()) {
+                let n = counter.count_whole(text);
+                for &(owner, max) in &checks.max_tokens {
+                    if n > max {
+                        hits.push(whole_hit(owner));
+                    }
+                }
+            }
+            if !checks.max_sentences.is_empty() {
+                let n = counters::count_sentences(text);
+                for &(owner, max) in &checks.max_sentences {
+                    if n > max {
+                        hits.push(whole_hit(owner));
+                    }
+                }
+            }
             if !checks.whole.is_empty() {
                 all_text.push_str(text);
                 all_text.push('\n');
@@ -625,6 +672,10 @@ struct ChannelState {
     channel: Channel,
     target: Target,
     scan: ScanState,
+    /// (validator, state) of `max_tokens` limits (answer and refusal channels).
+    tokens: Vec<(u32, TokenState)>,
+    /// (validator, state) of `sentence_count` limits (answer and refusal channels).
+    sentences: Vec<(u32, SentenceState)>,
 }
 
 #[derive(Debug, Default)]
@@ -746,6 +797,26 @@ impl StreamGuard {
                 }
             }
         }
+        if let Some(counter) = &policy.tokens {
+            for (owner, st) in &mut ch.tokens {
+                if let Some(at) = counter.feed(st, text) {
+                    self.hits.push(Hit {
+                        owner: *owner,
+                        start: Some(at),
+                        end: at,
+                    });
+                }
+            }
+        }
+        for (owner, st) in &mut ch.sentences {
+            if let Some(at) = st.feed(text) {
+                self.hits.push(Hit {
+                    owner: *owner,
+                    start: Some(at),
+                    end: at,
+                });
+            }
+        }
         if let Channel::ToolArgs(index) = channel {
             self.on_tool_args(*choice, *index, text);
         }
@@ -859,6 +930,12 @@ impl StreamGuard {
         }
         let ch = &self.channels[channel];
         let mut safe = self.policy.checks(ch.target).scan.safe_pos(&ch.scan);
+        for (_, st) in &ch.tokens {
+            safe = safe.min(st.safe_pos());
+        }
+        for (_, st) in &ch.sentences {
+            safe = safe.min(st.safe_pos());
+        }
         if let Channel::ToolArgs(index) = ch.channel {
             let watcher = self
                 .calls
@@ -906,6 +983,21 @@ impl StreamGuard {
                 .checks(ch.target)
                 .scan
                 .finish(&mut ch.scan, &mut self.hits);
+            let counter = policy.tokens.as_ref();
+            for (owner, st) in &mut ch.tokens {
+                if let Some(counter) = counter {
+                    counter.finish(st);
+                }
+                if st.violation().is_some() {
+                    self.hits.push(whole_hit(*owner));
+                }
+            }
+            for (owner, st) in &mut ch.sentences {
+                st.finish();
+                if st.violation().is_some() {
+                    self.hits.push(whole_hit(*owner));
+                }
+            }
         }
         let mut fields = Vec::new();
         for call in &mut self.calls {
@@ -991,11 +1083,32 @@ impl StreamGuard {
         } else {
             Target::Reasoning
         };
+        let checks = self.policy.checks(target);
+        let counted =
+            target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal);
+        let (tokens, sentences) = if counted {
+            (
+                checks
+                    .max_tokens
+                    .iter()
+                    .map(|&(v, max)| (v, TokenState::new(max)))
+                    .collect(),
+                checks
+                    .max_sentences
+                    .iter()
+                    .map(|&(v, max)| (v, SentenceState::new(max)))
+                    .collect(),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
         self.channels.push(ChannelState {
             choice,
             channel,
             target,
-            scan: self.policy.checks(target).scan.start(),
+            scan: checks.scan.start(),
+            tokens,
+            sentences,
         });
         self.channels.len() - 1
     }

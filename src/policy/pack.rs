@@ -269,13 +269,24 @@ fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<Check
             })
         }
         "max_length" => {
-            let max = p.u64("max")?;
-            if p.map.contains_key("max_tokens") {
-                return Err("param 'max_tokens': token limits are not supported yet".into());
+            let max_chars = p.u64("max")?;
+            let max_tokens = p.u64("max_tokens")?;
+            if max_chars.is_none() && max_tokens.is_none() {
+                return Err(
+                    "param 'max' or 'max_tokens': at least one is required (characters, o200k tokens)"
+                        .into(),
+                );
             }
-            let max = max.ok_or_else(|| "param 'max': required (characters)".to_owned())?;
-            Ok(CheckDef::MaxLength { max_chars: max })
+            Ok(CheckDef::MaxLength {
+                max_chars,
+                max_tokens,
+            })
         }
+        "sentence_count" => Ok(CheckDef::SentenceCount {
+            max: p
+                .u64("max")?
+                .ok_or_else(|| "param 'max': required (sentences)".to_owned())?,
+        }),
         "contains" | "contains_any" => Ok(CheckDef::Contains {
             patterns: non_empty_patterns(p.required_string_list("patterns")?)?,
             any: canonical == "contains_any",

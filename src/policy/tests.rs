@@ -709,3 +709,55 @@ validators:
     let (ch, pos) = g.on_chunk(&text(0, "all fine")).unwrap().unwrap();
     assert_eq!(g.safe_pos(ch), pos);
 }
+
+#[test]
+fn max_tokens_and_sentence_count_stream_and_agree_with_whole_text() {
+    let p = policy(
+        r#"
+validators:
+  - type: length
+    params: { max_tokens: 12 }
+  - type: max_sentences
+    params: { max_sentences: 2 }
+"#,
+    )
+    .unwrap();
+    let counter = counters::TokenCounter::o200k().unwrap();
+    let samples = [
+        "Dr. Smith paid 3.14 dollars. That was all.",
+        "One. Two. Three.",
+        "The quick brown fox jumps over the lazy dog again and again and again.",
+        "Short.",
+    ];
+    for s in samples {
+        let whole = stream(&p, &[s]).err().map(|e| e.validator);
+        let expected = if counter.count_whole(s) > 12 {
+            Some(0)
+        } else if counters::count_sentences(s) > 2 {
+            Some(1)
+        } else {
+            None
+        };
+        assert_eq!(whole, expected, "{s}");
+        for cut in (0..=s.len()).filter(|&c| s.is_char_boundary(c)) {
+            let split = stream(&p, &[&s[..cut], &s[cut..]])
+                .err()
+                .map(|e| e.validator);
+            assert_eq!(split.is_some(), whole.is_some(), "{s} cut {cut}");
+        }
+    }
+    // Input: each message on its own.
+    let input =
+        policy("validators:\n  - type: sentence_count\n    params: { max: 1, direction: input }\n")
+            .unwrap();
+    let conv = Conversation {
+        messages: vec![Message::text(Role::User, vec!["Hi. There.".into()])],
+        tools: vec![],
+    };
+    let mut f = Vec::new();
+    assert!(input
+        .before_call(&conv, &input.tool_history(&conv), &mut f)
+        .is_err());
+    let e = policy("validators:\n  - type: max_length\n    params: {}\n").unwrap_err();
+    assert!(e.contains("param 'max' or 'max_tokens'"), "{e}");
+}
