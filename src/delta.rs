@@ -43,6 +43,15 @@ pub enum Delta<'a> {
     },
     /// The choice finished, with the provider's reason.
     Finish { choice: u32, reason: Cow<'a, str> },
+    /// Text of `channel` sent again (Responses `.done` and `response.completed` events repeat
+    /// what the deltas carried): not checked again, but held and masked like the original.
+    /// `start` is its channel position; `None` when it is the channel's latest text.
+    Repeat {
+        choice: u32,
+        channel: Channel,
+        text: Cow<'a, str>,
+        start: Option<u64>,
+    },
     /// Token usage as reported by the provider.
     Usage {
         input_tokens: Option<u64>,

@@ -45,6 +45,8 @@ pub struct Metrics {
     pub blocked: Family<VerdictLabels, Counter>,
     /// Monitor-mode violations (counted, not blocked).
     pub monitored: Family<VerdictLabels, Counter>,
+    /// Matches masked by redact-mode validators.
+    pub redacted: Family<VerdictLabels, Counter>,
     /// Time guardwire itself adds to a request: total time minus time waiting on the upstream.
     pub overhead: Family<RouteLabels, Histogram>,
     /// Streams being relayed right now.
@@ -69,6 +71,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let blocked = Family::<VerdictLabels, Counter>::default();
         let monitored = Family::<VerdictLabels, Counter>::default();
+        let redacted = Family::<VerdictLabels, Counter>::default();
         let overhead = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
             // 10 µs … ~160 ms: the proxy should live in the first few buckets.
             Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -105,6 +108,11 @@ impl Metrics {
             monitored.clone(),
         );
         registry.register(
+            "redactions",
+            "Matches masked by redact-mode validators, by validator, phase and route",
+            redacted.clone(),
+        );
+        registry.register(
             "latency_overhead_seconds",
             "Time the proxy adds to a request (total minus upstream wait)",
             overhead.clone(),
@@ -124,6 +132,7 @@ impl Metrics {
             requests,
             blocked,
             monitored,
+            redacted,
             overhead,
             streams_in_flight,
             upstream_errors,

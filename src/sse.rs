@@ -57,6 +57,32 @@ impl SseFrame {
         }
         out
     }
+
+    /// The same frame with its data replaced: other lines (event, id, comments) stay in place,
+    /// the `data:` lines become the lines of `data`.
+    pub fn with_data(&self, data: &[u8]) -> Bytes {
+        let mut out = Vec::with_capacity(self.raw.len() + data.len());
+        let mut data_written = false;
+        for line in lines(&self.raw) {
+            if line.is_empty() {
+                continue;
+            }
+            let is_data = line.starts_with(b"data:") || line == b"data";
+            if !is_data {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            } else if !data_written {
+                for part in data.split(|&b| b == b'\n') {
+                    out.extend_from_slice(b"data: ");
+                    out.extend_from_slice(part);
+                    out.push(b'\n');
+                }
+                data_written = true;
+            }
+        }
+        out.push(b'\n');
+        Bytes::from(out)
+    }
 }
 
 /// Splits raw bytes into lines on CRLF, LF or CR (terminators removed).

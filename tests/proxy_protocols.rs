@@ -513,3 +513,76 @@ async fn a_forbidden_tool_is_blocked_before_anything_of_its_call_is_released() {
         );
     }
 }
+
+const REDACT_PACK: &str = r#"
+validators:
+  - id: no-fruit
+    type: content_excludes
+    mode: redact
+    params: { patterns: ["forbidden fruit"], match_mode: word_boundary }
+  - id: codes
+    type: content_excludes
+    mode: redact
+    mask: "***"
+    params: { patterns: ["XK-99"] }
+"#;
+
+#[tokio::test]
+async fn redaction_masks_exactly_the_match_on_every_protocol_and_split() {
+    for p in all() {
+        let pieces = ["Eat the ", "forbid", "den fr", "uit. Code XK-", "99 ok"];
+        let (frames, _) = (p.text_frames)(&pieces);
+        let body = frames.concat();
+        let (redacted, _) =
+            (p.text_frames)(&["Eat the ", "[REDACTED:no-fruit]", "", ". Code ***", " ok"]);
+        let expected = redacted.concat();
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), REDACT_PACK, "").await;
+        for split in (0..body.len()).step_by(7) {
+            let a = stream(&p, proxy.addr(), "hi", &format!("{split},{}", split + 13)).await;
+            assert_eq!(a.status, 200, "{}", p.name);
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+        let m = metrics(proxy.addr()).await;
+        let needle = format!(
+            r#"guardwire_redactions_total{{validator="no-fruit",phase="stream",route="{}"}}"#,
+            p.name
+        );
+        assert!(m.contains(&needle), "{m}");
+        // A whole response is rewritten the same way.
+        let whole_mock = MockUpstream::start({
+            let whole = (p.whole)("Eat the forbidden fruit, XK-99.");
+            move |_| Reply::json(200, &whole)
+        })
+        .await;
+        let proxy = start_proxy_all(&whole_mock.base_url(), REDACT_PACK, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", p.name);
+        assert_eq!(
+            a.text(),
+            (p.whole)("Eat the [REDACTED:no-fruit], ***."),
+            "{}",
+            p.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn redaction_masks_tool_arguments() {
+    for p in all() {
+        let (frames, _) = (p.tool_frames)(&["{\"note\": \"XK", "-99 now\"}"]);
+        let (expected, _) = (p.tool_frames)(&["{\"note\": \"***", " now\"}"]);
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), REDACT_PACK, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        // (Gemini sends arguments as one JSON object; it is rewritten in place.)
+        assert_eq!(a.text(), expected.concat(), "{}", p.name);
+    }
+}

@@ -65,6 +65,17 @@ pub enum Mode {
     Enforce,
     /// Count and log only: the shadow mode for trying a policy before turning it on.
     Monitor,
+    /// Replace each match with a mask and let the rest through (content checks and `pii`).
+    Redact,
+}
+
+/// A span of a response channel's text to replace with `mask` (`mode: redact`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redaction {
+    pub channel: ChannelId,
+    pub start: u64,
+    pub end: u64,
+    pub mask: String,
 }
 
 /// PromptKit score thresholds. Deterministic checks score 1 (pass) or 0 (violation).
@@ -99,6 +110,8 @@ pub struct Validator {
     pub on_error: OnError,
     /// Hold the whole response until every check has passed (`buffer: true`).
     pub buffer: bool,
+    /// `mode: redact`: the replacement text (default `[REDACTED:<kind>]`).
+    pub mask: Option<String>,
     pub file: String,
     pub index: usize,
 }
@@ -474,6 +487,19 @@ impl Policy {
         }
     }
 
+    /// True when some validator redacts (frames then keep where their text is).
+    pub fn redacts(&self) -> bool {
+        self.validators.iter().any(|v| v.mode == Mode::Redact)
+    }
+
+    /// The mask for a redaction by `validator` of a match of `kind` (a `pii` kind).
+    fn mask(&self, validator: u32, kind: Option<&str>) -> String {
+        let v = self.validator(validator);
+        v.mask
+            .clone()
+            .unwrap_or_else(|| format!("[REDACTED:{}]", kind.unwrap_or(&v.label)))
+    }
+
     /// The earliest `latency_budget` in enforce mode: (validator, milliseconds).
     pub fn latency_budget(&self) -> Option<(u32, u64)> {
         self.latency
@@ -580,7 +606,8 @@ impl Policy {
                 note: None,
             };
             match self.validator(hit.owner).mode {
-                Mode::Enforce => return Err(finding),
+                // Redact hits with a span were taken out before; one without blocks.
+                Mode::Enforce | Mode::Redact => return Err(finding),
                 Mode::Monitor => {
                     if reported.insert(hit.owner) {
                         findings.push(finding);
@@ -615,6 +642,8 @@ impl Policy {
             price,
             latency_fired: Vec::new(),
             notes: Vec::new(),
+            redactions: Vec::new(),
+            redacted: Vec::new(),
             hits: Vec::new(),
             reported: Reported::default(),
             findings: Vec::new(),
@@ -715,6 +744,10 @@ pub struct StreamGuard {
     latency_fired: Vec<u32>,
     /// Messages of rules that fired, by validator.
     notes: Vec<(u32, String)>,
+    /// Spans to mask, per channel in order of their starts, overlapping ones merged.
+    redactions: Vec<Redaction>,
+    /// Redactions not yet counted by the caller (validator, phase).
+    pub redacted: Vec<Finding>,
     hits: Vec<Hit>,
     reported: Reported,
     /// Monitor-mode findings not yet collected by the caller.
@@ -773,6 +806,13 @@ impl StreamGuard {
                 return Ok(None);
             }
             Delta::Finish { .. } => return Ok(None),
+            // Already checked when it streamed: only held back with its channel.
+            Delta::Repeat {
+                choice, channel, ..
+            } => {
+                let id = self.channel(*choice, *channel);
+                return Ok(Some((id, self.channels[id].scan.pos())));
+            }
         };
         let id = self.channel(*choice, *channel);
         let policy = &*self.policy;
@@ -820,6 +860,7 @@ impl StreamGuard {
         if let Channel::ToolArgs(index) = channel {
             self.on_tool_args(*choice, *index, text);
         }
+        self.take_redactions(id);
         self.judge(self.chunk_phase)?;
         Ok(Some((id, pos)))
     }
@@ -911,6 +952,52 @@ impl StreamGuard {
         }
     }
 
+    /// Moves the pending hits of redacting validators that have a span into the channel's
+    /// redactions. (Hits without a span stay and block: nothing to mask.)
+    fn take_redactions(&mut self, channel: ChannelId) {
+        let policy = &*self.policy;
+        if !policy.redacts() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.hits.len() {
+            let hit = self.hits[i];
+            let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, hit.start) else {
+                i += 1;
+                continue;
+            };
+            self.hits.swap_remove(i);
+            self.redacted.push(Finding {
+                validator: hit.owner,
+                phase: self.chunk_phase,
+                note: None,
+            });
+            let end = hit.end.max(start);
+            let merged = self
+                .redactions
+                .iter_mut()
+                .rev()
+                .find(|r| r.channel == channel && r.start <= end && start <= r.end);
+            match merged {
+                Some(r) => {
+                    r.start = r.start.min(start);
+                    r.end = r.end.max(end);
+                }
+                None => self.redactions.push(Redaction {
+                    channel,
+                    start,
+                    end,
+                    mask: policy.mask(hit.owner, None),
+                }),
+            }
+        }
+    }
+
+    /// The redactions so far.
+    pub fn redactions(&self) -> &[Redaction] {
+        &self.redactions
+    }
+
     /// The turn's and the session's calls as seen from `choice`, this response's last.
     fn call_views(&self, choice: u32) -> (Vec<&CallRecord>, Vec<&CallRecord>) {
         let own = self
@@ -978,11 +1065,14 @@ impl StreamGuard {
     /// and runs the whole-response checks.
     pub fn after_call(&mut self) -> Result<(), Finding> {
         let policy = Arc::clone(&self.policy);
-        for ch in &mut self.channels {
+        for id in 0..self.channels.len() {
+            let ch = &mut self.channels[id];
             policy
                 .checks(ch.target)
                 .scan
                 .finish(&mut ch.scan, &mut self.hits);
+            self.take_redactions(id);
+            let ch = &mut self.channels[id];
             let counter = policy.tokens.as_ref();
             for (owner, st) in &mut ch.tokens {
                 if let Some(counter) = counter {

@@ -107,6 +107,7 @@ fn parse_validator(
     let mut mode = Mode::Enforce;
     let mut on_error = OnError::FailClosed;
     let mut buffer = false;
+    let mut mask = None;
     for (key, value) in fields {
         match key.as_str() {
             "type" => {}
@@ -122,8 +123,8 @@ fn parse_validator(
                 mode = match value.as_str() {
                     Some("enforce") => Mode::Enforce,
                     Some("monitor") => Mode::Monitor,
-                    Some("redact") => return Err(at("mode `redact` is not supported yet".into())),
-                    _ => return Err(at("`mode` must be one of enforce, monitor".into())),
+                    Some("redact") => Mode::Redact,
+                    _ => return Err(at("`mode` must be one of enforce, monitor, redact".into())),
                 }
             }
             "on_error" => {
@@ -133,6 +134,7 @@ fn parse_validator(
                     _ => return Err(at("`on_error` must be one of fail_closed, fail_open".into())),
                 }
             }
+            "mask" => mask = Some(as_string(value).ok_or_else(|| at("`mask` must be a string".into()))?),
             "buffer" => buffer = as_bool(value).ok_or_else(|| at("`buffer` must be true or false".into()))?,
             // PromptKit ignores it (guardrails always enforce); `false` asks for the shadow mode.
             "fail_on_violation" => {
@@ -142,7 +144,7 @@ fn parse_validator(
             }
             other => {
                 return Err(at(format!(
-                    "unknown key `{other}` (expected type, params, enabled, message, id, mode, on_error, buffer, fail_on_violation)"
+                    "unknown key `{other}` (expected type, params, enabled, message, id, mode, mask, on_error, buffer, fail_on_violation)"
                 )))
             }
         }
@@ -207,6 +209,25 @@ fn parse_validator(
             "param 'direction': whole-text checks of reasoning are not supported yet".into(),
         ));
     }
+    if mode == Mode::Redact && !matches!(def, CheckDef::ContentExcludes { .. }) {
+        return Err(at(format!(
+            "mode `redact` needs the exact span of each match: it applies to content_excludes and pii, not to `{type_name}`"
+        )));
+    }
+    if mode == Mode::Redact
+        && matches!(
+            direction,
+            Direction::Input | Direction::Both | Direction::All
+        )
+    {
+        return Err(at(
+            "mode `redact` rewrites the response; redacting the request (direction input) is not supported yet"
+                .into(),
+        ));
+    }
+    if mask.is_some() && mode != Mode::Redact {
+        return Err(at("`mask` only applies with `mode: redact`".into()));
+    }
     if let Some(unknown) = p.map.keys().next() {
         return Err(at(format!(
             "param '{unknown}': unknown param for `{type_name}`"
@@ -223,6 +244,7 @@ fn parse_validator(
         threshold,
         on_error,
         buffer,
+        mask,
         file: file.to_owned(),
         index,
     };

@@ -144,6 +144,14 @@ struct Event<'a> {
     #[serde(borrow, default)]
     delta: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    part: Option<OutputContent<'a>>,
+    #[serde(borrow, default)]
     item: Option<OutputItem<'a>>,
     #[serde(borrow, default)]
     response: Option<WholeResponse<'a>>,
@@ -200,6 +208,39 @@ fn usage_delta<'a>(u: Usage) -> Delta<'a> {
     }
 }
 
+/// A repeated text of channel `channel` ending at the channel's latest position.
+fn repeat(channel: Channel, text: Option<Cow<'_, str>>) -> Option<Delta<'_>> {
+    text.filter(|t| !t.is_empty()).map(|text| Delta::Repeat {
+        choice: 0,
+        channel,
+        text,
+        start: None,
+    })
+}
+
+fn part_repeat(part: OutputContent<'_>) -> Option<Delta<'_>> {
+    match part.kind.as_deref() {
+        Some("refusal") => repeat(Channel::Refusal, part.refusal),
+        Some("reasoning_text") => repeat(Channel::Reasoning, part.text),
+        _ => repeat(Channel::Content, part.text),
+    }
+}
+
+/// The texts an output item repeats (a finished message, call or reasoning item).
+fn item_repeats<'a>(item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a>>) {
+    match item.kind.as_deref() {
+        Some("message") => out.extend(item.content.into_iter().filter_map(part_repeat)),
+        Some("function_call") => out.extend(repeat(Channel::ToolArgs(index), item.arguments)),
+        Some("reasoning") => out.extend(
+            item.summary
+                .into_iter()
+                .chain(item.content)
+                .filter_map(|c| repeat(Channel::Reasoning, c.text)),
+        ),
+        _ => {}
+    }
+}
+
 struct ResponsesStream;
 
 impl StreamDecoder for ResponsesStream {
@@ -235,8 +276,57 @@ impl StreamDecoder for ResponsesStream {
                     }
                 }
             }
+            "response.output_text.done" => out.extend(repeat(Channel::Content, ev.text)),
+            "response.refusal.done" => out.extend(repeat(Channel::Refusal, ev.refusal)),
+            "response.function_call_arguments.done" => {
+                out.extend(repeat(Channel::ToolArgs(index), ev.arguments))
+            }
+            "response.reasoning_text.done" | "response.reasoning_summary_text.done" => {
+                out.extend(repeat(Channel::Reasoning, ev.text))
+            }
+            "response.content_part.done" => {
+                if let Some(part) = ev.part {
+                    out.extend(part_repeat(part));
+                }
+            }
+            "response.output_item.done" => {
+                if let Some(item) = ev.item {
+                    item_repeats(item, index, out);
+                }
+            }
             "response.completed" | "response.incomplete" | "response.failed" => {
                 if let Some(r) = ev.response {
+                    // The final object repeats every output text, at its place in the channel.
+                    let mut offsets: Vec<(Channel, u64)> = Vec::new();
+                    for (i, item) in r.output.into_iter().enumerate() {
+                        let mut texts = Vec::new();
+                        item_repeats(item, i as u32, &mut texts);
+                        for d in texts {
+                            if let Delta::Repeat {
+                                choice,
+                                channel,
+                                text,
+                                ..
+                            } = d
+                            {
+                                let k = match offsets.iter().position(|(c, _)| *c == channel) {
+                                    Some(k) => k,
+                                    None => {
+                                        offsets.push((channel, 0));
+                                        offsets.len() - 1
+                                    }
+                                };
+                                let start = offsets[k].1;
+                                offsets[k].1 += text.len() as u64;
+                                out.push(Delta::Repeat {
+                                    choice,
+                                    channel,
+                                    text,
+                                    start: Some(start),
+                                });
+                            }
+                        }
+                    }
                     if let Some(status) = r.status {
                         out.push(Delta::Finish {
                             choice: 0,
@@ -248,8 +338,7 @@ impl StreamDecoder for ResponsesStream {
                 return Ok(FrameKind::Terminal);
             }
             "error" => return Ok(FrameKind::UpstreamError),
-            // Lifecycle events, `.done` events (whose text repeats the deltas already checked),
-            // and event types added later pass through.
+            // Lifecycle events and event types added later pass through.
             _ => return Ok(FrameKind::Passthrough),
         }
         Ok(FrameKind::Data)
@@ -404,9 +493,18 @@ mod tests {
                 text: "no".into()
             }
         );
+        // `.done` repeats the text: held and masked with it, not checked again.
         assert_eq!(
-            decode(r#"{"type":"response.output_text.done","text":"Hi"}"#).0,
-            FrameKind::Passthrough
+            decode(r#"{"type":"response.output_text.done","text":"Hi"}"#),
+            (
+                FrameKind::Data,
+                vec![Delta::Repeat {
+                    choice: 0,
+                    channel: Channel::Content,
+                    text: "Hi".into(),
+                    start: None
+                }]
+            )
         );
         assert_eq!(
             decode(

@@ -8,6 +8,8 @@
 //! On a violation the held frames are dropped, the protocol's native error frame is sent, the
 //! body ends, and the upstream response is dropped, which cancels the upstream request.
 
+use super::redact::{self, TextSpan};
+use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, RouteLabels};
 use crate::policy::{ChannelId, Finding, StreamGuard};
@@ -98,6 +100,8 @@ struct Held {
     bytes: Bytes,
     /// (channel, position after this frame's text): releasable once safe there.
     needs: Vec<(ChannelId, u64)>,
+    /// With redact-mode validators: the frame and where its texts are, to mask them on release.
+    texts: Option<Box<(SseFrame, Vec<TextSpan>)>>,
 }
 
 pub struct GuardedStream {
@@ -259,9 +263,11 @@ impl GuardedStream {
     fn process_frame(&mut self, frame: SseFrame) {
         let fields = frame.fields();
         let Some(data) = fields.data else {
-            self.hold(frame.raw, Vec::new());
+            self.hold(frame.raw.clone(), Vec::new(), None);
             return;
         };
+        let redacts = self.guard.policy().redacts();
+        let mut spans: Vec<TextSpan> = Vec::new();
         let mut deltas = Vec::new();
         let kind = match self.decoder.decode(fields.event, &data, &mut deltas) {
             Ok(kind) => kind,
@@ -278,20 +284,48 @@ impl GuardedStream {
         for d in &deltas {
             match self.guard.on_chunk(d) {
                 Err(finding) => return self.block(finding),
-                Ok(Some((ch, pos))) => match needs.iter_mut().find(|(c, _)| *c == ch) {
-                    Some(n) => n.1 = pos,
-                    None => needs.push((ch, pos)),
-                },
+                Ok(Some((ch, pos))) => {
+                    match needs.iter_mut().find(|(c, _)| *c == ch) {
+                        Some(n) => n.1 = pos,
+                        None => needs.push((ch, pos)),
+                    }
+                    let located = match d {
+                        Delta::Text { text, .. } => Some((text, pos - text.len() as u64)),
+                        Delta::Repeat { text, start, .. } => Some((
+                            text,
+                            start.unwrap_or_else(|| pos.saturating_sub(text.len() as u64)),
+                        )),
+                        _ => None,
+                    };
+                    if let (true, Some((text, start))) = (redacts, located) {
+                        let taken: Vec<_> = spans.iter().map(|s| s.literal.clone()).collect();
+                        // Not found cannot happen for a text decoded from this data; an empty
+                        // literal makes a redaction touching it fail closed on release.
+                        let (literal, raw) =
+                            redact::locate(&data, text, &taken).unwrap_or((0..0, false));
+                        spans.push(TextSpan {
+                            channel: ch,
+                            start,
+                            end: start + text.len() as u64,
+                            literal,
+                            raw,
+                            text: text.to_string(),
+                        });
+                    }
+                }
                 Ok(None) => {}
             }
         }
         drop(deltas);
+        drop(data);
+        let texts = (!spans.is_empty()).then(|| Box::new((frame.clone(), spans)));
         match kind {
-            FrameKind::Data | FrameKind::Passthrough => self.hold(frame.raw, needs),
+            FrameKind::Data | FrameKind::Passthrough => self.hold(frame.raw, needs, texts),
             FrameKind::Terminal | FrameKind::UpstreamError => {
                 self.held.push_back(Held {
                     bytes: frame.raw,
                     needs: Vec::new(),
+                    texts,
                 });
                 self.end_of_stream();
                 self.done = true;
@@ -300,9 +334,18 @@ impl GuardedStream {
     }
 
     /// Queues a frame and releases every frame at the front that is now safe.
-    fn hold(&mut self, bytes: Bytes, needs: Vec<(ChannelId, u64)>) {
+    fn hold(
+        &mut self,
+        bytes: Bytes,
+        needs: Vec<(ChannelId, u64)>,
+        texts: Option<Box<(SseFrame, Vec<TextSpan>)>>,
+    ) {
         self.held_bytes += bytes.len();
-        self.held.push_back(Held { bytes, needs });
+        self.held.push_back(Held {
+            bytes,
+            needs,
+            texts,
+        });
         while let Some(front) = self.held.front() {
             if !front
                 .needs
@@ -313,7 +356,7 @@ impl GuardedStream {
             }
             if let Some(h) = self.held.pop_front() {
                 self.held_bytes -= h.bytes.len();
-                self.out.push_back(h.bytes);
+                self.release(h);
             }
         }
         if self.held_bytes > self.ctx.max_holdback_bytes {
@@ -339,9 +382,41 @@ impl GuardedStream {
             return self.block(finding);
         }
         self.report_findings();
-        self.out.extend(self.held.drain(..).map(|h| h.bytes));
+        while let Some(h) = self.held.pop_front() {
+            self.release(h);
+        }
         self.held_bytes = 0;
-        self.held_bytes = 0;
+    }
+
+    /// Sends a held frame: as it came, or with its redacted texts masked.
+    fn release(&mut self, h: Held) {
+        let Some(texts) = h.texts else {
+            self.out.push_back(h.bytes);
+            return;
+        };
+        let (frame, spans) = *texts;
+        let redactions = self.guard.redactions();
+        let touched = |s: &TextSpan| {
+            redactions
+                .iter()
+                .any(|r| r.channel == s.channel && r.start < s.end && r.end > s.start)
+        };
+        if !spans.iter().any(touched) {
+            self.out.push_back(h.bytes);
+            return;
+        }
+        let data = frame
+            .fields()
+            .data
+            .map(|d| d.into_owned())
+            .unwrap_or_default();
+        match redact::rewrite(&data, &spans, redactions) {
+            Ok(Some(new)) => self.out.push_back(frame.with_data(&new)),
+            Ok(None) => self.out.push_back(h.bytes),
+            Err(redact::Unmaskable) => self.terminate(GatewayError::Internal(
+                "a redaction could not be applied".into(),
+            )),
+        }
     }
 
     fn block(&mut self, finding: Finding) {
@@ -373,6 +448,16 @@ impl GuardedStream {
     }
 
     fn report_findings(&mut self) {
+        if !self.guard.redacted.is_empty() {
+            super::record_redactions(
+                &self.ctx.metrics,
+                self.guard.policy(),
+                &self.guard.redacted,
+                self.ctx.route,
+                &self.ctx.request_id,
+            );
+            self.guard.redacted.clear();
+        }
         if self.guard.findings.is_empty() {
             return;
         }

@@ -7,9 +7,11 @@
 
 pub mod body;
 pub mod headers;
+pub mod redact;
 pub mod upstream;
 
 use crate::config::Config;
+use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{
     Metrics, ReloadLabels, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels,
@@ -23,6 +25,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
+use redact::TextSpan;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -476,16 +479,55 @@ impl Gateway {
                 "the upstream sent a malformed response".into(),
             ));
         }
+        let redacts = route.policy.redacts();
+        let mut spans = Vec::new();
         let verdict = deltas
             .iter()
-            .try_for_each(|d| guard.on_chunk(d).map(|_| ()))
+            .try_for_each(|d| {
+                let at = guard.on_chunk(d)?;
+                if let (true, Some((channel, pos)), Delta::Text { text, .. }) = (redacts, at, d) {
+                    let taken: Vec<_> =
+                        spans.iter().map(|s: &TextSpan| s.literal.clone()).collect();
+                    let (literal, raw) =
+                        redact::locate(&body, text, &taken).unwrap_or((0..0, false));
+                    spans.push(TextSpan {
+                        channel,
+                        start: pos - text.len() as u64,
+                        end: pos,
+                        literal,
+                        raw,
+                        text: text.to_string(),
+                    });
+                }
+                Ok(())
+            })
             .and_then(|()| guard.after_call())
             .and_then(|()| guard.check_latency(ex.started.elapsed().as_millis() as u64));
         self.report_monitor(route, ex, &guard.findings);
+        record_redactions(
+            &self.metrics,
+            &route.policy,
+            &guard.redacted,
+            route.name,
+            ex.id(),
+        );
         if let Err(finding) = verdict {
             return Err(self.blocked(route, ex, finding));
         }
         drop(deltas);
+        let body = if guard.redactions().is_empty() {
+            body
+        } else {
+            match redact::rewrite(&body, &spans, guard.redactions()) {
+                Ok(Some(new)) => Bytes::from(new),
+                Ok(None) => body,
+                Err(redact::Unmaskable) => {
+                    return Err(GatewayError::Internal(
+                        "a redaction could not be applied".into(),
+                    ))
+                }
+            }
+        };
         out_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
         let mut r = Response::new(ProxyBody::full(body));
         *r.status_mut() = up_parts.status;
@@ -554,6 +596,28 @@ fn record_monitor<'a>(
             })
             .inc();
         tracing::info!(request_id, route, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
+    }
+}
+
+/// Counts and logs matches masked by redact-mode validators.
+fn record_redactions(
+    metrics: &Metrics,
+    policy: &Policy,
+    redacted: &[Finding],
+    route: &'static str,
+    request_id: &str,
+) {
+    for f in redacted {
+        let v = policy.validator(f.validator);
+        metrics
+            .redacted
+            .get_or_create(&VerdictLabels {
+                validator: v.label.clone(),
+                phase: f.phase.as_str(),
+                route,
+            })
+            .inc();
+        tracing::info!(request_id, route, validator = %v.label, phase = f.phase.as_str(), "redacted");
     }
 }
 
