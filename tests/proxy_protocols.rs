@@ -34,6 +34,8 @@ struct Proto {
     plain_path: &'static str,
     stream_body: fn(&str) -> String,
     plain_body: fn(&str) -> String,
+    /// A streamed request whose turn called `lookup` and got back this result (a JSON object).
+    history_body: fn(&serde_json::Value) -> String,
     /// Stream frames carrying these text deltas, and the index of the first delta's frame.
     text_frames: fn(&[&str]) -> (Vec<String>, usize),
     /// Stream frames of one tool call whose arguments arrive in these pieces.
@@ -67,6 +69,12 @@ fn chat() -> Proto {
             json!({"model":"m","stream":true,"messages":[{"role":"user","content":t}]}).to_string()
         },
         plain_body: |t| json!({"model":"m","messages":[{"role":"user","content":t}]}).to_string(),
+        history_body: |r| {
+            json!({"model":"m","stream":true,"messages":[
+            {"role":"user","content":"q"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":r.to_string()}]}).to_string()
+        },
         text_frames: |texts| {
             let mut f = vec![sse(
                 &json!({"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}),
@@ -113,6 +121,10 @@ fn responses() -> Proto {
         plain_path: "/v1/responses",
         stream_body: |t| json!({"model":"m","stream":true,"input":t}).to_string(),
         plain_body: |t| json!({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":t}]}]}).to_string(),
+        history_body: |r| json!({"model":"m","stream":true,"input":[
+            {"role":"user","content":"q"},
+            {"type":"function_call","call_id":"c1","name":"lookup","arguments":"{}"},
+            {"type":"function_call_output","call_id":"c1","output":r.to_string()}]}).to_string(),
         text_frames: |texts| {
             let mut f = vec![
                 ev("response.created", json!({"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","output":[]}})),
@@ -151,6 +163,13 @@ fn anthropic() -> Proto {
         },
         plain_body: |t| {
             json!({"model":"c","max_tokens":100,"system":"be kind","messages":[{"role":"user","content":[{"type":"text","text":t}]}]}).to_string()
+        },
+        // Anthropic flags failed tool results with `is_error`.
+        history_body: |r| {
+            json!({"model":"c","max_tokens":100,"stream":true,"messages":[
+            {"role":"user","content":"q"},
+            {"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"lookup","input":{}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","is_error":r.get("error").is_some(),"content":r.to_string()}]}]}).to_string()
         },
         text_frames: |texts| {
             let mut f = vec![
@@ -229,6 +248,13 @@ fn gemini() -> Proto {
         stream_body: |t| json!({"contents":[{"role":"user","parts":[{"text":t}]}]}).to_string(),
         plain_body: |t| {
             json!({"contents":[{"role":"user","parts":[{"text":t}]}],"systemInstruction":{"parts":[{"text":"s"}]}}).to_string()
+        },
+        history_body: |r| {
+            json!({"contents":[
+            {"role":"user","parts":[{"text":"q"}]},
+            {"role":"model","parts":[{"functionCall":{"name":"lookup","args":{}}}]},
+            {"role":"user","parts":[{"functionResponse":{"name":"lookup","response":r}}]}]})
+            .to_string()
         },
         text_frames: |texts| {
             let mut f: Vec<String> = texts.iter().map(|t| sse(&json!({"candidates":[{"content":{"role":"model","parts":[{"text":t}]},"index":0}],"modelVersion":"g"}))).collect();
@@ -584,5 +610,180 @@ async fn redaction_masks_tool_arguments() {
         let a = stream(&p, proxy.addr(), "hi", "").await;
         // (Gemini sends arguments as one JSON object; it is rewritten in place.)
         assert_eq!(a.text(), expected.concat(), "{}", p.name);
+    }
+}
+
+#[tokio::test]
+async fn tool_results_in_the_history_are_judged_before_the_call() {
+    let pack = r#"
+validators:
+  - id: tools-ok
+    type: no_tool_errors
+  - id: has-status
+    type: tool_result_includes
+    params: { tool_name: lookup, patterns: [status] }
+"#;
+    for p in all() {
+        let (frames, _) = (p.text_frames)(&["fine"]);
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let ask = |result: serde_json::Value| {
+            send(
+                proxy.addr(),
+                "POST",
+                p.stream_path,
+                (p.history_body)(&result),
+                &[("content-type", "application/json")],
+            )
+        };
+        let a = ask(json!({"status": "ok"})).await;
+        assert_eq!(a.status, 200, "{}: {}", p.name, a.text());
+        let a = ask(json!({"error": "backend down", "status": 503})).await;
+        assert_eq!(a.status, 400, "{}", p.name);
+        assert_eq!(
+            (p.error_message)(&a.json()),
+            "blocked by guardrail 'tools-ok'"
+        );
+        let a = ask(json!({"ok": true})).await;
+        assert_eq!(
+            (p.error_message)(&a.json()),
+            "blocked by guardrail 'has-status'"
+        );
+        assert_eq!(
+            mock.requests().len(),
+            1,
+            "{}: blocked requests reached the provider",
+            p.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn excluded_argument_values_are_blocked_before_they_are_released() {
+    let pack = r#"
+validators:
+  - id: no-mallory
+    type: tool_args_excluded_session
+    params: { tool_name: f, excluded_args: { to: mallory } }
+"#;
+    for p in all() {
+        let (frames, first) =
+            (p.tool_frames)(&["{\"memo\": \"hi\", \"to\": \"mal", "lory\", \"n\": 1}"]);
+        let body = frames.concat();
+        // The frame where the watched value starts is held until the value is judged.
+        let mut expected = frames[..first].concat();
+        expected.push_str(&(p.block_frame)("blocked by guardrail 'no-mallory'"));
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        for split in (0..body.len()).step_by(9) {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+        let (ok, _) = (p.tool_frames)(&["{\"to\": \"bob\"}"]);
+        let mock = split_mock(ok.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        assert_eq!(
+            stream(&p, proxy.addr(), "hi", "").await.text(),
+            ok.concat(),
+            "{}",
+            p.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn sentence_and_token_limits_stop_before_the_excess_is_released() {
+    let pack = r#"
+validators:
+  - id: two-sentences
+    type: max_sentences
+    params: { max_sentences: 2 }
+"#;
+    for p in all() {
+        let (frames, first) = (p.text_frames)(&[
+            "Dr. Who paid 3.5 pounds. Then",
+            " he left",
+            ". Nobody",
+            " saw.",
+        ]);
+        let body = frames.concat();
+        let mut expected = frames[..first + 2].concat();
+        expected.push_str(&(p.block_frame)("blocked by guardrail 'two-sentences'"));
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        for split in (0..body.len()).step_by(11) {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+    }
+    let tokens =
+        "validators:\n  - id: short\n    type: max_length\n    params: { max_tokens: 5 }\n";
+    for p in all() {
+        // "one two three four five" is five o200k tokens; " six" the sixth. " five" is counted
+        // only when the next word shows where its token ends, so its frame is still held then.
+        let (frames, first) = (p.text_frames)(&["one two three", " four five", " six seven"]);
+        let mut expected = frames[..first + 1].concat();
+        expected.push_str(&(p.block_frame)("blocked by guardrail 'short'"));
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), tokens, "").await;
+        assert_eq!(
+            stream(&p, proxy.addr(), "hi", "").await.text(),
+            expected,
+            "{}",
+            p.name
+        );
+    }
+}
+
+#[tokio::test]
+async fn budgets_read_each_protocols_usage_and_end_slow_streams() {
+    let pack = r#"
+validators:
+  - id: tokens
+    type: cost_budget
+    on_error: fail_open
+    params: { max_total_tokens: 10 }
+"#;
+    for p in all() {
+        let (frames, _) = (p.text_frames)(&["hello"]);
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        // Anthropic's fixture reports 3 + 9 tokens, Gemini's 2 + 5; the OpenAI fixtures report
+        // none, which fails open here.
+        let blocked = a
+            .text()
+            .ends_with(&(p.block_frame)("blocked by guardrail 'tokens'"));
+        assert_eq!(
+            blocked,
+            p.name == "anthropic_messages",
+            "{}: {}",
+            p.name,
+            a.text()
+        );
+    }
+    let slow = "validators:\n  - id: fast\n    type: latency_budget\n    params: { max_ms: 300 }\n";
+    for p in all() {
+        let (frames, first) = (p.text_frames)(&["quick ", "and slow"]);
+        let head = frames[..first + 1].concat();
+        let rest = frames[first + 1..].concat();
+        let mock = MockUpstream::start(move |_| {
+            Reply::sse_split(
+                format!("{head}{rest}").as_bytes(),
+                &[head.len()],
+                Duration::from_millis(1500),
+            )
+        })
+        .await;
+        let proxy = start_proxy_all(&mock.base_url(), slow, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        let mut expected = frames[..first + 1].concat();
+        expected.push_str(&(p.block_frame)("blocked by guardrail 'fast'"));
+        assert_eq!(a.text(), expected, "{}", p.name);
+        assert!(
+            mock.wait_for_cancelled(1, Duration::from_secs(5)).await,
+            "{}",
+            p.name
+        );
     }
 }
