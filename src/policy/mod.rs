@@ -301,6 +301,10 @@ pub struct Policy {
     buffer: bool,
     /// The o200k tokenizer, loaded when a validator counts tokens.
     tokens: Option<TokenCounter>,
+    /// Some validator redacts (asked per frame, so computed once).
+    redacts: bool,
+    /// Some tool check reads call arguments.
+    needs_args: bool,
     packs: Vec<String>,
 }
 
@@ -440,7 +444,9 @@ impl Policy {
                 _ => {}
             }
             policy.buffer |= v.buffer;
+            policy.redacts |= v.mode == Mode::Redact;
         }
+        policy.needs_args = policy.tools.iter().any(|(_, c)| c.needs_args());
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
         Ok(policy)
     }
@@ -489,7 +495,7 @@ impl Policy {
 
     /// True when some validator redacts (frames then keep where their text is).
     pub fn redacts(&self) -> bool {
-        self.validators.iter().any(|v| v.mode == Mode::Redact)
+        self.redacts
     }
 
     /// The mask for a redaction by `validator` of a match of `kind` (a `pii` kind).
@@ -663,7 +669,7 @@ impl Policy {
     }
 
     fn needs_args(&self) -> bool {
-        self.tools.iter().any(|(_, c)| c.needs_args())
+        self.needs_args
     }
 }
 
