@@ -43,9 +43,19 @@ pub struct Config {
     pub reload: Reload,
     #[serde(default)]
     pub admin: Admin,
+    #[serde(default)]
+    pub audit: AuditConfig,
     /// Prices per model for `cost_budget`'s `max_cost_usd`, in USD per million tokens.
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, Price>,
+}
+
+/// The audit log: one JSON line per block, redaction and monitor-mode hit.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// A file to append to, or `-` for stdout; absent: no audit log.
+    pub path: Option<String>,
 }
 
 /// What a model's tokens cost, in USD per million tokens.
@@ -186,7 +196,7 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 9] = [
+const TOP_LEVEL_KEYS: [&str; 10] = [
     "listen",
     "upstreams",
     "packs",
@@ -196,6 +206,7 @@ const TOP_LEVEL_KEYS: [&str; 9] = [
     "reload",
     "admin",
     "prices",
+    "audit",
 ];
 
 /// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other

@@ -1,6 +1,7 @@
 //! guardwire: a streaming guardrail proxy for LLM APIs.
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod config;
 pub mod delta;
 pub mod error;

@@ -149,3 +149,69 @@ async fn serve_proxies_and_stops_on_sigterm() {
         .unwrap();
     assert!(status.success(), "exit status {status}");
 }
+
+#[test]
+fn check_loads_the_catalog_pack_with_every_type_and_alias() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("g.yaml");
+    let pack = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/packs/catalog.yaml");
+    std::fs::write(&config, format!("packs: [\"{}\"]\n", pack.display())).unwrap();
+    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
+    assert!(ok, "{out}");
+    // Every implemented canonical type appears, and every alias was accepted.
+    for canonical in [
+        "content_excludes",
+        "regex",
+        "pii",
+        "max_length",
+        "sentence_count",
+        "contains",
+        "contains_any",
+        "min_length",
+        "field_presence",
+        "json_valid",
+        "json_schema",
+        "json_path",
+        "tools_called",
+        "tools_not_called",
+        "tool_args",
+        "tool_calls_with_args",
+        "tool_call_count",
+        "tool_call_sequence",
+        "tool_call_chain",
+        "tool_anti_pattern",
+        "tool_no_repeat",
+        "tool_efficiency",
+        "no_tool_errors",
+        "tool_result_includes",
+        "tool_result_matches",
+        "tool_args_excluded_session",
+        "latency_budget",
+        "cost_budget",
+    ] {
+        assert!(
+            out.contains(&format!("({canonical})")),
+            "{canonical} missing:\n{out}"
+        );
+    }
+    for alias in [
+        "banned_words",
+        "content_not_includes",
+        "content_matches",
+        "pii_leakage",
+        "length",
+        "max_sentences",
+        "content_includes",
+        "content_includes_any",
+        "required_fields",
+        "is_valid_json",
+        "valid_json",
+        "tool_called",
+        "tools_not_called_with_args",
+    ] {
+        assert!(
+            out.contains(&format!("] {alias} (")),
+            "{alias} missing:\n{out}"
+        );
+    }
+}

@@ -256,3 +256,81 @@ async fn a_slow_client_head_is_cut_off() {
     assert!(closed.is_ok(), "the connection was left open");
     assert_eq!(mock.request_count(), 0);
 }
+
+#[tokio::test]
+async fn the_audit_log_has_one_line_per_verdict_and_never_the_matched_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let pack = r#"
+validators:
+  - id: no-fruit
+    type: banned_words
+    params: { words: ["forbidden fruit"] }
+  - id: shadow
+    type: content_excludes
+    mode: monitor
+    params: { patterns: ["apple"] }
+  - id: mask
+    type: content_excludes
+    mode: redact
+    params: { patterns: ["pear"] }
+"#;
+    let mock = MockUpstream::start(|req| {
+        let text = if req.body_str().contains("bad") {
+            "an apple, a pear and the forbidden fruit"
+        } else {
+            "an apple and a pear"
+        };
+        Reply::sse(&openai_chat_stream(&[text]))
+    })
+    .await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        pack,
+        &format!("audit:\n  path: \"{}\"\n", log.display()),
+    )
+    .await;
+    let ok = post_chat(proxy.addr(), &STREAM_REQUEST.replace("\"hi\"", "\"good\"")).await;
+    assert!(ok.text().contains("[REDACTED:mask]"), "{}", ok.text());
+    let bad = post_chat(proxy.addr(), &STREAM_REQUEST.replace("\"hi\"", "\"bad\"")).await;
+    assert!(bad.text().contains("content_blocked"), "{}", bad.text());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(String, String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["validator"].as_str().unwrap().to_owned(),
+                l["mode"].as_str().unwrap().to_owned(),
+                l["phase"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("shadow", "monitor", "stream"),
+        ("mask", "redact", "stream"),
+        ("no-fruit", "enforce", "stream"),
+    ] {
+        let e = (
+            expected.0.to_owned(),
+            expected.1.to_owned(),
+            expected.2.to_owned(),
+        );
+        assert!(seen.contains(&e), "{expected:?} not in {seen:?}");
+    }
+    for l in &lines {
+        assert_eq!(l["route"], "openai_chat");
+        assert!(l["request_id"].as_str().is_some_and(|r| !r.is_empty()));
+        assert!(l["ts"].as_str().unwrap().ends_with('Z'));
+        assert!(l["type"].as_str().is_some());
+    }
+    for secret in ["apple", "pear", "forbidden fruit", "good", "bad"] {
+        assert!(
+            !text.contains(secret),
+            "the audit log holds {secret:?}: {text}"
+        );
+    }
+}

@@ -246,6 +246,8 @@ pub struct Finding {
     /// A message from the rule that fired (a `tool_anti_pattern` pattern's `message`), used
     /// when the validator has none of its own.
     pub note: Option<String>,
+    /// Which rule of the validator fired, where it has kinds (a `pii` kind).
+    pub rule: Option<&'static str>,
 }
 
 /// The texts a scan set is built for.
@@ -276,6 +278,9 @@ struct TargetChecks {
 pub enum PolicyError {
     #[error(transparent)]
     Pack(#[from] PackError),
+    /// A part of the runtime built with the policy (the audit log) could not be set up.
+    #[error("{0}")]
+    Setup(String),
     #[error("{file}: validators[{index}] (type: {type_name}): {message}")]
     Compile {
         file: String,
@@ -610,6 +615,7 @@ impl Policy {
                 validator: hit.owner,
                 phase,
                 note: None,
+                rule: None,
             };
             match self.validator(hit.owner).mode {
                 // Redact hits with a span were taken out before; one without blocks.
@@ -977,6 +983,7 @@ impl StreamGuard {
                 validator: hit.owner,
                 phase: self.chunk_phase,
                 note: None,
+                rule: None,
             });
             let end = hit.end.max(start);
             let merged = self

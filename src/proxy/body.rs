@@ -77,6 +77,7 @@ impl Body for ProxyBody {
 /// Where a stream reports what happened: metrics and the request's identity for logs.
 pub struct StreamContext {
     pub metrics: Arc<Metrics>,
+    pub audit: Arc<crate::audit::Audit>,
     pub route: &'static str,
     pub request_id: String,
     pub protocol: &'static dyn Protocol,
@@ -420,13 +421,7 @@ impl GuardedStream {
     }
 
     fn block(&mut self, finding: Finding) {
-        let err = super::record_block(
-            &self.ctx.metrics,
-            self.guard.policy(),
-            finding,
-            self.ctx.route,
-            &self.ctx.request_id,
-        );
+        let err = self.reporter().block(finding);
         self.terminate(err);
     }
 
@@ -447,27 +442,24 @@ impl GuardedStream {
         self.done = true;
     }
 
-    fn report_findings(&mut self) {
-        if !self.guard.redacted.is_empty() {
-            super::record_redactions(
-                &self.ctx.metrics,
-                self.guard.policy(),
-                &self.guard.redacted,
-                self.ctx.route,
-                &self.ctx.request_id,
-            );
-            self.guard.redacted.clear();
+    fn reporter(&self) -> super::Reporter<'_> {
+        super::Reporter {
+            metrics: &self.ctx.metrics,
+            audit: &self.ctx.audit,
+            policy: self.guard.policy(),
+            route: self.ctx.route,
+            request_id: &self.ctx.request_id,
         }
-        if self.guard.findings.is_empty() {
+    }
+
+    fn report_findings(&mut self) {
+        if self.guard.redacted.is_empty() && self.guard.findings.is_empty() {
             return;
         }
-        super::record_monitor(
-            &self.ctx.metrics,
-            self.guard.policy(),
-            &self.guard.findings,
-            self.ctx.route,
-            &self.ctx.request_id,
-        );
+        let reporter = self.reporter();
+        reporter.redactions(&self.guard.redacted);
+        reporter.monitor(&self.guard.findings);
+        self.guard.redacted.clear();
         self.guard.findings.clear();
     }
 

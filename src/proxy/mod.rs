@@ -10,13 +10,14 @@ pub mod headers;
 pub mod redact;
 pub mod upstream;
 
+use crate::audit::{Audit, AuditEvent};
 use crate::config::Config;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{
     Metrics, ReloadLabels, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels,
 };
-use crate::policy::{Finding, Policy};
+use crate::policy::{Finding, Mode, Policy, PolicyError};
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::Protocol;
 use arc_swap::ArcSwap;
@@ -47,12 +48,14 @@ pub struct Route {
 pub struct Runtime {
     pub config: Config,
     pub routes: Vec<Route>,
+    pub audit: Arc<Audit>,
 }
 
 impl Runtime {
     /// Builds one route per protocol and compiles the packs named in `config`.
-    pub fn build(config: Config) -> Result<Runtime, crate::policy::PolicyError> {
+    pub fn build(config: Config) -> Result<Runtime, PolicyError> {
         let policy = Arc::new(Policy::load(&config.packs)?);
+        let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
         let routes = crate::protocol::all()
             .iter()
             .map(|&protocol| Route {
@@ -65,7 +68,11 @@ impl Runtime {
                 policy: Arc::clone(&policy),
             })
             .collect();
-        Ok(Runtime { config, routes })
+        Ok(Runtime {
+            config,
+            routes,
+            audit,
+        })
     }
 
     fn route_for(&self, path: &str) -> Option<&Route> {
@@ -321,9 +328,9 @@ impl Gateway {
         let verdict = route
             .policy
             .before_call(&parsed.conversation, &history, &mut findings);
-        self.report_monitor(route, ex, &findings);
+        self.reporter(rt, route, ex).monitor(&findings);
         if let Err(finding) = verdict {
-            return Err(self.blocked(route, ex, finding));
+            return Err(self.reporter(rt, route, ex).block(finding));
         }
 
         let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -364,9 +371,9 @@ impl Gateway {
             Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
                 let mut guard = route.policy.stream_guard(parsed.stream, history, price);
                 let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
-                self.report_monitor(route, ex, &guard.findings);
+                self.reporter(rt, route, ex).monitor(&guard.findings);
                 return Err(match verdict {
-                    Err(finding) => self.blocked(route, ex, finding),
+                    Err(finding) => self.reporter(rt, route, ex).block(finding),
                     Ok(()) => {
                         GatewayError::UpstreamTimeout("the upstream did not answer in time".into())
                     }
@@ -415,6 +422,7 @@ impl Gateway {
             let guard = route.policy.stream_guard(true, history, price);
             let ctx = StreamContext {
                 metrics: Arc::clone(&self.metrics),
+                audit: Arc::clone(&rt.audit),
                 route: route.name,
                 request_id: ex.id().to_owned(),
                 protocol: route.protocol,
@@ -450,9 +458,9 @@ impl Gateway {
         {
             Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
                 let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
-                self.report_monitor(route, ex, &guard.findings);
+                self.reporter(rt, route, ex).monitor(&guard.findings);
                 return Err(match verdict {
-                    Err(finding) => self.blocked(route, ex, finding),
+                    Err(finding) => self.reporter(rt, route, ex).block(finding),
                     Ok(()) => GatewayError::UpstreamTimeout("the upstream body stalled".into()),
                 });
             }
@@ -503,16 +511,10 @@ impl Gateway {
             })
             .and_then(|()| guard.after_call())
             .and_then(|()| guard.check_latency(ex.started.elapsed().as_millis() as u64));
-        self.report_monitor(route, ex, &guard.findings);
-        record_redactions(
-            &self.metrics,
-            &route.policy,
-            &guard.redacted,
-            route.name,
-            ex.id(),
-        );
+        self.reporter(rt, route, ex).monitor(&guard.findings);
+        self.reporter(rt, route, ex).redactions(&guard.redacted);
         if let Err(finding) = verdict {
-            return Err(self.blocked(route, ex, finding));
+            return Err(self.reporter(rt, route, ex).block(finding));
         }
         drop(deltas);
         let body = if guard.redactions().is_empty() {
@@ -540,12 +542,14 @@ impl Gateway {
         Ok(r)
     }
 
-    fn blocked(&self, route: &Route, ex: &Exchange, finding: Finding) -> GatewayError {
-        record_block(&self.metrics, &route.policy, finding, route.name, ex.id())
-    }
-
-    fn report_monitor(&self, route: &Route, ex: &Exchange, findings: &[Finding]) {
-        record_monitor(&self.metrics, &route.policy, findings, route.name, ex.id());
+    fn reporter<'a>(&'a self, rt: &'a Runtime, route: &'a Route, ex: &'a Exchange) -> Reporter<'a> {
+        Reporter {
+            metrics: &self.metrics,
+            audit: &rt.audit,
+            policy: &route.policy,
+            route: route.name,
+            request_id: ex.id(),
+        }
     }
 
     fn count_upstream_error(&self, route: &Route, kind: &'static str) {
@@ -553,71 +557,68 @@ impl Gateway {
     }
 }
 
-/// Counts and logs a block — the validator, never the matched text — and returns the error the
-/// client is answered with. Shared by the request path and the stream body.
-fn record_block(
-    metrics: &Metrics,
-    policy: &Policy,
-    finding: Finding,
-    route: &'static str,
-    request_id: &str,
-) -> GatewayError {
-    let v = policy.validator(finding.validator);
-    metrics
-        .blocked
-        .get_or_create(&VerdictLabels {
-            validator: v.label.clone(),
-            phase: finding.phase.as_str(),
-            route,
-        })
-        .inc();
-    tracing::info!(request_id, route, validator = %v.label, phase = finding.phase.as_str(), "blocked");
-    GatewayError::Blocked {
-        message: policy.message(&finding),
-    }
+/// Where the verdicts of one exchange go: metrics, the log and the audit log — the validator,
+/// phase and rule, never the matched text. Shared by the request path and the stream body.
+pub struct Reporter<'a> {
+    pub metrics: &'a Metrics,
+    pub audit: &'a Audit,
+    pub policy: &'a Policy,
+    pub route: &'static str,
+    pub request_id: &'a str,
 }
 
-/// Counts and logs monitor-mode violations (which never block).
-fn record_monitor<'a>(
-    metrics: &Metrics,
-    policy: &Policy,
-    findings: impl IntoIterator<Item = &'a Finding>,
-    route: &'static str,
-    request_id: &str,
-) {
-    for f in findings {
-        let v = policy.validator(f.validator);
-        metrics
-            .monitored
+impl Reporter<'_> {
+    /// Counts and logs a block, and returns the error the client is answered with.
+    pub fn block(&self, finding: Finding) -> GatewayError {
+        self.record(&finding, Mode::Enforce);
+        GatewayError::Blocked {
+            message: self.policy.message(&finding),
+        }
+    }
+
+    /// Monitor-mode violations (which never block).
+    pub fn monitor(&self, findings: &[Finding]) {
+        for f in findings {
+            self.record(f, Mode::Monitor);
+        }
+    }
+
+    /// Matches masked by redact-mode validators.
+    pub fn redactions(&self, findings: &[Finding]) {
+        for f in findings {
+            self.record(f, Mode::Redact);
+        }
+    }
+
+    fn record(&self, f: &Finding, mode: Mode) {
+        let v = self.policy.validator(f.validator);
+        let (family, mode_name) = match mode {
+            Mode::Enforce => (&self.metrics.blocked, "enforce"),
+            Mode::Monitor => (&self.metrics.monitored, "monitor"),
+            Mode::Redact => (&self.metrics.redacted, "redact"),
+        };
+        let (route, request_id, phase) = (self.route, self.request_id, f.phase.as_str());
+        family
             .get_or_create(&VerdictLabels {
                 validator: v.label.clone(),
-                phase: f.phase.as_str(),
+                phase,
                 route,
             })
             .inc();
-        tracing::info!(request_id, route, validator = %v.label, phase = f.phase.as_str(), "monitor-mode violation");
-    }
-}
-
-/// Counts and logs matches masked by redact-mode validators.
-fn record_redactions(
-    metrics: &Metrics,
-    policy: &Policy,
-    redacted: &[Finding],
-    route: &'static str,
-    request_id: &str,
-) {
-    for f in redacted {
-        let v = policy.validator(f.validator);
-        metrics
-            .redacted
-            .get_or_create(&VerdictLabels {
-                validator: v.label.clone(),
-                phase: f.phase.as_str(),
+        tracing::info!(request_id, route, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
+        if self.audit.enabled() {
+            self.audit.record(&AuditEvent {
+                ts: crate::audit::now_rfc3339(),
+                request_id,
                 route,
-            })
-            .inc();
-        tracing::info!(request_id, route, validator = %v.label, phase = f.phase.as_str(), "redacted");
+                key_id: None,
+                validator: &v.label,
+                check: v.canonical,
+                phase,
+                mode: mode_name,
+                rule: f.rule,
+            });
+        }
     }
 }
 
