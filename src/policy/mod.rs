@@ -482,6 +482,7 @@ fn whole_hit(owner: u32) -> Hit {
         owner,
         start: None,
         end: 0,
+        rule: None,
     }
 }
 
@@ -581,6 +582,7 @@ impl StreamGuard {
                         owner,
                         start: None,
                         end: pos,
+                        rule: None,
                     });
                 }
             }

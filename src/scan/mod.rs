@@ -24,10 +24,13 @@ pub use self::regex::{
 pub struct Hit {
     /// The owner given with the rule at build time (guardwire uses the validator index).
     pub owner: u32,
-    /// Start of the match, where known (literals); forward DFAs only know where matches end.
+    /// Start of the match, where known (literals, prefixed regexes); forward DFAs only know
+    /// where matches end.
     pub start: Option<u64>,
     /// End (exclusive) of the match.
     pub end: u64,
+    /// What kind of thing was found, for hits that say (PII kinds, e.g. `"email"`).
+    pub rule: Option<&'static str>,
 }
 
 /// The automata of one scan target (input, output or reasoning text), shared by all streams.
