@@ -675,7 +675,7 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
         let rx = build_regexes(&regex_rules);
         let rx_build = t1.elapsed();
         let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
-        let set = ScanSet::new(Some(lit), rx);
+        let set = ScanSet::new(Some(lit), rx, None);
         let rx_mem = set.memory_usage() - lit_mem;
         assert_no_match(&format!("{n} literals"), &set, long);
         // Per-stream state after a realistic stream (64 KiB in 8-byte deltas: worst tail growth).
@@ -707,10 +707,11 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let literals_only = ScanSet::new(
         Some(LiteralMatcher::new(&rules).expect("literals")),
         ForbiddenRegexes::default(),
+        None,
     );
     let rx = build_regexes(&regex_rules);
     let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
-    let regex_only = ScanSet::new(None, rx);
+    let regex_only = ScanSet::new(None, rx, None);
     // The patterns that do fit one DFA together: the cost of one DFA step per byte.
     let union_rules: Vec<RegexRule> = UNION_SUBSET
         .iter()
@@ -720,7 +721,7 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let union = build_regexes(&union_rules);
     let union_build = t.elapsed();
     let union_count = union.dfas.len() + usize::from(union.prefixed.is_some());
-    let regex_union = ScanSet::new(None, union);
+    let regex_union = ScanSet::new(None, union, None);
     assert_no_match("literals only", &literals_only, long);
     assert_no_match("regex only", &regex_only, long);
     assert_no_match("regex union", &regex_union, long);

@@ -337,7 +337,7 @@ impl Policy {
                     message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
                 }
             })?;
-            checks.scan = ScanSet::new(literals, regexes);
+            checks.scan = ScanSet::new(literals, regexes, None);
         }
         policy.tools = defs
             .iter()
