@@ -14,6 +14,9 @@
 //!   [`UNION_SUBSET`]), i.e. the cost of one regex DFA step per byte.
 //! - `stream_length/1000_literals+20_regex/{1KiB,1MiB}`: per-byte cost vs. stream length.
 //! - `stream_guard/default_pack/64`: `StreamGuard::on_chunk` + `safe_pos` over `Delta::Text`.
+//! - `pii/all_kinds/1024`: the all-kinds `PiiMatcher` alone over 1 MiB of prose with PII (valid
+//!   and near misses) sprinkled every few hundred bytes, in 1 KiB deltas. This text does match.
+//!   `cargo bench --bench scanner -- pii` builds only this fixture.
 //!
 //! Run: `cargo bench --bench scanner` (filter: `cargo bench --bench scanner -- stream_length`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -22,8 +25,8 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use guardwire::delta::{Channel, Delta};
 use guardwire::policy::Policy;
 use guardwire::scan::{
-    build_forbidden, compile_hir, ForbiddenRegexes, Hit, LiteralMatcher, LiteralRule, RegexRule,
-    ScanSet, ScanState,
+    build_forbidden, compile_hir, ForbiddenRegexes, Hit, LiteralMatcher, LiteralRule, PiiMatcher,
+    PiiRule, RegexRule, ScanSet, ScanState,
 };
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -850,8 +853,95 @@ fn bench_stream_guard(c: &mut Criterion, text: &str) {
     group.finish();
 }
 
+/// PII (and near misses) sprinkled into the `pii` bench text.
+const PII_SAMPLES: &[&str] = &[
+    "john.doe@example.com",
+    "a.b+tag@mail.example.co.uk",
+    "(415) 555-0132",
+    "+44 20 7946 0958",
+    "415.555.0132",
+    "4111 1111 1111 1111",
+    "4111 1111 1111 1112",
+    "DE89 3704 0044 0532 0130 00",
+    "GB82WEST12345698765433",
+    "123-45-6789",
+    "666-12-3456",
+    "192.168.0.1",
+    "1.2.3.4.5",
+    "2001:db8::1",
+    "12:30:45",
+    "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "2024-01-15",
+    "v1.2.3",
+];
+
+/// About `len` bytes of prose with a PII sample (or near miss) every 200–800 bytes.
+fn pii_text(prose: &str, len: usize, seed: u64) -> String {
+    let mut rng = Rng(seed);
+    let mut out = String::with_capacity(len + 1024);
+    let mut rest = prose;
+    while out.len() < len {
+        let mut cut = rng.range(200, 800).min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // Insert after a word, so the sample stands alone.
+        let at = rest[..cut].rfind(' ').map_or(cut, |i| i + 1);
+        out.push_str(&rest[..at]);
+        out.push_str(rng.pick(PII_SAMPLES));
+        out.push(' ');
+        rest = &rest[at..];
+        if rest.len() < 1024 {
+            rest = prose;
+        }
+    }
+    out
+}
+
+fn bench_pii(c: &mut Criterion, long: &str) {
+    let text = pii_text(long, LONG_LEN, 0x9111);
+    let t = Instant::now();
+    let pii = PiiMatcher::new(&[PiiRule {
+        kinds: Vec::new(),
+        owner: 0,
+    }])
+    .expect("pii matcher");
+    let built = t.elapsed();
+    let mem = pii.memory_usage();
+    let set = ScanSet::new(None, ForbiddenRegexes::default(), Some(pii));
+    let pieces = deltas(&text, 1024);
+    let mut hits = Vec::new();
+    scan_stream(&set, &pieces, &mut hits);
+    eprintln!(
+        "pii (all kinds): {:.1} KiB of DFAs, built in {:.1} ms; text {} B, {} hits",
+        mem as f64 / 1024.0,
+        built.as_secs_f64() * 1e3,
+        text.len(),
+        hits.len()
+    );
+    let mut group = c.benchmark_group("pii/all_kinds");
+    configure(&mut group);
+    group.throughput(Throughput::Bytes(text.len() as u64));
+    group.bench_with_input(BenchmarkId::from_parameter(1024), &pieces, |b, pieces| {
+        b.iter(|| {
+            hits.clear();
+            scan_stream(&set, pieces, &mut hits)
+        });
+    });
+    group.finish();
+}
+
 fn main() {
     let long = prose(LONG_LEN, 0x7E47);
+    // `-- pii` runs only the PII group: skip building the other (slow) fixtures.
+    if std::env::args().skip(1).any(|a| a == "pii") {
+        let mut c = Criterion::default().configure_from_args();
+        bench_pii(&mut c, &long);
+        c.final_summary();
+        return;
+    }
     let mut end = TEXT_LEN;
     while !long.is_char_boundary(end) {
         end -= 1;
@@ -874,5 +964,6 @@ fn main() {
         .expect("1000-literal fixture");
     bench_stream_length(&mut c, thousand, &long);
     bench_stream_guard(&mut c, text);
+    bench_pii(&mut c, &long);
     c.final_summary();
 }
