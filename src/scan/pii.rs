@@ -143,6 +143,27 @@ enum Form {
 }
 
 impl Form {
+    /// Longest candidate worth validating, in bytes: bounds the reverse run after an end of this
+    /// form, so that digit-heavy text costs little even where candidates end at every group.
+    fn max_span(self) -> usize {
+        match self {
+            Form::Email | Form::Token | Form::Pem => MAX_SPAN,
+            // Longer runs are never addresses; the bound only needs to see past one.
+            Form::Ipv4 | Form::Ipv6 => 64,
+            Form::Nanp => 18, // +1 (415) 555-0132
+            Form::Intl => 31, // + 15 digits, 14 separators
+            Form::Card => 23, // 19 digits in 5 groups
+            Form::Iban => 42, // 34 characters in groups of 4
+            Form::Ssn => 11,
+        }
+    }
+
+    /// Whether only the longest candidate counts: an address is a whole run, and an e-mail's
+    /// shape is exact, so a shorter one of the same end is valid only if the longest is.
+    fn longest_only(self) -> bool {
+        matches!(self, Form::Email | Form::Ipv4 | Form::Ipv6 | Form::Ssn)
+    }
+
     fn kind(self) -> PiiKind {
         match self {
             Form::Email => PiiKind::Email,
@@ -165,8 +186,11 @@ fn shapes() -> Vec<(Form, String)> {
     vec![
         (
             Form::Email,
-            r"[A-Za-z0-9_%+-][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
-                .into(),
+            concat!(
+                r"[A-Za-z0-9_%+-]+(?:\.[A-Za-z0-9_%+-]+)*",
+                r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,}\b"
+            )
+            .into(),
         ),
         (
             Form::Nanp,
@@ -234,6 +258,12 @@ pub struct PiiState {
     idle_pos: u64,
     /// The channel bytes just before the next piece (at least `HISTORY` when there are as many).
     history: Vec<u8>,
+    work: Work,
+}
+
+/// What deciding candidates updates.
+#[derive(Debug, Clone, Default)]
+struct Work {
     pending: [Option<Span>; 8],
     /// Reused buffers: (pattern, start) found by a reverse run, and a candidate's bytes.
     starts: Vec<(u32, u64)>,
@@ -243,8 +273,8 @@ pub struct PiiState {
 impl PiiState {
     pub(super) fn heap_bytes(&self) -> usize {
         self.history.capacity()
-            + self.starts.capacity() * std::mem::size_of::<(u32, u64)>()
-            + self.text.capacity()
+            + self.work.starts.capacity() * std::mem::size_of::<(u32, u64)>()
+            + self.work.text.capacity()
     }
 }
 
@@ -379,14 +409,7 @@ impl PiiMatcher {
                     piece: bytes,
                 };
                 let end = base + i as u64;
-                self.on_end(
-                    &hay,
-                    end,
-                    &mut st.pending,
-                    &mut st.starts,
-                    &mut st.text,
-                    hits,
-                );
+                self.on_end(&hay, end, self.reach(sid), &mut st.work, hits);
             }
         }
         st.sid = sid;
@@ -396,7 +419,7 @@ impl PiiMatcher {
         let pos = base + bytes.len() as u64;
         remember(&mut st.history, bytes);
         let bound = self.fwd_bound(st, pos);
-        self.flush(&mut st.pending, bound, hits);
+        self.flush(&mut st.work.pending, bound, hits);
     }
 
     pub fn finish(&self, st: &mut PiiState, pos: u64, hits: &mut Vec<Hit>) {
@@ -410,24 +433,17 @@ impl PiiMatcher {
                 base: pos,
                 piece: &[],
             };
-            self.on_end(
-                &hay,
-                pos,
-                &mut st.pending,
-                &mut st.starts,
-                &mut st.text,
-                hits,
-            );
+            self.on_end(&hay, pos, self.reach(sid), &mut st.work, hits);
         }
         st.sid = self.fwd_start;
         st.idle_pos = pos;
-        self.flush(&mut st.pending, u64::MAX, hits);
+        self.flush(&mut st.work.pending, u64::MAX, hits);
     }
 
     /// The earliest position a hit not reported yet can start at.
     pub fn safe_pos(&self, st: &PiiState, pos: u64) -> u64 {
         let mut safe = self.fwd_bound(st, pos);
-        for p in st.pending.iter().flatten() {
+        for p in st.work.pending.iter().flatten() {
             safe = safe.min(p.start);
         }
         safe
@@ -435,6 +451,14 @@ impl PiiMatcher {
 
     pub fn memory_usage(&self) -> usize {
         self.fwd.memory_usage() + self.rev.memory_usage()
+    }
+
+    /// How far back the candidates ending in forward match state `sid` can start.
+    fn reach(&self, sid: StateID) -> usize {
+        (0..self.fwd.match_len(sid))
+            .map(|k| self.forms[self.fwd.match_pattern(sid, k).as_usize()].max_span())
+            .max()
+            .unwrap_or(0)
     }
 
     /// No candidate still in progress in the forward DFA starts before this.
@@ -472,18 +496,25 @@ impl PiiMatcher {
         &self,
         hay: &Haystack<'_>,
         end: u64,
-        pending: &mut [Option<Span>; 8],
-        starts: &mut Vec<(u32, u64)>,
-        text: &mut Vec<u8>,
+        reach: usize,
+        work: &mut Work,
         hits: &mut Vec<Hit>,
     ) {
-        self.find_starts(hay, end, starts);
+        let Work {
+            pending,
+            starts,
+            text,
+        } = work;
+        self.find_starts(hay, end, reach, starts);
         for kind in PiiKind::ALL {
             // Reverse runs find starts latest first: walk back for the longest first.
             let mut candidates = starts
                 .iter()
                 .rev()
-                .filter(|(pid, _)| self.forms[*pid as usize].kind() == kind)
+                .filter(|&&(pid, start)| {
+                    let form = self.forms[pid as usize];
+                    form.kind() == kind && end - start <= form.max_span() as u64
+                })
                 .peekable();
             let Some(&&(_, earliest)) = candidates.peek() else {
                 continue;
@@ -493,9 +524,11 @@ impl PiiMatcher {
                 // A longer run: what looked like an address is part of something else.
                 *slot = None;
             }
-            let take = if kind.maximal() { 1 } else { usize::MAX };
-            let found = candidates.take(take).find_map(|&(pid, start)| {
+            let found = candidates.find_map(|&(pid, start)| {
                 let form = self.forms[pid as usize];
+                if form.longest_only() && start != earliest {
+                    return None;
+                }
                 let mut span = Span { start, end };
                 if form == Form::Token {
                     // The shape includes the byte that ended the token.
@@ -524,7 +557,7 @@ impl PiiMatcher {
     }
 
     /// Every (pattern, start) of a shape ending at `end`, latest start first.
-    fn find_starts(&self, hay: &Haystack<'_>, end: u64, out: &mut Vec<(u32, u64)>) {
+    fn find_starts(&self, hay: &Haystack<'_>, end: u64, reach: usize, out: &mut Vec<(u32, u64)>) {
         out.clear();
         let config = start::Config::new()
             .anchored(Anchored::Yes)
@@ -532,7 +565,7 @@ impl PiiMatcher {
         let Ok(mut sid) = self.rev.start_state(&config) else {
             return;
         };
-        let limit = end.saturating_sub(MAX_SPAN as u64);
+        let limit = end.saturating_sub(reach.min(MAX_SPAN) as u64);
         let mut at = end;
         // Matches show one byte late: after the byte at `at - 1`, a start at `at`.
         while at > limit {
@@ -568,14 +601,15 @@ impl PiiMatcher {
     fn valid(&self, form: Form, t: &[u8], before: Option<u8>) -> bool {
         let after_word = before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_');
         match form {
-            Form::Email => valid_email(t),
+            Form::Email => true,
             Form::Nanp => !after_word && before != Some(b'+') && valid_nanp(t),
             Form::Intl => !after_word && valid_intl(t),
             Form::Card => valid_card(t),
             Form::Iban => valid_iban(t),
             Form::Ssn => valid_ssn(t),
-            Form::Ipv4 => valid_ipv4(t),
-            Form::Ipv6 => !after_word && valid_ipv6(t),
+            // Not the tail of a longer run (one cut by the reverse run's reach).
+            Form::Ipv4 => !matches!(before, Some(b'.' | b'0'..=b'9')) && valid_ipv4(t),
+            Form::Ipv6 => !after_word && !matches!(before, Some(b':' | b'.')) && valid_ipv6(t),
             Form::Token => self.key_exact.is_match(t),
             Form::Pem => true,
         }
@@ -602,18 +636,6 @@ fn remember(history: &mut Vec<u8>, bytes: &[u8]) {
 
 fn digits(t: &[u8]) -> impl Iterator<Item = u8> + '_ {
     t.iter().filter(|b| b.is_ascii_digit()).map(|b| b - b'0')
-}
-
-fn valid_email(t: &[u8]) -> bool {
-    let Some(at) = t.iter().position(|&b| b == b'@') else {
-        return false;
-    };
-    let (local, domain) = (&t[..at], &t[at + 1..]);
-    !local.ends_with(b".")
-        && !local.windows(2).any(|w| w == b"..")
-        && domain
-            .split(|&b| b == b'.')
-            .all(|l| !l.is_empty() && !l.starts_with(b"-") && !l.ends_with(b"-"))
 }
 
 /// North-American number: optional country code 1, area and exchange codes not starting 0/1.

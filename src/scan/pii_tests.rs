@@ -289,7 +289,10 @@ fn a_candidate_is_held_until_decided_and_a_failed_one_is_released() {
     m.feed(&mut st, 23, b"1", &mut hits);
     assert!(m.safe_pos(&st, 24) <= 5);
     m.feed(&mut st, 24, b" ok", &mut hits);
-    assert!(hits.is_empty(), "reported once the automaton is idle after it");
+    assert!(
+        hits.is_empty(),
+        "reported once the automaton is idle after it"
+    );
     assert_eq!(m.safe_pos(&st, 27), 5);
     m.feed(&mut st, 27, b" ", &mut hits);
     assert_eq!(hits.len(), 1);
