@@ -53,7 +53,7 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
-use regex_syntax::hir::Hir;
+use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, Look};
 
 /// Longest candidate, in bytes, that is looked at whole (longer ones are cut to their end).
 pub const MAX_SPAN: usize = 256;
@@ -178,8 +178,24 @@ impl Form {
     }
 }
 
-/// The token alphabet of API keys: a token candidate ends at the first byte outside it.
-const TOKEN_END: &str = r"(?:[^A-Za-z0-9_-]|\z)";
+/// A token candidate ends at the first byte outside the token alphabet `[A-Za-z0-9_-]`, or at
+/// the end of the text. A byte class, not a Unicode one: `[^…]` over all of Unicode would add
+/// UTF-8 decoding states that multiply with every other shape's.
+fn token_end() -> Hir {
+    let ranges = [
+        (0x00, b'-' - 1),
+        (b'-' + 1, b'0' - 1),
+        (b'9' + 1, b'A' - 1),
+        (b'Z' + 1, b'_' - 1),
+        (b'_' + 1, b'a' - 1),
+        (b'z' + 1, 0xFF),
+    ]
+    .map(|(a, b)| ClassBytesRange::new(a, b));
+    Hir::alternation(vec![
+        Hir::class(Class::Bytes(ClassBytes::new(ranges))),
+        Hir::look(Look::End),
+    ])
+}
 
 /// The shapes, in guardwire's regex dialect (ASCII `\d` and `\b`).
 fn shapes() -> Vec<(Form, String)> {
@@ -207,9 +223,8 @@ fn shapes() -> Vec<(Form, String)> {
         ),
         (
             Form::Token,
-            format!(
-                r"\b(?:sk-|AKIA|gh[pousr]_|github_pat_|xox[baprs]-|AIza|[sr]k_live_)[A-Za-z0-9_-]+{TOKEN_END}"
-            ),
+            r"\b(?:sk-|AKIA|gh[pousr]_|github_pat_|xox[baprs]-|AIza|[sr]k_live_)[A-Za-z0-9_-]+"
+                .into(),
         ),
         (
             Form::Pem,
@@ -319,7 +334,12 @@ impl PiiMatcher {
         for (form, pattern) in shapes() {
             if !owners[form.kind().index()].is_empty() {
                 forms.push(form);
-                hirs.push(compile_hir(&pattern)?);
+                let hir = compile_hir(&pattern)?;
+                hirs.push(if form == Form::Token {
+                    Hir::concat(vec![hir, token_end()])
+                } else {
+                    hir
+                });
             }
         }
         let compile = |reverse: bool| {

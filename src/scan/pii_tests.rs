@@ -462,3 +462,9 @@ proptest! {
         check_split(matcher(), text.as_bytes(), &cuts, &whole);
     }
 }
+
+#[test]
+fn the_matcher_is_shared_across_threads() {
+    fn shared<T: Send + Sync + std::fmt::Debug>() {}
+    shared::<PiiMatcher>();
+}
