@@ -16,7 +16,9 @@
 //! - `stream_guard/default_pack/64`: `StreamGuard::on_chunk` + `safe_pos` over `Delta::Text`.
 //! - `pii/all_kinds/1024`: the all-kinds `PiiMatcher` alone over 1 MiB of prose with PII (valid
 //!   and near misses) sprinkled every few hundred bytes, in 1 KiB deltas. This text does match.
-//!   `cargo bench --bench scanner -- pii` builds only this fixture.
+//!   `pii/worst_case/1024`: 256 KiB of text where candidates end every two or three bytes
+//!   (`1 1 1 …`, `1.1.1.…`, `1:1:…`, `a@b.cc.cc.…`, `+1 1 1 …`), each followed by a reverse run.
+//!   `cargo bench --bench scanner -- pii` builds only these fixtures.
 //!
 //! Run: `cargo bench --bench scanner` (filter: `cargo bench --bench scanner -- stream_length`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -921,16 +923,28 @@ fn bench_pii(c: &mut Criterion, long: &str) {
         text.len(),
         hits.len()
     );
-    let mut group = c.benchmark_group("pii/all_kinds");
-    configure(&mut group);
-    group.throughput(Throughput::Bytes(text.len() as u64));
-    group.bench_with_input(BenchmarkId::from_parameter(1024), &pieces, |b, pieces| {
-        b.iter(|| {
-            hits.clear();
-            scan_stream(&set, pieces, &mut hits)
+    let mut worst = String::new();
+    for unit in ["1 ", "1.", "1:", "+1 1 "] {
+        worst.push_str(&unit.repeat((48 << 10) / unit.len()));
+        worst.push('\n');
+    }
+    worst.push_str(&format!("a@b{}\n", ".cc".repeat((64 << 10) / 3)));
+    let worst_pieces = deltas(&worst, 1024);
+    for (name, text, pieces) in [
+        ("all_kinds", &text, &pieces),
+        ("worst_case", &worst, &worst_pieces),
+    ] {
+        let mut group = c.benchmark_group(format!("pii/{name}"));
+        configure(&mut group);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(1024), pieces, |b, pieces| {
+            b.iter(|| {
+                hits.clear();
+                scan_stream(&set, pieces, &mut hits)
+            });
         });
-    });
-    group.finish();
+        group.finish();
+    }
 }
 
 fn main() {

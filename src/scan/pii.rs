@@ -148,8 +148,9 @@ impl Form {
     fn max_span(self) -> usize {
         match self {
             Form::Email | Form::Token | Form::Pem => MAX_SPAN,
-            // Longer runs are never addresses; the bound only needs to see past one.
-            Form::Ipv4 | Form::Ipv6 => 64,
+            // One byte more than the longest address: a longer run is seen to go on.
+            Form::Ipv4 => 16,
+            Form::Ipv6 => 40,
             Form::Nanp => 18, // +1 (415) 555-0132
             Form::Intl => 31, // + 15 digits, 14 separators
             Form::Card => 23, // 19 digits in 5 groups
@@ -526,6 +527,14 @@ impl PiiMatcher {
             text,
         } = work;
         self.find_starts(hay, end, reach, starts);
+        let Some(&(_, first)) = starts.last() else {
+            return;
+        };
+        // The bytes of every candidate and the one before: copied once, sliced per candidate.
+        let from = first.saturating_sub(1);
+        text.clear();
+        text.extend((from..end).map_while(|p| hay.at(p)));
+        let rel = |p: u64| (p - from) as usize;
         for kind in PiiKind::ALL {
             // Reverse runs find starts latest first: walk back for the longest first.
             let mut candidates = starts
@@ -540,8 +549,8 @@ impl PiiMatcher {
                 continue;
             };
             let slot = &mut pending[kind.index()];
-            if kind.maximal() && slot.is_some_and(|p| earliest <= p.start) {
-                // A longer run: what looked like an address is part of something else.
+            if kind.maximal() && slot.is_some_and(|p| earliest <= p.end) {
+                // The same run goes on: what looked like an address is part of something else.
                 *slot = None;
             }
             let found = candidates.find_map(|&(pid, start)| {
@@ -550,18 +559,24 @@ impl PiiMatcher {
                     return None;
                 }
                 let mut span = Span { start, end };
+                let t = text.get(rel(start)..rel(end))?;
+                let mut t = t;
                 if form == Form::Token {
                     // The shape includes the byte that ended the token.
-                    while span.end > span.start
-                        && hay.at(span.end - 1).is_some_and(|b| !is_token_byte(b))
-                    {
+                    while let Some((&last, rest)) = t.split_last() {
+                        if is_token_byte(last) {
+                            break;
+                        }
+                        t = rest;
                         span.end -= 1;
                     }
                 }
-                text.clear();
-                text.extend((span.start..span.end).filter_map(|p| hay.at(p)));
-                let before = span.start.checked_sub(1).and_then(|p| hay.at(p));
-                self.valid(form, text, before).then_some(span)
+                let before = if start == 0 {
+                    None
+                } else {
+                    text.get(rel(start - 1)).copied()
+                };
+                self.valid(form, t, before).then_some(span)
             });
             let Some(span) = found else {
                 continue;
