@@ -214,7 +214,7 @@ fn shapes() -> Vec<(Form, String)> {
             r"(?:\+1[ .-]?|\b1[ .-])?(?:\(\d{3}\)[ .-]?|\b\d{3}[ .-])\d{3}[ .-]\d{4}\b".into(),
         ),
         (Form::Intl, r"\+[1-9]\d*(?:[ .-]\d+)*\b".into()),
-        (Form::Card, r"\b\d(?:[ -]?\d)+\b".into()),
+        (Form::Card, r"\b\d{4}(?:[ -]?\d+)+\b".into()),
         (Form::Iban, r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]+)+\b".into()),
         (Form::Ssn, r"\b\d{3}-\d{2}-\d{4}\b".into()),
         (Form::Ipv4, r"\b\d+(?:\.\d+)+\b".into()),
