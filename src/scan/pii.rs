@@ -12,15 +12,17 @@
 //!    secrets whose alphabet includes `-`, at the first byte outside the token alphabet (or the
 //!    end of the text): a shape therefore ends at most once per group or token, not at every byte.
 //! 2. **Candidate starts.** When the forward DFA reports an end `e`, an anchored *reverse* DFA of
-//!    the same shapes runs backwards from `e` over the channel's last [`MAX_SPAN`] bytes and
-//!    reports every possible start of every shape (e.g. each digit group of
-//!    `order 12 4111 1111 1111 1111`).
+//!    the same shapes runs backwards from `e` and reports every possible start of every shape
+//!    (e.g. each digit group of `order 12 4111 1111 1111 1111`). It reaches back as far as the
+//!    longest candidate of the forms that ended at `e` can be (23 bytes for a card, 16 for an
+//!    IPv4 address, [`MAX_SPAN`] = 256 for e-mails and tokens), over a history of the channel's
+//!    last 257–514 bytes kept in the state (trimmed when it doubles: amortised O(1) per byte).
 //! 3. **Validation.** Per kind, the starts are tried from the longest candidate down and the
 //!    first that passes the kind's checks wins: Luhn for cards, ISO 13616 mod-97 for IBANs,
 //!    octet ranges for IPv4, group counts for IPv6, NANP area/exchange digits and E.164 lengths
 //!    for phones, SSA rules for SSNs, exact length/alphabet regexes for API keys. IPv4 and IPv6
 //!    take only the longest start: an address is a *whole* dotted or colon run (`1.2.3.4.5` is
-//!    none).
+//!    none); so do e-mails and SSNs, whose shapes are exact.
 //! 4. **Pending hits.** A valid candidate is kept pending (one per kind) because a later end may
 //!    extend it (`a@mail.example` → `a@mail.example.com`, `+44 20 7946` → `+44 20 7946 0958`;
 //!    `1.2.3.4` → `1.2.3.4.5` cancels it). It is reported once no later candidate can start at or
@@ -34,10 +36,16 @@
 //! of a later-reported hit is released before it is reported, and a candidate that fails
 //! validation stops holding text as soon as the forward DFA leaves its shape.
 //!
-//! Everything is a function of the bytes alone (the reverse run always looks back exactly
-//! `MAX_SPAN` bytes, which the state keeps), so pieces split at any byte give the same hits as
-//! the whole text. Cost: one DFA step per byte, plus a reverse run of at most `MAX_SPAN` bytes and
-//! a validation per candidate end (rare in prose: numbers, `@`, `:` runs and key prefixes).
+//! Everything is a function of the bytes alone (how far a reverse run looks back depends only on
+//! the forms that ended, and the state always keeps that much), so pieces split at any byte give
+//! the same hits as the whole text. Cost: one DFA step per byte, plus a reverse run and a few
+//! validations per candidate end. Ends are rare in prose (numbers with groups, `@`, `:` runs, key
+//! prefixes); text built to end candidates every few bytes (`1.1.1.1…`, `a@b.cc.cc…`) costs up to
+//! the reach per end, i.e. tens of times more per byte, but stays linear.
+//!
+//! Sizes (all kinds): forward + reverse DFAs about 1.5 MiB, built in ~0.1–0.2 s. Alone: e-mail
+//! 5 KiB, phone 17 KiB, card, IBAN, SSN, IPv4, IPv6 1–2 KiB each, API keys 54 KiB; the union is
+//! larger than the sum because token runs, e-mail local parts and digit groups overlap.
 //!
 //! Limits: a candidate longer than [`MAX_SPAN`] bytes is cut to its last `MAX_SPAN` bytes (an
 //! e-mail with a huge local part is reported from there; an over-long token loses its prefix and
