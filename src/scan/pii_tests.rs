@@ -472,3 +472,36 @@ fn the_matcher_is_shared_across_threads() {
     fn shared<T: Send + Sync + std::fmt::Debug>() {}
     shared::<PiiMatcher>();
 }
+
+#[test]
+fn scan_sets_carry_the_pii_matcher() {
+    let empty = PiiMatcher::new(&[]).unwrap();
+    assert!(empty.is_empty());
+    let set = ScanSet::new(None, ForbiddenRegexes::default(), Some(empty));
+    assert!(set.is_empty(), "a matcher without kinds is dropped");
+
+    let m = PiiMatcher::new(&[PiiRule {
+        kinds: vec![PiiKind::Ssn],
+        owner: 3,
+    }])
+    .unwrap();
+    let set = ScanSet::new(None, ForbiddenRegexes::default(), Some(m));
+    assert!(!set.is_empty());
+    assert!(set.memory_usage() > 0);
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    set.feed(&mut st, "ssn 123-4", &mut hits);
+    assert_eq!(set.safe_pos(&st), 4);
+    set.feed(&mut st, "5-6789", &mut hits);
+    set.finish(&mut st, &mut hits);
+    assert_eq!(
+        hits,
+        vec![Hit {
+            owner: 3,
+            start: Some(4),
+            end: 15,
+            rule: Some("ssn"),
+        }]
+    );
+    assert!(st.heap_bytes() >= 15);
+}
