@@ -52,7 +52,8 @@ pub struct ScanState {
     literal: literal::LiteralState,
     prefixed: prefixed::PrefixedState,
     regex: Vec<regex::RegexState>,
-    pii: PiiState,
+    /// Boxed: a few hundred bytes that streams without PII checks should not carry.
+    pii: Option<Box<PiiState>>,
 }
 
 impl ScanState {
@@ -66,7 +67,10 @@ impl ScanState {
         self.literal.heap_bytes()
             + self.prefixed.heap_bytes()
             + self.regex.capacity() * std::mem::size_of::<regex::RegexState>()
-            + self.pii.heap_bytes()
+            + self
+                .pii
+                .as_ref()
+                .map_or(0, |p| std::mem::size_of::<PiiState>() + p.heap_bytes())
     }
 }
 
@@ -105,7 +109,7 @@ impl ScanSet {
                 .map(prefixed::PrefixedMatcher::start)
                 .unwrap_or_default(),
             regex: self.regexes.iter().map(RegexMatcher::start).collect(),
-            pii: self.pii.as_ref().map(PiiMatcher::start).unwrap_or_default(),
+            pii: self.pii.as_ref().map(|p| Box::new(p.start())),
         }
     }
 
@@ -120,8 +124,8 @@ impl ScanSet {
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.feed(rs, st.pos, text.as_bytes(), hits);
         }
-        if let Some(p) = &self.pii {
-            p.feed(&mut st.pii, st.pos, text.as_bytes(), hits);
+        if let (Some(p), Some(ps)) = (&self.pii, &mut st.pii) {
+            p.feed(ps, st.pos, text.as_bytes(), hits);
         }
         st.pos += text.len() as u64;
     }
@@ -137,8 +141,8 @@ impl ScanSet {
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.finish(rs, st.pos, hits);
         }
-        if let Some(p) = &self.pii {
-            p.finish(&mut st.pii, st.pos, hits);
+        if let (Some(p), Some(ps)) = (&self.pii, &mut st.pii) {
+            p.finish(ps, st.pos, hits);
         }
     }
 
@@ -155,8 +159,8 @@ impl ScanSet {
         for (r, rs) in self.regexes.iter().zip(&st.regex) {
             safe = safe.min(r.safe_pos(rs, st.pos));
         }
-        if let Some(p) = &self.pii {
-            safe = safe.min(p.safe_pos(&st.pii, st.pos));
+        if let (Some(p), Some(ps)) = (&self.pii, &st.pii) {
+            safe = safe.min(p.safe_pos(ps, st.pos));
         }
         safe
     }
