@@ -14,6 +14,11 @@
 //!   [`UNION_SUBSET`]), i.e. the cost of one regex DFA step per byte.
 //! - `stream_length/1000_literals+20_regex/{1KiB,1MiB}`: per-byte cost vs. stream length.
 //! - `stream_guard/default_pack/64`: `StreamGuard::on_chunk` + `safe_pos` over `Delta::Text`.
+//! - `pii/all_kinds/1024`: the all-kinds `PiiMatcher` alone over 1 MiB of prose with PII (valid
+//!   and near misses) sprinkled every few hundred bytes, in 1 KiB deltas. This text does match.
+//!   `pii/worst_case/1024`: 256 KiB of text where candidates end every two or three bytes
+//!   (`1 1 1 …`, `1.1.1.…`, `1:1:…`, `a@b.cc.cc.…`, `+1 1 1 …`), each followed by a reverse run.
+//!   `cargo bench --bench scanner -- pii` builds only these fixtures.
 //!
 //! Run: `cargo bench --bench scanner` (filter: `cargo bench --bench scanner -- stream_length`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -22,8 +27,8 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use guardwire::delta::{Channel, Delta};
 use guardwire::policy::Policy;
 use guardwire::scan::{
-    build_forbidden, compile_hir, ForbiddenRegexes, Hit, LiteralMatcher, LiteralRule, RegexRule,
-    ScanSet, ScanState,
+    build_forbidden, compile_hir, ForbiddenRegexes, Hit, LiteralMatcher, LiteralRule, PiiMatcher,
+    PiiRule, RegexRule, ScanSet, ScanState,
 };
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -675,7 +680,7 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
         let rx = build_regexes(&regex_rules);
         let rx_build = t1.elapsed();
         let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
-        let set = ScanSet::new(Some(lit), rx);
+        let set = ScanSet::new(Some(lit), rx, None);
         let rx_mem = set.memory_usage() - lit_mem;
         assert_no_match(&format!("{n} literals"), &set, long);
         // Per-stream state after a realistic stream (64 KiB in 8-byte deltas: worst tail growth).
@@ -707,10 +712,11 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let literals_only = ScanSet::new(
         Some(LiteralMatcher::new(&rules).expect("literals")),
         ForbiddenRegexes::default(),
+        None,
     );
     let rx = build_regexes(&regex_rules);
     let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
-    let regex_only = ScanSet::new(None, rx);
+    let regex_only = ScanSet::new(None, rx, None);
     // The patterns that do fit one DFA together: the cost of one DFA step per byte.
     let union_rules: Vec<RegexRule> = UNION_SUBSET
         .iter()
@@ -720,7 +726,7 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let union = build_regexes(&union_rules);
     let union_build = t.elapsed();
     let union_count = union.dfas.len() + usize::from(union.prefixed.is_some());
-    let regex_union = ScanSet::new(None, union);
+    let regex_union = ScanSet::new(None, union, None);
     assert_no_match("literals only", &literals_only, long);
     assert_no_match("regex only", &regex_only, long);
     assert_no_match("regex union", &regex_union, long);
@@ -849,8 +855,107 @@ fn bench_stream_guard(c: &mut Criterion, text: &str) {
     group.finish();
 }
 
+/// PII (and near misses) sprinkled into the `pii` bench text.
+const PII_SAMPLES: &[&str] = &[
+    "john.doe@example.com",
+    "a.b+tag@mail.example.co.uk",
+    "(415) 555-0132",
+    "+44 20 7946 0958",
+    "415.555.0132",
+    "4111 1111 1111 1111",
+    "4111 1111 1111 1112",
+    "DE89 3704 0044 0532 0130 00",
+    "GB82WEST12345698765433",
+    "123-45-6789",
+    "666-12-3456",
+    "192.168.0.1",
+    "1.2.3.4.5",
+    "2001:db8::1",
+    "12:30:45",
+    "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "2024-01-15",
+    "v1.2.3",
+];
+
+/// About `len` bytes of prose with a PII sample (or near miss) every 200–800 bytes.
+fn pii_text(prose: &str, len: usize, seed: u64) -> String {
+    let mut rng = Rng(seed);
+    let mut out = String::with_capacity(len + 1024);
+    let mut rest = prose;
+    while out.len() < len {
+        let mut cut = rng.range(200, 800).min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        // Insert after a word, so the sample stands alone.
+        let at = rest[..cut].rfind(' ').map_or(cut, |i| i + 1);
+        out.push_str(&rest[..at]);
+        out.push_str(rng.pick(PII_SAMPLES));
+        out.push(' ');
+        rest = &rest[at..];
+        if rest.len() < 1024 {
+            rest = prose;
+        }
+    }
+    out
+}
+
+fn bench_pii(c: &mut Criterion, long: &str) {
+    let text = pii_text(long, LONG_LEN, 0x9111);
+    let t = Instant::now();
+    let pii = PiiMatcher::new(&[PiiRule {
+        kinds: Vec::new(),
+        owner: 0,
+    }])
+    .expect("pii matcher");
+    let built = t.elapsed();
+    let mem = pii.memory_usage();
+    let set = ScanSet::new(None, ForbiddenRegexes::default(), Some(pii));
+    let pieces = deltas(&text, 1024);
+    let mut hits = Vec::new();
+    scan_stream(&set, &pieces, &mut hits);
+    eprintln!(
+        "pii (all kinds): {:.1} KiB of DFAs, built in {:.1} ms; text {} B, {} hits",
+        mem as f64 / 1024.0,
+        built.as_secs_f64() * 1e3,
+        text.len(),
+        hits.len()
+    );
+    let mut worst = String::new();
+    for unit in ["1 ", "1.", "1:", "+1 1 "] {
+        worst.push_str(&unit.repeat((48 << 10) / unit.len()));
+        worst.push('\n');
+    }
+    worst.push_str(&format!("a@b{}\n", ".cc".repeat((64 << 10) / 3)));
+    let worst_pieces = deltas(&worst, 1024);
+    for (name, text, pieces) in [
+        ("all_kinds", &text, &pieces),
+        ("worst_case", &worst, &worst_pieces),
+    ] {
+        let mut group = c.benchmark_group(format!("pii/{name}"));
+        configure(&mut group);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(1024), pieces, |b, pieces| {
+            b.iter(|| {
+                hits.clear();
+                scan_stream(&set, pieces, &mut hits)
+            });
+        });
+        group.finish();
+    }
+}
+
 fn main() {
     let long = prose(LONG_LEN, 0x7E47);
+    // `-- pii` runs only the PII group: skip building the other (slow) fixtures.
+    if std::env::args().skip(1).any(|a| a == "pii") {
+        let mut c = Criterion::default().configure_from_args();
+        bench_pii(&mut c, &long);
+        c.final_summary();
+        return;
+    }
     let mut end = TEXT_LEN;
     while !long.is_char_boundary(end) {
         end -= 1;
@@ -873,5 +978,6 @@ fn main() {
         .expect("1000-literal fixture");
     bench_stream_length(&mut c, thousand, &long);
     bench_stream_guard(&mut c, text);
+    bench_pii(&mut c, &long);
     c.final_summary();
 }

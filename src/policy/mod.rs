@@ -435,7 +435,7 @@ impl Policy {
                     message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
                 }
             })?;
-            checks.scan = ScanSet::new(literals, regexes);
+            checks.scan = ScanSet::new(literals, regexes, None);
         }
         for (i, (v, def)) in defs.iter().enumerate() {
             let owner = i as u32;
@@ -685,6 +685,7 @@ fn whole_hit(owner: u32) -> Hit {
         owner,
         start: None,
         end: 0,
+        rule: None,
     }
 }
 
@@ -845,6 +846,7 @@ impl StreamGuard {
                         owner,
                         start: None,
                         end: pos,
+                        rule: None,
                     });
                 }
             }

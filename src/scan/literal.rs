@@ -153,6 +153,7 @@ impl LiteralMatcher {
                 owner,
                 start: Some(start),
                 end,
+                rule: None,
             };
             if !word_boundary {
                 hits.push(hit);

@@ -10,13 +10,16 @@
 //! released to the client; text after it is held until the automata have moved past it.
 
 mod literal;
+mod pii;
 mod prefixed;
 mod regex;
 pub mod text;
 
 pub use self::literal::{LiteralMatcher, LiteralRule};
+pub use self::pii::{PiiKind, PiiMatcher, PiiRule, PiiState};
 pub use self::regex::{
-    build_forbidden, compile_hir, trim_for_existence, ForbiddenRegexes, RegexMatcher, RegexRule,
+    build_forbidden, compile_hir, trim_for_existence, ForbiddenRegexes, RegexError, RegexMatcher,
+    RegexRule,
 };
 
 /// A match found by the scanner, in byte positions of its channel's text.
@@ -24,10 +27,13 @@ pub use self::regex::{
 pub struct Hit {
     /// The owner given with the rule at build time (guardwire uses the validator index).
     pub owner: u32,
-    /// Start of the match, where known (literals); forward DFAs only know where matches end.
+    /// Start of the match, where known (literals, prefixed regexes, PII); forward DFAs only know
+    /// where matches end.
     pub start: Option<u64>,
     /// End (exclusive) of the match.
     pub end: u64,
+    /// What was found, for PII hits (the [`PiiKind::name`], e.g. `"email"`); `None` otherwise.
+    pub rule: Option<&'static str>,
 }
 
 /// The automata of one scan target (input, output or reasoning text), shared by all streams.
@@ -36,6 +42,7 @@ pub struct ScanSet {
     literals: Option<LiteralMatcher>,
     prefixed: Option<prefixed::PrefixedMatcher>,
     regexes: Vec<RegexMatcher>,
+    pii: Option<PiiMatcher>,
 }
 
 /// Per-channel scanning state: a few words, plus a short tail for word-boundary checks.
@@ -45,6 +52,8 @@ pub struct ScanState {
     literal: literal::LiteralState,
     prefixed: prefixed::PrefixedState,
     regex: Vec<regex::RegexState>,
+    /// Boxed: a few hundred bytes that streams without PII checks should not carry.
+    pii: Option<Box<PiiState>>,
 }
 
 impl ScanState {
@@ -58,20 +67,32 @@ impl ScanState {
         self.literal.heap_bytes()
             + self.prefixed.heap_bytes()
             + self.regex.capacity() * std::mem::size_of::<regex::RegexState>()
+            + self
+                .pii
+                .as_ref()
+                .map_or(0, |p| std::mem::size_of::<PiiState>() + p.heap_bytes())
     }
 }
 
 impl ScanSet {
-    pub fn new(literals: Option<LiteralMatcher>, regexes: ForbiddenRegexes) -> Self {
+    pub fn new(
+        literals: Option<LiteralMatcher>,
+        regexes: ForbiddenRegexes,
+        pii: Option<PiiMatcher>,
+    ) -> Self {
         ScanSet {
             literals,
             prefixed: regexes.prefixed,
             regexes: regexes.dfas,
+            pii: pii.filter(|p| !p.is_empty()),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.literals.is_none() && self.prefixed.is_none() && self.regexes.is_empty()
+        self.literals.is_none()
+            && self.prefixed.is_none()
+            && self.regexes.is_empty()
+            && self.pii.is_none()
     }
 
     pub fn start(&self) -> ScanState {
@@ -88,6 +109,7 @@ impl ScanSet {
                 .map(prefixed::PrefixedMatcher::start)
                 .unwrap_or_default(),
             regex: self.regexes.iter().map(RegexMatcher::start).collect(),
+            pii: self.pii.as_ref().map(|p| Box::new(p.start())),
         }
     }
 
@@ -102,6 +124,9 @@ impl ScanSet {
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.feed(rs, st.pos, text.as_bytes(), hits);
         }
+        if let (Some(p), Some(ps)) = (&self.pii, &mut st.pii) {
+            p.feed(ps, st.pos, text.as_bytes(), hits);
+        }
         st.pos += text.len() as u64;
     }
 
@@ -115,6 +140,9 @@ impl ScanSet {
         }
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.finish(rs, st.pos, hits);
+        }
+        if let (Some(p), Some(ps)) = (&self.pii, &mut st.pii) {
+            p.finish(ps, st.pos, hits);
         }
     }
 
@@ -131,6 +159,9 @@ impl ScanSet {
         for (r, rs) in self.regexes.iter().zip(&st.regex) {
             safe = safe.min(r.safe_pos(rs, st.pos));
         }
+        if let (Some(p), Some(ps)) = (&self.pii, &st.pii) {
+            safe = safe.min(p.safe_pos(ps, st.pos));
+        }
         safe
     }
 
@@ -144,8 +175,11 @@ impl ScanSet {
                 .iter()
                 .map(RegexMatcher::memory_usage)
                 .sum::<usize>()
+            + self.pii.as_ref().map_or(0, PiiMatcher::memory_usage)
     }
 }
 
+#[cfg(test)]
+mod pii_tests;
 #[cfg(test)]
 mod tests;

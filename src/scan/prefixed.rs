@@ -157,6 +157,7 @@ impl PrefixedMatcher {
                     owner: self.owners[t.rule as usize],
                     start: Some(t.start),
                     end: pos,
+                    rule: None,
                 });
                 return false;
             }
@@ -193,6 +194,7 @@ impl PrefixedMatcher {
                     owner: self.owners[rule as usize],
                     start: Some(start),
                     end: start + k as u64,
+                    rule: None,
                 });
                 return;
             }
@@ -213,6 +215,7 @@ impl PrefixedMatcher {
                     owner: self.owners[t.rule as usize],
                     start: Some(t.start),
                     end: pos,
+                    rule: None,
                 });
             }
         }

@@ -382,6 +382,7 @@ impl RegexMatcher {
                 owner: self.owners[pid.as_usize()],
                 start: None,
                 end,
+                rule: None,
             });
         }
     }

@@ -41,6 +41,7 @@ fn build_sample_set() -> ScanSet {
             rx(r"\bAKIA[0-9A-Z]{6,}", 12),
         ])
         .unwrap(),
+        None,
     )
 }
 
@@ -156,7 +157,7 @@ fn counted_secret_patterns_stay_small_and_bounded() {
         rx(r"AKIA[0-9A-Z]{16}", 2),
     ])
     .unwrap();
-    let scan = ScanSet::new(None, set);
+    let scan = ScanSet::new(None, set, None);
     let bytes = scan.memory_usage();
     assert!(bytes < 16 << 20, "{bytes} bytes");
     let mut st = scan.start();
@@ -261,7 +262,11 @@ proptest! {
 
 #[test]
 fn unbounded_patterns_hold_from_where_they_began() {
-    let set = ScanSet::new(None, build_forbidden(&[rx("begin.*finish", 0)]).unwrap());
+    let set = ScanSet::new(
+        None,
+        build_forbidden(&[rx("begin.*finish", 0)]).unwrap(),
+        None,
+    );
     let mut st = set.start();
     let mut hits = Vec::new();
     set.feed(&mut st, "ok ", &mut hits);
@@ -297,7 +302,7 @@ fn regexes_that_do_not_fit_together_are_packed_into_few_dfas() {
         "AIza, ghp_ and xox have literal prefixes"
     );
     assert!(set.dfas.len() <= 2, "{} DFAs", set.dfas.len());
-    let scan = ScanSet::new(None, set);
+    let scan = ScanSet::new(None, set, None);
     let mut hits = Vec::new();
     let mut st = scan.start();
     scan.feed(
@@ -318,6 +323,7 @@ fn prefixed_patterns_hold_from_the_prefix_and_respect_look_behind() {
     let set = ScanSet::new(
         None,
         build_forbidden(&[rx(r"\bAKIA[0-9A-Z]{4}", 0)]).unwrap(),
+        None,
     );
     let mut st = set.start();
     let mut hits = Vec::new();
