@@ -787,3 +787,45 @@ validators:
         );
     }
 }
+
+#[tokio::test]
+async fn pii_is_blocked_or_masked_on_every_protocol_and_split() {
+    let redact = r#"
+validators:
+  - id: pii
+    type: pii_leakage
+    mode: redact
+    params: { entities: [email, phone, credit_card] }
+"#;
+    let block = "validators:\n  - id: cards\n    type: pii\n    params: { types: [credit_card] }\n";
+    for p in all() {
+        let pieces = [
+            "Mail jo",
+            "hn@exam",
+            "ple.com or call 415-555-0132 now; card 4111 1111 ",
+            "1111 1111 please, not 4111 1111 1111 1112.",
+        ];
+        let (frames, first) = (p.text_frames)(&pieces);
+        let body = frames.concat();
+        let (masked, _) = (p.text_frames)(&[
+            "Mail [REDACTED:email]",
+            "",
+            " or call [REDACTED:phone] now; card [REDACTED:credit_card]",
+            " please, not 4111 1111 1111 1112.",
+        ]);
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), redact, "").await;
+        for split in (0..body.len()).step_by(13) {
+            let a = stream(&p, proxy.addr(), "hi", &format!("{split},{}", split + 5)).await;
+            assert_eq!(a.text(), masked.concat(), "{} split at {split}", p.name);
+        }
+        // Enforced: nothing from the frame where the card starts on.
+        let proxy = start_proxy_all(&mock.base_url(), block, "").await;
+        let mut expected = frames[..first + 2].concat();
+        expected.push_str(&(p.block_frame)("blocked by guardrail 'cards'"));
+        for split in (0..body.len()).step_by(17) {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+    }
+}

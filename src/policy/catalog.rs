@@ -88,6 +88,7 @@ pub fn param_aliases(canonical: &str) -> &'static [(&'static str, &'static str)]
         "min_length" => &[("min_characters", "min"), ("min_chars", "min")],
         "sentence_count" => &[("max_sentences", "max")],
         "field_presence" => &[("required_fields", "fields")],
+        "pii" => &[("entities", "types")],
         _ => &[],
     }
 }

@@ -19,7 +19,8 @@ pub mod tools;
 use crate::config::Price;
 use crate::delta::{Channel, Conversation, Delta};
 use crate::scan::{
-    build_forbidden, Hit, LiteralMatcher, LiteralRule, RegexRule, ScanSet, ScanState,
+    build_forbidden, Hit, LiteralMatcher, LiteralRule, PiiKind, PiiMatcher, PiiRule, RegexRule,
+    ScanSet, ScanState,
 };
 use counters::{SentenceState, TokenCounter, TokenState};
 use json_args::FieldWatcher;
@@ -145,6 +146,10 @@ pub enum CheckDef {
     MaxLength {
         max_chars: Option<u64>,
         max_tokens: Option<u64>,
+    },
+    /// `pii` / `pii_leakage`: the recognizers of these kinds (all when empty), streamed.
+    Pii {
+        kinds: Vec<PiiKind>,
     },
     /// `sentence_count` / `max_sentences`: streamed maximum (see [`counters`]).
     SentenceCount {
@@ -335,6 +340,7 @@ impl Policy {
             let mut literals = Vec::new();
             let mut regexes = Vec::new();
             let mut regex_owners = Vec::new();
+            let mut pii = Vec::new();
             let checks = &mut policy.targets[t];
             for (i, (v, def)) in defs.iter().enumerate() {
                 if !v.direction.covers(*target) {
@@ -388,6 +394,10 @@ impl Policy {
                         }
                     }
                     CheckDef::SentenceCount { max } => checks.max_sentences.push((owner, *max)),
+                    CheckDef::Pii { kinds } => pii.push(PiiRule {
+                        kinds: kinds.clone(),
+                        owner,
+                    }),
                     CheckDef::Contains { patterns, any } => checks.whole.push((
                         owner,
                         WholeCheck::Contains {
@@ -435,7 +445,17 @@ impl Policy {
                     message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
                 }
             })?;
-            checks.scan = ScanSet::new(literals, regexes, None);
+            let pii = if pii.is_empty() {
+                None
+            } else {
+                Some(PiiMatcher::new(&pii).map_err(|e| PolicyError::Compile {
+                    file: "(packs)".into(),
+                    index: 0,
+                    type_name: "pii".into(),
+                    message: e.to_string(),
+                })?)
+            };
+            checks.scan = ScanSet::new(literals, regexes, pii);
         }
         for (i, (v, def)) in defs.iter().enumerate() {
             let owner = i as u32;
@@ -615,7 +635,7 @@ impl Policy {
                 validator: hit.owner,
                 phase,
                 note: None,
-                rule: None,
+                rule: hit.rule,
             };
             match self.validator(hit.owner).mode {
                 // Redact hits with a span were taken out before; one without blocks.
@@ -858,6 +878,7 @@ impl StreamGuard {
                         owner: *owner,
                         start: Some(at),
                         end: at,
+                        rule: None,
                     });
                 }
             }
@@ -868,6 +889,7 @@ impl StreamGuard {
                     owner: *owner,
                     start: Some(at),
                     end: at,
+                    rule: None,
                 });
             }
         }
@@ -957,6 +979,7 @@ impl StreamGuard {
                                 owner: *owner,
                                 start: Some(f.start),
                                 end: f.end,
+                                rule: None,
                             });
                         }
                     }
@@ -985,7 +1008,7 @@ impl StreamGuard {
                 validator: hit.owner,
                 phase: self.chunk_phase,
                 note: None,
-                rule: None,
+                rule: hit.rule,
             });
             let end = hit.end.max(start);
             let merged = self
@@ -1002,7 +1025,7 @@ impl StreamGuard {
                     channel,
                     start,
                     end,
-                    mask: policy.mask(hit.owner, None),
+                    mask: policy.mask(hit.owner, hit.rule),
                 }),
             }
         }

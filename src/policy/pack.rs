@@ -8,7 +8,7 @@ use super::catalog;
 use super::structured::{parse_path, Extract, PathCheck, SchemaCheck};
 use super::tools::AntiPattern;
 use super::{CheckDef, Direction, Mode, OnError, Scope, Threshold, ToolCheck, Validator};
-use crate::scan::compile_hir;
+use crate::scan::{compile_hir, PiiKind};
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -209,7 +209,9 @@ fn parse_validator(
             "param 'direction': whole-text checks of reasoning are not supported yet".into(),
         ));
     }
-    if mode == Mode::Redact && !matches!(def, CheckDef::ContentExcludes { .. }) {
+    if mode == Mode::Redact
+        && !matches!(def, CheckDef::ContentExcludes { .. } | CheckDef::Pii { .. })
+    {
         return Err(at(format!(
             "mode `redact` needs the exact span of each match: it applies to content_excludes and pii, not to `{type_name}`"
         )));
@@ -303,6 +305,24 @@ fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<Check
                 max_chars,
                 max_tokens,
             })
+        }
+        "pii" => {
+            let kinds = match p.string_list("types")? {
+                None => Vec::new(),
+                Some(names) => names
+                    .iter()
+                    .map(|n| {
+                        PiiKind::parse(n).ok_or_else(|| {
+                            let known: Vec<&str> = PiiKind::ALL.iter().map(|k| k.name()).collect();
+                            format!(
+                                "param 'types': unknown kind `{n}` (known: {})",
+                                known.join(", ")
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            };
+            Ok(CheckDef::Pii { kinds })
         }
         "sentence_count" => Ok(CheckDef::SentenceCount {
             max: p
