@@ -155,7 +155,7 @@ fn parse_opts() -> Opts {
     let mut o = Opts {
         quick,
         protocols: vec![Protocol::Chat],
-        duration: Duration::from_secs(if quick { 2 } else { 10 }),
+        duration: Duration::from_secs(if quick { 1 } else { 10 }),
         warmup: Duration::from_millis(if quick { 300 } else { 1000 }),
         concurrency: 64,
         rate: if quick { 250 } else { 1000 },
