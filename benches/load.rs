@@ -1505,6 +1505,12 @@ fn raise_nofile(streams: usize) -> u64 {
 // ---------------------------------------------------------------------------------------------
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` (tests/run) runs bench targets
+    // without it, and a minutes-long load run must not happen there.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("load: not run under `cargo test`; use `cargo bench --bench load`");
+        return;
+    }
     let opts = parse_opts();
     let _ = epoch();
     let max_streams = opts.streams.iter().copied().max().unwrap_or(0);
