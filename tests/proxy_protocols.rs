@@ -829,3 +829,73 @@ validators:
         }
     }
 }
+
+#[tokio::test]
+async fn structured_output_checks_judge_the_whole_answer_on_every_protocol() {
+    let pack = r#"
+validators:
+  - id: schema
+    type: json_schema
+    params: { schema: { type: object, required: [status] }, allow_wrapped: true }
+  - id: shipped
+    type: json_path
+    params: { expression: status, expected: shipped, allow_wrapped: true }
+  - id: fields
+    type: required_fields
+    params: { fields: [order.id] }
+"#;
+    for p in all() {
+        for (answer, verdict) in [
+            (r#"{"status": "shipped", "order": {"id": 7}}"#, None),
+            (
+                "```json\n{\"status\": \"shipped\", \"order\": {\"id\": 7}}\n```",
+                None,
+            ),
+            (r#"{"state": "shipped"}"#, Some("schema")),
+            (r#"{"status": "lost", "order": {"id": 7}}"#, Some("shipped")),
+            (r#"{"status": "shipped", "order": {}}"#, Some("fields")),
+        ] {
+            // Streamed in pieces: the text is released, the end is replaced by the error frame.
+            let pieces: Vec<&str> = answer.split_inclusive(',').collect();
+            let (frames, _) = (p.text_frames)(&pieces);
+            let mock = split_mock(frames.concat()).await;
+            let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+            let a = stream(&p, proxy.addr(), "hi", "").await;
+            match verdict {
+                None => assert_eq!(a.text(), frames.concat(), "{}: {answer}", p.name),
+                Some(v) => assert!(
+                    a.text()
+                        .ends_with(&(p.block_frame)(&format!("blocked by guardrail '{v}'"))),
+                    "{}: {answer}: {}",
+                    p.name,
+                    a.text()
+                ),
+            }
+            // Whole: 400 in the provider's shape, or the body unchanged.
+            let whole_mock = MockUpstream::start({
+                let whole = (p.whole)(answer);
+                move |_| Reply::json(200, &whole)
+            })
+            .await;
+            let proxy = start_proxy_all(&whole_mock.base_url(), pack, "").await;
+            let a = send(
+                proxy.addr(),
+                "POST",
+                p.plain_path,
+                (p.plain_body)("hi"),
+                &[("content-type", "application/json")],
+            )
+            .await;
+            match verdict {
+                None => assert_eq!(a.text(), (p.whole)(answer), "{}", p.name),
+                Some(v) => {
+                    assert_eq!(a.status, 400, "{}", p.name);
+                    assert_eq!(
+                        (p.error_message)(&a.json()),
+                        format!("blocked by guardrail '{v}'")
+                    );
+                }
+            }
+        }
+    }
+}
