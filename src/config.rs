@@ -45,9 +45,93 @@ pub struct Config {
     pub admin: Admin,
     #[serde(default)]
     pub audit: AuditConfig,
+    /// Extra routes: a path prefix served by a protocol, an upstream and packs of its own (Azure
+    /// OpenAI deployment paths, vLLM and other OpenAI-compatible servers). Tried before the
+    /// standard provider paths, longest prefix first.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    /// Client keys. When any is configured every proxied request needs one (401 otherwise);
+    /// guardwire swaps in the provider key, so clients never hold it.
+    #[serde(default)]
+    pub keys: Vec<KeyConfig>,
     /// Prices per model for `cost_budget`'s `max_cost_usd`, in USD per million tokens.
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, Price>,
+}
+
+/// A configured route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Unique; the `route` label of metrics and logs.
+    pub name: String,
+    /// The wire format: `openai_chat`, `openai_responses`, `anthropic_messages` or `gemini`.
+    pub protocol: String,
+    /// Requests whose path starts with this go to this route.
+    pub path_prefix: String,
+    /// Base URL of the upstream; the request path is appended (after `strip_prefix`).
+    pub upstream: String,
+    /// Removed from the front of the path before forwarding (`/vllm` serves `/vllm/v1/...` from
+    /// the upstream's `/v1/...`).
+    #[serde(default)]
+    pub strip_prefix: Option<String>,
+    /// Packs of this route (default: the top-level `packs`).
+    #[serde(default)]
+    pub packs: Option<Vec<PathBuf>>,
+    /// The header that carries a swapped-in provider key: `authorization` (Bearer, default for
+    /// OpenAI formats), `api-key` (Azure OpenAI), `x-api-key` (Anthropic), `x-goog-api-key`
+    /// (Gemini). Default: the protocol's.
+    #[serde(default)]
+    pub upstream_auth: Option<String>,
+}
+
+/// A client key: what the client presents, and what guardwire does for requests with it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyConfig {
+    /// Names the key in logs, the audit log and errors (the key itself is never logged).
+    pub id: String,
+    /// The environment variable holding the key (preferred), or…
+    #[serde(default)]
+    pub key_env: Option<String>,
+    /// …the key itself.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Packs for requests with this key (default: the route's).
+    #[serde(default)]
+    pub packs: Option<Vec<PathBuf>>,
+    /// The environment variable holding the provider key to send upstream instead of the
+    /// client's. Without it no key is sent (local servers that need none).
+    #[serde(default)]
+    pub upstream_key_env: Option<String>,
+}
+
+impl KeyConfig {
+    /// The client key, from the environment or the config.
+    pub fn secret(&self) -> Result<String, String> {
+        match (&self.key_env, &self.key) {
+            (Some(var), None) => match std::env::var(var) {
+                Ok(v) if !v.is_empty() => Ok(v),
+                _ => Err(format!("key_env: environment variable {var} is not set")),
+            },
+            (None, Some(k)) if !k.is_empty() => Ok(k.clone()),
+            (None, Some(_)) => Err("key: must not be empty".into()),
+            _ => Err("exactly one of key_env and key is required".into()),
+        }
+    }
+
+    /// The provider key to swap in, if any.
+    pub fn upstream_key(&self) -> Result<Option<String>, String> {
+        match &self.upstream_key_env {
+            None => Ok(None),
+            Some(var) => match std::env::var(var) {
+                Ok(v) if !v.is_empty() => Ok(Some(v)),
+                _ => Err(format!(
+                    "upstream_key_env: environment variable {var} is not set"
+                )),
+            },
+        }
+    }
 }
 
 /// The audit log: one JSON line per block, redaction and monitor-mode hit.
@@ -196,7 +280,7 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 10] = [
+const TOP_LEVEL_KEYS: [&str; 12] = [
     "listen",
     "upstreams",
     "packs",
@@ -207,6 +291,8 @@ const TOP_LEVEL_KEYS: [&str; 10] = [
     "admin",
     "prices",
     "audit",
+    "routes",
+    "keys",
 ];
 
 /// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other
@@ -275,6 +361,53 @@ impl Config {
                 crate::proxy::upstream::parse_base_url(url)
                     .map_err(|e| ConfigError::Invalid(format!("upstreams.{name}: {e}")))?;
             }
+        }
+        let mut names: Vec<&str> = crate::protocol::all().iter().map(|p| p.name()).collect();
+        names.push("unmatched");
+        for (i, r) in self.routes.iter().enumerate() {
+            let at = |m: String| ConfigError::Invalid(format!("routes[{i}] ({}): {m}", r.name));
+            if r.name.is_empty() || names.contains(&r.name.as_str()) {
+                return Err(at(
+                    "name: must be unique and not a built-in route name".into()
+                ));
+            }
+            names.push(&r.name);
+            if crate::protocol::by_name(&r.protocol).is_none() {
+                return Err(at(format!(
+                    "protocol: `{}` is not one of openai_chat, openai_responses, anthropic_messages, gemini",
+                    r.protocol
+                )));
+            }
+            if !r.path_prefix.starts_with('/') {
+                return Err(at("path_prefix: must start with /".into()));
+            }
+            if let Some(s) = &r.strip_prefix {
+                if !r.path_prefix.starts_with(s.as_str()) {
+                    return Err(at("strip_prefix: must be a prefix of path_prefix".into()));
+                }
+            }
+            crate::proxy::upstream::parse_base_url(&r.upstream)
+                .map_err(|e| at(format!("upstream: {e}")))?;
+            if let Some(h) = &r.upstream_auth {
+                if !matches!(
+                    h.as_str(),
+                    "authorization" | "api-key" | "x-api-key" | "x-goog-api-key"
+                ) {
+                    return Err(at(format!(
+                        "upstream_auth: `{h}` is not one of authorization, api-key, x-api-key, x-goog-api-key"
+                    )));
+                }
+            }
+        }
+        let mut ids: Vec<&str> = Vec::new();
+        for (i, k) in self.keys.iter().enumerate() {
+            let at = |m: String| ConfigError::Invalid(format!("keys[{i}] ({}): {m}", k.id));
+            if k.id.is_empty() || ids.contains(&k.id.as_str()) {
+                return Err(at("id: must be unique and not empty".into()));
+            }
+            ids.push(&k.id);
+            k.secret().map_err(at)?;
+            k.upstream_key().map_err(at)?;
         }
         if self.limits.max_header_bytes < 8192 {
             return Err(ConfigError::Invalid(

@@ -12,6 +12,9 @@ pub enum GatewayError {
     /// The client sent something guardwire cannot read (malformed JSON, wrong shape).
     #[error("{0}")]
     InvalidRequest(String),
+    /// No valid client key (only when `keys` are configured).
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -43,6 +46,7 @@ impl GatewayError {
             GatewayError::Blocked { .. }
             | GatewayError::InvalidRequest(_)
             | GatewayError::HoldbackExceeded { .. } => StatusCode::BAD_REQUEST,
+            GatewayError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             GatewayError::NotFound(_) => StatusCode::NOT_FOUND,
             GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -60,6 +64,7 @@ impl GatewayError {
         match self {
             GatewayError::Blocked { .. } => ("guardrail_violation", "content_blocked"),
             GatewayError::InvalidRequest(_) => ("invalid_request_error", "invalid_request"),
+            GatewayError::Unauthorized(_) => ("invalid_request_error", "invalid_api_key"),
             GatewayError::NotFound(_) => ("invalid_request_error", "not_found"),
             GatewayError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
             GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),

@@ -301,6 +301,10 @@ impl Protocol for AnthropicMessages {
         path == "/v1/messages"
     }
 
+    fn auth_header(&self) -> &'static str {
+        "x-api-key"
+    }
+
     fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
         upstreams.anthropic.as_deref()
     }
@@ -437,6 +441,7 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         | GatewayError::MethodNotAllowed(_)
         | GatewayError::HoldbackExceeded { .. } => "invalid_request_error",
         GatewayError::NotFound(_) => "not_found_error",
+        GatewayError::Unauthorized(_) => "authentication_error",
         GatewayError::PayloadTooLarge { .. } => "request_too_large",
         GatewayError::UpstreamTimeout(_) => "timeout_error",
         GatewayError::Overloaded | GatewayError::ShuttingDown => "overloaded_error",

@@ -285,6 +285,10 @@ impl Protocol for Gemini {
         )
     }
 
+    fn auth_header(&self) -> &'static str {
+        "x-goog-api-key"
+    }
+
     fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
         upstreams.gemini.as_deref()
     }
@@ -365,6 +369,7 @@ fn gemini_error_json(err: &GatewayError) -> String {
     }
     let status = match err {
         GatewayError::NotFound(_) => "NOT_FOUND",
+        GatewayError::Unauthorized(_) => "UNAUTHENTICATED",
         GatewayError::Upstream(_)
         | GatewayError::Internal(_)
         | GatewayError::Overloaded

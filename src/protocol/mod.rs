@@ -78,12 +78,23 @@ pub fn all() -> &'static [&'static dyn Protocol] {
     ]
 }
 
+/// The protocol named `name` (as in `routes[].protocol` and the route labels).
+pub fn by_name(name: &str) -> Option<&'static dyn Protocol> {
+    all().iter().copied().find(|p| p.name() == name)
+}
+
 pub trait Protocol: Send + Sync + 'static {
     /// Name used in logs, the `check` output and as the `route` metrics label.
     fn name(&self) -> &'static str;
 
     /// True when this protocol serves `path`.
     fn matches(&self, path: &str) -> bool;
+
+    /// The header a provider key goes in, for routes that swap keys (`authorization` carries
+    /// `Bearer <key>`).
+    fn auth_header(&self) -> &'static str {
+        "authorization"
+    }
 
     /// The configured base URL of this protocol's provider, if any.
     fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str>;

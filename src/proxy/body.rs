@@ -78,6 +78,8 @@ impl Body for ProxyBody {
 pub struct StreamContext {
     pub metrics: Arc<Metrics>,
     pub audit: Arc<crate::audit::Audit>,
+    /// The client key's id, when keys are configured.
+    pub key_id: Option<&'static str>,
     pub route: &'static str,
     pub request_id: String,
     pub protocol: &'static dyn Protocol,
@@ -448,6 +450,7 @@ impl GuardedStream {
             audit: &self.ctx.audit,
             policy: self.guard.policy(),
             route: self.ctx.route,
+            key_id: self.ctx.key_id,
             request_id: &self.ctx.request_id,
         }
     }

@@ -5,6 +5,7 @@
 //! (**OnChunk** per delta, **AfterCall** at its end) or check a whole response (same hooks, one
 //! pass) → answer. Every failure is a [`GatewayError`] rendered in the route's provider shape.
 
+pub mod auth;
 pub mod body;
 pub mod headers;
 pub mod redact;
@@ -42,13 +43,22 @@ pub struct Route {
     /// `None` when the provider is not configured: its paths answer 404.
     pub upstream: Option<UpstreamBase>,
     pub policy: Arc<Policy>,
+    /// A configured route's path prefix; `None` for the protocol's standard paths.
+    pub prefix: Option<String>,
+    /// Removed from the path before forwarding.
+    pub strip_prefix: Option<String>,
+    /// The header a swapped-in provider key goes in.
+    pub auth_header: String,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
 pub struct Runtime {
     pub config: Config,
+    /// Configured routes (longest prefix first), then one per protocol.
     pub routes: Vec<Route>,
     pub audit: Arc<Audit>,
+    /// Client keys; when not empty, every proxied request needs one.
+    pub keys: Vec<auth::ClientKey>,
 }
 
 impl Runtime {
@@ -56,27 +66,70 @@ impl Runtime {
     pub fn build(config: Config) -> Result<Runtime, PolicyError> {
         let policy = Arc::new(Policy::load(&config.packs)?);
         let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
-        let routes = crate::protocol::all()
-            .iter()
-            .map(|&protocol| Route {
+        let mut configured: Vec<_> = config.routes.iter().collect();
+        configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
+        let mut routes = Vec::new();
+        for rc in configured {
+            // Names, protocols and URLs were validated when the config was loaded.
+            let Some(protocol) = crate::protocol::by_name(&rc.protocol) else {
+                continue;
+            };
+            routes.push(Route {
+                name: auth::intern(&rc.name),
+                protocol,
+                upstream: upstream::parse_base_url(&rc.upstream).ok(),
+                policy: match &rc.packs {
+                    Some(packs) => Arc::new(Policy::load(packs)?),
+                    None => Arc::clone(&policy),
+                },
+                prefix: Some(rc.path_prefix.clone()),
+                strip_prefix: rc.strip_prefix.clone(),
+                auth_header: rc
+                    .upstream_auth
+                    .clone()
+                    .unwrap_or_else(|| protocol.auth_header().to_owned()),
+            });
+        }
+        routes.extend(crate::protocol::all().iter().map(|&protocol| {
+            Route {
                 name: protocol.name(),
                 protocol,
-                // Validated when the config was loaded.
                 upstream: protocol
                     .upstream(&config.upstreams)
                     .and_then(|u| upstream::parse_base_url(u).ok()),
                 policy: Arc::clone(&policy),
-            })
-            .collect();
+                prefix: None,
+                strip_prefix: None,
+                auth_header: protocol.auth_header().to_owned(),
+            }
+        }));
+        let mut keys = Vec::new();
+        for (i, k) in config.keys.iter().enumerate() {
+            let setup = |e: String| PolicyError::Setup(format!("keys[{i}] ({}): {e}", k.id));
+            let key_policy = match &k.packs {
+                Some(packs) => Some(Arc::new(Policy::load(packs)?)),
+                None => None,
+            };
+            keys.push(auth::ClientKey::new(
+                &k.id,
+                k.secret().map_err(setup)?,
+                key_policy,
+                k.upstream_key().map_err(setup)?,
+            ));
+        }
         Ok(Runtime {
             config,
             routes,
             audit,
+            keys,
         })
     }
 
     fn route_for(&self, path: &str) -> Option<&Route> {
-        self.routes.iter().find(|r| r.protocol.matches(path))
+        self.routes.iter().find(|r| match &r.prefix {
+            Some(prefix) => path.starts_with(prefix.as_str()),
+            None => r.protocol.matches(path),
+        })
     }
 }
 
@@ -318,26 +371,69 @@ impl Gateway {
                 req.uri().path()
             )));
         };
+        // Who is calling, before the body is read: a request without a valid key costs nothing.
         let (parts, body) = req.into_parts();
+        let caller = if rt.keys.is_empty() {
+            Caller {
+                policy: &route.policy,
+                key_id: None,
+                upstream_key: None,
+            }
+        } else {
+            let key = auth::presented_key(&parts.headers, parts.uri.query())
+                .and_then(|presented| auth::find_key(&rt.keys, presented))
+                .ok_or_else(|| {
+                    GatewayError::Unauthorized(
+                        "a valid guardwire key is required (Authorization: Bearer <key>, x-api-key or x-goog-api-key)"
+                            .into(),
+                    )
+                })?;
+            Caller {
+                policy: key.policy.as_ref().unwrap_or(&route.policy),
+                key_id: Some(key.id),
+                upstream_key: key.upstream_key.as_deref(),
+            }
+        };
         let body = read_limited(body, limits.max_request_bytes).await?;
         let parsed = route.protocol.parse_request(&body, parts.uri.path())?;
 
         // BeforeCall
         let mut findings = Vec::new();
-        let history = route.policy.tool_history(&parsed.conversation);
+        let history = caller.policy.tool_history(&parsed.conversation);
         let verdict = route
             .policy
             .before_call(&parsed.conversation, &history, &mut findings);
-        self.reporter(rt, route, ex).monitor(&findings);
+        self.reporter(rt, route, &caller, ex).monitor(&findings);
         if let Err(finding) = verdict {
-            return Err(self.reporter(rt, route, ex).block(finding));
+            return Err(self.reporter(rt, route, &caller, ex).block(finding));
         }
 
-        let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri = base
-            .uri_for(path_and_query)
-            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
+        let mut path_and_query = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        if let Some(strip) = &route.strip_prefix {
+            if let Some(rest) = path_and_query.strip_prefix(strip.as_str()) {
+                path_and_query = if rest.starts_with('/') {
+                    rest.to_owned()
+                } else {
+                    format!("/{rest}")
+                };
+            }
+        }
         let mut up_headers = headers::forwardable(&parts.headers);
+        if !rt.keys.is_empty() {
+            // The client's guardwire key never goes upstream; the provider key takes its place.
+            path_and_query = auth::without_key_param(&path_and_query);
+            auth::strip_client_auth(&mut up_headers);
+            if let Some(k) = caller.upstream_key {
+                auth::set_upstream_key(&mut up_headers, &route.auth_header, k);
+            }
+        }
+        let uri = base
+            .uri_for(&path_and_query)
+            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
         up_headers.insert(
             header::ACCEPT_ENCODING,
             HeaderValue::from_static("identity"),
@@ -353,7 +449,7 @@ impl Gateway {
         let pre_upstream = ex.started.elapsed();
         let price = parsed.model.as_deref().and_then(|m| rt.config.price(m));
         // An enforced `latency_budget` ends the exchange when it runs out, at any stage.
-        let budget = route.policy.latency_budget();
+        let budget = caller.policy.latency_budget();
         let budget_left = |budget: Option<(u32, u64)>| {
             budget.map(|(v, ms)| {
                 (
@@ -369,11 +465,12 @@ impl Gateway {
         };
         let resp = match tokio::time::timeout(head_timeout, self.client.request(up_req)).await {
             Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
-                let mut guard = route.policy.stream_guard(parsed.stream, history, price);
+                let mut guard = caller.policy.stream_guard(parsed.stream, history, price);
                 let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
-                self.reporter(rt, route, ex).monitor(&guard.findings);
+                self.reporter(rt, route, &caller, ex)
+                    .monitor(&guard.findings);
                 return Err(match verdict {
-                    Err(finding) => self.reporter(rt, route, ex).block(finding),
+                    Err(finding) => self.reporter(rt, route, &caller, ex).block(finding),
                     Ok(()) => {
                         GatewayError::UpstreamTimeout("the upstream did not answer in time".into())
                     }
@@ -419,10 +516,11 @@ impl Gateway {
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
 
         if is_sse {
-            let guard = route.policy.stream_guard(true, history, price);
+            let guard = caller.policy.stream_guard(true, history, price);
             let ctx = StreamContext {
                 metrics: Arc::clone(&self.metrics),
                 audit: Arc::clone(&rt.audit),
+                key_id: caller.key_id,
                 route: route.name,
                 request_id: ex.id().to_owned(),
                 protocol: route.protocol,
@@ -449,7 +547,7 @@ impl Gateway {
             Some((_, left)) => idle.min(left),
             None => idle,
         };
-        let mut guard = route.policy.stream_guard(false, history, price);
+        let mut guard = caller.policy.stream_guard(false, history, price);
         let body = match tokio::time::timeout(
             body_timeout,
             Limited::new(up_body, limits.max_response_bytes).collect(),
@@ -458,9 +556,10 @@ impl Gateway {
         {
             Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
                 let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
-                self.reporter(rt, route, ex).monitor(&guard.findings);
+                self.reporter(rt, route, &caller, ex)
+                    .monitor(&guard.findings);
                 return Err(match verdict {
-                    Err(finding) => self.reporter(rt, route, ex).block(finding),
+                    Err(finding) => self.reporter(rt, route, &caller, ex).block(finding),
                     Ok(()) => GatewayError::UpstreamTimeout("the upstream body stalled".into()),
                 });
             }
@@ -487,7 +586,7 @@ impl Gateway {
                 "the upstream sent a malformed response".into(),
             ));
         }
-        let redacts = route.policy.redacts();
+        let redacts = caller.policy.redacts();
         let mut spans = Vec::new();
         let verdict = deltas
             .iter()
@@ -511,10 +610,12 @@ impl Gateway {
             })
             .and_then(|()| guard.after_call())
             .and_then(|()| guard.check_latency(ex.started.elapsed().as_millis() as u64));
-        self.reporter(rt, route, ex).monitor(&guard.findings);
-        self.reporter(rt, route, ex).redactions(&guard.redacted);
+        self.reporter(rt, route, &caller, ex)
+            .monitor(&guard.findings);
+        self.reporter(rt, route, &caller, ex)
+            .redactions(&guard.redacted);
         if let Err(finding) = verdict {
-            return Err(self.reporter(rt, route, ex).block(finding));
+            return Err(self.reporter(rt, route, &caller, ex).block(finding));
         }
         drop(deltas);
         let body = if guard.redactions().is_empty() {
@@ -542,12 +643,19 @@ impl Gateway {
         Ok(r)
     }
 
-    fn reporter<'a>(&'a self, rt: &'a Runtime, route: &'a Route, ex: &'a Exchange) -> Reporter<'a> {
+    fn reporter<'a>(
+        &'a self,
+        rt: &'a Runtime,
+        route: &'a Route,
+        caller: &'a Caller<'a>,
+        ex: &'a Exchange,
+    ) -> Reporter<'a> {
         Reporter {
             metrics: &self.metrics,
             audit: &rt.audit,
-            policy: &route.policy,
+            policy: caller.policy,
             route: route.name,
+            key_id: caller.key_id,
             request_id: ex.id(),
         }
     }
@@ -557,6 +665,13 @@ impl Gateway {
     }
 }
 
+/// Who a request is from, once its key is checked, and what that decides.
+struct Caller<'a> {
+    policy: &'a Arc<Policy>,
+    key_id: Option<&'static str>,
+    upstream_key: Option<&'a str>,
+}
+
 /// Where the verdicts of one exchange go: metrics, the log and the audit log — the validator,
 /// phase and rule, never the matched text. Shared by the request path and the stream body.
 pub struct Reporter<'a> {
@@ -564,6 +679,7 @@ pub struct Reporter<'a> {
     pub audit: &'a Audit,
     pub policy: &'a Policy,
     pub route: &'static str,
+    pub key_id: Option<&'a str>,
     pub request_id: &'a str,
 }
 
@@ -605,13 +721,13 @@ impl Reporter<'_> {
                 route,
             })
             .inc();
-        tracing::info!(request_id, route, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
+        tracing::info!(request_id, route, key_id = self.key_id, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
         if self.audit.enabled() {
             self.audit.record(&AuditEvent {
                 ts: crate::audit::now_rfc3339(),
                 request_id,
                 route,
-                key_id: None,
+                key_id: self.key_id,
                 validator: &v.label,
                 check: v.canonical,
                 phase,
@@ -643,8 +759,13 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, GatewayErro
 
 /// Compares secrets without an early exit on the first differing byte, so response timing does
 /// not reveal how much of a guess was right (the length is not secret).
+/// Equality whose time depends only on the length of `b` (the secret), not on where `a` differs.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let mut diff = u8::from(a.len() != b.len());
+    for (i, y) in b.iter().enumerate() {
+        diff |= y ^ a.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
 }
 
 fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<ProxyBody> {
