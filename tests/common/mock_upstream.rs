@@ -260,6 +260,12 @@ impl MockUpstream {
         self.stats.requests().clone()
     }
 
+    /// Drops the recorded requests (counts stay): long tests keep the mock's memory flat.
+    #[allow(dead_code)]
+    pub fn forget_requests(&self) {
+        self.stats.requests().clear();
+    }
+
     /// Number of requests received (recorded before the reply starts).
     pub fn request_count(&self) -> usize {
         self.stats.request_count.load(Ordering::SeqCst)
