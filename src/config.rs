@@ -45,6 +45,9 @@ pub struct Config {
     pub admin: Admin,
     #[serde(default)]
     pub audit: AuditConfig,
+    /// TLS for clients (optional); without it guardwire listens in plain HTTP (h1 and h2c).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
     /// Extra routes: a path prefix served by a protocol, an upstream and packs of its own (Azure
     /// OpenAI deployment paths, vLLM and other OpenAI-compatible servers). Tried before the
     /// standard provider paths, longest prefix first.
@@ -57,6 +60,15 @@ pub struct Config {
     /// Prices per model for `cost_budget`'s `max_cost_usd`, in USD per million tokens.
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, Price>,
+}
+
+/// The listener's certificate chain and private key, PEM files, re-read on every reload (so a
+/// renewed certificate is picked up without a restart).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert_path: PathBuf,
+    pub key_path: PathBuf,
 }
 
 /// A configured route.
@@ -280,7 +292,7 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 12] = [
+const TOP_LEVEL_KEYS: [&str; 13] = [
     "listen",
     "upstreams",
     "packs",
@@ -293,6 +305,7 @@ const TOP_LEVEL_KEYS: [&str; 12] = [
     "audit",
     "routes",
     "keys",
+    "tls",
 ];
 
 /// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other

@@ -12,3 +12,4 @@ pub mod proxy;
 pub mod scan;
 pub mod server;
 pub mod sse;
+pub mod tls;

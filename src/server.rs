@@ -106,6 +106,13 @@ fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
         .into_iter()
         .map(Path::to_path_buf)
         .chain(runtime.config.packs.iter().cloned())
+        .chain(
+            runtime
+                .config
+                .tls
+                .iter()
+                .flat_map(|t| [t.cert_path.clone(), t.key_path.clone()]),
+        )
         .map(|p| {
             let meta = std::fs::metadata(&p).ok();
             let modified = meta.as_ref().and_then(|m| m.modified().ok());
@@ -179,10 +186,31 @@ pub async fn serve(
                     let gw = Arc::clone(&gw);
                     async move { Ok::<_, Infallible>(gw.handle(req).await) }
                 });
-                let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                let conn = graceful.watch(conn);
+                let Some(tls) = gateway.runtime().tls.clone() else {
+                    let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "client connection ended with an error");
+                        }
+                    });
+                    continue;
+                };
+                // The handshake runs on the connection's task, bounded like a request head.
+                let (builder, watcher) = (builder.clone(), graceful.watcher());
+                let handshake_timeout = Duration::from_millis(config.timeouts.client_header_ms);
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
+                    let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
+                    let stream = match tokio::time::timeout(handshake_timeout, accept).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
+                    let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                    if let Err(e) = watcher.watch(conn).await {
                         tracing::debug!(error = %e, "client connection ended with an error");
                     }
                 });

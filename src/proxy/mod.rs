@@ -59,6 +59,8 @@ pub struct Runtime {
     pub audit: Arc<Audit>,
     /// Client keys; when not empty, every proxied request needs one.
     pub keys: Vec<auth::ClientKey>,
+    /// TLS for client connections, when configured.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Runtime {
@@ -117,11 +119,16 @@ impl Runtime {
                 k.upstream_key().map_err(setup)?,
             ));
         }
+        let tls = match &config.tls {
+            Some(t) => Some(crate::tls::server_config(t).map_err(PolicyError::Setup)?),
+            None => None,
+        };
         Ok(Runtime {
             config,
             routes,
             audit,
             keys,
+            tls,
         })
     }
 
