@@ -40,6 +40,9 @@ pub struct AuditEvent<'a> {
     pub mode: &'a str,
     /// The rule of the validator that fired, where it has several kinds (a `pii` kind).
     pub rule: Option<&'a str>,
+    /// The matched text, only with `audit.include_match: true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<&'a str>,
 }
 
 impl Audit {

@@ -152,6 +152,9 @@ impl KeyConfig {
 pub struct AuditConfig {
     /// A file to append to, or `-` for stdout; absent: no audit log.
     pub path: Option<String>,
+    /// Also write the matched text (off by default: audit logs then hold what was blocked).
+    #[serde(default)]
+    pub include_match: bool,
 }
 
 /// What a model's tokens cost, in USD per million tokens.

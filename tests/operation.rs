@@ -334,3 +334,66 @@ validators:
         );
     }
 }
+
+#[tokio::test]
+async fn with_include_match_the_audit_log_names_what_matched() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.jsonl");
+    let pack = r#"
+validators:
+  - id: no-fruit
+    type: banned_words
+    params: { words: ["forbidden fruit"], direction: both }
+  - id: mails
+    type: pii
+    mode: redact
+    params: { types: [email] }
+"#;
+    let mock = MockUpstream::start(|_| {
+        Reply::sse(&openai_chat_stream(&[
+            "mail ann@exa",
+            "mple.org, the forbid",
+            "den fruit!",
+        ]))
+    })
+    .await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        pack,
+        &format!(
+            "audit:\n  path: \"{}\"\n  include_match: true\n",
+            log.display()
+        ),
+    )
+    .await;
+    post_chat(proxy.addr(), STREAM_REQUEST).await;
+    let a = post_chat(
+        proxy.addr(),
+        &STREAM_REQUEST.replace("\"hi\"", "\"the Forbidden Fruit?\""),
+    )
+    .await;
+    assert_eq!(a.status, 400);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let matched: Vec<(String, String)> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|l| {
+            (
+                l["validator"].as_str().unwrap().to_owned(),
+                l["matched"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        matched.contains(&("mails".into(), "ann@example.org".into())),
+        "{text}"
+    );
+    assert!(
+        matched.contains(&("no-fruit".into(), "forbidden fruit".into())),
+        "{text}"
+    );
+    assert!(
+        matched.contains(&("no-fruit".into(), "Forbidden Fruit".into())),
+        "{text}"
+    );
+}

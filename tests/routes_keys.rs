@@ -16,7 +16,7 @@ fn write_pack(dir: &std::path::Path, name: &str, word: &str) -> String {
     let path = dir.join(name);
     std::fs::write(
         &path,
-        format!("validators:\n  - id: {name}\n    type: banned_words\n    params: {{ words: [{word}] }}\n"),
+        format!("validators:\n  - id: {name}\n    type: banned_words\n    params: {{ words: [{word}], direction: both }}\n"),
     )
     .unwrap();
     path.display().to_string()
@@ -221,6 +221,27 @@ audit:
     );
     let seen = &mock.requests()[2];
     assert_eq!(seen.header("authorization"), None);
+
+    // The key's packs also judge its requests before the provider is called.
+    let asks_beta = STREAM_REQUEST.replace("\"hi\"", "\"say beta\"");
+    let a = send(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        asks_beta.clone(),
+        &[("authorization", "Bearer gw-team-b")],
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    let a = send(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        asks_beta,
+        &[("authorization", "Bearer gw-team-a")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
 
     let log = std::fs::read_to_string(&audit).unwrap();
     let line: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();

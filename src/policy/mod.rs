@@ -253,6 +253,8 @@ pub struct Finding {
     pub note: Option<String>,
     /// Which rule of the validator fired, where it has kinds (a `pii` kind).
     pub rule: Option<&'static str>,
+    /// The matched text, only when asked for (`audit.include_match`) and known.
+    pub matched: Option<String>,
 }
 
 /// The texts a scan set is built for.
@@ -566,7 +568,19 @@ impl Policy {
         history: &ToolHistory,
         findings: &mut Vec<Finding>,
     ) -> Result<(), Finding> {
+        self.before_call_with(conversation, history, findings, false)
+    }
+
+    /// [`Policy::before_call`]; with `keep_matches`, findings carry the text that matched.
+    pub fn before_call_with(
+        &self,
+        conversation: &Conversation,
+        history: &ToolHistory,
+        findings: &mut Vec<Finding>,
+        keep_matches: bool,
+    ) -> Result<(), Finding> {
         let checks = self.checks(Target::Input);
+        let mut matches: Vec<(u32, String)> = Vec::new();
         let mut reported = Reported::default();
         let mut hits = Vec::new();
         let mut all_text = String::new();
@@ -578,9 +592,18 @@ impl Policy {
         });
         for text in texts {
             if !checks.scan.is_empty() {
+                let before = hits.len();
                 let mut st = checks.scan.start();
                 checks.scan.feed(&mut st, text, &mut hits);
                 checks.scan.finish(&mut st, &mut hits);
+                if keep_matches {
+                    for h in &hits[before..] {
+                        if let Some(m) = h.start.and_then(|s| text.get(s as usize..h.end as usize))
+                        {
+                            matches.push((h.owner, m.to_owned()));
+                        }
+                    }
+                }
             }
             let chars = crate::scan::text::char_count(text);
             for &(owner, max) in &checks.max_chars {
@@ -618,7 +641,21 @@ impl Policy {
         for (owner, check) in &self.tools {
             self.outcome(*owner, check.before_call(history), &mut hits);
         }
-        self.judge(&mut hits, Phase::Input, &mut reported, findings)
+        let first_new = findings.len();
+        let verdict = self.judge(&mut hits, Phase::Input, &mut reported, findings);
+        let matched = |v: u32| {
+            matches
+                .iter()
+                .find(|(o, _)| *o == v)
+                .map(|(_, m)| m.clone())
+        };
+        for f in &mut findings[first_new..] {
+            f.matched = matched(f.validator);
+        }
+        verdict.map_err(|mut f| {
+            f.matched = matched(f.validator);
+            f
+        })
     }
 
     /// Turns raw hits into a verdict: the first enforcing one blocks; monitor ones are reported
@@ -636,6 +673,7 @@ impl Policy {
                 phase,
                 note: None,
                 rule: hit.rule,
+                matched: None,
             };
             match self.validator(hit.owner).mode {
                 // Redact hits with a span were taken out before; one without blocks.
@@ -676,6 +714,8 @@ impl Policy {
             notes: Vec::new(),
             redactions: Vec::new(),
             redacted: Vec::new(),
+            keep_matches: false,
+            matches: Vec::new(),
             hits: Vec::new(),
             reported: Reported::default(),
             findings: Vec::new(),
@@ -734,6 +774,9 @@ struct ChannelState {
     channel: Channel,
     target: Target,
     scan: ScanState,
+    /// The channel's latest text and the position of its first byte, kept only with
+    /// `keep_matches` (at most [`RECENT_TEXT`] bytes plus the last delta).
+    recent: Option<(u64, String)>,
     /// (validator, state) of `max_tokens` limits (answer and refusal channels).
     tokens: Vec<(u32, TokenState)>,
     /// (validator, state) of `sentence_count` limits (answer and refusal channels).
@@ -747,6 +790,10 @@ struct ChoiceState {
     /// Output text, kept only when a whole-text check needs it.
     text: String,
 }
+
+/// Text kept per channel for matched-text audit lines: matches are reported within a few
+/// hundred bytes of where they end, so this covers every span the scanner reports.
+const RECENT_TEXT: usize = 1024;
 
 /// A tool call of the response.
 #[derive(Debug)]
@@ -781,6 +828,10 @@ pub struct StreamGuard {
     redactions: Vec<Redaction>,
     /// Redactions not yet counted by the caller (validator, phase).
     pub redacted: Vec<Finding>,
+    /// Keep recent channel text so findings can carry what matched (`audit.include_match`).
+    keep_matches: bool,
+    /// (validator, matched text) of span hits since the last judgement.
+    matches: Vec<(u32, String)>,
     hits: Vec<Hit>,
     reported: Reported,
     /// Monitor-mode findings not yet collected by the caller.
@@ -792,23 +843,61 @@ impl StreamGuard {
         &self.policy
     }
 
-    /// Judges the pending hits under `phase`, attaching rule messages to a blocking finding.
+    /// Findings carry the text that matched (for `audit.include_match`); off by default.
+    pub fn keep_matches(&mut self) {
+        self.keep_matches = true;
+    }
+
+    /// The text of `channel` between two positions, if still kept.
+    fn matched_text(&self, channel: ChannelId, start: u64, end: u64) -> Option<String> {
+        let (base, text) = self.channels.get(channel)?.recent.as_ref()?;
+        let from = usize::try_from(start.checked_sub(*base)?).ok()?;
+        let to = usize::try_from(end.checked_sub(*base)?).ok()?;
+        text.get(from..to).map(str::to_owned)
+    }
+
+    /// Notes the matched text of the pending span hits of `channel` (those from `from` on).
+    fn note_matches(&mut self, channel: ChannelId, from: usize) {
+        if !self.keep_matches {
+            return;
+        }
+        for i in from..self.hits.len() {
+            let h = self.hits[i];
+            if let Some(m) = h.start.and_then(|s| self.matched_text(channel, s, h.end)) {
+                self.matches.push((h.owner, m));
+            }
+        }
+    }
+
+    /// Judges the pending hits under `phase`, attaching rule messages (and, when kept, matched
+    /// texts) to the findings.
     fn judge(&mut self, phase: Phase) -> Result<(), Finding> {
-        self.policy
-            .judge(
-                &mut self.hits,
-                phase,
-                &mut self.reported,
-                &mut self.findings,
-            )
-            .map_err(|mut f| {
-                f.note = self
-                    .notes
-                    .iter()
-                    .find(|(v, _)| *v == f.validator)
-                    .map(|(_, n)| n.clone());
-                f
-            })
+        let first_new = self.findings.len();
+        let verdict = self.policy.judge(
+            &mut self.hits,
+            phase,
+            &mut self.reported,
+            &mut self.findings,
+        );
+        let matches = std::mem::take(&mut self.matches);
+        let matched = |v: u32| {
+            matches
+                .iter()
+                .find(|(o, _)| *o == v)
+                .map(|(_, m)| m.clone())
+        };
+        for f in &mut self.findings[first_new..] {
+            f.matched = matched(f.validator);
+        }
+        verdict.map_err(|mut f| {
+            f.note = self
+                .notes
+                .iter()
+                .find(|(v, _)| *v == f.validator)
+                .map(|(_, n)| n.clone());
+            f.matched = matched(f.validator);
+            f
+        })
     }
 
     /// OnChunk: checks one delta. For text it returns the channel and the channel position after
@@ -851,6 +940,18 @@ impl StreamGuard {
         let policy = &*self.policy;
         let ch = &mut self.channels[id];
         let checks = policy.checks(ch.target);
+        if let Some((base, recent)) = &mut ch.recent {
+            recent.push_str(text);
+            if recent.len() > 2 * RECENT_TEXT {
+                let mut cut = recent.len() - RECENT_TEXT;
+                while !recent.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                recent.drain(..cut);
+                *base += cut as u64;
+            }
+        }
+        let first_hit = self.hits.len();
         checks.scan.feed(&mut ch.scan, text, &mut self.hits);
         let pos = ch.scan.pos();
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
@@ -896,6 +997,7 @@ impl StreamGuard {
         if let Channel::ToolArgs(index) = channel {
             self.on_tool_args(*choice, *index, text);
         }
+        self.note_matches(id, first_hit);
         self.take_redactions(id);
         self.judge(self.chunk_phase)?;
         Ok(Some((id, pos)))
@@ -1009,6 +1111,7 @@ impl StreamGuard {
                 phase: self.chunk_phase,
                 note: None,
                 rule: hit.rule,
+                matched: self.matched_text(channel, start, hit.end),
             });
             let end = hit.end.max(start);
             let merged = self
@@ -1105,10 +1208,12 @@ impl StreamGuard {
         let policy = Arc::clone(&self.policy);
         for id in 0..self.channels.len() {
             let ch = &mut self.channels[id];
+            let first_hit = self.hits.len();
             policy
                 .checks(ch.target)
                 .scan
                 .finish(&mut ch.scan, &mut self.hits);
+            self.note_matches(id, first_hit);
             self.take_redactions(id);
             let ch = &mut self.channels[id];
             let counter = policy.tokens.as_ref();
@@ -1237,6 +1342,7 @@ impl StreamGuard {
             scan: checks.scan.start(),
             tokens,
             sentences,
+            recent: self.keep_matches.then(|| (0, String::new())),
         });
         self.channels.len() - 1
     }

@@ -407,9 +407,12 @@ impl Gateway {
         // BeforeCall
         let mut findings = Vec::new();
         let history = caller.policy.tool_history(&parsed.conversation);
-        let verdict = route
-            .policy
-            .before_call(&parsed.conversation, &history, &mut findings);
+        let verdict = caller.policy.before_call_with(
+            &parsed.conversation,
+            &history,
+            &mut findings,
+            rt.config.audit.include_match,
+        );
         self.reporter(rt, route, &caller, ex).monitor(&findings);
         if let Err(finding) = verdict {
             return Err(self.reporter(rt, route, &caller, ex).block(finding));
@@ -473,6 +476,9 @@ impl Gateway {
         let resp = match tokio::time::timeout(head_timeout, self.client.request(up_req)).await {
             Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
                 let mut guard = caller.policy.stream_guard(parsed.stream, history, price);
+                if rt.config.audit.include_match {
+                    guard.keep_matches();
+                }
                 let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
                 self.reporter(rt, route, &caller, ex)
                     .monitor(&guard.findings);
@@ -523,7 +529,10 @@ impl Gateway {
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
 
         if is_sse {
-            let guard = caller.policy.stream_guard(true, history, price);
+            let mut guard = caller.policy.stream_guard(true, history, price);
+            if rt.config.audit.include_match {
+                guard.keep_matches();
+            }
             let ctx = StreamContext {
                 metrics: Arc::clone(&self.metrics),
                 audit: Arc::clone(&rt.audit),
@@ -555,6 +564,9 @@ impl Gateway {
             None => idle,
         };
         let mut guard = caller.policy.stream_guard(false, history, price);
+        if rt.config.audit.include_match {
+            guard.keep_matches();
+        }
         let body = match tokio::time::timeout(
             body_timeout,
             Limited::new(up_body, limits.max_response_bytes).collect(),
@@ -740,6 +752,7 @@ impl Reporter<'_> {
                 phase,
                 mode: mode_name,
                 rule: f.rule,
+                matched: f.matched.as_deref(),
             });
         }
     }
