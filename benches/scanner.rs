@@ -509,6 +509,7 @@ fn regex_rules() -> Vec<RegexRule> {
         .map(|(i, p)| RegexRule {
             hir: compile_hir(p).unwrap_or_else(|e| panic!("regex {i} `{p}`: {e}")),
             owner: 100_000 + i as u32,
+            exact: false,
         })
         .collect()
 }

@@ -899,3 +899,26 @@ validators:
         }
     }
 }
+
+#[tokio::test]
+async fn redacting_regexes_mask_whole_matches_on_every_protocol() {
+    let pack = r#"
+validators:
+  - id: keys
+    type: regex
+    mode: redact
+    params: { pattern: "sk-[A-Za-z0-9]{20,}", expect_match: false }
+"#;
+    for p in all() {
+        let (frames, _) =
+            (p.text_frames)(&["key sk-abcdefghij", "klmnopqrstuvwxyz0123", " and more"]);
+        let body = frames.concat();
+        let (masked, _) = (p.text_frames)(&["key [REDACTED:keys]", "", " and more"]);
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        for split in (0..body.len()).step_by(11) {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.text(), masked.concat(), "{} split at {split}", p.name);
+        }
+    }
+}

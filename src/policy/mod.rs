@@ -20,7 +20,7 @@ use crate::config::Price;
 use crate::delta::{Channel, Conversation, Delta};
 use crate::scan::{
     build_forbidden, Hit, LiteralMatcher, LiteralRule, PiiKind, PiiMatcher, PiiRule, RegexRule,
-    ScanSet, ScanState,
+    ScanSet, ScanState, SpanFinder,
 };
 use counters::{SentenceState, TokenCounter, TokenState};
 use json_args::FieldWatcher;
@@ -317,6 +317,8 @@ pub struct Policy {
     redacts: bool,
     /// Some tool check reads call arguments.
     needs_args: bool,
+    /// Redact-mode regexes: (validator, how to find where a match starts).
+    span_finders: Vec<(u32, SpanFinder)>,
     packs: Vec<String>,
 }
 
@@ -365,11 +367,18 @@ impl Policy {
                         word_boundary: *word_boundary,
                     })),
                     CheckDef::ForbidRegex { hir, .. } => {
+                        let exact = v.mode == Mode::Redact;
                         regexes.push(RegexRule {
                             hir: hir.clone(),
                             owner,
+                            exact,
                         });
                         regex_owners.push(i);
+                        if exact && !policy.span_finders.iter().any(|(o, _)| *o == owner) {
+                            let finder = SpanFinder::new(hir)
+                                .map_err(|e| fail(format!("param 'pattern': {e}")))?;
+                            policy.span_finders.push((owner, finder));
+                        }
                     }
                     CheckDef::RequireRegex { hir, .. } => {
                         let re = regex_automata::meta::Regex::builder()
@@ -1101,7 +1110,18 @@ impl StreamGuard {
         let mut i = 0;
         while i < self.hits.len() {
             let hit = self.hits[i];
-            let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, hit.start) else {
+            // Regex hits know only their end: the match's start is found backwards in the
+            // channel's recent text (failing that, the hit stays and blocks).
+            let start = hit.start.or_else(|| {
+                let (_, finder) = policy.span_finders.iter().find(|(o, _)| *o == hit.owner)?;
+                let (base, text) = self.channels.get(channel)?.recent.as_ref()?;
+                let end = usize::try_from(hit.end.checked_sub(*base)?).ok()?;
+                finder
+                    .start(text.as_bytes(), end)
+                    .map(|s| base + s as u64)
+                    .filter(|&s| s > *base || *base == 0)
+            });
+            let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, start) else {
                 i += 1;
                 continue;
             };
@@ -1342,7 +1362,8 @@ impl StreamGuard {
             scan: checks.scan.start(),
             tokens,
             sentences,
-            recent: self.keep_matches.then(|| (0, String::new())),
+            recent: (self.keep_matches || !self.policy.span_finders.is_empty())
+                .then(|| (0, String::new())),
         });
         self.channels.len() - 1
     }

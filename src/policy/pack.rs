@@ -210,10 +210,13 @@ fn parse_validator(
         ));
     }
     if mode == Mode::Redact
-        && !matches!(def, CheckDef::ContentExcludes { .. } | CheckDef::Pii { .. })
+        && !matches!(
+            def,
+            CheckDef::ContentExcludes { .. } | CheckDef::Pii { .. } | CheckDef::ForbidRegex { .. }
+        )
     {
         return Err(at(format!(
-            "mode `redact` needs the exact span of each match: it applies to content_excludes and pii, not to `{type_name}`"
+            "mode `redact` needs the exact span of each match: it applies to content_excludes, pii and regex with expect_match: false, not to `{type_name}`"
         )));
     }
     if mode == Mode::Redact

@@ -761,3 +761,43 @@ validators:
     let e = policy("validators:\n  - type: max_length\n    params: {}\n").unwrap_err();
     assert!(e.contains("param 'max' or 'max_tokens'"), "{e}");
 }
+
+#[test]
+fn redacting_regexes_cover_whole_matches_at_every_split() {
+    let p = policy(
+        r#"
+validators:
+  - id: keys
+    type: regex
+    mode: redact
+    params: { pattern: "sk-[A-Za-z0-9]{20,}", expect_match: false }
+  - id: ssn
+    type: regex
+    mode: redact
+    mask: "***"
+    params: { pattern: "\\b\\d{3}-\\d{2}-\\d{4}\\b", expect_match: false }
+"#,
+    )
+    .unwrap();
+    let text = "key sk-abcdefghijklmnopqrstuvwxyz0123 and 123-45-6789, not 1234-56-7890.";
+    let key = text.find("sk-").unwrap() as u64;
+    let key_end = text.find(" and").unwrap() as u64;
+    let ssn = text.find("123-45").unwrap() as u64;
+    let expected = vec![
+        (key, key_end, "[REDACTED:keys]".to_owned()),
+        (ssn, ssn + 11, "***".to_owned()),
+    ];
+    for cut in 0..=text.len() {
+        let mut g = p.stream_guard(true, ToolHistory::default(), None);
+        for piece in [&text[..cut], &text[cut..]] {
+            g.on_chunk(&self::text(0, piece)).unwrap();
+        }
+        g.after_call().unwrap();
+        let got: Vec<_> = g
+            .redactions()
+            .iter()
+            .map(|r| (r.start, r.end, r.mask.clone()))
+            .collect();
+        assert_eq!(got, expected, "cut {cut}");
+    }
+}

@@ -19,7 +19,7 @@ pub use self::literal::{LiteralMatcher, LiteralRule};
 pub use self::pii::{PiiKind, PiiMatcher, PiiRule, PiiState};
 pub use self::regex::{
     build_forbidden, compile_hir, trim_for_existence, ForbiddenRegexes, RegexError, RegexMatcher,
-    RegexRule,
+    RegexRule, SpanFinder,
 };
 
 /// A match found by the scanner, in byte positions of its channel's text.

@@ -19,6 +19,9 @@ use regex_syntax::hir::{self, Hir, HirKind, Look};
 pub struct RegexRule {
     pub hir: Hir,
     pub owner: u32,
+    /// Report every end of every match as written (no trimming, no prefix automaton): for
+    /// redaction, which must cover whole matches.
+    pub exact: bool,
 }
 
 #[derive(Debug)]
@@ -197,6 +200,50 @@ fn ascii_word_boundaries(h: Hir) -> Hir {
 /// Largest DFA for all patterns of a target together; past it each pattern gets its own DFA
 /// (more automaton steps per byte, but sizes add up instead of multiplying).
 const UNION_DFA_BUDGET: usize = 16 << 20;
+/// Finds where a match of one pattern starts, given where it ends: an anchored reverse DFA run
+/// backwards from the end over the text before it, keeping the leftmost start (so a redaction
+/// covers the whole match).
+#[derive(Debug)]
+pub struct SpanFinder {
+    reverse: dense::DFA<Vec<u32>>,
+}
+
+impl SpanFinder {
+    pub fn new(hir: &Hir) -> Result<Self, RegexError> {
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .reverse(true)
+                    .which_captures(thompson::WhichCaptures::None),
+            )
+            .build_from_hir(hir)
+            .map_err(Box::new)?;
+        let reverse = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .dfa_size_limit(Some(SINGLE_DFA_LIMIT)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(Box::new)?;
+        Ok(SpanFinder { reverse })
+    }
+
+    /// The leftmost start of a match ending exactly at `end` in `text` (`text[..end]` is what
+    /// the reverse run reads; the byte at `end`, if any, is the look-ahead).
+    pub fn start(&self, text: &[u8], end: usize) -> Option<usize> {
+        let input = regex_automata::Input::new(text)
+            .range(..end)
+            .anchored(Anchored::Yes);
+        self.reverse
+            .try_search_rev(&input)
+            .ok()
+            .flatten()
+            .map(|m| m.offset())
+    }
+}
+
 /// Largest DFA for a single pattern: beyond it the pattern is refused at load.
 const SINGLE_DFA_LIMIT: usize = 128 << 20;
 
@@ -223,9 +270,15 @@ pub fn build_forbidden(rules: &[RegexRule]) -> Result<ForbiddenRegexes, (usize, 
     let mut others = Vec::new();
     let mut other_index = Vec::new();
     for (i, r) in rules.iter().enumerate() {
+        if r.exact {
+            others.push(r.clone());
+            other_index.push(i);
+            continue;
+        }
         let rule = RegexRule {
             hir: trim_for_existence(r.hir.clone()),
             owner: r.owner,
+            exact: false,
         };
         match super::prefixed::literal_prefixes(&rule.hir) {
             Some(prefixes) => {

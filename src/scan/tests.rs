@@ -15,6 +15,7 @@ fn rx(p: &str, owner: u32) -> RegexRule {
     RegexRule {
         hir: compile_hir(p).unwrap(),
         owner,
+        exact: false,
     }
 }
 
