@@ -16,7 +16,7 @@ use common::mock_upstream::{openai_chat_stream, sse_data_frames, Reply};
 use common::sdk::{
     assert_cancelled, assert_no_leak, assert_openai_forwarded,
     assert_openai_stream_blocked as assert_stream_blocked, long_tail, points_inside, Harness, Sdk,
-    BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, TOOL_NAME, WAIT,
+    BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY, REDACT_PACK, TOOL_NAME, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -265,5 +265,29 @@ async fn clean_nonstream_returns_the_content() {
     assert_eq!(report["finish_reason"], json!("stop"), "{report:#}");
     assert_eq!(report["id"], json!("chatcmpl-2"), "{report:#}");
     assert_openai_forwarded(&h.mock, "/v1/chat/completions", false);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the SDK venv: run tests/run"]
+async fn redacted_stream_reaches_the_sdk_masked() {
+    let sdk = Sdk::openai_chat();
+    let texts = [
+        "Pay with 4111 11",
+        "11 1111 1111 via pro",
+        "ject bluebird, thanks.",
+    ];
+    let body = openai_chat_stream(&texts);
+    let points = points_inside(&body, &["data:", "11 11", "blue"]);
+    let h = Harness::start_with(Reply::sse_split(&body, &points, PIECE_DELAY), REDACT_PACK).await;
+
+    let report = h.run(&sdk, "clean_stream").await;
+
+    assert_eq!(
+        report["text"],
+        json!("Pay with [REDACTED:credit_card] via project [codename], thanks."),
+        "{report:#}"
+    );
+    assert_eq!(report["finish_reasons"], json!(["stop"]), "{report:#}");
     h.stop().await;
 }

@@ -14,7 +14,7 @@ use common::openai_responses::{text_stream, tool_call_stream, whole_response};
 use common::sdk::{
     assert_cancelled, assert_no_leak, assert_openai_forwarded, assert_openai_stream_blocked,
     long_tail, points_inside, Harness, Sdk, BANNED, INPUT_MESSAGE, OUTPUT_MESSAGE, PIECE_DELAY,
-    TOOL_NAME, WAIT,
+    REDACT_PACK, TOOL_NAME, WAIT,
 };
 use serde_json::{json, Value};
 
@@ -213,5 +213,33 @@ async fn clean_nonstream_returns_the_output_text() {
     assert_eq!(report["status"], json!("completed"), "{report:#}");
     assert_eq!(report["id"], json!("resp_1"), "{report:#}");
     assert_openai_forwarded(&h.mock, "/v1/responses", false);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the SDK venv: run tests/run"]
+async fn redacted_stream_is_masked_in_deltas_done_events_and_the_final_response() {
+    let sdk = Sdk::openai_responses();
+    let texts = [
+        "Pay with 4111 11",
+        "11 1111 1111 via pro",
+        "ject bluebird, thanks.",
+    ];
+    let body = text_stream(&texts);
+    let points = points_inside(&body, &["data:", "event:", "11 11", "blue"]);
+    let h = Harness::start_with(Reply::sse_split(&body, &points, PIECE_DELAY), REDACT_PACK).await;
+
+    let report = h.run(&sdk, "clean_stream_helper").await;
+
+    let masked = "Pay with [REDACTED:credit_card] via project [codename], thanks.";
+    assert_eq!(report["text"], json!(masked), "{report:#}");
+    assert_eq!(report["done_texts"], json!([masked]), "{report:#}");
+    assert_eq!(report["final_output_text"], json!(masked), "{report:#}");
+    for raw in ["4111", "bluebird"] {
+        assert!(
+            !report.to_string().contains(raw),
+            "{raw} reached the SDK: {report:#}"
+        );
+    }
     h.stop().await;
 }

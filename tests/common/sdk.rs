@@ -33,6 +33,20 @@ validators:
     message: "The prompt contained a secret."
     params: { pattern: "secret-\\d+", expect_match: false, direction: input }
 "#;
+/// Masks card numbers (pii) and a code name (content_excludes) in answers.
+#[allow(dead_code)]
+pub const REDACT_PACK: &str = r#"
+validators:
+  - id: cards
+    type: pii
+    mode: redact
+    params: { types: [credit_card] }
+  - id: codename
+    type: content_excludes
+    mode: redact
+    mask: "[codename]"
+    params: { patterns: ["bluebird"] }
+"#;
 pub const WAIT: Duration = Duration::from_secs(10);
 /// Between two pieces of an upstream body: enough for each piece to travel on its own.
 pub const PIECE_DELAY: Duration = Duration::from_millis(3);
@@ -124,8 +138,14 @@ impl Harness {
     /// A mock answering every request with `reply`, and guardwire (with [`PACK`]) in front of
     /// it for every provider.
     pub async fn start(reply: Reply) -> Harness {
+        Self::start_with(reply, PACK).await
+    }
+
+    /// Like [`Harness::start`], with another pack.
+    #[allow(dead_code)]
+    pub async fn start_with(reply: Reply, pack: &str) -> Harness {
         let mock = MockUpstream::start(move |_| reply.clone()).await;
-        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
         Harness { mock, proxy }
     }
 
