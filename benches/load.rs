@@ -966,14 +966,15 @@ async fn wait_ready(p: &mut Proxy) {
     }
 }
 
-/// utime + stime of `pid`, in seconds (USER_HZ = 100 on Linux).
-fn cpu_seconds(pid: u32) -> f64 {
+/// (utime, stime) of `pid`, in seconds (USER_HZ = 100 on Linux). stime includes the kernel's
+/// TCP work done in the proxy's system calls — on loopback also the receiving side's.
+fn cpu_seconds(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-    (ticks(11) + ticks(12)) as f64 / 100.0
+    (ticks(11) as f64 / 100.0, ticks(12) as f64 / 100.0)
 }
 
 /// VmRSS of `pid` in KiB.
@@ -1164,8 +1165,8 @@ struct PhaseResult {
     samples: Samples,
     /// Measured window (after warm-up), seconds.
     secs: f64,
-    /// Proxy CPU seconds over the measured window.
-    cpu: Option<f64>,
+    /// Proxy CPU seconds (user, system) over the measured window.
+    cpu: Option<(f64, f64)>,
     rss_kib: Option<u64>,
 }
 
@@ -1187,7 +1188,7 @@ async fn run_phase(
         Load::Paced { connections, rate } => (connections, Some(rate)),
     };
     let next = Arc::new(AtomicU64::new(0));
-    let cpu_at_start = Arc::new(Mutex::new(None::<f64>));
+    let cpu_at_start = Arc::new(Mutex::new(None::<(f64, f64)>));
     // Sample the proxy's CPU exactly at the start of the measured window.
     let sampler = pid.map(|pid| {
         let cell = Arc::clone(&cpu_at_start);
@@ -1248,7 +1249,8 @@ async fn run_phase(
     let secs = duration.as_secs_f64();
     let cpu = pid.and_then(|pid| {
         let before = (*cpu_at_start.lock().unwrap())?;
-        Some(cpu_seconds(pid) - before)
+        let now = cpu_seconds(pid);
+        Some((now.0 - before.0, now.1 - before.1))
     });
     PhaseResult {
         samples,
@@ -1342,6 +1344,8 @@ struct Summary {
     transit: [Option<f64>; 2],
     total: [Option<f64>; 3],
     cpu_ms_per_req: Option<f64>,
+    /// Share of that CPU time spent in the kernel.
+    cpu_sys_share: Option<f64>,
     rss_mib: Option<f64>,
 }
 
@@ -1364,7 +1368,11 @@ fn summarize(mut r: PhaseResult) -> Summary {
             pct(&s.total, 0.99),
             pct(&s.total, 0.999),
         ],
-        cpu_ms_per_req: r.cpu.filter(|_| done > 0).map(|c| c * 1e3 / done as f64),
+        cpu_ms_per_req: r
+            .cpu
+            .filter(|_| done > 0)
+            .map(|(u, s)| (u + s) * 1e3 / done as f64),
+        cpu_sys_share: r.cpu.filter(|(u, s)| u + s > 0.0).map(|(u, s)| s / (u + s)),
         rss_mib: r.rss_kib.map(|k| k as f64 / 1024.0),
     }
 }
@@ -1426,7 +1434,11 @@ fn throughput_table(out: &mut String, rows: &[(&str, Summary)], c: usize) {
             ms(s.total[0]),
             ms(s.total[1]),
             ms(s.total[2]),
-            s.cpu_ms_per_req.map_or("—".into(), |v| format!("{v:.3}")),
+            s.cpu_ms_per_req
+                .map_or("—".into(), |v| match s.cpu_sys_share {
+                    Some(k) => format!("{v:.3} ({:.0} % sys)", k * 100.0),
+                    None => format!("{v:.3}"),
+                }),
             s.rss_mib.map_or("—".into(), |v| format!("{v:.1}")),
         );
     }
@@ -1477,7 +1489,10 @@ fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u64, gap: Dur
             ms(s.total[0]),
             ms(s.total[1]),
             ms(s.total[2]),
-            s.cpu_ms_per_req.map_or("—".into(), |v| format!("{v:.3}")),
+            s.cpu_ms_per_req.map_or("—".into(), |v| match s.cpu_sys_share {
+                Some(k) => format!("{v:.3} ({:.0} % sys)", k * 100.0),
+                None => format!("{v:.3}"),
+            }),
         );
     }
 }
