@@ -1349,6 +1349,15 @@ struct Summary {
     rss_mib: Option<f64>,
 }
 
+/// "0.466 (58 % sys)": proxy CPU per request and the kernel's share of it.
+fn cpu_cell(s: &Summary) -> String {
+    match (s.cpu_ms_per_req, s.cpu_sys_share) {
+        (Some(v), Some(k)) => format!("{v:.3} ({:.0} % sys)", k * 100.0),
+        (Some(v), None) => format!("{v:.3}"),
+        (None, _) => "—".into(),
+    }
+}
+
 fn summarize(mut r: PhaseResult) -> Summary {
     let s = &mut r.samples;
     s.ttfb.sort_unstable();
@@ -1434,11 +1443,7 @@ fn throughput_table(out: &mut String, rows: &[(&str, Summary)], c: usize) {
             ms(s.total[0]),
             ms(s.total[1]),
             ms(s.total[2]),
-            s.cpu_ms_per_req
-                .map_or("—".into(), |v| match s.cpu_sys_share {
-                    Some(k) => format!("{v:.3} ({:.0} % sys)", k * 100.0),
-                    None => format!("{v:.3}"),
-                }),
+            cpu_cell(s),
             s.rss_mib.map_or("—".into(), |v| format!("{v:.1}")),
         );
     }
