@@ -1494,10 +1494,7 @@ fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u64, gap: Dur
             ms(s.total[0]),
             ms(s.total[1]),
             ms(s.total[2]),
-            s.cpu_ms_per_req.map_or("—".into(), |v| match s.cpu_sys_share {
-                Some(k) => format!("{v:.3} ({:.0} % sys)", k * 100.0),
-                None => format!("{v:.3}"),
-            }),
+            cpu_cell(s),
         );
     }
 }
