@@ -922,3 +922,26 @@ validators:
         }
     }
 }
+
+#[tokio::test]
+async fn a_monitor_mode_latency_budget_counts_a_slow_stream_and_lets_it_finish() {
+    let pack = "validators:\n  - id: slow\n    type: latency_budget\n    mode: monitor\n    params: { max_ms: 100 }\n";
+    let p = chat();
+    let (frames, first) = (p.text_frames)(&["quick ", "and slow"]);
+    let body = frames.concat();
+    let head = frames[..first + 1].concat().len();
+    let mock = MockUpstream::start(move |_| {
+        Reply::sse_split(body.as_bytes(), &[head], Duration::from_millis(300))
+    })
+    .await;
+    let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+    let a = stream(&p, proxy.addr(), "hi", "").await;
+    assert_eq!(a.text(), frames.concat());
+    let m = metrics(proxy.addr()).await;
+    assert!(
+        m.contains(
+            r#"guardwire_monitor_hits_total{validator="slow",phase="stream",route="openai_chat"} 1"#
+        ),
+        "{m}"
+    );
+}

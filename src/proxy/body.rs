@@ -380,7 +380,13 @@ impl GuardedStream {
     /// AfterCall at the end of the upstream stream: decide pending matches, run whole-response
     /// checks, then release everything held (or block).
     fn end_of_stream(&mut self) {
-        if let Err(finding) = self.guard.after_call() {
+        // Monitor-mode latency budgets are judged here (enforced ones end the stream earlier).
+        let elapsed = (tokio::time::Instant::now() - self.ctx.started).as_millis() as u64;
+        let verdict = self
+            .guard
+            .check_latency(elapsed)
+            .and_then(|()| self.guard.after_call());
+        if let Err(finding) = verdict {
             self.report_findings();
             return self.block(finding);
         }
