@@ -1025,17 +1025,17 @@ impl StreamGuard {
             },
             watcher: policy.watches_args_of(name).then(FieldWatcher::default),
         });
-        let (turn, session) = self.call_views(choice);
+        let (turn, _) = self.call_views(choice);
         let mut fired = Vec::new();
         for (owner, check) in &policy.tools {
-            if check.on_call_start(&turn, &session) {
+            if check.on_call_start(&turn) {
                 let note = check
                     .anti_pattern_hit(&turn)
                     .and_then(|p| p.message.clone());
                 fired.push((*owner, note));
             }
         }
-        drop((turn, session));
+        drop(turn);
         for (owner, note) in fired {
             if let Some(n) = note {
                 self.notes.push((owner, n));

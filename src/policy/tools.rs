@@ -248,8 +248,9 @@ impl ToolCheck {
         }
     }
 
-    /// A call starts: `turn` and `session` end with it. Its arguments are not known yet.
-    pub fn on_call_start(&self, turn: &[&CallRecord], session: &[&CallRecord]) -> bool {
+    /// A call starts: `turn` ends with it. Its arguments are not known yet. (A session-scoped
+    /// `tools_not_called` also needs only the new call: the history was judged BeforeCall.)
+    pub fn on_call_start(&self, turn: &[&CallRecord]) -> bool {
         let Some(call) = turn.last() else {
             return false;
         };
@@ -276,10 +277,7 @@ impl ToolCheck {
                 max_calls: Some(max),
                 ..
             } => turn.len() as u64 > *max,
-            _ => {
-                let _ = session;
-                false
-            }
+            _ => false,
         }
     }
 
