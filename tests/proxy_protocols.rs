@@ -317,6 +317,22 @@ async fn split_mock(body: String) -> MockUpstream {
     .await
 }
 
+/// Guardwire with `pack` in front of a mock answering `answer` as a whole (non-streamed)
+/// response; the client's answer to a plain request.
+async fn whole_answer(p: &Proto, answer: &str, pack: &str) -> Answer {
+    let whole = (p.whole)(answer);
+    let mock = MockUpstream::start(move |_| Reply::json(200, &whole)).await;
+    let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+    send(
+        proxy.addr(),
+        "POST",
+        p.plain_path,
+        (p.plain_body)("hi"),
+        &[("content-type", "application/json")],
+    )
+    .await
+}
+
 async fn stream(p: &Proto, addr: std::net::SocketAddr, prompt: &str, splits: &str) -> Answer {
     send(
         addr,
@@ -576,20 +592,7 @@ async fn redaction_masks_exactly_the_match_on_every_protocol_and_split() {
         );
         assert!(m.contains(&needle), "{m}");
         // A whole response is rewritten the same way.
-        let whole_mock = MockUpstream::start({
-            let whole = (p.whole)("Eat the forbidden fruit, XK-99.");
-            move |_| Reply::json(200, &whole)
-        })
-        .await;
-        let proxy = start_proxy_all(&whole_mock.base_url(), REDACT_PACK, "").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.plain_path,
-            (p.plain_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = whole_answer(&p, "Eat the forbidden fruit, XK-99.", REDACT_PACK).await;
         assert_eq!(a.status, 200, "{}", p.name);
         assert_eq!(
             a.text(),
@@ -872,20 +875,7 @@ validators:
                 ),
             }
             // Whole: 400 in the provider's shape, or the body unchanged.
-            let whole_mock = MockUpstream::start({
-                let whole = (p.whole)(answer);
-                move |_| Reply::json(200, &whole)
-            })
-            .await;
-            let proxy = start_proxy_all(&whole_mock.base_url(), pack, "").await;
-            let a = send(
-                proxy.addr(),
-                "POST",
-                p.plain_path,
-                (p.plain_body)("hi"),
-                &[("content-type", "application/json")],
-            )
-            .await;
+            let a = whole_answer(&p, answer, pack).await;
             match verdict {
                 None => assert_eq!(a.text(), (p.whole)(answer), "{}", p.name),
                 Some(v) => {
