@@ -206,6 +206,34 @@ async fn invalid_utf8_from_the_upstream_ends_with_an_error_frame() {
 }
 
 #[tokio::test]
+async fn the_idle_limit_counts_from_the_last_chunk_not_from_the_start() {
+    // 12 chunks 50 ms apart: 600 ms in all, far past idle_ms, but never 200 ms without a chunk.
+    let mut chunks: Vec<Chunk> = (0..12)
+        .map(|i| {
+            let frame = format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"part{i} \"}}}}]}}\n\n"
+            );
+            Chunk::new(frame.into_bytes(), Duration::from_millis(50))
+        })
+        .collect();
+    chunks.push(Chunk::now(b"data: [DONE]\n\n".to_vec()));
+    let mock = MockUpstream::start(move |_| {
+        Reply::chunks(200, chunks.clone()).with_header("content-type", "text/event-stream")
+    })
+    .await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators: []\n",
+        "timeouts: { idle_ms: 200 }",
+    )
+    .await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    let text = a.text();
+    assert!(text.contains("part11 "), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+}
+
+#[tokio::test]
 async fn a_stream_that_never_ends_is_cut_at_the_total_timeout() {
     // A chunk every 50 ms is never idle, but the exchange may not last past total_ms.
     let frame =

@@ -107,6 +107,9 @@ struct Held {
     texts: Option<Box<(SseFrame, Vec<TextSpan>)>>,
 }
 
+/// Output gathered from ready upstream chunks is handed to hyper at the latest at this size.
+const GATHER_MAX_BYTES: usize = 64 * 1024;
+
 pub struct GuardedStream {
     upstream: Option<Incoming>,
     framer: SseFramer,
@@ -114,7 +117,15 @@ pub struct GuardedStream {
     guard: StreamGuard,
     held: VecDeque<Held>,
     held_bytes: usize,
+    /// Released bytes not yet handed to hyper, and their total length.
     out: VecDeque<Bytes>,
+    out_bytes: usize,
+    /// An upstream chunk was just taken: poll the upstream again before handing output over, so
+    /// that chunks already received (an HTTP/2 burst is buffered by h2, an HTTP/1 chunk waits
+    /// in hyper's one-slot channel) leave in one client write. Never waits for the network.
+    ready_first: bool,
+    /// When the upstream last sent something: the idle limit counts from here.
+    last_read: tokio::time::Instant,
     frames: Vec<SseFrame>,
     /// The body is complete once `out` drains.
     done: bool,
@@ -128,7 +139,8 @@ pub struct GuardedStream {
 impl GuardedStream {
     pub fn new(upstream: Incoming, guard: StreamGuard, ctx: StreamContext) -> Self {
         ctx.metrics.streams_in_flight.inc();
-        let first_deadline = next_deadline(&ctx, &guard);
+        let now = tokio::time::Instant::now();
+        let first_deadline = next_deadline(&ctx, &guard, now);
         GuardedStream {
             upstream: Some(upstream),
             framer: SseFramer::new(ctx.max_frame_bytes),
@@ -137,6 +149,9 @@ impl GuardedStream {
             held: VecDeque::new(),
             held_bytes: 0,
             out: VecDeque::new(),
+            out_bytes: 0,
+            ready_first: false,
+            last_read: now,
             frames: Vec::new(),
             done: false,
             idle: Box::pin(tokio::time::sleep_until(first_deadline)),
@@ -153,8 +168,11 @@ impl GuardedStream {
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         loop {
-            if let Some(b) = self.out.pop_front() {
-                return Poll::Ready(Some(b));
+            // Output waits while the upstream has more ready (see `ready_first`).
+            let ready_first = self.ready_first && self.upstream.is_some() && !self.done;
+            if !self.out.is_empty() && (!ready_first || self.out_bytes >= GATHER_MAX_BYTES) {
+                self.ready_first = false;
+                return Poll::Ready(Some(self.take_out()));
             }
             if self.done {
                 self.release_upstream(cx);
@@ -171,29 +189,11 @@ impl GuardedStream {
             };
             match Pin::new(upstream).poll_frame(cx) {
                 Poll::Pending => {
-                    // One timer serves every limit: it is set to whichever comes first.
-                    if self.idle.as_mut().poll(cx).is_ready() {
-                        let now = tokio::time::Instant::now();
-                        if let Some((_, ms)) = self.guard.latency_deadline() {
-                            if now >= self.ctx.started + Duration::from_millis(ms) {
-                                let elapsed = (now - self.ctx.started).as_millis() as u64;
-                                if let Err(finding) = self.guard.check_latency(elapsed) {
-                                    self.block(finding);
-                                }
-                                let deadline = next_deadline(&self.ctx, &self.guard);
-                                self.idle.as_mut().reset(deadline);
-                                continue;
-                            }
-                        }
-                        let (kind, why) = if now >= self.ctx.total_deadline {
-                            (
-                                "total",
-                                "the answer took longer than the total time allowed",
-                            )
-                        } else {
-                            ("idle", "the upstream sent nothing for too long")
-                        };
-                        self.upstream_failed(kind, GatewayError::UpstreamTimeout(why.into()));
+                    if self.timer_fired(cx) {
+                        continue;
+                    }
+                    self.ready_first = false;
+                    if !self.out.is_empty() {
                         continue;
                     }
                     return Poll::Pending;
@@ -203,9 +203,8 @@ impl GuardedStream {
                     if let Ok(data) = frame.into_data() {
                         self.ingest(&data);
                     }
-                    self.coalesce_output();
-                    let deadline = next_deadline(&self.ctx, &self.guard);
-                    self.idle.as_mut().reset(deadline);
+                    self.ready_first = true;
+                    self.last_read = tokio::time::Instant::from_std(started);
                     self.overhead += started.elapsed();
                 }
                 Poll::Ready(Some(Err(_))) => {
@@ -225,11 +224,64 @@ impl GuardedStream {
                     }
                     self.done = true;
                     self.upstream = None;
-                    self.coalesce_output();
                     self.overhead += started.elapsed();
                 }
             }
         }
+    }
+
+    /// Polls the stream's one timer. It is not moved on every read (that would touch the timer
+    /// wheel once per event); when it fires early it is set to the limit now due. Returns true
+    /// when it fired and the stream must be looked at again.
+    fn timer_fired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.idle.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        let now = tokio::time::Instant::now();
+        if let Some((_, ms)) = self.guard.latency_deadline() {
+            if now >= self.ctx.started + Duration::from_millis(ms) {
+                let elapsed = (now - self.ctx.started).as_millis() as u64;
+                if let Err(finding) = self.guard.check_latency(elapsed) {
+                    self.block(finding);
+                }
+                let deadline = next_deadline(&self.ctx, &self.guard, self.last_read);
+                self.idle.as_mut().reset(deadline);
+                return true;
+            }
+        }
+        let due = next_deadline(&self.ctx, &self.guard, self.last_read);
+        if now < due {
+            self.idle.as_mut().reset(due);
+            return true;
+        }
+        let (kind, why) = if now >= self.ctx.total_deadline {
+            (
+                "total",
+                "the answer took longer than the total time allowed",
+            )
+        } else {
+            ("idle", "the upstream sent nothing for too long")
+        };
+        self.upstream_failed(kind, GatewayError::UpstreamTimeout(why.into()));
+        true
+    }
+
+    fn push_out(&mut self, b: Bytes) {
+        self.out_bytes += b.len();
+        self.out.push_back(b);
+    }
+
+    /// Everything released so far, as one piece: one write to the client.
+    fn take_out(&mut self) -> Bytes {
+        self.out_bytes = 0;
+        if self.out.len() == 1 {
+            return self.out.pop_front().unwrap_or_default();
+        }
+        let mut joined = BytesMut::with_capacity(self.out.iter().map(Bytes::len).sum());
+        for b in self.out.drain(..) {
+            joined.extend_from_slice(&b);
+        }
+        joined.freeze()
     }
 
     /// After the terminal frame the upstream body normally ends at once; reading that end lets
@@ -400,7 +452,7 @@ impl GuardedStream {
     /// Sends a held frame: as it came, or with its redacted texts masked.
     fn release(&mut self, h: Held) {
         let Some(texts) = h.texts else {
-            self.out.push_back(h.bytes);
+            self.push_out(h.bytes);
             return;
         };
         let (frame, spans) = *texts;
@@ -411,7 +463,7 @@ impl GuardedStream {
                 .any(|r| r.channel == s.channel && r.start < s.end && r.end > s.start)
         };
         if !spans.iter().any(touched) {
-            self.out.push_back(h.bytes);
+            self.push_out(h.bytes);
             return;
         }
         let data = frame
@@ -420,8 +472,8 @@ impl GuardedStream {
             .map(|d| d.into_owned())
             .unwrap_or_default();
         match redact::rewrite(&data, &spans, redactions) {
-            Ok(Some(new)) => self.out.push_back(frame.with_data(&new)),
-            Ok(None) => self.out.push_back(h.bytes),
+            Ok(Some(new)) => self.push_out(frame.with_data(&new)),
+            Ok(None) => self.push_out(h.bytes),
             Err(redact::Unmaskable) => self.terminate(GatewayError::Internal(
                 "a redaction could not be applied".into(),
             )),
@@ -444,8 +496,7 @@ impl GuardedStream {
     fn terminate(&mut self, err: GatewayError) {
         self.held.clear();
         self.held_bytes = 0;
-        self.out
-            .push_back(self.ctx.protocol.stream_error_frame(&err));
+        self.push_out(self.ctx.protocol.stream_error_frame(&err));
         self.upstream = None;
         self.done = true;
     }
@@ -471,23 +522,16 @@ impl GuardedStream {
         self.guard.redacted.clear();
         self.guard.findings.clear();
     }
-
-    /// Sends what one upstream read released as one write.
-    fn coalesce_output(&mut self) {
-        if self.out.len() > 1 {
-            let mut joined = BytesMut::with_capacity(self.out.iter().map(Bytes::len).sum());
-            for b in self.out.drain(..) {
-                joined.extend_from_slice(&b);
-            }
-            self.out.push_back(joined.freeze());
-        }
-    }
 }
 
-/// The stream's one timer: the idle limit from now, the total limit, or the next enforced
+/// The stream's one timer: the idle limit from the last upstream read, the total limit, or the next enforced
 /// `latency_budget`, whichever comes first.
-fn next_deadline(ctx: &StreamContext, guard: &StreamGuard) -> tokio::time::Instant {
-    let mut at = (tokio::time::Instant::now() + ctx.idle_timeout).min(ctx.total_deadline);
+fn next_deadline(
+    ctx: &StreamContext,
+    guard: &StreamGuard,
+    last_read: tokio::time::Instant,
+) -> tokio::time::Instant {
+    let mut at = (last_read + ctx.idle_timeout).min(ctx.total_deadline);
     if let Some((_, ms)) = guard.latency_deadline() {
         at = at.min(ctx.started + Duration::from_millis(ms));
     }
