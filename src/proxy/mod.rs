@@ -66,6 +66,12 @@ pub struct Runtime {
 impl Runtime {
     /// Builds one route per protocol and compiles the packs named in `config`.
     pub fn build(config: Config) -> Result<Runtime, PolicyError> {
+        let runtime = Self::compile(config);
+        crate::heap::release_unused();
+        runtime
+    }
+
+    fn compile(config: Config) -> Result<Runtime, PolicyError> {
         let policy = Arc::new(Policy::load(&config.packs)?);
         let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
         let mut configured: Vec<_> = config.routes.iter().collect();
