@@ -205,6 +205,17 @@ async fn invalid_utf8_from_the_upstream_ends_with_an_error_frame() {
     );
 }
 
+/// Streams `chunks` from a mock through a proxy without validators, under `timeouts`.
+async fn paced_stream(chunks: Vec<Chunk>, timeouts: &str) -> (MockUpstream, Proxy, String) {
+    let mock = MockUpstream::start(move |_| {
+        Reply::chunks(200, chunks.clone()).with_header("content-type", "text/event-stream")
+    })
+    .await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", timeouts).await;
+    let text = post_chat(proxy.addr(), STREAM_REQUEST).await.text();
+    (mock, proxy, text)
+}
+
 #[tokio::test]
 async fn the_idle_limit_counts_from_the_last_chunk_not_from_the_start() {
     // 12 chunks 50 ms apart: 600 ms in all, far past idle_ms, but never 200 ms without a chunk.
@@ -217,18 +228,7 @@ async fn the_idle_limit_counts_from_the_last_chunk_not_from_the_start() {
         })
         .collect();
     chunks.push(Chunk::now(b"data: [DONE]\n\n".to_vec()));
-    let mock = MockUpstream::start(move |_| {
-        Reply::chunks(200, chunks.clone()).with_header("content-type", "text/event-stream")
-    })
-    .await;
-    let proxy = start_proxy(
-        &mock.base_url(),
-        "validators: []\n",
-        "timeouts: { idle_ms: 200 }",
-    )
-    .await;
-    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
-    let text = a.text();
+    let (_mock, _proxy, text) = paced_stream(chunks, "timeouts: { idle_ms: 200 }").await;
     assert!(text.contains("part11 "), "{text}");
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
 }
@@ -238,21 +238,11 @@ async fn a_stream_that_never_ends_is_cut_at_the_total_timeout() {
     // A chunk every 50 ms is never idle, but the exchange may not last past total_ms.
     let frame =
         b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"more \"}}]}\n\n".to_vec();
-    let mock = MockUpstream::start(move |_| {
-        let chunks = (0..400)
-            .map(|_| Chunk::new(frame.clone(), Duration::from_millis(50)))
-            .collect();
-        Reply::chunks(200, chunks).with_header("content-type", "text/event-stream")
-    })
-    .await;
-    let proxy = start_proxy(
-        &mock.base_url(),
-        "validators: []\n",
-        "timeouts: { idle_ms: 10000, total_ms: 400 }",
-    )
-    .await;
-    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
-    let text = a.text();
+    let chunks = (0..400)
+        .map(|_| Chunk::new(frame.clone(), Duration::from_millis(50)))
+        .collect();
+    let (mock, proxy, text) =
+        paced_stream(chunks, "timeouts: { idle_ms: 10000, total_ms: 400 }").await;
     assert!(text.contains("more "), "{text}");
     assert!(
         text.ends_with("\"code\":\"upstream_timeout\"}}\n\n"),
