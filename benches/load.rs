@@ -1400,6 +1400,11 @@ fn diff(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     Some(a? - b?)
 }
 
+/// Percentiles as "p50 / p99 [/ p999]" in ms.
+fn ms_list(v: &[Option<f64>]) -> String {
+    v.iter().map(|&x| ms(x)).collect::<Vec<_>>().join(" / ")
+}
+
 fn added(a: Option<f64>, b: Option<f64>) -> String {
     diff(a, b).map_or("—".into(), |d| format!("{d:+.3}"))
 }
@@ -1435,14 +1440,11 @@ fn throughput_table(out: &mut String, rows: &[(&str, Summary)], c: usize) {
     for (name, s) in rows {
         let _ = writeln!(
             out,
-            "| {name} | {:.0} | {} | {} / {} | {} / {} / {} | {} | {} |",
+            "| {name} | {:.0} | {} | {} | {} | {} | {} |",
             s.rps,
             s.errors,
-            ms(s.ttfb[0]),
-            ms(s.ttfb[1]),
-            ms(s.total[0]),
-            ms(s.total[1]),
-            ms(s.total[2]),
+            ms_list(&s.ttfb),
+            ms_list(&s.total),
             cpu_cell(s),
             s.rss_mib.map_or("—".into(), |v| format!("{v:.1}")),
         );
@@ -1459,41 +1461,25 @@ fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u64, gap: Dur
     out.push_str("| target | req/s | errors | TTFB p50 / p99 | +TTFB p50 / p99 | gap p50 / p99 | +gap p50 / p99 | chunk transit p50 / p99 | +transit p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     let base = &rows[0].1;
     for (i, (name, s)) in rows.iter().enumerate() {
-        let (at, ag, atr) = if i == 0 {
-            ("—".to_owned(), "—".to_owned(), "—".to_owned())
-        } else {
-            (
-                format!(
-                    "{} / {}",
-                    added(s.ttfb[0], base.ttfb[0]),
-                    added(s.ttfb[1], base.ttfb[1])
-                ),
-                format!(
-                    "{} / {}",
-                    added(s.gap[0], base.gap[0]),
-                    added(s.gap[1], base.gap[1])
-                ),
-                format!(
-                    "{} / {}",
-                    added(s.transit[0], base.transit[0]),
-                    added(s.transit[1], base.transit[1])
-                ),
-            )
+        let plus = |v: &[Option<f64>; 2], b: &[Option<f64>; 2]| {
+            if i == 0 {
+                "—".to_owned()
+            } else {
+                format!("{} / {}", added(v[0], b[0]), added(v[1], b[1]))
+            }
         };
         let _ = writeln!(
             out,
-            "| {name} | {:.0} | {} | {} / {} | {at} | {} / {} | {ag} | {} / {} | {atr} | {} / {} / {} | {} |",
+            "| {name} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.rps,
             s.errors,
-            ms(s.ttfb[0]),
-            ms(s.ttfb[1]),
-            ms(s.gap[0]),
-            ms(s.gap[1]),
-            ms(s.transit[0]),
-            ms(s.transit[1]),
-            ms(s.total[0]),
-            ms(s.total[1]),
-            ms(s.total[2]),
+            ms_list(&s.ttfb),
+            plus(&s.ttfb, &base.ttfb),
+            ms_list(&s.gap),
+            plus(&s.gap, &base.gap),
+            ms_list(&s.transit),
+            plus(&s.transit, &base.transit),
+            ms_list(&s.total),
             cpu_cell(s),
         );
     }
