@@ -1,5 +1,12 @@
-//! Literal patterns (banned words) in one Aho-Corasick DFA, stepped byte by byte.
+//! Literal patterns (banned words) in one Aho-Corasick DFA, run only where a [`StartFilter`]
+//! says a pattern could begin.
+//!
+//! The automaton is unanchored, so one run from a candidate position finds every match starting
+//! at or after it. The run stops (the state goes back to the start) as soon as no candidate lies
+//! within the prefix its state stands for: nothing in progress can then become a match, and the
+//! filter skips ahead to the next candidate.
 
+use super::gram::StartFilter;
 use super::text::{fold_char, fold_str, is_word_char, needs_unicode_fold};
 use super::Hit;
 use aho_corasick::automaton::Automaton;
@@ -24,7 +31,8 @@ pub struct LiteralMatcher {
     dfa: DFA,
     start: StateID,
     /// Length of the pattern prefix each state stands for: how far back a match in progress began.
-    depth: HashMap<StateID, u32>,
+    depth: Depths,
+    filter: StartFilter,
     rules: Vec<(u32, bool)>,
     fold_unicode: bool,
     /// Bytes of history kept for word-boundary checks (0 when no rule needs them).
@@ -34,6 +42,8 @@ pub struct LiteralMatcher {
 #[derive(Debug, Clone, Default)]
 pub struct LiteralState {
     sid: StateID,
+    /// The latest position the filter could not rule out as a pattern start, while a run is on.
+    last_start: Option<u64>,
     /// Word-boundary matches that end at the end of the text seen so far: decided by the next char.
     pending: Vec<Hit>,
     /// The last `tail_len` bytes of the channel, for the character before a match.
@@ -70,12 +80,15 @@ impl LiteralMatcher {
             .build(&patterns)?;
         let start = dfa.start_state(Anchored::No)?;
         let depth = state_depths(&dfa, start, &patterns, true);
+        let filter =
+            StartFilter::new(patterns.iter().map(String::as_bytes)).ok_or(LiteralError::Empty)?;
         let max_len = patterns.iter().map(String::len).max().unwrap_or(0);
         let any_boundary = rules.iter().any(|r| r.word_boundary);
         Ok(LiteralMatcher {
             dfa,
             start,
             depth,
+            filter,
             rules: rules.iter().map(|r| (r.owner, r.word_boundary)).collect(),
             fold_unicode: rules.iter().any(|r| needs_unicode_fold(&r.pattern)),
             tail_len: if any_boundary { max_len + 4 } else { 0 },
@@ -85,6 +98,7 @@ impl LiteralMatcher {
     pub fn start(&self) -> LiteralState {
         LiteralState {
             sid: self.start,
+            last_start: None,
             pending: Vec::new(),
             tail: Vec::new(),
         }
@@ -102,33 +116,56 @@ impl LiteralMatcher {
             }
         }
         let bytes = text.as_bytes();
+        // Positions from `judged` on are too close to the end to be judged by the filter: they
+        // count as candidates, and the run carries over into the next piece.
+        let judged = (bytes.len() + 1).saturating_sub(self.filter.reach());
         let mut sid = st.sid;
+        let mut last_start = st.last_start;
         let mut i = 0;
         while i < bytes.len() {
+            if sid == self.start {
+                i = self.filter.next_start(bytes, i, judged);
+                // A pattern is whole characters: it cannot begin inside one.
+                while i < bytes.len() && !text.is_char_boundary(i) {
+                    i += 1;
+                }
+                if i >= bytes.len() {
+                    break;
+                }
+            }
+            let from = i;
             let b = bytes[i];
             if b < 0x80 || !self.fold_unicode {
                 sid = self.dfa.next_state(Anchored::No, sid, b);
                 i += 1;
-                if self.dfa.is_special(sid) && self.dfa.is_match(sid) {
-                    self.on_match(st, sid, base, text, i, hits);
+            } else {
+                let Some(c) = text[i..].chars().next() else {
+                    break;
+                };
+                let mut buf = [0u8; 4];
+                let folded = fold_char(c).encode_utf8(&mut buf);
+                for &fb in folded.as_bytes() {
+                    sid = self.dfa.next_state(Anchored::No, sid, fb);
                 }
-                continue;
+                // A pattern is whole characters, so a match can only end at a character's end.
+                i += c.len_utf8();
             }
-            let Some(c) = text[i..].chars().next() else {
-                break;
-            };
-            let mut buf = [0u8; 4];
-            let folded = fold_char(c).encode_utf8(&mut buf);
-            for &fb in folded.as_bytes() {
-                sid = self.dfa.next_state(Anchored::No, sid, fb);
-            }
-            i += c.len_utf8();
-            // A pattern is whole characters, so a match can only end at a character's end.
             if self.dfa.is_special(sid) && self.dfa.is_match(sid) {
                 self.on_match(st, sid, base, text, i, hits);
             }
+            if from >= judged || self.filter.may_start(bytes, from) {
+                last_start = Some(base + from as u64);
+            }
+            // The prefix the state stands for began `depth` bytes back; with no candidate in it,
+            // nothing in progress can still become a match.
+            let begun = base + i as u64 - u64::from(self.depth.get(sid));
+            if last_start.is_none_or(|s| s < begun) {
+                sid = self.start;
+                last_start = None;
+            }
         }
         st.sid = sid;
+        st.last_start = last_start;
         if self.tail_len > 0 {
             remember_tail(&mut st.tail, bytes, self.tail_len);
         }
@@ -176,8 +213,7 @@ impl LiteralMatcher {
     }
 
     pub fn safe_pos(&self, st: &LiteralState, pos: u64) -> u64 {
-        let depth = self.depth.get(&st.sid).copied().unwrap_or(0);
-        let mut safe = pos.saturating_sub(u64::from(depth));
+        let mut safe = pos.saturating_sub(u64::from(self.depth.get(st.sid)));
         for p in &st.pending {
             safe = safe.min(p.start.unwrap_or(0));
         }
@@ -186,7 +222,8 @@ impl LiteralMatcher {
 
     pub fn memory_usage(&self) -> usize {
         self.dfa.memory_usage()
-            + self.depth.capacity() * (std::mem::size_of::<(StateID, u32)>() + 1)
+            + self.depth.memory_usage()
+            + self.filter.memory_usage()
             + self.rules.capacity() * std::mem::size_of::<(u32, bool)>()
     }
 }
@@ -225,6 +262,29 @@ pub(super) fn remember_tail(tail: &mut Vec<u8>, bytes: &[u8], keep: usize) {
     }
 }
 
+/// The depth of every state of an Aho-Corasick DFA: the length of the pattern prefix it stands
+/// for. Dense, indexed by state id (ids are multiples of the DFA's stride), since it is read
+/// after every automaton step.
+#[derive(Debug)]
+pub(super) struct Depths {
+    shift: u32,
+    depth: Vec<u32>,
+}
+
+impl Depths {
+    #[inline(always)]
+    pub(super) fn get(&self, sid: StateID) -> u32 {
+        self.depth
+            .get(sid.as_usize() >> self.shift)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub(super) fn memory_usage(&self) -> usize {
+        self.depth.capacity() * std::mem::size_of::<u32>()
+    }
+}
+
 /// Depth of every reachable state: the length of the pattern prefix it stands for, which is the
 /// length of the shortest path to it from the start (each byte deepens a state by at most one).
 /// Bytes that appear in no pattern all behave alike, so one of them stands for the rest.
@@ -233,7 +293,7 @@ pub(super) fn state_depths(
     start: StateID,
     patterns: &[impl AsRef<[u8]>],
     ascii_case_insensitive: bool,
-) -> HashMap<StateID, u32> {
+) -> Depths {
     let mut alphabet = [false; 256];
     for p in patterns {
         for &b in p.as_ref() {
@@ -260,6 +320,26 @@ pub(super) fn state_depths(
             });
         }
     }
-    depth.shrink_to_fit();
-    depth
+    // State ids are premultiplied by a power-of-two stride: the smallest trailing-zero count
+    // among them recovers it.
+    let shift = depth
+        .keys()
+        .map(|s| s.as_usize())
+        .filter(|&s| s != 0)
+        .map(|s| s.trailing_zeros())
+        .min()
+        .unwrap_or(0);
+    let len = depth
+        .keys()
+        .map(|s| (s.as_usize() >> shift) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut dense = vec![0u32; len];
+    for (sid, d) in depth {
+        dense[sid.as_usize() >> shift] = d;
+    }
+    Depths {
+        shift,
+        depth: dense,
+    }
 }

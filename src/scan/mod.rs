@@ -9,6 +9,7 @@
 //! could a match still be forming?* ([`ScanSet::safe_pos`]). Text before that position can be
 //! released to the client; text after it is held until the automata have moved past it.
 
+mod gram;
 mod literal;
 mod pii;
 mod prefixed;

@@ -7,7 +7,7 @@
 //! it matches or dies. Threads in the same DFA state have the same future, so only the earliest
 //! is kept. Text without prefixes costs one automaton step per byte; the anchored DFAs stay small.
 
-use super::literal::{remember_tail, state_depths};
+use super::literal::{remember_tail, state_depths, Depths};
 use super::regex::RegexError;
 use super::{Hit, RegexRule};
 use aho_corasick::automaton::{Automaton as _, StateID as AcState};
@@ -19,7 +19,6 @@ use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::Hir;
-use std::collections::HashMap;
 
 /// The literal prefixes every match of `hir` starts with, if they are few and long enough to be
 /// selective (a 1- or 2-byte prefix would start threads all the time).
@@ -39,7 +38,7 @@ pub fn literal_prefixes(hir: &Hir) -> Option<Vec<Vec<u8>>> {
 pub struct PrefixedMatcher {
     prefixes: AcDfa,
     ac_start: AcState,
-    depth: HashMap<AcState, u32>,
+    depth: Depths,
     /// Per prefix (Aho-Corasick pattern): the rule it starts and its bytes.
     prefix_rule: Vec<(u32, Vec<u8>)>,
     verify: dense::DFA<Vec<u32>>,
@@ -222,8 +221,7 @@ impl PrefixedMatcher {
     }
 
     pub fn safe_pos(&self, st: &PrefixedState, pos: u64) -> u64 {
-        let depth = self.depth.get(&st.ac).copied().unwrap_or(0);
-        let mut safe = pos.saturating_sub(u64::from(depth));
+        let mut safe = pos.saturating_sub(u64::from(self.depth.get(st.ac)));
         for t in &st.threads {
             safe = safe.min(t.start);
         }
