@@ -2,11 +2,15 @@
 //!
 //! An unanchored DFA for such a pattern must remember every place the literal may have begun
 //! inside a counted run (`AIza[0-9A-Za-z_-]{35}` alone is 72 MiB that way). Instead, the literal
-//! prefixes of all such patterns go into one small case-sensitive Aho-Corasick automaton, and each
-//! prefix hit starts an anchored DFA *thread* at the prefix's first byte, which lives only until
-//! it matches or dies. Threads in the same DFA state have the same future, so only the earliest
-//! is kept. Text without prefixes costs one automaton step per byte; the anchored DFAs stay small.
+//! prefixes of all such patterns go into one small Aho-Corasick automaton, and each prefix hit
+//! starts an anchored DFA *thread* at the prefix's first byte, which lives only until it matches
+//! or dies. Threads in the same DFA state have the same future, so only the earliest is kept.
+//!
+//! The prefix automaton ignores ASCII case, so `(?i)\bconfidential\b` needs one prefix rather
+//! than 4,096; the thread checks case where the pattern cares. A [`StartFilter`] over the
+//! prefixes keeps the automaton idle over text where no prefix can begin.
 
+use super::gram::StartFilter;
 use super::literal::{remember_tail, state_depths, Depths};
 use super::regex::RegexError;
 use super::{Hit, RegexRule};
@@ -18,12 +22,15 @@ use regex_automata::util::primitives::{PatternID, StateID};
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
-use regex_syntax::hir::Hir;
+use regex_syntax::hir::{Class, Hir, HirKind};
 
-/// The literal prefixes every match of `hir` starts with, if they are few and long enough to be
-/// selective (a 1- or 2-byte prefix would start threads all the time).
+/// The literal prefixes, compared ignoring ASCII case, that every match of `hir` starts with, if
+/// they are few and long enough to be selective (a 1- or 2-byte prefix would start threads all
+/// the time).
 pub fn literal_prefixes(hir: &Hir) -> Option<Vec<Vec<u8>>> {
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
+    let seq = Extractor::new()
+        .kind(ExtractKind::Prefix)
+        .extract(&fold_ascii_case_pairs(hir));
     let lits = seq.literals()?;
     if lits.is_empty() || lits.len() > 64 || lits.iter().any(|l| l.len() < 3) {
         return None;
@@ -34,11 +41,61 @@ pub fn literal_prefixes(hir: &Hir) -> Option<Vec<Vec<u8>>> {
     Some(out)
 }
 
+/// `hir` with every class that is exactly one ASCII letter in both cases (`(?i)a` = `[Aa]`)
+/// replaced by the lowercase letter, so that prefix extraction yields one case-insensitive
+/// literal instead of every case combination. Other classes (`(?i)k` also holds the Kelvin sign)
+/// stay as they are.
+fn fold_ascii_case_pairs(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Class(class) => match ascii_case_pair(class) {
+            Some(lower) => Hir::literal([lower]),
+            None => hir.clone(),
+        },
+        HirKind::Concat(subs) => Hir::concat(subs.iter().map(fold_ascii_case_pairs).collect()),
+        HirKind::Alternation(subs) => {
+            Hir::alternation(subs.iter().map(fold_ascii_case_pairs).collect())
+        }
+        HirKind::Repetition(r) => Hir::repetition(regex_syntax::hir::Repetition {
+            sub: Box::new(fold_ascii_case_pairs(&r.sub)),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => Hir::capture(regex_syntax::hir::Capture {
+            sub: Box::new(fold_ascii_case_pairs(&c.sub)),
+            ..c.clone()
+        }),
+        _ => hir.clone(),
+    }
+}
+
+/// The lowercase letter of a class that holds exactly that ASCII letter in both cases.
+fn ascii_case_pair(class: &Class) -> Option<u8> {
+    let ranges: Vec<(u32, u32)> = match class {
+        Class::Unicode(c) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        Class::Bytes(c) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+    };
+    match ranges.as_slice() {
+        [(a, a2), (b, b2)] if a == a2 && b == b2 && b - a == 32 => {
+            let upper = u8::try_from(*a).ok()?;
+            upper.is_ascii_uppercase().then(|| upper.to_ascii_lowercase())
+        }
+        _ => None,
+    }
+}
+
 #[derive(Debug)]
 pub struct PrefixedMatcher {
     prefixes: AcDfa,
     ac_start: AcState,
     depth: Depths,
+    filter: StartFilter,
     /// Per prefix (Aho-Corasick pattern): the rule it starts and its bytes.
     prefix_rule: Vec<(u32, Vec<u8>)>,
     verify: dense::DFA<Vec<u32>>,
@@ -57,6 +114,8 @@ struct Thread {
 #[derive(Debug, Clone, Default)]
 pub struct PrefixedState {
     ac: AcState,
+    /// The latest position the filter could not rule out as a prefix start, while a run is on.
+    last_start: Option<u64>,
     threads: Vec<Thread>,
     tail: Vec<u8>,
 }
@@ -79,13 +138,16 @@ impl PrefixedMatcher {
         let patterns: Vec<&[u8]> = prefix_rule.iter().map(|(_, p)| p.as_slice()).collect();
         let prefixes = AcDfa::builder()
             .match_kind(aho_corasick::MatchKind::Standard)
+            .ascii_case_insensitive(true)
             .start_kind(aho_corasick::StartKind::Unanchored)
             .build(&patterns)
             .map_err(|e| RegexError::Prefix(e.to_string()))?;
         let ac_start = prefixes
             .start_state(aho_corasick::Anchored::No)
             .map_err(|e| RegexError::Prefix(e.to_string()))?;
-        let depth = state_depths(&prefixes, ac_start, &patterns, false);
+        let depth = state_depths(&prefixes, ac_start, &patterns, true);
+        let filter = StartFilter::new(patterns.iter().copied())
+            .ok_or_else(|| RegexError::Prefix("empty prefix".into()))?;
         let hirs: Vec<&Hir> = rules.iter().map(|(r, _)| &r.hir).collect();
         let nfa = thompson::Compiler::new()
             .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
@@ -107,6 +169,7 @@ impl PrefixedMatcher {
             prefixes,
             ac_start,
             depth,
+            filter,
             prefix_rule,
             verify,
             owners: rules.iter().map(|(r, _)| r.owner).collect(),
@@ -117,17 +180,37 @@ impl PrefixedMatcher {
     pub fn start(&self) -> PrefixedState {
         PrefixedState {
             ac: self.ac_start,
+            last_start: None,
             threads: Vec::new(),
             tail: Vec::new(),
         }
     }
 
     pub fn feed(&self, st: &mut PrefixedState, base: u64, bytes: &[u8], hits: &mut Vec<Hit>) {
+        // Positions from `judged` on are too close to the end for the filter to judge.
+        let judged = (bytes.len() + 1).saturating_sub(self.filter.reach());
         let mut ac = st.ac;
-        for (i, &b) in bytes.iter().enumerate() {
+        let mut last_start = st.last_start;
+        let mut i = 0;
+        while i < bytes.len() {
+            if ac == self.ac_start && st.threads.is_empty() {
+                i = self.filter.next_start(bytes, i, judged);
+                if i >= bytes.len() {
+                    break;
+                }
+            }
+            let b = bytes[i];
             let pos = base + i as u64;
             if !st.threads.is_empty() {
                 self.step_threads(&mut st.threads, b, pos, hits);
+            }
+            let candidate = i >= judged || self.filter.may_start(bytes, i);
+            i += 1;
+            if candidate {
+                last_start = Some(pos);
+            } else if ac == self.ac_start {
+                // No prefix starts here, and none is in progress: the automaton stays idle.
+                continue;
             }
             ac = self.prefixes.next_state(aho_corasick::Anchored::No, ac, b);
             if self.prefixes.is_special(ac) && self.prefixes.is_match(ac) {
@@ -135,12 +218,24 @@ impl PrefixedMatcher {
                     let pid = self.prefixes.match_pattern(ac, k).as_usize();
                     let (rule, ref prefix) = self.prefix_rule[pid];
                     let start = pos + 1 - prefix.len() as u64;
-                    let before = byte_before(&st.tail, base, bytes, start);
-                    self.spawn(&mut st.threads, rule, start, before, prefix, hits);
+                    let text = Recent {
+                        tail: &st.tail,
+                        base,
+                        bytes,
+                    };
+                    self.spawn(&mut st.threads, (rule, start, pos + 1), text, hits);
                 }
+            }
+            // With no candidate inside the prefix the state stands for, nothing in progress
+            // can still become a prefix.
+            let begun = base + i as u64 - u64::from(self.depth.get(ac));
+            if last_start.is_none_or(|s| s < begun) {
+                ac = self.ac_start;
+                last_start = None;
             }
         }
         st.ac = ac;
+        st.last_start = last_start;
         remember_tail(&mut st.tail, bytes, self.tail_len);
     }
 
@@ -164,14 +259,13 @@ impl PrefixedMatcher {
         });
     }
 
-    /// Starts a thread for `rule` at `start` and runs it over the prefix just seen.
+    /// Starts a thread for `rule` at `start` and runs it over the prefix just seen, which ends
+    /// before `end`, as the text has it (the prefix automaton ignored case; the thread does not).
     fn spawn(
         &self,
         threads: &mut Vec<Thread>,
-        rule: u32,
-        start: u64,
-        before: Option<u8>,
-        prefix: &[u8],
+        (rule, start, end): (u32, u64, u64),
+        text: Recent<'_>,
         hits: &mut Vec<Hit>,
     ) {
         let Ok(pid) = PatternID::new(rule as usize) else {
@@ -179,20 +273,23 @@ impl PrefixedMatcher {
         };
         let config = start::Config::new()
             .anchored(Anchored::Pattern(pid))
-            .look_behind(before);
+            .look_behind(text.byte_before(start));
         let Ok(mut sid) = self.verify.start_state(&config) else {
             return;
         };
-        for (k, &b) in prefix.iter().enumerate() {
+        for p in start..end {
+            let Some(b) = text.byte_before(p + 1) else {
+                return;
+            };
             sid = self.verify.next_state(sid, b);
             if self.verify.is_dead_state(sid) {
-                return; // e.g. `\b` before the prefix did not hold
+                return; // e.g. `\b` before the prefix did not hold, or the case differs
             }
             if self.verify.is_match_state(sid) {
                 hits.push(Hit {
                     owner: self.owners[rule as usize],
                     start: Some(start),
-                    end: start + k as u64,
+                    end: p,
                     rule: None,
                 });
                 return;
@@ -233,13 +330,25 @@ impl PrefixedMatcher {
     }
 }
 
-/// The byte before channel position `pos` (`None` at the start of the text).
-fn byte_before(tail: &[u8], base: u64, bytes: &[u8], pos: u64) -> Option<u8> {
-    let q = pos.checked_sub(1)?;
-    if q >= base {
-        bytes.get((q - base) as usize).copied()
-    } else {
-        let back = (base - q) as usize;
-        tail.len().checked_sub(back).map(|i| tail[i])
+/// The piece being scanned and the tail remembered from earlier pieces.
+#[derive(Clone, Copy)]
+struct Recent<'a> {
+    tail: &'a [u8],
+    /// Channel position of `bytes[0]`.
+    base: u64,
+    bytes: &'a [u8],
+}
+
+impl Recent<'_> {
+    /// The byte before channel position `pos` (`None` at the start of the text, or further
+    /// back than the tail reaches).
+    fn byte_before(&self, pos: u64) -> Option<u8> {
+        let q = pos.checked_sub(1)?;
+        if q >= self.base {
+            self.bytes.get((q - self.base) as usize).copied()
+        } else {
+            let back = (self.base - q) as usize;
+            self.tail.len().checked_sub(back).map(|i| self.tail[i])
+        }
     }
 }

@@ -423,3 +423,78 @@ proptest! {
         }
     }
 }
+
+/// Patterns for the differential regex test: written so that guardwire's dialect and the
+/// `regex` crate read them alike (explicit ASCII word boundaries, no `\d`/`\w`/`\s`).
+const DIFF_REGEXES: [&str; 6] = [
+    r"(?i)(?-u:\b)confidential(?-u:\b)",
+    r"(?-u:\b)AKIA[0-9A-Z]{4}",
+    r"(?i)bearer +[a-z0-9]{3}",
+    r"sk-[a-z]{2}",
+    r"[0-9]{3}-[0-9]{2}",
+    r"(?i)k[a-z]y=[0-9]",
+];
+
+#[test]
+fn case_insensitive_keywords_get_one_prefix_and_no_dfa() {
+    let rules: Vec<RegexRule> = DIFF_REGEXES[..4]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| rx(p, i as u32))
+        .collect();
+    let compiled = build_forbidden(&rules).unwrap();
+    assert!(compiled.prefixed.is_some());
+    assert!(compiled.dfas.is_empty(), "all four begin with a literal");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Which forbidden patterns occur, under any split, is what the `regex` crate says of the
+    /// whole text; and nothing a match covers is released before the match is found.
+    #[test]
+    fn forbidden_regex_scan_agrees_with_the_regex_crate(
+        words in proptest::collection::vec(
+            prop_oneof![
+                Just("confidential"), Just("CONFIDENTIAL"), Just("Confidentials"), Just("AKIA"),
+                Just("akia"), Just("xAKIA"), Just("BEARER  "), Just("Bearer "), Just("sk-"),
+                Just("SK-"), Just("ab"), Just("1"), Just("12"), Just("-"), Just(" "), Just("Z"),
+                Just("key="), Just("K\u{212A}y="), Just("kay=3"), Just("é"),
+            ],
+            0..20,
+        ),
+        cuts in proptest::collection::vec(0usize..200, 0..10),
+    ) {
+        let text: String = words.concat();
+        let rules: Vec<RegexRule> =
+            DIFF_REGEXES.iter().enumerate().map(|(i, p)| rx(p, i as u32)).collect();
+        let set = ScanSet::new(None, build_forbidden(&rules).unwrap(), None);
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        let mut pieces = Vec::new();
+        let mut last = 0;
+        for c in cuts {
+            if c > last && c < text.len() && text.is_char_boundary(c) {
+                pieces.push(&text[last..c]);
+                last = c;
+            }
+        }
+        pieces.push(&text[last..]);
+        let (verdict, seen) = scan(&set, &pieces);
+        let mut found: Vec<u32> = verdict.iter().map(|v| v.0).collect();
+        found.dedup();
+        let expected: Vec<u32> = DIFF_REGEXES
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| ::regex::Regex::new(p).unwrap().is_match(&text))
+            .map(|(i, _)| i as u32)
+            .collect();
+        prop_assert_eq!(found, expected, "text {:?} pieces {:?}", text, pieces);
+        for (hit, safe_before) in seen {
+            let start = hit.start.map_or_else(
+                || latest_start(DIFF_REGEXES[hit.owner as usize], &text, hit.end as usize) as u64,
+                |s| s,
+            );
+            prop_assert!(safe_before <= start, "released past {:?} in {:?}", hit, pieces);
+        }
+    }
+}
