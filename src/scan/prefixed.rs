@@ -84,7 +84,9 @@ fn ascii_case_pair(class: &Class) -> Option<u8> {
     match ranges.as_slice() {
         [(a, a2), (b, b2)] if a == a2 && b == b2 && b - a == 32 => {
             let upper = u8::try_from(*a).ok()?;
-            upper.is_ascii_uppercase().then(|| upper.to_ascii_lowercase())
+            upper
+                .is_ascii_uppercase()
+                .then(|| upper.to_ascii_lowercase())
         }
         _ => None,
     }

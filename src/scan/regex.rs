@@ -30,6 +30,12 @@ pub struct RegexMatcher {
     start: StateID,
     /// States in which no match is in progress (one per kind of preceding byte).
     idle: Vec<StateID>,
+    /// Bytes that leave the automaton idle whatever idle state it is in, with the idle state
+    /// they lead to; `None` where a byte may start a match. Runs of such bytes are skipped
+    /// without stepping the automaton.
+    idle_after: Box<[Option<StateID>; 256]>,
+    /// Whether skipping pays: ordinary prose (lowercase letters, spaces) keeps it idle.
+    skips_prose: bool,
     owners: Vec<u32>,
     /// Longest possible match in bytes; `None` when a pattern is unbounded (`.*`).
     max_len: Option<usize>,
@@ -301,25 +307,43 @@ pub fn build_forbidden(rules: &[RegexRule]) -> Result<ForbiddenRegexes, (usize, 
     Ok(ForbiddenRegexes { prefixed, dfas })
 }
 
-/// Builds patterns in as few DFAs as fit [`UNION_DFA_BUDGET`] each: every DFA is one table
-/// lookup per scanned byte, so fewer is faster, but a union's size can be the product of its
-/// parts.
+/// Builds patterns in as few DFAs as fit [`UNION_DFA_BUDGET`] each: every DFA stepped is one
+/// table lookup per scanned byte, so fewer is faster, but a union's size can be the product of
+/// its parts. Patterns that ordinary prose leaves idle (digit runs, uppercase codes) are kept
+/// apart from those it does not (an e-mail address may begin at any letter): together, the
+/// first would be stepped over every byte as well instead of skipped.
 fn pack_dfas(trimmed: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexError)> {
-    if trimmed.is_empty() {
-        return Ok(Vec::new());
-    }
-    if let Ok(all) = RegexMatcher::with_limit(trimmed, UNION_DFA_BUDGET) {
-        return Ok(vec![all]);
-    }
-    // Each pattern alone (refusing the ones too big even so), then greedy packing from the
-    // smallest up: a pattern joins the current group while the group's DFA stays in budget.
     let mut singles: Vec<Option<RegexMatcher>> = Vec::with_capacity(trimmed.len());
     for (i, r) in trimmed.iter().enumerate() {
         let m = RegexMatcher::with_limit(std::slice::from_ref(r), SINGLE_DFA_LIMIT)
             .map_err(|e| (i, e))?;
         singles.push(Some(m));
     }
-    let mut order: Vec<usize> = (0..trimmed.len()).collect();
+    let (skipping, stepped): (Vec<usize>, Vec<usize>) = (0..trimmed.len())
+        .partition(|&i| singles[i].as_ref().is_some_and(RegexMatcher::skips_prose));
+    let mut groups = Vec::new();
+    for part in [skipping, stepped] {
+        groups.extend(pack_part(trimmed, part, &mut singles));
+    }
+    Ok(groups)
+}
+
+/// Packs the patterns `part` of `trimmed` (see [`pack_dfas`]); `singles` holds each one's own
+/// DFA, taken from it when used alone.
+fn pack_part(
+    trimmed: &[RegexRule],
+    part: Vec<usize>,
+    singles: &mut [Option<RegexMatcher>],
+) -> Vec<RegexMatcher> {
+    if part.len() > 1 {
+        let members: Vec<RegexRule> = part.iter().map(|&i| trimmed[i].clone()).collect();
+        if let Ok(all) = RegexMatcher::with_limit(&members, UNION_DFA_BUDGET) {
+            return vec![all];
+        }
+    }
+    // Greedy packing from the smallest up: a pattern joins the current group while the
+    // group's DFA stays in budget.
+    let mut order = part;
     order.sort_by_key(|&i| singles[i].as_ref().map_or(0, RegexMatcher::memory_usage));
     let mut groups = Vec::new();
     let mut members: Vec<RegexRule> = Vec::new();
@@ -339,7 +363,7 @@ fn pack_dfas(trimmed: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexEr
         current = single;
     }
     groups.extend(current);
-    Ok(groups)
+    groups
 }
 
 impl RegexMatcher {
@@ -389,10 +413,16 @@ impl RegexMatcher {
             .iter()
             .map(|r| r.hir.properties().maximum_len())
             .try_fold(0usize, |acc, len| len.map(|l| acc.max(l)));
+        let idle_after = idle_transitions(&dfa, &idle);
+        let skips_prose = (b'a'..=b'z')
+            .chain([b' ', b',', b'.'])
+            .all(|b| idle_after[usize::from(b)].is_some());
         Ok(RegexMatcher {
             dfa,
             start,
             idle,
+            idle_after,
+            skips_prose,
             owners: rules.iter().map(|r| r.owner).collect(),
             max_len,
         })
@@ -407,12 +437,33 @@ impl RegexMatcher {
 
     pub fn feed(&self, st: &mut RegexState, base: u64, bytes: &[u8], hits: &mut Vec<Hit>) {
         let mut sid = st.sid;
-        for (i, &b) in bytes.iter().enumerate() {
-            sid = self.dfa.next_state(sid, b);
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.skips_prose && self.idle.contains(&sid) {
+                // Nothing in progress: skip the bytes that keep it so.
+                let from = i;
+                while let Some(&b) = bytes.get(i) {
+                    match self.idle_after[usize::from(b)] {
+                        Some(_) => i += 1,
+                        None => break,
+                    }
+                }
+                if i > from {
+                    sid = self.idle_after[usize::from(bytes[i - 1])].unwrap_or(sid);
+                }
+                let Some(&b) = bytes.get(i) else {
+                    break;
+                };
+                sid = self.dfa.next_state(sid, b);
+                i += 1;
+                continue; // a match cannot end right after an idle state: no report is due
+            }
+            sid = self.dfa.next_state(sid, bytes[i]);
             if self.dfa.is_special_state(sid) && self.dfa.is_match_state(sid) {
                 // DFA matches are reported one byte late: the match ended before byte `i`.
                 self.report(sid, base + i as u64, hits);
             }
+            i += 1;
         }
         st.sid = sid;
         if self.idle.contains(&sid) {
@@ -453,6 +504,26 @@ impl RegexMatcher {
     }
 
     pub fn memory_usage(&self) -> usize {
-        self.dfa.memory_usage()
+        self.dfa.memory_usage() + std::mem::size_of_val(&*self.idle_after)
     }
+
+    /// Whether ordinary prose leaves this automaton idle, so that it is skipped rather than
+    /// stepped (see [`pack_dfas`]).
+    fn skips_prose(&self) -> bool {
+        self.skips_prose
+    }
+}
+
+/// For each byte: the idle state it leads to from every idle state, if that is one state.
+fn idle_transitions(dfa: &dense::DFA<Vec<u32>>, idle: &[StateID]) -> Box<[Option<StateID>; 256]> {
+    let mut table = Box::new([None; 256]);
+    for b in 0..=255u8 {
+        let mut to = idle.iter().map(|&s| dfa.next_state(s, b));
+        if let Some(first) = to.next() {
+            if idle.contains(&first) && to.all(|t| t == first) {
+                table[usize::from(b)] = Some(first);
+            }
+        }
+    }
+    table
 }

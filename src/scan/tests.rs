@@ -426,13 +426,16 @@ proptest! {
 
 /// Patterns for the differential regex test: written so that guardwire's dialect and the
 /// `regex` crate read them alike (explicit ASCII word boundaries, no `\d`/`\w`/`\s`).
-const DIFF_REGEXES: [&str; 6] = [
+const DIFF_REGEXES: [&str; 9] = [
     r"(?i)(?-u:\b)confidential(?-u:\b)",
     r"(?-u:\b)AKIA[0-9A-Z]{4}",
     r"(?i)bearer +[a-z0-9]{3}",
     r"sk-[a-z]{2}",
     r"[0-9]{3}-[0-9]{2}",
     r"(?i)k[a-z]y=[0-9]",
+    r"(?-u:\b)[0-9]{2}(?-u:\b)",
+    r"(?-u:\b)[A-Z]{2}[0-9]",
+    r"(?-u:\b)[a-z]+@[a-z]+\.[a-z]{2}",
 ];
 
 #[test]
@@ -458,7 +461,8 @@ proptest! {
                 Just("confidential"), Just("CONFIDENTIAL"), Just("Confidentials"), Just("AKIA"),
                 Just("akia"), Just("xAKIA"), Just("BEARER  "), Just("Bearer "), Just("sk-"),
                 Just("SK-"), Just("ab"), Just("1"), Just("12"), Just("-"), Just(" "), Just("Z"),
-                Just("key="), Just("K\u{212A}y="), Just("kay=3"), Just("é"),
+                Just("key="), Just("K\u{212A}y="), Just("kay=3"), Just("é"), Just("@"),
+                Just("a@b.cd"), Just("."), Just("AB"), Just("_"),
             ],
             0..20,
         ),
