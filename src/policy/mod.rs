@@ -70,6 +70,29 @@ pub enum Mode {
     Redact,
 }
 
+/// Adds `new` to `list`, which stays sorted by channel and start with no two spans of a channel
+/// overlapping: an overlapping span is merged into the earlier one (whose mask stays). Masking
+/// walks the list in this order, and hits arrive in no particular order (each automaton reports
+/// its own).
+fn insert_redaction(list: &mut Vec<Redaction>, new: Redaction) {
+    let at = list.partition_point(|r| (r.channel, r.start) <= (new.channel, new.start));
+    list.insert(at, new);
+    // Merge neighbours that now overlap, from just before the new span on.
+    let mut i = at.saturating_sub(1);
+    while i + 1 < list.len() {
+        let (a, b) = (&list[i], &list[i + 1]);
+        if a.channel == b.channel && b.start <= a.end {
+            let end = a.end.max(b.end);
+            list[i].end = end;
+            list.remove(i + 1);
+        } else if i > at {
+            break;
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// A span of a response channel's text to replace with `mask` (`mode: redact`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redaction {
@@ -1134,23 +1157,15 @@ impl StreamGuard {
                 matched: self.matched_text(channel, start, hit.end),
             });
             let end = hit.end.max(start);
-            let merged = self
-                .redactions
-                .iter_mut()
-                .rev()
-                .find(|r| r.channel == channel && r.start <= end && start <= r.end);
-            match merged {
-                Some(r) => {
-                    r.start = r.start.min(start);
-                    r.end = r.end.max(end);
-                }
-                None => self.redactions.push(Redaction {
+            insert_redaction(
+                &mut self.redactions,
+                Redaction {
                     channel,
                     start,
                     end,
                     mask: policy.mask(hit.owner, hit.rule),
-                }),
-            }
+                },
+            );
         }
     }
 

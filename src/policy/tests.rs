@@ -801,3 +801,29 @@ validators:
         assert_eq!(got, expected, "cut {cut}");
     }
 }
+
+#[test]
+fn redactions_stay_sorted_and_disjoint_whatever_order_hits_arrive_in() {
+    let r = |channel, start, end, mask: &str| Redaction {
+        channel,
+        start,
+        end,
+        mask: mask.into(),
+    };
+    let mut list = Vec::new();
+    super::insert_redaction(&mut list, r(0, 42, 53, "b"));
+    super::insert_redaction(&mut list, r(1, 0, 5, "x"));
+    super::insert_redaction(&mut list, r(0, 4, 37, "a"));
+    assert_eq!(
+        list,
+        vec![r(0, 4, 37, "a"), r(0, 42, 53, "b"), r(1, 0, 5, "x")]
+    );
+    super::insert_redaction(&mut list, r(0, 30, 45, "c"));
+    assert_eq!(list, vec![r(0, 4, 53, "a"), r(1, 0, 5, "x")]);
+    super::insert_redaction(&mut list, r(0, 53, 60, "d"));
+    assert_eq!(
+        list,
+        vec![r(0, 4, 60, "a"), r(1, 0, 5, "x")],
+        "touching spans merge"
+    );
+}
