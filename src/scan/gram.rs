@@ -74,7 +74,8 @@ impl Table {
 /// Which positions of a text could begin one of a set of literals (see the module docs).
 #[derive(Debug, Clone)]
 pub struct StartFilter {
-    /// One table per key length in use: 4 bytes, plus shorter ones for patterns shorter than 4.
+    /// One table per key length in use: 4 bytes (3-byte starts enter it with every fourth byte),
+    /// plus 1- or 2-byte tables for starts that short, which let much more through.
     tables: Vec<Table>,
     /// The longest key: a position can be judged only when this many bytes follow it.
     reach: usize,
@@ -87,11 +88,15 @@ impl StartFilter {
     pub fn new<'a>(starts: impl IntoIterator<Item = &'a [u8]>) -> Option<Self> {
         let mut keys: [Vec<u32>; 5] = Default::default();
         for s in starts {
-            let q = s.len().min(4);
-            if q == 0 {
-                return None;
+            match s.len() {
+                0 => return None,
+                // Three bytes: every possible fourth byte, so the four-byte table covers it.
+                3 => keys[4].extend((0..=255u8).map(|b| fold4(load4(&[s[0], s[1], s[2], b], 0)))),
+                len => {
+                    let q = len.min(4);
+                    keys[q].push(fold4(load4(&s[..q], 0)));
+                }
             }
-            keys[q].push(fold4(load4(&s[..q], 0)));
         }
         let mut tables = Vec::new();
         let mut reach = 0;

@@ -28,9 +28,21 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 /// they are few and long enough to be selective (a 1- or 2-byte prefix would start threads all
 /// the time).
 pub fn literal_prefixes(hir: &Hir) -> Option<Vec<Vec<u8>>> {
-    let seq = Extractor::new()
-        .kind(ExtractKind::Prefix)
-        .extract(&fold_ascii_case_pairs(hir));
+    let folded = fold_ascii_case_pairs(hir);
+    // Every match also begins with a match of the concatenation's first parts: when the whole
+    // yields too many literals (`\s*` after a keyword multiplies them), try shorter heads.
+    let heads: Vec<Hir> = match folded.kind() {
+        HirKind::Concat(subs) => (1..=subs.len())
+            .rev()
+            .map(|k| Hir::concat(subs[..k].to_vec()))
+            .collect(),
+        _ => vec![folded],
+    };
+    heads.iter().find_map(selective_prefixes)
+}
+
+fn selective_prefixes(hir: &Hir) -> Option<Vec<Vec<u8>>> {
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
     let lits = seq.literals()?;
     if lits.is_empty() || lits.len() > 64 || lits.iter().any(|l| l.len() < 3) {
         return None;

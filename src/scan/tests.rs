@@ -494,10 +494,9 @@ proptest! {
             .collect();
         prop_assert_eq!(found, expected, "text {:?} pieces {:?}", text, pieces);
         for (hit, safe_before) in seen {
-            let start = hit.start.map_or_else(
-                || latest_start(DIFF_REGEXES[hit.owner as usize], &text, hit.end as usize) as u64,
-                |s| s,
-            );
+            let start = hit.start.unwrap_or_else(|| {
+                latest_start(DIFF_REGEXES[hit.owner as usize], &text, hit.end as usize) as u64
+            });
             prop_assert!(safe_before <= start, "released past {:?} in {:?}", hit, pieces);
         }
     }
