@@ -127,11 +127,6 @@ impl StartFilter {
         Some(StartFilter { tables, reach })
     }
 
-    /// How many bytes must follow a position for [`Self::may_start`] to judge it.
-    pub fn reach(&self) -> usize {
-        self.reach
-    }
-
     /// Whether a literal could begin at `bytes[i]`; needs `i + reach() <= bytes.len()`.
     #[inline(always)]
     pub fn may_start(&self, bytes: &[u8], i: usize) -> bool {
@@ -173,9 +168,109 @@ impl StartFilter {
         }
     }
 
+    /// A filter that lets through what either `self` or `other` lets through.
+    pub fn union(&self, other: &StartFilter) -> StartFilter {
+        let mut tables = self.tables.clone();
+        for t in &other.tables {
+            match tables.iter_mut().find(|u| u.mask == t.mask) {
+                Some(u) => u
+                    .bits
+                    .iter_mut()
+                    .zip(t.bits.iter())
+                    .for_each(|(a, b)| *a |= b),
+                None => tables.push(t.clone()),
+            }
+        }
+        tables.sort_by_key(|t| std::cmp::Reverse(t.mask));
+        StartFilter {
+            tables,
+            reach: self.reach.max(other.reach),
+        }
+    }
+
+    /// Every position before `limit` that the filter lets through, appended to `out`.
+    pub fn collect_starts(&self, bytes: &[u8], limit: usize, out: &mut Vec<usize>) {
+        let mut i = 0;
+        loop {
+            i = self.next_start(bytes, i, limit);
+            if i >= limit {
+                return;
+            }
+            out.push(i);
+            i += 1;
+        }
+    }
+
+    /// First position from which the filter cannot judge `bytes` (too close to the end).
+    pub fn judged(&self, bytes: &[u8]) -> usize {
+        (bytes.len() + 1).saturating_sub(self.reach)
+    }
+
     /// Heap bytes of the tables.
     pub fn memory_usage(&self) -> usize {
         self.tables.iter().map(|t| t.bits.len() * 8).sum()
+    }
+}
+
+/// One matcher's view of where literals could begin in one piece of text: found by its own
+/// filter as the scan goes, or picked from the list a shared filter made once for several
+/// matchers (see [`super::ScanSet`]).
+pub(super) struct Starts<'a> {
+    filter: &'a StartFilter,
+    bytes: &'a [u8],
+    /// Positions from here on are too close to the end to judge: all count as starts.
+    judged: usize,
+    /// The shared list and how far into it the scan has come.
+    shared: Option<(&'a [usize], usize)>,
+}
+
+impl<'a> Starts<'a> {
+    pub(super) fn own(filter: &'a StartFilter, bytes: &'a [u8]) -> Self {
+        Starts {
+            filter,
+            bytes,
+            judged: filter.judged(bytes),
+            shared: None,
+        }
+    }
+
+    /// `list` holds every position before `judged` that a filter letting through at least what
+    /// `filter` does let through.
+    pub(super) fn shared(
+        filter: &'a StartFilter,
+        bytes: &'a [u8],
+        list: &'a [usize],
+        judged: usize,
+    ) -> Self {
+        Starts {
+            filter,
+            bytes,
+            judged,
+            shared: Some((list, 0)),
+        }
+    }
+
+    /// The first position at or after `i` where a literal could begin (at least `i`).
+    #[inline]
+    pub(super) fn next(&mut self, i: usize) -> usize {
+        match &mut self.shared {
+            None => self.filter.next_start(self.bytes, i, self.judged),
+            Some((list, k)) => {
+                while let Some(&c) = list.get(*k) {
+                    if c >= i && self.filter.may_start(self.bytes, c) {
+                        return c;
+                    }
+                    *k += 1;
+                }
+                i.max(self.judged)
+            }
+        }
+    }
+
+    /// Whether a literal could begin at `i`.
+    #[inline]
+    pub(super) fn at(&self, i: usize) -> bool {
+        i >= self.judged || self.filter.may_start(self.bytes, i)
     }
 }
 
@@ -187,7 +282,7 @@ mod tests {
     #[test]
     fn every_start_of_a_pattern_passes_in_any_case() {
         let f = StartFilter::new([&b"secret"[..], b"ab", "straße".as_bytes()]).unwrap();
-        assert_eq!(f.reach(), 4);
+        assert_eq!(f.judged(b"abcdef"), 3);
         let text = "xx SECRET Ab STRAẞE straSSe".as_bytes();
         let padded = [text, b"    "].concat();
         for (i, want) in [(3, true), (10, true), (13, true)] {

@@ -6,7 +6,7 @@
 //! within the prefix its state stands for: nothing in progress can then become a match, and the
 //! filter skips ahead to the next candidate.
 
-use super::gram::StartFilter;
+use super::gram::{StartFilter, Starts};
 use super::text::{fold_char, fold_str, is_word_char, needs_unicode_fold};
 use super::Hit;
 use aho_corasick::automaton::Automaton;
@@ -105,6 +105,28 @@ impl LiteralMatcher {
     }
 
     pub fn feed(&self, st: &mut LiteralState, base: u64, text: &str, hits: &mut Vec<Hit>) {
+        self.feed_from(
+            st,
+            base,
+            text,
+            hits,
+            Starts::own(&self.filter, text.as_bytes()),
+        );
+    }
+
+    pub(super) fn filter(&self) -> &StartFilter {
+        &self.filter
+    }
+
+    /// [`Self::feed`], with candidate starts from `starts`.
+    pub(super) fn feed_from(
+        &self,
+        st: &mut LiteralState,
+        base: u64,
+        text: &str,
+        hits: &mut Vec<Hit>,
+        mut starts: Starts<'_>,
+    ) {
         if !st.pending.is_empty() {
             if let Some(next) = text.chars().next() {
                 let boundary = !is_word_char(next);
@@ -116,15 +138,12 @@ impl LiteralMatcher {
             }
         }
         let bytes = text.as_bytes();
-        // Positions from `judged` on are too close to the end to be judged by the filter: they
-        // count as candidates, and the run carries over into the next piece.
-        let judged = (bytes.len() + 1).saturating_sub(self.filter.reach());
         let mut sid = st.sid;
         let mut last_start = st.last_start;
         let mut i = 0;
         while i < bytes.len() {
             if sid == self.start {
-                i = self.filter.next_start(bytes, i, judged);
+                i = starts.next(i);
                 // A pattern is whole characters: it cannot begin inside one.
                 while i < bytes.len() && !text.is_char_boundary(i) {
                     i += 1;
@@ -153,7 +172,8 @@ impl LiteralMatcher {
             if self.dfa.is_special(sid) && self.dfa.is_match(sid) {
                 self.on_match(st, sid, base, text, i, hits);
             }
-            if from >= judged || self.filter.may_start(bytes, from) {
+            // (Positions too close to the end to judge count as starts: the run carries over.)
+            if starts.at(from) {
                 last_start = Some(base + from as u64);
             }
             // The prefix the state stands for began `depth` bytes back; with no candidate in it,

@@ -23,6 +23,11 @@ pub use self::regex::{
     RegexRule, SpanFinder,
 };
 
+thread_local! {
+    /// Scratch for [`ScanSet::feed`]: the start positions the shared filter let through.
+    static SHARED_STARTS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A match found by the scanner, in byte positions of its channel's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hit {
@@ -42,6 +47,9 @@ pub struct Hit {
 pub struct ScanSet {
     literals: Option<LiteralMatcher>,
     prefixed: Option<prefixed::PrefixedMatcher>,
+    /// With both literals and prefixed regexes: one start filter for the two, so that the text
+    /// is filtered in one pass and each matcher only re-checks the positions it lets through.
+    shared_starts: Option<gram::StartFilter>,
     regexes: Vec<RegexMatcher>,
     pii: Option<PiiMatcher>,
 }
@@ -81,8 +89,13 @@ impl ScanSet {
         regexes: ForbiddenRegexes,
         pii: Option<PiiMatcher>,
     ) -> Self {
+        let shared_starts = match (&literals, &regexes.prefixed) {
+            (Some(l), Some(p)) => Some(l.filter().union(p.filter())),
+            _ => None,
+        };
         ScanSet {
             literals,
+            shared_starts,
             prefixed: regexes.prefixed,
             regexes: regexes.dfas,
             pii: pii.filter(|p| !p.is_empty()),
@@ -116,11 +129,29 @@ impl ScanSet {
 
     /// Scans the next piece of a channel's text, appending matches to `hits`.
     pub fn feed(&self, st: &mut ScanState, text: &str, hits: &mut Vec<Hit>) {
-        if let Some(l) = &self.literals {
-            l.feed(&mut st.literal, st.pos, text, hits);
-        }
-        if let Some(p) = &self.prefixed {
-            p.feed(&mut st.prefixed, st.pos, text.as_bytes(), hits);
+        match (&self.shared_starts, &self.literals, &self.prefixed) {
+            (Some(shared), Some(l), Some(p)) => {
+                let bytes = text.as_bytes();
+                let judged = shared.judged(bytes);
+                SHARED_STARTS.with_borrow_mut(|list| {
+                    list.clear();
+                    shared.collect_starts(bytes, judged, list);
+                    let starts = gram::Starts::shared(l.filter(), bytes, list, judged);
+                    l.feed_from(&mut st.literal, st.pos, text, hits, starts);
+                    let starts = gram::Starts::shared(p.filter(), bytes, list, judged);
+                    p.feed_from(&mut st.prefixed, st.pos, bytes, hits, starts);
+                    // Keep the scratch small after an unusually large piece.
+                    list.shrink_to(4096);
+                });
+            }
+            _ => {
+                if let Some(l) = &self.literals {
+                    l.feed(&mut st.literal, st.pos, text, hits);
+                }
+                if let Some(p) = &self.prefixed {
+                    p.feed(&mut st.prefixed, st.pos, text.as_bytes(), hits);
+                }
+            }
         }
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.feed(rs, st.pos, text.as_bytes(), hits);
@@ -177,6 +208,10 @@ impl ScanSet {
                 .map(RegexMatcher::memory_usage)
                 .sum::<usize>()
             + self.pii.as_ref().map_or(0, PiiMatcher::memory_usage)
+            + self
+                .shared_starts
+                .as_ref()
+                .map_or(0, gram::StartFilter::memory_usage)
     }
 }
 

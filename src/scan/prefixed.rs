@@ -10,7 +10,7 @@
 //! than 4,096; the thread checks case where the pattern cares. A [`StartFilter`] over the
 //! prefixes keeps the automaton idle over text where no prefix can begin.
 
-use super::gram::StartFilter;
+use super::gram::{StartFilter, Starts};
 use super::literal::{remember_tail, state_depths, Depths};
 use super::regex::RegexError;
 use super::{Hit, RegexRule};
@@ -201,14 +201,28 @@ impl PrefixedMatcher {
     }
 
     pub fn feed(&self, st: &mut PrefixedState, base: u64, bytes: &[u8], hits: &mut Vec<Hit>) {
-        // Positions from `judged` on are too close to the end for the filter to judge.
-        let judged = (bytes.len() + 1).saturating_sub(self.filter.reach());
+        self.feed_from(st, base, bytes, hits, Starts::own(&self.filter, bytes));
+    }
+
+    pub(super) fn filter(&self) -> &StartFilter {
+        &self.filter
+    }
+
+    /// [`Self::feed`], with candidate starts from `starts`.
+    pub(super) fn feed_from(
+        &self,
+        st: &mut PrefixedState,
+        base: u64,
+        bytes: &[u8],
+        hits: &mut Vec<Hit>,
+        mut starts: Starts<'_>,
+    ) {
         let mut ac = st.ac;
         let mut last_start = st.last_start;
         let mut i = 0;
         while i < bytes.len() {
             if ac == self.ac_start && st.threads.is_empty() {
-                i = self.filter.next_start(bytes, i, judged);
+                i = starts.next(i);
                 if i >= bytes.len() {
                     break;
                 }
@@ -218,7 +232,7 @@ impl PrefixedMatcher {
             if !st.threads.is_empty() {
                 self.step_threads(&mut st.threads, b, pos, hits);
             }
-            let candidate = i >= judged || self.filter.may_start(bytes, i);
+            let candidate = starts.at(i);
             i += 1;
             if candidate {
                 last_start = Some(pos);

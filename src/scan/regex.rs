@@ -34,6 +34,8 @@ pub struct RegexMatcher {
     /// they lead to; `None` where a byte may start a match. Runs of such bytes are skipped
     /// without stepping the automaton.
     idle_after: Box<[Option<StateID>; 256]>,
+    /// `idle_after[b].is_some()`, compact for the skip loop.
+    stays_idle: [bool; 256],
     /// Whether skipping pays: ordinary prose (lowercase letters, spaces) keeps it idle.
     skips_prose: bool,
     owners: Vec<u32>,
@@ -414,6 +416,7 @@ impl RegexMatcher {
             .map(|r| r.hir.properties().maximum_len())
             .try_fold(0usize, |acc, len| len.map(|l| acc.max(l)));
         let idle_after = idle_transitions(&dfa, &idle);
+        let stays_idle = std::array::from_fn(|b| idle_after[b].is_some());
         let skips_prose = (b'a'..=b'z')
             .chain([b' ', b',', b'.'])
             .all(|b| idle_after[usize::from(b)].is_some());
@@ -422,6 +425,7 @@ impl RegexMatcher {
             start,
             idle,
             idle_after,
+            stays_idle,
             skips_prose,
             owners: rules.iter().map(|r| r.owner).collect(),
             max_len,
@@ -442,12 +446,7 @@ impl RegexMatcher {
             if self.skips_prose && self.idle.contains(&sid) {
                 // Nothing in progress: skip the bytes that keep it so.
                 let from = i;
-                while let Some(&b) = bytes.get(i) {
-                    match self.idle_after[usize::from(b)] {
-                        Some(_) => i += 1,
-                        None => break,
-                    }
-                }
+                i = self.skip_idle(bytes, i);
                 if i > from {
                     sid = self.idle_after[usize::from(bytes[i - 1])].unwrap_or(sid);
                 }
@@ -507,11 +506,37 @@ impl RegexMatcher {
         self.dfa.memory_usage() + std::mem::size_of_val(&*self.idle_after)
     }
 
+    /// The first position at or after `i` whose byte may take the automaton out of its idle
+    /// states (or the end of `bytes`).
+    #[inline]
+    fn skip_idle(&self, bytes: &[u8], i: usize) -> usize {
+        skip_while(bytes, i, &self.stays_idle)
+    }
+
     /// Whether ordinary prose leaves this automaton idle, so that it is skipped rather than
     /// stepped (see [`pack_dfas`]).
     fn skips_prose(&self) -> bool {
         self.skips_prose
     }
+}
+
+/// The first position at or after `i` whose byte is not in `set` (or the end of `bytes`).
+#[inline]
+fn skip_while(bytes: &[u8], mut i: usize, set: &[bool; 256]) -> usize {
+    // Eight bytes per round without branches; the byte that stops is found byte by byte.
+    while let Some(block) = bytes.get(i..i + 8) {
+        if !block.iter().all(|&b| set[usize::from(b)]) {
+            break;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if !set[usize::from(b)] {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// For each byte: the idle state it leads to from every idle state, if that is one state.

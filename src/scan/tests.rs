@@ -400,7 +400,13 @@ proptest! {
             .map(|(i, p)| lit(p, i as u32, i % 3 == 0))
             .collect();
         prop_assume!(!rules.is_empty());
-        let set = ScanSet::new(Some(LiteralMatcher::new(&rules).unwrap()), ForbiddenRegexes::default(), None);
+        // A regex with a literal prefix too, so that the two share one start filter.
+        const PREFIXED: &str = r"(?i)ab-[ab]{2}";
+        let set = ScanSet::new(
+            Some(LiteralMatcher::new(&rules).unwrap()),
+            build_forbidden(&[rx(PREFIXED, 1000)]).unwrap(),
+            None,
+        );
         let mut cuts = cuts;
         cuts.sort_unstable();
         let mut pieces = Vec::new();
@@ -413,11 +419,19 @@ proptest! {
         }
         pieces.push(&text[last..]);
         let (_, seen) = scan(&set, &pieces);
-        let mut found: Vec<(u32, u64, u64)> =
-            seen.iter().map(|(h, _)| (h.owner, h.start.unwrap(), h.end)).collect();
+        let mut found: Vec<(u32, u64, u64)> = seen
+            .iter()
+            .filter(|(h, _)| h.owner < 1000)
+            .map(|(h, _)| (h.owner, h.start.unwrap(), h.end))
+            .collect();
         found.sort_unstable();
         found.dedup();
         prop_assert_eq!(&found, &naive_literal_hits(&rules, &text), "pieces {:?}", pieces);
+        prop_assert_eq!(
+            seen.iter().any(|(h, _)| h.owner == 1000),
+            ::regex::Regex::new(PREFIXED).unwrap().is_match(&text),
+            "pieces {:?}", pieces
+        );
         for (hit, safe_before) in seen {
             prop_assert!(safe_before <= hit.start.unwrap(), "released past {:?}", hit);
         }
