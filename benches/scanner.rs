@@ -10,9 +10,8 @@
 //! - `scan/{10,1000,10000}_literals+20_regex/{8,64,1024}`: a 64 KiB text fed in deltas of that
 //!   many bytes from a fresh state, `feed` + `safe_pos` per delta (as the proxy does), `finish`.
 //! - `scan/literals_only/1000/1024`, `scan/regex_only/20/1024`: the two automata separately;
-//!   `scan/regex_only/12_union/1024`: the 12 regexes that fit one union DFA (see
-//!   [`UNION_SUBSET`]), i.e. the cost of one regex DFA step per byte.
-//! - `stream_length/1000_literals+20_regex/{1KiB,1MiB}`: per-byte cost vs. stream length.
+//! - `stream_length/1000_literals+20_regex/{1KiB,1MiB}`: per-byte cost vs. stream length: the
+//!   same 1 MiB of text in 1 KiB deltas, as 1,024 one-delta streams or as one stream.
 //! - `stream_guard/default_pack/64`: `StreamGuard::on_chunk` + `safe_pos` over `Delta::Text`.
 //! - `pii/all_kinds/1024`: the all-kinds `PiiMatcher` alone over 1 MiB of prose with PII (valid
 //!   and near misses) sprinkled every few hundred bytes, in 1 KiB deltas. This text does match.
@@ -637,16 +636,11 @@ const LITERAL_COUNTS: [usize; 3] = [10, 1000, 10_000];
 ///
 /// The element counts are read from the state's `Debug` output after a real stream, which checks
 /// the structural estimate against what the state actually holds.
-/// The cost split: each automaton alone, and a regex set small enough for one union DFA.
+/// The cost split: literals alone and regexes alone.
 struct Extras {
     literals_only: ScanSet,
     regex_only: ScanSet,
-    regex_union: ScanSet,
 }
-
-/// Indices into [`REGEXES`] whose union DFA stays under `build_forbidden`'s 16 MiB budget
-/// (about 4 MiB together): the cost of a single DFA step per byte, for comparison.
-const UNION_SUBSET: [usize; 12] = [0, 2, 3, 6, 7, 8, 9, 11, 13, 15, 16, 17];
 
 fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let regex_rules = regex_rules();
@@ -718,28 +712,12 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let rx = build_regexes(&regex_rules);
     let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
     let regex_only = ScanSet::new(None, rx, None);
-    // The patterns that do fit one DFA together: the cost of one DFA step per byte.
-    let union_rules: Vec<RegexRule> = UNION_SUBSET
-        .iter()
-        .map(|&i| regex_rules[i].clone())
-        .collect();
-    let t = Instant::now();
-    let union = build_regexes(&union_rules);
-    let union_build = t.elapsed();
-    let union_count = union.dfas.len() + usize::from(union.prefixed.is_some());
-    let regex_union = ScanSet::new(None, union, None);
     assert_no_match("literals only", &literals_only, long);
     assert_no_match("regex only", &regex_only, long);
-    assert_no_match("regex union", &regex_union, long);
     eprintln!(
-        "regex-only (20): {:.1} KiB in {} DFA(s); regex union ({} of them): {:.1} KiB in {} DFA(s), \
-         built in {:.1} ms; literals-only (1000): {:.2} MiB",
+        "regex-only (20): {:.1} KiB in {} automata; literals-only (1000): {:.2} MiB",
         regex_only.memory_usage() as f64 / 1024.0,
         rx_count,
-        UNION_SUBSET.len(),
-        regex_union.memory_usage() as f64 / 1024.0,
-        union_count,
-        union_build.as_secs_f64() * 1e3,
         literals_only.memory_usage() as f64 / (1 << 20) as f64,
     );
     eprintln!(
@@ -749,7 +727,6 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
     let extras = Extras {
         literals_only,
         regex_only,
-        regex_union,
     };
     (fixtures, extras)
 }
@@ -783,7 +760,6 @@ fn bench_scan(c: &mut Criterion, fixtures: &[Fixture], extras: &Extras, text: &s
     let split = [
         ("literals_only", "1000", &extras.literals_only),
         ("regex_only", "20", &extras.regex_only),
-        ("regex_only", "12_union", &extras.regex_union),
     ];
     for (name, param, set) in split {
         let mut group = c.benchmark_group(format!("scan/{name}/{param}"));
@@ -801,18 +777,21 @@ fn bench_stream_length(c: &mut Criterion, f: &Fixture, long: &str) {
     let mut hits = Vec::new();
     let mut group = c.benchmark_group(format!("stream_length/{}_literals+20_regex", f.literals));
     configure(&mut group);
-    for (name, len) in [("1KiB", 1usize << 10), ("1MiB", 1 << 20)] {
-        let mut end = len.min(long.len());
-        while !long.is_char_boundary(end) {
-            end -= 1;
-        }
-        let stream = &long[..end];
-        let pieces = deltas(stream, 1024);
-        group.throughput(Throughput::Bytes(stream.len() as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(name), &pieces, |b, pieces| {
-            b.iter(|| scan_stream(&f.set, pieces, &mut hits));
+    // The same 1 MiB of text in 1 KiB deltas, either as 1,024 streams of one delta each (fresh
+    // state, `finish`) or as one stream: only the stream length differs, not the bytes.
+    let pieces = deltas(long, 1024);
+    group.throughput(Throughput::Bytes(long.len() as u64));
+    group.bench_function(BenchmarkId::from_parameter("1KiB"), |b| {
+        b.iter(|| {
+            pieces
+                .iter()
+                .map(|p| scan_stream(&f.set, std::slice::from_ref(p), &mut hits))
+                .sum::<u64>()
         });
-    }
+    });
+    group.bench_function(BenchmarkId::from_parameter("1MiB"), |b| {
+        b.iter(|| scan_stream(&f.set, &pieces, &mut hits));
+    });
     group.finish();
     assert!(hits.is_empty());
 }
