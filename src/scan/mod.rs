@@ -10,6 +10,7 @@
 //! released to the client; text after it is held until the automata have moved past it.
 
 mod gram;
+mod inner;
 mod literal;
 mod pii;
 mod prefixed;
@@ -50,6 +51,7 @@ pub struct ScanSet {
     /// With both literals and prefixed regexes: one start filter for the two, so that the text
     /// is filtered in one pass and each matcher only re-checks the positions it lets through.
     shared_starts: Option<gram::StartFilter>,
+    inner: Vec<inner::InnerMatcher>,
     regexes: Vec<RegexMatcher>,
     pii: Option<PiiMatcher>,
 }
@@ -60,6 +62,7 @@ pub struct ScanState {
     pos: u64,
     literal: literal::LiteralState,
     prefixed: prefixed::PrefixedState,
+    inner: Vec<inner::InnerState>,
     regex: Vec<regex::RegexState>,
     /// Boxed: a few hundred bytes that streams without PII checks should not carry.
     pii: Option<Box<PiiState>>,
@@ -76,6 +79,12 @@ impl ScanState {
         self.literal.heap_bytes()
             + self.prefixed.heap_bytes()
             + self.regex.capacity() * std::mem::size_of::<regex::RegexState>()
+            + self.inner.capacity() * std::mem::size_of::<inner::InnerState>()
+            + self
+                .inner
+                .iter()
+                .map(inner::InnerState::heap_bytes)
+                .sum::<usize>()
             + self
                 .pii
                 .as_ref()
@@ -97,6 +106,7 @@ impl ScanSet {
             literals,
             shared_starts,
             prefixed: regexes.prefixed,
+            inner: regexes.inner,
             regexes: regexes.dfas,
             pii: pii.filter(|p| !p.is_empty()),
         }
@@ -105,6 +115,7 @@ impl ScanSet {
     pub fn is_empty(&self) -> bool {
         self.literals.is_none()
             && self.prefixed.is_none()
+            && self.inner.is_empty()
             && self.regexes.is_empty()
             && self.pii.is_none()
     }
@@ -122,6 +133,7 @@ impl ScanSet {
                 .as_ref()
                 .map(prefixed::PrefixedMatcher::start)
                 .unwrap_or_default(),
+            inner: self.inner.iter().map(inner::InnerMatcher::start).collect(),
             regex: self.regexes.iter().map(RegexMatcher::start).collect(),
             pii: self.pii.as_ref().map(|p| Box::new(p.start())),
         }
@@ -153,6 +165,9 @@ impl ScanSet {
                 }
             }
         }
+        for (m, ms) in self.inner.iter().zip(&mut st.inner) {
+            m.feed(ms, st.pos, text.as_bytes(), hits);
+        }
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.feed(rs, st.pos, text.as_bytes(), hits);
         }
@@ -169,6 +184,9 @@ impl ScanSet {
         }
         if let Some(p) = &self.prefixed {
             p.finish(&mut st.prefixed, st.pos, hits);
+        }
+        for (m, ms) in self.inner.iter().zip(&mut st.inner) {
+            m.finish(ms, st.pos, hits);
         }
         for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
             r.finish(rs, st.pos, hits);
@@ -188,6 +206,9 @@ impl ScanSet {
         if let Some(p) = &self.prefixed {
             safe = safe.min(p.safe_pos(&st.prefixed, st.pos));
         }
+        for (m, ms) in self.inner.iter().zip(&st.inner) {
+            safe = safe.min(m.safe_pos(ms, st.pos));
+        }
         for (r, rs) in self.regexes.iter().zip(&st.regex) {
             safe = safe.min(r.safe_pos(rs, st.pos));
         }
@@ -206,6 +227,11 @@ impl ScanSet {
                 .regexes
                 .iter()
                 .map(RegexMatcher::memory_usage)
+                .sum::<usize>()
+            + self
+                .inner
+                .iter()
+                .map(inner::InnerMatcher::memory_usage)
                 .sum::<usize>()
             + self.pii.as_ref().map_or(0, PiiMatcher::memory_usage)
             + self

@@ -260,6 +260,9 @@ const SINGLE_DFA_LIMIT: usize = 128 << 20;
 pub struct ForbiddenRegexes {
     /// Patterns that begin with selective literals: prefix automaton + anchored threads.
     pub prefixed: Option<super::prefixed::PrefixedMatcher>,
+    /// Patterns that prose keeps busy but that hold a literal after an ASCII run (e-mail
+    /// addresses): found from that literal.
+    pub inner: Vec<super::inner::InnerMatcher>,
     /// The others, in as few unanchored DFAs as fit the budget.
     pub dfas: Vec<RegexMatcher>,
 }
@@ -305,29 +308,49 @@ pub fn build_forbidden(rules: &[RegexRule]) -> Result<ForbiddenRegexes, (usize, 
         // One anchored DFA for all: a failure cannot be pinned on one pattern; name the first.
         Some(super::prefixed::PrefixedMatcher::new(&prefixed).map_err(|e| (prefixed_index[0], e))?)
     };
-    let dfas = pack_dfas(&others).map_err(|(i, e)| (other_index[i], e))?;
-    Ok(ForbiddenRegexes { prefixed, dfas })
+    let (dfas, inner) = pack_dfas(&others).map_err(|(i, e)| (other_index[i], e))?;
+    Ok(ForbiddenRegexes {
+        prefixed,
+        inner,
+        dfas,
+    })
 }
 
 /// Builds patterns in as few DFAs as fit [`UNION_DFA_BUDGET`] each: every DFA stepped is one
 /// table lookup per scanned byte, so fewer is faster, but a union's size can be the product of
 /// its parts. Patterns that ordinary prose leaves idle (digit runs, uppercase codes) are kept
 /// apart from those it does not (an e-mail address may begin at any letter): together, the
-/// first would be stepped over every byte as well instead of skipped.
-fn pack_dfas(trimmed: &[RegexRule]) -> Result<Vec<RegexMatcher>, (usize, RegexError)> {
+/// first would be stepped over every byte as well instead of skipped. Of the second kind, those
+/// with a literal after an ASCII run are found from that literal instead
+/// ([`super::inner::InnerMatcher`]); redacting patterns are not (their hits need every end).
+type Packed = (Vec<RegexMatcher>, Vec<super::inner::InnerMatcher>);
+
+fn pack_dfas(trimmed: &[RegexRule]) -> Result<Packed, (usize, RegexError)> {
     let mut singles: Vec<Option<RegexMatcher>> = Vec::with_capacity(trimmed.len());
     for (i, r) in trimmed.iter().enumerate() {
         let m = RegexMatcher::with_limit(std::slice::from_ref(r), SINGLE_DFA_LIMIT)
             .map_err(|e| (i, e))?;
         singles.push(Some(m));
     }
-    let (skipping, stepped): (Vec<usize>, Vec<usize>) = (0..trimmed.len())
+    let (skipping, busy): (Vec<usize>, Vec<usize>) = (0..trimmed.len())
         .partition(|&i| singles[i].as_ref().is_some_and(RegexMatcher::skips_prose));
+    let mut inner = Vec::new();
+    let mut stepped = Vec::new();
+    for i in busy {
+        let found = match trimmed[i].exact {
+            true => None,
+            false => super::inner::InnerMatcher::new(&trimmed[i]),
+        };
+        match found {
+            Some(m) => inner.push(m.map_err(|e| (i, e))?),
+            None => stepped.push(i),
+        }
+    }
     let mut groups = Vec::new();
     for part in [skipping, stepped] {
         groups.extend(pack_part(trimmed, part, &mut singles));
     }
-    Ok(groups)
+    Ok((groups, inner))
 }
 
 /// Packs the patterns `part` of `trimmed` (see [`pack_dfas`]); `singles` holds each one's own

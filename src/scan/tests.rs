@@ -515,3 +515,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn addresses_are_found_from_their_at_sign_and_held_from_the_run_before_it() {
+    let email = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b";
+    let compiled = build_forbidden(&[rx(email, 7)]).unwrap();
+    assert_eq!(compiled.inner.len(), 1, "found from its `@`, not by a DFA");
+    let set = ScanSet::new(None, compiled, None);
+    let mut st = set.start();
+    let mut hits = Vec::new();
+    set.feed(&mut st, "write to jo", &mut hits);
+    assert_eq!(set.safe_pos(&st), 9, "the word could be a local part");
+    set.feed(&mut st, "hn.doe", &mut hits);
+    assert_eq!(set.safe_pos(&st), 9, "the run goes on across pieces");
+    set.feed(&mut st, "@example.co", &mut hits);
+    assert_eq!(set.safe_pos(&st), 9, "a live thread holds from the run");
+    assert!(hits.is_empty());
+    set.feed(&mut st, "m today!", &mut hits);
+    assert_eq!(hits.iter().map(|h| h.owner).collect::<Vec<_>>(), vec![7]);
+    assert_eq!(set.safe_pos(&st), st.pos(), "nothing in progress");
+    // The word boundary before the run is judged from the byte kept from the earlier piece.
+    let set = ScanSet::new(
+        None,
+        build_forbidden(&[rx(r"\b[a-z]+@[a-z]+\.[a-z]{2}", 7)]).unwrap(),
+        None,
+    );
+    for (first, found) in [("x_jo", false), ("x jo", true), ("jo", true)] {
+        let (verdict, _) = scan(&set, &[first, "hn@ex.co "]);
+        assert_eq!(!verdict.is_empty(), found, "{first}");
+    }
+}

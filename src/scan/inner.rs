@@ -1,0 +1,309 @@
+//! Forbidden regexes found from a literal inside them (`…+@…` in an e-mail pattern).
+//!
+//! An e-mail address may begin at any letter, so an unanchored DFA for one is stepped over every
+//! byte of prose. But every match holds its `@`: the scan jumps from one `@` to the next
+//! (`memchr`), checks the part before it backwards with a reverse DFA over the text kept since
+//! that part could have begun, and starts an anchored thread for the part from the `@` on.
+//!
+//! The pattern must be a concatenation `P L S` with `L` a literal and `P` made of ASCII classes
+//! and literals only: then a match in progress before its `L` lies inside the trailing run of
+//! bytes `P` can hold, which is what is held back and kept (see [`InnerMatcher::safe_pos`]).
+
+use super::regex::RegexError;
+use super::{Hit, RegexRule};
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::nfa::thompson;
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::{Anchored, Input, MatchKind};
+use regex_syntax::hir::{Class, Hir, HirKind};
+
+/// Longest run of bytes kept for the backward check. A longer run before an `L` is taken to
+/// match (fail closed): `P` is then a long run of its own bytes, which matches in practice.
+const MAX_RUN: usize = 4096;
+
+#[derive(Debug)]
+pub struct InnerMatcher {
+    owner: u32,
+    literal: Vec<u8>,
+    /// Bytes the part before the literal can consist of.
+    run_bytes: [bool; 256],
+    /// `P`, reversed and anchored: run from the literal backwards.
+    before: dense::DFA<Vec<u32>>,
+    /// `L S`, anchored: run from the literal on.
+    after: dense::DFA<Vec<u32>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Thread {
+    sid: StateID,
+    /// Where the run before its literal began: no earlier start is possible.
+    start: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct InnerState {
+    /// Start of the trailing run of `run_bytes` (the channel position when there is none).
+    run_start: u64,
+    /// The text from the byte before `run_start` (if any) to the end.
+    kept: Vec<u8>,
+    /// The run outgrew [`MAX_RUN`] and `kept` stopped growing.
+    overflow: bool,
+    threads: Vec<Thread>,
+}
+
+impl InnerState {
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.kept.capacity() + self.threads.capacity() * std::mem::size_of::<Thread>()
+    }
+}
+
+impl InnerMatcher {
+    /// The matcher for `rule`, if its pattern has the shape this needs.
+    pub fn new(rule: &RegexRule) -> Option<Result<Self, RegexError>> {
+        let HirKind::Concat(subs) = rule.hir.kind() else {
+            return None;
+        };
+        let k = subs
+            .iter()
+            .position(|h| matches!(h.kind(), HirKind::Literal(_)))?;
+        let HirKind::Literal(lit) = subs[k].kind() else {
+            return None;
+        };
+        if k == 0 {
+            return None;
+        }
+        let mut run_bytes = [false; 256];
+        if !subs[..k].iter().all(|h| ascii_bytes(h, &mut run_bytes)) {
+            return None;
+        }
+        let before = Hir::concat(subs[..k].to_vec());
+        let after = Hir::concat(subs[k..].to_vec());
+        Some(Self::build(
+            rule.owner,
+            lit.0.to_vec(),
+            run_bytes,
+            &before,
+            &after,
+        ))
+    }
+
+    fn build(
+        owner: u32,
+        literal: Vec<u8>,
+        run_bytes: [bool; 256],
+        before: &Hir,
+        after: &Hir,
+    ) -> Result<Self, RegexError> {
+        let dfa = |hir: &Hir, reverse: bool| -> Result<dense::DFA<Vec<u32>>, RegexError> {
+            let nfa = thompson::Compiler::new()
+                .configure(
+                    thompson::Config::new()
+                        .reverse(reverse)
+                        .which_captures(thompson::WhichCaptures::None),
+                )
+                .build_from_hir(hir)
+                .map_err(Box::new)?;
+            Ok(dense::Builder::new()
+                .configure(
+                    dense::Config::new()
+                        .match_kind(MatchKind::All)
+                        .start_kind(StartKind::Anchored)
+                        .dfa_size_limit(Some(64 << 20))
+                        .determinize_size_limit(Some(128 << 20)),
+                )
+                .build_from_nfa(&nfa)
+                .map_err(Box::new)?)
+        };
+        Ok(InnerMatcher {
+            owner,
+            literal,
+            run_bytes,
+            before: dfa(before, true)?,
+            after: dfa(after, false)?,
+        })
+    }
+
+    pub fn start(&self) -> InnerState {
+        InnerState::default()
+    }
+
+    pub fn feed(&self, st: &mut InnerState, base: u64, bytes: &[u8], hits: &mut Vec<Hit>) {
+        let first = self.literal[0];
+        let mut i = 0;
+        while i < bytes.len() {
+            if st.threads.is_empty() {
+                match memchr::memchr(first, &bytes[i..]) {
+                    Some(at) => i += at,
+                    None => break,
+                }
+            }
+            let pos = base + i as u64;
+            if !st.threads.is_empty() {
+                self.step_threads(&mut st.threads, bytes[i], pos, hits);
+            }
+            if bytes[i] == first {
+                self.try_spawn(st, base, bytes, i, hits);
+            }
+            i += 1;
+        }
+        self.keep_run(st, base, bytes);
+    }
+
+    fn step_threads(&self, threads: &mut Vec<Thread>, b: u8, pos: u64, hits: &mut Vec<Hit>) {
+        threads.retain_mut(|t| {
+            t.sid = self.after.next_state(t.sid, b);
+            if !self.after.is_special_state(t.sid) {
+                return true;
+            }
+            if self.after.is_match_state(t.sid) {
+                // Reported one byte late: the match ended before byte `pos`.
+                hits.push(Hit {
+                    owner: self.owner,
+                    start: None,
+                    end: pos,
+                    rule: None,
+                });
+                return false;
+            }
+            !self.after.is_dead_state(t.sid)
+        });
+    }
+
+    /// At a possible literal starting at `bytes[i]`: when the text before it ends with a match
+    /// of `P`, starts a thread for `L S` there, which checks the literal itself.
+    fn try_spawn(
+        &self,
+        st: &mut InnerState,
+        base: u64,
+        bytes: &[u8],
+        i: usize,
+        hits: &mut Vec<Hit>,
+    ) {
+        // The run of `P`'s bytes that ends at `i`, and the text from the byte before it on.
+        let mut from = i;
+        while from > 0 && self.run_bytes[usize::from(bytes[from - 1])] {
+            from -= 1;
+        }
+        let (start, matched) = if from > 0 {
+            let window = &bytes[from - 1..=i];
+            (base + from as u64, self.before_matches(window, 1))
+        } else if st.overflow {
+            // Too long to check: a long run of `P`'s own bytes (fail closed).
+            (st.run_start, true)
+        } else {
+            let mut window = Vec::with_capacity(st.kept.len() + i + 1);
+            window.extend_from_slice(&st.kept);
+            window.extend_from_slice(&bytes[..=i]);
+            let lead = usize::from(st.run_start > 0);
+            (st.run_start, self.before_matches(&window, lead))
+        };
+        if !matched {
+            return;
+        }
+        let look_behind = match i {
+            0 => st.kept.last().copied(),
+            _ => Some(bytes[i - 1]),
+        };
+        let config = start::Config::new()
+            .anchored(Anchored::Yes)
+            .look_behind(look_behind);
+        let Ok(sid) = self.after.start_state(&config) else {
+            return;
+        };
+        // The feed loop has stepped the live threads over this byte already: step the new one.
+        let mut thread = vec![Thread { sid, start }];
+        self.step_threads(&mut thread, bytes[i], base + i as u64, hits);
+        for t in thread {
+            // A thread in the same state as an earlier one has the same future.
+            if !st.threads.iter().any(|u| u.sid == t.sid) {
+                st.threads.push(t);
+            }
+        }
+    }
+
+    /// Whether `P` matches a part of `window[lead..]` minus its last byte (the literal's
+    /// first) that ends right before that byte. `window[..lead]` is look-behind context.
+    fn before_matches(&self, window: &[u8], lead: usize) -> bool {
+        let end = window.len() - 1;
+        let input = Input::new(window).range(lead..end).anchored(Anchored::Yes);
+        matches!(self.before.try_search_rev(&input), Ok(Some(_)))
+    }
+
+    /// Remembers the trailing run of `P`'s bytes (and the byte before it) for the next piece.
+    fn keep_run(&self, st: &mut InnerState, base: u64, bytes: &[u8]) {
+        match bytes.iter().rposition(|&b| !self.run_bytes[usize::from(b)]) {
+            Some(last) => {
+                st.run_start = base + last as u64 + 1;
+                st.kept.clear();
+                st.kept.extend_from_slice(&bytes[last..]);
+                st.overflow = false;
+            }
+            None if !st.overflow => {
+                st.kept.extend_from_slice(bytes);
+                if st.kept.len() > MAX_RUN + 1 {
+                    st.overflow = true;
+                    st.kept = Vec::new();
+                }
+            }
+            None => {}
+        }
+    }
+
+    pub fn finish(&self, st: &mut InnerState, pos: u64, hits: &mut Vec<Hit>) {
+        for t in st.threads.drain(..) {
+            if self.after.is_match_state(self.after.next_eoi_state(t.sid)) {
+                hits.push(Hit {
+                    owner: self.owner,
+                    start: None,
+                    end: pos,
+                    rule: None,
+                });
+            }
+        }
+    }
+
+    pub fn safe_pos(&self, st: &InnerState, pos: u64) -> u64 {
+        // A match not yet past its literal lies in the trailing run; one past it, in a thread.
+        st.threads
+            .iter()
+            .map(|t| t.start)
+            .fold(st.run_start.min(pos), u64::min)
+    }
+
+    pub fn memory_usage(&self) -> usize {
+        self.before.memory_usage() + self.after.memory_usage()
+    }
+}
+
+/// Adds to `set` every byte `hir` can match, if those are all ASCII and `hir` holds no
+/// look-around other than word boundaries and no nested structure beyond repetition.
+fn ascii_bytes(hir: &Hir, set: &mut [bool; 256]) -> bool {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => true,
+        HirKind::Literal(lit) => lit.0.iter().all(|&b| {
+            set[usize::from(b)] = true;
+            b.is_ascii()
+        }),
+        HirKind::Class(Class::Unicode(c)) => c.ranges().iter().all(|r| {
+            let (a, b) = (u32::from(r.start()), u32::from(r.end()));
+            if b >= 0x80 {
+                return false;
+            }
+            (a..=b).for_each(|x| set[x as usize] = true);
+            true
+        }),
+        HirKind::Class(Class::Bytes(c)) => c.ranges().iter().all(|r| {
+            if r.end() >= 0x80 {
+                return false;
+            }
+            (r.start()..=r.end()).for_each(|x| set[usize::from(x)] = true);
+            true
+        }),
+        HirKind::Repetition(r) => ascii_bytes(&r.sub, set),
+        HirKind::Capture(c) => ascii_bytes(&c.sub, set),
+        HirKind::Concat(subs) | HirKind::Alternation(subs) => {
+            subs.iter().all(|h| ascii_bytes(h, set))
+        }
+    }
+}
