@@ -674,7 +674,7 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
         let t1 = Instant::now();
         let rx = build_regexes(&regex_rules);
         let rx_build = t1.elapsed();
-        let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
+        let rx_count = rx.dfas.len() + rx.inner.len() + usize::from(rx.prefixed.is_some());
         let set = ScanSet::new(Some(lit), rx, None);
         let rx_mem = set.memory_usage() - lit_mem;
         assert_no_match(&format!("{n} literals"), &set, long);
@@ -710,7 +710,7 @@ fn build_fixtures(text: &str, long: &str) -> (Vec<Fixture>, Extras) {
         None,
     );
     let rx = build_regexes(&regex_rules);
-    let rx_count = rx.dfas.len() + usize::from(rx.prefixed.is_some());
+    let rx_count = rx.dfas.len() + rx.inner.len() + usize::from(rx.prefixed.is_some());
     let regex_only = ScanSet::new(None, rx, None);
     assert_no_match("literals only", &literals_only, long);
     assert_no_match("regex only", &regex_only, long);
