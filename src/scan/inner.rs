@@ -9,13 +9,13 @@
 //! and literals only: then a match in progress before its `L` lies inside the trailing run of
 //! bytes `P` can hold, which is what is held back and kept (see [`InnerMatcher::safe_pos`]).
 
-use super::regex::RegexError;
+use super::prefixed::{finish_threads, step_threads, Thread};
+use super::regex::{RegexError, SpanFinder};
 use super::{Hit, RegexRule};
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::nfa::thompson;
-use regex_automata::util::primitives::StateID;
 use regex_automata::util::start;
-use regex_automata::{Anchored, Input, MatchKind};
+use regex_automata::{Anchored, MatchKind};
 use regex_syntax::hir::{Class, Hir, HirKind};
 
 /// Longest run of bytes kept for the backward check. A longer run before an `L` is taken to
@@ -28,17 +28,10 @@ pub struct InnerMatcher {
     literal: Vec<u8>,
     /// Bytes the part before the literal can consist of.
     run_bytes: [bool; 256],
-    /// `P`, reversed and anchored: run from the literal backwards.
-    before: dense::DFA<Vec<u32>>,
+    /// `P`, run backwards from the literal.
+    before: SpanFinder,
     /// `L S`, anchored: run from the literal on.
     after: dense::DFA<Vec<u32>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Thread {
-    sid: StateID,
-    /// Where the run before its literal began: no earlier start is possible.
-    start: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -95,32 +88,26 @@ impl InnerMatcher {
         before: &Hir,
         after: &Hir,
     ) -> Result<Self, RegexError> {
-        let dfa = |hir: &Hir, reverse: bool| -> Result<dense::DFA<Vec<u32>>, RegexError> {
-            let nfa = thompson::Compiler::new()
-                .configure(
-                    thompson::Config::new()
-                        .reverse(reverse)
-                        .which_captures(thompson::WhichCaptures::None),
-                )
-                .build_from_hir(hir)
-                .map_err(Box::new)?;
-            Ok(dense::Builder::new()
-                .configure(
-                    dense::Config::new()
-                        .match_kind(MatchKind::All)
-                        .start_kind(StartKind::Anchored)
-                        .dfa_size_limit(Some(64 << 20))
-                        .determinize_size_limit(Some(128 << 20)),
-                )
-                .build_from_nfa(&nfa)
-                .map_err(Box::new)?)
-        };
+        let nfa = thompson::Compiler::new()
+            .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
+            .build_from_hir(after)
+            .map_err(Box::new)?;
+        let after = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(StartKind::Anchored)
+                    .dfa_size_limit(Some(64 << 20))
+                    .determinize_size_limit(Some(128 << 20)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(Box::new)?;
         Ok(InnerMatcher {
             owner,
             literal,
             run_bytes,
-            before: dfa(before, true)?,
-            after: dfa(after, false)?,
+            before: SpanFinder::new(before)?,
+            after,
         })
     }
 
@@ -151,23 +138,16 @@ impl InnerMatcher {
     }
 
     fn step_threads(&self, threads: &mut Vec<Thread>, b: u8, pos: u64, hits: &mut Vec<Hit>) {
-        threads.retain_mut(|t| {
-            t.sid = self.after.next_state(t.sid, b);
-            if !self.after.is_special_state(t.sid) {
-                return true;
-            }
-            if self.after.is_match_state(t.sid) {
-                // Reported one byte late: the match ended before byte `pos`.
-                hits.push(Hit {
-                    owner: self.owner,
-                    start: None,
-                    end: pos,
-                    rule: None,
-                });
-                return false;
-            }
-            !self.after.is_dead_state(t.sid)
-        });
+        step_threads(&self.after, threads, b, pos, hits, |_, end| self.hit(end));
+    }
+
+    fn hit(&self, end: u64) -> Hit {
+        Hit {
+            owner: self.owner,
+            start: None,
+            end,
+            rule: None,
+        }
     }
 
     /// At a possible literal starting at `bytes[i]`: when the text before it ends with a match
@@ -185,9 +165,11 @@ impl InnerMatcher {
         while from > 0 && self.run_bytes[usize::from(bytes[from - 1])] {
             from -= 1;
         }
+        // `P` cannot reach past the run (its bytes are all run bytes), so a window from the
+        // byte before the run on sees all it can match, with that byte as look-behind.
         let (start, matched) = if from > 0 {
             let window = &bytes[from - 1..=i];
-            (base + from as u64, self.before_matches(window, 1))
+            (base + from as u64, self.before_matches(window))
         } else if st.overflow {
             // Too long to check: a long run of `P`'s own bytes (fail closed).
             (st.run_start, true)
@@ -195,8 +177,7 @@ impl InnerMatcher {
             let mut window = Vec::with_capacity(st.kept.len() + i + 1);
             window.extend_from_slice(&st.kept);
             window.extend_from_slice(&bytes[..=i]);
-            let lead = usize::from(st.run_start > 0);
-            (st.run_start, self.before_matches(&window, lead))
+            (st.run_start, self.before_matches(&window))
         };
         if !matched {
             return;
@@ -212,7 +193,11 @@ impl InnerMatcher {
             return;
         };
         // The feed loop has stepped the live threads over this byte already: step the new one.
-        let mut thread = vec![Thread { sid, start }];
+        let mut thread = vec![Thread {
+            sid,
+            start,
+            rule: 0,
+        }];
         self.step_threads(&mut thread, bytes[i], base + i as u64, hits);
         for t in thread {
             // A thread in the same state as an earlier one has the same future.
@@ -222,12 +207,10 @@ impl InnerMatcher {
         }
     }
 
-    /// Whether `P` matches a part of `window[lead..]` minus its last byte (the literal's
-    /// first) that ends right before that byte. `window[..lead]` is look-behind context.
-    fn before_matches(&self, window: &[u8], lead: usize) -> bool {
-        let end = window.len() - 1;
-        let input = Input::new(window).range(lead..end).anchored(Anchored::Yes);
-        matches!(self.before.try_search_rev(&input), Ok(Some(_)))
+    /// Whether `P` matches a part of `window` that ends right before its last byte (the
+    /// literal's first).
+    fn before_matches(&self, window: &[u8]) -> bool {
+        self.before.start(window, window.len() - 1).is_some()
     }
 
     /// Remembers the trailing run of `P`'s bytes (and the byte before it) for the next piece.
@@ -251,16 +234,9 @@ impl InnerMatcher {
     }
 
     pub fn finish(&self, st: &mut InnerState, pos: u64, hits: &mut Vec<Hit>) {
-        for t in st.threads.drain(..) {
-            if self.after.is_match_state(self.after.next_eoi_state(t.sid)) {
-                hits.push(Hit {
-                    owner: self.owner,
-                    start: None,
-                    end: pos,
-                    rule: None,
-                });
-            }
-        }
+        finish_threads(&self.after, &mut st.threads, pos, hits, |_, end| {
+            self.hit(end)
+        });
     }
 
     pub fn safe_pos(&self, st: &InnerState, pos: u64) -> u64 {

@@ -118,11 +118,13 @@ pub struct PrefixedMatcher {
     tail_len: usize,
 }
 
+/// An anchored DFA run from where a match may have begun (also used by [`super::inner`]).
 #[derive(Debug, Clone, Copy)]
-struct Thread {
-    sid: StateID,
-    start: u64,
-    rule: u32,
+pub(super) struct Thread {
+    pub(super) sid: StateID,
+    pub(super) start: u64,
+    /// The pattern it checks, as its matcher numbers them.
+    pub(super) rule: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -268,23 +270,18 @@ impl PrefixedMatcher {
     }
 
     fn step_threads(&self, threads: &mut Vec<Thread>, b: u8, pos: u64, hits: &mut Vec<Hit>) {
-        threads.retain_mut(|t| {
-            t.sid = self.verify.next_state(t.sid, b);
-            if !self.verify.is_special_state(t.sid) {
-                return true;
-            }
-            if self.verify.is_match_state(t.sid) {
-                // Reported one byte late: the match ended before byte `pos`.
-                hits.push(Hit {
-                    owner: self.owners[t.rule as usize],
-                    start: Some(t.start),
-                    end: pos,
-                    rule: None,
-                });
-                return false;
-            }
-            !self.verify.is_dead_state(t.sid)
+        step_threads(&self.verify, threads, b, pos, hits, |t, end| {
+            self.hit(t, end)
         });
+    }
+
+    fn hit(&self, t: &Thread, end: u64) -> Hit {
+        Hit {
+            owner: self.owners[t.rule as usize],
+            start: Some(t.start),
+            end,
+            rule: None,
+        }
     }
 
     /// Starts a thread for `rule` at `start` and runs it over the prefix just seen, which ends
@@ -330,19 +327,9 @@ impl PrefixedMatcher {
     }
 
     pub fn finish(&self, st: &mut PrefixedState, pos: u64, hits: &mut Vec<Hit>) {
-        for t in st.threads.drain(..) {
-            if self
-                .verify
-                .is_match_state(self.verify.next_eoi_state(t.sid))
-            {
-                hits.push(Hit {
-                    owner: self.owners[t.rule as usize],
-                    start: Some(t.start),
-                    end: pos,
-                    rule: None,
-                });
-            }
-        }
+        finish_threads(&self.verify, &mut st.threads, pos, hits, |t, end| {
+            self.hit(t, end)
+        });
     }
 
     pub fn safe_pos(&self, st: &PrefixedState, pos: u64) -> u64 {
@@ -355,6 +342,45 @@ impl PrefixedMatcher {
 
     pub fn memory_usage(&self) -> usize {
         self.prefixes.memory_usage() + self.verify.memory_usage()
+    }
+}
+
+/// Steps each thread's anchored DFA over byte `b` at channel position `pos`. A thread whose
+/// DFA matches (reported one byte late: the match ended before `pos`) or dies is dropped; `hit`
+/// makes the report of a match.
+pub(super) fn step_threads(
+    dfa: &dense::DFA<Vec<u32>>,
+    threads: &mut Vec<Thread>,
+    b: u8,
+    pos: u64,
+    hits: &mut Vec<Hit>,
+    hit: impl Fn(&Thread, u64) -> Hit,
+) {
+    threads.retain_mut(|t| {
+        t.sid = dfa.next_state(t.sid, b);
+        if !dfa.is_special_state(t.sid) {
+            return true;
+        }
+        if dfa.is_match_state(t.sid) {
+            hits.push(hit(t, pos));
+            return false;
+        }
+        !dfa.is_dead_state(t.sid)
+    });
+}
+
+/// Ends the threads with the text at `pos`, reporting those that match there.
+pub(super) fn finish_threads(
+    dfa: &dense::DFA<Vec<u32>>,
+    threads: &mut Vec<Thread>,
+    pos: u64,
+    hits: &mut Vec<Hit>,
+    hit: impl Fn(&Thread, u64) -> Hit,
+) {
+    for t in threads.drain(..) {
+        if dfa.is_match_state(dfa.next_eoi_state(t.sid)) {
+            hits.push(hit(&t, pos));
+        }
     }
 }
 

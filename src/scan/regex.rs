@@ -238,6 +238,10 @@ impl SpanFinder {
         Ok(SpanFinder { reverse })
     }
 
+    pub fn memory_usage(&self) -> usize {
+        self.reverse.memory_usage()
+    }
+
     /// The leftmost start of a match ending exactly at `end` in `text` (`text[..end]` is what
     /// the reverse run reads; the byte at `end`, if any, is the look-ahead).
     pub fn start(&self, text: &[u8], end: usize) -> Option<usize> {

@@ -189,18 +189,27 @@ fn latest_start(pattern: &str, text: &str, end: usize) -> usize {
         .unwrap_or_else(|| panic!("no match of {pattern} ending at {end} in {text:?}"))
 }
 
-fn check_split_invariants(text: &str, cuts: &[usize]) {
-    let set = sample_set();
-    let whole = scan(set, &[text]).0;
+/// `text` cut at the positions of `cuts` (in any order) that fall inside it on character
+/// boundaries.
+fn split_at<'a>(text: &'a str, cuts: &[usize]) -> Vec<&'a str> {
+    let mut cuts = cuts.to_vec();
+    cuts.sort_unstable();
     let mut pieces = Vec::new();
     let mut last = 0;
-    for &c in cuts {
+    for c in cuts {
         if c > last && c < text.len() && text.is_char_boundary(c) {
             pieces.push(&text[last..c]);
             last = c;
         }
     }
     pieces.push(&text[last..]);
+    pieces
+}
+
+fn check_split_invariants(text: &str, cuts: &[usize]) {
+    let set = sample_set();
+    let whole = scan(set, &[text]).0;
+    let pieces = split_at(text, cuts);
     let (split, seen) = scan(set, &pieces);
     assert_eq!(split, whole, "pieces {pieces:?}");
     for (hit, safe_before) in seen {
@@ -407,17 +416,7 @@ proptest! {
             build_forbidden(&[rx(PREFIXED, 1000)]).unwrap(),
             None,
         );
-        let mut cuts = cuts;
-        cuts.sort_unstable();
-        let mut pieces = Vec::new();
-        let mut last = 0;
-        for c in cuts {
-            if c > last && c < text.len() && text.is_char_boundary(c) {
-                pieces.push(&text[last..c]);
-                last = c;
-            }
-        }
-        pieces.push(&text[last..]);
+        let pieces = split_at(&text, &cuts);
         let (_, seen) = scan(&set, &pieces);
         let mut found: Vec<(u32, u64, u64)> = seen
             .iter()
@@ -486,17 +485,7 @@ proptest! {
         let rules: Vec<RegexRule> =
             DIFF_REGEXES.iter().enumerate().map(|(i, p)| rx(p, i as u32)).collect();
         let set = ScanSet::new(None, build_forbidden(&rules).unwrap(), None);
-        let mut cuts = cuts;
-        cuts.sort_unstable();
-        let mut pieces = Vec::new();
-        let mut last = 0;
-        for c in cuts {
-            if c > last && c < text.len() && text.is_char_boundary(c) {
-                pieces.push(&text[last..c]);
-                last = c;
-            }
-        }
-        pieces.push(&text[last..]);
+        let pieces = split_at(&text, &cuts);
         let (verdict, seen) = scan(&set, &pieces);
         let mut found: Vec<u32> = verdict.iter().map(|v| v.0).collect();
         found.dedup();
