@@ -42,6 +42,8 @@ pub struct InnerState {
     kept: Vec<u8>,
     /// The run outgrew [`MAX_RUN`] and `kept` stopped growing.
     overflow: bool,
+    /// The last byte of the text so far (look-behind for a literal at a piece's start).
+    last: Option<u8>,
     threads: Vec<Thread>,
 }
 
@@ -68,6 +70,11 @@ impl InnerMatcher {
         }
         let mut run_bytes = [false; 256];
         if !subs[..k].iter().all(|h| ascii_bytes(h, &mut run_bytes)) {
+            return None;
+        }
+        // A literal that can also be part of the run would make every occurrence look back
+        // over the whole run again: quadratic on a long run of it.
+        if lit.0.first().is_none_or(|&b| run_bytes[usize::from(b)]) {
             return None;
         }
         let before = Hir::concat(subs[..k].to_vec());
@@ -135,6 +142,9 @@ impl InnerMatcher {
             i += 1;
         }
         self.keep_run(st, base, bytes);
+        if let Some(&b) = bytes.last() {
+            st.last = Some(b);
+        }
     }
 
     fn step_threads(&self, threads: &mut Vec<Thread>, b: u8, pos: u64, hits: &mut Vec<Hit>) {
@@ -183,7 +193,7 @@ impl InnerMatcher {
             return;
         }
         let look_behind = match i {
-            0 => st.kept.last().copied(),
+            0 => st.last,
             _ => Some(bytes[i - 1]),
         };
         let config = start::Config::new()

@@ -510,6 +510,9 @@ fn addresses_are_found_from_their_at_sign_and_held_from_the_run_before_it() {
     let email = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b";
     let compiled = build_forbidden(&[rx(email, 7)]).unwrap();
     assert_eq!(compiled.inner.len(), 1, "found from its `@`, not by a DFA");
+    // An `@` that can be part of the run would look back over it at every `@`: left to a DFA.
+    let runs_over_at = build_forbidden(&[rx(r"\b[a-z@]+@[a-z]+\.com", 8)]).unwrap();
+    assert!(runs_over_at.inner.is_empty());
     let set = ScanSet::new(None, compiled, None);
     let mut st = set.start();
     let mut hits = Vec::new();
