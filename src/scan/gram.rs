@@ -1,5 +1,5 @@
-//! A q-gram start filter: a cheap, table-free-of-state test of whether a literal could begin at a
-//! text position.
+//! A q-gram start filter: a cheap, stateless test of whether a literal could begin at a text
+//! position.
 //!
 //! Stepping an automaton is one *dependent* table lookup per byte, so it cannot go faster than
 //! the memory latency of its table. Most text positions cannot begin any pattern, though, and

@@ -8,6 +8,8 @@
 //! The pattern must be a concatenation `P L S` with `L` a literal and `P` made of ASCII classes
 //! and literals only: then a match in progress before its `L` lies inside the trailing run of
 //! bytes `P` can hold, which is what is held back and kept (see [`InnerMatcher::safe_pos`]).
+//! `L` must not begin with a byte `P` can hold, or each occurrence would look back over the same
+//! run again.
 
 use super::prefixed::{finish_threads, step_threads, Thread};
 use super::regex::{RegexError, SpanFinder};
