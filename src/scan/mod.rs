@@ -43,6 +43,36 @@ pub struct Hit {
     pub rule: Option<&'static str>,
 }
 
+/// The channel text around a position: the history a matcher kept from earlier pieces and the
+/// piece being fed.
+#[derive(Clone, Copy)]
+struct Haystack<'a> {
+    history: &'a [u8],
+    /// Channel position of `piece[0]`.
+    base: u64,
+    piece: &'a [u8],
+}
+
+impl Haystack<'_> {
+    /// The byte at channel position `pos`, if the piece or the history reaches it.
+    fn at(&self, pos: u64) -> Option<u8> {
+        if pos >= self.base {
+            self.piece.get((pos - self.base) as usize).copied()
+        } else {
+            let back = (self.base - pos) as usize;
+            self.history
+                .len()
+                .checked_sub(back)
+                .map(|i| self.history[i])
+        }
+    }
+
+    /// The byte before channel position `pos` (`None` at the start of the text).
+    fn before(&self, pos: u64) -> Option<u8> {
+        self.at(pos.checked_sub(1)?)
+    }
+}
+
 /// The automata of one scan target (input, output or reasoning text), shared by all streams.
 #[derive(Debug, Default)]
 pub struct ScanSet {

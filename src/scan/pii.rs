@@ -55,7 +55,7 @@
 //! one, `+14155550132` is).
 
 use super::regex::{compile_hir, RegexError};
-use super::Hit;
+use super::{Haystack, Hit};
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
@@ -299,27 +299,6 @@ impl PiiState {
         self.history.capacity()
             + self.work.starts.capacity() * std::mem::size_of::<(u32, u64)>()
             + self.work.text.capacity()
-    }
-}
-
-/// The channel text around a candidate: the kept history and the piece being fed.
-struct Haystack<'a> {
-    history: &'a [u8],
-    base: u64,
-    piece: &'a [u8],
-}
-
-impl Haystack<'_> {
-    fn at(&self, pos: u64) -> Option<u8> {
-        if pos >= self.base {
-            self.piece.get((pos - self.base) as usize).copied()
-        } else {
-            let back = (self.base - pos) as usize;
-            self.history
-                .len()
-                .checked_sub(back)
-                .map(|i| self.history[i])
-        }
     }
 }
 

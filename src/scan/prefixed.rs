@@ -13,7 +13,7 @@
 use super::gram::{StartFilter, Starts};
 use super::literal::{remember_tail, state_depths, Depths};
 use super::regex::RegexError;
-use super::{Hit, RegexRule};
+use super::{Haystack, Hit, RegexRule};
 use aho_corasick::automaton::{Automaton as _, StateID as AcState};
 use aho_corasick::dfa::DFA as AcDfa;
 use regex_automata::dfa::{dense, Automaton, StartKind};
@@ -248,10 +248,10 @@ impl PrefixedMatcher {
                     let pid = self.prefixes.match_pattern(ac, k).as_usize();
                     let (rule, ref prefix) = self.prefix_rule[pid];
                     let start = pos + 1 - prefix.len() as u64;
-                    let text = Recent {
-                        tail: &st.tail,
+                    let text = Haystack {
+                        history: &st.tail,
                         base,
-                        bytes,
+                        piece: bytes,
                     };
                     self.spawn(&mut st.threads, (rule, start, pos + 1), text, hits);
                 }
@@ -290,7 +290,7 @@ impl PrefixedMatcher {
         &self,
         threads: &mut Vec<Thread>,
         (rule, start, end): (u32, u64, u64),
-        text: Recent<'_>,
+        text: Haystack<'_>,
         hits: &mut Vec<Hit>,
     ) {
         let Ok(pid) = PatternID::new(rule as usize) else {
@@ -298,12 +298,12 @@ impl PrefixedMatcher {
         };
         let config = start::Config::new()
             .anchored(Anchored::Pattern(pid))
-            .look_behind(text.byte_before(start));
+            .look_behind(text.before(start));
         let Ok(mut sid) = self.verify.start_state(&config) else {
             return;
         };
         for p in start..end {
-            let Some(b) = text.byte_before(p + 1) else {
+            let Some(b) = text.at(p) else {
                 return;
             };
             sid = self.verify.next_state(sid, b);
@@ -380,29 +380,6 @@ pub(super) fn finish_threads(
     for t in threads.drain(..) {
         if dfa.is_match_state(dfa.next_eoi_state(t.sid)) {
             hits.push(hit(&t, pos));
-        }
-    }
-}
-
-/// The piece being scanned and the tail remembered from earlier pieces.
-#[derive(Clone, Copy)]
-struct Recent<'a> {
-    tail: &'a [u8],
-    /// Channel position of `bytes[0]`.
-    base: u64,
-    bytes: &'a [u8],
-}
-
-impl Recent<'_> {
-    /// The byte before channel position `pos` (`None` at the start of the text, or further
-    /// back than the tail reaches).
-    fn byte_before(&self, pos: u64) -> Option<u8> {
-        let q = pos.checked_sub(1)?;
-        if q >= self.base {
-            self.bytes.get((q - self.base) as usize).copied()
-        } else {
-            let back = (self.base - q) as usize;
-            self.tail.len().checked_sub(back).map(|i| self.tail[i])
         }
     }
 }
