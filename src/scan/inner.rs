@@ -11,13 +11,12 @@
 //! `L` must not begin with a byte `P` can hold, or each occurrence would look back over the same
 //! run again.
 
-use super::prefixed::{finish_threads, step_threads, Thread};
+use super::prefixed::{anchored_dfa, finish_threads, step_threads, Thread};
 use super::regex::{RegexError, SpanFinder};
 use super::{Hit, RegexRule};
-use regex_automata::dfa::{dense, Automaton, StartKind};
-use regex_automata::nfa::thompson;
+use regex_automata::dfa::{dense, Automaton};
 use regex_automata::util::start;
-use regex_automata::{Anchored, MatchKind};
+use regex_automata::Anchored;
 use regex_syntax::hir::{Class, Hir, HirKind};
 
 /// Longest run of bytes kept for the backward check. A longer run before an `L` is taken to
@@ -97,26 +96,12 @@ impl InnerMatcher {
         before: &Hir,
         after: &Hir,
     ) -> Result<Self, RegexError> {
-        let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
-            .build_from_hir(after)
-            .map_err(Box::new)?;
-        let after = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .match_kind(MatchKind::All)
-                    .start_kind(StartKind::Anchored)
-                    .dfa_size_limit(Some(64 << 20))
-                    .determinize_size_limit(Some(128 << 20)),
-            )
-            .build_from_nfa(&nfa)
-            .map_err(Box::new)?;
         Ok(InnerMatcher {
             owner,
             literal,
             run_bytes,
             before: SpanFinder::new(before)?,
-            after,
+            after: anchored_dfa(&[after])?,
         })
     }
 

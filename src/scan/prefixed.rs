@@ -165,21 +165,7 @@ impl PrefixedMatcher {
         let filter = StartFilter::new(patterns.iter().copied())
             .ok_or_else(|| RegexError::Prefix("empty prefix".into()))?;
         let hirs: Vec<&Hir> = rules.iter().map(|(r, _)| &r.hir).collect();
-        let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
-            .build_many_from_hir(&hirs)
-            .map_err(Box::new)?;
-        let verify = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .match_kind(MatchKind::All)
-                    .start_kind(StartKind::Anchored)
-                    .starts_for_each_pattern(true)
-                    .dfa_size_limit(Some(64 << 20))
-                    .determinize_size_limit(Some(128 << 20)),
-            )
-            .build_from_nfa(&nfa)
-            .map_err(Box::new)?;
+        let verify = anchored_dfa(&hirs)?;
         let tail_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0) + 1;
         Ok(PrefixedMatcher {
             prefixes,
@@ -343,6 +329,26 @@ impl PrefixedMatcher {
     pub fn memory_usage(&self) -> usize {
         self.prefixes.memory_usage() + self.verify.memory_usage()
     }
+}
+
+/// One anchored DFA for `hirs`, with a start state per pattern, for threads started where a
+/// match may begin (also used by [`super::inner`]).
+pub(super) fn anchored_dfa(hirs: &[&Hir]) -> Result<dense::DFA<Vec<u32>>, RegexError> {
+    let nfa = thompson::Compiler::new()
+        .configure(thompson::Config::new().which_captures(thompson::WhichCaptures::None))
+        .build_many_from_hir(hirs)
+        .map_err(Box::new)?;
+    Ok(dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .starts_for_each_pattern(true)
+                .dfa_size_limit(Some(64 << 20))
+                .determinize_size_limit(Some(128 << 20)),
+        )
+        .build_from_nfa(&nfa)
+        .map_err(Box::new)?)
 }
 
 /// Steps each thread's anchored DFA over byte `b` at channel position `pos`. A thread whose
