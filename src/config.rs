@@ -48,6 +48,9 @@ pub struct Config {
     /// TLS for clients (optional); without it guardwire listens in plain HTTP (h1 and h2c).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// Trust for upstream TLS beyond the public web roots.
+    #[serde(default)]
+    pub upstream_tls: UpstreamTls,
     /// Extra routes: a path prefix served by a protocol, an upstream and packs of its own (Azure
     /// OpenAI deployment paths, vLLM and other OpenAI-compatible servers). Tried before the
     /// standard provider paths, longest prefix first.
@@ -69,6 +72,14 @@ pub struct Config {
 pub struct TlsConfig {
     pub cert_path: PathBuf,
     pub key_path: PathBuf,
+}
+
+/// Extra CA certificates (PEM) trusted for upstream TLS, besides the webpki roots: for
+/// upstreams behind a private CA. Read at start; verification itself is never turned off.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTls {
+    pub ca_path: Option<PathBuf>,
 }
 
 /// A configured route.

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use guardwire::config::{Config, LogFormat};
+use guardwire::proxy::upstream::UpstreamClient;
 use guardwire::proxy::Runtime;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +58,14 @@ fn check(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The upstream client too (its extra CA file), as `serve` would build it.
+    if let Err(e) = UpstreamClient::new(
+        Duration::from_millis(runtime.config.timeouts.connect_ms),
+        runtime.config.upstream_tls.ca_path.as_deref(),
+    ) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     println!("config {}: ok", path.display());
     println!("listen {}", runtime.config.listen);
     for route in &runtime.routes {

@@ -23,6 +23,8 @@ pub enum StartError {
     Policy(#[from] crate::policy::PolicyError),
     #[error("TLS setup failed: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("upstream client setup failed: {0}")]
+    Upstream(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -67,7 +69,7 @@ pub async fn start_from(
     let poll = Duration::from_millis(config.reload.poll_ms);
     let runtime = Runtime::build(config)?;
     let listen = runtime.config.listen;
-    let gateway = Arc::new(Gateway::new(runtime, config_path)?);
+    let gateway = Arc::new(Gateway::new(runtime, config_path).map_err(StartError::Upstream)?);
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| StartError::Bind {

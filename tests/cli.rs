@@ -62,6 +62,39 @@ fn check_names_file_validator_and_param_of_an_error() {
 }
 
 #[test]
+fn check_rejects_an_upstream_ca_file_without_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, "not a certificate\n").unwrap();
+    let config = dir.path().join("g.yaml");
+    std::fs::write(
+        &config,
+        format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display()),
+    )
+    .unwrap();
+    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "upstream_tls.ca_path: {} holds no certificate",
+            ca.display()
+        )),
+        "{out}"
+    );
+    let missing = dir.path().join("missing.pem");
+    std::fs::write(
+        &config,
+        format!("upstream_tls:\n  ca_path: \"{}\"\n", missing.display()),
+    )
+    .unwrap();
+    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
+    assert!(
+        !ok && out.contains("upstream_tls.ca_path: cannot read"),
+        "{out}"
+    );
+}
+
+#[test]
 fn environment_overrides_the_file() {
     let (ok, out) = run(
         &["check", "--config", "config/guardwire.yaml"],

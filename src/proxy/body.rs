@@ -9,6 +9,7 @@
 //! body ends, and the upstream response is dropped, which cancels the upstream request.
 
 use super::redact::{self, TextSpan};
+use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, RouteLabels};
@@ -17,7 +18,6 @@ use crate::protocol::{FrameKind, Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -31,7 +31,7 @@ pub enum ProxyBody {
     /// A body known in full (error answers, checked non-streamed responses).
     Full(Option<Bytes>),
     /// The upstream's body relayed untouched (upstream error statuses).
-    Upstream(Incoming),
+    Upstream(UpstreamBody),
     Guarded(Box<GuardedStream>),
 }
 
@@ -111,7 +111,7 @@ struct Held {
 const GATHER_MAX_BYTES: usize = 64 * 1024;
 
 pub struct GuardedStream {
-    upstream: Option<Incoming>,
+    upstream: Option<UpstreamBody>,
     framer: SseFramer,
     decoder: Box<dyn StreamDecoder>,
     guard: StreamGuard,
@@ -137,7 +137,7 @@ pub struct GuardedStream {
 }
 
 impl GuardedStream {
-    pub fn new(upstream: Incoming, guard: StreamGuard, ctx: StreamContext) -> Self {
+    pub fn new(upstream: UpstreamBody, guard: StreamGuard, ctx: StreamContext) -> Self {
         ctx.metrics.streams_in_flight.inc();
         let now = tokio::time::Instant::now();
         let first_deadline = next_deadline(&ctx, &guard, now);
@@ -172,6 +172,10 @@ impl GuardedStream {
             let ready_first = self.ready_first && self.upstream.is_some() && !self.done;
             if !self.out.is_empty() && (!ready_first || self.out_bytes >= GATHER_MAX_BYTES) {
                 self.ready_first = false;
+                if self.done {
+                    // hyper may not poll again after the last output (`is_end_stream`).
+                    self.release_upstream(cx);
+                }
                 return Poll::Ready(Some(self.take_out()));
             }
             if self.done {
@@ -284,11 +288,18 @@ impl GuardedStream {
         joined.freeze()
     }
 
-    /// After the terminal frame the upstream body normally ends at once; reading that end lets
-    /// the pooled connection be reused. Anything else is not waited for.
+    /// After the terminal frame the upstream body normally ends at once or soon after; reading
+    /// that end lets its connection be reused. What is not there yet is read in the background;
+    /// the client's stream does not wait for it.
     fn release_upstream(&mut self, cx: &mut Context<'_>) {
         if let Some(mut up) = self.upstream.take() {
-            while let Poll::Ready(Some(Ok(_))) = Pin::new(&mut up).poll_frame(cx) {}
+            loop {
+                match Pin::new(&mut up).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(_))) => {}
+                    Poll::Pending => return up.finish_in_background(),
+                    Poll::Ready(_) => return,
+                }
+            }
         }
     }
 

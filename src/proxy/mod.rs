@@ -185,9 +185,11 @@ impl Exchange {
 }
 
 impl Gateway {
-    pub fn new(runtime: Runtime, config_path: Option<PathBuf>) -> Result<Gateway, rustls::Error> {
-        let client =
-            upstream::build_client(Duration::from_millis(runtime.config.timeouts.connect_ms))?;
+    pub fn new(runtime: Runtime, config_path: Option<PathBuf>) -> Result<Gateway, String> {
+        let client = UpstreamClient::new(
+            Duration::from_millis(runtime.config.timeouts.connect_ms),
+            runtime.config.upstream_tls.ca_path.as_deref(),
+        )?;
         Ok(Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             client,
@@ -479,7 +481,8 @@ impl Gateway {
             Some((_, left)) => timeout.min(left),
             None => timeout,
         };
-        let resp = match tokio::time::timeout(head_timeout, self.client.request(up_req)).await {
+        let resp = match tokio::time::timeout(head_timeout, self.client.request(base, up_req)).await
+        {
             Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
                 let mut guard = caller.policy.stream_guard(parsed.stream, history, price);
                 if rt.config.audit.include_match {

@@ -7,6 +7,9 @@
 //! chunk (each chunk its own body frame, optionally delayed), a response that
 //! never starts, a body that never ends, or a connection reset.
 //!
+//! `MockUpstream::start_tls(config, handler)` serves the same over TLS with the
+//! given rustls server config (its ALPN list decides HTTP/2 or HTTP/1.1).
+//!
 //! Response bodies carry a drop guard so the mock can tell how many bodies
 //! were fully handed to hyper (`completed_count`) versus dropped early because
 //! the client went away (`cancelled_count`).
@@ -43,6 +46,8 @@ pub struct RecordedRequest {
     pub path_and_query: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// HTTP/1.1 or HTTP/2, as the request arrived.
+    pub version: http::Version,
 }
 
 impl RecordedRequest {
@@ -207,6 +212,7 @@ struct Stats {
     cancelled: AtomicUsize,
     completed: AtomicUsize,
     open: AtomicUsize,
+    connections: AtomicUsize,
 }
 
 impl Stats {
@@ -218,6 +224,7 @@ impl Stats {
 struct Shared {
     handler: Box<Handler>,
     stats: Arc<Stats>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Handle to a running mock upstream. Dropping it stops the accept loop and
@@ -235,6 +242,23 @@ impl MockUpstream {
     where
         F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     {
+        Self::start_with(None, Box::new(handler)).await
+    }
+
+    /// Like [`start`](Self::start), over TLS with `config`. Only some test binaries use it.
+    #[allow(dead_code)]
+    pub async fn start_tls<F>(config: Arc<rustls::ServerConfig>, handler: F) -> Self
+    where
+        F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    {
+        Self::start_with(
+            Some(tokio_rustls::TlsAcceptor::from(config)),
+            Box::new(handler),
+        )
+        .await
+    }
+
+    async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, handler: Box<Handler>) -> Self {
         let listener = TcpListener::bind(("127.0.0.1", 0))
             .await
             .expect("mock upstream: bind 127.0.0.1:0");
@@ -243,8 +267,9 @@ impl MockUpstream {
             .expect("mock upstream: local_addr of bound listener");
         let stats = Arc::new(Stats::default());
         let shared = Arc::new(Shared {
-            handler: Box::new(handler),
+            handler,
             stats: Arc::clone(&stats),
+            tls,
         });
         let task = tokio::spawn(accept_loop(listener, shared));
         Self { addr, stats, task }
@@ -264,6 +289,12 @@ impl MockUpstream {
     #[allow(dead_code)]
     pub fn forget_requests(&self) {
         self.stats.requests().clear();
+    }
+
+    /// Connections accepted so far (a keep-alive client reuses them).
+    #[allow(dead_code)]
+    pub fn connection_count(&self) -> usize {
+        self.stats.connections.load(Ordering::SeqCst)
     }
 
     /// Number of requests received (recorded before the reply starts).
@@ -344,14 +375,27 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    shared.stats.connections.fetch_add(1, Ordering::SeqCst);
     // Small chunks must leave immediately so split points survive on the wire.
     let _ = stream.set_nodelay(true);
+    match shared.tls.clone() {
+        None => serve_io(stream, shared).await,
+        Some(acceptor) => {
+            if let Ok(tls) = acceptor.accept(stream).await {
+                serve_io(tls, shared).await;
+            }
+        }
+    }
+}
+
+async fn serve_io<S>(io: S, shared: Arc<Shared>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |req| handle(req, Arc::clone(&shared)));
     let builder = auto::Builder::new(TokioExecutor::new());
     // Errors here are expected (resets, clients hanging up); ignore them.
-    let _ = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
+    let _ = builder.serve_connection(TokioIo::new(io), service).await;
 }
 
 async fn handle(
@@ -368,6 +412,7 @@ async fn handle(
             .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
         headers: parts.headers,
         body,
+        version: parts.version,
     };
     shared.stats.requests().push(recorded.clone());
     shared.stats.request_count.fetch_add(1, Ordering::SeqCst);

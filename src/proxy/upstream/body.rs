@@ -1,0 +1,90 @@
+//! An upstream response body. Over HTTP/1 it carries its connection and drives it on every poll
+//! (see `pool.rs` for why); read to its end, it hands the connection back to the pool.
+
+use super::pool::{H1Conn, Pool};
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+pub struct UpstreamBody {
+    incoming: Incoming,
+    /// The HTTP/1 connection this body arrives on, until the body has ended.
+    h1: Option<(H1Conn, Arc<Pool>)>,
+}
+
+impl UpstreamBody {
+    pub(super) fn h1(incoming: Incoming, conn: H1Conn, pool: Arc<Pool>) -> UpstreamBody {
+        UpstreamBody {
+            incoming,
+            h1: Some((conn, pool)),
+        }
+    }
+
+    pub(super) fn h2(incoming: Incoming) -> UpstreamBody {
+        UpstreamBody { incoming, h1: None }
+    }
+
+    /// For a body whose content is complete (the stream's terminal event arrived) but whose end
+    /// has not been read yet: reads that end in the background, so the HTTP/1 connection goes
+    /// back to the pool rather than being closed. Gives up (closing it) after [`DRAIN_LIMIT`]
+    /// bytes or [`DRAIN_TIME`]. Any other body is dropped.
+    pub fn finish_in_background(self) {
+        if self.h1.is_none() {
+            return;
+        }
+        tokio::spawn(async move {
+            let mut body = self;
+            let mut drained = 0;
+            let read_to_end = async {
+                while let Some(Ok(frame)) = body.frame().await {
+                    drained += frame.data_ref().map_or(0, Bytes::len);
+                    if drained > DRAIN_LIMIT {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_TIME, read_to_end).await;
+        });
+    }
+}
+
+/// Most bytes read after a stream's terminal event to keep its connection.
+const DRAIN_LIMIT: usize = 64 * 1024;
+/// Longest wait for the end of a body after a stream's terminal event.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        if let Some((conn, _)) = &mut this.h1 {
+            conn.drive(cx);
+        }
+        let polled = Pin::new(&mut this.incoming).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            if let Some((conn, pool)) = this.h1.take() {
+                pool.put_idle(conn);
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // Over HTTP/1 the end is reported only once it was polled, so the connection goes back
+        // to the pool rather than being dropped with a body nobody polls again.
+        self.h1.is_none() && self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.incoming.size_hint()
+    }
+}

@@ -1,0 +1,188 @@
+//! Opening upstream connections: TCP (no Nagle), then rustls with ALPN `h2` and `http/1.1` for
+//! `https://`, then the hyper handshake for whichever HTTP version the upstream chose.
+
+use super::pool::{H1Conn, H2Sender, PoolKey};
+use super::UpstreamError;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{self, IoSlice};
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+/// A fresh connection, by the HTTP version the upstream speaks on it.
+pub enum Connected {
+    H1(H1Conn),
+    H2(H2Sender),
+}
+
+pub struct Connector {
+    tls: TlsConnector,
+    timeout: Duration,
+}
+
+impl Connector {
+    /// Trusts the webpki roots plus, when given, the CA certificates in `extra_ca` (PEM).
+    pub fn new(timeout: Duration, extra_ca: Option<&Path>) -> Result<Connector, String> {
+        let mut roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        if let Some(path) = extra_ca {
+            let shown = path.display();
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("upstream_tls.ca_path: cannot read {shown}: {e}"))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("upstream_tls.ca_path: {shown}: {e}"))?;
+            if certs.is_empty() {
+                return Err(format!(
+                    "upstream_tls.ca_path: {shown} holds no certificate"
+                ));
+            }
+            for cert in certs {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("upstream_tls.ca_path: {shown}: {e}"))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("upstream TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Connector {
+            tls: TlsConnector::from(Arc::new(config)),
+            timeout,
+        })
+    }
+
+    /// TCP, TLS and the HTTP handshake, all within the connect timeout.
+    pub async fn connect(&self, key: &Arc<PoolKey>) -> Result<Connected, UpstreamError> {
+        match tokio::time::timeout(self.timeout, self.open(key)).await {
+            Ok(result) => result,
+            Err(_) => Err(UpstreamError::Connect(format!(
+                "connecting to {} took longer than timeouts.connect_ms",
+                key.authority
+            ))),
+        }
+    }
+
+    async fn open(&self, key: &Arc<PoolKey>) -> Result<Connected, UpstreamError> {
+        let host = key.host();
+        let tcp = TcpStream::connect((host, key.port()))
+            .await
+            .map_err(|e| UpstreamError::Connect(format!("{}: {e}", key.authority)))?;
+        tcp.set_nodelay(true)
+            .map_err(|e| UpstreamError::Connect(format!("{}: {e}", key.authority)))?;
+        if !key.tls {
+            return h1(Io::Plain(tcp), key).await;
+        }
+        let name = ServerName::try_from(host.to_owned())
+            .map_err(|e| UpstreamError::Connect(format!("{}: {e}", key.authority)))?;
+        let tls = self
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| UpstreamError::Connect(format!("{}: TLS: {e}", key.authority)))?;
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let io = Io::Tls(Box::new(tls));
+        if !h2 {
+            return h1(io, key).await;
+        }
+        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+            .handshake::<_, Full<Bytes>>(TokioIo::new(io))
+            .await
+            .map_err(UpstreamError::Http)?;
+        // HTTP/2 multiplexes streams of many tasks over one connection, so it runs in its own
+        // task; h2 queues a burst in each stream's buffer, and the reader takes it at once.
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "upstream HTTP/2 connection ended with an error");
+            }
+        });
+        Ok(Connected::H2(sender))
+    }
+}
+
+async fn h1(io: Io, key: &Arc<PoolKey>) -> Result<Connected, UpstreamError> {
+    let (sender, conn) = http1::Builder::new()
+        .handshake::<_, Full<Bytes>>(TokioIo::new(io))
+        .await
+        .map_err(UpstreamError::Http)?;
+    Ok(Connected::H1(H1Conn::new(sender, conn, Arc::clone(key))))
+}
+
+/// A plain or TLS upstream socket.
+pub enum Io {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The upstream side: base URLs from config (never from the client), and the client that
+//! reaches them: rustls (webpki roots plus an optional extra CA file, certificate verification
+//! always on), HTTP/2 when the upstream offers it over TLS, else HTTP/1.1 with keep-alive.
+//!
+//! `connect.rs` opens connections, `pool.rs` keeps them between requests, `body.rs` is the
+//! response body that drives its HTTP/1 connection.
+
+mod body;
+mod connect;
+mod pool;
+
+pub use body::UpstreamBody;
+
+use bytes::Bytes;
+use connect::{Connected, Connector};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use http_body_util::Full;
+use pool::{Pool, PoolKey, Unsent};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why an upstream request got no response head.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("{0}")]
+    Connect(String),
+    #[error("{0}")]
+    Http(#[from] hyper::Error),
+}
+
+/// The client for every upstream, shared by all requests.
+pub struct UpstreamClient {
+    connector: Connector,
+    pool: Arc<Pool>,
+}
+
+impl UpstreamClient {
+    /// `extra_ca`: a PEM file of CA certificates trusted besides the webpki roots.
+    pub fn new(connect_timeout: Duration, extra_ca: Option<&Path>) -> Result<Self, String> {
+        Ok(UpstreamClient {
+            connector: Connector::new(connect_timeout, extra_ca)?,
+            pool: Pool::new(),
+        })
+    }
+
+    /// Sends `req` to `base`'s host and waits for the response head. A request that a reused
+    /// connection could not take (the upstream had closed it) is sent again on another.
+    pub async fn request(
+        &self,
+        base: &UpstreamBase,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let key = &base.key;
+        if let Some(mut sender) = self.pool.h2_sender(key) {
+            match sender.ready().await {
+                Ok(()) => match sender.try_send_request(req).await {
+                    Ok(resp) => return Ok(resp.map(UpstreamBody::h2)),
+                    Err(mut e) => match e.take_message() {
+                        Some(unsent) => req = unsent,
+                        None => return Err(e.into_error().into()),
+                    },
+                },
+                Err(e) => tracing::debug!(error = %e, "shared upstream HTTP/2 connection ended"),
+            }
+            self.pool.forget_h2(key);
+        }
+        while let Some(conn) = self.pool.take_idle(key) {
+            match conn.send(req, &self.pool).await {
+                Ok(resp) => return Ok(resp),
+                Err(Unsent {
+                    request: Some(unsent),
+                    error,
+                }) => {
+                    tracing::debug!(error = %error, "idle upstream connection could not take a request");
+                    req = unsent;
+                }
+                Err(Unsent { error, .. }) => return Err(error.into()),
+            }
+        }
+        match self.connector.connect(key).await? {
+            Connected::H1(conn) => conn
+                .send(req, &self.pool)
+                .await
+                .map_err(|unsent| unsent.error.into()),
+            Connected::H2(mut sender) => {
+                self.pool.put_h2(key, &sender);
+                Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
+            }
+        }
+    }
+}
+
+/// A provider's base URL, split for fast request-URI building.
+#[derive(Debug, Clone)]
+pub struct UpstreamBase {
+    pub scheme: Scheme,
+    pub authority: Authority,
+    /// Path prefix without trailing slash ("" for a bare host).
+    pub prefix: String,
+    /// Which pooled connections serve it.
+    key: Arc<PoolKey>,
+}
+
+impl UpstreamBase {
+    /// The upstream URI for a client request path (and query).
+    pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
+        let pq = format!("{}{}", self.prefix, path_and_query);
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(PathAndQuery::try_from(pq)?)
+            .build()
+    }
+}
+
+/// Parses and checks a configured base URL: http or https, a host, no query.
+pub fn parse_base_url(url: &str) -> Result<UpstreamBase, String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    let scheme = uri
+        .scheme()
+        .filter(|s| *s == &Scheme::HTTP || *s == &Scheme::HTTPS)
+        .cloned()
+        .ok_or_else(|| format!("`{url}` must start with http:// or https://"))?;
+    let authority = uri
+        .authority()
+        .cloned()
+        .ok_or_else(|| format!("`{url}` has no host"))?;
+    if uri.query().is_some() {
+        return Err(format!("`{url}` must not have a query"));
+    }
+    Ok(UpstreamBase {
+        key: Arc::new(PoolKey {
+            tls: scheme == Scheme::HTTPS,
+            authority: authority.clone(),
+        }),
+        scheme,
+        authority,
+        prefix: uri.path().trim_end_matches('/').to_owned(),
+    })
+}

@@ -1,0 +1,197 @@
+//! Upstream connections: HTTP/1 keep-alive (a cut stream closes only its own connection; an idle
+//! connection the upstream closed is not used again), TLS upstreams speaking HTTP/2 or HTTP/1.1
+//! by ALPN, an extra CA from `upstream_tls.ca_path`, and verification without it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::proxy::{block_frame, post_chat, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
+use http::{StatusCode, Version};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PACK: &str = "validators:\n  - type: banned_words\n    params: { words: [forbidden] }\n    message: \"Blocked.\"\n";
+
+const WHOLE: &str = r#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"fine"},"finish_reason":"stop"}]}"#;
+
+/// Streams a clean answer, or (for a prompt asking for it) one with a banned word,
+/// or a whole JSON answer to a non-streaming request.
+fn handler(req: &common::mock_upstream::RecordedRequest) -> Reply {
+    let body = req.body_str();
+    if !body.contains("\"stream\":true") {
+        return Reply::json(200, WHOLE);
+    }
+    if body.contains("say it") {
+        // The body stays open after the banned word: only guardwire can end the exchange.
+        return Reply::sse(&openai_chat_stream(&["all ", "forbidden ", "words"])).then_hang();
+    }
+    Reply::sse(&openai_chat_stream(&["Hello", ", world"]))
+}
+
+#[tokio::test]
+async fn http1_connections_are_reused_and_a_cut_stream_closes_only_its_own() {
+    let mock = MockUpstream::start(handler).await;
+    let proxy = start_proxy(&mock.base_url(), PACK, "").await;
+    let clean = openai_chat_stream(&["Hello", ", world"]);
+
+    for _ in 0..3 {
+        let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+        assert_eq!(a.status, StatusCode::OK);
+        assert_eq!(a.body, clean);
+    }
+    let a = post_chat(proxy.addr(), PLAIN_REQUEST).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.text(), WHOLE);
+    assert_eq!(
+        mock.connection_count(),
+        1,
+        "one kept-alive connection served all four"
+    );
+
+    let a = post_chat(
+        proxy.addr(),
+        r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"say it"}]}"#,
+    )
+    .await;
+    assert!(a.text().ends_with(&block_frame("Blocked.")), "{}", a.text());
+    assert!(!a.text().contains("forbidden"));
+    assert!(
+        mock.wait_for_cancelled(1, Duration::from_secs(5)).await,
+        "the cut stream's upstream request was cancelled"
+    );
+
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.body, clean);
+    assert_eq!(
+        mock.connection_count(),
+        2,
+        "the cut stream's connection was closed, the next request opened a new one"
+    );
+}
+
+/// A raw HTTP/1.1 upstream that answers one request per connection without `connection:
+/// close`, then closes the connection shortly after, as servers do with idle keep-alive
+/// connections.
+async fn closing_upstream() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        loop {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Head, then as many body bytes as content-length says.
+                loop {
+                    let n = sock.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&seen).to_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len: usize = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        if seen.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let body = openai_chat_stream(&["Hello"]);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                sock.write_all(head.as_bytes()).await.unwrap();
+                sock.write_all(&body).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Dropping the socket closes it while the proxy holds it idle.
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn an_idle_connection_the_upstream_closed_is_not_used_again() {
+    let (addr, accepted) = closing_upstream().await;
+    let proxy = start_proxy(&format!("http://{addr}"), PACK, "").await;
+    for round in 1..=3 {
+        let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+        assert_eq!(a.status, StatusCode::OK, "round {round}: {}", a.text());
+        assert_eq!(a.body, openai_chat_stream(&["Hello"]));
+        // Long enough for the upstream to close the connection the proxy now holds idle.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+/// A self-signed certificate for `localhost`, as a rustls server config offering `alpn`, and
+/// its PEM (the CA file the proxy is given).
+fn tls_server(alpn: &[&[u8]]) -> (Arc<rustls::ServerConfig>, String) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![certified.cert.der().clone()], key)
+    .unwrap();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    (Arc::new(config), certified.cert.pem())
+}
+
+async fn tls_upstream_round_trip(alpn: &[&[u8]], expect: Version) {
+    let (config, ca_pem) = tls_server(alpn);
+    let mock = MockUpstream::start_tls(config, handler).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let upstream = format!("https://localhost:{}", mock.addr.port());
+    let proxy = start_proxy(
+        &upstream,
+        PACK,
+        &format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display()),
+    )
+    .await;
+    let clean = openai_chat_stream(&["Hello", ", world"]);
+    for _ in 0..2 {
+        let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+        assert_eq!(a.body, clean);
+    }
+    let a = post_chat(proxy.addr(), PLAIN_REQUEST).await;
+    assert_eq!(a.text(), WHOLE);
+    assert!(mock.requests().iter().all(|r| r.version == expect));
+    assert_eq!(
+        mock.connection_count(),
+        1,
+        "one connection served all three"
+    );
+
+    // Without the CA file the upstream's certificate is not trusted: 502, nothing sent.
+    let strict = start_proxy(&upstream, PACK, "").await;
+    let a = post_chat(strict.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.text());
+    assert_eq!(mock.request_count(), 3);
+}
+
+#[tokio::test]
+async fn tls_upstream_speaking_http2_is_shared_and_verified() {
+    tls_upstream_round_trip(&[b"h2", b"http/1.1"], Version::HTTP_2).await;
+}
+
+#[tokio::test]
+async fn tls_upstream_speaking_http1_is_kept_alive_and_verified() {
+    tls_upstream_round_trip(&[b"http/1.1"], Version::HTTP_11).await;
+}
