@@ -4,7 +4,8 @@
 //! events the way general SSE parsers do. [`SseFramer`] only finds event boundaries (a blank line,
 //! with any of CRLF, LF or CR as line terminator, even when split across reads) and hands out each
 //! event's raw bytes; [`SseFrame::fields`] reads the `event:` and `data:` fields from them.
-//! Work is O(bytes): each byte is looked at once, however the stream is split.
+//! Work is O(bytes): each byte is looked at once, however the stream is split, and the bytes
+//! between line terminators are skipped with `memchr`.
 
 use bytes::{Bytes, BytesMut};
 use std::borrow::Cow;
@@ -32,7 +33,7 @@ impl SseFrame {
             if line.is_empty() || line[0] == b':' {
                 continue;
             }
-            let (name, value) = match line.iter().position(|&b| b == b':') {
+            let (name, value) = match memchr::memchr(b':', line) {
                 Some(i) => {
                     let v = &line[i + 1..];
                     (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
@@ -92,7 +93,7 @@ fn lines(raw: &[u8]) -> impl Iterator<Item = &[u8]> {
         if rest.is_empty() {
             return None;
         }
-        match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        match memchr::memchr2(b'\n', b'\r', rest) {
             None => {
                 let line = rest;
                 rest = &[];
@@ -119,13 +120,14 @@ pub enum FramingError {
 }
 
 /// Incremental event-boundary finder. Feed it bytes as they arrive; it returns complete frames.
+/// Frames that lie wholly inside one pushed chunk share that chunk's memory (no copy); only an
+/// event split across chunks is gathered in a buffer.
 #[derive(Debug)]
 pub struct SseFramer {
+    /// The start of an event whose end has not arrived yet (empty between events).
     buf: BytesMut,
-    /// Index in `buf` of the first byte not looked at yet.
-    scanned: usize,
-    /// Bytes seen on the current line (0 = at the start of a line).
-    line_len: usize,
+    /// The current line has content (so a terminator does not make a blank line).
+    mid_line: bool,
     /// The previous byte was a CR; `Some(true)` if it ended a blank line. Whether a LF follows
     /// (CRLF) decides where the frame ends, so the decision waits for the next byte.
     pending_cr: Option<bool>,
@@ -136,8 +138,7 @@ impl SseFramer {
     pub fn new(max_frame: usize) -> Self {
         SseFramer {
             buf: BytesMut::new(),
-            scanned: 0,
-            line_len: 0,
+            mid_line: false,
             pending_cr: None,
             max_frame,
         }
@@ -148,47 +149,36 @@ impl SseFramer {
         self.buf.len()
     }
 
-    /// Appends `chunk` and pushes every frame it completes onto `out`.
-    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<SseFrame>) -> Result<(), FramingError> {
-        self.buf.extend_from_slice(chunk);
-        let mut i = self.scanned;
-        while i < self.buf.len() {
-            let b = self.buf[i];
-            if let Some(blank) = self.pending_cr.take() {
-                if b == b'\n' {
-                    // CRLF: the LF belongs to the terminator the CR began.
-                    if blank {
-                        self.emit(i + 1, out);
-                        i = 0;
-                    } else {
-                        i += 1;
-                    }
-                    continue;
+    /// Appends the frames completed by `chunk` to `out`.
+    pub fn push(&mut self, chunk: &Bytes, out: &mut Vec<SseFrame>) -> Result<(), FramingError> {
+        let mut frame_start = 0;
+        if !self.buf.is_empty() {
+            // The event begun in an earlier chunk: gather it until its end.
+            match self.find_end(chunk, 0) {
+                Some(end) => {
+                    self.buf.extend_from_slice(&chunk[..end]);
+                    out.push(SseFrame {
+                        raw: self.buf.split().freeze(),
+                    });
+                    frame_start = end;
                 }
-                if blank {
-                    self.emit(i, out);
-                    i = 0;
+                None => {
+                    self.buf.extend_from_slice(chunk);
+                    return self.check_size();
                 }
             }
-            match b {
-                b'\r' => {
-                    self.pending_cr = Some(self.line_len == 0);
-                    self.line_len = 0;
-                }
-                b'\n' => {
-                    let blank = self.line_len == 0;
-                    self.line_len = 0;
-                    if blank {
-                        self.emit(i + 1, out);
-                        i = 0;
-                        continue;
-                    }
-                }
-                _ => self.line_len += 1,
-            }
-            i += 1;
         }
-        self.scanned = self.buf.len();
+        while let Some(end) = self.find_end(chunk, frame_start) {
+            out.push(SseFrame {
+                raw: chunk.slice(frame_start..end),
+            });
+            frame_start = end;
+        }
+        self.buf.extend_from_slice(&chunk[frame_start..]);
+        self.check_size()
+    }
+
+    fn check_size(&self) -> Result<(), FramingError> {
         if self.buf.len() > self.max_frame {
             return Err(FramingError::FrameTooLarge {
                 limit: self.max_frame,
@@ -197,12 +187,51 @@ impl SseFramer {
         Ok(())
     }
 
+    /// Scans `bytes` from `i` (the framer's state says what came before) for the end of the
+    /// current event: the offset just past its blank line. `None` when `bytes` ends first; the
+    /// state then describes the bytes scanned.
+    fn find_end(&mut self, bytes: &[u8], mut i: usize) -> Option<usize> {
+        while i < bytes.len() {
+            if let Some(blank) = self.pending_cr.take() {
+                if bytes[i] == b'\n' {
+                    // CRLF: the LF belongs to the terminator the CR began.
+                    i += 1;
+                    if blank {
+                        return Some(i);
+                    }
+                    continue;
+                }
+                if blank {
+                    // A lone CR ended the blank line: the event ends before this byte.
+                    return Some(i);
+                }
+            }
+            // Only line terminators matter; memchr jumps over the text between them.
+            let Some(k) = memchr::memchr2(b'\r', b'\n', &bytes[i..]) else {
+                self.mid_line = true;
+                return None;
+            };
+            i += k;
+            let blank = k == 0 && !self.mid_line;
+            self.mid_line = false;
+            if bytes[i] == b'\r' {
+                self.pending_cr = Some(blank);
+                i += 1;
+            } else {
+                i += 1;
+                if blank {
+                    return Some(i);
+                }
+            }
+        }
+        None
+    }
+
     /// Ends the stream: whatever is left (an event without its closing blank line) becomes a last
     /// frame, so it is checked and forwarded rather than silently lost.
     pub fn finish(&mut self) -> Option<SseFrame> {
         self.pending_cr = None;
-        self.line_len = 0;
-        self.scanned = 0;
+        self.mid_line = false;
         if self.buf.is_empty() {
             None
         } else {
@@ -210,14 +239,6 @@ impl SseFramer {
                 raw: self.buf.split().freeze(),
             })
         }
-    }
-
-    fn emit(&mut self, end: usize, out: &mut Vec<SseFrame>) {
-        out.push(SseFrame {
-            raw: self.buf.split_to(end).freeze(),
-        });
-        self.line_len = 0;
-        self.scanned = 0;
     }
 }
 
@@ -230,10 +251,57 @@ mod tests {
         let mut f = SseFramer::new(1 << 20);
         let mut out = Vec::new();
         for c in chunks {
-            f.push(c, &mut out).unwrap_or_else(|e| panic!("{e}"));
+            f.push(&Bytes::copy_from_slice(c), &mut out)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         out.extend(f.finish());
         out.into_iter().map(|f| f.raw.to_vec()).collect()
+    }
+
+    /// The frames of `s` by the definition: an event ends with a blank line; lines end with
+    /// CRLF, LF or CR. Byte by byte, the whole input at once.
+    fn reference_frames(s: &[u8]) -> Vec<Vec<u8>> {
+        let (mut frames, mut start, mut line_len, mut i) = (Vec::new(), 0, 0, 0);
+        while i < s.len() {
+            if s[i] == b'\r' || s[i] == b'\n' {
+                let end = if s[i] == b'\r' && s.get(i + 1) == Some(&b'\n') {
+                    i + 2
+                } else {
+                    i + 1
+                };
+                if line_len == 0 {
+                    frames.push(s[start..end].to_vec());
+                    start = end;
+                }
+                line_len = 0;
+                i = end;
+            } else {
+                line_len += 1;
+                i += 1;
+            }
+        }
+        if start < s.len() {
+            frames.push(s[start..].to_vec());
+        }
+        frames
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_split_gives_the_reference_frames(
+            s in proptest::collection::vec(proptest::sample::select(b"a:\r\n d".to_vec()), 0..80),
+            cuts in proptest::collection::vec(0usize..80, 0..6),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(s.len())).collect();
+            cuts.sort_unstable();
+            let mut pieces = Vec::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([s.len()]) {
+                pieces.push(&s[at..c]);
+                at = c;
+            }
+            proptest::prop_assert_eq!(frames_of(&pieces), reference_frames(&s));
+        }
     }
 
     #[test]
@@ -293,6 +361,8 @@ mod tests {
     fn oversized_frame_is_an_error() {
         let mut f = SseFramer::new(8);
         let mut out = Vec::new();
-        assert!(f.push(b"data: 0123456789", &mut out).is_err());
+        assert!(f
+            .push(&Bytes::from_static(b"data: 0123456789"), &mut out)
+            .is_err());
     }
 }

@@ -303,7 +303,7 @@ impl GuardedStream {
         }
     }
 
-    fn ingest(&mut self, data: &[u8]) {
+    fn ingest(&mut self, data: &Bytes) {
         if self.done {
             return; // after the terminal frame: nothing more is relayed
         }
