@@ -121,8 +121,9 @@ pub struct GuardedStream {
     out: VecDeque<Bytes>,
     out_bytes: usize,
     /// An upstream chunk was just taken: poll the upstream again before handing output over, so
-    /// that chunks already received (an HTTP/2 burst is buffered by h2, an HTTP/1 chunk waits
-    /// in hyper's one-slot channel) leave in one client write. Never waits for the network.
+    /// that chunks already received (an HTTP/2 burst is buffered by h2, an HTTP/1 burst sits in
+    /// the connection's read buffer, decoded as the body is polled) leave in one client write.
+    /// Never waits for the network.
     ready_first: bool,
     /// When the upstream last sent something: the idle limit counts from here.
     last_read: tokio::time::Instant,
