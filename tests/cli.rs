@@ -64,15 +64,15 @@ fn check_names_file_validator_and_param_of_an_error() {
 #[test]
 fn check_rejects_an_upstream_ca_file_without_certificates() {
     let dir = tempfile::tempdir().unwrap();
+    let check_with_ca = |ca: &std::path::Path| {
+        let config = dir.path().join("g.yaml");
+        let yaml = format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display());
+        std::fs::write(&config, yaml).unwrap();
+        run(&["check", "--config", config.to_str().unwrap()], &[])
+    };
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, "not a certificate\n").unwrap();
-    let config = dir.path().join("g.yaml");
-    std::fs::write(
-        &config,
-        format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display()),
-    )
-    .unwrap();
-    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
+    let (ok, out) = check_with_ca(&ca);
     assert!(!ok, "{out}");
     assert!(
         out.contains(&format!(
@@ -81,13 +81,7 @@ fn check_rejects_an_upstream_ca_file_without_certificates() {
         )),
         "{out}"
     );
-    let missing = dir.path().join("missing.pem");
-    std::fs::write(
-        &config,
-        format!("upstream_tls:\n  ca_path: \"{}\"\n", missing.display()),
-    )
-    .unwrap();
-    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
+    let (ok, out) = check_with_ca(&dir.path().join("missing.pem"));
     assert!(
         !ok && out.contains("upstream_tls.ca_path: cannot read"),
         "{out}"
