@@ -115,27 +115,32 @@ struct Event<'a> {
 struct StartBlock<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     name: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct EventDelta<'a> {
-    #[serde(rename = "type", borrow, default)]
+    #[serde(
+        rename = "type",
+        borrow,
+        default,
+        deserialize_with = "super::borrow_opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     partial_json: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     stop_reason: Option<Cow<'a, str>>,
 }
 
@@ -270,7 +275,7 @@ impl StreamDecoder for MessagesStream {
 struct WholeMessage<'a> {
     #[serde(borrow, default)]
     content: Vec<WholeBlock<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<Usage>,
@@ -280,13 +285,13 @@ struct WholeMessage<'a> {
 struct WholeBlock<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     input: Option<&'a RawValue>,

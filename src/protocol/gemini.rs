@@ -136,7 +136,7 @@ struct Candidate<'a> {
     index: Option<u32>,
     #[serde(borrow, default)]
     content: Option<CandidateContent<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
@@ -149,7 +149,7 @@ struct CandidateContent<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Part<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     text: Option<Cow<'a, str>>,
     #[serde(default)]
     thought: Option<bool>,
@@ -159,7 +159,7 @@ struct Part<'a> {
 
 #[derive(Deserialize)]
 struct ResponseCall<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     name: Cow<'a, str>,

@@ -14,6 +14,18 @@ use crate::error::GatewayError;
 use bytes::Bytes;
 use std::borrow::Cow;
 
+/// For `Option<Cow<str>>` fields: borrows the string from the input when it has no escapes.
+/// serde's `#[serde(borrow)]` does not reach through `Option`, so without this every streamed
+/// text would be copied into a new `String`.
+fn borrow_opt_str<'de: 'a, 'a, D>(d: D) -> Result<Option<Cow<'a, str>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(serde::Deserialize)]
+    struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(<Option<Str<'a>> as serde::Deserialize>::deserialize(d)?.map(|s| s.0))
+}
+
 /// A request as guardwire needs to see it.
 #[derive(Debug, Clone, Default)]
 pub struct ParsedRequest {

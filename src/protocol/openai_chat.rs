@@ -102,19 +102,19 @@ struct ChunkChoice<'a> {
     index: u32,
     #[serde(borrow, default, alias = "message")]
     delta: Option<ChoiceDelta<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct ChoiceDelta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     refusal: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     reasoning: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
@@ -124,7 +124,7 @@ struct ChoiceDelta<'a> {
 struct ToolCallDelta<'a> {
     #[serde(default)]
     index: Option<u32>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     function: Option<FunctionDelta<'a>>,
@@ -132,9 +132,9 @@ struct ToolCallDelta<'a> {
 
 #[derive(Deserialize)]
 struct FunctionDelta<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     arguments: Option<Cow<'a, str>>,
 }
 
@@ -346,6 +346,22 @@ mod tests {
         let mut out = Vec::new();
         let kind = ChatStream.decode(None, data.as_bytes(), &mut out).unwrap();
         (kind, out)
+    }
+
+    #[test]
+    fn texts_are_borrowed_from_the_frame_unless_escaped() {
+        let (_, out) = decode(
+            r#"{"choices":[{"index":0,"delta":{"content":"plain"}},{"index":1,"delta":{"content":"a\nb\u00e9"}}]}"#,
+        );
+        let texts: Vec<&Cow<str>> = out
+            .iter()
+            .filter_map(|d| match d {
+                Delta::Text { text, .. } => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert!(matches!(texts[0], Cow::Borrowed("plain")), "{out:?}");
+        assert_eq!(texts[1], "a\nbé");
     }
 
     #[test]

@@ -141,13 +141,13 @@ struct Event<'a> {
     kind: Cow<'a, str>,
     #[serde(default)]
     output_index: Option<u32>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     delta: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     refusal: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     arguments: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     part: Option<OutputContent<'a>>,
@@ -159,13 +159,18 @@ struct Event<'a> {
 
 #[derive(Deserialize)]
 struct OutputItem<'a> {
-    #[serde(rename = "type", borrow, default)]
+    #[serde(
+        rename = "type",
+        borrow,
+        default,
+        deserialize_with = "super::borrow_opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     call_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     arguments: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Vec<OutputContent<'a>>,
@@ -175,11 +180,16 @@ struct OutputItem<'a> {
 
 #[derive(Deserialize)]
 struct OutputContent<'a> {
-    #[serde(rename = "type", borrow, default)]
+    #[serde(
+        rename = "type",
+        borrow,
+        default,
+        deserialize_with = "super::borrow_opt_str"
+    )]
     kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     text: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     refusal: Option<Cow<'a, str>>,
 }
 
@@ -187,7 +197,7 @@ struct OutputContent<'a> {
 struct WholeResponse<'a> {
     #[serde(borrow, default)]
     output: Vec<OutputItem<'a>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     status: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<Usage>,
