@@ -160,30 +160,19 @@ impl Pool {
         pool
     }
 
-    /// The most recently used idle connection to `key` that is still usable.
+    /// The most recently used idle connection to `key` that is still usable. Each candidate is
+    /// checked outside the lock (the check may read from its socket).
     pub fn take_idle(&self, key: &Arc<PoolKey>) -> Option<H1Conn> {
-        let mut stale = Vec::new();
-        let found = {
-            let mut idle = lock(&self.idle);
-            let list = idle.get_mut(key)?;
-            loop {
-                let Some(mut entry) = list.pop() else {
-                    break None;
-                };
-                if entry.since.elapsed() >= IDLE_TIMEOUT {
-                    // The rest are older still.
-                    stale.push(entry);
-                    stale.append(list);
-                    break None;
-                }
-                if entry.conn.usable() {
-                    break Some(entry.conn);
-                }
-                stale.push(entry);
+        loop {
+            let mut entry = lock(&self.idle).get_mut(key)?.pop()?;
+            if entry.since.elapsed() >= IDLE_TIMEOUT {
+                // The rest are older still; the sweep closes them.
+                return None;
             }
-        };
-        drop(stale); // closes sockets outside the lock
-        found
+            if entry.conn.usable() {
+                return Some(entry.conn);
+            }
+        }
     }
 
     /// Keeps a connection whose response was read to the end, if it can serve another request.
