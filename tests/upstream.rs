@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::mock_upstream::{openai_chat_stream, Chunk, MockUpstream, Reply};
 use common::proxy::{block_frame, post_chat, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
 use http::{StatusCode, Version};
 use std::sync::Arc;
@@ -70,6 +70,34 @@ async fn http1_connections_are_reused_and_a_cut_stream_closes_only_its_own() {
         2,
         "the cut stream's connection was closed, the next request opened a new one"
     );
+}
+
+#[tokio::test]
+async fn a_body_that_ends_after_its_terminal_event_keeps_its_connection() {
+    // The stream's [DONE] arrives at once, the end of the HTTP body 200 ms later: the client's
+    // answer is complete at [DONE], and the connection is returned once the end is read.
+    let stream = openai_chat_stream(&["Hello"]);
+    let mock = MockUpstream::start(move |_| {
+        Reply::chunks(
+            200,
+            vec![
+                Chunk::now(stream.clone()),
+                Chunk::new(Vec::new(), Duration::from_millis(200)),
+            ],
+        )
+        .with_header("content-type", "text/event-stream")
+    })
+    .await;
+    let proxy = start_proxy(&mock.base_url(), PACK, "").await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.body, openai_chat_stream(&["Hello"]));
+    assert!(mock.wait_for_completed(1, Duration::from_secs(5)).await);
+    // The mock has sent the body's end; give the proxy's background read time to take it and
+    // return the connection (generous for a loaded CI machine).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.body, openai_chat_stream(&["Hello"]));
+    assert_eq!(mock.connection_count(), 1);
 }
 
 /// A raw HTTP/1.1 upstream that answers one request per connection without `connection:
