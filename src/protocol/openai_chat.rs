@@ -88,8 +88,9 @@ struct ToolFunction {
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
+    /// Inline: a streamed chunk almost always has one choice, and this is built for every event.
     #[serde(borrow, default)]
-    choices: Vec<ChunkChoice<'a>>,
+    choices: smallvec::SmallVec<[ChunkChoice<'a>; 1]>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]

@@ -98,11 +98,21 @@ pub struct StreamContext {
     pub permit: super::InFlight,
 }
 
+type Needs = smallvec::SmallVec<[(ChannelId, u64); 2]>;
+
+/// An emptied delta list, back to `'static` for keeping: collecting a Vec into one of the same
+/// layout reuses its allocation (`filter` could not change the lifetime).
+#[allow(clippy::unnecessary_filter_map)]
+fn recycle(deltas: Vec<Delta<'_>>) -> Vec<Delta<'static>> {
+    deltas.into_iter().filter_map(|_| None).collect()
+}
+
 /// A frame waiting for the scanner to move past its text.
 struct Held {
     bytes: Bytes,
-    /// (channel, position after this frame's text): releasable once safe there.
-    needs: Vec<(ChannelId, u64)>,
+    /// (channel, position after this frame's text): releasable once safe there. Inline: a
+    /// frame almost always carries one channel's text, and this is built for every event.
+    needs: Needs,
     /// With redact-mode validators: the frame and where its texts are, to mask them on release.
     texts: Option<Box<(SseFrame, Vec<TextSpan>)>>,
 }
@@ -128,6 +138,9 @@ pub struct GuardedStream {
     /// When the upstream last sent something: the idle limit counts from here.
     last_read: tokio::time::Instant,
     frames: Vec<SseFrame>,
+    /// The allocation of a frame's delta list, kept empty between frames so an event does not
+    /// allocate one.
+    delta_scratch: Vec<Delta<'static>>,
     /// The body is complete once `out` drains.
     done: bool,
     idle: Pin<Box<Sleep>>,
@@ -154,6 +167,7 @@ impl GuardedStream {
             ready_first: false,
             last_read: now,
             frames: Vec::new(),
+            delta_scratch: Vec::new(),
             done: false,
             idle: Box::pin(tokio::time::sleep_until(first_deadline)),
             stop: {
@@ -330,12 +344,13 @@ impl GuardedStream {
     fn process_frame(&mut self, frame: SseFrame) {
         let fields = frame.fields();
         let Some(data) = fields.data else {
-            self.hold(frame.raw.clone(), Vec::new(), None);
+            self.hold(frame.raw.clone(), Needs::new(), None);
             return;
         };
         let redacts = self.guard.policy().redacts();
         let mut spans: Vec<TextSpan> = Vec::new();
-        let mut deltas = Vec::new();
+        // An empty Vec<Delta<'static>> is a Vec<Delta<'_>> (deltas borrow this frame's data).
+        let mut deltas: Vec<Delta<'_>> = std::mem::take(&mut self.delta_scratch);
         let kind = match self.decoder.decode(fields.event, &data, &mut deltas) {
             Ok(kind) => kind,
             Err(e) => {
@@ -347,7 +362,7 @@ impl GuardedStream {
                 return;
             }
         };
-        let mut needs: Vec<(ChannelId, u64)> = Vec::new();
+        let mut needs = Needs::new();
         for d in &deltas {
             match self.guard.on_chunk(d) {
                 Err(finding) => return self.block(finding),
@@ -383,7 +398,8 @@ impl GuardedStream {
                 Ok(None) => {}
             }
         }
-        drop(deltas);
+        deltas.clear();
+        self.delta_scratch = recycle(deltas);
         drop(data);
         let texts = (!spans.is_empty()).then(|| Box::new((frame.clone(), spans)));
         match kind {
@@ -391,7 +407,7 @@ impl GuardedStream {
             FrameKind::Terminal | FrameKind::UpstreamError => {
                 self.held.push_back(Held {
                     bytes: frame.raw,
-                    needs: Vec::new(),
+                    needs: Needs::new(),
                     texts,
                 });
                 self.end_of_stream();
@@ -401,12 +417,7 @@ impl GuardedStream {
     }
 
     /// Queues a frame and releases every frame at the front that is now safe.
-    fn hold(
-        &mut self,
-        bytes: Bytes,
-        needs: Vec<(ChannelId, u64)>,
-        texts: Option<Box<(SseFrame, Vec<TextSpan>)>>,
-    ) {
+    fn hold(&mut self, bytes: Bytes, needs: Needs, texts: Option<Box<(SseFrame, Vec<TextSpan>)>>) {
         self.held_bytes += bytes.len();
         self.held.push_back(Held {
             bytes,
@@ -560,5 +571,26 @@ impl Drop for GuardedStream {
                 route: self.ctx.route,
             })
             .observe(self.overhead.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_delta_list_keeps_its_allocation() {
+        let text = String::from("borrowed");
+        let mut deltas: Vec<Delta<'_>> = Vec::with_capacity(8);
+        deltas.push(Delta::Text {
+            choice: 0,
+            channel: crate::delta::Channel::Content,
+            text: std::borrow::Cow::Borrowed(&text),
+        });
+        deltas.clear();
+        let ptr = deltas.as_ptr() as usize;
+        let kept = recycle(deltas);
+        assert_eq!(kept.as_ptr() as usize, ptr);
+        assert_eq!(kept.capacity(), 8);
     }
 }
