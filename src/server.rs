@@ -21,8 +21,6 @@ use tokio::task::JoinHandle;
 pub enum StartError {
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
-    #[error("TLS setup failed: {0}")]
-    Tls(#[from] rustls::Error),
     #[error("upstream client setup failed: {0}")]
     Upstream(String),
     #[error("cannot listen on {addr}: {source}")]
