@@ -73,7 +73,7 @@ fn check(path: &std::path::Path) -> ExitCode {
             .upstream
             .as_ref()
             .map_or("(not configured: answers 404)".to_owned(), |u| {
-                format!("{}://{}{}", u.scheme, u.authority, u.prefix)
+                format!("{}://{}{}", u.scheme(), u.authority(), u.prefix)
             });
         println!(
             "route {} ({}) -> {}",

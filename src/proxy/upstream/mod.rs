@@ -95,21 +95,31 @@ impl UpstreamClient {
 /// A provider's base URL, split for fast request-URI building.
 #[derive(Debug, Clone)]
 pub struct UpstreamBase {
-    pub scheme: Scheme,
-    pub authority: Authority,
+    /// Scheme (TLS or not) and authority; also which pooled connections serve it.
+    key: Arc<PoolKey>,
     /// Path prefix without trailing slash ("" for a bare host).
     pub prefix: String,
-    /// Which pooled connections serve it.
-    key: Arc<PoolKey>,
 }
 
 impl UpstreamBase {
+    pub fn scheme(&self) -> Scheme {
+        if self.key.tls {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        }
+    }
+
+    pub fn authority(&self) -> &Authority {
+        &self.key.authority
+    }
+
     /// The upstream URI for a client request path (and query).
     pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
         let pq = format!("{}{}", self.prefix, path_and_query);
         Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
+            .scheme(self.scheme())
+            .authority(self.authority().clone())
             .path_and_query(PathAndQuery::try_from(pq)?)
             .build()
     }
@@ -135,10 +145,8 @@ pub fn parse_base_url(url: &str) -> Result<UpstreamBase, String> {
     Ok(UpstreamBase {
         key: Arc::new(PoolKey {
             tls: scheme == Scheme::HTTPS,
-            authority: authority.clone(),
+            authority,
         }),
-        scheme,
-        authority,
         prefix: uri.path().trim_end_matches('/').to_owned(),
     })
 }
