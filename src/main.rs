@@ -59,10 +59,7 @@ fn check(path: &std::path::Path) -> ExitCode {
         }
     };
     // The upstream client too (its extra CA file), as `serve` would build it.
-    if let Err(e) = UpstreamClient::new(
-        Duration::from_millis(runtime.config.timeouts.connect_ms),
-        runtime.config.upstream_tls.ca_path.as_deref(),
-    ) {
+    if let Err(e) = UpstreamClient::for_config(&runtime.config) {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }

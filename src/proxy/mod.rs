@@ -186,10 +186,7 @@ impl Exchange {
 
 impl Gateway {
     pub fn new(runtime: Runtime, config_path: Option<PathBuf>) -> Result<Gateway, String> {
-        let client = UpstreamClient::new(
-            Duration::from_millis(runtime.config.timeouts.connect_ms),
-            runtime.config.upstream_tls.ca_path.as_deref(),
-        )?;
+        let client = UpstreamClient::for_config(&runtime.config)?;
         Ok(Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             client,

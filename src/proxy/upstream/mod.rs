@@ -11,13 +11,13 @@ mod pool;
 
 pub use body::UpstreamBody;
 
+use crate::config::Config;
 use bytes::Bytes;
 use connect::{Connected, Connector};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::Full;
 use pool::{Pool, PoolKey, Unsent};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,10 +37,14 @@ pub struct UpstreamClient {
 }
 
 impl UpstreamClient {
-    /// `extra_ca`: a PEM file of CA certificates trusted besides the webpki roots.
-    pub fn new(connect_timeout: Duration, extra_ca: Option<&Path>) -> Result<Self, String> {
+    /// The client `config` asks for: `timeouts.connect_ms`, and `upstream_tls.ca_path` (CA
+    /// certificates trusted besides the webpki roots).
+    pub fn for_config(config: &Config) -> Result<Self, String> {
         Ok(UpstreamClient {
-            connector: Connector::new(connect_timeout, extra_ca)?,
+            connector: Connector::new(
+                Duration::from_millis(config.timeouts.connect_ms),
+                config.upstream_tls.ca_path.as_deref(),
+            )?,
             pool: Pool::new(),
         })
     }
