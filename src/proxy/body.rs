@@ -100,8 +100,8 @@ pub struct StreamContext {
 
 type Needs = smallvec::SmallVec<[(ChannelId, u64); 2]>;
 
-/// An emptied delta list, back to `'static` for keeping: collecting a Vec into one of the same
-/// layout reuses its allocation (`filter` could not change the lifetime).
+/// Empties a delta list and turns it back to `'static` for keeping: collecting a Vec into one
+/// of the same layout reuses its allocation (`filter` could not change the lifetime).
 #[allow(clippy::unnecessary_filter_map)]
 fn recycle(deltas: Vec<Delta<'_>>) -> Vec<Delta<'static>> {
     deltas.into_iter().filter_map(|_| None).collect()
@@ -398,7 +398,6 @@ impl GuardedStream {
                 Ok(None) => {}
             }
         }
-        deltas.clear();
         self.delta_scratch = recycle(deltas);
         drop(data);
         let texts = (!spans.is_empty()).then(|| Box::new((frame.clone(), spans)));
@@ -579,7 +578,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_recycled_delta_list_keeps_its_allocation() {
+    fn a_recycled_delta_list_is_emptied_and_keeps_its_allocation() {
         let text = String::from("borrowed");
         let mut deltas: Vec<Delta<'_>> = Vec::with_capacity(8);
         deltas.push(Delta::Text {
@@ -587,9 +586,9 @@ mod tests {
             channel: crate::delta::Channel::Content,
             text: std::borrow::Cow::Borrowed(&text),
         });
-        deltas.clear();
         let ptr = deltas.as_ptr() as usize;
         let kept = recycle(deltas);
+        assert!(kept.is_empty());
         assert_eq!(kept.as_ptr() as usize, ptr);
         assert_eq!(kept.capacity(), 8);
     }
