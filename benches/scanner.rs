@@ -929,6 +929,13 @@ fn bench_pii(c: &mut Criterion, long: &str) {
 
 fn main() {
     let long = prose(LONG_LEN, 0x7E47);
+    // `-- decode` runs only the frame decoding group.
+    if std::env::args().skip(1).any(|a| a == "decode") {
+        let mut c = Criterion::default().configure_from_args();
+        bench_decode(&mut c);
+        c.final_summary();
+        return;
+    }
     // `-- pii` runs only the PII group: skip building the other (slow) fixtures.
     if std::env::args().skip(1).any(|a| a == "pii") {
         let mut c = Criterion::default().configure_from_args();
@@ -959,5 +966,28 @@ fn main() {
     bench_stream_length(&mut c, thousand, &long);
     bench_stream_guard(&mut c, text);
     bench_pii(&mut c, &long);
+    bench_decode(&mut c);
     c.final_summary();
+}
+
+/// Decoding one streamed Chat Completions event as the provider sends it (the load bench's
+/// chunk): what every event costs before any check runs.
+fn bench_decode(c: &mut Criterion) {
+    let chunk = br#"{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":" the quick brown fox jumps"},"logprobs":null,"finish_reason":null}]}"#;
+    let escaped = br#"{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1735689600,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":"\n\n\"quoted\" caf\u00e9"},"logprobs":null,"finish_reason":null}]}"#;
+    let protocol = guardwire::protocol::by_name("openai_chat").expect("openai_chat");
+    let mut decoder = protocol.stream_decoder();
+    let mut group = c.benchmark_group("decode/openai_chat_chunk");
+    for (name, data) in [("plain", &chunk[..]), ("escaped", &escaped[..])] {
+        group.throughput(Throughput::Bytes(data.len() as u64));
+        group.bench_function(name, |b| {
+            let mut out = Vec::new();
+            b.iter(|| {
+                out.clear();
+                let kind = decoder.decode(None, black_box(data), &mut out);
+                black_box((&kind, out.len()));
+            })
+        });
+    }
+    group.finish();
 }

@@ -7,6 +7,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod skim;
 
 use crate::config::Upstreams;
 use crate::delta::{Channel, Conversation, Delta};

@@ -5,6 +5,7 @@
 //! Text, refusals, reasoning (`reasoning_content` / `reasoning`, as compatible servers send it)
 //! and tool-call argument fragments of *every* choice become deltas.
 
+use super::skim::{Skim, Skimmed, Unsure};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
@@ -86,7 +87,7 @@ struct ToolFunction {
 
 // ---- stream chunks and whole responses ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Chunk<'a> {
     /// Inline: a streamed chunk almost always has one choice, and this is built for every event.
     #[serde(borrow, default)]
@@ -97,7 +98,7 @@ struct Chunk<'a> {
     error: Option<serde::de::IgnoredAny>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ChunkChoice<'a> {
     #[serde(default)]
     index: u32,
@@ -107,7 +108,7 @@ struct ChunkChoice<'a> {
     finish_reason: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ChoiceDelta<'a> {
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     content: Option<Cow<'a, str>>,
@@ -121,7 +122,7 @@ struct ChoiceDelta<'a> {
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ToolCallDelta<'a> {
     #[serde(default)]
     index: Option<u32>,
@@ -131,7 +132,7 @@ struct ToolCallDelta<'a> {
     function: Option<FunctionDelta<'a>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct FunctionDelta<'a> {
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     name: Option<Cow<'a, str>>,
@@ -139,7 +140,7 @@ struct FunctionDelta<'a> {
     arguments: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Usage {
     #[serde(default)]
     prompt_tokens: Option<u64>,
@@ -147,16 +148,193 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
+// ---- the fast path: the same structs, filled by the skim reader ----
+
+/// Fills `chunk` from a chunk or whole response read with [`Skim`], in place (the structs are
+/// large enough that moving them shows in the profile); [`Unsure`] sends it to serde_json.
+fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<()> {
+    let mut s = Skim::new(data);
+    let mut seen = Seen::default();
+    s.object(|s, key| match key {
+        b"choices" => {
+            seen.once(0)?;
+            s.array(|s| {
+                chunk.choices.push(ChunkChoice::default());
+                match chunk.choices.last_mut() {
+                    Some(choice) => skim_choice(s, choice),
+                    None => Err(Unsure),
+                }
+            })
+        }
+        b"usage" => {
+            seen.once(1)?;
+            if !s.null() {
+                chunk.usage = Some(skim_usage(s)?);
+            }
+            Ok(())
+        }
+        b"error" => Err(Unsure),
+        _ => s.skip(),
+    })?;
+    s.end()
+}
+
+fn skim_choice<'a>(s: &mut Skim<'a>, choice: &mut ChunkChoice<'a>) -> Skimmed<()> {
+    let mut seen = Seen::default();
+    s.object(|s, key| match key {
+        b"index" => {
+            seen.once(0)?;
+            choice.index = s.u32()?;
+            Ok(())
+        }
+        // `message` is an alias of `delta`: the two together are a duplicate field.
+        b"delta" | b"message" => {
+            seen.once(1)?;
+            if !s.null() {
+                skim_delta(s, choice.delta.insert(ChoiceDelta::default()))?;
+            }
+            Ok(())
+        }
+        b"finish_reason" => {
+            seen.once(2)?;
+            choice.finish_reason = s.opt_str()?;
+            Ok(())
+        }
+        _ => s.skip(),
+    })
+}
+
+fn skim_delta<'a>(s: &mut Skim<'a>, d: &mut ChoiceDelta<'a>) -> Skimmed<()> {
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        let (bit, slot) = match key {
+            b"content" => (0, &mut d.content),
+            b"refusal" => (1, &mut d.refusal),
+            b"reasoning_content" => (2, &mut d.reasoning_content),
+            b"reasoning" => (3, &mut d.reasoning),
+            b"tool_calls" => {
+                seen.once(4)?;
+                if !s.null() {
+                    let mut calls = Vec::new();
+                    s.array(|s| {
+                        calls.push(skim_tool_call(s)?);
+                        Ok(())
+                    })?;
+                    d.tool_calls = Some(calls);
+                }
+                return Ok(());
+            }
+            _ => return s.skip(),
+        };
+        seen.once(bit)?;
+        *slot = s.opt_str()?;
+        Ok(())
+    })
+}
+
+fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
+    let mut call = ToolCallDelta {
+        index: None,
+        id: None,
+        function: None,
+    };
+    let mut seen = Seen::default();
+    s.object(|s, key| match key {
+        b"index" => {
+            seen.once(0)?;
+            call.index = if s.null() { None } else { Some(s.u32()?) };
+            Ok(())
+        }
+        b"id" => {
+            seen.once(1)?;
+            call.id = s.opt_str()?;
+            Ok(())
+        }
+        b"function" => {
+            seen.once(2)?;
+            if !s.null() {
+                let mut f = FunctionDelta {
+                    name: None,
+                    arguments: None,
+                };
+                let mut seen = Seen::default();
+                s.object(|s, key| match key {
+                    b"name" => {
+                        seen.once(0)?;
+                        f.name = s.opt_str()?;
+                        Ok(())
+                    }
+                    b"arguments" => {
+                        seen.once(1)?;
+                        f.arguments = s.opt_str()?;
+                        Ok(())
+                    }
+                    _ => s.skip(),
+                })?;
+                call.function = Some(f);
+            }
+            Ok(())
+        }
+        _ => s.skip(),
+    })?;
+    Ok(call)
+}
+
+fn skim_usage(s: &mut Skim<'_>) -> Skimmed<Usage> {
+    let mut u = Usage {
+        prompt_tokens: None,
+        completion_tokens: None,
+    };
+    let mut seen = Seen::default();
+    s.object(|s, key| match key {
+        b"prompt_tokens" => {
+            seen.once(0)?;
+            u.prompt_tokens = s.opt_u64()?;
+            Ok(())
+        }
+        b"completion_tokens" => {
+            seen.once(1)?;
+            u.completion_tokens = s.opt_u64()?;
+            Ok(())
+        }
+        _ => s.skip(),
+    })?;
+    Ok(u)
+}
+
+/// Known keys seen in one object: serde rejects a known key that comes twice.
+#[derive(Default)]
+struct Seen(u8);
+
+impl Seen {
+    fn once(&mut self, bit: u8) -> Skimmed<()> {
+        if self.0 & (1 << bit) != 0 {
+            return Err(Unsure);
+        }
+        self.0 |= 1 << bit;
+        Ok(())
+    }
+}
+
+/// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json.
+fn parse_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>, what: &str) -> Result<(), DecodeError> {
+    if skim_chunk(data, chunk).is_err() {
+        *chunk = serde_json::from_slice(data)
+            .map_err(|e| DecodeError(format!("malformed chat completion{what}: {e}")))?;
+    }
+    Ok(())
+}
+
 /// Appends the deltas of one chunk (or of a whole response: `message` instead of `delta`).
-fn chunk_deltas<'a>(chunk: Chunk<'a>, out: &mut Vec<Delta<'a>>) {
-    for c in chunk.choices {
+fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
+    for c in &mut chunk.choices {
         let choice = c.index;
-        if let Some(d) = c.delta {
+        if let Some(d) = &mut c.delta {
             let texts = [
-                (Channel::Reasoning, d.reasoning_content),
-                (Channel::Reasoning, d.reasoning),
-                (Channel::Refusal, d.refusal),
-                (Channel::Content, d.content),
+                (Channel::Reasoning, d.reasoning_content.take()),
+                (Channel::Reasoning, d.reasoning.take()),
+                (Channel::Refusal, d.refusal.take()),
+                (Channel::Content, d.content.take()),
             ];
             for (channel, text) in texts {
                 if let Some(text) = text.filter(|t| !t.is_empty()) {
@@ -167,7 +345,7 @@ fn chunk_deltas<'a>(chunk: Chunk<'a>, out: &mut Vec<Delta<'a>>) {
                     });
                 }
             }
-            for (position, call) in d.tool_calls.into_iter().flatten().enumerate() {
+            for (position, call) in d.tool_calls.take().into_iter().flatten().enumerate() {
                 let index = call.index.unwrap_or(position as u32);
                 let Some(function) = call.function else {
                     continue;
@@ -189,11 +367,11 @@ fn chunk_deltas<'a>(chunk: Chunk<'a>, out: &mut Vec<Delta<'a>>) {
                 }
             }
         }
-        if let Some(reason) = c.finish_reason {
+        if let Some(reason) = c.finish_reason.take() {
             out.push(Delta::Finish { choice, reason });
         }
     }
-    if let Some(u) = chunk.usage {
+    if let Some(u) = chunk.usage.take() {
         out.push(Delta::Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
@@ -213,12 +391,12 @@ impl StreamDecoder for ChatStream {
         if data.trim_ascii() == b"[DONE]" {
             return Ok(FrameKind::Terminal);
         }
-        let chunk: Chunk<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed chat completion chunk: {e}")))?;
+        let mut chunk = Chunk::default();
+        parse_chunk(data, &mut chunk, " chunk")?;
         if chunk.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
-        chunk_deltas(chunk, out);
+        chunk_deltas(&mut chunk, out);
         Ok(FrameKind::Data)
     }
 }
@@ -297,9 +475,9 @@ impl Protocol for OpenAiChat {
         body: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<(), DecodeError> {
-        let chunk: Chunk<'a> = serde_json::from_slice(body)
-            .map_err(|e| DecodeError(format!("malformed chat completion: {e}")))?;
-        chunk_deltas(chunk, out);
+        let mut chunk = Chunk::default();
+        parse_chunk(body, &mut chunk, "")?;
+        chunk_deltas(&mut chunk, out);
         Ok(())
     }
 
@@ -337,6 +515,9 @@ pub fn openai_error_json(err: &GatewayError) -> String {
     };
     serde_json::to_string(&body).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod skim_tests;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,483 @@
+//! A strict, allocation-free JSON reader for the stream hot path.
+//!
+//! serde_json's derive path spends most of a chat chunk's decoding on what guardwire throws
+//! away: every key is decoded and UTF-8-checked, every ignored value parsed, the chunk struct
+//! moved several times. A stream decoder needs a few strings from a frame whose shape barely
+//! varies, so it walks the frame with this reader first and hands anything the reader does not
+//! fully understand — an escaped key, an unexpected type, a known key twice, deep nesting — to
+//! serde_json, which then decides and reports errors exactly as before ([`Unsure`]).
+//!
+//! The reader is never more lenient than serde_json: whatever it accepts is JSON that serde_json
+//! accepts with the same values (the decoders' differential tests hold it to that).
+
+use std::borrow::Cow;
+
+/// "Not sure": the caller decodes the input with serde_json instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsure;
+
+pub type Skimmed<T> = Result<T, Unsure>;
+
+/// Nesting limit, below serde_json's 128 so that anything deeper goes to serde for its error.
+const MAX_DEPTH: u32 = 100;
+
+pub struct Skim<'a> {
+    b: &'a [u8],
+    i: usize,
+    depth: u32,
+}
+
+impl<'a> Skim<'a> {
+    pub fn new(b: &'a [u8]) -> Self {
+        Skim { b, i: 0, depth: 0 }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        while let Some(&c) = self.b.get(self.i) {
+            if matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                self.i += 1;
+            } else {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn eat(&mut self, c: u8) -> Skimmed<()> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(Unsure)
+        }
+    }
+
+    fn enter(&mut self) -> Skimmed<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(Unsure);
+        }
+        Ok(())
+    }
+
+    /// Only whitespace is left (serde_json rejects trailing characters).
+    pub fn end(&mut self) -> Skimmed<()> {
+        if self.peek().is_none() {
+            Ok(())
+        } else {
+            Err(Unsure)
+        }
+    }
+
+    /// An object: `f` is called with each key (raw bytes; an escaped key is [`Unsure`]) and
+    /// must consume its value.
+    pub fn object(&mut self, mut f: impl FnMut(&mut Self, &'a [u8]) -> Skimmed<()>) -> Skimmed<()> {
+        self.eat(b'{')?;
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+        } else {
+            loop {
+                self.eat(b'"')?;
+                let (key, escaped) = self.string_body()?;
+                if escaped {
+                    return Err(Unsure);
+                }
+                self.eat(b':')?;
+                f(self, key)?;
+                match self.peek() {
+                    Some(b',') => self.i += 1,
+                    Some(b'}') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return Err(Unsure),
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// An array: `f` is called once per element and must consume it.
+    pub fn array(&mut self, mut f: impl FnMut(&mut Self) -> Skimmed<()>) -> Skimmed<()> {
+        self.eat(b'[')?;
+        self.enter()?;
+        if self.peek() == Some(b']') {
+            self.i += 1;
+        } else {
+            loop {
+                f(self)?;
+                match self.peek() {
+                    Some(b',') => self.i += 1,
+                    Some(b']') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return Err(Unsure),
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// Consumes a `null` if one is next.
+    pub fn null(&mut self) -> bool {
+        if self.peek() == Some(b'n') && self.b[self.i..].starts_with(b"null") {
+            self.i += 4;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A string, borrowed from the input unless it has escapes.
+    pub fn str(&mut self) -> Skimmed<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.i - 1;
+        let (body, escaped) = self.string_body()?;
+        if escaped {
+            // Rare enough (newlines, quotes) to let serde_json unescape just this string.
+            return serde_json::from_slice::<String>(&self.b[start..self.i])
+                .map(Cow::Owned)
+                .map_err(|_| Unsure);
+        }
+        std::str::from_utf8(body)
+            .map(Cow::Borrowed)
+            .map_err(|_| Unsure)
+    }
+
+    /// `null` or a string.
+    pub fn opt_str(&mut self) -> Skimmed<Option<Cow<'a, str>>> {
+        if self.null() {
+            Ok(None)
+        } else {
+            self.str().map(Some)
+        }
+    }
+
+    /// A non-negative integer that fits `u64` (serde_json's own rule for unsigned fields:
+    /// no sign, fraction or exponent).
+    pub fn u64(&mut self) -> Skimmed<u64> {
+        self.peek();
+        let digits = self.b[self.i..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let text = &self.b[self.i..self.i + digits];
+        if digits == 0 || (digits > 1 && text[0] == b'0') {
+            return Err(Unsure);
+        }
+        if matches!(self.b.get(self.i + digits), Some(b'.' | b'e' | b'E')) {
+            return Err(Unsure);
+        }
+        let mut v: u64 = 0;
+        for &c in text {
+            v = v
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(c - b'0')))
+                .ok_or(Unsure)?;
+        }
+        self.i += digits;
+        Ok(v)
+    }
+
+    pub fn u32(&mut self) -> Skimmed<u32> {
+        u32::try_from(self.u64()?).map_err(|_| Unsure)
+    }
+
+    /// `null` or a `u64`.
+    pub fn opt_u64(&mut self) -> Skimmed<Option<u64>> {
+        if self.null() {
+            Ok(None)
+        } else {
+            self.u64().map(Some)
+        }
+    }
+
+    /// Any value, checked against the JSON grammar and not kept.
+    pub fn skip(&mut self) -> Skimmed<()> {
+        match self.peek().ok_or(Unsure)? {
+            b'"' => {
+                self.i += 1;
+                self.string_body().map(|_| ())
+            }
+            b'{' => {
+                self.eat(b'{')?;
+                self.enter()?;
+                if self.peek() == Some(b'}') {
+                    self.i += 1;
+                } else {
+                    loop {
+                        self.eat(b'"')?;
+                        self.string_body()?;
+                        self.eat(b':')?;
+                        self.skip()?;
+                        match self.peek() {
+                            Some(b',') => self.i += 1,
+                            Some(b'}') => {
+                                self.i += 1;
+                                break;
+                            }
+                            _ => return Err(Unsure),
+                        }
+                    }
+                }
+                self.depth -= 1;
+                Ok(())
+            }
+            b'[' => self.array(|s| s.skip()),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => Err(Unsure),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Skimmed<()> {
+        if self.b[self.i..].starts_with(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            Err(Unsure)
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Skimmed<()> {
+        let b = self.b;
+        let mut i = self.i;
+        let digits = |i: &mut usize| {
+            let start = *i;
+            while b.get(*i).is_some_and(u8::is_ascii_digit) {
+                *i += 1;
+            }
+            *i - start
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        let first = b.get(i).copied();
+        let int = digits(&mut i);
+        if int == 0 || (int > 1 && first == Some(b'0')) {
+            return Err(Unsure);
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if digits(&mut i) == 0 {
+                return Err(Unsure);
+            }
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if digits(&mut i) == 0 {
+                return Err(Unsure);
+            }
+        }
+        self.i = i;
+        Ok(())
+    }
+
+    /// The rest of a string whose opening quote is consumed: its raw body (valid UTF-8), and
+    /// whether it has escapes. Control characters, malformed escapes and `\u` surrogates that
+    /// are not a high-low pair are [`Unsure`].
+    fn string_body(&mut self) -> Skimmed<(&'a [u8], bool)> {
+        let b = self.b;
+        let start = self.i;
+        let mut escaped = false;
+        let mut non_ascii = false;
+        let mut i = start;
+        loop {
+            i += plain_run(&b[i..], &mut non_ascii);
+            match *b.get(i).ok_or(Unsure)? {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    match b.get(i + 1).ok_or(Unsure)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                        b'u' => {
+                            i = match hex_unit(b, i + 2)? {
+                                0xD800..=0xDBFF if b.get(i + 6..i + 8) == Some(b"\\u") => {
+                                    match hex_unit(b, i + 8)? {
+                                        0xDC00..=0xDFFF => i + 12,
+                                        _ => return Err(Unsure),
+                                    }
+                                }
+                                0xD800..=0xDFFF => return Err(Unsure),
+                                _ => i + 6,
+                            };
+                        }
+                        _ => return Err(Unsure),
+                    }
+                }
+                _ => return Err(Unsure), // a control character
+            }
+        }
+        self.i = i + 1;
+        // serde_json checks UTF-8 in keys and kept strings; checking skipped ones too keeps this
+        // reader from accepting what serde_json might not. ASCII needs no second look.
+        if non_ascii {
+            std::str::from_utf8(&b[start..i]).map_err(|_| Unsure)?;
+        }
+        Ok((&b[start..i], escaped))
+    }
+}
+
+/// Length of the leading run of `b` free of `"`, `\\` and control characters; notes in
+/// `non_ascii` whether the run has bytes ≥ 0x80. Eight bytes per step (SWAR): strings are
+/// short, so this beats a call into a SIMD search plus a separate UTF-8 pass.
+fn plain_run(b: &[u8], non_ascii: &mut bool) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let mut i = 0;
+    while let Some(word) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        // Bytes < 0x20 (exact for ASCII bytes; bytes ≥ 0x80 are masked out by `!x`), `"`, `\\`.
+        let stop = (x.wrapping_sub(ONES * 0x20) & !x & HIGH)
+            | zero_byte(x ^ (ONES * u64::from(b'"')))
+            | zero_byte(x ^ (ONES * u64::from(b'\\')));
+        if stop != 0 {
+            // The lowest flagged byte is exact (borrows only run upwards).
+            let at = i + (stop.trailing_zeros() / 8) as usize;
+            *non_ascii |= b[i..at].iter().any(|&c| c >= 0x80);
+            return at;
+        }
+        *non_ascii |= x & HIGH != 0;
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        *non_ascii |= c >= 0x80;
+        i += 1;
+    }
+    i
+}
+
+/// The code unit of the four hex digits at `at`.
+fn hex_unit(b: &[u8], at: usize) -> Skimmed<u16> {
+    let hex = b.get(at..at + 4).ok_or(Unsure)?;
+    if !hex.iter().all(u8::is_ascii_hexdigit) {
+        return Err(Unsure);
+    }
+    let hex = std::str::from_utf8(hex).map_err(|_| Unsure)?;
+    u16::from_str_radix(hex, 16).map_err(|_| Unsure)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skips(json: &str) -> bool {
+        let mut s = Skim::new(json.as_bytes());
+        s.skip().and_then(|()| s.end()).is_ok()
+    }
+
+    #[test]
+    fn skips_exactly_what_json_allows() {
+        for ok in [
+            r#"{"a":[1,-2.5e+3,0,true,false,null,"x\n\u00e9\"",{}],"b":{"c":[]}}"#,
+            " [ 1 , 2 ] ",
+            r#""é""#,
+            "0.0",
+            "-0",
+            "1E5",
+            "\"\\ud83d\\ude00\"",
+        ] {
+            assert!(skips(ok), "{ok}");
+            assert!(
+                serde_json::from_str::<serde_json::Value>(ok).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "01",
+            "1.",
+            "-",
+            "1e",
+            ".5",
+            "+1",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\"}",
+            "[1 2]",
+            "tru",
+            "\"a\tb\"",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"\\u+123\"",
+            "\"abc",
+            "[1]]",
+            "{'a':1}",
+            "nul",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\\ud83d\\u0041\"",
+            "\"\\ud83d\"",
+        ] {
+            assert!(!skips(bad), "{bad}");
+        }
+        let deep = "[".repeat(101) + &"]".repeat(101);
+        assert!(!skips(&deep), "nesting beyond the limit goes to serde_json");
+        let shallow = "[".repeat(100) + &"]".repeat(100);
+        assert!(skips(&shallow));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_run_stops_where_a_byte_loop_stops(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    3 => 0x20u8..0x7f,
+                    1 => proptest::prelude::any::<u8>(),
+                    1 => proptest::sample::select(vec![b'"', b'\\', 0x1f, 0x7f, 0x80, 0xff]),
+                ],
+                0..40,
+            )
+        ) {
+            let end = bytes
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .unwrap_or(bytes.len());
+            let mut non_ascii = false;
+            proptest::prop_assert_eq!(plain_run(&bytes, &mut non_ascii), end);
+            proptest::prop_assert_eq!(non_ascii, bytes[..end].iter().any(|&c| c >= 0x80));
+        }
+    }
+
+    #[test]
+    fn strings_borrow_unless_escaped_and_integers_are_strict() {
+        let mut s = Skim::new(br#"["plain", "a\nb", null, 42, 007]"#);
+        let mut got = Vec::new();
+        let r = s.array(|s| {
+            match got.len() {
+                0 | 1 => got.push(format!("{:?}", s.str()?)),
+                2 => got.push(format!("{:?}", s.opt_str()?)),
+                3 => got.push(s.u64()?.to_string()),
+                _ => {
+                    s.u64()?;
+                }
+            }
+            Ok(())
+        });
+        assert_eq!(r, Err(Unsure), "007 is not a JSON number");
+        assert_eq!(got, ["\"plain\"", "\"a\\nb\"", "None", "42"]);
+        assert!(matches!(
+            Skim::new(b"\"plain\"").str(),
+            Ok(Cow::Borrowed("plain"))
+        ));
+        assert!(matches!(Skim::new(b"\"a\\nb\"").str(), Ok(Cow::Owned(s)) if s == "a\nb"));
+        for bad in ["1.0", "-1", "1e2", "18446744073709551616"] {
+            assert_eq!(Skim::new(bad.as_bytes()).u64(), Err(Unsure), "{bad}");
+        }
+        assert_eq!(Skim::new(b"4294967296").u32(), Err(Unsure));
+        assert_eq!(Skim::new(b"18446744073709551615").u64(), Ok(u64::MAX));
+    }
+}
