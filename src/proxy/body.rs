@@ -182,6 +182,12 @@ impl GuardedStream {
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        // Once per poll, not per upstream frame: polling registers this task's waker, and a
+        // burst of frames is decoded in one poll.
+        if !self.done && self.stop.as_mut().poll(cx).is_ready() {
+            tracing::info!(request_id = %self.ctx.request_id, "drain deadline: ending the stream");
+            self.terminate(GatewayError::ShuttingDown);
+        }
         loop {
             // Output waits while the upstream has more ready (see `ready_first`).
             let ready_first = self.ready_first && self.upstream.is_some() && !self.done;
@@ -196,11 +202,6 @@ impl GuardedStream {
             if self.done {
                 self.release_upstream(cx);
                 return Poll::Ready(None);
-            }
-            if self.stop.as_mut().poll(cx).is_ready() {
-                tracing::info!(request_id = %self.ctx.request_id, "drain deadline: ending the stream");
-                self.terminate(GatewayError::ShuttingDown);
-                continue;
             }
             let Some(upstream) = self.upstream.as_mut() else {
                 self.done = true;
