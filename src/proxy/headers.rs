@@ -48,7 +48,50 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
         .filter(|v| !v.is_empty() && v.len() <= 200)
         .cloned()
         .unwrap_or_else(|| {
-            let id = uuid::Uuid::new_v4().simple().to_string();
+            let id = fresh_request_id().simple().to_string();
             HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
         })
+}
+
+/// A random (version 4) UUID from a per-thread generator seeded once from the OS, instead of
+/// a `getrandom` system call per request. Request ids need to be unique, not secret.
+fn fresh_request_id() -> uuid::Uuid {
+    thread_local! {
+        static STATE: std::cell::Cell<u64> = std::cell::Cell::new(uuid::Uuid::new_v4().as_u64_pair().0);
+    }
+    // SplitMix64: a full-period 64-bit sequence per thread from a random start.
+    let next = || {
+        STATE.with(|s| {
+            let x = s.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+            s.set(x);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        })
+    };
+    let bits = (u128::from(next()) << 64) | u128::from(next());
+    uuid::Builder::from_random_bytes(bits.to_le_bytes()).into_uuid()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_request_ids_are_distinct_version_4_uuids() {
+        let ids: std::collections::HashSet<_> = (0..10_000).map(|_| fresh_request_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        for id in ids.iter().take(100) {
+            assert_eq!(id.get_version(), Some(uuid::Version::Random));
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+        }
+        // Other threads start elsewhere in the sequence.
+        let other = std::thread::spawn(fresh_request_id)
+            .join()
+            .unwrap_or_default();
+        assert!(!ids.contains(&other));
+        let id = request_id(&HeaderMap::new());
+        assert_eq!(id.len(), 32, "{id:?}");
+    }
 }

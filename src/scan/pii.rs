@@ -645,6 +645,10 @@ fn is_token_byte(b: u8) -> bool {
 /// Appends `bytes` to the history, keeping at least its last [`HISTORY`] bytes; trimming only
 /// when it has doubled keeps the cost amortised O(1) per byte.
 fn remember(history: &mut Vec<u8>, bytes: &[u8]) {
+    if history.capacity() == 0 {
+        // Its final size at once: growing by doubling cost four reallocations per stream.
+        history.reserve_exact(2 * HISTORY + bytes.len().min(HISTORY));
+    }
     if bytes.len() >= HISTORY {
         history.clear();
         history.extend_from_slice(&bytes[bytes.len() - HISTORY..]);
