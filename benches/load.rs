@@ -3,14 +3,16 @@
 //!
 //! Run: `cargo bench --bench load` (options after `--`: `--quick`, `--protocol chat|responses|
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
-//! `--gap-ms MS`, `--streams 1,100,1000,5000`, `--pii auto|on|off`, `--no-rss`).
+//! `--gap-ms MS`, `--streams 1,100,1000,5000`, `--pii auto|on|off`, `--no-rss`, `--deltas N`,
+//! `--throughput-only`).
 //!
 //! Processes and threads:
 //! - guardwire runs as a child process (`target/release/guardwire serve`), twice: one with no
 //!   packs, one with the realistic pack. Its CPU time (utime + stime from `/proc/<pid>/stat`)
 //!   and RSS (`VmRSS`) are therefore the proxy's alone.
 //! - The mock upstream runs in this process on its own single-worker tokio runtime. It answers
-//!   every streaming call with 40 content deltas (~5 tokens each) framed as the provider does,
+//!   every streaming call with 40 (`--deltas`) content deltas (~5 tokens each) framed as the
+//!   provider does,
 //!   either back to back (throughput) or one every `--gap-ms` (latency), and stamps each delta
 //!   with the time it handed it to hyper (so the client can measure each chunk's transit time).
 //! - The client runs on its own two-worker runtime: N keep-alive HTTP/1.1 connections, each
@@ -137,6 +139,10 @@ struct Opts {
     streams: Vec<usize>,
     pii: Pii,
     rss: bool,
+    /// Content deltas per answer (~27 bytes of text each).
+    deltas: usize,
+    /// Only the throughput phase: no paced latency phase, no RSS steps (long answers).
+    throughput_only: bool,
 }
 
 fn usage() -> ! {
@@ -144,6 +150,7 @@ fn usage() -> ! {
         "usage: cargo bench --bench load -- [--quick] [--protocol chat|responses|anthropic|gemini|all]\n\
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
+         \x20      [--deltas N] [--throughput-only]\n\
          env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
     );
     std::process::exit(2)
@@ -172,6 +179,8 @@ fn parse_opts() -> Opts {
             _ => Pii::Auto,
         },
         rss: true,
+        deltas: 40,
+        throughput_only: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -180,6 +189,16 @@ fn parse_opts() -> Opts {
             "--quick" => {}
             "--bench" => {} // cargo bench passes this to harness = false targets
             "--no-rss" => o.rss = false,
+            "--throughput-only" => {
+                o.throughput_only = true;
+                o.rss = false;
+            }
+            "--deltas" => {
+                o.deltas = val().parse().unwrap_or_else(|_| usage());
+                if o.deltas == 0 {
+                    usage()
+                }
+            }
             "--protocol" => {
                 o.protocols = match val().as_str() {
                     "chat" => vec![Protocol::Chat],
@@ -355,10 +374,10 @@ const VOCAB: &[&str] = &[
     "…",
 ];
 
-/// 40 deltas of about five tokens (five words) each.
-fn answer_deltas(seed: u64) -> Vec<String> {
+/// `n` deltas of about five tokens (five words) each.
+fn answer_deltas(seed: u64, n: usize) -> Vec<String> {
     let mut rng = Rng(seed);
-    (0..40)
+    (0..n)
         .map(|i| {
             let mut s = String::new();
             for w in 0..5 {
@@ -475,7 +494,8 @@ fn yaml_quote(s: &str) -> String {
 }
 
 /// The realistic pack as YAML: 1,000 banned words, 20 regexes, `max_length`, and `pii` if asked.
-fn realistic_pack(pii: bool) -> String {
+/// `max_length` allows 100,000 characters, or twice the answer when it is longer.
+fn realistic_pack(pii: bool, answer_chars: usize) -> String {
     let mut y = String::from("name: load-realistic\nvalidators:\n");
     y.push_str("  - id: banned-words\n    type: content_excludes\n    params:\n      match_mode: word_boundary\n      patterns:\n");
     for w in banned_words() {
@@ -494,7 +514,11 @@ fn realistic_pack(pii: bool) -> String {
             yaml_quote(re)
         );
     }
-    y.push_str("  - id: length\n    type: max_length\n    params:\n      max: 100000\n");
+    let max = answer_chars.saturating_mul(2).max(100_000);
+    let _ = writeln!(
+        y,
+        "  - id: length\n    type: max_length\n    params:\n      max: {max}"
+    );
     if pii {
         y.push_str("  - id: pii\n    type: pii\n");
     }
@@ -546,7 +570,7 @@ fn named(kind: &str, v: &serde_json::Value) -> Event {
     event(format!("event: {kind}\ndata: {v}\n\n"))
 }
 
-/// The stream the mock sends for `p`: framing as the provider sends it, 40 stamped text deltas.
+/// The stream the mock sends for `p`: framing as the provider sends it, stamped text deltas.
 fn stream_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
     use serde_json::json;
     let full: String = deltas.concat();
@@ -1430,17 +1454,20 @@ fn machine_line() -> String {
     format!("{cpus} CPUs ({model}), Linux {kernel}, load average at start {load}")
 }
 
-fn throughput_table(out: &mut String, rows: &[(&str, Summary)], c: usize) {
+fn throughput_table(out: &mut String, rows: &[(&str, Summary)], c: usize, text_bytes: usize) {
     let _ = writeln!(
         out,
         "\n**Throughput** — {c} connections, back-to-back streaming requests, mock sends the \
          whole stream at once\n"
     );
-    out.push_str("| target | req/s | errors | TTFB p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req | proxy RSS MiB |\n|---|---|---|---|---|---|---|\n");
+    out.push_str("| target | req/s | errors | TTFB p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req | proxy CPU µs per KiB of text | proxy RSS MiB |\n|---|---|---|---|---|---|---|---|\n");
     for (name, s) in rows {
+        let per_kib = s.cpu_ms_per_req.map_or("—".into(), |v| {
+            format!("{:.1}", v * 1e3 * 1024.0 / text_bytes as f64)
+        });
         let _ = writeln!(
             out,
-            "| {name} | {:.0} | {} | {} | {} | {} | {} |",
+            "| {name} | {:.0} | {} | {} | {} | {} | {per_kib} | {} |",
             s.rps,
             s.errors,
             ms_list(&s.ttfb),
@@ -1522,8 +1549,9 @@ fn main() {
     eprintln!("load: {machine}");
     eprintln!("load: guardwire binary {}", guardwire_bin().display());
 
-    let deltas = answer_deltas(42);
+    let deltas = answer_deltas(42, opts.deltas);
     let text_bytes: usize = deltas.iter().map(String::len).sum();
+    let text_chars: usize = deltas.iter().map(|d| d.chars().count()).sum();
     let mock_state = Arc::new(MockState {
         gap_ns: AtomicU64::new(0),
         release: watch::channel(0).0,
@@ -1552,7 +1580,7 @@ fn main() {
     let (with_pii, pii_note) = match opts.pii {
         Pii::Off => (false, "pii: off (--pii off)".to_owned()),
         Pii::On | Pii::Auto => {
-            std::fs::write(&pack_path, realistic_pack(true)).unwrap();
+            std::fs::write(&pack_path, realistic_pack(true, text_chars)).unwrap();
             match check(&real_cfg) {
                 Ok(()) => (true, "pii: included".to_owned()),
                 Err(e) if opts.pii == Pii::Auto => (
@@ -1564,7 +1592,7 @@ fn main() {
         }
     };
     if !with_pii {
-        std::fs::write(&pack_path, realistic_pack(false)).unwrap();
+        std::fs::write(&pack_path, realistic_pack(false, text_chars)).unwrap();
         if let Err(e) = check(&real_cfg) {
             panic!("guardwire check rejects the realistic pack: {e}");
         }
@@ -1598,9 +1626,10 @@ fn main() {
     };
     let _ = writeln!(
         report,
-        "Stream: 40 content deltas of ~5 tokens ({text_bytes} bytes of text) plus the protocol's \
+        "Stream: {} content deltas of ~5 tokens ({text_bytes} bytes of text) plus the protocol's \
          framing events. Realistic pack: 1,000 banned words (word boundaries), 20 regexes, \
-         max_length; {pii_note}. Run: `{cmd}`."
+         max_length; {pii_note}. Run: `{cmd}`.",
+        opts.deltas
     );
 
     rt.block_on(async {
@@ -1654,7 +1683,10 @@ fn main() {
                 );
                 rows.push((name, s));
             }
-            throughput_table(&mut report, &rows, opts.concurrency);
+            throughput_table(&mut report, &rows, opts.concurrency, text_bytes);
+            if opts.throughput_only {
+                continue;
+            }
             // Latency: paced, with gaps.
             mock_state
                 .gap_ns

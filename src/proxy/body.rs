@@ -135,6 +135,9 @@ pub struct GuardedStream {
     /// the connection's read buffer, decoded as the body is polled) leave in one client write.
     /// Never waits for the network.
     ready_first: bool,
+    /// A full batch was handed over while the upstream had more ready: the next poll returns
+    /// `Pending` once (waking itself) so that hyper writes the batch out first.
+    yield_once: bool,
     /// When the upstream last sent something: the idle limit counts from here.
     last_read: tokio::time::Instant,
     frames: Vec<SseFrame>,
@@ -165,6 +168,7 @@ impl GuardedStream {
             out: VecDeque::new(),
             out_bytes: 0,
             ready_first: false,
+            yield_once: false,
             last_read: now,
             frames: Vec::new(),
             delta_scratch: Vec::new(),
@@ -182,6 +186,12 @@ impl GuardedStream {
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if std::mem::take(&mut self.yield_once) {
+            // hyper keeps polling a body that is ready and writes only when its buffer is full
+            // (up to 16 pieces): after a full batch, let it write before decoding more.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         // Once per poll, not per upstream frame: polling registers this task's waker, and a
         // burst of frames is decoded in one poll.
         if !self.done && self.stop.as_mut().poll(cx).is_ready() {
@@ -192,6 +202,7 @@ impl GuardedStream {
             // Output waits while the upstream has more ready (see `ready_first`).
             let ready_first = self.ready_first && self.upstream.is_some() && !self.done;
             if !self.out.is_empty() && (!ready_first || self.out_bytes >= GATHER_MAX_BYTES) {
+                self.yield_once = ready_first && !self.done;
                 self.ready_first = false;
                 if self.done {
                     // hyper may not poll again after the last output (`is_end_stream`).
