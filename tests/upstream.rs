@@ -223,3 +223,36 @@ async fn tls_upstream_speaking_http2_is_shared_and_verified() {
 async fn tls_upstream_speaking_http1_is_kept_alive_and_verified() {
     tls_upstream_round_trip(&[b"http/1.1"], Version::HTTP_11).await;
 }
+
+/// A burst of first requests to a TLS upstream that speaks HTTP/2 waits for one connection
+/// and shares it, instead of each request opening (and handshaking) its own.
+#[tokio::test]
+async fn first_requests_to_an_http2_upstream_share_one_connection() {
+    let (config, ca_pem) = tls_server(&[b"h2", b"http/1.1"]);
+    let mock = MockUpstream::start_tls(config, handler).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let proxy = start_proxy(
+        &format!("https://localhost:{}", mock.addr.port()),
+        PACK,
+        &format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display()),
+    )
+    .await;
+    let addr = proxy.addr();
+    let burst: Vec<_> = (0..16)
+        .map(|_| tokio::spawn(async move { post_chat(addr, STREAM_REQUEST).await }))
+        .collect();
+    let clean = openai_chat_stream(&["Hello", ", world"]);
+    for answer in burst {
+        let a = answer.await.unwrap();
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+        assert_eq!(a.body, clean);
+    }
+    assert_eq!(mock.request_count(), 16);
+    assert_eq!(
+        mock.connection_count(),
+        1,
+        "the burst shared one connection"
+    );
+}

@@ -57,19 +57,10 @@ impl UpstreamClient {
         mut req: Request<Full<Bytes>>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let key = &base.key;
-        if let Some(mut sender) = self.pool.h2_sender(key) {
-            match sender.ready().await {
-                Ok(()) => match sender.try_send_request(req).await {
-                    Ok(resp) => return Ok(resp.map(UpstreamBody::h2)),
-                    Err(mut e) => match e.take_message() {
-                        Some(unsent) => req = unsent,
-                        None => return Err(e.into_error().into()),
-                    },
-                },
-                Err(e) => tracing::debug!(error = %e, "shared upstream HTTP/2 connection ended"),
-            }
-            self.pool.forget_h2(key);
-        }
+        req = match self.try_h2(key, req).await? {
+            Ok(resp) => return Ok(resp),
+            Err(unsent) => unsent,
+        };
         while let Some(conn) = self.pool.take_idle(key) {
             match conn.send(req, &self.pool).await {
                 Ok(resp) => return Ok(resp),
@@ -83,16 +74,66 @@ impl UpstreamClient {
                 Err(Unsent { error, .. }) => return Err(error.into()),
             }
         }
-        match self.connector.connect(key).await? {
-            Connected::H1(conn) => conn
-                .send(req, &self.pool)
-                .await
-                .map_err(|unsent| unsent.error.into()),
+        let gate = self.pool.connect_gate(key);
+        let held = match &gate {
+            Some(gate) => match gate.try_lock() {
+                Ok(held) => Some(held),
+                Err(_) => {
+                    // Another request is connecting: wait for it once. If it brought a shared
+                    // HTTP/2 connection, use that; otherwise connect without waiting again
+                    // (so a failing upstream is not tried one request after another).
+                    drop(gate.lock().await);
+                    req = match self.try_h2(key, req).await? {
+                        Ok(resp) => return Ok(resp),
+                        Err(unsent) => unsent,
+                    };
+                    None
+                }
+            },
+            None => None,
+        };
+        let connected = self.connector.connect(key).await;
+        match connected? {
+            Connected::H1(conn) => {
+                self.pool.mark_h1(key);
+                drop(held);
+                conn.send(req, &self.pool)
+                    .await
+                    .map_err(|unsent| unsent.error.into())
+            }
             Connected::H2(mut sender) => {
                 self.pool.put_h2(key, &sender);
+                drop(held);
                 Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
             }
         }
+    }
+
+    /// Sends `req` on the shared HTTP/2 connection to `key`, if there is a live one; hands the
+    /// request back when there is none or it could not take it.
+    async fn try_h2(
+        &self,
+        key: &Arc<PoolKey>,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Result<Response<UpstreamBody>, Request<Full<Bytes>>>, UpstreamError> {
+        let Some(mut sender) = self.pool.h2_sender(key) else {
+            return Ok(Err(req));
+        };
+        let req = match sender.ready().await {
+            Ok(()) => match sender.try_send_request(req).await {
+                Ok(resp) => return Ok(Ok(resp.map(UpstreamBody::h2))),
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) => unsent,
+                    None => return Err(e.into_error().into()),
+                },
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "shared upstream HTTP/2 connection ended");
+                req
+            }
+        };
+        self.pool.forget_h2(key);
+        Ok(Err(req))
     }
 }
 

@@ -143,6 +143,12 @@ struct Idle {
 pub struct Pool {
     idle: Mutex<HashMap<Arc<PoolKey>, Vec<Idle>>>,
     h2: Mutex<HashMap<Arc<PoolKey>, H2Sender>>,
+    /// Per TLS upstream whose protocol is not known to be HTTP/1: held while a connection is
+    /// opened, so that a burst of first requests waits for one (possibly HTTP/2, shared)
+    /// connection instead of each opening its own.
+    connecting: Mutex<HashMap<Arc<PoolKey>, Arc<tokio::sync::Mutex<()>>>>,
+    /// TLS upstreams that answered ALPN with HTTP/1.1: their connects need no gate.
+    h1_only: Mutex<std::collections::HashSet<Arc<PoolKey>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,6 +221,25 @@ impl Pool {
 
     pub fn forget_h2(&self, key: &Arc<PoolKey>) {
         lock(&self.h2).remove(key);
+    }
+
+    /// The gate a connect to `key` goes through, or `None` when connects to it may run in
+    /// parallel (plain HTTP, or TLS that negotiated HTTP/1.1 before).
+    pub fn connect_gate(&self, key: &Arc<PoolKey>) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        if !key.tls || lock(&self.h1_only).contains(key) {
+            return None;
+        }
+        Some(Arc::clone(
+            lock(&self.connecting).entry(Arc::clone(key)).or_default(),
+        ))
+    }
+
+    /// `key` negotiated HTTP/1.1: later connects to it run in parallel.
+    pub fn mark_h1(&self, key: &Arc<PoolKey>) {
+        if key.tls {
+            lock(&self.h1_only).insert(Arc::clone(key));
+            lock(&self.connecting).remove(key);
+        }
     }
 
     /// Closes idle connections that expired or that the upstream closed.
