@@ -72,45 +72,39 @@ impl<'a> Skim<'a> {
     /// An object: `f` is called with each key (raw bytes; an escaped key is [`Unsure`]) and
     /// must consume its value.
     pub fn object(&mut self, mut f: impl FnMut(&mut Self, &'a [u8]) -> Skimmed<()>) -> Skimmed<()> {
-        self.eat(b'{')?;
-        self.enter()?;
-        if self.peek() == Some(b'}') {
-            self.i += 1;
-        } else {
-            loop {
-                self.eat(b'"')?;
-                let (key, escaped) = self.string_body()?;
-                if escaped {
-                    return Err(Unsure);
-                }
-                self.eat(b':')?;
-                f(self, key)?;
-                match self.peek() {
-                    Some(b',') => self.i += 1,
-                    Some(b'}') => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return Err(Unsure),
-                }
+        self.members(b'{', b'}', |s| {
+            s.eat(b'"')?;
+            let (key, escaped) = s.string_body()?;
+            if escaped {
+                return Err(Unsure);
             }
-        }
-        self.depth -= 1;
-        Ok(())
+            s.eat(b':')?;
+            f(s, key)
+        })
     }
 
     /// An array: `f` is called once per element and must consume it.
-    pub fn array(&mut self, mut f: impl FnMut(&mut Self) -> Skimmed<()>) -> Skimmed<()> {
-        self.eat(b'[')?;
+    pub fn array(&mut self, f: impl FnMut(&mut Self) -> Skimmed<()>) -> Skimmed<()> {
+        self.members(b'[', b']', f)
+    }
+
+    /// `open`, members read by `each` and separated by commas, `close`.
+    fn members(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Skimmed<()>,
+    ) -> Skimmed<()> {
+        self.eat(open)?;
         self.enter()?;
-        if self.peek() == Some(b']') {
+        if self.peek() == Some(close) {
             self.i += 1;
         } else {
             loop {
-                f(self)?;
+                each(self)?;
                 match self.peek() {
                     Some(b',') => self.i += 1,
-                    Some(b']') => {
+                    Some(c) if c == close => {
                         self.i += 1;
                         break;
                     }
@@ -203,30 +197,13 @@ impl<'a> Skim<'a> {
                 self.i += 1;
                 self.string_body().map(|_| ())
             }
-            b'{' => {
-                self.eat(b'{')?;
-                self.enter()?;
-                if self.peek() == Some(b'}') {
-                    self.i += 1;
-                } else {
-                    loop {
-                        self.eat(b'"')?;
-                        self.string_body()?;
-                        self.eat(b':')?;
-                        self.skip()?;
-                        match self.peek() {
-                            Some(b',') => self.i += 1,
-                            Some(b'}') => {
-                                self.i += 1;
-                                break;
-                            }
-                            _ => return Err(Unsure),
-                        }
-                    }
-                }
-                self.depth -= 1;
-                Ok(())
-            }
+            // Keys of skipped objects may have escapes.
+            b'{' => self.members(b'{', b'}', |s| {
+                s.eat(b'"')?;
+                s.string_body()?;
+                s.eat(b':')?;
+                s.skip()
+            }),
             b'[' => self.array(|s| s.skip()),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
