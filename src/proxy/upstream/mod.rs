@@ -92,8 +92,7 @@ impl UpstreamClient {
             },
             None => None,
         };
-        let connected = self.connector.connect(key).await;
-        match connected? {
+        match self.connector.connect(key).await? {
             Connected::H1(conn) => {
                 self.pool.mark_h1(key);
                 drop(held);
