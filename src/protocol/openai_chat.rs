@@ -233,11 +233,7 @@ fn skim_delta<'a>(s: &mut Skim<'a>, d: &mut ChoiceDelta<'a>) -> Skimmed<()> {
 }
 
 fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
-    let mut call = ToolCallDelta {
-        index: None,
-        id: None,
-        function: None,
-    };
+    let mut call = ToolCallDelta::default();
     let mut seen = Seen::default();
     s.object(|s, key| match key {
         b"index" => {
@@ -253,25 +249,18 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
         b"function" => {
             seen.once(2)?;
             if !s.null() {
-                let mut f = FunctionDelta {
-                    name: None,
-                    arguments: None,
-                };
+                let f = call.function.insert(FunctionDelta::default());
                 let mut seen = Seen::default();
-                s.object(|s, key| match key {
-                    b"name" => {
-                        seen.once(0)?;
-                        f.name = s.opt_str()?;
-                        Ok(())
-                    }
-                    b"arguments" => {
-                        seen.once(1)?;
-                        f.arguments = s.opt_str()?;
-                        Ok(())
-                    }
-                    _ => s.skip(),
+                s.object(|s, key| {
+                    let (bit, slot) = match key {
+                        b"name" => (0, &mut f.name),
+                        b"arguments" => (1, &mut f.arguments),
+                        _ => return s.skip(),
+                    };
+                    seen.once(bit)?;
+                    *slot = s.opt_str()?;
+                    Ok(())
                 })?;
-                call.function = Some(f);
             }
             Ok(())
         }
@@ -281,23 +270,17 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
 }
 
 fn skim_usage(s: &mut Skim<'_>) -> Skimmed<Usage> {
-    let mut u = Usage {
-        prompt_tokens: None,
-        completion_tokens: None,
-    };
+    let mut u = Usage::default();
     let mut seen = Seen::default();
-    s.object(|s, key| match key {
-        b"prompt_tokens" => {
-            seen.once(0)?;
-            u.prompt_tokens = s.opt_u64()?;
-            Ok(())
-        }
-        b"completion_tokens" => {
-            seen.once(1)?;
-            u.completion_tokens = s.opt_u64()?;
-            Ok(())
-        }
-        _ => s.skip(),
+    s.object(|s, key| {
+        let (bit, slot) = match key {
+            b"prompt_tokens" => (0, &mut u.prompt_tokens),
+            b"completion_tokens" => (1, &mut u.completion_tokens),
+            _ => return s.skip(),
+        };
+        seen.once(bit)?;
+        *slot = s.opt_u64()?;
+        Ok(())
     })?;
     Ok(u)
 }
