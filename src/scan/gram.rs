@@ -6,7 +6,8 @@
 //! that can be decided from the next few bytes alone, independently at every position: hash the
 //! (case-folded) 1–4 bytes starting there and look the hash up in a small bitset of the
 //! patterns' first bytes. The lookups of neighbouring positions do not wait on each other, so the
-//! CPU overlaps them; the automata then run only from positions the filter lets through.
+//! CPU overlaps them; the automata then run only from positions the filter lets through. On
+//! CPUs with AVX-512, [`super::simd::gram_starts`] judges 16 positions per gather.
 //!
 //! The filter has false positives (hash collisions, folded punctuation) but never false
 //! negatives: every position where a pattern starts passes it.
@@ -51,17 +52,18 @@ const TABLE_LOG2: u32 = 16;
 
 /// One bitset over keys of `q` bytes.
 #[derive(Debug, Clone)]
-struct Table {
+pub(super) struct Table {
     /// Selects the key's first `q` bytes.
-    mask: u32,
-    /// Fixed size, so that indexing it needs no bounds check.
-    bits: Box<[u64; 1 << (TABLE_LOG2 - 6)]>,
+    pub(super) mask: u32,
+    /// Fixed size, so that indexing it needs no bounds check (and the vector kernel's gather
+    /// stays inside it).
+    pub(super) bits: Box<[u64; 1 << (TABLE_LOG2 - 6)]>,
 }
 
 impl Table {
     #[inline(always)]
     fn slot(&self, key: u32) -> usize {
-        ((key & self.mask).wrapping_mul(0x9E37_79B1) >> (32 - TABLE_LOG2)) as usize
+        ((key & self.mask).wrapping_mul(super::simd::GRAM_MUL) >> (32 - TABLE_LOG2)) as usize
     }
 
     #[inline(always)]
@@ -79,6 +81,8 @@ pub struct StartFilter {
     tables: Vec<Table>,
     /// The longest key: a position can be judged only when this many bytes follow it.
     reach: usize,
+    /// Whether the vector kernel ([`super::simd::gram_starts`]) judges runs of positions.
+    simd: bool,
 }
 
 impl StartFilter {
@@ -124,7 +128,11 @@ impl StartFilter {
         }
         // The 4-byte table rejects the most positions: test it first.
         tables.reverse();
-        Some(StartFilter { tables, reach })
+        Some(StartFilter {
+            tables,
+            reach,
+            simd: super::simd::enabled(),
+        })
     }
 
     /// Whether a literal could begin at `bytes[i]`; needs `i + reach() <= bytes.len()`.
@@ -140,6 +148,14 @@ impl StartFilter {
     pub fn next_start(&self, bytes: &[u8], from: usize, limit: usize) -> usize {
         if from >= limit {
             return from;
+        }
+        if self.simd {
+            let mut first = limit;
+            self.vector_starts(bytes, from, limit, |i| {
+                first = i;
+                false
+            });
+            return first;
         }
         if let [table] = self.tables.as_slice() {
             // One table (the usual case): four positions per 8-byte load, judged without
@@ -168,6 +184,18 @@ impl StartFilter {
         }
     }
 
+    /// [`super::simd::gram_starts`] over this filter's tables.
+    #[inline]
+    fn vector_starts(
+        &self,
+        bytes: &[u8],
+        from: usize,
+        limit: usize,
+        found: impl FnMut(usize) -> bool,
+    ) {
+        super::simd::gram_starts(&self.tables, bytes, from, limit, found);
+    }
+
     /// A filter that lets through what either `self` or `other` lets through.
     pub fn union(&self, other: &StartFilter) -> StartFilter {
         let mut tables = self.tables.clone();
@@ -185,11 +213,19 @@ impl StartFilter {
         StartFilter {
             tables,
             reach: self.reach.max(other.reach),
+            simd: self.simd,
         }
     }
 
     /// Every position before `limit` that the filter lets through, appended to `out`.
     pub fn collect_starts(&self, bytes: &[u8], limit: usize, out: &mut Vec<usize>) {
+        if self.simd {
+            self.vector_starts(bytes, 0, limit, |i| {
+                out.push(i);
+                true
+            });
+            return;
+        }
         let mut i = 0;
         loop {
             i = self.next_start(bytes, i, limit);
@@ -204,6 +240,13 @@ impl StartFilter {
     /// First position from which the filter cannot judge `bytes` (too close to the end).
     pub fn judged(&self, bytes: &[u8]) -> usize {
         (bytes.len() + 1).saturating_sub(self.reach)
+    }
+
+    /// The same filter on the scalar path, for tests comparing the two.
+    #[cfg(test)]
+    pub(super) fn scalar(mut self) -> Self {
+        self.simd = false;
+        self
     }
 
     /// Heap bytes of the tables.

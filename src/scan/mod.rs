@@ -15,6 +15,7 @@ mod literal;
 mod pii;
 mod prefixed;
 mod regex;
+mod simd;
 pub mod text;
 
 pub use self::literal::{LiteralMatcher, LiteralRule};

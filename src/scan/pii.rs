@@ -725,7 +725,7 @@ fn luhn(t: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// Country code, check digits, 11–30 alphanumerics (compact or in groups of 4), mod 97 = 1.

@@ -36,6 +36,8 @@ pub struct RegexMatcher {
     idle_after: Box<[Option<StateID>; 256]>,
     /// `idle_after[b].is_some()`, compact for the skip loop.
     stays_idle: [bool; 256],
+    /// The other bytes, for the vector skip loop when it runs ([`super::simd`]).
+    wakes: Option<super::simd::ByteLanes>,
     /// Whether skipping pays: ordinary prose (lowercase letters, spaces) keeps it idle.
     skips_prose: bool,
     owners: Vec<u32>,
@@ -443,7 +445,9 @@ impl RegexMatcher {
             .map(|r| r.hir.properties().maximum_len())
             .try_fold(0usize, |acc, len| len.map(|l| acc.max(l)));
         let idle_after = idle_transitions(&dfa, &idle);
-        let stays_idle = std::array::from_fn(|b| idle_after[b].is_some());
+        let stays_idle: [bool; 256] = std::array::from_fn(|b| idle_after[b].is_some());
+        let wakes = super::simd::enabled()
+            .then(|| super::simd::ByteLanes::new(|b| !stays_idle[usize::from(b)]));
         let skips_prose = (b'a'..=b'z')
             .chain([b' ', b',', b'.'])
             .all(|b| idle_after[usize::from(b)].is_some());
@@ -453,6 +457,7 @@ impl RegexMatcher {
             idle,
             idle_after,
             stays_idle,
+            wakes,
             skips_prose,
             owners: rules.iter().map(|r| r.owner).collect(),
             max_len,
@@ -537,7 +542,10 @@ impl RegexMatcher {
     /// states (or the end of `bytes`).
     #[inline]
     fn skip_idle(&self, bytes: &[u8], i: usize) -> usize {
-        skip_while(bytes, i, &self.stays_idle)
+        match &self.wakes {
+            Some(wakes) => wakes.find(bytes, i),
+            None => skip_while(bytes, i, &self.stays_idle),
+        }
     }
 
     /// Whether ordinary prose leaves this automaton idle, so that it is skipped rather than
@@ -549,7 +557,7 @@ impl RegexMatcher {
 
 /// The first position at or after `i` whose byte is not in `set` (or the end of `bytes`).
 #[inline]
-fn skip_while(bytes: &[u8], mut i: usize, set: &[bool; 256]) -> usize {
+pub(super) fn skip_while(bytes: &[u8], mut i: usize, set: &[bool; 256]) -> usize {
     // Eight bytes per round without branches; the byte that stops is found byte by byte.
     while let Some(block) = bytes.get(i..i + 8) {
         if !block.iter().all(|&b| set[usize::from(b)]) {
