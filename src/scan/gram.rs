@@ -17,7 +17,7 @@
 /// costs a false positive); every non-ASCII byte becomes `0x80`, because Unicode case folding
 /// keeps a character's UTF-8 length but may change any of its bytes.
 #[inline(always)]
-fn fold4(w: u32) -> u32 {
+pub(super) fn fold4(w: u32) -> u32 {
     let high = w & 0x8080_8080;
     let non_ascii = (high >> 7) * 0xFF;
     ((w | 0x2020_2020) & !non_ascii) | high
@@ -33,7 +33,7 @@ fn fold8(w: u64) -> u64 {
 
 /// The bytes `bytes[i..i + 4]` as a little-endian word, zero-padded past the end.
 #[inline(always)]
-fn load4(bytes: &[u8], i: usize) -> u32 {
+pub(super) fn load4(bytes: &[u8], i: usize) -> u32 {
     match bytes.get(i..i + 4) {
         Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
         None => {

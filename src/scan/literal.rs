@@ -8,6 +8,7 @@
 
 use super::gram::{StartFilter, Starts};
 use super::text::{fold_char, fold_str, is_word_char, needs_unicode_fold};
+use super::verify::StartVerifier;
 use super::Hit;
 use aho_corasick::automaton::Automaton;
 use aho_corasick::automaton::StateID;
@@ -33,6 +34,8 @@ pub struct LiteralMatcher {
     /// Length of the pattern prefix each state stands for: how far back a match in progress began.
     depth: Depths,
     filter: StartFilter,
+    /// Rejects most of what the filter lets through before the automaton runs from it.
+    verify: StartVerifier,
     rules: Vec<(u32, bool)>,
     fold_unicode: bool,
     /// Bytes of history kept for word-boundary checks (0 when no rule needs them).
@@ -82,6 +85,7 @@ impl LiteralMatcher {
         let depth = state_depths(&dfa, start, &patterns, true);
         let filter =
             StartFilter::new(patterns.iter().map(String::as_bytes)).ok_or(LiteralError::Empty)?;
+        let verify = StartVerifier::new(&patterns);
         let max_len = patterns.iter().map(String::len).max().unwrap_or(0);
         let any_boundary = rules.iter().any(|r| r.word_boundary);
         Ok(LiteralMatcher {
@@ -89,6 +93,7 @@ impl LiteralMatcher {
             start,
             depth,
             filter,
+            verify,
             rules: rules.iter().map(|r| (r.owner, r.word_boundary)).collect(),
             fold_unicode: rules.iter().any(|r| needs_unicode_fold(&r.pattern)),
             tail_len: if any_boundary { max_len + 4 } else { 0 },
@@ -141,16 +146,24 @@ impl LiteralMatcher {
         let mut sid = st.sid;
         let mut last_start = st.last_start;
         let mut i = 0;
+        // The candidate the run starts from, already verified.
+        let mut verified = usize::MAX;
         while i < bytes.len() {
             if sid == self.start {
-                i = starts.next(i);
-                // A pattern is whole characters: it cannot begin inside one.
-                while i < bytes.len() && !text.is_char_boundary(i) {
+                loop {
+                    i = starts.next(i);
+                    // A pattern is whole characters: it cannot begin inside one.
+                    if i >= bytes.len()
+                        || (text.is_char_boundary(i) && self.verify.may_start(bytes, i))
+                    {
+                        break;
+                    }
                     i += 1;
                 }
                 if i >= bytes.len() {
                     break;
                 }
+                verified = i;
             }
             let from = i;
             let b = bytes[i];
@@ -173,7 +186,7 @@ impl LiteralMatcher {
                 self.on_match(st, sid, base, text, i, hits);
             }
             // (Positions too close to the end to judge count as starts: the run carries over.)
-            if starts.at(from) {
+            if from == verified || (starts.at(from) && self.verify.may_start(bytes, from)) {
                 last_start = Some(base + from as u64);
             }
             // The prefix the state stands for began `depth` bytes back; with no candidate in it,
@@ -244,6 +257,7 @@ impl LiteralMatcher {
         self.dfa.memory_usage()
             + self.depth.memory_usage()
             + self.filter.memory_usage()
+            + self.verify.memory_usage()
             + self.rules.capacity() * std::mem::size_of::<(u32, bool)>()
     }
 }

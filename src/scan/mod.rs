@@ -17,6 +17,7 @@ mod prefixed;
 mod regex;
 mod simd;
 pub mod text;
+mod verify;
 
 pub use self::literal::{LiteralMatcher, LiteralRule};
 pub use self::pii::{PiiKind, PiiMatcher, PiiRule, PiiState};
