@@ -73,10 +73,6 @@ impl Table {
     }
 }
 
-/// Runs of fewer positions are judged by the scalar code: setting up the vector kernel costs
-/// more than it saves on them (8-byte deltas were a third slower with it).
-const VECTOR_MIN: usize = 32;
-
 /// Which positions of a text could begin one of a set of literals (see the module docs).
 #[derive(Debug, Clone)]
 pub struct StartFilter {
@@ -153,9 +149,9 @@ impl StartFilter {
         if from >= limit {
             return from;
         }
-        if self.simd && limit - from >= VECTOR_MIN {
+        if self.simd && limit - from >= super::simd::MIN_RUN {
             let mut first = limit;
-            self.vector_starts(bytes, from, limit, |i| {
+            super::simd::gram_starts(&self.tables, bytes, from, limit, |i| {
                 first = i;
                 false
             });
@@ -188,18 +184,6 @@ impl StartFilter {
         }
     }
 
-    /// [`super::simd::gram_starts`] over this filter's tables.
-    #[inline]
-    fn vector_starts(
-        &self,
-        bytes: &[u8],
-        from: usize,
-        limit: usize,
-        found: impl FnMut(usize) -> bool,
-    ) {
-        super::simd::gram_starts(&self.tables, bytes, from, limit, found);
-    }
-
     /// A filter that lets through what either `self` or `other` lets through.
     pub fn union(&self, other: &StartFilter) -> StartFilter {
         let mut tables = self.tables.clone();
@@ -223,8 +207,8 @@ impl StartFilter {
 
     /// Every position before `limit` that the filter lets through, appended to `out`.
     pub fn collect_starts(&self, bytes: &[u8], limit: usize, out: &mut Vec<usize>) {
-        if self.simd && limit >= VECTOR_MIN {
-            self.vector_starts(bytes, 0, limit, |i| {
+        if self.simd && limit >= super::simd::MIN_RUN {
+            super::simd::gram_starts(&self.tables, bytes, 0, limit, |i| {
                 out.push(i);
                 true
             });

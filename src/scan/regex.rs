@@ -543,8 +543,9 @@ impl RegexMatcher {
     #[inline]
     fn skip_idle(&self, bytes: &[u8], i: usize) -> usize {
         match &self.wakes {
-            // Short runs: the scalar loop is done before the vector one is set up.
-            Some(wakes) if bytes.len().saturating_sub(i) >= 32 => wakes.find(bytes, i),
+            Some(wakes) if bytes.len().saturating_sub(i) >= super::simd::MIN_RUN => {
+                wakes.find(bytes, i)
+            }
             _ => skip_while(bytes, i, &self.stays_idle),
         }
     }

@@ -14,7 +14,12 @@
 //! kernels, which is sound once the CPU features were detected. Each `unsafe` block says why.
 #![allow(unsafe_code)]
 
+use super::gram::Table as GramTable;
 use std::sync::OnceLock;
+
+/// Runs shorter than this are left to the scalar code: setting up a kernel (table loads, the
+/// zero-padded tail copy) costs more than it saves on them.
+pub(super) const MIN_RUN: usize = 32;
 
 /// Whether the AVX-512 kernels may run on this CPU (and were not turned off).
 pub(super) fn enabled() -> bool {
@@ -65,15 +70,14 @@ impl ByteLanes {
             // is everything `x86::find_member` is compiled for.
             unsafe { x86::find_member(&self.lanes, bytes, from) }
         }
+        // `enabled()` is false off x86-64, so callers take their scalar path and never get here.
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = &self.lanes;
-            unreachable_scalar(bytes, from)
+            bytes.len().max(from)
         }
     }
 }
-
-use super::gram::Table as GramTable;
 
 /// Hash multiplier shared with the scalar filter ([`super::gram`]).
 pub(super) const GRAM_MUL: u32 = 0x9E37_79B1;
@@ -100,12 +104,6 @@ pub(super) fn gram_starts(
     {
         let _ = (tables, bytes, from, limit, found);
     }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn unreachable_scalar(bytes: &[u8], from: usize) -> usize {
-    // `enabled()` is false off x86-64, so callers take their scalar path and never get here.
-    bytes.len().max(from)
 }
 
 #[cfg(target_arch = "x86_64")]
