@@ -12,6 +12,7 @@
 mod gram;
 mod inner;
 mod literal;
+mod marks;
 mod pii;
 mod prefixed;
 mod regex;
@@ -29,7 +30,13 @@ pub use self::regex::{
 thread_local! {
     /// Scratch for [`ScanSet::feed`]: the start positions the shared filter let through.
     static SHARED_STARTS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Scratch for [`ScanSet::feed`]: per regex automaton, the bytes of the piece that wake it.
+    static WAKES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
+
+/// At most this many regex automata get their wake-up bytes marked by the vector pass (one bit
+/// of a byte each); any others skip with the scalar loop.
+const MARKED_REGEXES: usize = 8;
 
 /// A match found by the scanner, in byte positions of its channel's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +92,8 @@ pub struct ScanSet {
     shared_starts: Option<gram::StartFilter>,
     inner: Vec<inner::InnerMatcher>,
     regexes: Vec<RegexMatcher>,
+    /// With the vector kernels on: bit `k` set for the bytes that wake `regexes[k]`.
+    wake_lanes: Option<simd::ByteLanes>,
     pii: Option<PiiMatcher>,
 }
 
@@ -134,12 +143,23 @@ impl ScanSet {
             (Some(l), Some(p)) => Some(l.filter().union(p.filter())),
             _ => None,
         };
+        let marked = regexes.dfas.len().min(MARKED_REGEXES);
+        let wake_lanes = (simd::enabled() && regexes.dfas.iter().any(RegexMatcher::skips_prose))
+            .then(|| {
+                simd::ByteLanes::new(marked, |b| {
+                    regexes.dfas[..marked]
+                        .iter()
+                        .enumerate()
+                        .fold(0, |f, (k, r)| f | (u8::from(!r.stays_idle(b)) << k))
+                })
+            });
         ScanSet {
             literals,
             shared_starts,
             prefixed: regexes.prefixed,
             inner: regexes.inner,
             regexes: regexes.dfas,
+            wake_lanes,
             pii: pii.filter(|p| !p.is_empty()),
         }
     }
@@ -200,9 +220,23 @@ impl ScanSet {
         for (m, ms) in self.inner.iter().zip(&mut st.inner) {
             m.feed(ms, st.pos, text.as_bytes(), hits);
         }
-        for (r, rs) in self.regexes.iter().zip(&mut st.regex) {
-            r.feed(rs, st.pos, text.as_bytes(), hits);
-        }
+        let bytes = text.as_bytes();
+        WAKES.with_borrow_mut(|marks| {
+            let lanes = self
+                .wake_lanes
+                .as_ref()
+                .filter(|_| bytes.len() >= simd::MIN_RUN);
+            match lanes {
+                Some(lanes) => lanes.mark(bytes, marks),
+                None => marks.clear(),
+            }
+            let words = marks::words(bytes.len());
+            for (k, (r, rs)) in self.regexes.iter().zip(&mut st.regex).enumerate() {
+                let wakes = marks.get(k * words..(k + 1) * words);
+                r.feed(rs, st.pos, bytes, hits, wakes);
+            }
+            marks.shrink_to(1024);
+        });
         if let (Some(p), Some(ps)) = (&self.pii, &mut st.pii) {
             p.feed(ps, st.pos, text.as_bytes(), hits);
         }

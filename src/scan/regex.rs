@@ -36,8 +36,13 @@ pub struct RegexMatcher {
     idle_after: Box<[Option<StateID>; 256]>,
     /// `idle_after[b].is_some()`, compact for the skip loop.
     stays_idle: [bool; 256],
-    /// The other bytes, for the vector skip loop when it runs ([`super::simd`]).
-    wakes: Option<super::simd::ByteLanes>,
+    /// A waking byte is often followed by one that puts the automaton back to rest (a capital
+    /// starting a sentence, for patterns that need two): per pair of byte classes, the idle state
+    /// the two bytes lead to from every idle state (index into `idle`, plus one), or 0.
+    pair_idle: Box<[u8]>,
+    /// The DFA's byte classes (`pair_idle` is indexed by class pairs) and their number.
+    classes: [u8; 256],
+    alphabet: usize,
     /// Whether skipping pays: ordinary prose (lowercase letters, spaces) keeps it idle.
     skips_prose: bool,
     owners: Vec<u32>,
@@ -446,8 +451,9 @@ impl RegexMatcher {
             .try_fold(0usize, |acc, len| len.map(|l| acc.max(l)));
         let idle_after = idle_transitions(&dfa, &idle);
         let stays_idle: [bool; 256] = std::array::from_fn(|b| idle_after[b].is_some());
-        let wakes = super::simd::enabled()
-            .then(|| super::simd::ByteLanes::new(|b| !stays_idle[usize::from(b)]));
+        let classes: [u8; 256] = std::array::from_fn(|b| dfa.byte_classes().get(b as u8));
+        let alphabet = dfa.byte_classes().alphabet_len();
+        let pair_idle = idle_pairs(&dfa, &idle, &classes, alphabet);
         let skips_prose = (b'a'..=b'z')
             .chain([b' ', b',', b'.'])
             .all(|b| idle_after[usize::from(b)].is_some());
@@ -457,7 +463,9 @@ impl RegexMatcher {
             idle,
             idle_after,
             stays_idle,
-            wakes,
+            pair_idle,
+            classes,
+            alphabet,
             skips_prose,
             owners: rules.iter().map(|r| r.owner).collect(),
             max_len,
@@ -471,20 +479,42 @@ impl RegexMatcher {
         }
     }
 
-    pub fn feed(&self, st: &mut RegexState, base: u64, bytes: &[u8], hits: &mut Vec<Hit>) {
+    /// Scans the next piece. `wakes`, when given, marks the bytes of `bytes` that take the
+    /// automaton out of its idle states (see [`Self::stays_idle`] and [`super::marks`]).
+    pub fn feed(
+        &self,
+        st: &mut RegexState,
+        base: u64,
+        bytes: &[u8],
+        hits: &mut Vec<Hit>,
+        wakes: Option<&[u64]>,
+    ) {
         let mut sid = st.sid;
         let mut i = 0;
         while i < bytes.len() {
             if self.skips_prose && self.idle.contains(&sid) {
                 // Nothing in progress: skip the bytes that keep it so.
                 let from = i;
-                i = self.skip_idle(bytes, i);
+                i = match wakes {
+                    Some(marks) => super::marks::next(marks, i, bytes.len()),
+                    None => skip_while(bytes, i, &self.stays_idle),
+                };
                 if i > from {
                     sid = self.idle_after[usize::from(bytes[i - 1])].unwrap_or(sid);
                 }
                 let Some(&b) = bytes.get(i) else {
                     break;
                 };
+                if let Some(&next) = bytes.get(i + 1) {
+                    let pair = usize::from(self.classes[usize::from(b)]) * self.alphabet
+                        + usize::from(self.classes[usize::from(next)]);
+                    if let Some(to) = self.pair_idle[pair].checked_sub(1) {
+                        // The two bytes leave it idle again, and no match can end at either.
+                        sid = self.idle[usize::from(to)];
+                        i += 2;
+                        continue;
+                    }
+                }
                 sid = self.dfa.next_state(sid, b);
                 i += 1;
                 continue; // a match cannot end right after an idle state: no report is due
@@ -535,24 +565,18 @@ impl RegexMatcher {
     }
 
     pub fn memory_usage(&self) -> usize {
-        self.dfa.memory_usage() + std::mem::size_of_val(&*self.idle_after)
+        self.dfa.memory_usage() + std::mem::size_of_val(&*self.idle_after) + self.pair_idle.len()
     }
 
-    /// The first position at or after `i` whose byte may take the automaton out of its idle
-    /// states (or the end of `bytes`).
-    #[inline]
-    fn skip_idle(&self, bytes: &[u8], i: usize) -> usize {
-        match &self.wakes {
-            Some(wakes) if bytes.len().saturating_sub(i) >= super::simd::MIN_RUN => {
-                wakes.find(bytes, i)
-            }
-            _ => skip_while(bytes, i, &self.stays_idle),
-        }
+    /// Whether byte `b` leaves the automaton idle whatever idle state it is in (the bytes a
+    /// skipping automaton is not woken by).
+    pub(super) fn stays_idle(&self, b: u8) -> bool {
+        self.stays_idle[usize::from(b)]
     }
 
     /// Whether ordinary prose leaves this automaton idle, so that it is skipped rather than
     /// stepped (see [`pack_dfas`]).
-    fn skips_prose(&self) -> bool {
+    pub(super) fn skips_prose(&self) -> bool {
         self.skips_prose
     }
 }
@@ -574,6 +598,40 @@ pub(super) fn skip_while(bytes: &[u8], mut i: usize, set: &[bool; 256]) -> usize
         i += 1;
     }
     i
+}
+
+/// For each pair of byte classes whose first wakes the automaton: the idle state the two lead to
+/// from every idle state, if that is one state (as index into `idle` plus one; 0 otherwise).
+/// Such a pair cannot end a match: it ends in an idle state, and a match cannot end right after
+/// one (a forbidden pattern never matches the empty string).
+fn idle_pairs(
+    dfa: &dense::DFA<Vec<u32>>,
+    idle: &[StateID],
+    classes: &[u8; 256],
+    alphabet: usize,
+) -> Box<[u8]> {
+    // One byte of each class stands for the class.
+    let mut sample = vec![None; alphabet];
+    for b in 0..=255u8 {
+        sample[usize::from(classes[usize::from(b)])].get_or_insert(b);
+    }
+    let mut table = vec![0u8; alphabet * alphabet].into_boxed_slice();
+    for (c1, b1) in sample.iter().enumerate() {
+        let Some(b1) = *b1 else { continue };
+        for (c2, b2) in sample.iter().enumerate() {
+            let Some(b2) = *b2 else { continue };
+            let mut to = idle
+                .iter()
+                .map(|&s| dfa.next_state(dfa.next_state(s, b1), b2));
+            let Some(first) = to.next() else { continue };
+            if to.all(|t| t == first) {
+                if let Some(k) = idle.iter().position(|&s| s == first) {
+                    table[c1 * alphabet + c2] = u8::try_from(k + 1).unwrap_or(0);
+                }
+            }
+        }
+    }
+    table
 }
 
 /// For each byte: the idle state it leads to from every idle state, if that is one state.

@@ -42,40 +42,43 @@ fn detected() -> bool {
     false
 }
 
-/// A set of bytes laid out for the vector search: 0xFF in `lanes[b / 64][b % 64]` for members.
+/// Up to eight byte sets laid out for the vector pass: bit `k` of `lanes[b / 64][b % 64]` says
+/// whether byte `b` is in set `k`.
 #[derive(Debug, Clone)]
 pub(super) struct ByteLanes {
     lanes: [[u8; 64]; 4],
+    /// How many sets (bits) are in use.
+    sets: usize,
 }
 
 impl ByteLanes {
-    pub(super) fn new(member: impl Fn(u8) -> bool) -> Self {
+    /// `flags(b)` has bit `k` set when `b` is in set `k`; `sets` (at most 8) are in use.
+    pub(super) fn new(sets: usize, flags: impl Fn(u8) -> u8) -> Self {
+        debug_assert!(sets <= 8);
         let mut lanes = [[0u8; 64]; 4];
         for b in 0..=255u8 {
-            if member(b) {
-                lanes[usize::from(b / 64)][usize::from(b % 64)] = 0xFF;
-            }
+            lanes[usize::from(b / 64)][usize::from(b % 64)] = flags(b);
         }
-        ByteLanes { lanes }
+        ByteLanes { lanes, sets }
     }
 
-    /// The first position at or after `from` whose byte is a member, or `max(from, bytes.len())`.
+    /// Marks the positions of `bytes` whose byte is in each set: set `k` as a bitmap (see
+    /// [`super::marks`]) in `out[k * words..(k + 1) * words]`, `words` = `marks::words(bytes.len())`.
     /// Only call when [`enabled`] is true.
-    #[inline]
-    pub(super) fn find(&self, bytes: &[u8], from: usize) -> usize {
+    pub(super) fn mark(&self, bytes: &[u8], out: &mut Vec<u64>) {
+        let words = super::marks::words(bytes.len());
+        out.clear();
+        out.resize(words * self.sets, 0);
         #[cfg(target_arch = "x86_64")]
         {
             debug_assert!(enabled());
             // SAFETY: `enabled()` is true only when the CPU has AVX-512 F, BW and VBMI, which
-            // is everything `x86::find_member` is compiled for.
-            unsafe { x86::find_member(&self.lanes, bytes, from) }
+            // is everything `x86::mark_members` is compiled for.
+            unsafe { x86::mark_members(&self.lanes, self.sets, bytes, out) }
         }
         // `enabled()` is false off x86-64, so callers take their scalar path and never get here.
         #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = &self.lanes;
-            bytes.len().max(from)
-        }
+        let _ = &self.lanes;
     }
 }
 
@@ -97,7 +100,7 @@ pub(super) fn gram_starts(
     #[cfg(target_arch = "x86_64")]
     {
         debug_assert!(enabled());
-        // SAFETY: as in `ByteLanes::find`: the features were detected.
+        // SAFETY: as in `ByteLanes::mark`: the features were detected.
         unsafe { x86::gram_starts(tables, bytes, from, limit, found) }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -136,33 +139,30 @@ mod x86 {
         unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) }
     }
 
-    /// See `ByteLanes::find`.
+    /// See `ByteLanes::mark`; `out` holds `sets` zeroed bitmaps of `bytes.len()` positions.
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    pub(super) fn find_member(set: &[[u8; 64]; 4], bytes: &[u8], from: usize) -> usize {
+    pub(super) fn mark_members(set: &[[u8; 64]; 4], sets: usize, bytes: &[u8], out: &mut [u64]) {
         let (t0, t1, t2, t3) = (
             lanes(&set[0]),
             lanes(&set[1]),
             lanes(&set[2]),
             lanes(&set[3]),
         );
-        let mut i = from;
-        while i < bytes.len() {
+        let words = out.len() / sets.max(1);
+        for w in 0..words {
+            let i = 64 * w;
             let v = load64(bytes, i);
             // One 128-entry table lookup per half of the byte range, picked by the top bit.
             let ascii = _mm512_permutex2var_epi8(t0, v, t1);
             let high = _mm512_permutex2var_epi8(t2, v, t3);
-            let member = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), ascii, high);
-            let mut hits = _mm512_test_epi8_mask(member, member);
+            let flags = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), ascii, high);
             let left = bytes.len() - i;
-            if left < 64 {
-                hits &= (1u64 << left) - 1;
+            let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
+            for k in 0..sets {
+                let bit = _mm512_set1_epi8((1u8 << k) as i8);
+                out[k * words + w] = _mm512_test_epi8_mask(flags, bit) & valid;
             }
-            if hits != 0 {
-                return i + hits.trailing_zeros() as usize;
-            }
-            i += 64;
         }
-        bytes.len().max(from)
     }
 
     /// See `super::gram_starts`.
@@ -263,22 +263,32 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1000))]
 
-        /// The vector byte-set search and the scalar skip loop find what a byte-by-byte search
-        /// finds.
+        /// The vector byte-set marks and the scalar skip loop find what a byte-by-byte search
+        /// finds, for each of several sets.
         #[test]
-        fn byte_set_search_agrees_with_the_scalar_loop(
-            members in proptest::collection::vec(any::<u8>(), 0..12),
+        fn byte_set_marks_agree_with_the_scalar_loop(
+            sets in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 1..9),
             bytes in text(),
             from in 0usize..320,
         ) {
-            let want = (from..bytes.len())
-                .find(|&i| members.contains(&bytes[i]))
-                .unwrap_or(bytes.len().max(from));
-            let others: [bool; 256] = std::array::from_fn(|b| !members.contains(&(b as u8)));
-            prop_assert_eq!(super::super::regex::skip_while(&bytes, from, &others), want);
+            let lanes = ByteLanes::new(sets.len(), |b| {
+                sets.iter().enumerate().fold(0, |f, (k, s)| f | (u8::from(s.contains(&b)) << k))
+            });
+            let mut marks = Vec::new();
             if enabled() {
-                let set = ByteLanes::new(|b| members.contains(&b));
-                prop_assert_eq!(set.find(&bytes, from), want);
+                lanes.mark(&bytes, &mut marks);
+            }
+            let words = super::super::marks::words(bytes.len());
+            for (k, members) in sets.iter().enumerate() {
+                let want = (from..bytes.len())
+                    .find(|&i| members.contains(&bytes[i]))
+                    .unwrap_or(bytes.len().max(from));
+                let others: [bool; 256] = std::array::from_fn(|b| !members.contains(&(b as u8)));
+                prop_assert_eq!(super::super::regex::skip_while(&bytes, from, &others), want);
+                if enabled() {
+                    let row = &marks[k * words..(k + 1) * words];
+                    prop_assert_eq!(super::super::marks::next(row, from, bytes.len()), want);
+                }
             }
         }
 
