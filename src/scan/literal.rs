@@ -6,7 +6,7 @@
 //! within the prefix its state stands for: nothing in progress can then become a match, and the
 //! filter skips ahead to the next candidate.
 
-use super::gram::{StartFilter, Starts};
+use super::gram::{StartKeys, Starts};
 use super::text::{fold_char, fold_str, is_word_char, needs_unicode_fold};
 use super::verify::StartVerifier;
 use super::Hit;
@@ -33,7 +33,8 @@ pub struct LiteralMatcher {
     start: StateID,
     /// Length of the pattern prefix each state stands for: how far back a match in progress began.
     depth: Depths,
-    filter: StartFilter,
+    /// Where patterns can begin, for the start filter (see [`super::ScanSet`]).
+    start_keys: StartKeys,
     /// Rejects most of what the filter lets through before the automaton runs from it.
     verify: StartVerifier,
     rules: Vec<(u32, bool)>,
@@ -83,8 +84,7 @@ impl LiteralMatcher {
             .build(&patterns)?;
         let start = dfa.start_state(Anchored::No)?;
         let depth = state_depths(&dfa, start, &patterns, true);
-        let filter =
-            StartFilter::new(patterns.iter().map(String::as_bytes)).ok_or(LiteralError::Empty)?;
+        let start_keys = StartKeys::new(patterns.iter().map(String::as_bytes));
         let verify = StartVerifier::new(&patterns);
         let max_len = patterns.iter().map(String::len).max().unwrap_or(0);
         let any_boundary = rules.iter().any(|r| r.word_boundary);
@@ -92,7 +92,7 @@ impl LiteralMatcher {
             dfa,
             start,
             depth,
-            filter,
+            start_keys,
             verify,
             rules: rules.iter().map(|r| (r.owner, r.word_boundary)).collect(),
             fold_unicode: rules.iter().any(|r| needs_unicode_fold(&r.pattern)),
@@ -109,28 +109,19 @@ impl LiteralMatcher {
         }
     }
 
-    pub fn feed(&self, st: &mut LiteralState, base: u64, text: &str, hits: &mut Vec<Hit>) {
-        self.feed_from(
-            st,
-            base,
-            text,
-            hits,
-            Starts::own(&self.filter, text.as_bytes()),
-        );
+    pub(super) fn start_keys(&self) -> &StartKeys {
+        &self.start_keys
     }
 
-    pub(super) fn filter(&self) -> &StartFilter {
-        &self.filter
-    }
-
-    /// [`Self::feed`], with candidate starts from `starts`.
-    pub(super) fn feed_from(
+    /// Scans the next piece, running the automaton only from where `starts` says a pattern
+    /// could begin.
+    pub(super) fn feed(
         &self,
         st: &mut LiteralState,
         base: u64,
         text: &str,
         hits: &mut Vec<Hit>,
-        mut starts: Starts<'_>,
+        starts: Starts<'_>,
     ) {
         if !st.pending.is_empty() {
             if let Some(next) = text.chars().next() {
@@ -256,7 +247,6 @@ impl LiteralMatcher {
     pub fn memory_usage(&self) -> usize {
         self.dfa.memory_usage()
             + self.depth.memory_usage()
-            + self.filter.memory_usage()
             + self.verify.memory_usage()
             + self.rules.capacity() * std::mem::size_of::<(u32, bool)>()
     }

@@ -28,8 +28,9 @@ pub use self::regex::{
 };
 
 thread_local! {
-    /// Scratch for [`ScanSet::feed`]: the start positions the shared filter let through.
-    static SHARED_STARTS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Scratch for [`ScanSet::feed`]: per matcher, the positions of the piece where its
+    /// patterns could begin.
+    static STARTS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Scratch for [`ScanSet::feed`]: per regex automaton, the bytes of the piece that wake it.
     static WAKES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -87,9 +88,10 @@ impl Haystack<'_> {
 pub struct ScanSet {
     literals: Option<LiteralMatcher>,
     prefixed: Option<prefixed::PrefixedMatcher>,
-    /// With both literals and prefixed regexes: one start filter for the two, so that the text
-    /// is filtered in one pass and each matcher only re-checks the positions it lets through.
-    shared_starts: Option<gram::StartFilter>,
+    /// Where literals and prefixes could begin: one filter for both, so that a piece is judged
+    /// in one pass that marks each matcher's positions (tag 0: the literals if any, then the
+    /// prefixes). `None` only if a matcher has an empty start, which no matcher builds.
+    starts: Option<gram::StartFilter>,
     inner: Vec<inner::InnerMatcher>,
     regexes: Vec<RegexMatcher>,
     /// With the vector kernels on: bit `k` set for the bytes that wake `regexes[k]`.
@@ -139,10 +141,10 @@ impl ScanSet {
         regexes: ForbiddenRegexes,
         pii: Option<PiiMatcher>,
     ) -> Self {
-        let shared_starts = match (&literals, &regexes.prefixed) {
-            (Some(l), Some(p)) => Some(l.filter().union(p.filter())),
-            _ => None,
-        };
+        let mut start_keys = Vec::new();
+        start_keys.extend(literals.as_ref().map(LiteralMatcher::start_keys));
+        start_keys.extend(regexes.prefixed.as_ref().map(|p| p.start_keys()));
+        let starts = gram::StartFilter::new(&start_keys);
         let marked = regexes.dfas.len().min(MARKED_REGEXES);
         let wake_lanes = (simd::enabled() && regexes.dfas.iter().any(RegexMatcher::skips_prose))
             .then(|| {
@@ -155,7 +157,7 @@ impl ScanSet {
             });
         ScanSet {
             literals,
-            shared_starts,
+            starts,
             prefixed: regexes.prefixed,
             inner: regexes.inner,
             regexes: regexes.dfas,
@@ -193,29 +195,31 @@ impl ScanSet {
 
     /// Scans the next piece of a channel's text, appending matches to `hits`.
     pub fn feed(&self, st: &mut ScanState, text: &str, hits: &mut Vec<Hit>) {
-        match (&self.shared_starts, &self.literals, &self.prefixed) {
-            (Some(shared), Some(l), Some(p)) => {
+        if self.literals.is_some() || self.prefixed.is_some() {
+            STARTS.with_borrow_mut(|marks| {
                 let bytes = text.as_bytes();
-                let judged = shared.judged(bytes);
-                SHARED_STARTS.with_borrow_mut(|list| {
-                    list.clear();
-                    shared.collect_starts(bytes, judged, list);
-                    let starts = gram::Starts::shared(l.filter(), bytes, list, judged);
-                    l.feed_from(&mut st.literal, st.pos, text, hits, starts);
-                    let starts = gram::Starts::shared(p.filter(), bytes, list, judged);
-                    p.feed_from(&mut st.prefixed, st.pos, bytes, hits, starts);
-                    // Keep the scratch small after an unusually large piece.
-                    list.shrink_to(4096);
-                });
-            }
-            _ => {
+                let words = marks::words(bytes.len());
+                let (judged, rows) = match &self.starts {
+                    Some(filter) => {
+                        filter.mark(bytes, marks);
+                        (filter.judged(bytes), filter.tags())
+                    }
+                    None => (0, 0),
+                };
+                let mut row = 0..rows;
+                let mut next_starts = || match row.next() {
+                    Some(k) => gram::Starts::new(&marks[k * words..(k + 1) * words], judged),
+                    None => gram::Starts::everywhere(),
+                };
                 if let Some(l) = &self.literals {
-                    l.feed(&mut st.literal, st.pos, text, hits);
+                    l.feed(&mut st.literal, st.pos, text, hits, next_starts());
                 }
                 if let Some(p) = &self.prefixed {
-                    p.feed(&mut st.prefixed, st.pos, text.as_bytes(), hits);
+                    p.feed(&mut st.prefixed, st.pos, bytes, hits, next_starts());
                 }
-            }
+                // Keep the scratch small after an unusually large piece.
+                marks.shrink_to(1024);
+            });
         }
         for (m, ms) in self.inner.iter().zip(&mut st.inner) {
             m.feed(ms, st.pos, text.as_bytes(), hits);
@@ -301,7 +305,7 @@ impl ScanSet {
                 .sum::<usize>()
             + self.pii.as_ref().map_or(0, PiiMatcher::memory_usage)
             + self
-                .shared_starts
+                .starts
                 .as_ref()
                 .map_or(0, gram::StartFilter::memory_usage)
     }

@@ -10,7 +10,7 @@
 //! than 4,096; the thread checks case where the pattern cares. A [`StartFilter`] over the
 //! prefixes keeps the automaton idle over text where no prefix can begin.
 
-use super::gram::{StartFilter, Starts};
+use super::gram::{StartKeys, Starts};
 use super::literal::{remember_tail, state_depths, Depths};
 use super::regex::RegexError;
 use super::{Haystack, Hit, RegexRule};
@@ -109,7 +109,8 @@ pub struct PrefixedMatcher {
     prefixes: AcDfa,
     ac_start: AcState,
     depth: Depths,
-    filter: StartFilter,
+    /// Where prefixes can begin, for the start filter (see [`super::ScanSet`]).
+    start_keys: StartKeys,
     /// Per prefix (Aho-Corasick pattern): the rule it starts and its bytes.
     prefix_rule: Vec<(u32, Vec<u8>)>,
     verify: dense::DFA<Vec<u32>>,
@@ -162,8 +163,10 @@ impl PrefixedMatcher {
             .start_state(aho_corasick::Anchored::No)
             .map_err(|e| RegexError::Prefix(e.to_string()))?;
         let depth = state_depths(&prefixes, ac_start, &patterns, true);
-        let filter = StartFilter::new(patterns.iter().copied())
-            .ok_or_else(|| RegexError::Prefix("empty prefix".into()))?;
+        if patterns.iter().any(|p| p.is_empty()) {
+            return Err(RegexError::Prefix("empty prefix".into()));
+        }
+        let start_keys = StartKeys::new(patterns.iter().copied());
         let hirs: Vec<&Hir> = rules.iter().map(|(r, _)| &r.hir).collect();
         let verify = anchored_dfa(&hirs)?;
         let tail_len = patterns.iter().map(|p| p.len()).max().unwrap_or(0) + 1;
@@ -171,7 +174,7 @@ impl PrefixedMatcher {
             prefixes,
             ac_start,
             depth,
-            filter,
+            start_keys,
             prefix_rule,
             verify,
             owners: rules.iter().map(|(r, _)| r.owner).collect(),
@@ -188,22 +191,19 @@ impl PrefixedMatcher {
         }
     }
 
-    pub fn feed(&self, st: &mut PrefixedState, base: u64, bytes: &[u8], hits: &mut Vec<Hit>) {
-        self.feed_from(st, base, bytes, hits, Starts::own(&self.filter, bytes));
+    pub(super) fn start_keys(&self) -> &StartKeys {
+        &self.start_keys
     }
 
-    pub(super) fn filter(&self) -> &StartFilter {
-        &self.filter
-    }
-
-    /// [`Self::feed`], with candidate starts from `starts`.
-    pub(super) fn feed_from(
+    /// Scans the next piece, running the prefix automaton only from where `starts` says a
+    /// prefix could begin.
+    pub(super) fn feed(
         &self,
         st: &mut PrefixedState,
         base: u64,
         bytes: &[u8],
         hits: &mut Vec<Hit>,
-        mut starts: Starts<'_>,
+        starts: Starts<'_>,
     ) {
         let mut ac = st.ac;
         let mut last_start = st.last_start;
