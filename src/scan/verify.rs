@@ -1,4 +1,4 @@
-//! A second, exact look at the positions a [`super::gram::StartFilter`] lets through.
+//! A second, closer look at the positions a [`super::gram::StartFilter`] lets through.
 //!
 //! The filter passes a position when a hash of its next four bytes hits a bitset: cheap, but
 //! with 1,000 patterns about one position in thirty passes, half of them by hash collision and
@@ -6,18 +6,20 @@
 //! the literal automaton from each costs a few dependent lookups in a table of megabytes. Instead,
 //! the patterns are grouped by their first four (folded) bytes, and a candidate is kept only if
 //! one of the patterns of its group agrees with the text, ignoring ASCII case, as far as the text
-//! goes. Matching stays the automaton's job; this only rejects positions where no pattern can
-//! begin, so it never loses a match.
+//! goes (up to 16 bytes, compared as two folded words; the fold also pairs a few punctuation
+//! bytes, which only keeps a candidate). Matching stays the automaton's job; this only rejects
+//! positions where no pattern can begin, so it never loses a match.
 
 use super::gram::{fold4, load4};
 
 /// The first bytes of a pattern, inline so that comparing needs no pointer chase.
 #[derive(Debug, Clone, Copy)]
 struct Head {
-    /// How many bytes of `bytes` to compare; 0 when a candidate cannot be judged by comparing
-    /// bytes (non-ASCII patterns: the automaton's input is case-folded for them).
+    /// How many bytes to compare; 0 when a candidate cannot be judged by comparing bytes
+    /// (non-ASCII patterns: the automaton's input is case-folded for them).
     len: u8,
-    bytes: [u8; HEAD],
+    /// The first `len` bytes, folded as [`fold8`] folds the text, little-endian.
+    folded: [u64; 2],
 }
 
 /// Bytes of each pattern compared (a longer pattern is kept when its first `HEAD` bytes agree).
@@ -66,12 +68,12 @@ impl StartVerifier {
                 let p = patterns[i as usize].as_ref();
                 let mut head = Head {
                     len: 0,
-                    bytes: [0; HEAD],
+                    folded: [0; 2],
                 };
                 if p.is_ascii() {
                     let n = p.len().min(HEAD);
                     head.len = n as u8;
-                    head.bytes[..n].copy_from_slice(&p[..n]);
+                    head.folded = load16_folded(&p[..n]);
                 }
                 head
             }));
@@ -109,9 +111,14 @@ impl StartVerifier {
             }
             if k == key {
                 let text = bytes.get(i..).unwrap_or_default();
+                let folded = load16_folded(text);
+                let left = text.len().min(HEAD);
+                // Compared without branches: XOR, masked to the bytes both have.
                 return self.members[from as usize..to as usize].iter().any(|h| {
-                    let n = usize::from(h.len).min(text.len());
-                    h.len == 0 || h.bytes[..n].eq_ignore_ascii_case(&text[..n])
+                    let n = usize::from(h.len).min(left);
+                    let differ = ((folded[0] ^ h.folded[0]) & low_bytes(n))
+                        | ((folded[1] ^ h.folded[1]) & low_bytes(n.saturating_sub(8)));
+                    h.len == 0 || differ == 0
                 });
             }
             s = (s + 1) & self.mask;
@@ -122,6 +129,43 @@ impl StartVerifier {
         std::mem::size_of_val(&*self.slots)
             + self.members.capacity() * std::mem::size_of::<Head>()
             + self.short.capacity() * 8
+    }
+}
+
+/// Folds eight bytes as [`fold4`] folds four: ASCII gets bit 5 (letters lose their case; a few
+/// punctuation pairs collide, which only keeps a candidate), non-ASCII bytes become 0x80.
+#[inline(always)]
+fn fold8(w: u64) -> u64 {
+    let high = w & 0x8080_8080_8080_8080;
+    let non_ascii = (high >> 7) * 0xFF;
+    ((w | 0x2020_2020_2020_2020) & !non_ascii) | high
+}
+
+/// The first 16 bytes of `bytes` (zero-padded), folded, as two little-endian words.
+#[inline(always)]
+fn load16_folded(bytes: &[u8]) -> [u64; 2] {
+    let mut buf = [0u8; HEAD];
+    let block: &[u8; HEAD] = match bytes.first_chunk() {
+        Some(block) => block,
+        None => {
+            buf[..bytes.len()].copy_from_slice(bytes);
+            &buf
+        }
+    };
+    let (a, b) = block.split_at(8);
+    [
+        fold8(u64::from_le_bytes(a.try_into().unwrap_or_default())),
+        fold8(u64::from_le_bytes(b.try_into().unwrap_or_default())),
+    ]
+}
+
+/// A mask of the low `n` bytes of a word (all of it from 8 on).
+#[inline(always)]
+fn low_bytes(n: usize) -> u64 {
+    if n >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * n)) - 1
     }
 }
 
