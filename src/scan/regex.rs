@@ -620,30 +620,31 @@ fn idle_pairs(
         let Some(b1) = *b1 else { continue };
         for (c2, b2) in sample.iter().enumerate() {
             let Some(b2) = *b2 else { continue };
-            let mut to = idle
-                .iter()
-                .map(|&s| dfa.next_state(dfa.next_state(s, b1), b2));
-            let Some(first) = to.next() else { continue };
-            if to.all(|t| t == first) {
-                if let Some(k) = idle.iter().position(|&s| s == first) {
-                    table[c1 * alphabet + c2] = u8::try_from(k + 1).unwrap_or(0);
-                }
+            if let Some(k) = common_idle(idle, |s| dfa.next_state(dfa.next_state(s, b1), b2)) {
+                table[c1 * alphabet + c2] = u8::try_from(k + 1).unwrap_or(0);
             }
         }
     }
     table
 }
 
+/// The index in `idle` of the one idle state `step` leads to from every idle state, if
+/// there is such a state.
+fn common_idle(idle: &[StateID], step: impl Fn(StateID) -> StateID) -> Option<usize> {
+    let mut to = idle.iter().map(|&s| step(s));
+    let first = to.next()?;
+    if to.all(|t| t == first) {
+        idle.iter().position(|&s| s == first)
+    } else {
+        None
+    }
+}
+
 /// For each byte: the idle state it leads to from every idle state, if that is one state.
 fn idle_transitions(dfa: &dense::DFA<Vec<u32>>, idle: &[StateID]) -> Box<[Option<StateID>; 256]> {
     let mut table = Box::new([None; 256]);
     for b in 0..=255u8 {
-        let mut to = idle.iter().map(|&s| dfa.next_state(s, b));
-        if let Some(first) = to.next() {
-            if idle.contains(&first) && to.all(|t| t == first) {
-                table[usize::from(b)] = Some(first);
-            }
-        }
+        table[usize::from(b)] = common_idle(idle, |s| dfa.next_state(s, b)).map(|k| idle[k]);
     }
     table
 }

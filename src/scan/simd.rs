@@ -171,16 +171,22 @@ mod x86 {
         }
     }
 
+    /// Each byte folded as `gram::fold4` does: ASCII gets bit 5, every non-ASCII byte is 0x80.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn fold(v: __m512i) -> __m512i {
+        _mm512_min_epu8(
+            _mm512_or_si512(v, _mm512_set1_epi8(0x20)),
+            _mm512_set1_epi8(0x80u8 as i8),
+        )
+    }
+
     /// 64 bytes of `bytes` from `i` folded as `gram::fold4` does (ASCII gets bit 5, every
     /// non-ASCII byte is 0x80), then mapped to their pair classes.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
     fn classes(bytes: &[u8], i: usize, class: (__m512i, __m512i)) -> __m512i {
-        let v = load64(bytes, i);
-        let folded = _mm512_min_epu8(
-            _mm512_or_si512(v, _mm512_set1_epi8(0x20)),
-            _mm512_set1_epi8(0x80u8 as i8),
-        );
+        let folded = fold(load64(bytes, i));
         // The table lookup uses the low seven bits: non-ASCII (0x80) reads entry 0.
         _mm512_permutex2var_epi8(class.0, folded, class.1)
     }
@@ -265,10 +271,7 @@ mod x86 {
                 }
                 let base = start + 16 * g;
                 let new_keys = _mm512_permutexvar_epi8(window, load64(bytes, base));
-                let new_keys = _mm512_min_epu8(
-                    _mm512_or_si512(new_keys, _mm512_set1_epi8(0x20)),
-                    _mm512_set1_epi8(0x80u8 as i8),
-                );
+                let new_keys = fold(new_keys);
                 let new_positions = _mm512_add_epi32(lane, _mm512_set1_epi32(base as i32));
                 // The passing lanes packed, then rotated up by `pending`: lanes from `pending`
                 // on continue the batch, lanes below it (if any) start the next one.
