@@ -8,11 +8,11 @@
 //! patterns' first bytes. The lookups of neighbouring positions do not wait on each other, so the
 //! CPU overlaps them; the automata then run only from positions the filter lets through.
 //!
-//! A piece is judged whole before the matchers run ([`StartFilter::mark`]): one bit per position
-//! for each matcher sharing the filter (literals and prefixed regexes), so each jumps from one
-//! of its candidates to the next. On CPUs with AVX-512, [`super::simd::gram_marks`] first drops
-//! the positions whose byte pairs no key has (most of them, in prose), packs the rest and looks
-//! them up 16 per gather.
+//! A piece is judged whole before the matchers run ([`StartFilter::mark`]): one sorted list of
+//! positions for each matcher sharing the filter (literals and prefixed regexes), so each jumps
+//! from one of its candidates to the next. On CPUs with AVX-512, [`super::simd::gram_starts`]
+//! first drops the positions whose byte pairs no key has (most of them, in prose), lists the
+//! rest and looks them up 16 per gather.
 //!
 //! The filter has false positives (hash collisions, folded punctuation) but never false
 //! negatives: every position where a pattern starts passes it.
@@ -172,7 +172,7 @@ impl Pairs {
 }
 
 /// Which positions of a text could begin a pattern of each of up to [`MAX_TAGS`] matchers (see
-/// the module docs): one pass over a piece marks them all.
+/// the module docs): one pass over a piece lists them all.
 #[derive(Debug, Clone)]
 pub struct StartFilter {
     /// One table per key length in use, the 4-byte one first: 4 bytes (3-byte starts enter it
@@ -183,7 +183,7 @@ pub struct StartFilter {
     tags: usize,
     /// The longest key: a position can be judged only when this many bytes follow it.
     reach: usize,
-    /// With the vector kernel ([`super::simd::gram_marks`]) on: its pair test.
+    /// With the vector kernel ([`super::simd::gram_starts`]) on: its pair test.
     pairs: Option<Box<Pairs>>,
 }
 
@@ -245,27 +245,42 @@ impl StartFilter {
             .fold(0, |tags, t| tags | t.tags(key, self.tags))
     }
 
-    /// Marks, per tag, every position before `judged(bytes)` where a pattern could begin: row
-    /// `k` of `out` (`marks::words(bytes.len())` words from `k * words`) for tag `k`, as a
-    /// bitmap (see [`super::marks`]). Positions from `judged` on are left clear.
-    pub fn mark(&self, bytes: &[u8], out: &mut Vec<u64>) {
-        let words = super::marks::words(bytes.len());
-        let limit = self.judged(bytes);
-        out.clear();
-        out.resize(words * self.tags, 0);
-        let vector = limit >= super::simd::MIN_RUN && u32::try_from(bytes.len()).is_ok();
-        if let Some(pairs) = self.pairs.as_deref().filter(|_| vector) {
-            super::simd::gram_marks(&self.tables, self.tags, pairs, bytes, limit, out);
-            return;
+    /// Lists, per tag, every position before the returned limit where a pattern could begin
+    /// (see [`StartLists`]); positions from the limit on count as starts: they are too close to
+    /// the end to judge (`judged(bytes)`), or the piece is too long for `u32` positions (limit
+    /// 0: no filtering at all).
+    pub fn mark(&self, bytes: &[u8], out: &mut StartLists) -> usize {
+        if u32::try_from(bytes.len()).is_err() {
+            out.lens = [0; MAX_TAGS];
+            return 0;
         }
-        for i in 0..limit {
-            let mut tags = self.tags_at(bytes, i);
-            while tags != 0 {
-                let k = tags.trailing_zeros() as usize;
-                out[k * words + i / 64] |= 1 << (i % 64);
-                tags &= tags - 1;
+        let limit = self.judged(bytes);
+        out.reserve(self.tags, limit);
+        let mut from = 0;
+        out.lens = [0; MAX_TAGS];
+        let vector = limit >= super::simd::MIN_RUN && i32::try_from(bytes.len()).is_ok();
+        if let Some(pairs) = self.pairs.as_deref().filter(|_| vector) {
+            // The kernel reads four bytes at every position it judges.
+            from = limit.min(bytes.len() - 3);
+            out.lens = super::simd::gram_starts(
+                &self.tables,
+                self.tags,
+                pairs,
+                bytes,
+                from,
+                &mut out.survivors,
+                &mut out.rows,
+            );
+        }
+        for i in from..limit {
+            let tags = self.tags_at(bytes, i);
+            for (k, row) in out.rows.iter_mut().enumerate().take(self.tags) {
+                // Branch-free: the slot past the end is overwritten unless the tag passed.
+                row[out.lens[k]] = i as u32;
+                out.lens[k] += (tags >> k & 1) as usize;
             }
         }
+        limit
     }
 
     /// First position from which the filter cannot judge `bytes` (too close to the end).
@@ -295,42 +310,96 @@ impl StartFilter {
     }
 }
 
+/// What [`StartFilter::mark`] found in one piece: for each tag, the positions where its
+/// patterns could begin, in increasing order. Kept from piece to piece (a thread-local scratch
+/// of the scanner), so its buffers are allocated once.
+#[derive(Debug, Default)]
+pub struct StartLists {
+    /// Tag `k`'s positions are `rows[k][..lens[k]]`. Rows are kept longer than that: the
+    /// vector kernel stores 16 lanes at a time past the end.
+    rows: [Vec<u32>; MAX_TAGS],
+    lens: [usize; MAX_TAGS],
+    /// The vector kernel's survivors of its pair test (see [`super::simd::gram_starts`]).
+    survivors: Vec<u32>,
+}
+
+/// Room the vector kernel needs past the last entry it keeps (one 16-lane store).
+const SPARE: usize = 16;
+
+/// Rows longer than this (after a very long piece) are given back after the piece.
+const KEEP: usize = (1 << 14) + SPARE;
+
+impl StartLists {
+    /// Tag `k`'s positions.
+    pub fn row(&self, k: usize) -> &[u32] {
+        &self.rows[k][..self.lens[k]]
+    }
+
+    /// Makes room for `tags` rows of positions below `limit`.
+    fn reserve(&mut self, tags: usize, limit: usize) {
+        for row in self.rows.iter_mut().take(tags) {
+            if row.len() < limit + SPARE {
+                row.resize(limit + SPARE, 0);
+            }
+        }
+        let section = super::simd::SECTION + SPARE;
+        if self.survivors.len() < section {
+            self.survivors.resize(section, 0);
+        }
+    }
+
+    /// Gives back the memory of rows grown by a very long piece.
+    pub fn shrink(&mut self) {
+        for row in &mut self.rows {
+            if row.len() > KEEP {
+                row.truncate(KEEP);
+                row.shrink_to_fit();
+            }
+        }
+    }
+}
+
 /// One matcher's view of where its patterns could begin in one piece of text: its row of the
-/// marks a [`StartFilter`] made for the piece.
-#[derive(Clone, Copy)]
+/// [`StartLists`] made for the piece, read with a cursor, so positions must be asked about in
+/// increasing order (as a matcher walks a piece from start to end).
 pub(super) struct Starts<'a> {
-    marks: &'a [u64],
+    list: &'a [u32],
     /// Positions from here on are too close to the end to judge: all count as starts.
     judged: usize,
+    /// Entries before it are below every position asked about since.
+    cursor: usize,
 }
 
 impl<'a> Starts<'a> {
-    pub(super) fn new(marks: &'a [u64], judged: usize) -> Self {
-        Starts { marks, judged }
+    pub(super) fn new(list: &'a [u32], judged: usize) -> Self {
+        Starts {
+            list,
+            judged,
+            cursor: 0,
+        }
     }
 
     /// Every position counts as a possible start (no filter could be built).
     pub(super) fn everywhere() -> Self {
-        Starts {
-            marks: &[],
-            judged: 0,
-        }
+        Starts::new(&[], 0)
     }
 
     /// The first position at or after `i` where a pattern could begin (at least `i`).
     #[inline]
-    pub(super) fn next(&self, i: usize) -> usize {
-        super::marks::next(self.marks, i, self.judged)
+    pub(super) fn next(&mut self, i: usize) -> usize {
+        while let Some(&p) = self.list.get(self.cursor) {
+            if p as usize >= i {
+                return p as usize;
+            }
+            self.cursor += 1;
+        }
+        i.max(self.judged)
     }
 
     /// Whether a pattern could begin at `i`.
     #[inline]
-    pub(super) fn at(&self, i: usize) -> bool {
-        i >= self.judged
-            || self
-                .marks
-                .get(i / 64)
-                .is_some_and(|w| w >> (i % 64) & 1 != 0)
+    pub(super) fn at(&mut self, i: usize) -> bool {
+        i >= self.judged || self.next(i) == i
     }
 }
 
@@ -352,27 +421,30 @@ mod tests {
         for i in [3, 10, 13] {
             assert_eq!(f.tags_at(&padded, i), 1, "position {i}");
         }
-        let mut marks = Vec::new();
-        f.mark(&padded, &mut marks);
-        let starts = Starts::new(&marks, f.judged(&padded));
+        let mut lists = StartLists::default();
+        let judged = f.mark(&padded, &mut lists);
+        assert_eq!(judged, f.judged(&padded));
+        let mut starts = Starts::new(lists.row(0), judged);
+        assert!(!starts.at(0));
         assert_eq!(starts.next(0), 3);
         assert_eq!(starts.next(4), 10);
-        assert!(starts.at(10) && !starts.at(0));
+        assert!(starts.at(10) && !starts.at(11));
+        // Positions too close to the end to judge all count as starts.
+        assert!(starts.at(judged) && starts.at(padded.len() - 1));
+        assert_eq!(Starts::new(lists.row(0), judged).next(judged - 1), judged);
     }
 
     #[test]
-    fn each_matcher_gets_its_own_marks() {
+    fn each_matcher_gets_its_own_list() {
         let words = StartKeys::new([&b"secret"[..], b"badword"]);
         let prefixes = StartKeys::new([&b"AKIA"[..], b"sk-"]);
         let f = StartFilter::new(&[&words, &prefixes]).unwrap();
         assert_eq!(f.tags(), 2);
         let text = b"a secret: sk-123 and AKIA0000, badword ok".as_slice();
-        let mut marks = Vec::new();
-        f.mark(text, &mut marks);
-        let judged = f.judged(text);
-        let n = crate::scan::marks::words(text.len());
+        let mut lists = StartLists::default();
+        let judged = f.mark(text, &mut lists);
         let all = |k: usize| -> Vec<usize> {
-            let s = Starts::new(&marks[k * n..(k + 1) * n], judged);
+            let mut s = Starts::new(lists.row(k), judged);
             let mut at = Vec::new();
             let mut i = s.next(0);
             while i < judged {

@@ -121,7 +121,7 @@ impl LiteralMatcher {
         base: u64,
         text: &str,
         hits: &mut Vec<Hit>,
-        starts: Starts<'_>,
+        mut starts: Starts<'_>,
     ) {
         if !st.pending.is_empty() {
             if let Some(next) = text.chars().next() {

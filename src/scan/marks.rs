@@ -1,9 +1,10 @@
-//! Per-piece bitmaps of the positions where a matcher has work to do.
+//! Per-piece bitmaps of the bytes that wake each regex automaton.
 //!
-//! Before the matchers run over a piece, one vector pass ([`super::simd`]) can judge every
-//! position for all of them at once and leave one bit per position and matcher. A matcher then
+//! Before the automata run over a piece, one vector pass ([`super::simd`]) can judge every
+//! byte for all of them at once and leave one bit per position and automaton. An automaton then
 //! jumps from one set bit to the next with a word scan instead of calling a search per gap,
-//! and the kernel's setup (table loads) is paid once per piece, not once per gap.
+//! and the kernel's setup (table loads) is paid once per piece, not once per gap. (The start
+//! filter's candidates are sparser and are listed instead: [`super::gram::StartLists`].)
 
 /// Number of 64-bit words a bitmap of `len` positions takes.
 pub(super) fn words(len: usize) -> usize {

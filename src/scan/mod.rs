@@ -30,7 +30,7 @@ pub use self::regex::{
 thread_local! {
     /// Scratch for [`ScanSet::feed`]: per matcher, the positions of the piece where its
     /// patterns could begin.
-    static STARTS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static STARTS: std::cell::RefCell<gram::StartLists> = std::cell::RefCell::new(gram::StartLists::default());
     /// Scratch for [`ScanSet::feed`]: per regex automaton, the bytes of the piece that wake it.
     static WAKES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -89,7 +89,7 @@ pub struct ScanSet {
     literals: Option<LiteralMatcher>,
     prefixed: Option<prefixed::PrefixedMatcher>,
     /// Where literals and prefixes could begin: one filter for both, so that a piece is judged
-    /// in one pass that marks each matcher's positions (tag 0: the literals if any, then the
+    /// in one pass that lists each matcher's positions (tag 0: the literals if any, then the
     /// prefixes). `None` only if a matcher has an empty start, which no matcher builds.
     starts: Option<gram::StartFilter>,
     inner: Vec<inner::InnerMatcher>,
@@ -196,19 +196,15 @@ impl ScanSet {
     /// Scans the next piece of a channel's text, appending matches to `hits`.
     pub fn feed(&self, st: &mut ScanState, text: &str, hits: &mut Vec<Hit>) {
         if self.literals.is_some() || self.prefixed.is_some() {
-            STARTS.with_borrow_mut(|marks| {
+            STARTS.with_borrow_mut(|lists| {
                 let bytes = text.as_bytes();
-                let words = marks::words(bytes.len());
                 let (judged, rows) = match &self.starts {
-                    Some(filter) => {
-                        filter.mark(bytes, marks);
-                        (filter.judged(bytes), filter.tags())
-                    }
+                    Some(filter) => (filter.mark(bytes, lists), filter.tags()),
                     None => (0, 0),
                 };
                 let mut row = 0..rows;
                 let mut next_starts = || match row.next() {
-                    Some(k) => gram::Starts::new(&marks[k * words..(k + 1) * words], judged),
+                    Some(k) => gram::Starts::new(lists.row(k), judged),
                     None => gram::Starts::everywhere(),
                 };
                 if let Some(l) = &self.literals {
@@ -217,8 +213,7 @@ impl ScanSet {
                 if let Some(p) = &self.prefixed {
                     p.feed(&mut st.prefixed, st.pos, bytes, hits, next_starts());
                 }
-                // Keep the scratch small after an unusually large piece.
-                marks.shrink_to(1024);
+                lists.shrink();
             });
         }
         for (m, ms) in self.inner.iter().zip(&mut st.inner) {

@@ -203,7 +203,7 @@ impl PrefixedMatcher {
         base: u64,
         bytes: &[u8],
         hits: &mut Vec<Hit>,
-        starts: Starts<'_>,
+        mut starts: Starts<'_>,
     ) {
         let mut ac = st.ac;
         let mut last_start = st.last_start;
