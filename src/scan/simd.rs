@@ -87,6 +87,8 @@ impl ByteLanes {
 
 /// Hash multiplier shared with the scalar filter ([`super::gram`]).
 pub(super) const GRAM_MUL: u32 = 0x9E37_79B1;
+/// The same for a key's second half (its bytes 4..8).
+pub(super) const GRAM_MUL_HIGH: u32 = 0x85EB_CA77;
 
 /// Positions the vector start filter judges per round: its pair test's survivors of one
 /// section are listed, then looked up.
@@ -97,8 +99,8 @@ pub(super) const SECTION: usize = 4096;
 /// listed for the tags whose bit is set in its key's slot of any of the `tables` (the key
 /// masked with the table's mask, hashed to [`super::gram::TABLE_LOG2`] bits), as
 /// `StartFilter::tags_at` says; first, though, a cheaper test rejects the positions whose byte
-/// pairs no key has (`pairs`), so only the others are looked up. Keys are the four bytes at a
-/// position, so `limit + 3 <= bytes.len()`; `bytes.len()` must fit in an `i32` (gather
+/// pairs no key has (`pairs`), so only the others are looked up. Keys are the eight bytes at a
+/// position, so `limit + 7 <= bytes.len()`; `bytes.len()` must fit in an `i32` (gather
 /// offsets). `survivors` needs `SECTION + 16` entries and each used row `limit + 16` (the
 /// kernel stores 16 lanes at a time). Only call when [`enabled`] is true.
 pub(super) fn gram_starts(
@@ -111,7 +113,7 @@ pub(super) fn gram_starts(
     rows: &mut [Vec<u32>; MAX_TAGS],
 ) -> [usize; MAX_TAGS] {
     assert!(
-        limit + 3 <= bytes.len()
+        limit + 7 <= bytes.len()
             && i32::try_from(bytes.len()).is_ok()
             && survivors.len() >= SECTION + 16
             && tags <= MAX_TAGS
@@ -255,6 +257,8 @@ mod x86 {
         let class = halves(&PAIR_CLASS);
         let (first, second) = (halves(&pairs.first), halves(&pairs.second));
         let mut lens = [0usize; MAX_TAGS];
+        // Whether any table's keys are longer than four bytes.
+        let wide = tables.iter().any(|t| t.mask >> 32 != 0);
         let mut section = 0;
         while section < limit {
             let end = (section + SECTION).min(limit);
@@ -285,17 +289,25 @@ mod x86 {
                 let lanes = ((1u32 << batch.len()) - 1) as u16;
                 // SAFETY: `survivors` has 16 entries past `n`, so 16 are readable here.
                 let positions = unsafe { _mm512_loadu_si512(batch.as_ptr().cast()) };
-                // SAFETY: every active lane's position is below `limit`, and `limit + 3 <=
-                // bytes.len()`: its four bytes are in bounds. Inactive lanes read nothing.
-                let keys = fold(unsafe {
-                    _mm512_mask_i32gather_epi32::<1>(
-                        _mm512_setzero_si512(),
-                        lanes,
-                        positions,
-                        bytes.as_ptr().cast(),
-                    )
-                });
-                let found = judge(tables, tags, keys, lanes);
+                // SAFETY: every active lane's position is below `limit`, and `limit + 7 <=
+                // bytes.len()`: its eight bytes are in bounds. Inactive lanes read nothing.
+                let gather = |from: usize| {
+                    fold(unsafe {
+                        _mm512_mask_i32gather_epi32::<1>(
+                            _mm512_setzero_si512(),
+                            lanes,
+                            positions,
+                            bytes.as_ptr().add(from).cast(),
+                        )
+                    })
+                };
+                let low = gather(0);
+                let high = if wide {
+                    gather(4)
+                } else {
+                    _mm512_setzero_si512()
+                };
+                let found = judge(tables, tags, (low, high), lanes);
                 for (k, row) in rows.iter_mut().enumerate().take(tags) {
                     // `lens[k]` < positions listed so far < `limit`: 16 entries fit.
                     let at = lens[k];
@@ -320,19 +332,30 @@ mod x86 {
         unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), v) }
     }
 
-    /// For each tag, the lanes of `lanes` whose key's slot has the tag's bit set in any table.
+    /// For each tag, the lanes of `lanes` whose key (bytes 0..4 and 4..8) has the tag's bit set
+    /// in its slot of any table.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-    fn judge(tables: &[GramTable], tags: usize, keys: __m512i, lanes: u16) -> [u16; MAX_TAGS] {
+    fn judge(
+        tables: &[GramTable],
+        tags: usize,
+        keys: (__m512i, __m512i),
+        lanes: u16,
+    ) -> [u16; MAX_TAGS] {
         let mul = _mm512_set1_epi32(super::GRAM_MUL as i32);
+        let mul_high = _mm512_set1_epi32(super::GRAM_MUL_HIGH as i32);
         // Slot `s` keeps its tags' bits from bit `s * tags`.
         let tag_shift = _mm_cvtsi32_si128(i32::from(tags == 2));
         let mut found = [0u16; MAX_TAGS];
         for t in tables {
-            let key = _mm512_and_si512(keys, _mm512_set1_epi32(t.mask as i32));
-            let slot = _mm512_srli_epi32::<{ 32 - super::super::gram::TABLE_LOG2 }>(
-                _mm512_mullo_epi32(key, mul),
-            );
+            // As `Table::slot` hashes.
+            let low = _mm512_and_si512(keys.0, _mm512_set1_epi32(t.mask as i32));
+            let mut hash = _mm512_mullo_epi32(low, mul);
+            if t.mask >> 32 != 0 {
+                let high = _mm512_and_si512(keys.1, _mm512_set1_epi32((t.mask >> 32) as i32));
+                hash = _mm512_xor_si512(hash, _mm512_mullo_epi32(high, mul_high));
+            }
+            let slot = _mm512_srli_epi32::<{ 32 - super::super::gram::TABLE_LOG2 }>(hash);
             let bit = _mm512_sll_epi32(slot, tag_shift);
             let word = _mm512_srli_epi32::<5>(bit);
             // SAFETY: `slot` < 2^TABLE_LOG2 and `bit` < 2^(TABLE_LOG2 + 1), so `word`
@@ -407,7 +430,7 @@ mod tests {
         /// The scalar start filter lists exactly the positions the one-position test passes;
         /// the vector kernel lists a subset of them in order (its pair test rejects some hash
         /// collisions) that holds every position where a key really begins. For one or two
-        /// tags and tables of one to three key lengths (keys of 1, 2 and 4 bytes).
+        /// tags and tables of one to four key lengths (keys of 1, 2, 4 and 5 bytes).
         #[test]
         fn gram_starts_agree_with_the_scalar_test(
             sets in proptest::collection::vec(
@@ -437,7 +460,7 @@ mod tests {
                         scalar_want[k].push(i as u32);
                     }
                     let begins = set.iter().any(|s| {
-                        let n = s.len().min(4);
+                        let n = s.len().min(super::super::gram::KEY_BYTES);
                         bytes.get(i..i + n).is_some_and(|t| {
                             t.iter().zip(s).all(|(&t, &p)| {
                                 t == p || (t >= 0x80 && p >= 0x80) || t.eq_ignore_ascii_case(&p)

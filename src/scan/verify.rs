@@ -10,7 +10,7 @@
 //! bytes, which only keeps a candidate). Matching stays the automaton's job; this only rejects
 //! positions where no pattern can begin, so it never loses a match.
 
-use super::gram::{fold4, load4};
+use super::gram::{fold4, fold8, load4};
 
 /// The first bytes of a pattern, inline so that comparing needs no pointer chase.
 #[derive(Debug, Clone, Copy)]
@@ -130,15 +130,6 @@ impl StartVerifier {
             + self.members.capacity() * std::mem::size_of::<Head>()
             + self.short.capacity() * 8
     }
-}
-
-/// Folds eight bytes as [`fold4`] folds four: ASCII gets bit 5 (letters lose their case; a few
-/// punctuation pairs collide, which only keeps a candidate), non-ASCII bytes become 0x80.
-#[inline(always)]
-fn fold8(w: u64) -> u64 {
-    let high = w & 0x8080_8080_8080_8080;
-    let non_ascii = (high >> 7) * 0xFF;
-    ((w | 0x2020_2020_2020_2020) & !non_ascii) | high
 }
 
 /// The first 16 bytes of `bytes` (zero-padded), folded, as two little-endian words.
