@@ -94,8 +94,12 @@ pub struct ScanSet {
     starts: Option<gram::StartFilter>,
     inner: Vec<inner::InnerMatcher>,
     regexes: Vec<RegexMatcher>,
-    /// With the vector kernels on: bit `k` set for the bytes that wake `regexes[k]`.
+    /// With the vector kernels on: bit `k` set for the bytes that wake `regexes[k]`, and the
+    /// sets of resting pairs in the bits `rest_bits` names.
     wake_lanes: Option<simd::ByteLanes>,
+    /// Per marked automaton with [`RegexMatcher::resting_pairs`] that fit in the lanes: its
+    /// index and the bits of the pairs' first and second bytes.
+    rest_bits: Vec<(usize, usize, usize)>,
     pii: Option<PiiMatcher>,
 }
 
@@ -146,13 +150,28 @@ impl ScanSet {
         start_keys.extend(regexes.prefixed.as_ref().map(|p| p.start_keys()));
         let starts = gram::StartFilter::new(&start_keys);
         let marked = regexes.dfas.len().min(MARKED_REGEXES);
+        let mut rest_bits = Vec::new();
+        for (k, r) in regexes.dfas[..marked].iter().enumerate() {
+            let bit = marked + 2 * rest_bits.len();
+            if r.skips_prose() && r.resting_pairs().is_some() && bit + 2 <= MARKED_REGEXES {
+                rest_bits.push((k, bit, bit + 1));
+            }
+        }
         let wake_lanes = (simd::enabled() && regexes.dfas.iter().any(RegexMatcher::skips_prose))
             .then(|| {
-                simd::ByteLanes::new(marked, |b| {
-                    regexes.dfas[..marked]
+                let dfas = &regexes.dfas;
+                simd::ByteLanes::new(marked + 2 * rest_bits.len(), |b| {
+                    let wakes = dfas[..marked]
                         .iter()
                         .enumerate()
-                        .fold(0, |f, (k, r)| f | (u8::from(!r.stays_idle(b)) << k))
+                        .fold(0, |f, (k, r)| f | (u8::from(!r.stays_idle(b)) << k));
+                    rest_bits.iter().fold(wakes, |f, &(k, first, second)| {
+                        let Some(pairs) = dfas[k].resting_pairs() else {
+                            return f;
+                        };
+                        f | (u8::from(pairs.first[usize::from(b)]) << first)
+                            | (u8::from(pairs.second[usize::from(b)]) << second)
+                    })
                 })
             });
         ScanSet {
@@ -162,6 +181,7 @@ impl ScanSet {
             inner: regexes.inner,
             regexes: regexes.dfas,
             wake_lanes,
+            rest_bits,
             pii: pii.filter(|p| !p.is_empty()),
         }
     }
@@ -225,11 +245,16 @@ impl ScanSet {
                 .wake_lanes
                 .as_ref()
                 .filter(|_| bytes.len() >= simd::MIN_RUN);
+            let words = marks::words(bytes.len());
             match lanes {
-                Some(lanes) => lanes.mark(bytes, marks),
+                Some(lanes) => {
+                    lanes.mark(bytes, marks);
+                    for &(k, first, second) in &self.rest_bits {
+                        marks::drop_resting(marks, words, k, first, second);
+                    }
+                }
                 None => marks.clear(),
             }
-            let words = marks::words(bytes.len());
             for (k, (r, rs)) in self.regexes.iter().zip(&mut st.regex).enumerate() {
                 let wakes = marks.get(k * words..(k + 1) * words);
                 r.feed(rs, st.pos, bytes, hits, wakes);

@@ -42,6 +42,9 @@ pub struct RegexMatcher {
     pair_idle: Box<[u8]>,
     /// The DFA's byte classes (`pair_idle` is indexed by class pairs) and their number.
     classes: [u8; 256],
+    /// The commonest such pairs as two byte sets, for the vector wake marks: see
+    /// [`Self::resting_pairs`].
+    resting_pairs: Option<Box<RestingPairs>>,
     alphabet: usize,
     /// Whether skipping pays: ordinary prose (lowercase letters, spaces) keeps it idle.
     skips_prose: bool,
@@ -454,6 +457,11 @@ impl RegexMatcher {
         let classes: [u8; 256] = std::array::from_fn(|b| dfa.byte_classes().get(b as u8));
         let alphabet = dfa.byte_classes().alphabet_len();
         let pair_idle = idle_pairs(&dfa, &idle, &classes, alphabet);
+        let resting_pairs = RestingPairs::new(&idle_after, |f, g| {
+            let pair = usize::from(classes[usize::from(f)]) * alphabet
+                + usize::from(classes[usize::from(g)]);
+            pair_idle[pair].checked_sub(1).map(|k| idle[usize::from(k)])
+        });
         let skips_prose = (b'a'..=b'z')
             .chain([b' ', b',', b'.'])
             .all(|b| idle_after[usize::from(b)].is_some());
@@ -465,6 +473,7 @@ impl RegexMatcher {
             stays_idle,
             pair_idle,
             classes,
+            resting_pairs,
             alphabet,
             skips_prose,
             owners: rules.iter().map(|r| r.owner).collect(),
@@ -480,7 +489,9 @@ impl RegexMatcher {
     }
 
     /// Scans the next piece. `wakes`, when given, marks the bytes of `bytes` that take the
-    /// automaton out of its idle states (see [`Self::stays_idle`] and [`super::marks`]).
+    /// automaton out of its idle states (see [`Self::stays_idle`] and [`super::marks`]); it
+    /// may leave unmarked a waking byte that forms one of the [`Self::resting_pairs`] with the
+    /// byte after it.
     pub fn feed(
         &self,
         st: &mut RegexState,
@@ -574,10 +585,63 @@ impl RegexMatcher {
         self.stays_idle[usize::from(b)]
     }
 
+    /// Pairs of a waking byte and a byte after it that put the automaton back to rest, as two
+    /// byte sets: the vector marks can leave such a waking byte unmarked, so the skip loop
+    /// never stops for it. `None` when there are none worth marking.
+    pub(super) fn resting_pairs(&self) -> Option<&RestingPairs> {
+        self.resting_pairs.as_deref()
+    }
+
     /// Whether ordinary prose leaves this automaton idle, so that it is skipped rather than
     /// stepped (see [`pack_dfas`]).
     pub(super) fn skips_prose(&self) -> bool {
         self.skips_prose
+    }
+}
+
+/// Waking bytes (`first`) and bytes (`second`) such that every `first` byte followed by any
+/// `second` byte leads every idle state to the idle state `second` alone leads to, and no match
+/// ends at either byte. A skip over such a pair therefore needs no stop: the state after it
+/// (and after any staying-idle bytes that follow) is decided by the last byte skipped, as for
+/// a run of staying-idle bytes. `second` holds only staying-idle bytes.
+#[derive(Debug, Clone)]
+pub(super) struct RestingPairs {
+    pub(super) first: [bool; 256],
+    pub(super) second: [bool; 256],
+}
+
+impl RestingPairs {
+    /// From the automaton's single-byte idle transitions and `pair(f, g)`, the idle state the
+    /// two bytes lead every idle state to (if it is one state). The pairs are those of the
+    /// waking bytes that every staying-idle lowercase letter puts back to rest (a capital
+    /// starting a word, for patterns that need two), with every byte after them that does
+    /// the same for all of them.
+    fn new(
+        idle_after: &[Option<StateID>; 256],
+        pair: impl Fn(u8, u8) -> Option<StateID>,
+    ) -> Option<Box<Self>> {
+        let rests = |f: u8, g: u8| {
+            idle_after[usize::from(f)].is_none()
+                && idle_after[usize::from(g)].is_some()
+                && pair(f, g) == idle_after[usize::from(g)]
+        };
+        let letters: Vec<u8> = (b'a'..=b'z')
+            .filter(|&g| idle_after[usize::from(g)].is_some())
+            .collect();
+        if letters.is_empty() {
+            return None;
+        }
+        let first: [bool; 256] =
+            std::array::from_fn(|f| letters.iter().all(|&g| rests(f as u8, g)));
+        if !first.contains(&true) {
+            return None;
+        }
+        let second = std::array::from_fn(|g| {
+            (0..=255u8)
+                .filter(|&f| first[usize::from(f)])
+                .all(|f| rests(f, g as u8))
+        });
+        Some(Box::new(RestingPairs { first, second }))
     }
 }
 
