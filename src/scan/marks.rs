@@ -32,26 +32,6 @@ pub(super) fn next(marks: &[u64], i: usize, len: usize) -> usize {
     }
 }
 
-/// Clears the marks of bitmap `wake` (of `words` words in `marks`) at the positions set in
-/// bitmap `first` whose next position is set in bitmap `second`: the waking bytes that the
-/// byte after them puts back to rest (see `RegexMatcher::resting_pairs`). The last position
-/// has no next one and keeps its mark.
-pub(super) fn drop_resting(
-    marks: &mut [u64],
-    words: usize,
-    wake: usize,
-    first: usize,
-    second: usize,
-) {
-    for w in 0..words {
-        let next = marks[second * words..(second + 1) * words]
-            .get(w + 1)
-            .map_or(0, |&n| n << 63);
-        let followed = (marks[second * words + w] >> 1) | next;
-        marks[wake * words + w] &= !(marks[first * words + w] & followed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,28 +50,5 @@ mod tests {
         assert_eq!(next(&marks, 200, 200), 200);
         assert_eq!(next(&marks, 250, 200), 250);
         assert_eq!(next(&[], 0, 0), 0);
-    }
-
-    #[test]
-    fn resting_pairs_lose_their_mark_across_words() {
-        let words = words(130);
-        let set = |positions: &[usize]| {
-            let mut bits = vec![0u64; words];
-            for &p in positions {
-                bits[p / 64] |= 1 << (p % 64);
-            }
-            bits
-        };
-        // Wakes at 5, 63, 100, 129; first bytes at 5, 63, 129; second bytes at 6, 64, 101.
-        let mut marks = [
-            set(&[5, 63, 100, 129]),
-            set(&[5, 63, 129]),
-            set(&[6, 64, 101]),
-        ]
-        .concat();
-        drop_resting(&mut marks, words, 0, 1, 2);
-        // 5 and 63 (followed across the word boundary) rest; 100 is not a first byte; 129 is
-        // the last position.
-        assert_eq!(marks[..words], set(&[100, 129])[..]);
     }
 }

@@ -94,12 +94,9 @@ pub struct ScanSet {
     starts: Option<gram::StartFilter>,
     inner: Vec<inner::InnerMatcher>,
     regexes: Vec<RegexMatcher>,
-    /// With the vector kernels on: bit `k` set for the bytes that wake `regexes[k]`, and the
-    /// sets of resting pairs in the bits `rest_bits` names.
+    /// With the vector kernels on: bit `k` set for the bytes that wake `regexes[k]`, except
+    /// those of its [`RegexMatcher::resting_pairs`] (when the spare bits hold them).
     wake_lanes: Option<simd::ByteLanes>,
-    /// Per marked automaton with [`RegexMatcher::resting_pairs`] that fit in the lanes: its
-    /// index and the bits of the pairs' first and second bytes.
-    rest_bits: Vec<(usize, usize, usize)>,
     pii: Option<PiiMatcher>,
 }
 
@@ -150,27 +147,33 @@ impl ScanSet {
         start_keys.extend(regexes.prefixed.as_ref().map(|p| p.start_keys()));
         let starts = gram::StartFilter::new(&start_keys);
         let marked = regexes.dfas.len().min(MARKED_REGEXES);
-        let mut rest_bits = Vec::new();
+        // Spare lane bits hold resting pairs: two sets per automaton.
+        let mut unless = Vec::new();
         for (k, r) in regexes.dfas[..marked].iter().enumerate() {
-            let bit = marked + 2 * rest_bits.len();
-            if r.skips_prose() && r.resting_pairs().is_some() && bit + 2 <= MARKED_REGEXES {
-                rest_bits.push((k, bit, bit + 1));
+            let first = marked + 2 * unless.len();
+            if r.skips_prose() && r.resting_pairs().is_some() && first + 2 <= MARKED_REGEXES {
+                unless.push(simd::Unless {
+                    set: k,
+                    first,
+                    second: first + 1,
+                });
             }
         }
         let wake_lanes = (simd::enabled() && regexes.dfas.iter().any(RegexMatcher::skips_prose))
             .then(|| {
                 let dfas = &regexes.dfas;
-                simd::ByteLanes::new(marked + 2 * rest_bits.len(), |b| {
+                let rests = unless.clone();
+                simd::ByteLanes::new(marked, unless, |b| {
                     let wakes = dfas[..marked]
                         .iter()
                         .enumerate()
                         .fold(0, |f, (k, r)| f | (u8::from(!r.stays_idle(b)) << k));
-                    rest_bits.iter().fold(wakes, |f, &(k, first, second)| {
-                        let Some(pairs) = dfas[k].resting_pairs() else {
+                    rests.iter().fold(wakes, |f, u| {
+                        let Some(pairs) = dfas[u.set].resting_pairs() else {
                             return f;
                         };
-                        f | (u8::from(pairs.first[usize::from(b)]) << first)
-                            | (u8::from(pairs.second[usize::from(b)]) << second)
+                        f | (u8::from(pairs.first[usize::from(b)]) << u.first)
+                            | (u8::from(pairs.second[usize::from(b)]) << u.second)
                     })
                 })
             });
@@ -181,7 +184,6 @@ impl ScanSet {
             inner: regexes.inner,
             regexes: regexes.dfas,
             wake_lanes,
-            rest_bits,
             pii: pii.filter(|p| !p.is_empty()),
         }
     }
@@ -245,16 +247,11 @@ impl ScanSet {
                 .wake_lanes
                 .as_ref()
                 .filter(|_| bytes.len() >= simd::MIN_RUN);
-            let words = marks::words(bytes.len());
             match lanes {
-                Some(lanes) => {
-                    lanes.mark(bytes, marks);
-                    for &(k, first, second) in &self.rest_bits {
-                        marks::drop_resting(marks, words, k, first, second);
-                    }
-                }
+                Some(lanes) => lanes.mark(bytes, marks),
                 None => marks.clear(),
             }
+            let words = marks::words(bytes.len());
             for (k, (r, rs)) in self.regexes.iter().zip(&mut st.regex).enumerate() {
                 let wakes = marks.get(k * words..(k + 1) * words);
                 r.feed(rs, st.pos, bytes, hits, wakes);
