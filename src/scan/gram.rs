@@ -54,16 +54,20 @@ pub(super) fn fold8(w: u64) -> u64 {
 /// The bytes `bytes[i..i + 8]` as a little-endian word, zero-padded past the end.
 #[inline(always)]
 pub(super) fn load8(bytes: &[u8], i: usize) -> u64 {
-    match bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-        Some(b) => u64::from_le_bytes(*b),
-        None => {
-            let mut w = [0u8; 8];
-            for (k, &b) in bytes.get(i..).unwrap_or_default().iter().enumerate() {
-                w[k] = b;
-            }
-            u64::from_le_bytes(w)
-        }
+    if let Some(b) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        return u64::from_le_bytes(*b);
     }
+    // Near the end of a piece (the filter's last positions in every piece): the last eight
+    // bytes, shifted down past the ones before `i`.
+    if let (Some(last), true) = (bytes.last_chunk::<8>(), i < bytes.len()) {
+        return u64::from_le_bytes(*last) >> (8 * (i + 8 - bytes.len()));
+    }
+    // A piece shorter than eight bytes (or `i` past its end).
+    let mut w = [0u8; 8];
+    for (k, &b) in bytes.get(i..).unwrap_or_default().iter().enumerate() {
+        w[k] = b;
+    }
+    u64::from_le_bytes(w)
 }
 
 /// Longest key: five bytes. Prose shares a four-byte prefix with some pattern of a
@@ -437,6 +441,25 @@ mod tests {
 
     fn filter(starts: &[&[u8]]) -> Option<StartFilter> {
         StartFilter::new(&[&StartKeys::new(starts.iter().copied())])
+    }
+
+    #[test]
+    fn keys_are_the_bytes_from_a_position_zero_padded_past_the_end() {
+        let text: Vec<u8> = (1..=20).collect();
+        for len in 0..=text.len() {
+            let bytes = &text[..len];
+            for i in 0..len + 2 {
+                let mut want = [0u8; 8];
+                for (k, w) in want.iter_mut().enumerate() {
+                    *w = bytes.get(i + k).copied().unwrap_or(0);
+                }
+                assert_eq!(
+                    load8(bytes, i),
+                    u64::from_le_bytes(want),
+                    "len {len}, i {i}"
+                );
+            }
+        }
     }
 
     #[test]

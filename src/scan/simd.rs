@@ -156,13 +156,17 @@ mod x86 {
     use super::{GramTable, Pairs, Unless, MAX_TAGS, PAIR_CLASS, SECTION};
     use std::arch::x86_64::*;
 
-    /// 64 bytes of `bytes` from `i`, zero-padded past the end. A masked load: no branch and no
-    /// copy for the tail, so the callers' loops keep their constants in registers.
+    /// 64 bytes of `bytes` from `i`, zero-padded past the end: the tail with a masked load (no
+    /// copy, no call, so the callers' loops keep their constants in registers).
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw")]
     fn load64(bytes: &[u8], i: usize) -> __m512i {
+        if let Some(block) = bytes.get(i..).and_then(<[u8]>::first_chunk::<64>) {
+            // SAFETY: 64 readable bytes; unaligned loads are allowed.
+            return unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+        }
         let left = bytes.len().saturating_sub(i);
-        let mask = if left >= 64 { !0 } else { (1u64 << left) - 1 };
+        let mask = (1u64 << left) - 1;
         // SAFETY: the lanes the mask selects are `bytes[i..i + left]`, in bounds; a masked-off
         // lane reads nothing and cannot fault. `wrapping_add` keeps the address computation
         // defined when `i` is past the end (then no lane is selected).
@@ -192,9 +196,9 @@ mod x86 {
             lanes(&set[3]),
         );
         let words = out.len() / marked.max(1);
-        let member = |flags: __m512i, k: usize| {
-            _mm512_test_epi8_mask(flags, _mm512_set1_epi8((1u8 << k) as i8))
-        };
+        // The bit of each set, broadcast once.
+        let bits: [__m512i; 8] = std::array::from_fn(|k| _mm512_set1_epi8((1u8 << k) as i8));
+        let flat = |b: u8| set[usize::from(b / 64)][usize::from(b % 64)];
         for w in 0..words {
             let i = 64 * w;
             let v = load64(bytes, i);
@@ -204,16 +208,21 @@ mod x86 {
             let flags = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), ascii, high);
             let left = bytes.len() - i;
             let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
-            for k in 0..marked {
-                out[k * words + w] = member(flags, k) & valid;
+            let mut marks = [0u64; 8];
+            for (k, m) in marks.iter_mut().enumerate().take(marked) {
+                *m = _mm512_test_epi8_mask(flags, bits[k]) & valid;
             }
-            for u in unless {
-                // The byte after this block's last one, looked up directly.
-                let after = bytes.get(i + 64).map_or(0, |&b| {
-                    u64::from(set[usize::from(b / 64)][usize::from(b % 64)] >> u.second) & 1
-                });
-                let followed = ((member(flags, u.second) & valid) >> 1) | (after << 63);
-                out[u.set * words + w] &= !(member(flags, u.first) & followed);
+            if !unless.is_empty() {
+                // The flags of the byte after this block's last one, looked up directly.
+                let after = bytes.get(i + 64).map_or(0, |&b| flat(b));
+                for u in unless {
+                    let second = _mm512_test_epi8_mask(flags, bits[u.second]) & valid;
+                    let followed = (second >> 1) | (u64::from(after >> u.second & 1) << 63);
+                    marks[u.set] &= !(_mm512_test_epi8_mask(flags, bits[u.first]) & followed);
+                }
+            }
+            for (k, &m) in marks.iter().enumerate().take(marked) {
+                out[k * words + w] = m;
             }
         }
     }
@@ -299,16 +308,16 @@ mod x86 {
                 let left = end - start;
                 let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
                 let pass = pair_test(first, c[0], c[1]) & pair_test(second, c[2], c[3]) & valid;
+                let mut positions = _mm512_add_epi32(lane, _mm512_set1_epi32(start as i32));
                 for g in 0..4 {
                     let group = (pass >> (16 * g)) as u16;
-                    let positions =
-                        _mm512_add_epi32(lane, _mm512_set1_epi32((start + 16 * g) as i32));
                     // `n` <= positions of the section before this group <= SECTION - 16.
                     store16(
                         &mut survivors[n..n + 16],
                         _mm512_maskz_compress_epi32(group, positions),
                     );
                     n += group.count_ones() as usize;
+                    positions = _mm512_add_epi32(positions, _mm512_set1_epi32(16));
                 }
                 start += 64;
             }
