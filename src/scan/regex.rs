@@ -30,6 +30,11 @@ pub struct RegexMatcher {
     start: StateID,
     /// States in which no match is in progress (one per kind of preceding byte).
     idle: Vec<StateID>,
+    /// The same as a bitset over state indices (`sid >> stride2`, up to the highest idle one),
+    /// for a one-load test in the scan loop.
+    idle_set: Box<[u64]>,
+    /// log2 of the DFA's stride: state ids are indices shifted by it.
+    stride2: usize,
     /// Bytes that leave the automaton idle whatever idle state it is in, with the idle state
     /// they lead to; `None` where a byte may start a match. Runs of such bytes are skipped
     /// without stepping the automaton.
@@ -452,6 +457,17 @@ impl RegexMatcher {
             .iter()
             .map(|r| r.hir.properties().maximum_len())
             .try_fold(0usize, |acc, len| len.map(|l| acc.max(l)));
+        let stride2 = dfa.stride2();
+        let highest = idle
+            .iter()
+            .map(|s| s.as_usize() >> stride2)
+            .max()
+            .unwrap_or(0);
+        let mut idle_set = vec![0u64; (highest >> 6) + 1].into_boxed_slice();
+        for sid in &idle {
+            let index = sid.as_usize() >> stride2;
+            idle_set[index >> 6] |= 1 << (index & 63);
+        }
         let idle_after = idle_transitions(&dfa, &idle);
         let stays_idle: [bool; 256] = std::array::from_fn(|b| idle_after[b].is_some());
         let classes: [u8; 256] = std::array::from_fn(|b| dfa.byte_classes().get(b as u8));
@@ -469,6 +485,8 @@ impl RegexMatcher {
             dfa,
             start,
             idle,
+            idle_set,
+            stride2,
             idle_after,
             stays_idle,
             pair_idle,
@@ -503,7 +521,7 @@ impl RegexMatcher {
         let mut sid = st.sid;
         let mut i = 0;
         while i < bytes.len() {
-            if self.skips_prose && self.idle.contains(&sid) {
+            if self.skips_prose && self.is_idle(sid) {
                 // Nothing in progress: skip the bytes that keep it so.
                 let from = i;
                 i = match wakes {
@@ -538,9 +556,18 @@ impl RegexMatcher {
             i += 1;
         }
         st.sid = sid;
-        if self.idle.contains(&sid) {
+        if self.is_idle(sid) {
             st.idle_pos = base + bytes.len() as u64;
         }
+    }
+
+    /// Whether `sid` is one of the idle states.
+    #[inline(always)]
+    fn is_idle(&self, sid: StateID) -> bool {
+        let index = sid.as_usize() >> self.stride2;
+        self.idle_set
+            .get(index >> 6)
+            .is_some_and(|w| w >> (index & 63) & 1 != 0)
     }
 
     pub fn finish(&self, st: &mut RegexState, pos: u64, hits: &mut Vec<Hit>) {
@@ -564,7 +591,7 @@ impl RegexMatcher {
     }
 
     pub fn safe_pos(&self, st: &RegexState, pos: u64) -> u64 {
-        if self.idle.contains(&st.sid) {
+        if self.is_idle(st.sid) {
             return pos;
         }
         // A match not reported yet ends at or after `pos` (reports come one byte late), so it
@@ -576,7 +603,10 @@ impl RegexMatcher {
     }
 
     pub fn memory_usage(&self) -> usize {
-        self.dfa.memory_usage() + std::mem::size_of_val(&*self.idle_after) + self.pair_idle.len()
+        self.dfa.memory_usage()
+            + std::mem::size_of_val(&*self.idle_after)
+            + self.pair_idle.len()
+            + self.idle_set.len() * 8
     }
 
     /// Whether byte `b` leaves the automaton idle whatever idle state it is in (the bytes a
