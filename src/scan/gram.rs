@@ -12,7 +12,9 @@
 //! positions for each matcher sharing the filter (literals and prefixed regexes), so each jumps
 //! from one of its candidates to the next. On CPUs with AVX-512, [`super::simd::gram_starts`]
 //! first drops the positions whose byte pairs no key has (most of them, in prose), lists the
-//! rest and looks them up 16 per gather.
+//! rest and looks them up 16 per gather. The last positions of a piece, where a whole key does
+//! not fit, are judged by the bytes there are (a key's first bytes must match), so a piece
+//! ending in ordinary text starts no run of the automata that carries into the next piece.
 //!
 //! The filter has false positives (hash collisions, folded punctuation) but never false
 //! negatives: every position where a pattern starts passes it.
@@ -92,6 +94,25 @@ pub(super) struct Table {
 }
 
 impl Table {
+    /// An empty table over keys masked with `mask`.
+    fn new(mask: u64) -> Self {
+        Table {
+            mask,
+            bits: Box::new([0; MAX_TAGS << (TABLE_LOG2 - 6)]),
+        }
+    }
+
+    /// Sets `tag`'s bit (of `tags`) in `key`'s slot.
+    fn set(&mut self, key: u64, tags: usize, tag: usize) {
+        let bit = self.slot(key) * tags + tag;
+        self.bits[bit >> 6] |= 1 << (bit & 63);
+    }
+
+    /// How many bytes of a key the table looks at.
+    fn key_bytes(&self) -> usize {
+        (64 - self.mask.leading_zeros() as usize) / 8
+    }
+
     /// The key's slot: its two halves hashed in 32-bit arithmetic, as the vector kernel does.
     #[inline(always)]
     fn slot(&self, key: u64) -> usize {
@@ -216,8 +237,11 @@ pub struct StartFilter {
     tables: Vec<Table>,
     /// How many matchers (tags) share the filter.
     tags: usize,
-    /// The longest key: a position can be judged only when this many bytes follow it.
+    /// The longest key: a position is judged by the tables when this many bytes follow it.
     reach: usize,
+    /// For the last positions of a piece, with `k < reach` bytes left: `near_end[k - 1]` holds
+    /// the first `k` bytes of every key of `k` bytes or more (shorter keys are in `tables`).
+    near_end: Vec<Table>,
     /// With the vector kernel ([`super::simd::gram_starts`]) on: its pair test.
     pairs: Option<Box<Pairs>>,
 }
@@ -239,16 +263,11 @@ impl StartFilter {
                 let at = match tables.iter().position(|t| t.mask == mask) {
                     Some(at) => at,
                     None => {
-                        tables.push(Table {
-                            mask,
-                            bits: Box::new([0; MAX_TAGS << (TABLE_LOG2 - 6)]),
-                        });
+                        tables.push(Table::new(mask));
                         tables.len() - 1
                     }
                 };
-                let table = &mut tables[at];
-                let bit = table.slot(key) * tags + tag;
-                table.bits[bit >> 6] |= 1 << (bit & 63);
+                tables[at].set(key, tags, tag);
                 reach = reach.max(q);
             }
         }
@@ -257,10 +276,22 @@ impl StartFilter {
         }
         // The longest keys reject the most positions: test their table first.
         tables.sort_by_key(|t| std::cmp::Reverse(t.mask));
+        let near_end = (1..reach)
+            .map(|k| {
+                let mut table = Table::new((1u64 << (8 * k)) - 1);
+                for (tag, set) in sets.iter().enumerate() {
+                    for &(_, key) in set.keys.iter().filter(|&&(q, _)| q >= k) {
+                        table.set(key, tags, tag);
+                    }
+                }
+                table
+            })
+            .collect();
         Some(StartFilter {
             tables,
             tags,
             reach,
+            near_end,
             pairs: super::simd::enabled()
                 .then(|| Box::new(Pairs::new(sets.iter().flat_map(|s| s.keys.iter().copied())))),
         })
@@ -276,17 +307,33 @@ impl StartFilter {
             .fold(0, |tags, t| tags | t.tags(key, self.tags))
     }
 
+    /// The tags whose literals could begin at `bytes[i]`, one of the last positions of a piece
+    /// (`k = bytes.len() - i` bytes left, `0 < k < reach`), judging by the bytes there are: a
+    /// key's first `k` bytes, or a whole key of `k` bytes or fewer, must match. Whatever
+    /// follows in the next piece, no pattern can begin where this is 0.
+    fn tags_near_end(&self, bytes: &[u8], i: usize) -> u64 {
+        let left = bytes.len() - i;
+        let key = fold8(load8(bytes, i));
+        let whole = self
+            .tables
+            .iter()
+            .filter(|t| t.key_bytes() <= left)
+            .fold(0, |tags, t| tags | t.tags(key, self.tags));
+        whole | self.near_end[left - 1].tags(key, self.tags)
+    }
+
     /// Lists, per tag, every position before the returned limit where a pattern could begin
-    /// (see [`StartLists`]); positions from the limit on count as starts: they are too close to
-    /// the end to judge (`judged(bytes)`), or the piece is too long for `u32` positions (limit
-    /// 0: no filtering at all).
+    /// (see [`StartLists`]): the whole piece, including the positions too close to its end for
+    /// the full keys (judged by what bytes there are). Positions from the limit on count as
+    /// starts: the limit is 0 (no filtering at all) when the piece is too long for `u32`
+    /// positions.
     pub fn mark(&self, bytes: &[u8], out: &mut StartLists) -> usize {
         if u32::try_from(bytes.len()).is_err() {
             out.lens = [0; MAX_TAGS];
             return 0;
         }
         let limit = self.judged(bytes);
-        out.reserve(self.tags, limit);
+        out.reserve(self.tags, bytes.len());
         let mut from = 0;
         out.lens = [0; MAX_TAGS];
         let vector = limit >= super::simd::MIN_RUN && i32::try_from(bytes.len()).is_ok();
@@ -303,18 +350,22 @@ impl StartFilter {
                 &mut out.rows,
             );
         }
-        for i in from..limit {
-            let tags = self.tags_at(bytes, i);
+        for i in from..bytes.len() {
+            let tags = if i < limit {
+                self.tags_at(bytes, i)
+            } else {
+                self.tags_near_end(bytes, i)
+            };
             for (k, row) in out.rows.iter_mut().enumerate().take(self.tags) {
                 // Branch-free: the slot past the end is overwritten unless the tag passed.
                 row[out.lens[k]] = i as u32;
                 out.lens[k] += (tags >> k & 1) as usize;
             }
         }
-        limit
+        bytes.len()
     }
 
-    /// First position from which the filter cannot judge `bytes` (too close to the end).
+    /// First position from which the full keys do not fit in `bytes` (too close to the end).
     pub fn judged(&self, bytes: &[u8]) -> usize {
         (bytes.len() + 1).saturating_sub(self.reach)
     }
@@ -333,7 +384,11 @@ impl StartFilter {
 
     /// Heap bytes of the tables.
     pub fn memory_usage(&self) -> usize {
-        self.tables.iter().map(|t| t.bits.len() * 8).sum::<usize>()
+        self.tables
+            .iter()
+            .chain(&self.near_end)
+            .map(|t| t.bits.len() * 8)
+            .sum::<usize>()
             + self
                 .pairs
                 .as_ref()
@@ -395,7 +450,8 @@ impl StartLists {
 /// increasing order (as a matcher walks a piece from start to end).
 pub(super) struct Starts<'a> {
     list: &'a [u32],
-    /// Positions from here on are too close to the end to judge: all count as starts.
+    /// Positions from here on were not judged (no filter, or a piece too long for `u32`
+    /// positions): all count as starts.
     judged: usize,
     /// Entries before it are below every position asked about since.
     cursor: usize,
@@ -473,15 +529,34 @@ mod tests {
         }
         let mut lists = StartLists::default();
         let judged = f.mark(&padded, &mut lists);
-        assert_eq!(judged, f.judged(&padded));
+        assert_eq!(judged, padded.len(), "every position is judged");
         let mut starts = Starts::new(lists.row(0), judged);
         assert!(!starts.at(0));
         assert_eq!(starts.next(0), 3);
         assert_eq!(starts.next(4), 10);
         assert!(starts.at(10) && !starts.at(11));
-        // Positions too close to the end to judge all count as starts.
-        assert!(starts.at(judged) && starts.at(padded.len() - 1));
-        assert_eq!(Starts::new(lists.row(0), judged).next(judged - 1), judged);
+        // No key begins in the trailing spaces.
+        assert_eq!(Starts::new(lists.row(0), judged).next(judged - 4), judged);
+    }
+
+    #[test]
+    fn the_last_positions_are_judged_by_the_bytes_there_are() {
+        let f = filter(&[b"secret", b"ab", b"xyz"]).unwrap();
+        // "SEC" may go on as "secret", "a" as "ab", "xy" as "xyz"; "EC", "C", "y" and "ax"
+        // cannot.
+        for (piece, want) in [
+            (&b"__SEC"[..], vec![2]),
+            (b"__a", vec![2]),
+            (b"__axy", vec![3]),
+            (b"__ab", vec![2]),
+            (b"xyz", vec![0]),
+            (b"xyzab", vec![0, 3]),
+        ] {
+            let mut lists = StartLists::default();
+            assert_eq!(f.mark(piece, &mut lists), piece.len());
+            let got: Vec<usize> = lists.row(0).iter().map(|&p| p as usize).collect();
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(piece));
+        }
     }
 
     #[test]

@@ -176,7 +176,7 @@ impl LiteralMatcher {
             if self.dfa.is_special(sid) && self.dfa.is_match(sid) {
                 self.on_match(st, sid, base, text, i, hits);
             }
-            // (Positions too close to the end to judge count as starts: the run carries over.)
+            // (Positions the filter did not judge count as starts: the run carries over.)
             if from == verified || (starts.at(from) && self.verify.may_start(bytes, from)) {
                 last_start = Some(base + from as u64);
             }
