@@ -1,6 +1,6 @@
 //! guardwire: a streaming guardrail proxy for LLM APIs.
-// Two reviewed exceptions: heap.rs (a call to glibc's malloc_trim) and scan/simd.rs (AVX-512
-// kernels: raw-pointer loads and the call into them after CPU feature detection).
+// Two reviewed exceptions: heap.rs (a call to glibc's malloc_trim) and scan/simd/ (AVX-512 and
+// AVX2 kernels: raw-pointer loads, gathers, and the calls into them after CPU feature detection).
 #![deny(unsafe_code)]
 
 pub mod audit;

@@ -10,14 +10,20 @@
 //!
 //! A piece is judged whole before the matchers run ([`StartFilter::mark`]): one sorted list of
 //! positions for each matcher sharing the filter (literals and prefixed regexes), so each jumps
-//! from one of its candidates to the next. On CPUs with AVX-512, [`super::simd::gram_starts`]
-//! first drops the positions whose byte pairs no key has (most of them, in prose), lists the
-//! rest and looks them up 16 per gather. The last positions of a piece, where a whole key does
+//! from one of its candidates to the next. A cheaper test runs first and drops the positions
+//! whose byte pairs no key has (most of them, in prose): on CPUs with AVX-512,
+//! [`super::simd::gram_starts`] tests classes of pairs, lists the rest and looks them up 16 per
+//! gather; with AVX2, [`super::simd::pair_marks_avx2`] tests the same class pairs 32 positions
+//! at a time; elsewhere an exact byte-pair bitset is tested one position at a time. The
+//! survivors of the latter two are looked up one at a time (gathers are slow on the AVX2
+//! CPUs measured). The last positions of a piece, where a whole key does
 //! not fit, are judged by the bytes there are (a key's first bytes must match), so a piece
 //! ending in ordinary text starts no run of the automata that carries into the next piece.
 //!
 //! The filter has false positives (hash collisions, folded punctuation) but never false
 //! negatives: every position where a pattern starts passes it.
+
+use super::simd::Level;
 
 /// Folds four bytes (little-endian in a `u32`) into a filter key: ASCII bytes get bit 5 set, so
 /// letters lose their case (a few punctuation pairs like `@`/`` ` `` collide too, which only
@@ -227,6 +233,55 @@ impl Pairs {
     }
 }
 
+/// The scalar path's pre-test, exact where [`Pairs`] groups bytes into classes: whether the
+/// first two folded bytes of a position, and its third and fourth, are byte pairs some key has
+/// there. A pair is indexed by the two bytes' low seven bits (folding keeps them apart: folded
+/// ASCII has bit 5 set, every non-ASCII byte folds to 0x80, index 0), 2^14 bits a table.
+#[derive(Debug, Clone)]
+pub(super) struct PairBits {
+    first: Box<[u64; 256]>,
+    second: Box<[u64; 256]>,
+}
+
+impl PairBits {
+    fn new(keys: impl IntoIterator<Item = (usize, u64)>) -> Self {
+        let mut bits = PairBits {
+            first: Box::new([0; 256]),
+            second: Box::new([0; 256]),
+        };
+        let byte = |key: u64, k: u32| ((key >> (8 * k)) & 0x7F) as usize;
+        let set = |table: &mut [u64; 256], a: usize, b: Option<usize>| {
+            for b in b.map_or(0..=127, |b| b..=b) {
+                let bit = a | b << 7;
+                table[bit >> 6] |= 1 << (bit & 63);
+            }
+        };
+        for (q, key) in keys {
+            let second = (q >= 2).then(|| byte(key, 1));
+            set(&mut bits.first, byte(key, 0), second);
+            if q >= 4 {
+                set(&mut bits.second, byte(key, 2), Some(byte(key, 3)));
+            } else {
+                // Shorter keys say nothing about the bytes after them.
+                for a in 0..128 {
+                    set(&mut bits.second, a, None);
+                }
+            }
+        }
+        bits
+    }
+
+    /// Whether the position whose folded bytes are `key` (see [`fold8`]) passes: 1 or 0.
+    #[inline(always)]
+    fn test(&self, key: u64) -> u64 {
+        let first = (key & 0x7F) | ((key >> 1) & 0x3F80);
+        let second = ((key >> 16) & 0x7F) | ((key >> 17) & 0x3F80);
+        (self.first[(first >> 6) as usize] >> (first & 63))
+            & (self.second[(second >> 6) as usize] >> (second & 63))
+            & 1
+    }
+}
+
 /// Which positions of a text could begin a pattern of each of up to [`MAX_TAGS`] matchers (see
 /// the module docs): one pass over a piece lists them all.
 #[derive(Debug, Clone)]
@@ -242,8 +297,12 @@ pub struct StartFilter {
     /// For the last positions of a piece, with `k < reach` bytes left: `near_end[k - 1]` holds
     /// the first `k` bytes of every key of `k` bytes or more (shorter keys are in `tables`).
     near_end: Vec<Table>,
-    /// With the vector kernel ([`super::simd::gram_starts`]) on: its pair test.
-    pairs: Option<Box<Pairs>>,
+    /// Which kernel lists a piece's positions (see [`super::simd::level`]).
+    level: Level,
+    /// The AVX-512 kernel's pair test (see [`super::simd::gram_starts`]).
+    pairs: Box<Pairs>,
+    /// The scalar path's pair test.
+    pair_bits: PairBits,
 }
 
 impl StartFilter {
@@ -292,9 +351,21 @@ impl StartFilter {
             tags,
             reach,
             near_end,
-            pairs: super::simd::enabled()
-                .then(|| Box::new(Pairs::new(sets.iter().flat_map(|s| s.keys.iter().copied())))),
+            level: super::simd::level(),
+            pairs: Box::new(Pairs::new(sets.iter().flat_map(|s| s.keys.iter().copied()))),
+            pair_bits: PairBits::new(sets.iter().flat_map(|s| s.keys.iter().copied())),
         })
+    }
+
+    /// The same filter with the kernels of `level`, a tier the CPU has.
+    #[cfg(test)]
+    pub(super) fn at_level(mut self, level: Level) -> Self {
+        assert!(
+            super::simd::detected().contains(&level),
+            "{level:?} is not available"
+        );
+        self.level = level;
+        self
     }
 
     /// The tags (bit `k` for tag `k`) whose literals could begin at `bytes[i]`; needs
@@ -334,21 +405,24 @@ impl StartFilter {
         }
         let limit = self.judged(bytes);
         out.reserve(self.tags, bytes.len());
-        let mut from = 0;
         out.lens = [0; MAX_TAGS];
+        // The kernels read eight bytes at every position they judge; the positions from
+        // `from` on are judged one at a time below.
+        let from = limit.min(bytes.len().saturating_sub(7));
         let vector = limit >= super::simd::MIN_RUN && i32::try_from(bytes.len()).is_ok();
-        if let Some(pairs) = self.pairs.as_deref().filter(|_| vector) {
-            // The kernel reads eight bytes at every position it judges.
-            from = limit.min(bytes.len() - 7);
-            out.lens = super::simd::gram_starts(
-                &self.tables,
-                self.tags,
-                pairs,
-                bytes,
-                from,
-                &mut out.survivors,
-                &mut out.rows,
-            );
+        match if vector { self.level } else { Level::Scalar } {
+            Level::Avx512 => {
+                out.lens = super::simd::gram_starts(
+                    &self.tables,
+                    self.tags,
+                    &self.pairs,
+                    bytes,
+                    from,
+                    &mut out.survivors,
+                    &mut out.rows,
+                );
+            }
+            level => self.pair_then_lookup(level, bytes, from, out),
         }
         for i in from..bytes.len() {
             let tags = if i < limit {
@@ -365,6 +439,53 @@ impl StartFilter {
         bytes.len()
     }
 
+    /// Lists the positions in `0..end` that pass a pair test and then the hashed tables, into
+    /// `out` (whose rows are empty and long enough); `end + 7 <= bytes.len()`. The pair test
+    /// (which rejects most positions of prose) leaves a bitmap: with AVX2 the AVX-512 kernel's
+    /// class-pair test, 32 positions an instruction sequence, else the exact byte-pair test
+    /// ([`Self::passes`]). Only its set bits are looked up, branch-free.
+    fn pair_then_lookup(&self, level: Level, bytes: &[u8], end: usize, out: &mut StartLists) {
+        let (rows, lens, pass) = (&mut out.rows, &mut out.lens, &mut out.pass);
+        pass.clear();
+        pass.resize(super::marks::words(end), 0);
+        if level == Level::Avx2 {
+            super::simd::pair_marks_avx2(&self.pairs, bytes, end, pass);
+        } else {
+            for (w, word) in pass.iter_mut().enumerate() {
+                let base = 64 * w;
+                let block = &bytes[base..(base + 64).min(end) + 7];
+                for (j, window) in block.windows(8).enumerate() {
+                    let key = fold8(u64::from_le_bytes(window.try_into().unwrap_or_default()));
+                    *word |= self.pair_bits.test(key) << j;
+                }
+            }
+        }
+        for (w, &word) in pass.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let i = 64 * w + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let tags = self.tags_at(bytes, i);
+                for (k, row) in rows.iter_mut().enumerate().take(self.tags) {
+                    // Branch-free: the slot past the end is overwritten unless the tag passed.
+                    row[lens[k]] = i as u32;
+                    lens[k] += (tags >> k & 1) as usize;
+                }
+            }
+        }
+    }
+
+    /// Whether a position passes the whole scalar test (the pair test, then the tables): the
+    /// tags whose literals could begin at `bytes[i]`; needs `i + 8 <= bytes.len()`.
+    #[cfg(test)]
+    pub(super) fn passes(&self, bytes: &[u8], i: usize) -> u64 {
+        let key = fold8(load8(bytes, i));
+        if self.pair_bits.test(key) == 0 {
+            return 0;
+        }
+        self.tags_at(bytes, i)
+    }
+
     /// First position from which the full keys do not fit in `bytes` (too close to the end).
     pub fn judged(&self, bytes: &[u8]) -> usize {
         (bytes.len() + 1).saturating_sub(self.reach)
@@ -375,13 +496,6 @@ impl StartFilter {
         self.tags
     }
 
-    /// The same filter on the scalar path, for tests comparing the two.
-    #[cfg(test)]
-    pub(super) fn scalar(mut self) -> Self {
-        self.pairs = None;
-        self
-    }
-
     /// Heap bytes of the tables.
     pub fn memory_usage(&self) -> usize {
         self.tables
@@ -389,10 +503,9 @@ impl StartFilter {
             .chain(&self.near_end)
             .map(|t| t.bits.len() * 8)
             .sum::<usize>()
-            + self
-                .pairs
-                .as_ref()
-                .map_or(0, |_| std::mem::size_of::<Pairs>())
+            + std::mem::size_of::<Pairs>()
+            + std::mem::size_of_val(&*self.pair_bits.first)
+            + std::mem::size_of_val(&*self.pair_bits.second)
     }
 }
 
@@ -405,8 +518,10 @@ pub struct StartLists {
     /// vector kernel stores 16 lanes at a time past the end.
     rows: [Vec<u32>; MAX_TAGS],
     lens: [usize; MAX_TAGS],
-    /// The vector kernel's survivors of its pair test (see [`super::simd::gram_starts`]).
+    /// The AVX-512 kernel's survivors of its pair test (see [`super::simd::gram_starts`]).
     survivors: Vec<u32>,
+    /// The other paths' survivors of their pair test, as a bitmap.
+    pass: Vec<u64>,
 }
 
 /// Room the vector kernel needs past the last entry it keeps (one 16-lane store).
