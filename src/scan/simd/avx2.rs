@@ -5,20 +5,26 @@ use super::{Pairs, Unless, PAIR_CLASS};
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
+/// `bytes[i..i + N]`, or what there is of it copied into `tail` (zeroed), zero-padded.
+#[inline]
+fn padded<'a, const N: usize>(bytes: &'a [u8], i: usize, tail: &'a mut [u8; N]) -> &'a [u8; N] {
+    match bytes.get(i..).and_then(<[u8]>::first_chunk::<N>) {
+        Some(block) => block,
+        None => {
+            let rest = bytes.get(i..).unwrap_or_default();
+            tail[..rest.len()].copy_from_slice(rest);
+            tail
+        }
+    }
+}
+
 /// 64 bytes of `bytes` from `i` as two 32-byte halves, zero-padded past the end (the tail
 /// through a copy: AVX2 has no masked byte loads).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn load64(bytes: &[u8], i: usize) -> (__m256i, __m256i) {
     let mut tail = [0u8; 64];
-    let block = match bytes.get(i..).and_then(<[u8]>::first_chunk::<64>) {
-        Some(block) => block,
-        None => {
-            let rest = bytes.get(i..).unwrap_or_default();
-            tail[..rest.len()].copy_from_slice(rest);
-            &tail
-        }
-    };
+    let block = padded(bytes, i, &mut tail);
     // SAFETY: `block` is 64 readable bytes; unaligned loads are allowed.
     unsafe {
         (
@@ -36,8 +42,59 @@ fn twice(table: &[u8; 16]) -> __m256i {
     unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr().cast())) }
 }
 
+/// The low and the high nibble of each byte.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn nibbles(v: __m256i) -> (__m256i, __m256i) {
+    let nibble = _mm256_set1_epi8(0x0F);
+    (
+        _mm256_and_si256(v, nibble),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble),
+    )
+}
+
 /// Most distinct table rows a byte-set table can have (one per high nibble).
 const MAX_ROWS: usize = 16;
+
+/// A 256-entry byte table for 32 bytes at a time: its distinct non-zero rows of 16 (see
+/// `super::nibble_rows`), each looked up by the low nibble where the high nibble is one of the
+/// row's.
+struct NibbleTable {
+    rows: [(__m256i, __m256i); MAX_ROWS],
+    len: usize,
+}
+
+impl NibbleTable {
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn new(rows: &[([u8; 16], [u8; 16])]) -> Self {
+        let zero = _mm256_setzero_si256();
+        let mut table = NibbleTable {
+            rows: [(zero, zero); MAX_ROWS],
+            len: rows.len().min(MAX_ROWS),
+        };
+        for (t, (row, nibbles)) in table.rows.iter_mut().zip(rows) {
+            *t = (twice(row), twice(nibbles));
+        }
+        table
+    }
+
+    /// Each byte of `v` looked up.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn get(&self, v: __m256i) -> __m256i {
+        let (low, high) = nibbles(v);
+        self.rows[..self.len]
+            .iter()
+            .fold(_mm256_setzero_si256(), |f, &(row, nibbles)| {
+                let hit = _mm256_and_si256(
+                    _mm256_shuffle_epi8(row, low),
+                    _mm256_shuffle_epi8(nibbles, high),
+                );
+                _mm256_or_si256(f, hit)
+            })
+    }
+}
 
 /// See `ByteLanes::mark`; `rows` as `ByteLanes::rows`; `out` holds `marked` zeroed bitmaps of
 /// `bytes.len()` positions.
@@ -49,26 +106,8 @@ pub(super) fn mark_members(
     bytes: &[u8],
     out: &mut [u64],
 ) {
-    let zero = _mm256_setzero_si256();
-    let mut tables = [(zero, zero); MAX_ROWS];
-    for (t, (row, nibbles)) in tables.iter_mut().zip(rows) {
-        *t = (twice(row), twice(nibbles));
-    }
-    let tables = &tables[..rows.len().min(MAX_ROWS)];
-    let nibble = _mm256_set1_epi8(0x0F);
-    // Each byte's flags: for every distinct row, the row's entry for the low nibble where the
-    // high nibble is one of the row's.
-    let flags = |v: __m256i| {
-        let low = _mm256_and_si256(v, nibble);
-        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
-        tables.iter().fold(zero, |f, &(row, nibbles)| {
-            let hit = _mm256_and_si256(
-                _mm256_shuffle_epi8(row, low),
-                _mm256_shuffle_epi8(nibbles, high),
-            );
-            _mm256_or_si256(f, hit)
-        })
-    };
+    let table = NibbleTable::new(rows);
+    let flags = |v: __m256i| table.get(v);
     let flat = |b: u8| {
         rows.iter()
             .find(|(_, nibbles)| nibbles[usize::from(b >> 4)] != 0)
@@ -86,21 +125,9 @@ pub(super) fn mark_members(
         let i = 64 * w;
         let (a, b) = load64(bytes, i);
         let set = (flags(a), flags(b));
-        let left = bytes.len() - i;
-        let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
-        let mut marks = [0u64; 8];
-        for (k, m) in marks.iter_mut().enumerate().take(marked) {
-            *m = bits(set, k) & valid;
-        }
-        if !unless.is_empty() {
-            // The flags of the byte after this block's last one, looked up directly.
-            let after = bytes.get(i + 64).map_or(0, |&b| flat(b));
-            for u in unless {
-                let second = bits(set, u.second) & valid;
-                let followed = (second >> 1) | (u64::from(after >> u.second & 1) << 63);
-                marks[u.set] &= !(bits(set, u.first) & followed);
-            }
-        }
+        let valid = super::valid_bits(bytes.len(), i);
+        let after = || bytes.get(i + 64).map_or(0, |&b| flat(b));
+        let marks = super::block_marks(marked, unless, after, |k| bits(set, k) & valid);
         for (k, &m) in marks.iter().enumerate().take(marked) {
             out[k * words + w] = m;
         }
@@ -122,14 +149,7 @@ fn class_rows() -> &'static [([u8; 16], [u8; 16])] {
 #[target_feature(enable = "avx2")]
 fn load32(bytes: &[u8], i: usize) -> __m256i {
     let mut tail = [0u8; 32];
-    let block = match bytes.get(i..).and_then(<[u8]>::first_chunk::<32>) {
-        Some(block) => block,
-        None => {
-            let rest = bytes.get(i..).unwrap_or_default();
-            tail[..rest.len()].copy_from_slice(rest);
-            &tail
-        }
-    };
+    let block = padded(bytes, i, &mut tail);
     // SAFETY: `block` is 32 readable bytes; unaligned loads are allowed.
     unsafe { _mm256_loadu_si256(block.as_ptr().cast()) }
 }
@@ -150,9 +170,7 @@ impl Table128 {
     #[inline]
     #[target_feature(enable = "avx2")]
     fn get(&self, index: __m256i) -> __m256i {
-        let nibble = _mm256_set1_epi8(0x0F);
-        let low = _mm256_and_si256(index, nibble);
-        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(index), nibble);
+        let (low, high) = nibbles(index);
         let mut out = _mm256_setzero_si256();
         for (h, row) in self.0.iter().enumerate() {
             let here = _mm256_cmpeq_epi8(high, _mm256_set1_epi8(h as i8));
@@ -183,25 +201,8 @@ fn pair_test(table: &Table128, a: __m256i, b: __m256i) -> u32 {
 /// See `super::pair_marks_avx2`.
 #[target_feature(enable = "avx2,popcnt,bmi1")]
 pub(super) fn pair_marks(pairs: &Pairs, bytes: &[u8], limit: usize, out: &mut [u64]) {
-    let rows = class_rows();
-    let zero = _mm256_setzero_si256();
-    let mut tables = [(zero, zero); MAX_ROWS];
-    for (t, (row, nibbles)) in tables.iter_mut().zip(rows) {
-        *t = (twice(row), twice(nibbles));
-    }
-    let tables = &tables[..rows.len().min(MAX_ROWS)];
-    let nibble = _mm256_set1_epi8(0x0F);
-    let classes = |v: __m256i| {
-        let low = _mm256_and_si256(v, nibble);
-        let high = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nibble);
-        tables.iter().fold(zero, |f, &(row, nibbles)| {
-            let hit = _mm256_and_si256(
-                _mm256_shuffle_epi8(row, low),
-                _mm256_shuffle_epi8(nibbles, high),
-            );
-            _mm256_or_si256(f, hit)
-        })
-    };
+    let table = NibbleTable::new(class_rows());
+    let classes = |v: __m256i| table.get(v);
     let (first, second) = (Table128::new(&pairs.first), Table128::new(&pairs.second));
     let mut here = classes(load32(bytes, 0));
     let mut i = 0;

@@ -53,21 +53,11 @@ pub(super) fn mark_members(
         let ascii = _mm512_permutex2var_epi8(t0, v, t1);
         let high = _mm512_permutex2var_epi8(t2, v, t3);
         let flags = _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), ascii, high);
-        let left = bytes.len() - i;
-        let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
-        let mut marks = [0u64; 8];
-        for (k, m) in marks.iter_mut().enumerate().take(marked) {
-            *m = _mm512_test_epi8_mask(flags, bits[k]) & valid;
-        }
-        if !unless.is_empty() {
-            // The flags of the byte after this block's last one, looked up directly.
-            let after = bytes.get(i + 64).map_or(0, |&b| flat(b));
-            for u in unless {
-                let second = _mm512_test_epi8_mask(flags, bits[u.second]) & valid;
-                let followed = (second >> 1) | (u64::from(after >> u.second & 1) << 63);
-                marks[u.set] &= !(_mm512_test_epi8_mask(flags, bits[u.first]) & followed);
-            }
-        }
+        let valid = super::valid_bits(bytes.len(), i);
+        let after = || bytes.get(i + 64).map_or(0, |&b| flat(b));
+        let marks = super::block_marks(marked, unless, after, |k| {
+            _mm512_test_epi8_mask(flags, bits[k]) & valid
+        });
         for (k, &m) in marks.iter().enumerate().take(marked) {
             out[k * words + w] = m;
         }

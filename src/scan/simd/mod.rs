@@ -104,6 +104,41 @@ pub(super) struct Unless {
     pub(super) second: usize,
 }
 
+/// One block of 64 positions' marks for the first `marked` sets, the `unless` exceptions
+/// dropped: `member(k)` is set `k`'s bitmask of the block (its valid positions only),
+/// `after()` the flags of the byte after the block (0 past the end of the piece).
+#[inline(always)]
+fn block_marks(
+    marked: usize,
+    unless: &[Unless],
+    after: impl FnOnce() -> u8,
+    member: impl Fn(usize) -> u64,
+) -> [u64; 8] {
+    let mut marks = [0u64; 8];
+    for (k, m) in marks.iter_mut().enumerate().take(marked) {
+        *m = member(k);
+    }
+    if !unless.is_empty() {
+        let after = after();
+        for u in unless {
+            let followed = (member(u.second) >> 1) | (u64::from(after >> u.second & 1) << 63);
+            marks[u.set] &= !(member(u.first) & followed);
+        }
+    }
+    marks
+}
+
+/// The positions of a block of 64 from `i` that lie in a piece of `len` bytes, as a bitmask.
+#[inline(always)]
+fn valid_bits(len: usize, i: usize) -> u64 {
+    let left = len - i;
+    if left < 64 {
+        (1u64 << left) - 1
+    } else {
+        !0
+    }
+}
+
 impl ByteLanes {
     /// `flags(b)` has bit `k` set when `b` is in set `k` (eight sets at most); the first
     /// `marked` sets get bitmaps, with the `unless` exceptions applied.
