@@ -130,13 +130,15 @@ pub(super) fn gram_starts(
     let lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     let class = halves(&PAIR_CLASS);
     let (first, second) = (halves(&pairs.first), halves(&pairs.second));
+    let middle = halves(&pairs.middle);
     let mut lens = [0usize; MAX_TAGS];
     // Whether any table's keys are longer than four bytes.
     let wide = tables.iter().any(|t| t.mask >> 32 != 0);
     let mut section = 0;
     while section < limit {
         let end = (section + SECTION).min(limit);
-        // The pair test, 64 positions a round, without branches: each group of 16 stores
+        // The pair test (bytes 0–1, 1–2 and 2–3), 64 positions a round, without branches:
+        // each group of 16 stores
         // all its positions, and the count moves past those that passed.
         let mut n = 0;
         let mut start = section;
@@ -144,7 +146,10 @@ pub(super) fn gram_starts(
             let c: [__m512i; 4] = std::array::from_fn(|k| classes(bytes, start + k, class));
             let left = end - start;
             let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
-            let pass = pair_test(first, c[0], c[1]) & pair_test(second, c[2], c[3]) & valid;
+            let pass = pair_test(first, c[0], c[1])
+                & pair_test(middle, c[1], c[2])
+                & pair_test(second, c[2], c[3])
+                & valid;
             let mut positions = _mm512_add_epi32(lane, _mm512_set1_epi32(start as i32));
             for g in 0..4 {
                 let group = (pass >> (16 * g)) as u16;
