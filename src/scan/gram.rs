@@ -191,8 +191,8 @@ pub(super) const PAIR_CLASS: [u8; 128] = {
 
 /// A cheaper test the vector kernels run before the hashed lookup: whether the first two bytes
 /// of a position, and its third and fourth (and, on AVX-512, its second and third), are byte
-/// pairs that some key has there. Pairs are
-/// of [`PAIR_CLASS`] classes (32 × 32 bits each); it only ever lets through more than the keys.
+/// pairs that some key has there. Pairs are of [`PAIR_CLASS`] classes (32 × 32 bits each); it
+/// only ever lets through more than the keys.
 #[derive(Debug, Clone)]
 pub(super) struct Pairs {
     /// Bit `b % 8` of byte `b / 8`, for `b = class(first) * 32 + class(second)`.

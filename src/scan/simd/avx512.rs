@@ -138,14 +138,13 @@ pub(super) fn gram_starts(
     while section < limit {
         let end = (section + SECTION).min(limit);
         // The pair test (bytes 0–1, 1–2 and 2–3), 64 positions a round, without branches:
-        // each group of 16 stores
-        // all its positions, and the count moves past those that passed.
+        // each group of 16 stores all its positions, and the count moves past those that
+        // passed.
         let mut n = 0;
         let mut start = section;
         while start < end {
             let c: [__m512i; 4] = std::array::from_fn(|k| classes(bytes, start + k, class));
-            let left = end - start;
-            let valid = if left < 64 { (1u64 << left) - 1 } else { !0 };
+            let valid = super::valid_bits(end, start);
             let pass = pair_test(first, c[0], c[1])
                 & pair_test(middle, c[1], c[2])
                 & pair_test(second, c[2], c[3])
