@@ -49,6 +49,9 @@ async fn http1_connections_are_reused_and_a_cut_stream_closes_only_its_own() {
         1,
         "one kept-alive connection served all four"
     );
+    for r in mock.requests() {
+        r.assert_target_for(&format!("127.0.0.1:{}", mock.addr.port()));
+    }
 
     let a = post_chat(
         proxy.addr(),
@@ -200,7 +203,10 @@ async fn tls_upstream_round_trip(alpn: &[&[u8]], expect: Version) {
     }
     let a = post_chat(proxy.addr(), PLAIN_REQUEST).await;
     assert_eq!(a.text(), WHOLE);
-    assert!(mock.requests().iter().all(|r| r.version == expect));
+    for r in mock.requests() {
+        assert_eq!(r.version, expect);
+        r.assert_target_for(&format!("localhost:{}", mock.addr.port()));
+    }
     assert_eq!(
         mock.connection_count(),
         1,

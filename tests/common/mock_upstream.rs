@@ -48,9 +48,31 @@ pub struct RecordedRequest {
     pub body: Bytes,
     /// HTTP/1.1 or HTTP/2, as the request arrived.
     pub version: http::Version,
+    /// The request target as hyper parsed it: for HTTP/1.1, origin form (`/v1/…`) has no
+    /// scheme or authority, absolute form does; for HTTP/2 they come from the pseudo-headers.
+    pub uri: http::Uri,
 }
 
 impl RecordedRequest {
+    /// Asserts what a strict HTTP server needs from the request line (RFC 9112 §3.2, RFC 9113
+    /// §8.3.1): over HTTP/1.1 an origin-form target and exactly one `Host` equal to
+    /// `authority`; over HTTP/2 `:authority` equal to it and no `Host`.
+    pub fn assert_target_for(&self, authority: &str) {
+        if self.version == http::Version::HTTP_2 {
+            assert_eq!(
+                self.uri.authority().map(|a| a.as_str()),
+                Some(authority),
+                "{self:?}"
+            );
+            assert!(self.headers.get("host").is_none(), "{self:?}");
+        } else {
+            assert!(self.uri.scheme().is_none(), "absolute form: {self:?}");
+            assert!(self.uri.authority().is_none(), "absolute form: {self:?}");
+            let hosts: Vec<_> = self.headers.get_all("host").iter().collect();
+            assert_eq!(hosts, [authority], "{self:?}");
+        }
+    }
+
     /// First value of header `name`, if present and valid UTF-8.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
@@ -405,6 +427,7 @@ async fn handle(
     let (parts, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
     let recorded = RecordedRequest {
+        uri: parts.uri.clone(),
         method: parts.method,
         path_and_query: parts
             .uri

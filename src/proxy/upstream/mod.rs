@@ -49,7 +49,9 @@ impl UpstreamClient {
         })
     }
 
-    /// Sends `req` to `base`'s host and waits for the response head. A request that a reused
+    /// Sends `req` to `base`'s host and waits for the response head. `req`'s URI is the target
+    /// in origin form (from [`UpstreamBase::uri_for`]); scheme, authority and `Host` are set
+    /// here for the HTTP version of the connection it goes out on. A request that a reused
     /// connection could not take (the upstream had closed it) is sent again on another.
     pub async fn request(
         &self,
@@ -103,6 +105,7 @@ impl UpstreamClient {
             Connected::H2(mut sender) => {
                 self.pool.put_h2(key, &sender);
                 drop(held);
+                key.h2_form(&mut req);
                 Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
             }
         }
@@ -118,6 +121,8 @@ impl UpstreamClient {
         let Some(mut sender) = self.pool.h2_sender(key) else {
             return Ok(Err(req));
         };
+        let mut req = req;
+        key.h2_form(&mut req);
         let req = match sender.ready().await {
             Ok(()) => match sender.try_send_request(req).await {
                 Ok(resp) => return Ok(Ok(resp.map(UpstreamBody::h2))),
@@ -158,14 +163,12 @@ impl UpstreamBase {
         &self.key.authority
     }
 
-    /// The upstream URI for a client request path (and query).
+    /// The upstream request target (origin form: path and query, under the base URL's path)
+    /// for a client request path and query. Scheme and authority come from the base URL when
+    /// the request goes out ([`UpstreamClient::request`]), never from the client.
     pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
         let pq = format!("{}{}", self.prefix, path_and_query);
-        Uri::builder()
-            .scheme(self.scheme())
-            .authority(self.authority().clone())
-            .path_and_query(PathAndQuery::try_from(pq)?)
-            .build()
+        Ok(Uri::from(PathAndQuery::try_from(pq)?))
     }
 }
 
@@ -186,11 +189,95 @@ pub fn parse_base_url(url: &str) -> Result<UpstreamBase, String> {
     if uri.query().is_some() {
         return Err(format!("`{url}` must not have a query"));
     }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(format!(
+            "`{url}` must not carry user info (use upstream_key_env for keys)"
+        ));
+    }
     Ok(UpstreamBase {
-        key: Arc::new(PoolKey {
-            tls: scheme == Scheme::HTTPS,
-            authority,
-        }),
+        key: Arc::new(
+            PoolKey::new(scheme == Scheme::HTTPS, authority)
+                .map_err(|e| format!("`{url}`: {e}"))?,
+        ),
         prefix: uri.path().trim_end_matches('/').to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use http::header::HOST;
+
+    fn request(base: &UpstreamBase, path: &str) -> Request<()> {
+        let mut req = Request::new(());
+        *req.uri_mut() = base.uri_for(path).unwrap();
+        req
+    }
+
+    #[test]
+    fn http1_requests_go_in_origin_form_with_the_upstreams_host() {
+        for (url, host, target) in [
+            (
+                "http://127.0.0.1:8000",
+                "127.0.0.1:8000",
+                "/v1/chat/completions?x=1",
+            ),
+            (
+                "http://vllm.internal:80/",
+                "vllm.internal",
+                "/v1/chat/completions?x=1",
+            ),
+            (
+                "https://gw.example.com:443/openai/v1",
+                "gw.example.com",
+                "/openai/v1/v1/chat/completions?x=1",
+            ),
+            (
+                "https://[::1]:8443",
+                "[::1]:8443",
+                "/v1/chat/completions?x=1",
+            ),
+        ] {
+            let base = parse_base_url(url).unwrap();
+            let mut req = request(&base, "/v1/chat/completions?x=1");
+            // A client's Host never gets here (headers::forwardable drops it); one set anyway
+            // is replaced.
+            req.headers_mut()
+                .insert(HOST, "client.example".parse().unwrap());
+            base.key.h1_form(&mut req);
+            assert_eq!(req.uri().to_string(), target, "{url}");
+            assert_eq!(req.headers().get_all(HOST).iter().count(), 1);
+            assert_eq!(req.headers()[HOST], host, "{url}");
+            // Going out on HTTP/2 instead (a retried request): absolute form, no Host.
+            base.key.h2_form(&mut req);
+            assert_eq!(
+                req.uri().to_string(),
+                format!("{}://{host}{target}", base.scheme()),
+                "{url}"
+            );
+            assert!(req.headers().get(HOST).is_none());
+            // And back: each form is right whatever the request had before.
+            base.key.h1_form(&mut req);
+            assert_eq!(req.uri().to_string(), target, "{url}");
+            assert_eq!(req.headers()[HOST], host, "{url}");
+        }
+    }
+
+    #[test]
+    fn base_urls_are_checked() {
+        for (url, what) in [
+            ("ftp://x", "http:// or https://"),
+            ("http://x/?a=1", "query"),
+            ("http://user:pw@x", "user info"),
+            ("/v1", "http:// or https://"),
+        ] {
+            let e = parse_base_url(url).unwrap_err();
+            assert!(e.contains(what), "{url}: {e}");
+        }
+        let base = parse_base_url("https://host:443/openai/v1/").unwrap();
+        assert_eq!(base.authority().as_str(), "host");
+        assert_eq!(base.key.port(), 443);
+        assert_eq!(base.prefix, "/openai/v1");
+    }
 }

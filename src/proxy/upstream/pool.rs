@@ -14,8 +14,8 @@
 use super::body::UpstreamBody;
 use super::connect::Io;
 use bytes::Bytes;
-use http::uri::Authority;
-use http::{Request, Response};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{header, HeaderValue, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::TokioIo;
@@ -40,10 +40,65 @@ type H1Connection = http1::Connection<TokioIo<Io>, Full<Bytes>>;
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     pub tls: bool,
+    /// Without the scheme's default port (`host`, not `host:443`): it is also the `Host` header
+    /// and the HTTP/2 `:authority`, which carry the port only when it is not the default.
     pub authority: Authority,
+    /// `authority` as a header value, made once.
+    host: HeaderValue,
 }
 
 impl PoolKey {
+    /// The key for a scheme and authority; a port equal to the scheme's default is dropped.
+    pub fn new(tls: bool, authority: Authority) -> Result<PoolKey, String> {
+        let default_port = if tls { 443 } else { 80 };
+        let authority = if authority.port_u16() == Some(default_port) {
+            Authority::try_from(authority.host()).map_err(|e| e.to_string())?
+        } else {
+            authority
+        };
+        let host = HeaderValue::from_str(authority.as_str()).map_err(|e| e.to_string())?;
+        Ok(PoolKey {
+            tls,
+            authority,
+            host,
+        })
+    }
+
+    /// Puts `req` in the form an HTTP/1.1 upstream expects (RFC 9112 §3.2): the target in
+    /// origin form (`/v1/chat/completions?…`) and `Host` set to this upstream's authority.
+    /// h11 (uvicorn), nginx, Go and Node refuse absolute-form targets without `Host`.
+    pub fn h1_form<B>(&self, req: &mut Request<B>) {
+        if req.uri().scheme().is_some() {
+            let origin = req
+                .uri()
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/"));
+            *req.uri_mut() = Uri::from(origin);
+        }
+        req.headers_mut().insert(header::HOST, self.host.clone());
+    }
+
+    /// Puts `req` in the form hyper's HTTP/2 client sends: an absolute URI, whose scheme and
+    /// authority become `:scheme` and `:authority` (so no `Host` header).
+    pub fn h2_form<B>(&self, req: &mut Request<B>) {
+        req.headers_mut().remove(header::HOST);
+        if req.uri().scheme().is_none() {
+            let mut parts = std::mem::take(req.uri_mut()).into_parts();
+            parts.scheme = Some(if self.tls {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            });
+            parts.authority = Some(self.authority.clone());
+            if parts.path_and_query.is_none() {
+                parts.path_and_query = Some(PathAndQuery::from_static("/"));
+            }
+            // Scheme, authority and path are all set, so the parts always form a URI.
+            *req.uri_mut() = Uri::from_parts(parts).unwrap_or_default();
+        }
+    }
+
     /// The host to connect to, without the brackets of an IPv6 literal.
     pub fn host(&self) -> &str {
         let host = self.authority.host();
@@ -114,6 +169,8 @@ impl H1Conn {
         req: Request<Full<Bytes>>,
         pool: &Arc<Pool>,
     ) -> Result<Response<UpstreamBody>, Unsent> {
+        let mut req = req;
+        self.key.h1_form(&mut req);
         let response = self.sender.try_send_request(req);
         let mut response = std::pin::pin!(response);
         let result = poll_fn(|cx| {
