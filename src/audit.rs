@@ -46,18 +46,23 @@ pub struct AuditEvent<'a> {
 }
 
 impl Audit {
-    /// Opens the configured sink: a file (appended to, created if missing) or `-` for stdout.
+    /// Opens the configured sink: a file (appended to, created if missing, readable by its
+    /// owner only: it may hold matched secrets) or `-` for stdout.
     pub fn open(config: &AuditConfig) -> Result<Audit, String> {
         let sink: Box<dyn Write + Send> = match config.path.as_deref() {
             None => return Ok(Audit::default()),
             Some("-") => Box::new(std::io::stdout()),
-            Some(path) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| format!("audit.path: cannot open {path}: {e}"))?,
-            ),
+            Some(path) => {
+                let mut options = std::fs::OpenOptions::new();
+                options.create(true).append(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                Box::new(
+                    options
+                        .open(path)
+                        .map_err(|e| format!("audit.path: cannot open {path}: {e}"))?,
+                )
+            }
         };
         Ok(Audit {
             sink: Some(Mutex::new(sink)),

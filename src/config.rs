@@ -262,8 +262,19 @@ pub struct Timeouts {
     pub response_headers_ms: u64,
     /// Longest silence between two chunks of an upstream body.
     pub idle_ms: u64,
-    /// Time a client has to send its request head (slow clients are cut off).
+    /// Time a client has to send its request head (slow clients are cut off). A new connection
+    /// must bring its first request head (TLS handshake and HTTP/2 preface included) within it;
+    /// HTTP/1 also has it for each later head, from the end of the previous answer on.
     pub client_header_ms: u64,
+    /// Time a client has to send its request body, from the end of its head (408 after). The
+    /// in-flight permit is taken only once the body is in, so slow bodies do not hold one.
+    pub client_body_ms: u64,
+    /// A client connection with no request in flight for this long is closed (HTTP/2 with a
+    /// GOAWAY). For HTTP/1 the wait for the next head is also bounded by `client_header_ms`.
+    pub client_idle_ms: u64,
+    /// HTTP/2 keep-alive: a ping every this often; a peer that does not answer one within the
+    /// same time is taken for dead and its connection closed. 0 turns pings off.
+    pub client_ping_ms: u64,
     /// Longest a whole exchange may take, streamed answer included (504, or an error frame).
     pub total_ms: u64,
 }
@@ -275,6 +286,9 @@ impl Default for Timeouts {
             response_headers_ms: 300_000,
             idle_ms: 120_000,
             client_header_ms: 30_000,
+            client_body_ms: 60_000,
+            client_idle_ms: 120_000,
+            client_ping_ms: 30_000,
             total_ms: 900_000,
         }
     }
@@ -436,6 +450,14 @@ impl Config {
             k.secret().map_err(at)?;
             k.upstream_key().map_err(at)?;
         }
+        self.validate_durations()?;
+        if self.admin.token.as_deref() == Some("") {
+            return Err(ConfigError::Invalid(
+                "admin.token: must not be empty (an empty token would let anyone reload); \
+                 leave admin.token out to turn /admin/reload off"
+                    .into(),
+            ));
+        }
         if self.limits.max_header_bytes < 8192 {
             return Err(ConfigError::Invalid(
                 "limits.max_header_bytes: must be at least 8192".into(),
@@ -443,6 +465,48 @@ impl Config {
         }
         Ok(())
     }
+}
+
+impl Config {
+    /// Every duration is more than 0 (where 0 does not mean "off") and at most
+    /// [`MAX_DURATION_MS`], so no deadline computed from it can overflow.
+    fn validate_durations(&self) -> Result<(), ConfigError> {
+        let t = &self.timeouts;
+        let durations = [
+            ("timeouts.connect_ms", t.connect_ms, false),
+            ("timeouts.response_headers_ms", t.response_headers_ms, false),
+            ("timeouts.idle_ms", t.idle_ms, false),
+            ("timeouts.client_header_ms", t.client_header_ms, false),
+            ("timeouts.client_body_ms", t.client_body_ms, false),
+            ("timeouts.client_idle_ms", t.client_idle_ms, false),
+            ("timeouts.client_ping_ms", t.client_ping_ms, true),
+            ("timeouts.total_ms", t.total_ms, false),
+            ("reload.poll_ms", self.reload.poll_ms, true),
+        ];
+        for (key, ms, zero_is_off) in durations {
+            if ms == 0 && !zero_is_off {
+                return Err(ConfigError::Invalid(format!(
+                    "{key}: must be more than 0 (milliseconds)"
+                )));
+            }
+            check_duration_ms(ms).map_err(|e| ConfigError::Invalid(format!("{key}: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// The longest duration any setting may name: one year, in milliseconds. Far beyond any
+/// useful timeout, and far below where `Instant + Duration` would overflow.
+pub const MAX_DURATION_MS: u64 = 365 * 24 * 3600 * 1000;
+
+/// A duration setting within [`MAX_DURATION_MS`].
+pub fn check_duration_ms(ms: u64) -> Result<(), String> {
+    if ms > MAX_DURATION_MS {
+        return Err(format!(
+            "{ms} ms is more than the most allowed, {MAX_DURATION_MS} ms (one year)"
+        ));
+    }
+    Ok(())
 }
 
 /// figment errors name the key; add the source (file or env var) on every line.
@@ -489,6 +553,46 @@ packs: ["config/packs/default.yaml"]
             Some("https://api.openai.com")
         );
         assert_eq!(c.packs.len(), 1);
+    }
+
+    #[test]
+    fn an_empty_admin_token_is_refused() {
+        let e = Config::from_yaml("admin: { token: \"\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("admin.token"), "{e}");
+        assert!(Config::from_yaml("admin: { token: s3cret }\n").is_ok());
+        assert!(Config::from_yaml("admin: {}\n").is_ok());
+    }
+
+    #[test]
+    fn durations_that_could_overflow_a_deadline_or_are_zero_are_refused() {
+        for key in [
+            "connect_ms",
+            "response_headers_ms",
+            "idle_ms",
+            "client_header_ms",
+            "client_body_ms",
+            "client_idle_ms",
+            "client_ping_ms",
+            "total_ms",
+        ] {
+            for ms in [u64::MAX, MAX_DURATION_MS + 1] {
+                let e = Config::from_yaml(&format!("timeouts: {{ {key}: {ms} }}\n"))
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains(&format!("timeouts.{key}")), "{e}");
+                assert!(e.contains("one year"), "{e}");
+            }
+            let at_most = format!("timeouts: {{ {key}: {MAX_DURATION_MS} }}\n");
+            assert!(Config::from_yaml(&at_most).is_ok(), "{key}");
+            let zero = Config::from_yaml(&format!("timeouts: {{ {key}: 0 }}\n"));
+            assert_eq!(zero.is_ok(), key == "client_ping_ms", "{key}: 0");
+        }
+        let e = Config::from_yaml(&format!("reload: {{ poll_ms: {} }}\n", u64::MAX))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reload.poll_ms"), "{e}");
     }
 
     #[test]

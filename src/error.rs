@@ -21,6 +21,9 @@ pub enum GatewayError {
     MethodNotAllowed(String),
     #[error("request body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// The client did not send its request body within `timeouts.client_body_ms`.
+    #[error("the request body did not arrive within {ms} ms")]
+    BodyTimeout { ms: u64 },
     /// The upstream could not be reached, refused, reset, or answered something unusable.
     #[error("{0}")]
     Upstream(String),
@@ -50,6 +53,7 @@ impl GatewayError {
             GatewayError::NotFound(_) => StatusCode::NOT_FOUND,
             GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             GatewayError::Upstream(_) => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::Overloaded | GatewayError::ShuttingDown => {
@@ -68,6 +72,7 @@ impl GatewayError {
             GatewayError::NotFound(_) => ("invalid_request_error", "not_found"),
             GatewayError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
             GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
+            GatewayError::BodyTimeout { .. } => ("invalid_request_error", "request_timeout"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_unavailable"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
             GatewayError::HoldbackExceeded { .. } => ("guardrail_violation", "holdback_exceeded"),

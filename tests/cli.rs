@@ -38,6 +38,16 @@ fn check_accepts_the_shipped_config_and_lists_what_it_loaded() {
 }
 
 #[test]
+fn an_empty_admin_token_from_the_environment_is_refused() {
+    let (ok, out) = run(
+        &["check", "--config", "config/guardwire.yaml"],
+        &[("GUARDWIRE_ADMIN__TOKEN", "")],
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("admin.token: must not be empty"), "{out}");
+}
+
+#[test]
 fn check_names_file_validator_and_param_of_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("bad.yaml");

@@ -441,7 +441,10 @@ fn build_check(canonical: &str, type_name: &str, p: &mut Params) -> Result<Check
         }
         "latency_budget" => match p.u64("max_ms")? {
             Some(0) => Err("param 'max_ms': must be more than 0".into()),
-            Some(max_ms) => Ok(CheckDef::LatencyBudget { max_ms }),
+            Some(max_ms) => match crate::config::check_duration_ms(max_ms) {
+                Ok(()) => Ok(CheckDef::LatencyBudget { max_ms }),
+                Err(e) => Err(format!("param 'max_ms': {e}")),
+            },
             None => Err("param 'max_ms': required (milliseconds)".into()),
         },
         "cost_budget" => {

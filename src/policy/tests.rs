@@ -634,6 +634,15 @@ validators:
         output_per_mtok: 10.0,
     });
     assert_eq!(p.latency_budget(), Some((0, 100)));
+    // A budget so long that a deadline computed from it could overflow is refused at load.
+    let e = policy(&format!(
+        "validators:\n  - type: latency_budget\n    params: {{ max_ms: {} }}\n",
+        u64::MAX
+    ))
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(e.contains("max_ms") && e.contains("one year"), "{e}");
     let mut g = p.stream_guard(true, ToolHistory::default(), price);
     assert!(g.check_latency(100).is_ok());
     assert_eq!(g.check_latency(101).unwrap_err().validator, 0);

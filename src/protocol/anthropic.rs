@@ -444,6 +444,7 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         GatewayError::Blocked { .. }
         | GatewayError::InvalidRequest(_)
         | GatewayError::MethodNotAllowed(_)
+        | GatewayError::BodyTimeout { .. }
         | GatewayError::HoldbackExceeded { .. } => "invalid_request_error",
         GatewayError::NotFound(_) => "not_found_error",
         GatewayError::Unauthorized(_) => "authentication_error",

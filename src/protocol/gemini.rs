@@ -374,7 +374,7 @@ fn gemini_error_json(err: &GatewayError) -> String {
         | GatewayError::Internal(_)
         | GatewayError::Overloaded
         | GatewayError::ShuttingDown => "UNAVAILABLE",
-        GatewayError::UpstreamTimeout(_) => "DEADLINE_EXCEEDED",
+        GatewayError::UpstreamTimeout(_) | GatewayError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
         GatewayError::Blocked { .. }
         | GatewayError::InvalidRequest(_)
         | GatewayError::MethodNotAllowed(_)

@@ -368,9 +368,6 @@ impl Gateway {
         ex: &Exchange,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let limits = &rt.config.limits;
-        let Some(permit) = self.admit(limits.max_concurrent_requests) else {
-            return Err(GatewayError::Overloaded);
-        };
         if req.method() != Method::POST {
             return Err(GatewayError::MethodNotAllowed(format!(
                 "{} is not allowed here; use POST",
@@ -406,7 +403,18 @@ impl Gateway {
                 upstream_key: key.upstream_key.as_deref(),
             }
         };
-        let body = read_limited(body, limits.max_request_bytes).await?;
+        // The body has its own deadline, and only a request whose body is in takes a permit:
+        // a slow client cannot hold one while others are turned away.
+        let body_ms = rt.config.timeouts.client_body_ms;
+        let body = tokio::time::timeout(
+            Duration::from_millis(body_ms),
+            read_limited(body, limits.max_request_bytes),
+        )
+        .await
+        .map_err(|_| GatewayError::BodyTimeout { ms: body_ms })??;
+        let Some(permit) = self.admit(limits.max_concurrent_requests) else {
+            return Err(GatewayError::Overloaded);
+        };
         let parsed = route.protocol.parse_request(&body, parts.uri.path())?;
 
         // BeforeCall

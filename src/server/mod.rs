@@ -1,12 +1,12 @@
 //! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads and
-//! slow clients, and a graceful drain on shutdown.
+//! slow clients, and a graceful drain on shutdown. `connection.rs` watches each connection
+//! (first request in time, idle close, graceful stop).
 
 use crate::config::Config;
 use crate::proxy::{Gateway, Runtime};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,6 +16,10 @@ use std::time::{Duration, SystemTime};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+mod connection;
+
+use connection::TrackedBody;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -156,17 +160,26 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let config = gateway.runtime().config.clone();
+    let timeouts = &config.timeouts;
+    let first_request = Duration::from_millis(timeouts.client_header_ms);
+    let idle = Duration::from_millis(timeouts.client_idle_ms);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_millis(config.timeouts.client_header_ms))
+        .header_read_timeout(first_request)
         .max_buf_size(config.limits.max_header_bytes);
+    let ping =
+        (timeouts.client_ping_ms > 0).then(|| Duration::from_millis(timeouts.client_ping_ms));
     builder
         .http2()
         .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(config.limits.max_header_bytes).unwrap_or(u32::MAX));
-    let graceful = GracefulShutdown::new();
+        .max_header_list_size(u32::try_from(config.limits.max_header_bytes).unwrap_or(u32::MAX))
+        // A peer that does not answer a ping within an interval is taken for dead.
+        .keep_alive_interval(ping)
+        .keep_alive_timeout(ping.unwrap_or(Duration::from_secs(20)));
+    // Connections watch `stop`; once all have ended, every receiver is gone.
+    let (stop, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -180,31 +193,33 @@ pub async fn serve(
                         continue;
                     }
                 };
+                let opened = tokio::time::Instant::now();
                 let _ = stream.set_nodelay(true);
+                let activity = connection::Activity::new(opened);
                 let gw = Arc::clone(&gateway);
+                let requests = Arc::clone(&activity);
                 // Boxed: hyper keeps the space for a request's future as long as the connection
                 // lives, and this one is ≈ 5.6 KiB; boxed, it is freed once the response head is
                 // out, so an open stream does not carry it.
                 let service = service_fn(move |req| {
                     let gw = Arc::clone(&gw);
-                    Box::pin(async move { Ok::<_, Infallible>(gw.handle(req).await) })
+                    let request = requests.begin();
+                    Box::pin(async move {
+                        let resp = gw.handle(req).await;
+                        Ok::<_, Infallible>(resp.map(|b| TrackedBody::new(b, request)))
+                    })
                 });
-                let Some(tls) = gateway.runtime().tls.clone() else {
-                    let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    let conn = graceful.watch(conn);
-                    tokio::spawn(async move {
-                        if let Err(e) = conn.await {
-                            tracing::debug!(error = %e, "client connection ended with an error");
-                        }
-                    });
-                    continue;
-                };
-                // The handshake runs on the connection's task, bounded like a request head.
-                let (builder, watcher) = (builder.clone(), graceful.watcher());
-                let handshake_timeout = Duration::from_millis(config.timeouts.client_header_ms);
+                let (builder, stop) = (builder.clone(), stop_rx.clone());
+                let tls = gateway.runtime().tls.clone();
                 tokio::spawn(async move {
+                    let Some(tls) = tls else {
+                        let conn = builder.serve_connection(TokioIo::new(stream), service);
+                        connection::drive(conn, |c| c.graceful_shutdown(), &activity, first_request, idle, stop).await;
+                        return;
+                    };
+                    // The handshake counts against the time allowed for the first request.
                     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
-                    let stream = match tokio::time::timeout(handshake_timeout, accept).await {
+                    let stream = match tokio::time::timeout_at(opened + first_request, accept).await {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {
                             tracing::debug!(error = %e, "TLS handshake failed");
@@ -212,15 +227,15 @@ pub async fn serve(
                         }
                         Err(_) => return,
                     };
-                    let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    if let Err(e) = watcher.watch(conn).await {
-                        tracing::debug!(error = %e, "client connection ended with an error");
-                    }
+                    let conn = builder.serve_connection(TokioIo::new(stream), service);
+                    connection::drive(conn, |c| c.graceful_shutdown(), &activity, first_request, idle, stop).await;
                 });
             }
             () = &mut shutdown => break,
         }
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(stop_rx);
+    let _ = stop.send(true);
+    stop.closed().await;
 }

@@ -1,0 +1,189 @@
+//! One client connection's lifetime, over whichever HTTP version it speaks:
+//! - its first request must arrive within `timeouts.client_header_ms` of the accept (TLS
+//!   handshake included): a peer that sends nothing, or stops inside the HTTP/2 preface or the
+//!   first head, is dropped. (Later HTTP/1 heads are timed by hyper's own header timeout.)
+//! - with no request in flight for `timeouts.client_idle_ms` it is closed: gracefully, so an
+//!   HTTP/2 peer gets a GOAWAY.
+//! - on shutdown it is asked to finish gracefully (requests in flight complete).
+//!
+//! Requests are tracked by a guard taken when the service is called and dropped with the
+//! response body (for a stream: when the stream ends), so a long, quiet stream is not idle.
+
+use crate::proxy::body::ProxyBody;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+/// The requests of one connection: how many are in flight, how many began, when one last ended.
+pub struct Activity {
+    opened: Instant,
+    in_flight: AtomicUsize,
+    begun: AtomicU64,
+    /// Milliseconds after `opened` at which the last request ended.
+    last_end_ms: AtomicU64,
+    ended: Notify,
+}
+
+impl Activity {
+    pub fn new(opened: Instant) -> Arc<Activity> {
+        Arc::new(Activity {
+            opened,
+            in_flight: AtomicUsize::new(0),
+            begun: AtomicU64::new(0),
+            last_end_ms: AtomicU64::new(0),
+            ended: Notify::new(),
+        })
+    }
+
+    /// A request began; it lasts until the guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> RequestGuard {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.begun.fetch_add(1, Ordering::AcqRel);
+        RequestGuard(Arc::clone(self))
+    }
+
+    fn last_end(&self) -> Instant {
+        self.opened + Duration::from_millis(self.last_end_ms.load(Ordering::Acquire))
+    }
+
+    /// Resolves when the connection has had no request in flight for `idle` — or, before its
+    /// first request, when `first` has passed since it was opened without one beginning.
+    /// Returns whether any request began.
+    pub async fn expired(&self, first: Duration, idle: Duration) -> bool {
+        loop {
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                self.ended.notified().await;
+                continue;
+            }
+            let begun = self.begun.load(Ordering::Acquire);
+            let deadline = if begun == 0 {
+                self.opened + first
+            } else {
+                self.last_end() + idle
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    if self.in_flight.load(Ordering::Acquire) == 0
+                        && self.begun.load(Ordering::Acquire) == begun
+                    {
+                        return begun > 0;
+                    }
+                }
+                // A request ended: time the silence from then.
+                () = self.ended.notified() => {}
+            }
+        }
+    }
+}
+
+/// One request in flight on a connection.
+pub struct RequestGuard(Arc<Activity>);
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let a = &self.0;
+        let ms = u64::try_from(a.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        a.last_end_ms.fetch_max(ms, Ordering::AcqRel);
+        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // A stored permit if the watchdog is not waiting yet: no wake-up is lost.
+            a.ended.notify_one();
+        }
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is dropped.
+pub struct TrackedBody {
+    body: ProxyBody,
+    _request: RequestGuard,
+}
+
+impl TrackedBody {
+    pub fn new(body: ProxyBody, request: RequestGuard) -> TrackedBody {
+        TrackedBody {
+            body,
+            _request: request,
+        }
+    }
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// What ended a connection's watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    Serving,
+    /// Idle, or shutting down: asked to finish gracefully.
+    Graceful,
+}
+
+/// Drives `conn` to its end under the rules in the module docs. `stop` turns true when the
+/// server shuts down. A connection's future must offer hyper's graceful shutdown.
+pub async fn drive<C, E>(
+    conn: C,
+    graceful: impl Fn(Pin<&mut C>),
+    activity: &Activity,
+    first: Duration,
+    idle: Duration,
+    mut stop: watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(conn);
+    let expired = activity.expired(first, idle);
+    tokio::pin!(expired);
+    let mut state = Closing::Serving;
+    if *stop.borrow_and_update() {
+        graceful(conn.as_mut());
+        state = Closing::Graceful;
+    }
+    loop {
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "client connection ended with an error");
+                }
+                return;
+            }
+            any_request = &mut expired, if state == Closing::Serving => {
+                if !any_request {
+                    tracing::debug!("client sent no request in time: connection dropped");
+                    return;
+                }
+                graceful(conn.as_mut());
+                state = Closing::Graceful;
+            }
+            changed = stop.changed(), if state == Closing::Serving => {
+                if changed.is_err() || *stop.borrow() {
+                    graceful(conn.as_mut());
+                    state = Closing::Graceful;
+                }
+            }
+        }
+    }
+}

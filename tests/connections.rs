@@ -1,0 +1,191 @@
+//! Client connections held to account: a peer that sends nothing (or stops inside the HTTP/2
+//! preface) is dropped after `timeouts.client_header_ms`; idle HTTP/1 and HTTP/2 connections
+//! are closed after `timeouts.client_idle_ms`; HTTP/2 pings find a dead peer; a slow request
+//! body gets 408 after `timeouts.client_body_ms` without holding an in-flight permit.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use bytes::Bytes;
+use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::proxy::{post_chat, start_proxy, STREAM_REQUEST};
+use http::StatusCode;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const PACK: &str = "validators: []\n";
+/// Far longer than any deadline under test: a connection still open then was not closed.
+const BOUND: Duration = Duration::from_secs(20);
+
+/// Reads (and drops) whatever `sock` gets until the peer closes it; panics if it stays open
+/// for [`BOUND`]. Returns what was read.
+async fn read_until_closed(sock: &mut TcpStream, what: &str) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let closed = tokio::time::timeout(BOUND, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "{what}: the connection is still open");
+    seen
+}
+
+async fn mock() -> MockUpstream {
+    MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["fine"]))).await
+}
+
+#[tokio::test]
+async fn clients_that_send_no_request_in_time_are_dropped() {
+    let mock = mock().await;
+    // Idle and ping deadlines far away: only the first-request deadline can close these.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 300, client_idle_ms: 600000, client_ping_ms: 0 }\n",
+    )
+    .await;
+    let partial: [(&str, &[u8]); 4] = [
+        ("nothing sent", b""),
+        ("part of the HTTP/2 preface", b"PRI * HTTP/2.0\r\n"),
+        (
+            "the HTTP/2 preface, no SETTINGS",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        ),
+        (
+            "part of an HTTP/1 head",
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n",
+        ),
+    ];
+    for (what, bytes) in partial {
+        let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
+        sock.write_all(bytes).await.unwrap();
+        read_until_closed(&mut sock, what).await;
+    }
+    // A client that asks in time is served.
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn idle_http1_connections_are_closed() {
+    let mock = mock().await;
+    // The next-head deadline far away: only the idle deadline can close it.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n",
+    )
+    .await;
+    let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
+    sock.write_all(b"GET /healthz HTTP/1.1\r\nhost: guardwire\r\n\r\n")
+        .await
+        .unwrap();
+    let seen = read_until_closed(&mut sock, "idle HTTP/1.1 keep-alive connection").await;
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(text.ends_with("ok\n"), "{text}");
+}
+
+/// An HTTP/2 connection (prior knowledge) that asks once, then nothing.
+async fn h2_connection(
+    addr: SocketAddr,
+) -> (
+    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    hyper::client::conn::http2::Connection<TokioIo<TcpStream>, Empty<Bytes>, TokioExecutor>,
+) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn idle_http2_connections_get_a_goaway_and_are_closed() {
+    let mock = mock().await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n",
+    )
+    .await;
+    let (mut sender, conn) = h2_connection(proxy.addr()).await;
+    let conn = tokio::spawn(conn);
+    let req = http::Request::get(format!("http://{}/healthz", proxy.addr()))
+        .body(Empty::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.into_body().collect().await.unwrap().to_bytes(), "ok\n");
+    // The client keeps its side open; the server ends the connection.
+    let ended = tokio::time::timeout(BOUND, conn).await;
+    assert!(ended.is_ok(), "the idle HTTP/2 connection is still open");
+}
+
+#[tokio::test]
+async fn http2_pings_find_a_peer_that_stopped_answering() {
+    let mock = mock().await;
+    // Only the ping deadline is short.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 600000, client_ping_ms: 200 }\n",
+    )
+    .await;
+    let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
+    // The preface and an empty SETTINGS frame: a valid HTTP/2 client, which then falls silent
+    // (never acknowledges the server's SETTINGS or answers its pings).
+    sock.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let seen = read_until_closed(&mut sock, "HTTP/2 connection of a silent peer").await;
+    // Among what the server sent: a PING frame (type 6) that went unanswered.
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at + 9 <= seen.len() {
+        let len = usize::from(seen[at]) << 16
+            | usize::from(seen[at + 1]) << 8
+            | usize::from(seen[at + 2]);
+        frames.push(seen[at + 3]);
+        at += 9 + len;
+    }
+    assert!(frames.contains(&6), "no PING among frame types {frames:?}");
+}
+
+#[tokio::test]
+async fn a_slow_body_gets_408_and_holds_no_permit() {
+    let mock = mock().await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "limits: { max_concurrent_requests: 1 }\ntimeouts: { client_body_ms: 1000 }\n",
+    )
+    .await;
+    // A head announcing a body of which only part ever comes.
+    let mut slow = TcpStream::connect(proxy.addr()).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        STREAM_REQUEST.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&STREAM_REQUEST.as_bytes()[..10])
+        .await
+        .unwrap();
+    // Meanwhile the one permit is free for a request whose body is in.
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    assert_eq!(a.body, openai_chat_stream(&["fine"]));
+    // The slow one is answered 408 in the provider's shape once its deadline passes.
+    let seen = read_until_closed(&mut slow, "the slow body's connection").await;
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+}
