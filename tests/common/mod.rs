@@ -3,5 +3,6 @@
 
 pub mod mock_upstream;
 pub mod openai_responses;
+pub mod protocols;
 pub mod proxy;
 pub mod sdk;

@@ -22,7 +22,7 @@ impl Proxy {
 
 /// Starts guardwire on 127.0.0.1:0 with one pack (YAML text) and `extra` config lines.
 pub async fn start_proxy(openai_upstream: &str, pack_yaml: &str, extra: &str) -> Proxy {
-    start_with(
+    start_config(
         &format!("  openai: \"{openai_upstream}\"\n"),
         pack_yaml,
         extra,
@@ -35,15 +35,22 @@ pub async fn start_proxy_all(upstream: &str, pack_yaml: &str, extra: &str) -> Pr
     let upstreams = ["openai", "anthropic", "gemini"]
         .map(|p| format!("  {p}: \"{upstream}\"\n"))
         .concat();
-    start_with(&upstreams, pack_yaml, extra).await
+    start_config(&upstreams, pack_yaml, extra).await
 }
 
-async fn start_with(upstream_lines: &str, pack_yaml: &str, extra: &str) -> Proxy {
+/// Starts guardwire on 127.0.0.1:0 with `upstreams:` lines (none: no provider configured),
+/// one pack (YAML text) and `extra` config lines (routes, limits, …).
+pub async fn start_config(upstream_lines: &str, pack_yaml: &str, extra: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("pack.yaml");
     std::fs::write(&pack, pack_yaml).unwrap();
+    let upstreams = if upstream_lines.is_empty() {
+        String::new()
+    } else {
+        format!("upstreams:\n{upstream_lines}")
+    };
     let yaml = format!(
-        "listen: \"127.0.0.1:0\"\nupstreams:\n{upstream_lines}packs: [\"{}\"]\n{extra}\n",
+        "listen: \"127.0.0.1:0\"\n{upstreams}packs: [\"{}\"]\n{extra}\n",
         pack.display()
     );
     let config = Config::from_yaml(&yaml).unwrap();
