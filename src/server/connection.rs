@@ -8,13 +8,16 @@
 //!
 //! Requests are tracked by a guard taken when the service is called and dropped with the
 //! response body (for a stream: when the stream ends), so a long, quiet stream is not idle.
+//! The timers run in a small watch task of their own; the connection's task only reads the
+//! flag the watch sets, so relaying a stream's chunks does not poll them.
 
 use crate::proxy::body::ProxyBody;
+use atomic_waker::AtomicWaker;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -133,57 +136,112 @@ impl Body for TrackedBody {
     }
 }
 
-/// What ended a connection's watch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Closing {
-    Serving,
-    /// Idle, or shutting down: asked to finish gracefully.
-    Graceful,
+/// What the watch asks of the connection, read by the connection's task on each of its wakes:
+/// one atomic load (and a waker registration while nothing is asked), so a stream's chunk
+/// wakes cost next to nothing.
+#[derive(Default)]
+struct Ask {
+    what: AtomicU8,
+    waker: AtomicWaker,
+}
+
+const SERVE: u8 = 0;
+/// Finish what is in flight, then close (idle, or shutting down).
+const FINISH: u8 = 1;
+/// Close now: no request ever began.
+const DROP: u8 = 2;
+
+impl Ask {
+    fn set(&self, what: u8) {
+        self.what.fetch_max(what, Ordering::AcqRel);
+        self.waker.wake();
+    }
+
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<u8> {
+        match self.what.load(Ordering::Acquire) {
+            SERVE => {}
+            what => return Poll::Ready(what),
+        }
+        self.waker.register(cx.waker());
+        match self.what.load(Ordering::Acquire) {
+            SERVE => Poll::Pending,
+            what => Poll::Ready(what),
+        }
+    }
+}
+
+/// Aborts the watch task when the connection is done.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Drives `conn` to its end under the rules in the module docs. `stop` turns true when the
-/// server shuts down. A connection's future must offer hyper's graceful shutdown.
+/// server shuts down; the server's drain waits until every connection has dropped its copy.
+/// `graceful` is hyper's graceful shutdown of the connection.
 pub async fn drive<C, E>(
     conn: C,
     graceful: impl Fn(Pin<&mut C>),
-    activity: &Activity,
+    activity: Arc<Activity>,
     first: Duration,
     idle: Duration,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) where
     C: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
+    let ask = Arc::new(Ask::default());
+    let _watch = AbortOnDrop(tokio::spawn(watch_connection(
+        activity,
+        Arc::clone(&ask),
+        first,
+        idle,
+        stop.clone(),
+    )));
+    // Held (never polled) until the connection ends, for the server's drain.
+    let _alive = stop;
     tokio::pin!(conn);
-    let expired = activity.expired(first, idle);
-    tokio::pin!(expired);
-    let mut state = Closing::Serving;
-    if *stop.borrow_and_update() {
-        graceful(conn.as_mut());
-        state = Closing::Graceful;
-    }
-    loop {
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "client connection ended with an error");
-                }
-                return;
-            }
-            any_request = &mut expired, if state == Closing::Serving => {
-                if !any_request {
+    let mut asked = SERVE;
+    std::future::poll_fn(|cx| {
+        if asked == SERVE {
+            if let Poll::Ready(what) = ask.poll(cx) {
+                asked = what;
+                if what == DROP {
                     tracing::debug!("client sent no request in time: connection dropped");
-                    return;
+                    return Poll::Ready(());
                 }
                 graceful(conn.as_mut());
-                state = Closing::Graceful;
-            }
-            changed = stop.changed(), if state == Closing::Serving => {
-                if changed.is_err() || *stop.borrow() {
-                    graceful(conn.as_mut());
-                    state = Closing::Graceful;
-                }
             }
         }
+        match conn.as_mut().poll(cx) {
+            Poll::Ready(Err(e)) => {
+                tracing::debug!(error = %e, "client connection ended with an error");
+                Poll::Ready(())
+            }
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+}
+
+/// The connection's watch: asks it to close when it has been idle too long (or never sent a
+/// request), or to finish when the server stops.
+async fn watch_connection(
+    activity: Arc<Activity>,
+    ask: Arc<Ask>,
+    first: Duration,
+    idle: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::select! {
+        any_request = activity.expired(first, idle) => {
+            ask.set(if any_request { FINISH } else { DROP });
+        }
+        // Also when the server is gone (sender dropped).
+        _ = stop.wait_for(|stopping| *stopping) => ask.set(FINISH),
     }
 }

@@ -214,7 +214,7 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let Some(tls) = tls else {
                         let conn = builder.serve_connection(TokioIo::new(stream), service);
-                        connection::drive(conn, |c| c.graceful_shutdown(), &activity, first_request, idle, stop).await;
+                        connection::drive(conn, |c| c.graceful_shutdown(), activity, first_request, idle, stop).await;
                         return;
                     };
                     // The handshake counts against the time allowed for the first request.
@@ -228,7 +228,7 @@ pub async fn serve(
                         Err(_) => return,
                     };
                     let conn = builder.serve_connection(TokioIo::new(stream), service);
-                    connection::drive(conn, |c| c.graceful_shutdown(), &activity, first_request, idle, stop).await;
+                    connection::drive(conn, |c| c.graceful_shutdown(), activity, first_request, idle, stop).await;
                 });
             }
             () = &mut shutdown => break,
