@@ -8,7 +8,7 @@ mod common;
 
 use bytes::Bytes;
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
-use common::proxy::{post_chat, start_proxy, STREAM_REQUEST};
+use common::proxy::{post_chat, start_proxy, Proxy, STREAM_REQUEST};
 use http::StatusCode;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -39,17 +39,17 @@ async fn read_until_closed(sock: &mut TcpStream, what: &str) -> Vec<u8> {
     seen
 }
 
-async fn mock() -> MockUpstream {
-    MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["fine"]))).await
+/// guardwire in front of a mock streaming "fine", with these `timeouts` / `limits` lines.
+async fn proxy_with(settings: &str) -> (MockUpstream, Proxy) {
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["fine"]))).await;
+    let proxy = start_proxy(&mock.base_url(), PACK, settings).await;
+    (mock, proxy)
 }
 
 #[tokio::test]
 async fn clients_that_send_no_request_in_time_are_dropped() {
-    let mock = mock().await;
     // Idle and ping deadlines far away: only the first-request deadline can close these.
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
+    let (_mock, proxy) = proxy_with(
         "timeouts: { client_header_ms: 300, client_idle_ms: 600000, client_ping_ms: 0 }\n",
     )
     .await;
@@ -77,14 +77,9 @@ async fn clients_that_send_no_request_in_time_are_dropped() {
 
 #[tokio::test]
 async fn idle_http1_connections_are_closed() {
-    let mock = mock().await;
     // The next-head deadline far away: only the idle deadline can close it.
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
-        "timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n",
-    )
-    .await;
+    let (_mock, proxy) =
+        proxy_with("timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n").await;
     let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
     sock.write_all(b"GET /healthz HTTP/1.1\r\nhost: guardwire\r\n\r\n")
         .await
@@ -110,13 +105,8 @@ async fn h2_connection(
 
 #[tokio::test]
 async fn idle_http2_connections_get_a_goaway_and_are_closed() {
-    let mock = mock().await;
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
-        "timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n",
-    )
-    .await;
+    let (_mock, proxy) =
+        proxy_with("timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n").await;
     let (mut sender, conn) = h2_connection(proxy.addr()).await;
     let conn = tokio::spawn(conn);
     let req = http::Request::get(format!("http://{}/healthz", proxy.addr()))
@@ -132,11 +122,8 @@ async fn idle_http2_connections_get_a_goaway_and_are_closed() {
 
 #[tokio::test]
 async fn http2_pings_find_a_peer_that_stopped_answering() {
-    let mock = mock().await;
     // Only the ping deadline is short.
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
+    let (_mock, proxy) = proxy_with(
         "timeouts: { client_header_ms: 600000, client_idle_ms: 600000, client_ping_ms: 200 }\n",
     )
     .await;
@@ -162,13 +149,9 @@ async fn http2_pings_find_a_peer_that_stopped_answering() {
 
 #[tokio::test]
 async fn a_slow_body_gets_408_and_holds_no_permit() {
-    let mock = mock().await;
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
-        "limits: { max_concurrent_requests: 1 }\ntimeouts: { client_body_ms: 1000 }\n",
-    )
-    .await;
+    let (_mock, proxy) =
+        proxy_with("limits: { max_concurrent_requests: 1 }\ntimeouts: { client_body_ms: 1000 }\n")
+            .await;
     // A head announcing a body of which only part ever comes.
     let mut slow = TcpStream::connect(proxy.addr()).await.unwrap();
     let head = format!(

@@ -338,6 +338,14 @@ http {{
     panic!("nginx did not start: {last_error}");
 }
 
+/// guardwire in front of the server at `base_url` (whose authority is `authority`), with
+/// `extra` config lines; every exchange, over reused connections.
+async fn through_guardwire(server: &str, base_url: &str, authority: &str, extra: &str) {
+    let proxy = guardwire_before(base_url, extra).await;
+    let peers = exchanges(&proxy, server, authority).await;
+    assert_reused(&peers);
+}
+
 fn answers_dir() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let answers = dir.path().join("answers");
@@ -354,9 +362,7 @@ async fn nginx_upstream() {
     let (dir, answers) = answers_dir();
     let (_nginx, port) = start_nginx(dir.path(), &answers);
     let authority = format!("127.0.0.1:{port}");
-    let proxy = guardwire_before(&format!("http://{authority}"), "").await;
-    let peers = exchanges(&proxy, "nginx", &authority).await;
-    assert_reused(&peers);
+    through_guardwire("nginx", &format!("http://{authority}"), &authority, "").await;
 }
 
 #[tokio::test]
@@ -371,9 +377,7 @@ async fn uvicorn_upstream() {
     cmd.arg("tests/interop/asgi_upstream.py").arg(&answers);
     let (_uvicorn, port) = Server::start_printing_port("uvicorn", cmd);
     let authority = format!("127.0.0.1:{port}");
-    let proxy = guardwire_before(&format!("http://{authority}"), "").await;
-    let peers = exchanges(&proxy, "uvicorn", &authority).await;
-    assert_reused(&peers);
+    through_guardwire("uvicorn", &format!("http://{authority}"), &authority, "").await;
 }
 
 #[tokio::test]
@@ -385,9 +389,7 @@ async fn node_http_upstream() {
     cmd.arg("tests/interop/node_upstream.mjs").arg(&answers);
     let (_node, port) = Server::start_printing_port("node http", cmd);
     let authority = format!("127.0.0.1:{port}");
-    let proxy = guardwire_before(&format!("http://{authority}"), "").await;
-    let peers = exchanges(&proxy, "node http", &authority).await;
-    assert_reused(&peers);
+    through_guardwire("node http", &format!("http://{authority}"), &authority, "").await;
 }
 
 /// HTTP/1.1 over TLS to a real server: Node's `https` offers no ALPN, so rustls and the server
@@ -409,13 +411,14 @@ async fn node_https_upstream_speaks_http1_over_tls() {
         .arg(&key);
     let (_node, port) = Server::start_printing_port("node https", cmd);
     let authority = format!("localhost:{port}");
-    let proxy = guardwire_before(
+    let ca = format!("upstream_tls:\n  ca_path: \"{}\"\n", cert.display());
+    through_guardwire(
+        "node https",
         &format!("https://{authority}"),
-        &format!("upstream_tls:\n  ca_path: \"{}\"\n", cert.display()),
+        &authority,
+        &ca,
     )
     .await;
-    let peers = exchanges(&proxy, "node https", &authority).await;
-    assert_reused(&peers);
 }
 
 /// hyper's server, through the mock upstream serving the same files in pieces; it records each
