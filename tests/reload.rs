@@ -238,3 +238,112 @@ async fn sighup_reloads_the_running_binary() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A pack list named by many routes and keys is compiled once, and a reload recompiles only
+/// the lists whose files changed: the others keep the very same compiled policy.
+#[tokio::test]
+async fn each_distinct_pack_list_is_compiled_once_and_reloads_reuse_the_unchanged() {
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["say gamma"]))).await;
+    let s = setup(&mock.base_url(), "");
+    let other = s.dir.path().join("other.yaml");
+    std::fs::write(&other, pack("beta")).unwrap();
+    let (main, other_s) = (s.pack.display(), other.display());
+    let mut extra = String::from("routes:\n");
+    for i in 0..5 {
+        extra += &format!("  - {{ name: r{i}, protocol: openai_chat, path_prefix: /r{i}/, upstream: \"{}\", packs: [\"{main}\"] }}\n", mock.base_url());
+    }
+    extra += "  - { name: both, protocol: openai_chat, path_prefix: /both/, upstream: \"http://127.0.0.1:9\", packs: [";
+    extra += &format!("\"{main}\", \"{other_s}\"] }}\nkeys:\n");
+    for i in 0..500 {
+        // Keys naming the top-level pack, the other one, or both (in a list of their own).
+        let packs = match i % 3 {
+            0 => format!("[\"{main}\"]"),
+            1 => format!("[\"{other_s}\"]"),
+            _ => format!("[\"{main}\", \"{other_s}\"]"),
+        };
+        extra += &format!("  - {{ id: k{i}, key: secret-{i}, packs: {packs} }}\n");
+    }
+    let text = std::fs::read_to_string(&s.config).unwrap();
+    std::fs::write(
+        &s.config,
+        format!("{text}{extra}reload: {{ poll_ms: 0 }}\n"),
+    )
+    .unwrap();
+    let server =
+        guardwire::server::start_from(Config::load(&s.config).unwrap(), Some(s.config.clone()))
+            .await
+            .unwrap();
+
+    let rt = server.gateway.runtime();
+    assert_eq!(
+        rt.policies.len(),
+        3,
+        "three distinct pack lists, three compiled policies"
+    );
+    let top = std::sync::Arc::clone(&rt.routes.last().unwrap().policy);
+    let policy_of = |rt: &guardwire::proxy::Runtime, k: usize| {
+        std::sync::Arc::clone(rt.keys[k].policy.as_ref().unwrap())
+    };
+    for r in rt.routes.iter().filter(|r| r.name.starts_with('r')) {
+        assert!(std::sync::Arc::ptr_eq(&r.policy, &top), "route {}", r.name);
+    }
+    for k in (0..500).step_by(3) {
+        assert!(std::sync::Arc::ptr_eq(&policy_of(&rt, k), &top), "key {k}");
+        assert!(std::sync::Arc::ptr_eq(
+            &policy_of(&rt, k + 1),
+            &policy_of(&rt, 1)
+        ));
+        if k + 2 < 500 {
+            assert!(std::sync::Arc::ptr_eq(
+                &policy_of(&rt, k + 2),
+                &policy_of(&rt, 2)
+            ));
+        }
+    }
+    assert!(!std::sync::Arc::ptr_eq(&policy_of(&rt, 1), &top));
+    assert_eq!(policy_of(&rt, 2).validators().len(), 2);
+
+    // Change the other pack: lists naming it are recompiled, the top-level one is kept as is.
+    std::fs::write(&other, pack("gamma")).unwrap();
+    server.gateway.reload().await.unwrap();
+    let after = server.gateway.runtime();
+    assert_eq!(after.policies.len(), 3);
+    assert!(std::sync::Arc::ptr_eq(
+        &after.routes.last().unwrap().policy,
+        &top
+    ));
+    assert!(std::sync::Arc::ptr_eq(&policy_of(&after, 0), &top));
+    assert!(!std::sync::Arc::ptr_eq(
+        &policy_of(&after, 1),
+        &policy_of(&rt, 1)
+    ));
+    assert!(!std::sync::Arc::ptr_eq(
+        &policy_of(&after, 2),
+        &policy_of(&rt, 2)
+    ));
+    assert!(std::sync::Arc::ptr_eq(
+        &policy_of(&after, 1),
+        &policy_of(&after, 4)
+    ));
+    // The recompiled policy enforces the new contents; the reused one does not ban the word.
+    for (key, banned) in [("Bearer secret-1", true), ("Bearer secret-0", false)] {
+        let a = send(
+            server.addr,
+            "POST",
+            "/r0/v1/chat/completions",
+            STREAM_REQUEST,
+            &[("authorization", key)],
+        )
+        .await;
+        if banned {
+            assert!(
+                a.text().contains("\"type\":\"guardrail_violation\""),
+                "{}",
+                a.text()
+            );
+            assert!(!a.text().contains("say gamma"), "{}", a.text());
+        } else {
+            assert_eq!(a.body, openai_chat_stream(&["say gamma"]));
+        }
+    }
+}

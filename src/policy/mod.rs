@@ -9,6 +9,7 @@
 //! Checks know nothing of HTTP or wire formats; a non-streamed response goes through the same
 //! OnChunk + AfterCall path as one big delta per channel, so both give the same verdict.
 
+mod cache;
 pub mod catalog;
 pub mod counters;
 pub mod json_args;
@@ -31,6 +32,7 @@ use structured::{PathCheck, SchemaCheck};
 use tools::{CallRecord, Outcome, ToolHistory};
 pub use tools::{Scope, ToolCheck};
 
+pub use cache::{PolicyCache, PolicyLoader};
 pub use pack::PackError;
 
 /// Which text a validator looks at.

@@ -26,15 +26,26 @@ pub struct PackError {
 /// Loads one pack file. Validators come back in file order, with `enabled: false` ones dropped
 /// (after validation, so a disabled validator with a typo still fails the load).
 pub fn load_pack(path: &Path) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+    parse_pack_text(path, &read_pack(path)?)
+}
+
+/// The text of a pack file.
+pub fn read_pack(path: &Path) -> Result<String, PackError> {
+    std::fs::read_to_string(path).map_err(|e| PackError {
+        file: path.display().to_string(),
+        location: String::new(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// The validators of a pack's YAML text, read from `path` (which names it in errors).
+pub fn parse_pack_text(path: &Path, text: &str) -> Result<Vec<(Validator, CheckDef)>, PackError> {
     let file = path.display().to_string();
-    let err = |message: String| PackError {
+    let doc: Value = serde_norway::from_str(text).map_err(|e| PackError {
         file: file.clone(),
         location: String::new(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-    let doc: Value =
-        serde_norway::from_str(&text).map_err(|e| err(format!("invalid YAML: {e}")))?;
+        message: format!("invalid YAML: {e}"),
+    })?;
     parse_pack(&file, &doc)
 }
 

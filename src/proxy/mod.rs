@@ -18,7 +18,7 @@ use crate::error::GatewayError;
 use crate::metrics::{
     Metrics, ReloadLabels, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels,
 };
-use crate::policy::{Finding, Mode, Policy, PolicyError};
+use crate::policy::{Finding, Mode, Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::Protocol;
 use arc_swap::ArcSwap;
@@ -61,18 +61,28 @@ pub struct Runtime {
     pub keys: Vec<auth::ClientKey>,
     /// TLS for client connections, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The distinct compiled policies of routes and keys, reused by the next reload for every
+    /// pack list whose files did not change.
+    pub policies: PolicyCache,
 }
 
 impl Runtime {
-    /// Builds one route per protocol and compiles the packs named in `config`.
+    /// Builds one route per protocol and compiles the packs named in `config` (each distinct
+    /// list of pack files once, however many routes and keys name it).
     pub fn build(config: Config) -> Result<Runtime, PolicyError> {
-        let runtime = Self::compile(config);
+        Self::build_after(config, None)
+    }
+
+    /// Like [`Runtime::build`], reusing `previous`'s compiled policy for every pack list whose
+    /// files have the same contents (a reload compiles only what changed).
+    pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, PolicyError> {
+        let runtime = Self::compile(config, PolicyLoader::new(previous.map(|r| &r.policies)));
         crate::heap::release_unused();
         runtime
     }
 
-    fn compile(config: Config) -> Result<Runtime, PolicyError> {
-        let policy = Arc::new(Policy::load(&config.packs)?);
+    fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, PolicyError> {
+        let policy = loader.policy(&config.packs)?;
         let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
         let mut configured: Vec<_> = config.routes.iter().collect();
         configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
@@ -87,7 +97,7 @@ impl Runtime {
                 protocol,
                 upstream: upstream::parse_base_url(&rc.upstream).ok(),
                 policy: match &rc.packs {
-                    Some(packs) => Arc::new(Policy::load(packs)?),
+                    Some(packs) => loader.policy(packs)?,
                     None => Arc::clone(&policy),
                 },
                 prefix: Some(rc.path_prefix.clone()),
@@ -115,7 +125,7 @@ impl Runtime {
         for (i, k) in config.keys.iter().enumerate() {
             let setup = |e: String| PolicyError::Setup(format!("keys[{i}] ({}): {e}", k.id));
             let key_policy = match &k.packs {
-                Some(packs) => Some(Arc::new(Policy::load(packs)?)),
+                Some(packs) => Some(loader.policy(packs)?),
                 None => None,
             };
             keys.push(auth::ClientKey::new(
@@ -135,6 +145,7 @@ impl Runtime {
             audit,
             keys,
             tls,
+            policies: loader.finish(),
         })
     }
 
@@ -229,10 +240,11 @@ impl Gateway {
             None => Err("guardwire was not started from a config file".to_owned()),
             Some(path) => {
                 let path = path.clone();
+                let running = self.runtime();
                 // Compiling packs is CPU work (automata): keep it off the request threads.
                 tokio::task::spawn_blocking(move || {
                     let config = Config::load(&path).map_err(|e| e.to_string())?;
-                    Runtime::build(config).map_err(|e| e.to_string())
+                    Runtime::build_after(config, Some(&running)).map_err(|e| e.to_string())
                 })
                 .await
                 .map_err(|e| format!("reload task failed: {e}"))
