@@ -35,35 +35,13 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::fixtures::{syllable_word, Rng};
+
 // ---------------------------------------------------------------------------------------------
 // Deterministic generation
 // ---------------------------------------------------------------------------------------------
-
-/// SplitMix64: tiny, fast, and the same everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.range(0, items.len() - 1)]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next_u64() % 100 < percent
-    }
-}
 
 /// Common English words the prose is made of. Literal patterns that occur inside any of them
 /// (or inside the non-ASCII sprinkles) are discarded, so the text holds no match.
@@ -381,28 +359,6 @@ const NON_ASCII_PATTERNS: &[&str] = &[
     "geheimnisvoll ärger",
     "секрет",
 ];
-
-const ONSETS: &[&str] = &[
-    "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "st",
-    "tr", "ch", "sh", "br", "gr", "pl", "cl", "dr", "fl", "sk", "th", "qu", "x", "y",
-];
-const NUCLEI: &[&str] = &["a", "e", "i", "o", "u", "ai", "ou", "ea", "y", "oo", "ie"];
-const CODAS: &[&str] = &[
-    "", "", "", "n", "r", "s", "t", "l", "m", "nd", "rt", "ck", "x",
-];
-
-/// A pronounceable lowercase word of exactly `len` bytes (English-like letter statistics, which
-/// drives the literal automaton into deeper states than uniform random letters would).
-fn syllable_word(rng: &mut Rng, len: usize) -> String {
-    let mut w = String::new();
-    while w.len() < len {
-        w.push_str(rng.pick(ONSETS));
-        w.push_str(rng.pick(NUCLEI));
-        w.push_str(rng.pick(CODAS));
-    }
-    w.truncate(len);
-    w
-}
 
 /// `n` distinct banned words/phrases, 4–20 bytes, none occurring in the prose. About 15% are
 /// two-word phrases, ~1% (at least one) non-ASCII; every other one uses word boundaries.
