@@ -1,6 +1,6 @@
 //! Prometheus metrics (`GET /metrics`). One registry per process, no global state.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -27,15 +27,75 @@ pub struct RouteLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
-    /// `success` or `failure`.
-    pub result: &'static str,
+    pub result: ReloadResult,
+}
+
+/// How a config reload ended (a failed one keeps the running policy).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ReloadResult {
+    Success,
+    Failure,
+}
+
+impl ReloadResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReloadResult::Success => "success",
+            ReloadResult::Failure => "failure",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamErrorLabels {
     pub route: &'static str,
-    pub kind: &'static str,
+    pub kind: UpstreamErrorKind,
 }
+
+/// Why an exchange with the upstream failed.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum UpstreamErrorKind {
+    /// Could not connect, or the request could not be sent.
+    Connect,
+    /// No response head within `timeouts.response_headers_ms`.
+    Timeout,
+    /// The body failed or was cut mid-way.
+    Reset,
+    /// Silence between chunks past `timeouts.idle_ms`.
+    Idle,
+    /// The exchange passed `timeouts.total_ms`.
+    Total,
+    /// A body or frame the protocol cannot read.
+    Malformed,
+    /// A `Content-Encoding` guardwire cannot check.
+    Encoded,
+}
+
+impl UpstreamErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamErrorKind::Connect => "connect",
+            UpstreamErrorKind::Timeout => "timeout",
+            UpstreamErrorKind::Reset => "reset",
+            UpstreamErrorKind::Idle => "idle",
+            UpstreamErrorKind::Total => "total",
+            UpstreamErrorKind::Malformed => "malformed",
+            UpstreamErrorKind::Encoded => "encoded",
+        }
+    }
+}
+
+/// Label values as their lowercase names.
+macro_rules! label_value_as_str {
+    ($($t:ty),*) => {$(
+        impl EncodeLabelValue for $t {
+            fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+                EncodeLabelValue::encode(&self.as_str(), encoder)
+            }
+        }
+    )*};
+}
+label_value_as_str!(ReloadResult, UpstreamErrorKind);
 
 pub struct Metrics {
     registry: Registry,

@@ -12,7 +12,7 @@ use super::redact::{self, TextSpan};
 use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, RouteLabels};
+use crate::metrics::{Metrics, RouteLabels, UpstreamErrorKind};
 use crate::policy::{ChannelId, Finding, StreamGuard};
 use crate::protocol::{FrameKind, Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
@@ -240,7 +240,7 @@ impl GuardedStream {
                 }
                 Poll::Ready(Some(Err(_))) => {
                     self.upstream_failed(
-                        "reset",
+                        UpstreamErrorKind::Reset,
                         GatewayError::Upstream("the upstream connection failed mid-stream".into()),
                     );
                 }
@@ -287,11 +287,14 @@ impl GuardedStream {
         }
         let (kind, why) = if now >= self.ctx.total_deadline {
             (
-                "total",
+                UpstreamErrorKind::Total,
                 "the answer took longer than the total time allowed",
             )
         } else {
-            ("idle", "the upstream sent nothing for too long")
+            (
+                UpstreamErrorKind::Idle,
+                "the upstream sent nothing for too long",
+            )
         };
         self.upstream_failed(kind, GatewayError::UpstreamTimeout(why.into()));
         true
@@ -335,7 +338,10 @@ impl GuardedStream {
             return; // after the terminal frame: nothing more is relayed
         }
         if let Err(e) = self.framer.push(data, &mut self.frames) {
-            self.upstream_failed("malformed", GatewayError::Upstream(e.to_string()));
+            self.upstream_failed(
+                UpstreamErrorKind::Malformed,
+                GatewayError::Upstream(e.to_string()),
+            );
             return;
         }
         self.process_frames();
@@ -368,7 +374,7 @@ impl GuardedStream {
             Err(e) => {
                 tracing::warn!(request_id = %self.ctx.request_id, error = %e, "malformed upstream frame");
                 self.upstream_failed(
-                    "malformed",
+                    UpstreamErrorKind::Malformed,
                     GatewayError::Upstream("the upstream sent a malformed stream frame".into()),
                 );
                 return;
@@ -519,9 +525,9 @@ impl GuardedStream {
         self.terminate(err);
     }
 
-    fn upstream_failed(&mut self, kind: &'static str, err: GatewayError) {
+    fn upstream_failed(&mut self, kind: UpstreamErrorKind, err: GatewayError) {
         super::count_upstream_error(&self.ctx.metrics, self.ctx.route, kind);
-        tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, kind, "upstream stream failed");
+        tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, kind = kind.as_str(), "upstream stream failed");
         self.terminate(err);
     }
 

@@ -16,7 +16,8 @@ use crate::config::Config;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{
-    Metrics, ReloadLabels, RequestLabels, RouteLabels, UpstreamErrorLabels, VerdictLabels,
+    Metrics, ReloadLabels, ReloadResult, RequestLabels, RouteLabels, UpstreamErrorKind,
+    UpstreamErrorLabels, VerdictLabels,
 };
 use crate::policy::{Finding, Mode, Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::openai_chat::OpenAiChat;
@@ -269,7 +270,11 @@ impl Gateway {
         self.metrics
             .config_reloads
             .get_or_create(&ReloadLabels {
-                result: if label.is_ok() { "success" } else { "failure" },
+                result: if label.is_ok() {
+                    ReloadResult::Success
+                } else {
+                    ReloadResult::Failure
+                },
             })
             .inc();
         label
@@ -352,7 +357,7 @@ impl Gateway {
                 match tokio::time::timeout(total, self.proxy(&rt, route, req, &ex)).await {
                     Ok(result) => result,
                     Err(_) => {
-                        self.count_upstream_error(route, "total");
+                        self.count_upstream_error(route, UpstreamErrorKind::Total);
                         Err(GatewayError::UpstreamTimeout(
                             "the request took longer than the total time allowed".into(),
                         ))
@@ -516,13 +521,13 @@ impl Gateway {
                 });
             }
             Err(_) => {
-                self.count_upstream_error(route, "timeout");
+                self.count_upstream_error(route, UpstreamErrorKind::Timeout);
                 return Err(GatewayError::UpstreamTimeout(
                     "the upstream did not answer in time".into(),
                 ));
             }
             Ok(Err(e)) => {
-                self.count_upstream_error(route, "connect");
+                self.count_upstream_error(route, UpstreamErrorKind::Connect);
                 tracing::warn!(request_id = ?ex.request_id, route = route.name, error = %e, "upstream request failed");
                 return Err(GatewayError::Upstream(
                     "the upstream could not be reached".into(),
@@ -543,7 +548,7 @@ impl Gateway {
         }
         if let Some(enc) = up_parts.headers.get(header::CONTENT_ENCODING) {
             if enc.as_bytes() != b"identity" {
-                self.count_upstream_error(route, "encoded");
+                self.count_upstream_error(route, UpstreamErrorKind::Encoded);
                 return Err(GatewayError::Upstream(
                     "the upstream sent an encoded body that cannot be checked".into(),
                 ));
@@ -609,13 +614,13 @@ impl Gateway {
                 });
             }
             Err(_) => {
-                self.count_upstream_error(route, "idle");
+                self.count_upstream_error(route, UpstreamErrorKind::Idle);
                 return Err(GatewayError::UpstreamTimeout(
                     "the upstream body stalled".into(),
                 ));
             }
             Ok(Err(_)) => {
-                self.count_upstream_error(route, "reset");
+                self.count_upstream_error(route, UpstreamErrorKind::Reset);
                 return Err(GatewayError::Upstream(
                     "the upstream response body failed or was too large".into(),
                 ));
@@ -625,7 +630,7 @@ impl Gateway {
         let check_started = Instant::now();
         let mut deltas = Vec::new();
         if let Err(e) = route.protocol.decode_response(&body, &mut deltas) {
-            self.count_upstream_error(route, "malformed");
+            self.count_upstream_error(route, UpstreamErrorKind::Malformed);
             tracing::warn!(request_id = ?ex.request_id, error = %e, "malformed upstream response");
             return Err(GatewayError::Upstream(
                 "the upstream sent a malformed response".into(),
@@ -705,7 +710,7 @@ impl Gateway {
         }
     }
 
-    fn count_upstream_error(&self, route: &Route, kind: &'static str) {
+    fn count_upstream_error(&self, route: &Route, kind: UpstreamErrorKind) {
         count_upstream_error(&self.metrics, route.name, kind);
     }
 }
@@ -784,7 +789,7 @@ impl Reporter<'_> {
     }
 }
 
-fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: &'static str) {
+fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: UpstreamErrorKind) {
     metrics
         .upstream_errors
         .get_or_create(&UpstreamErrorLabels { route, kind })
@@ -803,15 +808,10 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, GatewayErro
     }
 }
 
-/// Compares secrets without an early exit on the first differing byte, so response timing does
-/// not reveal how much of a guess was right (the length is not secret).
-/// Equality whose time depends only on the length of `b` (the secret), not on where `a` differs.
+/// Compares secrets in constant time (`subtle`): the time depends on the lengths only, which
+/// are not secret, never on where a guess first differs.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u8::from(a.len() != b.len());
-    for (i, y) in b.iter().enumerate() {
-        diff |= y ^ a.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<ProxyBody> {
