@@ -304,6 +304,88 @@ mod tests {
         }
     }
 
+    /// The events an independent SSE parser (eventsource-stream, which follows the WHATWG
+    /// algorithm) reads from `chunks`: (event type, data), for events it dispatches.
+    fn oracle_events(chunks: &[Vec<u8>]) -> Vec<(String, String)> {
+        use eventsource_stream::Eventsource;
+        use futures_util::{FutureExt, StreamExt};
+        let stream = futures_util::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(c))),
+        );
+        stream
+            .eventsource()
+            .map(|e| e.unwrap_or_else(|e| panic!("{e}")))
+            .map(|e| (e.event, e.data))
+            .collect::<Vec<_>>()
+            .now_or_never()
+            .unwrap_or_default()
+    }
+
+    /// A stream of events of `event:`, `data:` and `id:` lines with UTF-8 values, every line
+    /// ended by LF, CRLF or CR, then a blank line (a CR line end and an LF blank line make one
+    /// CRLF, so some events run on into the next: both parsers must agree on that too).
+    fn sse_stream() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let value = "[a-zé: {}\\\"\\[\\]😀]{0,12}";
+        let line = prop_oneof![
+            value.prop_map(|v| format!("data: {v}")),
+            value.prop_map(|v| format!("data:{v}")),
+            "[a-z_.]{1,12}".prop_map(|v| format!("event: {v}")),
+            "[0-9]{1,3}".prop_map(|v| format!("id: {v}")),
+        ];
+        let end = prop_oneof![Just("\n"), Just("\r\n"), Just("\r")];
+        let event = proptest::collection::vec((line, end.clone()), 1..5)
+            .prop_flat_map(move |lines| (Just(lines), end.clone()));
+        proptest::collection::vec(event, 0..6).prop_map(|events| {
+            let mut s = String::new();
+            for (lines, blank) in events {
+                for (l, e) in lines {
+                    s.push_str(&l);
+                    s.push_str(e);
+                }
+                s.push_str(blank);
+            }
+            s.into_bytes()
+        })
+    }
+
+    proptest::proptest! {
+        /// The framer's frames, read with `fields`, are the events an independent parser reads,
+        /// at any split of the stream.
+        #[test]
+        fn frames_agree_with_an_independent_sse_parser(
+            s in sse_stream(),
+            cuts in proptest::collection::vec(0usize..400, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(s.len())).collect();
+            cuts.sort_unstable();
+            let mut pieces = Vec::new();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([s.len()]) {
+                pieces.push(s[at..c].to_vec());
+                at = c;
+            }
+            // Events that ended (a blank line): an unterminated tail is no event to a parser.
+            let mut framer = SseFramer::new(1 << 20);
+            let mut frames = Vec::new();
+            for p in &pieces {
+                framer.push(&Bytes::copy_from_slice(p), &mut frames).unwrap_or_else(|e| panic!("{e}"));
+            }
+            let ours: Vec<(String, String)> = frames
+                .iter()
+                .filter_map(|frame| {
+                    let f = frame.fields();
+                    let data = f.data?;
+                    let event = f.event.map_or("message".into(), |e| String::from_utf8_lossy(e).into_owned());
+                    Some((event, String::from_utf8_lossy(&data).into_owned()))
+                })
+                .collect();
+            proptest::prop_assert_eq!(ours, oracle_events(&pieces));
+        }
+    }
+
     #[test]
     fn splits_on_every_terminator_style() {
         let s = b"data: a\n\ndata: b\r\n\r\ndata: c\r\rdata: d\n\r\n";
