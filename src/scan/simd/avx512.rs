@@ -167,9 +167,9 @@ pub(super) fn gram_starts(
             let lanes = ((1u32 << batch.len()) - 1) as u16;
             // SAFETY: `survivors` has 16 entries past `n`, so 16 are readable here.
             let positions = unsafe { _mm512_loadu_si512(batch.as_ptr().cast()) };
-            // SAFETY: every active lane's position is below `limit`, and `limit + 7 <=
-            // bytes.len()`: its eight bytes are in bounds. Inactive lanes read nothing.
             let gather = |from: usize| {
+                // SAFETY: every active lane's position is below `limit`, and `limit + 7 <=
+                // bytes.len()`: its eight bytes are in bounds. Inactive lanes read nothing.
                 fold(unsafe {
                     _mm512_mask_i32gather_epi32::<1>(
                         _mm512_setzero_si512(),
