@@ -8,12 +8,13 @@
 //! On a violation the held frames are dropped, the protocol's native error frame is sent, the
 //! body ends, and the upstream response is dropped, which cancels the upstream request.
 
+use super::check::{self, Needs};
 use super::redact::{self, TextSpan};
 use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, RouteLabels, UpstreamErrorKind};
-use crate::policy::{ChannelId, Finding, StreamGuard};
+use crate::policy::{Finding, StreamGuard};
 use crate::protocol::{FrameKind, Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
 use bytes::{Bytes, BytesMut};
@@ -97,8 +98,6 @@ pub struct StreamContext {
     /// Keeps this stream counted as in flight until it ends.
     pub permit: super::InFlight,
 }
-
-type Needs = smallvec::SmallVec<[(ChannelId, u64); 2]>;
 
 /// Empties a delta list and turns it back to `'static` for keeping: collecting a Vec into one
 /// of the same layout reuses its allocation (`filter` could not change the lifetime).
@@ -365,7 +364,6 @@ impl GuardedStream {
             self.hold(frame.raw.clone(), Needs::new(), None);
             return;
         };
-        let redacts = self.guard.policy().redacts();
         let mut spans: Vec<TextSpan> = Vec::new();
         // An empty Vec<Delta<'static>> is a Vec<Delta<'_>> (deltas borrow this frame's data).
         let mut deltas: Vec<Delta<'_>> = std::mem::take(&mut self.delta_scratch);
@@ -381,40 +379,10 @@ impl GuardedStream {
             }
         };
         let mut needs = Needs::new();
-        for d in &deltas {
-            match self.guard.on_chunk(d) {
-                Err(finding) => return self.block(finding),
-                Ok(Some((ch, pos))) => {
-                    match needs.iter_mut().find(|(c, _)| *c == ch) {
-                        Some(n) => n.1 = pos,
-                        None => needs.push((ch, pos)),
-                    }
-                    let located = match d {
-                        Delta::Text { text, .. } => Some((text, pos - text.len() as u64)),
-                        Delta::Repeat { text, start, .. } => Some((
-                            text,
-                            start.unwrap_or_else(|| pos.saturating_sub(text.len() as u64)),
-                        )),
-                        _ => None,
-                    };
-                    if let (true, Some((text, start))) = (redacts, located) {
-                        let taken: Vec<_> = spans.iter().map(|s| s.literal.clone()).collect();
-                        // Not found cannot happen for a text decoded from this data; an empty
-                        // literal makes a redaction touching it fail closed on release.
-                        let (literal, raw) =
-                            redact::locate(&data, text, &taken).unwrap_or((0..0, false));
-                        spans.push(TextSpan {
-                            channel: ch,
-                            start,
-                            end: start + text.len() as u64,
-                            literal,
-                            raw,
-                            text: text.to_string(),
-                        });
-                    }
-                }
-                Ok(None) => {}
-            }
+        if let Err(finding) =
+            check::check_payload(&mut self.guard, &deltas, &data, &mut needs, &mut spans)
+        {
+            return self.block(finding);
         }
         self.delta_scratch = recycle(deltas);
         drop(data);
@@ -526,7 +494,7 @@ impl GuardedStream {
     }
 
     fn upstream_failed(&mut self, kind: UpstreamErrorKind, err: GatewayError) {
-        super::count_upstream_error(&self.ctx.metrics, self.ctx.route, kind);
+        super::report::count_upstream_error(&self.ctx.metrics, self.ctx.route, kind);
         tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, kind = kind.as_str(), "upstream stream failed");
         self.terminate(err);
     }

@@ -7,156 +7,34 @@
 
 pub mod auth;
 pub mod body;
+pub mod check;
+mod exchange;
 pub mod headers;
 pub mod redact;
+pub mod report;
+mod runtime;
 pub mod upstream;
 
-use crate::audit::{Audit, AuditEvent};
+pub use report::Reporter;
+pub use runtime::{Route, Runtime};
+
 use crate::config::Config;
-use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{
-    Metrics, ReloadLabels, ReloadResult, RequestLabels, RouteLabels, UpstreamErrorKind,
-    UpstreamErrorLabels, VerdictLabels,
-};
-use crate::policy::{Finding, Mode, Policy, PolicyCache, PolicyError, PolicyLoader};
+use crate::metrics::{Metrics, ReloadLabels, ReloadResult, RequestLabels, UpstreamErrorKind};
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::Protocol;
 use arc_swap::ArcSwap;
-use body::{GuardedStream, ProxyBody, StreamContext};
+use body::ProxyBody;
 use bytes::Bytes;
+use exchange::{Head, RequestCtx};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use redact::TextSpan;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use upstream::{UpstreamBase, UpstreamClient};
-
-/// One path family served by one protocol and one upstream.
-pub struct Route {
-    /// The `route` metrics label.
-    pub name: &'static str,
-    pub protocol: &'static dyn Protocol,
-    /// `None` when the provider is not configured: its paths answer 404.
-    pub upstream: Option<UpstreamBase>,
-    pub policy: Arc<Policy>,
-    /// A configured route's path prefix; `None` for the protocol's standard paths.
-    pub prefix: Option<String>,
-    /// Removed from the path before forwarding.
-    pub strip_prefix: Option<String>,
-    /// The header a swapped-in provider key goes in.
-    pub auth_header: String,
-}
-
-/// Everything a request needs that can be swapped as a whole on reload.
-pub struct Runtime {
-    pub config: Config,
-    /// Configured routes (longest prefix first), then one per protocol.
-    pub routes: Vec<Route>,
-    pub audit: Arc<Audit>,
-    /// Client keys; when not empty, every proxied request needs one.
-    pub keys: Vec<auth::ClientKey>,
-    /// TLS for client connections, when configured.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// The distinct compiled policies of routes and keys, reused by the next reload for every
-    /// pack list whose files did not change.
-    pub policies: PolicyCache,
-}
-
-impl Runtime {
-    /// Builds one route per protocol and compiles the packs named in `config` (each distinct
-    /// list of pack files once, however many routes and keys name it).
-    pub fn build(config: Config) -> Result<Runtime, PolicyError> {
-        Self::build_after(config, None)
-    }
-
-    /// Like [`Runtime::build`], reusing `previous`'s compiled policy for every pack list whose
-    /// files have the same contents (a reload compiles only what changed).
-    pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, PolicyError> {
-        let runtime = Self::compile(config, PolicyLoader::new(previous.map(|r| &r.policies)));
-        crate::heap::release_unused();
-        runtime
-    }
-
-    fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, PolicyError> {
-        let policy = loader.policy(&config.packs)?;
-        let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
-        let mut configured: Vec<_> = config.routes.iter().collect();
-        configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
-        let mut routes = Vec::new();
-        for rc in configured {
-            // Names, protocols and URLs were validated when the config was loaded.
-            let Some(protocol) = crate::protocol::by_name(&rc.protocol) else {
-                continue;
-            };
-            routes.push(Route {
-                name: auth::intern(&rc.name),
-                protocol,
-                upstream: upstream::parse_base_url(&rc.upstream).ok(),
-                policy: match &rc.packs {
-                    Some(packs) => loader.policy(packs)?,
-                    None => Arc::clone(&policy),
-                },
-                prefix: Some(rc.path_prefix.clone()),
-                strip_prefix: rc.strip_prefix.clone(),
-                auth_header: rc
-                    .upstream_auth
-                    .clone()
-                    .unwrap_or_else(|| protocol.auth_header().to_owned()),
-            });
-        }
-        routes.extend(crate::protocol::all().iter().map(|&protocol| {
-            Route {
-                name: protocol.name(),
-                protocol,
-                upstream: protocol
-                    .upstream(&config.upstreams)
-                    .and_then(|u| upstream::parse_base_url(u).ok()),
-                policy: Arc::clone(&policy),
-                prefix: None,
-                strip_prefix: None,
-                auth_header: protocol.auth_header().to_owned(),
-            }
-        }));
-        let mut keys = Vec::new();
-        for (i, k) in config.keys.iter().enumerate() {
-            let setup = |e: String| PolicyError::Setup(format!("keys[{i}] ({}): {e}", k.id));
-            let key_policy = match &k.packs {
-                Some(packs) => Some(loader.policy(packs)?),
-                None => None,
-            };
-            keys.push(auth::ClientKey::new(
-                &k.id,
-                k.secret().map_err(setup)?,
-                key_policy,
-                k.upstream_key().map_err(setup)?,
-            ));
-        }
-        let tls = match &config.tls {
-            Some(t) => Some(crate::tls::server_config(t).map_err(PolicyError::Setup)?),
-            None => None,
-        };
-        Ok(Runtime {
-            config,
-            routes,
-            audit,
-            keys,
-            tls,
-            policies: loader.finish(),
-        })
-    }
-
-    fn route_for(&self, path: &str) -> Option<&Route> {
-        self.routes.iter().find(|r| match &r.prefix {
-            Some(prefix) => path.starts_with(prefix.as_str()),
-            None => r.protocol.matches(path),
-        })
-    }
-}
+use upstream::UpstreamClient;
 
 pub struct Gateway {
     runtime: ArcSwap<Runtime>,
@@ -180,19 +58,6 @@ pub struct InFlight(Arc<AtomicUsize>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Per-request facts threaded through the phases.
-struct Exchange {
-    started: Instant,
-    request_id: HeaderValue,
-}
-
-impl Exchange {
-    /// The request id as text, for logs.
-    fn id(&self) -> &str {
-        self.request_id.to_str().unwrap_or("")
     }
 }
 
@@ -342,10 +207,6 @@ impl Gateway {
             Some(r) => (r.name, r.protocol),
             None => ("unmatched", &OpenAiChat),
         };
-        let ex = Exchange {
-            started,
-            request_id: request_id.clone(),
-        };
         let result = match route {
             None => Err(GatewayError::NotFound(format!(
                 "no route for {} {}",
@@ -354,10 +215,15 @@ impl Gateway {
             ))),
             Some(route) => {
                 let total = Duration::from_millis(rt.config.timeouts.total_ms);
-                match tokio::time::timeout(total, self.proxy(&rt, route, req, &ex)).await {
+                let exchange = self.exchange(&rt, route, req, started, &request_id);
+                match tokio::time::timeout(total, exchange).await {
                     Ok(result) => result,
                     Err(_) => {
-                        self.count_upstream_error(route, UpstreamErrorKind::Total);
+                        report::count_upstream_error(
+                            &self.metrics,
+                            route.name,
+                            UpstreamErrorKind::Total,
+                        );
                         Err(GatewayError::UpstreamTimeout(
                             "the request took longer than the total time allowed".into(),
                         ))
@@ -377,434 +243,51 @@ impl Gateway {
         resp
     }
 
-    async fn proxy(
+    /// One proxied request, step by step (each step is in `exchange.rs`).
+    async fn exchange(
         &self,
         rt: &Runtime,
         route: &Route,
         req: Request<Incoming>,
-        ex: &Exchange,
+        started: Instant,
+        request_id: &HeaderValue,
     ) -> Result<Response<ProxyBody>, GatewayError> {
-        let limits = &rt.config.limits;
-        if req.method() != Method::POST {
-            return Err(GatewayError::MethodNotAllowed(format!(
-                "{} is not allowed here; use POST",
-                req.method()
-            )));
-        }
-        let Some(base) = &route.upstream else {
-            return Err(GatewayError::NotFound(format!(
-                "no upstream is configured for {}",
-                req.uri().path()
-            )));
-        };
-        // Who is calling, before the body is read: a request without a valid key costs nothing.
+        let base = exchange::target(route, &req)?;
         let (parts, body) = req.into_parts();
-        let caller = if rt.keys.is_empty() {
-            Caller {
-                policy: &route.policy,
-                key_id: None,
-                upstream_key: None,
-            }
-        } else {
-            let key = auth::presented_key(&parts.headers, parts.uri.query())
-                .and_then(|presented| auth::find_key(&rt.keys, presented))
-                .ok_or_else(|| {
-                    GatewayError::Unauthorized(
-                        "a valid guardwire key is required (Authorization: Bearer <key>, x-api-key or x-goog-api-key)"
-                            .into(),
-                    )
-                })?;
-            Caller {
-                policy: key.policy.as_ref().unwrap_or(&route.policy),
-                key_id: Some(key.id),
-                upstream_key: key.upstream_key.as_deref(),
-            }
+        let caller = exchange::authenticate(rt, route, &parts)?;
+        let ctx = RequestCtx {
+            gw: self,
+            rt,
+            route,
+            caller,
+            started,
+            request_id,
+            id: request_id.to_str().unwrap_or(""),
         };
-        // The body has its own deadline, and only a request whose body is in takes a permit:
-        // a slow client cannot hold one while others are turned away.
-        let body_ms = rt.config.timeouts.client_body_ms;
-        let body = tokio::time::timeout(
-            Duration::from_millis(body_ms),
-            read_limited(body, limits.max_request_bytes),
-        )
-        .await
-        .map_err(|_| GatewayError::BodyTimeout { ms: body_ms })??;
-        let Some(permit) = self.admit(limits.max_concurrent_requests) else {
-            return Err(GatewayError::Overloaded);
-        };
+        let body = ctx.read_body(body).await?;
+        let permit = ctx.admit()?;
         let parsed = route.protocol.parse_request(&body, parts.uri.path())?;
-
-        // BeforeCall
-        let mut findings = Vec::new();
-        let history = caller.policy.tool_history(&parsed.conversation);
-        let verdict = caller.policy.before_call_with(
-            &parsed.conversation,
-            &history,
-            &mut findings,
-            rt.config.audit.include_match,
-        );
-        self.reporter(rt, route, &caller, ex).monitor(&findings);
-        if let Err(finding) = verdict {
-            return Err(self.reporter(rt, route, &caller, ex).block(finding));
-        }
-
-        let mut path_and_query = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        if let Some(strip) = &route.strip_prefix {
-            if let Some(rest) = path_and_query.strip_prefix(strip.as_str()) {
-                path_and_query = if rest.starts_with('/') {
-                    rest.to_owned()
-                } else {
-                    format!("/{rest}")
-                };
-            }
-        }
-        let mut up_headers = headers::forwardable(&parts.headers);
-        if !rt.keys.is_empty() {
-            // The client's guardwire key never goes upstream; the provider key takes its place.
-            path_and_query = auth::without_key_param(&path_and_query);
-            auth::strip_client_auth(&mut up_headers);
-            if let Some(k) = caller.upstream_key {
-                auth::set_upstream_key(&mut up_headers, &route.auth_header, k);
-            }
-        }
-        let uri = base
-            .uri_for(&path_and_query)
-            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
-        up_headers.insert(
-            header::ACCEPT_ENCODING,
-            HeaderValue::from_static("identity"),
-        );
-        up_headers.insert(&headers::REQUEST_ID, ex.request_id.clone());
-        let mut up_req = Request::builder()
-            .method(Method::POST)
-            .uri(uri)
-            .body(Full::new(body))
-            .map_err(|e| GatewayError::Internal(e.to_string()))?;
-        *up_req.headers_mut() = up_headers;
-
-        let pre_upstream = ex.started.elapsed();
-        let price = parsed.model.as_deref().and_then(|m| rt.config.price(m));
-        // An enforced `latency_budget` ends the exchange when it runs out, at any stage.
-        let budget = caller.policy.latency_budget();
-        let budget_left = |budget: Option<(u32, u64)>| {
-            budget.map(|(v, ms)| {
-                (
-                    v,
-                    Duration::from_millis(ms).saturating_sub(ex.started.elapsed()),
-                )
-            })
+        let history = ctx.before_call(&parsed)?;
+        let up_req = ctx.upstream_request(&parts, base, body)?;
+        let pre_upstream = started.elapsed();
+        let (head, body, sse, head_at) = match ctx.response_head(base, up_req, &parsed).await? {
+            Head::Relay(resp) => return Ok(resp),
+            Head::Check {
+                parts,
+                body,
+                sse,
+                at,
+            } => (parts, body, sse, at),
         };
-        let timeout = Duration::from_millis(rt.config.timeouts.response_headers_ms);
-        let head_timeout = match budget_left(budget) {
-            Some((_, left)) => timeout.min(left),
-            None => timeout,
-        };
-        let resp = match tokio::time::timeout(head_timeout, self.client.request(base, up_req)).await
-        {
-            Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
-                let mut guard = caller.policy.stream_guard(parsed.stream, history, price);
-                if rt.config.audit.include_match {
-                    guard.keep_matches();
-                }
-                let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
-                self.reporter(rt, route, &caller, ex)
-                    .monitor(&guard.findings);
-                return Err(match verdict {
-                    Err(finding) => self.reporter(rt, route, &caller, ex).block(finding),
-                    Ok(()) => {
-                        GatewayError::UpstreamTimeout("the upstream did not answer in time".into())
-                    }
-                });
-            }
-            Err(_) => {
-                self.count_upstream_error(route, UpstreamErrorKind::Timeout);
-                return Err(GatewayError::UpstreamTimeout(
-                    "the upstream did not answer in time".into(),
-                ));
-            }
-            Ok(Err(e)) => {
-                self.count_upstream_error(route, UpstreamErrorKind::Connect);
-                tracing::warn!(request_id = ?ex.request_id, route = route.name, error = %e, "upstream request failed");
-                return Err(GatewayError::Upstream(
-                    "the upstream could not be reached".into(),
-                ));
-            }
-            Ok(Ok(resp)) => resp,
-        };
-        let head_started = Instant::now();
-        let (up_parts, up_body) = resp.into_parts();
-        let mut out_headers = headers::forwardable(&up_parts.headers);
-
-        if !up_parts.status.is_success() {
-            // The provider's own errors reach the client unchanged, body and all.
-            let mut r = Response::new(ProxyBody::Upstream(up_body));
-            *r.status_mut() = up_parts.status;
-            *r.headers_mut() = out_headers;
-            return Ok(r);
+        let model = parsed.model.as_deref();
+        if sse {
+            let overhead = pre_upstream + head_at.elapsed();
+            return Ok(ctx.relay_stream(head, body, history, model, overhead, permit));
         }
-        if let Some(enc) = up_parts.headers.get(header::CONTENT_ENCODING) {
-            if enc.as_bytes() != b"identity" {
-                self.count_upstream_error(route, UpstreamErrorKind::Encoded);
-                return Err(GatewayError::Upstream(
-                    "the upstream sent an encoded body that cannot be checked".into(),
-                ));
-            }
-        }
-        let is_sse = up_parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-
-        if is_sse {
-            let mut guard = caller.policy.stream_guard(true, history, price);
-            if rt.config.audit.include_match {
-                guard.keep_matches();
-            }
-            let ctx = StreamContext {
-                metrics: Arc::clone(&self.metrics),
-                audit: Arc::clone(&rt.audit),
-                key_id: caller.key_id,
-                route: route.name,
-                request_id: ex.id().to_owned(),
-                protocol: route.protocol,
-                overhead_so_far: pre_upstream + head_started.elapsed(),
-                idle_timeout: Duration::from_millis(rt.config.timeouts.idle_ms),
-                started: tokio::time::Instant::from_std(ex.started),
-                total_deadline: tokio::time::Instant::from_std(ex.started)
-                    + Duration::from_millis(rt.config.timeouts.total_ms),
-                max_frame_bytes: limits.max_frame_bytes,
-                max_holdback_bytes: limits.max_holdback_bytes,
-                stop: self.stop_streams.subscribe(),
-                permit,
-            };
-            let stream = GuardedStream::new(up_body, guard, ctx);
-            let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
-            *r.headers_mut() = out_headers;
-            return Ok(r);
-        }
-
-        // A whole response: OnChunk over each channel's full text, then AfterCall.
-        let waited = Instant::now();
-        let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
-        let body_timeout = match budget_left(budget) {
-            Some((_, left)) => idle.min(left),
-            None => idle,
-        };
-        let mut guard = caller.policy.stream_guard(false, history, price);
-        if rt.config.audit.include_match {
-            guard.keep_matches();
-        }
-        let body = match tokio::time::timeout(
-            body_timeout,
-            Limited::new(up_body, limits.max_response_bytes).collect(),
-        )
-        .await
-        {
-            Err(_) if budget_left(budget).is_some_and(|(_, left)| left.is_zero()) => {
-                let verdict = guard.check_latency(ex.started.elapsed().as_millis() as u64);
-                self.reporter(rt, route, &caller, ex)
-                    .monitor(&guard.findings);
-                return Err(match verdict {
-                    Err(finding) => self.reporter(rt, route, &caller, ex).block(finding),
-                    Ok(()) => GatewayError::UpstreamTimeout("the upstream body stalled".into()),
-                });
-            }
-            Err(_) => {
-                self.count_upstream_error(route, UpstreamErrorKind::Idle);
-                return Err(GatewayError::UpstreamTimeout(
-                    "the upstream body stalled".into(),
-                ));
-            }
-            Ok(Err(_)) => {
-                self.count_upstream_error(route, UpstreamErrorKind::Reset);
-                return Err(GatewayError::Upstream(
-                    "the upstream response body failed or was too large".into(),
-                ));
-            }
-            Ok(Ok(collected)) => collected.to_bytes(),
-        };
-        let check_started = Instant::now();
-        let mut deltas = Vec::new();
-        if let Err(e) = route.protocol.decode_response(&body, &mut deltas) {
-            self.count_upstream_error(route, UpstreamErrorKind::Malformed);
-            tracing::warn!(request_id = ?ex.request_id, error = %e, "malformed upstream response");
-            return Err(GatewayError::Upstream(
-                "the upstream sent a malformed response".into(),
-            ));
-        }
-        let redacts = caller.policy.redacts();
-        let mut spans = Vec::new();
-        let verdict = deltas
-            .iter()
-            .try_for_each(|d| {
-                let at = guard.on_chunk(d)?;
-                if let (true, Some((channel, pos)), Delta::Text { text, .. }) = (redacts, at, d) {
-                    let taken: Vec<_> =
-                        spans.iter().map(|s: &TextSpan| s.literal.clone()).collect();
-                    let (literal, raw) =
-                        redact::locate(&body, text, &taken).unwrap_or((0..0, false));
-                    spans.push(TextSpan {
-                        channel,
-                        start: pos - text.len() as u64,
-                        end: pos,
-                        literal,
-                        raw,
-                        text: text.to_string(),
-                    });
-                }
-                Ok(())
-            })
-            .and_then(|()| guard.after_call())
-            .and_then(|()| guard.check_latency(ex.started.elapsed().as_millis() as u64));
-        self.reporter(rt, route, &caller, ex)
-            .monitor(&guard.findings);
-        self.reporter(rt, route, &caller, ex)
-            .redactions(&guard.redacted);
-        if let Err(finding) = verdict {
-            return Err(self.reporter(rt, route, &caller, ex).block(finding));
-        }
-        drop(deltas);
-        let body = if guard.redactions().is_empty() {
-            body
-        } else {
-            match redact::rewrite(&body, &spans, guard.redactions()) {
-                Ok(Some(new)) => Bytes::from(new),
-                Ok(None) => body,
-                Err(redact::Unmaskable) => {
-                    return Err(GatewayError::Internal(
-                        "a redaction could not be applied".into(),
-                    ))
-                }
-            }
-        };
-        out_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-        let mut r = Response::new(ProxyBody::full(body));
-        *r.status_mut() = up_parts.status;
-        *r.headers_mut() = out_headers;
-        let overhead = pre_upstream + (waited - head_started) + check_started.elapsed();
-        self.metrics
-            .overhead
-            .get_or_create(&RouteLabels { route: route.name })
-            .observe(overhead.as_secs_f64());
-        Ok(r)
-    }
-
-    fn reporter<'a>(
-        &'a self,
-        rt: &'a Runtime,
-        route: &'a Route,
-        caller: &'a Caller<'a>,
-        ex: &'a Exchange,
-    ) -> Reporter<'a> {
-        Reporter {
-            metrics: &self.metrics,
-            audit: &rt.audit,
-            policy: caller.policy,
-            route: route.name,
-            key_id: caller.key_id,
-            request_id: ex.id(),
-        }
-    }
-
-    fn count_upstream_error(&self, route: &Route, kind: UpstreamErrorKind) {
-        count_upstream_error(&self.metrics, route.name, kind);
-    }
-}
-
-/// Who a request is from, once its key is checked, and what that decides.
-struct Caller<'a> {
-    policy: &'a Arc<Policy>,
-    key_id: Option<&'static str>,
-    upstream_key: Option<&'a str>,
-}
-
-/// Where the verdicts of one exchange go: metrics, the log and the audit log — the validator,
-/// phase and rule, never the matched text. Shared by the request path and the stream body.
-pub struct Reporter<'a> {
-    pub metrics: &'a Metrics,
-    pub audit: &'a Audit,
-    pub policy: &'a Policy,
-    pub route: &'static str,
-    pub key_id: Option<&'a str>,
-    pub request_id: &'a str,
-}
-
-impl Reporter<'_> {
-    /// Counts and logs a block, and returns the error the client is answered with.
-    pub fn block(&self, finding: Finding) -> GatewayError {
-        self.record(&finding, Mode::Enforce);
-        GatewayError::Blocked {
-            message: self.policy.message(&finding),
-        }
-    }
-
-    /// Monitor-mode violations (which never block).
-    pub fn monitor(&self, findings: &[Finding]) {
-        for f in findings {
-            self.record(f, Mode::Monitor);
-        }
-    }
-
-    /// Matches masked by redact-mode validators.
-    pub fn redactions(&self, findings: &[Finding]) {
-        for f in findings {
-            self.record(f, Mode::Redact);
-        }
-    }
-
-    fn record(&self, f: &Finding, mode: Mode) {
-        let v = self.policy.validator(f.validator);
-        let (family, mode_name) = match mode {
-            Mode::Enforce => (&self.metrics.blocked, "enforce"),
-            Mode::Monitor => (&self.metrics.monitored, "monitor"),
-            Mode::Redact => (&self.metrics.redacted, "redact"),
-        };
-        let (route, request_id, phase) = (self.route, self.request_id, f.phase.as_str());
-        family
-            .get_or_create(&VerdictLabels {
-                validator: v.label.clone(),
-                phase,
-                route,
-            })
-            .inc();
-        tracing::info!(request_id, route, key_id = self.key_id, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
-        if self.audit.enabled() {
-            self.audit.record(&AuditEvent {
-                ts: crate::audit::now_rfc3339(),
-                request_id,
-                route,
-                key_id: self.key_id,
-                validator: &v.label,
-                check: v.canonical,
-                phase,
-                mode: mode_name,
-                rule: f.rule,
-                matched: f.matched.as_deref(),
-            });
-        }
-    }
-}
-
-fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: UpstreamErrorKind) {
-    metrics
-        .upstream_errors
-        .get_or_create(&UpstreamErrorLabels { route, kind })
-        .inc();
-}
-
-async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, GatewayError> {
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(GatewayError::PayloadTooLarge { limit })
-        }
-        Err(e) => Err(GatewayError::InvalidRequest(format!(
-            "could not read the request body: {e}"
-        ))),
+        let (resp, proxy_time) = ctx.check_whole(head, body, history, model, head_at).await?;
+        ctx.observe_overhead(pre_upstream + proxy_time);
+        drop(permit);
+        Ok(resp)
     }
 }
 

@@ -1,0 +1,58 @@
+//! The frame checker shared by streamed and whole answers: OnChunk over one payload's decoded
+//! deltas, noting for each text where its channel now stands (what the hold-back waits for)
+//! and, when the policy redacts, where the text sits in the payload (what a redaction
+//! rewrites). A stream runs it per SSE frame; a whole answer once, over its body.
+
+use super::redact::{self, TextSpan};
+use crate::delta::Delta;
+use crate::policy::{ChannelId, Finding, StreamGuard};
+
+/// (channel, position after a payload's text on it): the payload is releasable once every
+/// channel is safe up to its position. Inline: a frame almost always carries one channel.
+pub type Needs = smallvec::SmallVec<[(ChannelId, u64); 2]>;
+
+/// Runs OnChunk over `deltas`, decoded from `data`. Stops at the first violation.
+pub fn check_payload(
+    guard: &mut StreamGuard,
+    deltas: &[Delta<'_>],
+    data: &[u8],
+    needs: &mut Needs,
+    spans: &mut Vec<TextSpan>,
+) -> Result<(), Finding> {
+    let redacts = guard.policy().redacts();
+    for d in deltas {
+        let Some((ch, pos)) = guard.on_chunk(d)? else {
+            continue;
+        };
+        match needs.iter_mut().find(|(c, _)| *c == ch) {
+            Some(n) => n.1 = pos,
+            None => needs.push((ch, pos)),
+        }
+        if !redacts {
+            continue;
+        }
+        let located = match d {
+            Delta::Text { text, .. } => Some((text, pos - text.len() as u64)),
+            Delta::Repeat { text, start, .. } => Some((
+                text,
+                start.unwrap_or_else(|| pos.saturating_sub(text.len() as u64)),
+            )),
+            _ => None,
+        };
+        if let Some((text, start)) = located {
+            let taken: Vec<_> = spans.iter().map(|s| s.literal.clone()).collect();
+            // Not found cannot happen for a text decoded from this data; an empty literal
+            // makes a redaction touching it fail closed on release.
+            let (literal, raw) = redact::locate(data, text, &taken).unwrap_or((0..0, false));
+            spans.push(TextSpan {
+                channel: ch,
+                start,
+                end: start + text.len() as u64,
+                literal,
+                raw,
+                text: text.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,453 @@
+//! One exchange, as the steps a request goes through, in order:
+//!
+//! 1. [`target`]: the method is POST and the route has an upstream;
+//! 2. [`authenticate`]: the caller's key (when keys are configured) picks the policy;
+//! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`;
+//! 4. [`RequestCtx::admit`]: an in-flight permit, taken only once the body is in;
+//! 5. [`RequestCtx::before_call`]: the input checks (BeforeCall), before the provider is paid;
+//! 6. [`RequestCtx::upstream_request`]: the request as it goes upstream (path, headers, keys);
+//! 7. [`RequestCtx::response_head`]: its response head, within the head timeout and budget;
+//! 8. [`RequestCtx::relay_stream`] for an SSE answer (OnChunk per frame, AfterCall at its end,
+//!    in [`super::body::GuardedStream`]), or [`RequestCtx::check_whole`] for a whole one (the
+//!    same checks in one pass).
+//!
+//! Every step shares one [`RequestCtx`]: the route, the caller, the request's identity and
+//! clock, and where its verdicts are reported.
+
+use super::body::{GuardedStream, ProxyBody, StreamContext};
+use super::check::{check_payload, Needs};
+use super::redact;
+use super::report::Reporter;
+use super::runtime::{Route, Runtime};
+use super::upstream::{UpstreamBase, UpstreamBody};
+use super::{auth, headers, Gateway, InFlight};
+use crate::error::GatewayError;
+use crate::metrics::{RouteLabels, UpstreamErrorKind};
+use crate::policy::tools::ToolHistory;
+use crate::policy::{Policy, StreamGuard};
+use crate::protocol::ParsedRequest;
+use bytes::Bytes;
+use http::request::Parts;
+use http::{header, HeaderValue, Method, Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Who a request is from, once its key is checked, and what that decides.
+pub struct Caller<'a> {
+    pub policy: &'a Arc<Policy>,
+    pub key_id: Option<&'static str>,
+    pub upstream_key: Option<&'a str>,
+}
+
+/// Step 1: only POST, and only to a route whose upstream is configured.
+pub fn target<'a>(
+    route: &'a Route,
+    req: &Request<Incoming>,
+) -> Result<&'a UpstreamBase, GatewayError> {
+    if req.method() != Method::POST {
+        return Err(GatewayError::MethodNotAllowed(format!(
+            "{} is not allowed here; use POST",
+            req.method()
+        )));
+    }
+    route.upstream.as_ref().ok_or_else(|| {
+        GatewayError::NotFound(format!(
+            "no upstream is configured for {}",
+            req.uri().path()
+        ))
+    })
+}
+
+/// Step 2: who is calling, before the body is read: a request without a valid key costs
+/// nothing.
+pub fn authenticate<'a>(
+    rt: &'a Runtime,
+    route: &'a Route,
+    parts: &Parts,
+) -> Result<Caller<'a>, GatewayError> {
+    if rt.keys.is_empty() {
+        return Ok(Caller {
+            policy: &route.policy,
+            key_id: None,
+            upstream_key: None,
+        });
+    }
+    let key = auth::presented_key(&parts.headers, parts.uri.query())
+        .and_then(|presented| auth::find_key(&rt.keys, presented))
+        .ok_or_else(|| {
+            GatewayError::Unauthorized(
+                "a valid guardwire key is required (Authorization: Bearer <key>, x-api-key or x-goog-api-key)"
+                    .into(),
+            )
+        })?;
+    Ok(Caller {
+        policy: key.policy.as_ref().unwrap_or(&route.policy),
+        key_id: Some(key.id),
+        upstream_key: key.upstream_key.as_deref(),
+    })
+}
+
+/// What the steps of one request share.
+pub struct RequestCtx<'a> {
+    pub gw: &'a Gateway,
+    pub rt: &'a Runtime,
+    pub route: &'a Route,
+    pub caller: Caller<'a>,
+    /// When the request arrived: `latency_budget` and `timeouts.total_ms` count from here.
+    pub started: Instant,
+    pub request_id: &'a HeaderValue,
+    /// The request id as text, for logs.
+    pub id: &'a str,
+}
+
+/// How a wait for the upstream ended without an answer.
+enum Waited {
+    /// The step's own limit passed.
+    Limit,
+    /// An enforced `latency_budget` ran out first.
+    Budget,
+}
+
+/// The upstream's answer once its head is in: relayed as is (an error status), or to check.
+pub enum Head {
+    Relay(Response<ProxyBody>),
+    Check {
+        parts: http::response::Parts,
+        body: UpstreamBody,
+        sse: bool,
+        /// When the head arrived.
+        at: Instant,
+    },
+}
+
+impl<'a> RequestCtx<'a> {
+    pub fn report(&self) -> Reporter<'_> {
+        Reporter {
+            metrics: &self.gw.metrics,
+            audit: &self.rt.audit,
+            policy: self.caller.policy,
+            route: self.route.name,
+            key_id: self.caller.key_id,
+            request_id: self.id,
+        }
+    }
+
+    fn count_upstream_error(&self, kind: UpstreamErrorKind) {
+        super::report::count_upstream_error(&self.gw.metrics, self.route.name, kind);
+    }
+
+    /// A guard for the answer (streamed or whole) with this caller's policy.
+    fn guard(&self, streamed: bool, history: ToolHistory, model: Option<&str>) -> StreamGuard {
+        let price = model.and_then(|m| self.rt.config.price(m));
+        let mut guard = self.caller.policy.stream_guard(streamed, history, price);
+        if self.rt.config.audit.include_match {
+            guard.keep_matches();
+        }
+        guard
+    }
+
+    /// Waits for `fut` at most `limit`, and never past an enforced `latency_budget`.
+    async fn wait<T>(
+        &self,
+        limit: Duration,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Result<T, Waited> {
+        let budget_left = self
+            .caller
+            .policy
+            .latency_budget()
+            .map(|(_, ms)| Duration::from_millis(ms).saturating_sub(self.started.elapsed()));
+        match tokio::time::timeout(budget_left.map_or(limit, |left| left.min(limit)), fut).await {
+            Ok(v) => Ok(v),
+            Err(_) if budget_left.is_some_and(|left| left <= limit) => Err(Waited::Budget),
+            Err(_) => Err(Waited::Limit),
+        }
+    }
+
+    /// The latency budget ran out while waiting: the budget's verdict (a block when enforced),
+    /// else the timeout `otherwise`.
+    fn budget_spent(&self, guard: &mut StreamGuard, otherwise: &str) -> GatewayError {
+        let verdict = guard.check_latency(self.started.elapsed().as_millis() as u64);
+        self.report().monitor(&guard.findings);
+        match verdict {
+            Err(finding) => self.report().block(finding),
+            Ok(()) => GatewayError::UpstreamTimeout(otherwise.into()),
+        }
+    }
+
+    /// Step 3: the request body, at most `limits.max_request_bytes`, within
+    /// `timeouts.client_body_ms`.
+    pub async fn read_body(&self, body: Incoming) -> Result<Bytes, GatewayError> {
+        let limit = self.rt.config.limits.max_request_bytes;
+        let ms = self.rt.config.timeouts.client_body_ms;
+        let read = async {
+            match Limited::new(body, limit).collect().await {
+                Ok(c) => Ok(c.to_bytes()),
+                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                    Err(GatewayError::PayloadTooLarge { limit })
+                }
+                Err(e) => Err(GatewayError::InvalidRequest(format!(
+                    "could not read the request body: {e}"
+                ))),
+            }
+        };
+        tokio::time::timeout(Duration::from_millis(ms), read)
+            .await
+            .map_err(|_| GatewayError::BodyTimeout { ms })?
+    }
+
+    /// Step 4: a permit against `limits.max_concurrent_requests`, taken only once the body is
+    /// in, so a slow client cannot hold one while others are turned away.
+    pub fn admit(&self) -> Result<InFlight, GatewayError> {
+        self.gw
+            .admit(self.rt.config.limits.max_concurrent_requests)
+            .ok_or(GatewayError::Overloaded)
+    }
+
+    /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the tool
+    /// history the answer's checks continue from.
+    pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ToolHistory, GatewayError> {
+        let policy = self.caller.policy;
+        let mut findings = Vec::new();
+        let history = policy.tool_history(&parsed.conversation);
+        let verdict = policy.before_call_with(
+            &parsed.conversation,
+            &history,
+            &mut findings,
+            self.rt.config.audit.include_match,
+        );
+        self.report().monitor(&findings);
+        verdict.map_err(|finding| self.report().block(finding))?;
+        Ok(history)
+    }
+
+    /// Step 6: the request as it goes upstream: the route's path (prefix stripped), hop-by-hop
+    /// and client headers out, the provider key in (with keys), identity encoding asked for.
+    pub fn upstream_request(
+        &self,
+        parts: &Parts,
+        base: &UpstreamBase,
+        body: Bytes,
+    ) -> Result<Request<Full<Bytes>>, GatewayError> {
+        let mut path_and_query = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        if let Some(strip) = &self.route.strip_prefix {
+            if let Some(rest) = path_and_query.strip_prefix(strip.as_str()) {
+                path_and_query = if rest.starts_with('/') {
+                    rest.to_owned()
+                } else {
+                    format!("/{rest}")
+                };
+            }
+        }
+        let mut up_headers = headers::forwardable(&parts.headers);
+        if !self.rt.keys.is_empty() {
+            // The client's guardwire key never goes upstream; the provider key takes its place.
+            path_and_query = auth::without_key_param(&path_and_query);
+            auth::strip_client_auth(&mut up_headers);
+            if let Some(k) = self.caller.upstream_key {
+                auth::set_upstream_key(&mut up_headers, &self.route.auth_header, k);
+            }
+        }
+        let uri = base
+            .uri_for(&path_and_query)
+            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
+        up_headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        up_headers.insert(&headers::REQUEST_ID, self.request_id.clone());
+        let mut up_req = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .body(Full::new(body))
+            .map_err(|e| GatewayError::Internal(e.to_string()))?;
+        *up_req.headers_mut() = up_headers;
+        Ok(up_req)
+    }
+
+    /// Step 7: sends the request and waits for the response head. An error status is relayed
+    /// as the provider sent it; an encoded body (which cannot be checked) is refused.
+    pub async fn response_head(
+        &self,
+        base: &UpstreamBase,
+        up_req: Request<Full<Bytes>>,
+        parsed: &ParsedRequest,
+    ) -> Result<Head, GatewayError> {
+        let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
+        let resp = match self
+            .wait(timeout, self.gw.client.request(base, up_req))
+            .await
+        {
+            Err(Waited::Budget) => {
+                let mut guard = self.guard(parsed.stream, ToolHistory::default(), None);
+                return Err(self.budget_spent(&mut guard, "the upstream did not answer in time"));
+            }
+            Err(Waited::Limit) => {
+                self.count_upstream_error(UpstreamErrorKind::Timeout);
+                return Err(GatewayError::UpstreamTimeout(
+                    "the upstream did not answer in time".into(),
+                ));
+            }
+            Ok(Err(e)) => {
+                self.count_upstream_error(UpstreamErrorKind::Connect);
+                tracing::warn!(request_id = self.id, route = self.route.name, error = %e, "upstream request failed");
+                return Err(GatewayError::Upstream(
+                    "the upstream could not be reached".into(),
+                ));
+            }
+            Ok(Ok(resp)) => resp,
+        };
+        let at = Instant::now();
+        let (parts, body) = resp.into_parts();
+        if !parts.status.is_success() {
+            // The provider's own errors reach the client unchanged, body and all.
+            let mut r = Response::new(ProxyBody::Upstream(body));
+            *r.status_mut() = parts.status;
+            *r.headers_mut() = headers::forwardable(&parts.headers);
+            return Ok(Head::Relay(r));
+        }
+        if let Some(enc) = parts.headers.get(header::CONTENT_ENCODING) {
+            if enc.as_bytes() != b"identity" {
+                self.count_upstream_error(UpstreamErrorKind::Encoded);
+                return Err(GatewayError::Upstream(
+                    "the upstream sent an encoded body that cannot be checked".into(),
+                ));
+            }
+        }
+        let sse = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        Ok(Head::Check {
+            parts,
+            body,
+            sse,
+            at,
+        })
+    }
+
+    /// Step 8, streamed: the answer relayed frame by frame through a [`GuardedStream`], which
+    /// holds the permit until the stream ends.
+    #[allow(clippy::too_many_arguments)]
+    pub fn relay_stream(
+        &self,
+        parts: http::response::Parts,
+        body: UpstreamBody,
+        history: ToolHistory,
+        model: Option<&str>,
+        overhead_so_far: Duration,
+        permit: InFlight,
+    ) -> Response<ProxyBody> {
+        let config = &self.rt.config;
+        let ctx = StreamContext {
+            metrics: Arc::clone(&self.gw.metrics),
+            audit: Arc::clone(&self.rt.audit),
+            key_id: self.caller.key_id,
+            route: self.route.name,
+            request_id: self.id.to_owned(),
+            protocol: self.route.protocol,
+            overhead_so_far,
+            idle_timeout: Duration::from_millis(config.timeouts.idle_ms),
+            started: tokio::time::Instant::from_std(self.started),
+            total_deadline: tokio::time::Instant::from_std(self.started)
+                + Duration::from_millis(config.timeouts.total_ms),
+            max_frame_bytes: config.limits.max_frame_bytes,
+            max_holdback_bytes: config.limits.max_holdback_bytes,
+            stop: self.gw.stop_streams.subscribe(),
+            permit,
+        };
+        let stream = GuardedStream::new(body, self.guard(true, history, model), ctx);
+        let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
+        *r.headers_mut() = headers::forwardable(&parts.headers);
+        r
+    }
+
+    /// Step 8, whole: the body read (within the idle limit and the budget), decoded, run
+    /// through the same frame checker as a stream's frames, then AfterCall; released whole,
+    /// with redactions applied, or blocked. Also returns the time spent here other than
+    /// waiting for the body (`head_at`: when the response head arrived).
+    pub async fn check_whole(
+        &self,
+        parts: http::response::Parts,
+        body: UpstreamBody,
+        history: ToolHistory,
+        model: Option<&str>,
+        head_at: Instant,
+    ) -> Result<(Response<ProxyBody>, Duration), GatewayError> {
+        let waited = Instant::now();
+        let mut guard = self.guard(false, history, model);
+        let idle = Duration::from_millis(self.rt.config.timeouts.idle_ms);
+        let limit = self.rt.config.limits.max_response_bytes;
+        let body = match self.wait(idle, Limited::new(body, limit).collect()).await {
+            Err(Waited::Budget) => {
+                return Err(self.budget_spent(&mut guard, "the upstream body stalled"));
+            }
+            Err(Waited::Limit) => {
+                self.count_upstream_error(UpstreamErrorKind::Idle);
+                return Err(GatewayError::UpstreamTimeout(
+                    "the upstream body stalled".into(),
+                ));
+            }
+            Ok(Err(_)) => {
+                self.count_upstream_error(UpstreamErrorKind::Reset);
+                return Err(GatewayError::Upstream(
+                    "the upstream response body failed or was too large".into(),
+                ));
+            }
+            Ok(Ok(collected)) => collected.to_bytes(),
+        };
+        let check_started = Instant::now();
+        let mut deltas = Vec::new();
+        if let Err(e) = self.route.protocol.decode_response(&body, &mut deltas) {
+            self.count_upstream_error(UpstreamErrorKind::Malformed);
+            tracing::warn!(request_id = self.id, error = %e, "malformed upstream response");
+            return Err(GatewayError::Upstream(
+                "the upstream sent a malformed response".into(),
+            ));
+        }
+        let mut spans = Vec::new();
+        let verdict = check_payload(&mut guard, &deltas, &body, &mut Needs::new(), &mut spans)
+            .and_then(|()| guard.after_call())
+            .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
+        self.report().monitor(&guard.findings);
+        self.report().redactions(&guard.redacted);
+        verdict.map_err(|finding| self.report().block(finding))?;
+        drop(deltas);
+        let body = if guard.redactions().is_empty() {
+            body
+        } else {
+            match redact::rewrite(&body, &spans, guard.redactions()) {
+                Ok(Some(new)) => Bytes::from(new),
+                Ok(None) => body,
+                Err(redact::Unmaskable) => {
+                    return Err(GatewayError::Internal(
+                        "a redaction could not be applied".into(),
+                    ))
+                }
+            }
+        };
+        let mut out_headers = headers::forwardable(&parts.headers);
+        out_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        let mut r = Response::new(ProxyBody::full(body));
+        *r.status_mut() = parts.status;
+        *r.headers_mut() = out_headers;
+        Ok((r, (waited - head_at) + check_started.elapsed()))
+    }
+
+    /// Counts what the proxy added to a whole answer.
+    pub fn observe_overhead(&self, overhead: Duration) {
+        self.gw
+            .metrics
+            .overhead
+            .get_or_create(&RouteLabels {
+                route: self.route.name,
+            })
+            .observe(overhead.as_secs_f64());
+    }
+}

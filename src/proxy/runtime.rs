@@ -1,0 +1,132 @@
+//! What a request runs on, swapped as a whole on reload: the routes (configured ones, then one
+//! per protocol), their compiled policies, the client keys, the audit log and client TLS.
+
+use super::{auth, upstream};
+use crate::audit::Audit;
+use crate::config::Config;
+use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
+use crate::protocol::Protocol;
+use std::sync::Arc;
+use upstream::UpstreamBase;
+
+/// One path family served by one protocol and one upstream.
+pub struct Route {
+    /// The `route` metrics label.
+    pub name: &'static str,
+    pub protocol: &'static dyn Protocol,
+    /// `None` when the provider is not configured: its paths answer 404.
+    pub upstream: Option<UpstreamBase>,
+    pub policy: Arc<Policy>,
+    /// A configured route's path prefix; `None` for the protocol's standard paths.
+    pub prefix: Option<String>,
+    /// Removed from the path before forwarding.
+    pub strip_prefix: Option<String>,
+    /// The header a swapped-in provider key goes in.
+    pub auth_header: String,
+}
+
+/// Everything a request needs that can be swapped as a whole on reload.
+pub struct Runtime {
+    pub config: Config,
+    /// Configured routes (longest prefix first), then one per protocol.
+    pub routes: Vec<Route>,
+    pub audit: Arc<Audit>,
+    /// Client keys; when not empty, every proxied request needs one.
+    pub keys: Vec<auth::ClientKey>,
+    /// TLS for client connections, when configured.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The distinct compiled policies of routes and keys, reused by the next reload for every
+    /// pack list whose files did not change.
+    pub policies: PolicyCache,
+}
+
+impl Runtime {
+    /// Builds one route per protocol and compiles the packs named in `config` (each distinct
+    /// list of pack files once, however many routes and keys name it).
+    pub fn build(config: Config) -> Result<Runtime, PolicyError> {
+        Self::build_after(config, None)
+    }
+
+    /// Like [`Runtime::build`], reusing `previous`'s compiled policy for every pack list whose
+    /// files have the same contents (a reload compiles only what changed).
+    pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, PolicyError> {
+        let runtime = Self::compile(config, PolicyLoader::new(previous.map(|r| &r.policies)));
+        crate::heap::release_unused();
+        runtime
+    }
+
+    fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, PolicyError> {
+        let policy = loader.policy(&config.packs)?;
+        let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
+        let mut configured: Vec<_> = config.routes.iter().collect();
+        configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
+        let mut routes = Vec::new();
+        for rc in configured {
+            // Names, protocols and URLs were validated when the config was loaded.
+            let Some(protocol) = crate::protocol::by_name(&rc.protocol) else {
+                continue;
+            };
+            routes.push(Route {
+                name: auth::intern(&rc.name),
+                protocol,
+                upstream: upstream::parse_base_url(&rc.upstream).ok(),
+                policy: match &rc.packs {
+                    Some(packs) => loader.policy(packs)?,
+                    None => Arc::clone(&policy),
+                },
+                prefix: Some(rc.path_prefix.clone()),
+                strip_prefix: rc.strip_prefix.clone(),
+                auth_header: rc
+                    .upstream_auth
+                    .clone()
+                    .unwrap_or_else(|| protocol.auth_header().to_owned()),
+            });
+        }
+        routes.extend(crate::protocol::all().iter().map(|&protocol| {
+            Route {
+                name: protocol.name(),
+                protocol,
+                upstream: protocol
+                    .upstream(&config.upstreams)
+                    .and_then(|u| upstream::parse_base_url(u).ok()),
+                policy: Arc::clone(&policy),
+                prefix: None,
+                strip_prefix: None,
+                auth_header: protocol.auth_header().to_owned(),
+            }
+        }));
+        let mut keys = Vec::new();
+        for (i, k) in config.keys.iter().enumerate() {
+            let setup = |e: String| PolicyError::Setup(format!("keys[{i}] ({}): {e}", k.id));
+            let key_policy = match &k.packs {
+                Some(packs) => Some(loader.policy(packs)?),
+                None => None,
+            };
+            keys.push(auth::ClientKey::new(
+                &k.id,
+                k.secret().map_err(setup)?,
+                key_policy,
+                k.upstream_key().map_err(setup)?,
+            ));
+        }
+        let tls = match &config.tls {
+            Some(t) => Some(crate::tls::server_config(t).map_err(PolicyError::Setup)?),
+            None => None,
+        };
+        Ok(Runtime {
+            config,
+            routes,
+            audit,
+            keys,
+            tls,
+            policies: loader.finish(),
+        })
+    }
+
+    pub(super) fn route_for(&self, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| match &r.prefix {
+            Some(prefix) => path.starts_with(prefix.as_str()),
+            None => r.protocol.matches(path),
+        })
+    }
+}
