@@ -1,8 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use super::redaction::insert_redaction;
+use super::tools::ToolHistory;
 use super::*;
-use crate::delta::{Message, Role};
+use crate::config::Price;
+use crate::delta::{Channel, Conversation, Delta, Message, Role};
 use std::borrow::Cow;
+use std::sync::Arc;
 
 fn policy(yaml: &str) -> Result<Arc<Policy>, String> {
     let doc: serde_json::Value = serde_norway::from_str(yaml).unwrap();
@@ -820,16 +824,16 @@ fn redactions_stay_sorted_and_disjoint_whatever_order_hits_arrive_in() {
         mask: mask.into(),
     };
     let mut list = Vec::new();
-    super::insert_redaction(&mut list, r(0, 42, 53, "b"));
-    super::insert_redaction(&mut list, r(1, 0, 5, "x"));
-    super::insert_redaction(&mut list, r(0, 4, 37, "a"));
+    insert_redaction(&mut list, r(0, 42, 53, "b"));
+    insert_redaction(&mut list, r(1, 0, 5, "x"));
+    insert_redaction(&mut list, r(0, 4, 37, "a"));
     assert_eq!(
         list,
         vec![r(0, 4, 37, "a"), r(0, 42, 53, "b"), r(1, 0, 5, "x")]
     );
-    super::insert_redaction(&mut list, r(0, 30, 45, "c"));
+    insert_redaction(&mut list, r(0, 30, 45, "c"));
     assert_eq!(list, vec![r(0, 4, 53, "a"), r(1, 0, 5, "x")]);
-    super::insert_redaction(&mut list, r(0, 53, 60, "d"));
+    insert_redaction(&mut list, r(0, 53, 60, "d"));
     assert_eq!(
         list,
         vec![r(0, 4, 60, "a"), r(1, 0, 5, "x")],

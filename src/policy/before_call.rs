@@ -1,0 +1,121 @@
+//! BeforeCall: the checks on the request (its messages and tool-call history) before the
+//! provider is called.
+
+use super::compile::Target;
+use super::counters;
+use super::tools::ToolHistory;
+use super::types::{Finding, Phase};
+use super::verdict::{whole_hit, Reported};
+use super::Policy;
+use crate::delta::Conversation;
+
+impl Policy {
+    /// The tool-call history of a request, as the tool checks see it (empty when no validator
+    /// needs it).
+    pub fn tool_history(&self, conversation: &Conversation) -> ToolHistory {
+        if self.tools.is_empty() {
+            ToolHistory::default()
+        } else {
+            ToolHistory::of(conversation)
+        }
+    }
+
+    /// BeforeCall: checks every text of the request (each message part and each tool-call's
+    /// arguments in the history, scanned separately) and the tool history. `Err` carries the
+    /// first enforcing violation; monitor-mode findings are appended to `findings`.
+    pub fn before_call(
+        &self,
+        conversation: &Conversation,
+        history: &ToolHistory,
+        findings: &mut Vec<Finding>,
+    ) -> Result<(), Finding> {
+        self.before_call_with(conversation, history, findings, false)
+    }
+
+    /// [`Policy::before_call`]; with `keep_matches`, findings carry the text that matched.
+    pub fn before_call_with(
+        &self,
+        conversation: &Conversation,
+        history: &ToolHistory,
+        findings: &mut Vec<Finding>,
+        keep_matches: bool,
+    ) -> Result<(), Finding> {
+        let checks = self.checks(Target::Input);
+        let mut matches: Vec<(u32, String)> = Vec::new();
+        let mut reported = Reported::default();
+        let mut hits = Vec::new();
+        let mut all_text = String::new();
+        let texts = conversation.messages.iter().flat_map(|m| {
+            m.text
+                .iter()
+                .map(String::as_str)
+                .chain(m.tool_calls.iter().map(|c| c.arguments.as_str()))
+        });
+        for text in texts {
+            if !checks.scan.is_empty() {
+                let before = hits.len();
+                let mut st = checks.scan.start();
+                checks.scan.feed(&mut st, text, &mut hits);
+                checks.scan.finish(&mut st, &mut hits);
+                if keep_matches {
+                    for h in &hits[before..] {
+                        if let Some(m) = h.start.and_then(|s| text.get(s as usize..h.end as usize))
+                        {
+                            matches.push((h.owner, m.to_owned()));
+                        }
+                    }
+                }
+            }
+            let chars = crate::scan::text::char_count(text);
+            for &(owner, max) in &checks.max_chars {
+                if chars > max {
+                    hits.push(whole_hit(owner));
+                }
+            }
+            if let (Some(counter), false) = (&self.tokens, checks.max_tokens.is_empty()) {
+                let n = counter.count_whole(text);
+                for &(owner, max) in &checks.max_tokens {
+                    if n > max {
+                        hits.push(whole_hit(owner));
+                    }
+                }
+            }
+            if !checks.max_sentences.is_empty() {
+                let n = counters::count_sentences(text);
+                for &(owner, max) in &checks.max_sentences {
+                    if n > max {
+                        hits.push(whole_hit(owner));
+                    }
+                }
+            }
+            if !checks.whole.is_empty() {
+                all_text.push_str(text);
+                all_text.push('\n');
+            }
+        }
+        let mut lower = None;
+        for (owner, check) in &checks.whole {
+            if !check.passes(&all_text, &mut lower) {
+                hits.push(whole_hit(*owner));
+            }
+        }
+        for (owner, check) in &self.tools {
+            self.outcome(*owner, check.before_call(history), &mut hits);
+        }
+        let first_new = findings.len();
+        let verdict = self.judge(&mut hits, Phase::Input, &mut reported, findings);
+        let matched = |v: u32| {
+            matches
+                .iter()
+                .find(|(o, _)| *o == v)
+                .map(|(_, m)| m.clone())
+        };
+        for f in &mut findings[first_new..] {
+            f.matched = matched(f.validator);
+        }
+        verdict.map_err(|mut f| {
+            f.matched = matched(f.validator);
+            f
+        })
+    }
+}

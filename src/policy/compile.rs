@@ -1,0 +1,250 @@
+//! Compiling packs into a [`Policy`]: the policy itself, its per-target checks (input, output,
+//! reasoning) and the accessors the hook phases share.
+
+use super::counters::TokenCounter;
+use super::pack;
+use super::tools::ToolCheck;
+use super::types::{CheckDef, Mode, PolicyError, Validator};
+use super::whole::WholeCheck;
+use crate::scan::{
+    build_forbidden, LiteralMatcher, LiteralRule, PiiMatcher, PiiRule, RegexRule, ScanSet,
+    SpanFinder,
+};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The texts a scan set is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Input,
+    Output,
+    Reasoning,
+}
+
+const TARGETS: [Target; 3] = [Target::Input, Target::Output, Target::Reasoning];
+
+#[derive(Debug, Default)]
+pub(super) struct TargetChecks {
+    pub(super) scan: ScanSet,
+    /// (validator, max characters) — output: per choice over content and refusal; input: per message.
+    pub(super) max_chars: Vec<(u32, u64)>,
+    /// (validator, max o200k tokens) — output: per text channel; input: per message.
+    pub(super) max_tokens: Vec<(u32, u64)>,
+    /// (validator, max sentences) — output: per text channel; input: per message.
+    pub(super) max_sentences: Vec<(u32, u64)>,
+    /// (validator, check) on the whole text.
+    pub(super) whole: Vec<(u32, WholeCheck)>,
+}
+
+/// Every validator of a route's packs, compiled: one literal automaton and one regex DFA per
+/// target, shared (read-only) by all requests.
+#[derive(Debug, Default)]
+pub struct Policy {
+    validators: Vec<Validator>,
+    targets: [TargetChecks; 3],
+    /// (validator, check) on the turn's or session's tool calls.
+    pub(super) tools: Vec<(u32, ToolCheck)>,
+    /// (validator, milliseconds) of `latency_budget`s.
+    pub(super) latency: Vec<(u32, u64)>,
+    /// (validator, max total tokens, max cost) of `cost_budget`s.
+    pub(super) cost: Vec<(u32, Option<u64>, Option<f64>)>,
+    /// Some validator asks for the whole response to be held until it passes.
+    pub(super) buffer: bool,
+    /// The o200k tokenizer, loaded when a validator counts tokens.
+    pub(super) tokens: Option<TokenCounter>,
+    /// Some validator redacts (asked per frame, so computed once).
+    pub(super) redacts: bool,
+    /// Some tool check reads call arguments.
+    pub(super) needs_args: bool,
+    /// Redact-mode regexes: (validator, how to find where a match starts).
+    pub(super) span_finders: Vec<(u32, SpanFinder)>,
+    pub(super) packs: Vec<String>,
+}
+
+impl Policy {
+    /// Loads and compiles the given pack files, in order.
+    pub fn load(paths: &[impl AsRef<Path>]) -> Result<Policy, PolicyError> {
+        let mut defs = Vec::new();
+        for p in paths {
+            defs.extend(pack::load_pack(p.as_ref())?);
+        }
+        let mut policy = Policy::compile(defs)?;
+        policy.packs = paths
+            .iter()
+            .map(|p| p.as_ref().display().to_string())
+            .collect();
+        Ok(policy)
+    }
+
+    /// Compiles validators (from [`pack::parse_pack`]) into a policy.
+    pub fn compile(defs: Vec<(Validator, CheckDef)>) -> Result<Policy, PolicyError> {
+        let mut policy = Policy::default();
+        for (t, target) in TARGETS.iter().enumerate() {
+            let mut literals = Vec::new();
+            let mut regexes = Vec::new();
+            let mut regex_owners = Vec::new();
+            let mut pii = Vec::new();
+            let checks = &mut policy.targets[t];
+            for (i, (v, def)) in defs.iter().enumerate() {
+                if !v.direction.covers(*target) {
+                    continue;
+                }
+                let owner = i as u32;
+                let fail = |message: String| PolicyError::Compile {
+                    file: v.file.clone(),
+                    index: v.index,
+                    type_name: v.type_name.clone(),
+                    message,
+                };
+                match def {
+                    CheckDef::ContentExcludes {
+                        patterns,
+                        word_boundary,
+                    } => literals.extend(patterns.iter().map(|p| LiteralRule {
+                        pattern: p.clone(),
+                        owner,
+                        word_boundary: *word_boundary,
+                    })),
+                    CheckDef::ForbidRegex { hir, .. } => {
+                        let exact = v.mode == Mode::Redact;
+                        regexes.push(RegexRule {
+                            hir: hir.clone(),
+                            owner,
+                            exact,
+                        });
+                        regex_owners.push(i);
+                        if exact && !policy.span_finders.iter().any(|(o, _)| *o == owner) {
+                            let finder = SpanFinder::new(hir)
+                                .map_err(|e| fail(format!("param 'pattern': {e}")))?;
+                            policy.span_finders.push((owner, finder));
+                        }
+                    }
+                    CheckDef::RequireRegex { hir, .. } => {
+                        let re = regex_automata::meta::Regex::builder()
+                            .build_from_hir(hir)
+                            .map_err(|e| fail(format!("param 'pattern': {e}")))?;
+                        checks.whole.push((owner, WholeCheck::Regex(re)));
+                    }
+                    CheckDef::MaxLength {
+                        max_chars,
+                        max_tokens,
+                    } => {
+                        if let Some(max) = max_chars {
+                            checks.max_chars.push((owner, *max));
+                        }
+                        if let Some(max) = max_tokens {
+                            checks.max_tokens.push((owner, *max));
+                            if policy.tokens.is_none() {
+                                policy.tokens = Some(TokenCounter::o200k().map_err(|e| {
+                                    fail(format!(
+                                        "param 'max_tokens': cannot load the o200k tokenizer: {e}"
+                                    ))
+                                })?);
+                            }
+                        }
+                    }
+                    CheckDef::SentenceCount { max } => checks.max_sentences.push((owner, *max)),
+                    CheckDef::Pii { kinds } => pii.push(PiiRule {
+                        kinds: kinds.clone(),
+                        owner,
+                    }),
+                    CheckDef::Contains { patterns, any } => checks.whole.push((
+                        owner,
+                        WholeCheck::Contains {
+                            patterns: patterns.iter().map(|p| p.to_lowercase()).collect(),
+                            any: *any,
+                        },
+                    )),
+                    CheckDef::MinLength { min_chars } => {
+                        checks.whole.push((owner, WholeCheck::MinChars(*min_chars)))
+                    }
+                    CheckDef::JsonValid => checks.whole.push((owner, WholeCheck::JsonValid)),
+                    CheckDef::FieldPresence { fields } => checks
+                        .whole
+                        .push((owner, WholeCheck::FieldPresence(fields.clone()))),
+                    CheckDef::JsonSchema(c) => checks
+                        .whole
+                        .push((owner, WholeCheck::Schema(Arc::clone(c)))),
+                    CheckDef::JsonPath(c) => {
+                        checks.whole.push((owner, WholeCheck::Path(Arc::clone(c))))
+                    }
+                    // Not about text: collected once, below.
+                    CheckDef::Tool(_)
+                    | CheckDef::LatencyBudget { .. }
+                    | CheckDef::CostBudget { .. } => {}
+                }
+            }
+            let literals = if literals.is_empty() {
+                None
+            } else {
+                Some(
+                    LiteralMatcher::new(&literals).map_err(|e| PolicyError::Compile {
+                        file: "(packs)".into(),
+                        index: 0,
+                        type_name: "content_excludes".into(),
+                        message: e.to_string(),
+                    })?,
+                )
+            };
+            let regexes = build_forbidden(&regexes).map_err(|(i, e)| {
+                let (v, _) = &defs[regex_owners[i]];
+                PolicyError::Compile {
+                    file: v.file.clone(),
+                    index: v.index,
+                    type_name: v.type_name.clone(),
+                    message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
+                }
+            })?;
+            let pii = if pii.is_empty() {
+                None
+            } else {
+                Some(PiiMatcher::new(&pii).map_err(|e| PolicyError::Compile {
+                    file: "(packs)".into(),
+                    index: 0,
+                    type_name: "pii".into(),
+                    message: e.to_string(),
+                })?)
+            };
+            checks.scan = ScanSet::new(literals, regexes, pii);
+        }
+        for (i, (v, def)) in defs.iter().enumerate() {
+            let owner = i as u32;
+            match def {
+                CheckDef::Tool(t) => policy.tools.push((owner, t.clone())),
+                CheckDef::LatencyBudget { max_ms } => policy.latency.push((owner, *max_ms)),
+                CheckDef::CostBudget {
+                    max_total_tokens,
+                    max_cost_usd,
+                } => policy.cost.push((owner, *max_total_tokens, *max_cost_usd)),
+                _ => {}
+            }
+            policy.buffer |= v.buffer;
+            policy.redacts |= v.mode == Mode::Redact;
+        }
+        policy.needs_args = policy.tools.iter().any(|(_, c)| c.needs_args());
+        policy.validators = defs.into_iter().map(|(v, _)| v).collect();
+        Ok(policy)
+    }
+
+    pub fn validators(&self) -> &[Validator] {
+        &self.validators
+    }
+
+    pub fn validator(&self, index: u32) -> &Validator {
+        &self.validators[index as usize]
+    }
+
+    /// The pack files this policy was loaded from.
+    pub fn packs(&self) -> &[String] {
+        &self.packs
+    }
+
+    pub(super) fn checks(&self, target: Target) -> &TargetChecks {
+        &self.targets[target as usize]
+    }
+
+    /// Heap bytes of the compiled automata.
+    pub fn memory_usage(&self) -> usize {
+        self.targets.iter().map(|t| t.scan.memory_usage()).sum()
+    }
+}

@@ -1,0 +1,510 @@
+//! The streamed guard ([`StreamGuard`]): the per-response state of OnChunk and AfterCall, its
+//! channels and choices, the hold-back position and the redactions. Tool calls and budgets are
+//! in `guard/`.
+
+mod budgets;
+mod calls;
+
+use super::compile::Target;
+use super::counters::{SentenceState, TokenState};
+use super::json_args::FieldWatcher;
+use super::redaction::{insert_redaction, Redaction};
+use super::tools::{CallRecord, ToolHistory};
+use super::types::{Finding, Mode, Phase};
+use super::verdict::{whole_hit, Reported};
+use super::Policy;
+use crate::config::Price;
+use crate::delta::{Channel, Delta};
+use crate::scan::{Hit, ScanState};
+use std::sync::Arc;
+
+/// Identifies one text channel of a response for the hold-back: an index into the guard's
+/// channel table.
+pub type ChannelId = usize;
+
+#[derive(Debug)]
+struct ChannelState {
+    choice: u32,
+    channel: Channel,
+    target: Target,
+    scan: ScanState,
+    /// The channel's latest text and the position of its first byte, kept only with
+    /// `keep_matches` (at most [`RECENT_TEXT`] bytes plus the last delta).
+    recent: Option<(u64, String)>,
+    /// (validator, state) of `max_tokens` limits (answer and refusal channels).
+    tokens: Vec<(u32, TokenState)>,
+    /// (validator, state) of `sentence_count` limits (answer and refusal channels).
+    sentences: Vec<(u32, SentenceState)>,
+}
+
+#[derive(Debug, Default)]
+struct ChoiceState {
+    choice: u32,
+    output_chars: u64,
+    /// Output text, kept only when a whole-text check needs it.
+    text: String,
+}
+
+/// Text kept per channel for matched-text audit lines: matches are reported within a few
+/// hundred bytes of where they end, so this covers every span the scanner reports.
+const RECENT_TEXT: usize = 1024;
+
+/// A tool call of the response.
+#[derive(Debug)]
+struct ResponseCall {
+    choice: u32,
+    index: u32,
+    record: CallRecord,
+    /// Watches the arguments for `tool_args_excluded_session`, when one names this tool.
+    watcher: Option<FieldWatcher>,
+}
+
+/// The per-response state of OnChunk and AfterCall: scanner states per channel, counters per
+/// choice, the tool calls. Owned by the stream, so no locks.
+#[derive(Debug)]
+pub struct StreamGuard {
+    policy: Arc<Policy>,
+    chunk_phase: Phase,
+    channels: Vec<ChannelState>,
+    choices: Vec<ChoiceState>,
+    /// Tool calls of the request's history.
+    history: ToolHistory,
+    /// Tool calls of this response, in the order they started.
+    calls: Vec<ResponseCall>,
+    /// (input, output) tokens, as last reported.
+    usage: (Option<u64>, Option<u64>),
+    price: Option<Price>,
+    /// `latency_budget` validators already reported.
+    latency_fired: Vec<u32>,
+    /// Messages of rules that fired, by validator.
+    notes: Vec<(u32, String)>,
+    /// Spans to mask, per channel in order of their starts, overlapping ones merged.
+    redactions: Vec<Redaction>,
+    /// Redactions not yet counted by the caller (validator, phase).
+    pub redacted: Vec<Finding>,
+    /// Keep recent channel text so findings can carry what matched (`audit.include_match`).
+    keep_matches: bool,
+    /// (validator, matched text) of span hits since the last judgement.
+    matches: Vec<(u32, String)>,
+    hits: Vec<Hit>,
+    reported: Reported,
+    /// Monitor-mode findings not yet collected by the caller.
+    pub findings: Vec<Finding>,
+}
+
+impl Policy {
+    /// Starts the OnChunk/AfterCall state of one response. `streaming` decides the phase its
+    /// incremental findings are reported under: `stream`, or `response` for a whole response.
+    /// `history` comes from [`Policy::tool_history`]; `price` is the requested model's.
+    pub fn stream_guard(
+        self: &Arc<Self>,
+        streaming: bool,
+        history: ToolHistory,
+        price: Option<Price>,
+    ) -> StreamGuard {
+        StreamGuard {
+            policy: Arc::clone(self),
+            chunk_phase: if streaming {
+                Phase::Stream
+            } else {
+                Phase::Response
+            },
+            channels: Vec::new(),
+            choices: Vec::new(),
+            history,
+            calls: Vec::new(),
+            usage: (None, None),
+            price,
+            latency_fired: Vec::new(),
+            notes: Vec::new(),
+            redactions: Vec::new(),
+            redacted: Vec::new(),
+            keep_matches: false,
+            matches: Vec::new(),
+            hits: Vec::new(),
+            reported: Reported::default(),
+            findings: Vec::new(),
+        }
+    }
+
+    /// True when AfterCall needs the response text kept (whole-text checks exist).
+    fn keeps_text(&self, target: Target) -> bool {
+        !self.checks(target).whole.is_empty()
+    }
+}
+
+impl StreamGuard {
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    /// Findings carry the text that matched (for `audit.include_match`); off by default.
+    pub fn keep_matches(&mut self) {
+        self.keep_matches = true;
+    }
+
+    /// The text of `channel` between two positions, if still kept.
+    fn matched_text(&self, channel: ChannelId, start: u64, end: u64) -> Option<String> {
+        let (base, text) = self.channels.get(channel)?.recent.as_ref()?;
+        let from = usize::try_from(start.checked_sub(*base)?).ok()?;
+        let to = usize::try_from(end.checked_sub(*base)?).ok()?;
+        text.get(from..to).map(str::to_owned)
+    }
+
+    /// Notes the matched text of the pending span hits of `channel` (those from `from` on).
+    fn note_matches(&mut self, channel: ChannelId, from: usize) {
+        if !self.keep_matches {
+            return;
+        }
+        for i in from..self.hits.len() {
+            let h = self.hits[i];
+            if let Some(m) = h.start.and_then(|s| self.matched_text(channel, s, h.end)) {
+                self.matches.push((h.owner, m));
+            }
+        }
+    }
+
+    /// Judges the pending hits under `phase`, attaching rule messages (and, when kept, matched
+    /// texts) to the findings.
+    fn judge(&mut self, phase: Phase) -> Result<(), Finding> {
+        let first_new = self.findings.len();
+        let verdict = self.policy.judge(
+            &mut self.hits,
+            phase,
+            &mut self.reported,
+            &mut self.findings,
+        );
+        let matches = std::mem::take(&mut self.matches);
+        let matched = |v: u32| {
+            matches
+                .iter()
+                .find(|(o, _)| *o == v)
+                .map(|(_, m)| m.clone())
+        };
+        for f in &mut self.findings[first_new..] {
+            f.matched = matched(f.validator);
+        }
+        verdict.map_err(|mut f| {
+            f.note = self
+                .notes
+                .iter()
+                .find(|(v, _)| *v == f.validator)
+                .map(|(_, n)| n.clone());
+            f.matched = matched(f.validator);
+            f
+        })
+    }
+
+    /// OnChunk: checks one delta. For text it returns the channel and the channel position after
+    /// it, so the caller can hold the frame until [`StreamGuard::safe_pos`] passes that position.
+    pub fn on_chunk(&mut self, delta: &Delta<'_>) -> Result<Option<(ChannelId, u64)>, Finding> {
+        let (choice, channel, text) = match delta {
+            Delta::Text {
+                choice,
+                channel,
+                text,
+            } => (choice, channel, text),
+            Delta::ToolCallStart {
+                choice,
+                index,
+                name,
+                ..
+            } => {
+                self.on_tool_call(*choice, *index, name);
+                self.judge(self.chunk_phase)?;
+                return Ok(None);
+            }
+            Delta::Usage {
+                input_tokens,
+                output_tokens,
+            } => {
+                self.usage.0 = input_tokens.or(self.usage.0);
+                self.usage.1 = output_tokens.or(self.usage.1);
+                return Ok(None);
+            }
+            Delta::Finish { .. } => return Ok(None),
+            // Already checked when it streamed: only held back with its channel.
+            Delta::Repeat {
+                choice, channel, ..
+            } => {
+                let id = self.channel(*choice, *channel);
+                return Ok(Some((id, self.channels[id].scan.pos())));
+            }
+        };
+        let id = self.channel(*choice, *channel);
+        let policy = &*self.policy;
+        let ch = &mut self.channels[id];
+        let checks = policy.checks(ch.target);
+        if let Some((base, recent)) = &mut ch.recent {
+            recent.push_str(text);
+            if recent.len() > 2 * RECENT_TEXT {
+                let mut cut = recent.len() - RECENT_TEXT;
+                while !recent.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                recent.drain(..cut);
+                *base += cut as u64;
+            }
+        }
+        let first_hit = self.hits.len();
+        checks.scan.feed(&mut ch.scan, text, &mut self.hits);
+        let pos = ch.scan.pos();
+        if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
+            let keep = policy.keeps_text(Target::Output);
+            let c = choice_state(&mut self.choices, *choice);
+            c.output_chars += crate::scan::text::char_count(text);
+            if keep {
+                c.text.push_str(text);
+            }
+            for &(owner, max) in &checks.max_chars {
+                if c.output_chars > max {
+                    self.hits.push(Hit {
+                        owner,
+                        start: None,
+                        end: pos,
+                        rule: None,
+                    });
+                }
+            }
+        }
+        if let Some(counter) = &policy.tokens {
+            for (owner, st) in &mut ch.tokens {
+                if let Some(at) = counter.feed(st, text) {
+                    self.hits.push(Hit {
+                        owner: *owner,
+                        start: Some(at),
+                        end: at,
+                        rule: None,
+                    });
+                }
+            }
+        }
+        for (owner, st) in &mut ch.sentences {
+            if let Some(at) = st.feed(text) {
+                self.hits.push(Hit {
+                    owner: *owner,
+                    start: Some(at),
+                    end: at,
+                    rule: None,
+                });
+            }
+        }
+        if let Channel::ToolArgs(index) = channel {
+            self.on_tool_args(*choice, *index, text);
+        }
+        self.note_matches(id, first_hit);
+        self.take_redactions(id);
+        self.judge(self.chunk_phase)?;
+        Ok(Some((id, pos)))
+    }
+
+    /// Moves the pending hits of redacting validators that have a span into the channel's
+    /// redactions. (Hits without a span stay and block: nothing to mask.)
+    fn take_redactions(&mut self, channel: ChannelId) {
+        let policy = &*self.policy;
+        if !policy.redacts() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.hits.len() {
+            let hit = self.hits[i];
+            // Regex hits know only their end: the match's start is found backwards in the
+            // channel's recent text (failing that, the hit stays and blocks).
+            let start = hit.start.or_else(|| {
+                let (_, finder) = policy.span_finders.iter().find(|(o, _)| *o == hit.owner)?;
+                let (base, text) = self.channels.get(channel)?.recent.as_ref()?;
+                let end = usize::try_from(hit.end.checked_sub(*base)?).ok()?;
+                finder
+                    .start(text.as_bytes(), end)
+                    .map(|s| base + s as u64)
+                    .filter(|&s| s > *base || *base == 0)
+            });
+            let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, start) else {
+                i += 1;
+                continue;
+            };
+            self.hits.swap_remove(i);
+            self.redacted.push(Finding {
+                validator: hit.owner,
+                phase: self.chunk_phase,
+                note: None,
+                rule: hit.rule,
+                matched: self.matched_text(channel, start, hit.end),
+            });
+            let end = hit.end.max(start);
+            insert_redaction(
+                &mut self.redactions,
+                Redaction {
+                    channel,
+                    start,
+                    end,
+                    mask: policy.mask(hit.owner, hit.rule),
+                },
+            );
+        }
+    }
+
+    /// The redactions so far.
+    pub fn redactions(&self) -> &[Redaction] {
+        &self.redactions
+    }
+
+    /// Text of `channel` before this position can no longer be part of a violation.
+    pub fn safe_pos(&self, channel: ChannelId) -> u64 {
+        if self.policy.buffer {
+            return 0;
+        }
+        let ch = &self.channels[channel];
+        let mut safe = self.policy.checks(ch.target).scan.safe_pos(&ch.scan);
+        for (_, st) in &ch.tokens {
+            safe = safe.min(st.safe_pos());
+        }
+        for (_, st) in &ch.sentences {
+            safe = safe.min(st.safe_pos());
+        }
+        if let Channel::ToolArgs(index) = ch.channel {
+            let watcher = self
+                .calls
+                .iter()
+                .rev()
+                .find(|c| c.choice == ch.choice && c.index == index)
+                .and_then(|c| c.watcher.as_ref());
+            if let Some(w) = watcher {
+                safe = safe.min(w.safe_pos());
+            }
+        }
+        safe
+    }
+
+    /// AfterCall: ends every channel's scan (matches waiting on what follows them are decided)
+    /// and runs the whole-response checks.
+    pub fn after_call(&mut self) -> Result<(), Finding> {
+        let policy = Arc::clone(&self.policy);
+        for id in 0..self.channels.len() {
+            let ch = &mut self.channels[id];
+            let first_hit = self.hits.len();
+            policy
+                .checks(ch.target)
+                .scan
+                .finish(&mut ch.scan, &mut self.hits);
+            self.note_matches(id, first_hit);
+            self.take_redactions(id);
+            let ch = &mut self.channels[id];
+            let counter = policy.tokens.as_ref();
+            for (owner, st) in &mut ch.tokens {
+                if let Some(counter) = counter {
+                    counter.finish(st);
+                }
+                if st.violation().is_some() {
+                    self.hits.push(whole_hit(*owner));
+                }
+            }
+            for (owner, st) in &mut ch.sentences {
+                st.finish();
+                if st.violation().is_some() {
+                    self.hits.push(whole_hit(*owner));
+                }
+            }
+        }
+        let mut fields = Vec::new();
+        for call in &mut self.calls {
+            if let Some(w) = &mut call.watcher {
+                w.finish(&mut fields);
+            }
+        }
+        self.judge(self.chunk_phase)?;
+        let output = policy.checks(Target::Output);
+        // Every choice that produced anything (choice 0 for an empty answer) is judged.
+        for c in &self.calls {
+            choice_state(&mut self.choices, c.choice);
+        }
+        if self.choices.is_empty() {
+            self.choices.push(ChoiceState::default());
+        }
+        let mut hits = Vec::new();
+        for c in &self.choices {
+            let mut lower = None;
+            for (owner, check) in &output.whole {
+                if !check.passes(&c.text, &mut lower) {
+                    hits.push(whole_hit(*owner));
+                }
+            }
+            let own: Vec<&CallRecord> = self
+                .calls
+                .iter()
+                .filter(|k| k.choice == c.choice)
+                .map(|k| &k.record)
+                .collect();
+            let (turn, session) = self.call_views(c.choice);
+            for (owner, check) in &policy.tools {
+                policy.outcome(*owner, check.on_response_calls(&own), &mut hits);
+                // A response without tool calls ends the agent's turn.
+                if own.is_empty() && check.on_turn_end(&turn, &session) {
+                    hits.push(whole_hit(*owner));
+                }
+            }
+        }
+        self.hits.append(&mut hits);
+        self.check_cost();
+        self.judge(Phase::Response)
+    }
+
+    fn channel(&mut self, choice: u32, channel: Channel) -> ChannelId {
+        if let Some(i) = self
+            .channels
+            .iter()
+            .position(|c| c.choice == choice && c.channel == channel)
+        {
+            return i;
+        }
+        let target = if channel.is_output() {
+            Target::Output
+        } else {
+            Target::Reasoning
+        };
+        let checks = self.policy.checks(target);
+        let counted =
+            target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal);
+        let (tokens, sentences) = if counted {
+            (
+                checks
+                    .max_tokens
+                    .iter()
+                    .map(|&(v, max)| (v, TokenState::new(max)))
+                    .collect(),
+                checks
+                    .max_sentences
+                    .iter()
+                    .map(|&(v, max)| (v, SentenceState::new(max)))
+                    .collect(),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        self.channels.push(ChannelState {
+            choice,
+            channel,
+            target,
+            scan: checks.scan.start(),
+            tokens,
+            sentences,
+            recent: (self.keep_matches || !self.policy.span_finders.is_empty())
+                .then(|| (0, String::new())),
+        });
+        self.channels.len() - 1
+    }
+}
+
+fn choice_state(choices: &mut Vec<ChoiceState>, choice: u32) -> &mut ChoiceState {
+    let i = match choices.iter().position(|c| c.choice == choice) {
+        Some(i) => i,
+        None => {
+            choices.push(ChoiceState {
+                choice,
+                ..ChoiceState::default()
+            });
+            choices.len() - 1
+        }
+    };
+    &mut choices[i]
+}

@@ -1,0 +1,72 @@
+//! The guard's budgets: `latency_budget` (the deadline to enforce while streaming, and the
+//! check of the time elapsed) and `cost_budget` (on the usage the provider reported).
+
+use super::StreamGuard;
+use crate::policy::types::{Finding, Mode};
+use crate::policy::verdict::whole_hit;
+use crate::policy::Policy;
+
+impl Policy {
+    /// The earliest `latency_budget` in enforce mode: (validator, milliseconds).
+    pub fn latency_budget(&self) -> Option<(u32, u64)> {
+        self.latency
+            .iter()
+            .filter(|(v, _)| self.validator(*v).mode == Mode::Enforce)
+            .min_by_key(|(_, ms)| *ms)
+            .copied()
+    }
+}
+
+impl StreamGuard {
+    /// The next `latency_budget` to enforce while streaming: (validator, milliseconds after the
+    /// request arrived). Monitor-mode budgets are judged at the end.
+    pub fn latency_deadline(&self) -> Option<(u32, u64)> {
+        self.policy
+            .latency
+            .iter()
+            .filter(|(v, _)| {
+                self.policy.validator(*v).mode == Mode::Enforce && !self.latency_fired.contains(v)
+            })
+            .min_by_key(|(_, ms)| *ms)
+            .copied()
+    }
+
+    /// `elapsed_ms` after the request arrived: every `latency_budget` it exceeds fires.
+    pub fn check_latency(&mut self, elapsed_ms: u64) -> Result<(), Finding> {
+        for &(owner, max) in &self.policy.latency {
+            if elapsed_ms > max && !self.latency_fired.contains(&owner) {
+                self.latency_fired.push(owner);
+                self.hits.push(whole_hit(owner));
+            }
+        }
+        self.judge(self.chunk_phase)
+    }
+
+    /// `cost_budget` on the usage the provider reported.
+    pub(super) fn check_cost(&mut self) {
+        let policy = &*self.policy;
+        for &(owner, max_tokens, max_usd) in &policy.cost {
+            let (Some(input), Some(output)) = self.usage else {
+                policy.erred(owner, &mut self.hits);
+                continue;
+            };
+            if max_tokens.is_some_and(|m| input + output > m) {
+                self.hits.push(whole_hit(owner));
+                continue;
+            }
+            if let Some(max) = max_usd {
+                match self.price {
+                    Some(p) => {
+                        let usd = (input as f64 * p.input_per_mtok
+                            + output as f64 * p.output_per_mtok)
+                            / 1e6;
+                        if usd > max {
+                            self.hits.push(whole_hit(owner));
+                        }
+                    }
+                    None => policy.erred(owner, &mut self.hits),
+                }
+            }
+        }
+    }
+}

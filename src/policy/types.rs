@@ -1,0 +1,202 @@
+//! The validator types: how a pack's validators are described once loaded (direction, mode,
+//! thresholds, what each checks), and what checking reports (phases, findings, errors).
+
+use super::compile::Target;
+use super::pack::PackError;
+use super::structured::{PathCheck, SchemaCheck};
+use super::tools::ToolCheck;
+use crate::scan::PiiKind;
+use regex_syntax::hir::Hir;
+use std::sync::Arc;
+
+/// Which text a validator looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// The request's messages.
+    Input,
+    /// The response (text, refusals, tool-call arguments). PromptKit's default.
+    Output,
+    Both,
+    /// Reasoning / thinking text of the response only.
+    Reasoning,
+    /// Input, output and reasoning.
+    All,
+}
+
+impl Direction {
+    pub(super) fn covers(self, target: Target) -> bool {
+        matches!(
+            (self, target),
+            (Direction::All, _)
+                | (Direction::Input | Direction::Both, Target::Input)
+                | (Direction::Output | Direction::Both, Target::Output)
+                | (Direction::Reasoning, Target::Reasoning)
+        )
+    }
+}
+
+/// What happens when a validator fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Block the request or response.
+    Enforce,
+    /// Count and log only: the shadow mode for trying a policy before turning it on.
+    Monitor,
+    /// Replace each match with a mask and let the rest through (content checks and `pii`).
+    Redact,
+}
+
+/// PromptKit score thresholds. Deterministic checks score 1 (pass) or 0 (violation).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Threshold {
+    pub min_score: Option<f64>,
+    pub max_score: Option<f64>,
+}
+
+impl Threshold {
+    pub fn passes(&self, score: f64) -> bool {
+        match (self.min_score, self.max_score) {
+            (None, None) => score >= 1.0,
+            (min, max) => min.is_none_or(|m| score >= m) && max.is_none_or(|m| score <= m),
+        }
+    }
+}
+
+/// A validator of a pack, as loaded.
+#[derive(Debug, Clone)]
+pub struct Validator {
+    /// The metrics/log label: the validator's `id`, else its type as written.
+    pub label: String,
+    pub id: Option<String>,
+    pub type_name: String,
+    pub canonical: &'static str,
+    pub message: Option<String>,
+    pub direction: Direction,
+    pub mode: Mode,
+    pub threshold: Threshold,
+    /// What a check that cannot decide (missing usage, arguments that are not JSON) does.
+    pub on_error: OnError,
+    /// Hold the whole response until every check has passed (`buffer: true`).
+    pub buffer: bool,
+    /// `mode: redact`: the replacement text (default `[REDACTED:<kind>]`).
+    pub mask: Option<String>,
+    pub file: String,
+    pub index: usize,
+}
+
+/// Fail-closed (a check that errs counts as violated) or fail-open (it counts as passed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnError {
+    #[default]
+    FailClosed,
+    FailOpen,
+}
+
+/// What a validator checks, with its params validated.
+#[derive(Debug, Clone)]
+pub enum CheckDef {
+    ContentExcludes {
+        patterns: Vec<String>,
+        word_boundary: bool,
+    },
+    /// `regex` with `expect_match: false`: streamed, incremental.
+    ForbidRegex {
+        pattern: String,
+        hir: Hir,
+    },
+    /// `regex` with `expect_match: true`: the whole text must match.
+    RequireRegex {
+        pattern: String,
+        hir: Hir,
+    },
+    /// `max_length`: characters and/or o200k tokens.
+    MaxLength {
+        max_chars: Option<u64>,
+        max_tokens: Option<u64>,
+    },
+    /// `pii` / `pii_leakage`: the recognizers of these kinds (all when empty), streamed.
+    Pii {
+        kinds: Vec<PiiKind>,
+    },
+    /// `sentence_count` / `max_sentences`: streamed maximum (see [`counters`](super::counters)).
+    SentenceCount {
+        max: u64,
+    },
+    /// `contains` (all patterns) / `contains_any` (one of them), case-insensitive, whole text.
+    Contains {
+        patterns: Vec<String>,
+        any: bool,
+    },
+    MinLength {
+        min_chars: u64,
+    },
+    JsonValid,
+    FieldPresence {
+        fields: Vec<String>,
+    },
+    JsonSchema(Arc<SchemaCheck>),
+    JsonPath(Arc<PathCheck>),
+    /// Tool checks on the turn or session: see [`ToolCheck`].
+    Tool(ToolCheck),
+    /// `latency_budget`: the exchange completes within `max_ms` of the request's arrival.
+    LatencyBudget {
+        max_ms: u64,
+    },
+    /// `cost_budget`: the response's usage stays within a token count and a price.
+    CostBudget {
+        max_total_tokens: Option<u64>,
+        max_cost_usd: Option<f64>,
+    },
+}
+
+/// The hook phase a verdict came from; also the `phase` metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// BeforeCall, on the request.
+    Input,
+    /// OnChunk, while streaming.
+    Stream,
+    /// AfterCall, on the complete response.
+    Response,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Input => "input",
+            Phase::Stream => "stream",
+            Phase::Response => "response",
+        }
+    }
+}
+
+/// A validator fired. Never carries the matched text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub validator: u32,
+    pub phase: Phase,
+    /// A message from the rule that fired (a `tool_anti_pattern` pattern's `message`), used
+    /// when the validator has none of its own.
+    pub note: Option<String>,
+    /// Which rule of the validator fired, where it has kinds (a `pii` kind).
+    pub rule: Option<&'static str>,
+    /// The matched text, only when asked for (`audit.include_match`) and known.
+    pub matched: Option<String>,
+}
+
+/// Error building a policy.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// A part of the runtime built with the policy (the audit log) could not be set up.
+    #[error("{0}")]
+    Setup(String),
+    #[error("{file}: validators[{index}] (type: {type_name}): {message}")]
+    Compile {
+        file: String,
+        index: usize,
+        type_name: String,
+        message: String,
+    },
+}
