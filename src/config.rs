@@ -414,9 +414,11 @@ impl Config {
             }
             names.push(&r.name);
             if crate::protocol::by_name(&r.protocol).is_none() {
+                let known: Vec<&str> = crate::protocol::all().iter().map(|p| p.name()).collect();
                 return Err(at(format!(
-                    "protocol: `{}` is not one of openai_chat, openai_responses, anthropic_messages, gemini",
-                    r.protocol
+                    "protocol: `{}` is not one of {}",
+                    r.protocol,
+                    known.join(", ")
                 )));
             }
             if !r.path_prefix.starts_with('/') {
