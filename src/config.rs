@@ -1,6 +1,11 @@
 //! Configuration: a YAML file, overridden by `GUARDWIRE_…` environment variables
 //! (`GUARDWIRE_LISTEN`, `GUARDWIRE_UPSTREAMS__OPENAI`, `GUARDWIRE_LIMITS__MAX_REQUEST_BYTES`, …:
 //! `__` separates nesting levels). Unknown keys are errors that name the key and the file.
+//!
+//! A leaf module: it imports nothing else of guardwire. The file's values are checked and
+//! converted here, once — base URLs into [`BaseUrl`], protocol and header names into
+//! [`ProtocolId`] and [`AuthHeader`] — so nothing later parses a name again or can meet an
+//! invalid one.
 
 use figment::providers::{Env, Format};
 use figment::Figment;
@@ -89,6 +94,7 @@ pub struct RouteConfig {
     /// Unique; the `route` label of metrics and logs.
     pub name: String,
     /// The wire format: `openai_chat`, `openai_responses`, `anthropic_messages` or `gemini`.
+    /// Checked by [`Config::validate`], which fills [`RouteConfig::checked`].
     pub protocol: String,
     /// Requests whose path starts with this go to this route.
     pub path_prefix: String,
@@ -106,6 +112,18 @@ pub struct RouteConfig {
     /// (Gemini). Default: the protocol's.
     #[serde(default)]
     pub upstream_auth: Option<String>,
+    /// The names above, checked and converted (set by a successful [`Config::validate`]; a
+    /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
+    #[serde(skip)]
+    pub checked: Option<CheckedRoute>,
+}
+
+/// A route's protocol, upstream and key header, as checked values.
+#[derive(Debug, Clone)]
+pub struct CheckedRoute {
+    pub protocol: ProtocolId,
+    pub upstream: BaseUrl,
+    pub upstream_auth: Option<AuthHeader>,
 }
 
 /// A client key: what the client presents, and what guardwire does for requests with it.
@@ -217,9 +235,158 @@ pub struct Admin {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstreams {
-    pub openai: Option<String>,
-    pub anthropic: Option<String>,
-    pub gemini: Option<String>,
+    pub openai: Option<BaseUrl>,
+    pub anthropic: Option<BaseUrl>,
+    pub gemini: Option<BaseUrl>,
+}
+
+impl Upstreams {
+    /// The configured base URL of `provider`.
+    pub fn get(&self, provider: Provider) -> Option<&BaseUrl> {
+        match provider {
+            Provider::OpenAi => self.openai.as_ref(),
+            Provider::Anthropic => self.anthropic.as_ref(),
+            Provider::Gemini => self.gemini.as_ref(),
+        }
+    }
+}
+
+/// A provider: whose `upstreams.<key>` a protocol's standard paths go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+/// A wire protocol guardwire speaks, as `routes[].protocol` names it. Each has a module under
+/// `src/protocol/` (`protocol::by_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProtocolId {
+    OpenAiChat,
+    OpenAiResponses,
+    AnthropicMessages,
+    Gemini,
+}
+
+impl ProtocolId {
+    pub const ALL: [ProtocolId; 4] = [
+        ProtocolId::OpenAiChat,
+        ProtocolId::OpenAiResponses,
+        ProtocolId::AnthropicMessages,
+        ProtocolId::Gemini,
+    ];
+
+    /// The name in config, logs and the `route` metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolId::OpenAiChat => "openai_chat",
+            ProtocolId::OpenAiResponses => "openai_responses",
+            ProtocolId::AnthropicMessages => "anthropic_messages",
+            ProtocolId::Gemini => "gemini",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ProtocolId> {
+        ProtocolId::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+/// The header a swapped-in provider key goes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthHeader {
+    /// `Authorization: Bearer <key>` (OpenAI formats).
+    Bearer,
+    /// `api-key: <key>` (Azure OpenAI).
+    ApiKey,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
+    /// `x-goog-api-key: <key>` (Gemini).
+    XGoogApiKey,
+}
+
+impl AuthHeader {
+    const ALL: [AuthHeader; 4] = [
+        AuthHeader::Bearer,
+        AuthHeader::ApiKey,
+        AuthHeader::XApiKey,
+        AuthHeader::XGoogApiKey,
+    ];
+
+    /// The header's name, as `routes[].upstream_auth` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthHeader::Bearer => "authorization",
+            AuthHeader::ApiKey => "api-key",
+            AuthHeader::XApiKey => "x-api-key",
+            AuthHeader::XGoogApiKey => "x-goog-api-key",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<AuthHeader> {
+        AuthHeader::ALL.into_iter().find(|h| h.as_str() == name)
+    }
+}
+
+/// A checked upstream base URL: `http` or `https`, a host (no user info), no query; the port
+/// dropped when it is the scheme's default, the path kept without a trailing slash.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct BaseUrl {
+    pub tls: bool,
+    pub authority: http::uri::Authority,
+    /// Path prefix without trailing slash (`""` for a bare host).
+    pub prefix: String,
+}
+
+impl BaseUrl {
+    pub fn parse(url: &str) -> Result<BaseUrl, String> {
+        use http::uri::{Authority, Scheme, Uri};
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let tls = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTPS => true,
+            Some(s) if *s == Scheme::HTTP => false,
+            _ => return Err(format!("`{url}` must start with http:// or https://")),
+        };
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| format!("`{url}` has no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "`{url}` must not carry user info (use upstream_key_env for keys)"
+            ));
+        }
+        if uri.query().is_some() {
+            return Err(format!("`{url}` must not have a query"));
+        }
+        let authority = if authority.port_u16() == Some(if tls { 443 } else { 80 }) {
+            Authority::try_from(authority.host()).map_err(|e| format!("`{url}`: {e}"))?
+        } else {
+            authority
+        };
+        Ok(BaseUrl {
+            tls,
+            authority,
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+impl TryFrom<String> for BaseUrl {
+    type Error = String;
+    fn try_from(url: String) -> Result<BaseUrl, String> {
+        BaseUrl::parse(&url)
+    }
+}
+
+impl std::fmt::Display for BaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority, self.prefix)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -374,7 +541,7 @@ impl Config {
         let figment = Figment::new()
             .merge(Yaml::file_exact(path))
             .merge(env_overrides());
-        let config: Config = figment
+        let mut config: Config = figment
             .extract()
             .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;
         config.validate()?;
@@ -383,7 +550,7 @@ impl Config {
 
     /// Parses a config from YAML text (no environment), for tests and tools.
     pub fn from_yaml(text: &str) -> Result<Config, ConfigError> {
-        let config: Config = Figment::new()
+        let mut config: Config = Figment::new()
             .merge(Yaml::string(text))
             .extract()
             .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;
@@ -391,36 +558,29 @@ impl Config {
         Ok(config)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
-        let upstreams = [
-            ("openai", &self.upstreams.openai),
-            ("anthropic", &self.upstreams.anthropic),
-            ("gemini", &self.upstreams.gemini),
-        ];
-        for (name, url) in upstreams {
-            if let Some(url) = url {
-                crate::proxy::upstream::parse_base_url(url)
-                    .map_err(|e| ConfigError::Invalid(format!("upstreams.{name}: {e}")))?;
-            }
-        }
-        let mut names: Vec<&str> = crate::protocol::all().iter().map(|p| p.name()).collect();
-        names.push("unmatched");
-        for (i, r) in self.routes.iter().enumerate() {
-            let at = |m: String| ConfigError::Invalid(format!("routes[{i}] ({}): {m}", r.name));
-            if r.name.is_empty() || names.contains(&r.name.as_str()) {
+    fn validate(&mut self) -> Result<(), ConfigError> {
+        let mut names: Vec<String> = ProtocolId::ALL
+            .iter()
+            .map(|p| p.as_str().to_owned())
+            .collect();
+        names.push("unmatched".into());
+        for (i, r) in self.routes.iter_mut().enumerate() {
+            let name = r.name.clone();
+            let at = |m: String| ConfigError::Invalid(format!("routes[{i}] ({name}): {m}"));
+            if r.name.is_empty() || names.contains(&r.name) {
                 return Err(at(
                     "name: must be unique and not a built-in route name".into()
                 ));
             }
-            names.push(&r.name);
-            if crate::protocol::by_name(&r.protocol).is_none() {
-                let known: Vec<&str> = crate::protocol::all().iter().map(|p| p.name()).collect();
-                return Err(at(format!(
+            names.push(r.name.clone());
+            let protocol = ProtocolId::from_name(&r.protocol).ok_or_else(|| {
+                let known: Vec<&str> = ProtocolId::ALL.iter().map(|p| p.as_str()).collect();
+                at(format!(
                     "protocol: `{}` is not one of {}",
                     r.protocol,
                     known.join(", ")
-                )));
-            }
+                ))
+            })?;
             if !r.path_prefix.starts_with('/') {
                 return Err(at("path_prefix: must start with /".into()));
             }
@@ -429,18 +589,22 @@ impl Config {
                     return Err(at("strip_prefix: must be a prefix of path_prefix".into()));
                 }
             }
-            crate::proxy::upstream::parse_base_url(&r.upstream)
-                .map_err(|e| at(format!("upstream: {e}")))?;
-            if let Some(h) = &r.upstream_auth {
-                if !matches!(
-                    h.as_str(),
-                    "authorization" | "api-key" | "x-api-key" | "x-goog-api-key"
-                ) {
-                    return Err(at(format!(
-                        "upstream_auth: `{h}` is not one of authorization, api-key, x-api-key, x-goog-api-key"
-                    )));
-                }
-            }
+            let upstream = BaseUrl::parse(&r.upstream).map_err(|e| at(format!("upstream: {e}")))?;
+            let upstream_auth = match &r.upstream_auth {
+                None => None,
+                Some(h) => Some(AuthHeader::from_name(h).ok_or_else(|| {
+                    let known: Vec<&str> = AuthHeader::ALL.iter().map(|h| h.as_str()).collect();
+                    at(format!(
+                        "upstream_auth: `{h}` is not one of {}",
+                        known.join(", ")
+                    ))
+                })?),
+            };
+            r.checked = Some(CheckedRoute {
+                protocol,
+                upstream,
+                upstream_auth,
+            });
         }
         let mut ids: Vec<&str> = Vec::new();
         for (i, k) in self.keys.iter().enumerate() {
@@ -551,10 +715,42 @@ packs: ["config/packs/default.yaml"]
         )
         .unwrap();
         assert_eq!(
-            c.upstreams.openai.as_deref(),
-            Some("https://api.openai.com")
+            c.upstreams.openai.as_ref().map(ToString::to_string),
+            Some("https://api.openai.com".to_owned())
         );
         assert_eq!(c.packs.len(), 1);
+    }
+
+    #[test]
+    fn names_and_base_urls_convert_once() {
+        for id in ProtocolId::ALL {
+            assert_eq!(ProtocolId::from_name(id.as_str()), Some(id));
+        }
+        for h in AuthHeader::ALL {
+            assert_eq!(AuthHeader::from_name(h.as_str()), Some(h));
+        }
+        let c = Config::from_yaml(
+            "upstreams: { openai: \"http://vllm:80/v1/\" }\nroutes: [{name: az, protocol: openai_chat, path_prefix: /az/, upstream: \"https://h:443\", upstream_auth: api-key}]\n",
+        )
+        .unwrap();
+        let openai = c.upstreams.get(Provider::OpenAi).unwrap();
+        assert_eq!(
+            (
+                openai.tls,
+                openai.authority.as_str(),
+                openai.prefix.as_str()
+            ),
+            (false, "vllm", "/v1")
+        );
+        assert_eq!(openai.to_string(), "http://vllm/v1");
+        let route = c.routes[0].checked.as_ref().unwrap();
+        assert_eq!(route.protocol, ProtocolId::OpenAiChat);
+        assert_eq!(route.upstream.to_string(), "https://h");
+        assert_eq!(route.upstream_auth, Some(AuthHeader::ApiKey));
+        let e = Config::from_yaml("routes: [{name: a, protocol: gemini, path_prefix: /a/, upstream: \"http://h\", upstream_auth: cookie}]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("routes[0] (a): upstream_auth: `cookie` is not one of authorization, api-key, x-api-key, x-goog-api-key"), "{e}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! → tool arguments, `thinking_delta` → reasoning. `message_stop` ends the stream.
 
 use super::{text_delta, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::Upstreams;
+use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;
@@ -298,20 +298,20 @@ struct WholeBlock<'a> {
 }
 
 impl Protocol for AnthropicMessages {
-    fn name(&self) -> &'static str {
-        "anthropic_messages"
+    fn id(&self) -> ProtocolId {
+        ProtocolId::AnthropicMessages
     }
 
     fn matches(&self, path: &str) -> bool {
         path == "/v1/messages"
     }
 
-    fn auth_header(&self) -> &'static str {
-        "x-api-key"
+    fn auth_header(&self) -> AuthHeader {
+        AuthHeader::XApiKey
     }
 
-    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
-        upstreams.anthropic.as_deref()
+    fn provider(&self) -> Provider {
+        Provider::Anthropic
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -6,7 +6,7 @@
 //! comments or `event:` lines here. Function calls arrive whole (`functionCall {name, args}`).
 
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::Upstreams;
+use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;
@@ -274,8 +274,8 @@ fn model_and_method(path: &str) -> Option<(&str, &str)> {
 }
 
 impl Protocol for Gemini {
-    fn name(&self) -> &'static str {
-        "gemini"
+    fn id(&self) -> ProtocolId {
+        ProtocolId::Gemini
     }
 
     fn matches(&self, path: &str) -> bool {
@@ -285,12 +285,12 @@ impl Protocol for Gemini {
         )
     }
 
-    fn auth_header(&self) -> &'static str {
-        "x-goog-api-key"
+    fn auth_header(&self) -> AuthHeader {
+        AuthHeader::XGoogApiKey
     }
 
-    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
-        upstreams.gemini.as_deref()
+    fn provider(&self) -> Provider {
+        Provider::Gemini
     }
 
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -9,7 +9,7 @@ pub mod openai_chat;
 pub mod openai_responses;
 pub mod skim;
 
-use crate::config::Upstreams;
+use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta};
 use crate::error::GatewayError;
 use bytes::Bytes;
@@ -80,37 +80,46 @@ pub trait StreamDecoder: Send {
     ) -> Result<FrameKind, DecodeError>;
 }
 
-/// Every protocol guardwire speaks. A request goes to the first whose [`Protocol::matches`]
-/// accepts its path.
-pub fn all() -> &'static [&'static dyn Protocol] {
-    &[
-        &openai_chat::OpenAiChat,
-        &openai_responses::OpenAiResponses,
-        &anthropic::AnthropicMessages,
-        &gemini::Gemini,
-    ]
+/// Every protocol guardwire speaks, in [`ProtocolId::ALL`]'s order. A request goes to the first
+/// whose [`Protocol::matches`] accepts its path.
+pub fn all() -> [&'static dyn Protocol; ProtocolId::ALL.len()] {
+    ProtocolId::ALL.map(by_id)
+}
+
+/// The protocol of `id`: the registry, one entry per protocol module.
+pub fn by_id(id: ProtocolId) -> &'static dyn Protocol {
+    match id {
+        ProtocolId::OpenAiChat => &openai_chat::OpenAiChat,
+        ProtocolId::OpenAiResponses => &openai_responses::OpenAiResponses,
+        ProtocolId::AnthropicMessages => &anthropic::AnthropicMessages,
+        ProtocolId::Gemini => &gemini::Gemini,
+    }
 }
 
 /// The protocol named `name` (as in `routes[].protocol` and the route labels).
 pub fn by_name(name: &str) -> Option<&'static dyn Protocol> {
-    all().iter().copied().find(|p| p.name() == name)
+    ProtocolId::from_name(name).map(by_id)
 }
 
 pub trait Protocol: Send + Sync + 'static {
+    fn id(&self) -> ProtocolId;
+
     /// Name used in logs, the `check` output and as the `route` metrics label.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.id().as_str()
+    }
 
     /// True when this protocol serves `path`.
     fn matches(&self, path: &str) -> bool;
 
     /// The header a provider key goes in, for routes that swap keys (`authorization` carries
     /// `Bearer <key>`).
-    fn auth_header(&self) -> &'static str {
-        "authorization"
+    fn auth_header(&self) -> AuthHeader {
+        AuthHeader::Bearer
     }
 
-    /// The configured base URL of this protocol's provider, if any.
-    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str>;
+    /// Whose `upstreams.<provider>` base URL this protocol's standard paths go to.
+    fn provider(&self) -> Provider;
 
     /// Reads a request body (JSON) into the conversation; `path` is the request path.
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError>;
@@ -129,4 +138,19 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// The in-band error frame that ends a stream so the provider's SDK raises.
     fn stream_error_frame(&self, err: &GatewayError) -> Bytes;
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_id_has_its_module_and_name() {
+        for id in ProtocolId::ALL {
+            assert_eq!(by_id(id).id(), id);
+            assert_eq!(by_name(id.as_str()).map(|p| p.id()), Some(id));
+        }
+        assert_eq!(all().map(|p| p.id()), ProtocolId::ALL);
+        assert!(by_name("soap").is_none());
+    }
 }

@@ -7,6 +7,7 @@
 
 use super::skim::{Skim, Skimmed, Unsure};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use crate::config::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;
@@ -385,16 +386,16 @@ impl StreamDecoder for ChatStream {
 }
 
 impl Protocol for OpenAiChat {
-    fn name(&self) -> &'static str {
-        "openai_chat"
+    fn id(&self) -> ProtocolId {
+        ProtocolId::OpenAiChat
     }
 
     fn matches(&self, path: &str) -> bool {
         path == "/v1/chat/completions"
     }
 
-    fn upstream<'a>(&self, upstreams: &'a crate::config::Upstreams) -> Option<&'a str> {
-        upstreams.openai.as_deref()
+    fn provider(&self) -> Provider {
+        Provider::OpenAi
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -9,7 +9,7 @@
 
 use super::openai_chat::openai_error_json;
 use super::{text_delta as text, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::Upstreams;
+use crate::config::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;
@@ -356,16 +356,16 @@ impl StreamDecoder for ResponsesStream {
 }
 
 impl Protocol for OpenAiResponses {
-    fn name(&self) -> &'static str {
-        "openai_responses"
+    fn id(&self) -> ProtocolId {
+        ProtocolId::OpenAiResponses
     }
 
     fn matches(&self, path: &str) -> bool {
         path == "/v1/responses"
     }
 
-    fn upstream<'a>(&self, upstreams: &'a Upstreams) -> Option<&'a str> {
-        upstreams.openai.as_deref()
+    fn provider(&self) -> Provider {
+        Provider::OpenAi
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -1,6 +1,7 @@
 //! Client keys (virtual keys): who is calling, which packs apply, and the provider key that
 //! replaces theirs upstream. Keys are compared in constant time and never logged.
 
+use crate::config::AuthHeader;
 use crate::policy::Policy;
 use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use std::sync::{Arc, Mutex};
@@ -73,14 +74,10 @@ pub fn strip_client_auth(headers: &mut HeaderMap) {
 }
 
 /// Puts the provider key in `header` (`authorization` gets `Bearer <key>`).
-pub fn set_upstream_key(headers: &mut HeaderMap, header: &str, key: &str) {
-    let (name, value) = if header == "authorization" {
-        (AUTHORIZATION, format!("Bearer {key}"))
-    } else {
-        match HeaderName::try_from(header) {
-            Ok(n) => (n, key.to_owned()),
-            Err(_) => return,
-        }
+pub fn set_upstream_key(headers: &mut HeaderMap, header: AuthHeader, key: &str) {
+    let (name, value) = match header {
+        AuthHeader::Bearer => (AUTHORIZATION, format!("Bearer {key}")),
+        other => (HeaderName::from_static(other.as_str()), key.to_owned()),
     };
     if let Ok(mut v) = HeaderValue::from_str(&value) {
         v.set_sensitive(true);
@@ -138,9 +135,18 @@ mod tests {
         );
         strip_client_auth(&mut h);
         assert!(h.is_empty());
-        set_upstream_key(&mut h, "authorization", "sk-1");
+        set_upstream_key(&mut h, AuthHeader::Bearer, "sk-1");
         assert_eq!(h[AUTHORIZATION], "Bearer sk-1");
         assert!(h[AUTHORIZATION].is_sensitive());
+        for header in [
+            AuthHeader::ApiKey,
+            AuthHeader::XApiKey,
+            AuthHeader::XGoogApiKey,
+        ] {
+            set_upstream_key(&mut h, header, "sk-2");
+            assert_eq!(h[header.as_str()], "sk-2");
+            assert!(h[header.as_str()].is_sensitive());
+        }
         assert_eq!(without_key_param("/v1/x?alt=sse&key=q"), "/v1/x?alt=sse");
         assert_eq!(without_key_param("/v1/x?key=q"), "/v1/x");
     }

@@ -251,7 +251,7 @@ impl<'a> RequestCtx<'a> {
             path_and_query = auth::without_key_param(&path_and_query);
             auth::strip_client_auth(&mut up_headers);
             if let Some(k) = self.caller.upstream_key {
-                auth::set_upstream_key(&mut up_headers, &self.route.auth_header, k);
+                auth::set_upstream_key(&mut up_headers, self.route.auth_header, k);
             }
         }
         let uri = base

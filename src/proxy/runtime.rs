@@ -3,7 +3,7 @@
 
 use super::{auth, upstream};
 use crate::audit::Audit;
-use crate::config::Config;
+use crate::config::{AuthHeader, Config};
 use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::Protocol;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ pub struct Route {
     /// Removed from the path before forwarding.
     pub strip_prefix: Option<String>,
     /// The header a swapped-in provider key goes in.
-    pub auth_header: String,
+    pub auth_header: AuthHeader,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -58,43 +58,47 @@ impl Runtime {
     fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, PolicyError> {
         let policy = loader.policy(&config.packs)?;
         let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
+        let upstream = |url: &crate::config::BaseUrl| {
+            UpstreamBase::new(url).map_err(|e| PolicyError::Setup(format!("upstream {e}")))
+        };
         let mut configured: Vec<_> = config.routes.iter().collect();
         configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
         let mut routes = Vec::new();
         for rc in configured {
-            // Names, protocols and URLs were validated when the config was loaded.
-            let Some(protocol) = crate::protocol::by_name(&rc.protocol) else {
-                continue;
-            };
+            let checked = rc.checked.as_ref().ok_or_else(|| {
+                PolicyError::Setup(format!(
+                    "routes ({}): the config was not validated",
+                    rc.name
+                ))
+            })?;
+            let protocol = crate::protocol::by_id(checked.protocol);
             routes.push(Route {
                 name: auth::intern(&rc.name),
                 protocol,
-                upstream: upstream::parse_base_url(&rc.upstream).ok(),
+                upstream: Some(upstream(&checked.upstream)?),
                 policy: match &rc.packs {
                     Some(packs) => loader.policy(packs)?,
                     None => Arc::clone(&policy),
                 },
                 prefix: Some(rc.path_prefix.clone()),
                 strip_prefix: rc.strip_prefix.clone(),
-                auth_header: rc
-                    .upstream_auth
-                    .clone()
-                    .unwrap_or_else(|| protocol.auth_header().to_owned()),
+                auth_header: checked.upstream_auth.unwrap_or(protocol.auth_header()),
             });
         }
-        routes.extend(crate::protocol::all().iter().map(|&protocol| {
-            Route {
+        for protocol in crate::protocol::all() {
+            routes.push(Route {
                 name: protocol.name(),
                 protocol,
-                upstream: protocol
-                    .upstream(&config.upstreams)
-                    .and_then(|u| upstream::parse_base_url(u).ok()),
+                upstream: match config.upstreams.get(protocol.provider()) {
+                    Some(url) => Some(upstream(url)?),
+                    None => None,
+                },
                 policy: Arc::clone(&policy),
                 prefix: None,
                 strip_prefix: None,
-                auth_header: protocol.auth_header().to_owned(),
-            }
-        }));
+                auth_header: protocol.auth_header(),
+            });
+        }
         let mut keys = Vec::new();
         for (i, k) in config.keys.iter().enumerate() {
             let setup = |e: String| PolicyError::Setup(format!("keys[{i}] ({}): {e}", k.id));

@@ -11,7 +11,7 @@ mod pool;
 
 pub use body::UpstreamBody;
 
-use crate::config::Config;
+use crate::config::{BaseUrl, Config};
 use bytes::Bytes;
 use connect::{Connected, Connector};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -172,35 +172,17 @@ impl UpstreamBase {
     }
 }
 
-/// Parses and checks a configured base URL: http or https, a host, no query.
-pub fn parse_base_url(url: &str) -> Result<UpstreamBase, String> {
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
-    let scheme = uri
-        .scheme()
-        .filter(|s| *s == &Scheme::HTTP || *s == &Scheme::HTTPS)
-        .cloned()
-        .ok_or_else(|| format!("`{url}` must start with http:// or https://"))?;
-    let authority = uri
-        .authority()
-        .cloned()
-        .ok_or_else(|| format!("`{url}` has no host"))?;
-    if uri.query().is_some() {
-        return Err(format!("`{url}` must not have a query"));
+impl UpstreamBase {
+    /// The upstream of a checked base URL.
+    pub fn new(url: &BaseUrl) -> Result<UpstreamBase, String> {
+        Ok(UpstreamBase {
+            key: Arc::new(
+                PoolKey::new(url.tls, url.authority.clone())
+                    .map_err(|e| format!("`{url}`: {e}"))?,
+            ),
+            prefix: url.prefix.clone(),
+        })
     }
-    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err(format!(
-            "`{url}` must not carry user info (use upstream_key_env for keys)"
-        ));
-    }
-    Ok(UpstreamBase {
-        key: Arc::new(
-            PoolKey::new(scheme == Scheme::HTTPS, authority)
-                .map_err(|e| format!("`{url}`: {e}"))?,
-        ),
-        prefix: uri.path().trim_end_matches('/').to_owned(),
-    })
 }
 
 #[cfg(test)]
@@ -208,6 +190,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use http::header::HOST;
+
+    fn parse_base_url(url: &str) -> Result<UpstreamBase, String> {
+        UpstreamBase::new(&BaseUrl::parse(url)?)
+    }
 
     fn request(base: &UpstreamBase, path: &str) -> Request<()> {
         let mut req = Request::new(());
