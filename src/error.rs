@@ -29,6 +29,10 @@ pub enum GatewayError {
     Upstream(String),
     #[error("{0}")]
     UpstreamTimeout(String),
+    /// The upstream's stream ended without its protocol's terminal event: the answer was cut
+    /// short, and must not pass for complete.
+    #[error("the upstream's answer ended before it was complete")]
+    UpstreamIncomplete,
     /// A stream held back more than the limit while a check was still undecided: failing
     /// closed, since releasing the text could leak a violation.
     #[error("the answer was held back past {limit} bytes while a guardrail check was undecided")]
@@ -54,7 +58,7 @@ impl GatewayError {
             GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
-            GatewayError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            GatewayError::Upstream(_) | GatewayError::UpstreamIncomplete => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::Overloaded | GatewayError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -75,6 +79,7 @@ impl GatewayError {
             GatewayError::BodyTimeout { .. } => ("invalid_request_error", "request_timeout"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_unavailable"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            GatewayError::UpstreamIncomplete => ("upstream_error", "upstream_incomplete"),
             GatewayError::HoldbackExceeded { .. } => ("guardrail_violation", "holdback_exceeded"),
             GatewayError::Overloaded => ("server_error", "overloaded"),
             GatewayError::ShuttingDown => ("server_error", "shutting_down"),

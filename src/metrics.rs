@@ -69,6 +69,8 @@ pub enum UpstreamErrorKind {
     Malformed,
     /// A `Content-Encoding` guardwire cannot check.
     Encoded,
+    /// The stream ended without its protocol's terminal event.
+    Incomplete,
 }
 
 impl UpstreamErrorKind {
@@ -81,6 +83,7 @@ impl UpstreamErrorKind {
             UpstreamErrorKind::Total => "total",
             UpstreamErrorKind::Malformed => "malformed",
             UpstreamErrorKind::Encoded => "encoded",
+            UpstreamErrorKind::Incomplete => "incomplete",
         }
     }
 }

@@ -59,6 +59,21 @@ impl SseFrame {
         out
     }
 
+    /// True when the frame carries nothing a client could read: only comments (keep-alives),
+    /// blank lines and a numeric `retry:`. A frame without data that carries anything else
+    /// (an `event:` or `id:` alone, an unknown field) is none of the protocols' and cannot be
+    /// checked.
+    pub fn is_inert(&self) -> bool {
+        lines(&self.raw).all(|line| {
+            line.is_empty()
+                || line[0] == b':'
+                || line
+                    .strip_prefix(b"retry:")
+                    .map(|v| v.strip_prefix(b" ").unwrap_or(v))
+                    .is_some_and(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
+        })
+    }
+
     /// The same frame with its data replaced: other lines (event, id, comments) stay in place,
     /// the `data:` lines become the lines of `data`.
     pub fn with_data(&self, data: &[u8]) -> Bytes {

@@ -451,7 +451,9 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         GatewayError::PayloadTooLarge { .. } => "request_too_large",
         GatewayError::UpstreamTimeout(_) => "timeout_error",
         GatewayError::Overloaded | GatewayError::ShuttingDown => "overloaded_error",
-        GatewayError::Upstream(_) | GatewayError::Internal(_) => "api_error",
+        GatewayError::Upstream(_)
+        | GatewayError::UpstreamIncomplete
+        | GatewayError::Internal(_) => "api_error",
     };
     serde_json::json!({"type": "error", "error": {"type": kind, "message": err.to_string()}})
         .to_string()

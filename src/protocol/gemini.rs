@@ -180,6 +180,8 @@ struct UsageMetadata {
 #[derive(Default)]
 struct GeminiStream {
     calls: Vec<(u32, u32)>,
+    /// A candidate's `finishReason` was seen: the answer is complete when the body ends.
+    finished: bool,
 }
 
 impl GeminiStream {
@@ -254,8 +256,20 @@ impl StreamDecoder for GeminiStream {
         if resp.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
+        let before = out.len();
         self.response_deltas(resp, out);
+        if out[before..]
+            .iter()
+            .any(|d| matches!(d, Delta::Finish { .. }))
+        {
+            self.finished = true;
+        }
         Ok(FrameKind::Data)
+    }
+
+    /// Gemini streams end with the body; the last chunk carries a `finishReason`.
+    fn complete_without_terminal(&self) -> bool {
+        self.finished
     }
 }
 
@@ -371,6 +385,7 @@ fn gemini_error_json(err: &GatewayError) -> String {
         GatewayError::NotFound(_) => "NOT_FOUND",
         GatewayError::Unauthorized(_) => "UNAUTHENTICATED",
         GatewayError::Upstream(_)
+        | GatewayError::UpstreamIncomplete
         | GatewayError::Internal(_)
         | GatewayError::Overloaded
         | GatewayError::ShuttingDown => "UNAVAILABLE",

@@ -78,6 +78,14 @@ pub trait StreamDecoder: Send {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError>;
+
+    /// At the end of an upstream body that brought no [`FrameKind::Terminal`] event: whether
+    /// what was decoded is a complete answer all the same. Only protocols without a terminal
+    /// event can say yes (Gemini: a `finishReason` was seen); for the others such a body was
+    /// cut short, and the stream ends with an error frame rather than pass for complete.
+    fn complete_without_terminal(&self) -> bool {
+        false
+    }
 }
 
 /// Every protocol guardwire speaks, in [`ProtocolId::ALL`]'s order. A request goes to the first

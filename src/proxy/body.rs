@@ -245,19 +245,45 @@ impl GuardedStream {
                 }
                 Poll::Ready(None) => {
                     let started = Instant::now();
-                    if let Some(last) = self.framer.finish() {
-                        self.frames.push(last);
-                        self.process_frames();
-                    }
-                    if !self.done {
-                        self.end_of_stream();
-                    }
+                    self.upstream_ended();
                     self.done = true;
                     self.upstream = None;
                     self.overhead += started.elapsed();
                 }
             }
         }
+    }
+
+    /// The upstream body ended before its terminal event (after it, `done` is set and the
+    /// body's end is read in the background). Bytes of an unfinished frame, or an answer the
+    /// protocol does not take for complete, end the stream with the error frame: a cut answer
+    /// must never reach the client looking complete.
+    fn upstream_ended(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(last) = self.framer.finish() {
+            if !last.raw.iter().all(|b| matches!(b, b'\r' | b'\n')) {
+                return self.upstream_failed(
+                    UpstreamErrorKind::Malformed,
+                    GatewayError::Upstream("the upstream stream ended inside a frame".into()),
+                );
+            }
+        }
+        if !self.decoder.complete_without_terminal() {
+            // What did arrive is judged first (a violation it completes is reported as the
+            // block it is); either way nothing held is released.
+            if let Err(finding) = self.guard.after_call() {
+                self.report_findings();
+                return self.block(finding);
+            }
+            self.report_findings();
+            return self.upstream_failed(
+                UpstreamErrorKind::Incomplete,
+                GatewayError::UpstreamIncomplete,
+            );
+        }
+        self.end_of_stream();
     }
 
     /// Polls the stream's one timer. It is not moved on every read (that would touch the timer
@@ -361,7 +387,15 @@ impl GuardedStream {
     fn process_frame(&mut self, frame: SseFrame) {
         let fields = frame.fields();
         let Some(data) = fields.data else {
-            self.hold(frame.raw.clone(), Needs::new(), None);
+            if frame.is_inert() {
+                self.hold(frame.raw.clone(), Needs::new(), None);
+            } else {
+                // Fail closed: bytes outside every protocol's frames cannot be checked.
+                self.upstream_failed(
+                    UpstreamErrorKind::Malformed,
+                    GatewayError::Upstream("the upstream sent a frame without data".into()),
+                );
+            }
             return;
         };
         let mut spans: Vec<TextSpan> = Vec::new();

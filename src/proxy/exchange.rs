@@ -312,13 +312,20 @@ impl<'a> RequestCtx<'a> {
             *r.headers_mut() = headers::forwardable(&parts.headers);
             return Ok(Head::Relay(r));
         }
-        if let Some(enc) = parts.headers.get(header::CONTENT_ENCODING) {
-            if enc.as_bytes() != b"identity" {
-                self.count_upstream_error(UpstreamErrorKind::Encoded);
-                return Err(GatewayError::Upstream(
-                    "the upstream sent an encoded body that cannot be checked".into(),
-                ));
-            }
+        // Every coding of every Content-Encoding line: one that is not identity means bytes
+        // guardwire cannot read (and so cannot check).
+        let encoded = parts
+            .headers
+            .get_all(header::CONTENT_ENCODING)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
+            .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case(b"identity"));
+        if encoded {
+            self.count_upstream_error(UpstreamErrorKind::Encoded);
+            return Err(GatewayError::Upstream(
+                "the upstream sent an encoded body that cannot be checked".into(),
+            ));
         }
         let sse = parts
             .headers

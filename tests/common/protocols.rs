@@ -241,11 +241,12 @@ pub fn gemini() -> Proto {
             (f, 0)
         },
         tool_frames: |args| {
-            // Gemini sends function calls whole: the pieces become one args object.
+            // Gemini sends function calls whole: the pieces become one args object. Its
+            // streams have no terminal event; the last chunk carries the finishReason.
             let args: serde_json::Value = serde_json::from_str(&args.concat()).unwrap();
             (
                 vec![sse(
-                    &json!({"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":args}}]},"index":0}]}),
+                    &json!({"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":args}}]},"finishReason":"STOP","index":0}]}),
                 )],
                 0,
             )
@@ -256,7 +257,7 @@ pub fn gemini() -> Proto {
                     &json!({"candidates":[{"content":{"role":"model","parts":[{"text":think,"thought":true}]},"index":0}]}),
                 ),
                 sse(
-                    &json!({"candidates":[{"content":{"role":"model","parts":[{"text":text}]},"index":0}]}),
+                    &json!({"candidates":[{"content":{"role":"model","parts":[{"text":text}]},"finishReason":"STOP","index":0}]}),
                 ),
             ]
         },
