@@ -107,6 +107,11 @@ pub struct RouteConfig {
     /// Packs of this route (default: the top-level `packs`).
     #[serde(default)]
     pub packs: Option<Vec<PathBuf>>,
+    /// Paths (after `strip_prefix`, without query) forwarded *unchecked*, with any method: the
+    /// route's other endpoints a client needs (`/v1/models`). Every other path that is not the
+    /// protocol's operation answers 404.
+    #[serde(default)]
+    pub passthrough_paths: Vec<String>,
     /// The header that carries a swapped-in provider key: `authorization` (Bearer, default for
     /// OpenAI formats), `api-key` (Azure OpenAI), `x-api-key` (Anthropic), `x-goog-api-key`
     /// (Gemini). Default: the protocol's.
@@ -588,6 +593,15 @@ impl Config {
                 if !r.path_prefix.starts_with(s.as_str()) {
                     return Err(at("strip_prefix: must be a prefix of path_prefix".into()));
                 }
+            }
+            if let Some(p) = r
+                .passthrough_paths
+                .iter()
+                .find(|p| !p.starts_with('/') || p.contains('?'))
+            {
+                return Err(at(format!(
+                    "passthrough_paths: `{p}` must be a path starting with / and without a query"
+                )));
             }
             let upstream = BaseUrl::parse(&r.upstream).map_err(|e| at(format!("upstream: {e}")))?;
             let upstream_auth = match &r.upstream_auth {

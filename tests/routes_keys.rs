@@ -250,3 +250,88 @@ audit:
         assert!(!log.contains(secret), "{log}");
     }
 }
+
+/// A configured route serves its protocol's operation only: any other path under its prefix
+/// (a vLLM server's legacy `/v1/completions`, say) would pass with no check in either
+/// direction, so it answers 404 in the protocol's shape and never reaches the upstream — unless
+/// the route lists it in `passthrough_paths`, which forwards it unchecked, any method.
+#[tokio::test]
+async fn routes_serve_only_their_protocols_operation_and_listed_passthrough_paths() {
+    let vllm = MockUpstream::start(|req| {
+        if req.path_and_query == "/v1/models" {
+            Reply::json(200, r#"{"object":"list","data":[{"id":"m"}]}"#)
+        } else {
+            Reply::sse(&openai_chat_stream(&["fine"]))
+        }
+    })
+    .await;
+    let extra = format!(
+        "routes:\n  - {{ name: vllm, protocol: openai_chat, path_prefix: /vllm/, strip_prefix: /vllm, upstream: \"{}\", passthrough_paths: [/v1/models] }}\n",
+        vllm.base_url()
+    );
+    let proxy = start_proxy(&vllm.base_url(), PACK, &extra).await;
+    let completions = json!({"model": "m", "prompt": "say something", "stream": true}).to_string();
+    for path in [
+        "/vllm/v1/completions",
+        "/vllm/v1/embeddings",
+        "/vllm/v1/chat/completions/x",
+    ] {
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            completions.clone(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(
+            a.status,
+            http::StatusCode::NOT_FOUND,
+            "{path}: {}",
+            a.text()
+        );
+        assert_eq!(a.json()["error"]["code"], "not_found", "{path}");
+        assert!(a.text().contains("passthrough_paths"), "{}", a.text());
+    }
+    assert_eq!(
+        vllm.request_count(),
+        0,
+        "nothing unchecked reached the upstream"
+    );
+
+    let a = send(proxy.addr(), "GET", "/vllm/v1/models", "", &[]).await;
+    assert_eq!(a.status, http::StatusCode::OK, "{}", a.text());
+    assert_eq!(a.json()["data"][0]["id"], "m");
+    let a = post_chat_to(proxy.addr(), "/vllm/v1/chat/completions").await;
+    assert_eq!(a.body, openai_chat_stream(&["fine"]));
+    let seen: Vec<(String, String)> = vllm
+        .requests()
+        .iter()
+        .map(|r| (r.method.to_string(), r.path_and_query.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("GET".to_owned(), "/v1/models".to_owned()),
+            ("POST".to_owned(), "/v1/chat/completions".to_owned())
+        ]
+    );
+
+    let e = guardwire::config::Config::from_yaml(
+        "routes: [{name: a, protocol: openai_chat, path_prefix: /a/, upstream: \"http://h\", passthrough_paths: [v1/models]}]",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("routes[0] (a): passthrough_paths"), "{e}");
+}
+
+async fn post_chat_to(addr: std::net::SocketAddr, path: &str) -> Answer {
+    send(
+        addr,
+        "POST",
+        path,
+        STREAM_REQUEST,
+        &[("content-type", "application/json")],
+    )
+    .await
+}

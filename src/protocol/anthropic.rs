@@ -306,6 +306,10 @@ impl Protocol for AnthropicMessages {
         path == "/v1/messages"
     }
 
+    fn serves(&self, path: &str) -> bool {
+        path.ends_with("/messages")
+    }
+
     fn auth_header(&self) -> AuthHeader {
         AuthHeader::XApiKey
     }

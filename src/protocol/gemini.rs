@@ -299,6 +299,14 @@ impl Protocol for Gemini {
         )
     }
 
+    fn serves(&self, path: &str) -> bool {
+        let last = path.rsplit('/').next().unwrap_or_default();
+        matches!(
+            last.rsplit_once(':'),
+            Some((model, "generateContent" | "streamGenerateContent")) if !model.is_empty()
+        )
+    }
+
     fn auth_header(&self) -> AuthHeader {
         AuthHeader::XGoogApiKey
     }

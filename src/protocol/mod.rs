@@ -120,6 +120,12 @@ pub trait Protocol: Send + Sync + 'static {
     /// True when this protocol serves `path`.
     fn matches(&self, path: &str) -> bool;
 
+    /// True when `path` — a configured route's path, its prefix stripped, without query — is
+    /// this protocol's operation under whatever prefix the upstream puts before it (Azure's
+    /// `/openai/deployments/{d}/chat/completions`, a gateway's `/openai/v1/...`). Other paths of
+    /// a route are not served: they would pass unchecked.
+    fn serves(&self, path: &str) -> bool;
+
     /// The header a provider key goes in, for routes that swap keys (`authorization` carries
     /// `Bearer <key>`).
     fn auth_header(&self) -> AuthHeader {
@@ -160,5 +166,37 @@ mod registry_tests {
         }
         assert_eq!(all().map(|p| p.id()), ProtocolId::ALL);
         assert!(by_name("soap").is_none());
+    }
+
+    #[test]
+    fn routes_serve_the_operation_under_any_prefix_and_nothing_else() {
+        let serves = |id, path| by_id(id).serves(path);
+        assert!(serves(ProtocolId::OpenAiChat, "/v1/chat/completions"));
+        assert!(serves(
+            ProtocolId::OpenAiChat,
+            "/openai/deployments/d/chat/completions"
+        ));
+        assert!(!serves(ProtocolId::OpenAiChat, "/v1/completions"));
+        assert!(!serves(ProtocolId::OpenAiChat, "/v1/chat/completions/x"));
+        assert!(serves(ProtocolId::OpenAiResponses, "/openai/v1/responses"));
+        assert!(!serves(ProtocolId::OpenAiResponses, "/v1/responses/resp_1"));
+        assert!(serves(ProtocolId::AnthropicMessages, "/v1/messages"));
+        assert!(!serves(
+            ProtocolId::AnthropicMessages,
+            "/v1/messages/count_tokens"
+        ));
+        assert!(serves(
+            ProtocolId::Gemini,
+            "/v1beta/models/g:streamGenerateContent"
+        ));
+        assert!(serves(
+            ProtocolId::Gemini,
+            "/v1/projects/p/locations/l/publishers/google/models/g:generateContent"
+        ));
+        assert!(!serves(ProtocolId::Gemini, "/v1beta/models/g:countTokens"));
+        assert!(!serves(
+            ProtocolId::Gemini,
+            "/v1beta/models/:generateContent"
+        ));
     }
 }

@@ -394,6 +394,10 @@ impl Protocol for OpenAiChat {
         path == "/v1/chat/completions"
     }
 
+    fn serves(&self, path: &str) -> bool {
+        path.ends_with("/chat/completions")
+    }
+
     fn provider(&self) -> Provider {
         Provider::OpenAi
     }

@@ -364,6 +364,10 @@ impl Protocol for OpenAiResponses {
         path == "/v1/responses"
     }
 
+    fn serves(&self, path: &str) -> bool {
+        path.ends_with("/responses")
+    }
+
     fn provider(&self) -> Provider {
         Provider::OpenAi
     }

@@ -41,23 +41,43 @@ pub struct Caller<'a> {
     pub upstream_key: Option<&'a str>,
 }
 
-/// Step 1: only POST, and only to a route whose upstream is configured.
-pub fn target<'a>(
-    route: &'a Route,
-    req: &Request<Incoming>,
-) -> Result<&'a UpstreamBase, GatewayError> {
+/// What a request is, by its route and path.
+pub enum Target<'a> {
+    /// The protocol's operation: checked.
+    Checked(&'a UpstreamBase),
+    /// One of the route's `passthrough_paths`: forwarded unchecked.
+    Passthrough(&'a UpstreamBase),
+}
+
+/// Step 1: the route's upstream is configured; a configured route serves only its protocol's
+/// operation (and its `passthrough_paths`); checked requests are POSTs.
+pub fn target<'a>(route: &'a Route, req: &Request<Incoming>) -> Result<Target<'a>, GatewayError> {
+    let base = route.upstream.as_ref().ok_or_else(|| {
+        GatewayError::NotFound(format!(
+            "no upstream is configured for {}",
+            req.uri().path()
+        ))
+    })?;
+    if route.prefix.is_some() {
+        let forwarded = route.forwarded(req.uri().path());
+        if route.passthrough.iter().any(|p| *p == forwarded) {
+            return Ok(Target::Passthrough(base));
+        }
+        if !route.protocol.serves(&forwarded) {
+            return Err(GatewayError::NotFound(format!(
+                "{} is not a {} endpoint of this route (list it in the route's passthrough_paths to forward it unchecked)",
+                req.uri().path(),
+                route.protocol.name()
+            )));
+        }
+    }
     if req.method() != Method::POST {
         return Err(GatewayError::MethodNotAllowed(format!(
             "{} is not allowed here; use POST",
             req.method()
         )));
     }
-    route.upstream.as_ref().ok_or_else(|| {
-        GatewayError::NotFound(format!(
-            "no upstream is configured for {}",
-            req.uri().path()
-        ))
-    })
+    Ok(Target::Checked(base))
 }
 
 /// Step 2: who is calling, before the body is read: a request without a valid key costs
@@ -231,20 +251,10 @@ impl<'a> RequestCtx<'a> {
         base: &UpstreamBase,
         body: Bytes,
     ) -> Result<Request<Full<Bytes>>, GatewayError> {
-        let mut path_and_query = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        if let Some(strip) = &self.route.strip_prefix {
-            if let Some(rest) = path_and_query.strip_prefix(strip.as_str()) {
-                path_and_query = if rest.starts_with('/') {
-                    rest.to_owned()
-                } else {
-                    format!("/{rest}")
-                };
-            }
-        }
+        let mut path_and_query = self
+            .route
+            .forwarded(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
+            .into_owned();
         let mut up_headers = headers::forwardable(&parts.headers);
         if !self.rt.keys.is_empty() {
             // The client's guardwire key never goes upstream; the provider key takes its place.
@@ -263,7 +273,7 @@ impl<'a> RequestCtx<'a> {
         );
         up_headers.insert(&headers::REQUEST_ID, self.request_id.clone());
         let mut up_req = Request::builder()
-            .method(Method::POST)
+            .method(parts.method.clone())
             .uri(uri)
             .body(Full::new(body))
             .map_err(|e| GatewayError::Internal(e.to_string()))?;
@@ -445,6 +455,40 @@ impl<'a> RequestCtx<'a> {
         *r.status_mut() = parts.status;
         *r.headers_mut() = out_headers;
         Ok((r, (waited - head_at) + check_started.elapsed()))
+    }
+
+    /// A `passthrough_paths` request: forwarded as the client sent it (any method; keys
+    /// swapped as for any request) and its answer relayed untouched — unchecked, by the
+    /// operator's explicit choice.
+    pub async fn passthrough(
+        &self,
+        parts: &Parts,
+        base: &UpstreamBase,
+        body: Bytes,
+    ) -> Result<Response<ProxyBody>, GatewayError> {
+        let up_req = self.upstream_request(parts, base, body)?;
+        let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
+        let resp = match tokio::time::timeout(timeout, self.gw.client.request(base, up_req)).await {
+            Err(_) => {
+                self.count_upstream_error(UpstreamErrorKind::Timeout);
+                return Err(GatewayError::UpstreamTimeout(
+                    "the upstream did not answer in time".into(),
+                ));
+            }
+            Ok(Err(e)) => {
+                self.count_upstream_error(UpstreamErrorKind::Connect);
+                tracing::warn!(request_id = self.id, route = self.route.name, error = %e, "upstream request failed");
+                return Err(GatewayError::Upstream(
+                    "the upstream could not be reached".into(),
+                ));
+            }
+            Ok(Ok(resp)) => resp,
+        };
+        let (parts, body) = resp.into_parts();
+        let mut r = Response::new(ProxyBody::Upstream(body));
+        *r.status_mut() = parts.status;
+        *r.headers_mut() = headers::forwardable(&parts.headers);
+        Ok(r)
     }
 
     /// Counts what the proxy added to a whole answer.

@@ -26,7 +26,7 @@ use crate::protocol::Protocol;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
-use exchange::{Head, RequestCtx};
+use exchange::{Head, RequestCtx, Target};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::path::{Path, PathBuf};
@@ -252,7 +252,7 @@ impl Gateway {
         started: Instant,
         request_id: &HeaderValue,
     ) -> Result<Response<ProxyBody>, GatewayError> {
-        let base = exchange::target(route, &req)?;
+        let target = exchange::target(route, &req)?;
         let (parts, body) = req.into_parts();
         let caller = exchange::authenticate(rt, route, &parts)?;
         let ctx = RequestCtx {
@@ -266,6 +266,10 @@ impl Gateway {
         };
         let body = ctx.read_body(body).await?;
         let permit = ctx.admit()?;
+        let base = match target {
+            Target::Checked(base) => base,
+            Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
+        };
         let parsed = route.protocol.parse_request(&body, parts.uri.path())?;
         let history = ctx.before_call(&parsed)?;
         let up_req = ctx.upstream_request(&parts, base, body)?;

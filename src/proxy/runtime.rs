@@ -21,6 +21,8 @@ pub struct Route {
     pub prefix: Option<String>,
     /// Removed from the path before forwarding.
     pub strip_prefix: Option<String>,
+    /// Paths of a configured route forwarded unchecked (`routes[].passthrough_paths`).
+    pub passthrough: Vec<String>,
     /// The header a swapped-in provider key goes in.
     pub auth_header: AuthHeader,
 }
@@ -38,6 +40,25 @@ pub struct Runtime {
     /// The distinct compiled policies of routes and keys, reused by the next reload for every
     /// pack list whose files did not change.
     pub policies: PolicyCache,
+}
+
+impl Route {
+    /// The path (and query) a request for `path_and_query` goes upstream with: the route's
+    /// `strip_prefix` removed.
+    pub fn forwarded<'p>(&self, path_and_query: &'p str) -> std::borrow::Cow<'p, str> {
+        let Some(rest) = self
+            .strip_prefix
+            .as_deref()
+            .and_then(|s| path_and_query.strip_prefix(s))
+        else {
+            return path_and_query.into();
+        };
+        if rest.starts_with('/') {
+            rest.into()
+        } else {
+            format!("/{rest}").into()
+        }
+    }
 }
 
 impl Runtime {
@@ -82,6 +103,7 @@ impl Runtime {
                 },
                 prefix: Some(rc.path_prefix.clone()),
                 strip_prefix: rc.strip_prefix.clone(),
+                passthrough: rc.passthrough_paths.clone(),
                 auth_header: checked.upstream_auth.unwrap_or(protocol.auth_header()),
             });
         }
@@ -96,6 +118,7 @@ impl Runtime {
                 policy: Arc::clone(&policy),
                 prefix: None,
                 strip_prefix: None,
+                passthrough: Vec::new(),
                 auth_header: protocol.auth_header(),
             });
         }
