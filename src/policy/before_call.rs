@@ -8,6 +8,7 @@ use super::types::{Finding, Phase};
 use super::verdict::{whole_hit, Reported};
 use super::Policy;
 use crate::delta::Conversation;
+use std::borrow::Cow;
 
 impl Policy {
     /// The tool-call history of a request, as the tool checks see it (empty when no validator
@@ -20,8 +21,8 @@ impl Policy {
         }
     }
 
-    /// BeforeCall: checks every text of the request (each message part and each tool-call's
-    /// arguments in the history, scanned separately) and the tool history. `Err` carries the
+    /// BeforeCall: checks every text of the request (each message's text parts joined as the
+    /// model reads them, and each tool call's arguments in the history) and the tool history. `Err` carries the
     /// first enforcing violation; monitor-mode findings are appended to `findings`.
     pub fn before_call(
         &self,
@@ -45,13 +46,22 @@ impl Policy {
         let mut reported = Reported::default();
         let mut hits = Vec::new();
         let mut all_text = String::new();
+        // A message's text parts are one text to the model: they are scanned as one (a match
+        // across two parts is found). Each tool call's arguments are a text of their own.
         let texts = conversation.messages.iter().flat_map(|m| {
-            m.text
-                .iter()
-                .map(String::as_str)
-                .chain(m.tool_calls.iter().map(|c| c.arguments.as_str()))
+            let joined: Option<Cow<'_, str>> = match m.text.as_slice() {
+                [] => None,
+                [one] => Some(Cow::Borrowed(one.as_str())),
+                parts => Some(Cow::Owned(parts.concat())),
+            };
+            joined.into_iter().chain(
+                m.tool_calls
+                    .iter()
+                    .map(|c| Cow::Borrowed(c.arguments.as_str())),
+            )
         });
         for text in texts {
+            let text: &str = &text;
             if !checks.scan.is_empty() {
                 let before = hits.len();
                 let mut st = checks.scan.start();

@@ -174,6 +174,34 @@ fn input_checks_see_every_message_and_tool_arguments() {
 }
 
 #[test]
+fn a_messages_text_parts_are_scanned_as_the_one_text_the_model_reads() {
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: input }\n",
+    )
+    .unwrap();
+    let parts = |texts: &[&str]| Conversation {
+        messages: vec![Message::text(
+            Role::User,
+            texts.iter().map(|t| (*t).to_owned()).collect(),
+        )],
+        ..Conversation::default()
+    };
+    let mut f = Vec::new();
+    let split = parts(&["the forbidden", " fruit"]);
+    assert!(p
+        .before_call(&split, &p.tool_history(&split), &mut f)
+        .is_err());
+    let apart = parts(&["the forbidden", " apple", "fruit"]);
+    assert!(p
+        .before_call(&apart, &p.tool_history(&apart), &mut f)
+        .is_ok());
+    // Two messages are two texts.
+    let mut two = parts(&["the forbidden"]);
+    two.messages.extend(parts(&[" fruit"]).messages);
+    assert!(p.before_call(&two, &p.tool_history(&two), &mut f).is_ok());
+}
+
+#[test]
 fn reasoning_validators_see_only_reasoning() {
     let p = policy(
         "validators:\n  - type: banned_words\n    params: { words: [x] }\n  - type: banned_words\n    params: { words: ['launch codes'], direction: reasoning }\n",
