@@ -17,13 +17,17 @@ use std::borrow::Cow;
 pub struct Gemini;
 
 // ---- requests ----
+//
+// Google's JSON parser takes every field in camelCase or in snake_case (its own REST examples
+// write `system_instruction`), so every field read here has both spellings: a field the
+// decoder does not see would reach the provider unchecked. One given both ways is refused.
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Request {
     #[serde(default)]
     contents: Vec<RequestContent>,
-    #[serde(default)]
+    #[serde(default, alias = "system_instruction")]
     system_instruction: Option<RequestContent>,
     #[serde(default)]
     tools: Vec<RequestTool>,
@@ -42,9 +46,9 @@ struct RequestContent {
 struct RequestPart {
     #[serde(default)]
     text: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "function_call")]
     function_call: Option<FunctionCall>,
-    #[serde(default)]
+    #[serde(default, alias = "function_response")]
     function_response: Option<FunctionResponse>,
 }
 
@@ -71,7 +75,7 @@ struct FunctionResponse {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RequestTool {
-    #[serde(default)]
+    #[serde(default, alias = "function_declarations")]
     function_declarations: Vec<FunctionDeclaration>,
 }
 
@@ -123,7 +127,7 @@ fn message_of(content: RequestContent, default_role: Role) -> Message {
 struct Response<'a> {
     #[serde(borrow, default)]
     candidates: Vec<Candidate<'a>>,
-    #[serde(default)]
+    #[serde(default, alias = "usage_metadata")]
     usage_metadata: Option<UsageMetadata>,
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
@@ -136,7 +140,12 @@ struct Candidate<'a> {
     index: Option<u32>,
     #[serde(borrow, default)]
     content: Option<CandidateContent<'a>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    #[serde(
+        borrow,
+        default,
+        alias = "finish_reason",
+        deserialize_with = "super::borrow_opt_str"
+    )]
     finish_reason: Option<Cow<'a, str>>,
 }
 
@@ -153,7 +162,7 @@ struct Part<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default)]
     thought: Option<bool>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, alias = "function_call")]
     function_call: Option<ResponseCall<'a>>,
 }
 
@@ -170,9 +179,9 @@ struct ResponseCall<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct UsageMetadata {
-    #[serde(default)]
+    #[serde(default, alias = "prompt_token_count")]
     prompt_token_count: Option<u64>,
-    #[serde(default)]
+    #[serde(default, alias = "candidates_token_count")]
     candidates_token_count: Option<u64>,
 }
 
@@ -418,6 +427,39 @@ fn gemini_error_json(err: &GatewayError) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn snake_case_fields_are_read_like_camel_case_ones() {
+        let camel = r#"{"systemInstruction":{"parts":[{"text":"sys"}]},"contents":[{"role":"model","parts":[{"functionCall":{"name":"f","args":{"q":"a"}}}]},{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"r":"b"}}}]}],"tools":[{"functionDeclarations":[{"name":"f"}]}]}"#;
+        let snake = r#"{"system_instruction":{"parts":[{"text":"sys"}]},"contents":[{"role":"model","parts":[{"function_call":{"name":"f","args":{"q":"a"}}}]},{"role":"user","parts":[{"function_response":{"name":"f","response":{"r":"b"}}}]}],"tools":[{"function_declarations":[{"name":"f"}]}]}"#;
+        let path = "/v1beta/models/g:generateContent";
+        let (a, b) = (
+            Gemini.parse_request(camel.as_bytes(), path).unwrap(),
+            Gemini.parse_request(snake.as_bytes(), path).unwrap(),
+        );
+        assert_eq!(
+            format!("{:?}", a.conversation),
+            format!("{:?}", b.conversation)
+        );
+        assert_eq!(a.conversation.messages[0].text, ["sys"]);
+        assert_eq!(a.conversation.tools.len(), 1);
+        // Both spellings at once: refused, not one of them silently unchecked.
+        let both = r#"{"systemInstruction":{"parts":[{"text":"a"}]},"system_instruction":{"parts":[{"text":"b"}]},"contents":[]}"#;
+        assert!(Gemini.parse_request(both.as_bytes(), path).is_err());
+        // Answers too.
+        let mut out = Vec::new();
+        Gemini
+            .decode_response(
+                br#"{"candidates":[{"content":{"parts":[{"text":"hi"},{"function_call":{"name":"f","args":{}}}]},"finish_reason":"STOP"}],"usage_metadata":{"prompt_token_count":2,"candidates_token_count":3}}"#,
+                &mut out,
+            )
+            .unwrap();
+        let shown = format!("{out:?}");
+        assert!(
+            shown.contains("Finish") && shown.contains("Usage") && shown.contains("ToolCall"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn matches_model_paths_only() {
