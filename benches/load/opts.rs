@@ -1,0 +1,200 @@
+//! Options: the protocols under test and the command line (`--quick`, `--protocol`, ...).
+
+use crate::clock::HOLD_MARK;
+use bytes::Bytes;
+use std::time::Duration;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Protocol {
+    Chat,
+    Responses,
+    Anthropic,
+    Gemini,
+}
+
+impl Protocol {
+    pub(super) const ALL: [Protocol; 4] = [
+        Protocol::Chat,
+        Protocol::Responses,
+        Protocol::Anthropic,
+        Protocol::Gemini,
+    ];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Protocol::Chat => "OpenAI Chat Completions",
+            Protocol::Responses => "OpenAI Responses",
+            Protocol::Anthropic => "Anthropic Messages",
+            Protocol::Gemini => "Gemini",
+        }
+    }
+
+    pub(super) fn path(self, hold: bool) -> String {
+        match self {
+            Protocol::Chat => "/v1/chat/completions".into(),
+            Protocol::Responses => "/v1/responses".into(),
+            Protocol::Anthropic => "/v1/messages".into(),
+            Protocol::Gemini => {
+                let model = if hold { HOLD_MARK } else { "gemini-2.5-flash" };
+                format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
+            }
+        }
+    }
+
+    pub(super) fn request_body(self, hold: bool) -> Bytes {
+        let prompt = "Write a short note about planning a summer garden near the river, with \
+                      practical advice on water, light and which plants go well together.";
+        let model = |m: &'static str| if hold { HOLD_MARK } else { m };
+        let body = match self {
+            Protocol::Chat => serde_json::json!({
+                "model": model("gpt-4o-mini"), "stream": true,
+                "messages": [
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": prompt}
+                ]
+            }),
+            Protocol::Responses => serde_json::json!({
+                "model": model("gpt-4o-mini"), "stream": true, "input": prompt
+            }),
+            Protocol::Anthropic => serde_json::json!({
+                "model": model("claude-sonnet-4-5"), "max_tokens": 1024, "stream": true,
+                "messages": [{"role": "user", "content": prompt}]
+            }),
+            Protocol::Gemini => serde_json::json!({
+                "contents": [{"role": "user", "parts": [{"text": prompt}]}]
+            }),
+        };
+        Bytes::from(body.to_string())
+    }
+
+    /// What the last event of a complete, unblocked stream contains.
+    pub(super) fn terminal_mark(self) -> &'static [u8] {
+        match self {
+            Protocol::Chat => b"[DONE]",
+            Protocol::Responses => b"response.completed",
+            Protocol::Anthropic => b"message_stop",
+            Protocol::Gemini => b"finishReason",
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pii {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone)]
+pub(super) struct Opts {
+    pub(super) quick: bool,
+    pub(super) protocols: Vec<Protocol>,
+    pub(super) duration: Duration,
+    pub(super) warmup: Duration,
+    pub(super) concurrency: usize,
+    pub(super) rate: u64,
+    pub(super) paced_connections: usize,
+    pub(super) gap: Duration,
+    pub(super) streams: Vec<usize>,
+    pub(super) pii: Pii,
+    pub(super) rss: bool,
+    /// Content deltas per answer (~27 bytes of text each).
+    pub(super) deltas: usize,
+    /// Only the throughput phase: no paced latency phase, no RSS steps (long answers).
+    pub(super) throughput_only: bool,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: cargo bench --bench load -- [--quick] [--protocol chat|responses|anthropic|gemini|all]\n\
+         \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
+         \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
+         \x20      [--deltas N] [--throughput-only]\n\
+         env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
+    );
+    std::process::exit(2)
+}
+
+pub(super) fn parse_opts() -> Opts {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut o = Opts {
+        quick,
+        protocols: vec![Protocol::Chat],
+        duration: Duration::from_secs(if quick { 1 } else { 10 }),
+        warmup: Duration::from_millis(if quick { 300 } else { 1000 }),
+        concurrency: 64,
+        rate: if quick { 250 } else { 1000 },
+        paced_connections: 256,
+        gap: Duration::from_millis(2),
+        streams: if quick {
+            vec![1, 100, 1000]
+        } else {
+            vec![1, 100, 1000, 5000]
+        },
+        pii: match std::env::var("GUARDWIRE_LOAD_PII").as_deref() {
+            Ok("on" | "1" | "true") => Pii::On,
+            Ok("off" | "0" | "false") => Pii::Off,
+            _ => Pii::Auto,
+        },
+        rss: true,
+        deltas: 40,
+        throughput_only: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().unwrap_or_else(|| usage());
+        match a.as_str() {
+            "--quick" => {}
+            "--bench" => {} // cargo bench passes this to harness = false targets
+            "--no-rss" => o.rss = false,
+            "--throughput-only" => {
+                o.throughput_only = true;
+                o.rss = false;
+            }
+            "--deltas" => {
+                o.deltas = val().parse().unwrap_or_else(|_| usage());
+                if o.deltas == 0 {
+                    usage()
+                }
+            }
+            "--protocol" => {
+                o.protocols = match val().as_str() {
+                    "chat" => vec![Protocol::Chat],
+                    "responses" => vec![Protocol::Responses],
+                    "anthropic" => vec![Protocol::Anthropic],
+                    "gemini" => vec![Protocol::Gemini],
+                    "all" => Protocol::ALL.to_vec(),
+                    _ => usage(),
+                }
+            }
+            "--duration" => {
+                o.duration = Duration::from_secs_f64(val().parse().unwrap_or_else(|_| usage()))
+            }
+            "--concurrency" => o.concurrency = val().parse().unwrap_or_else(|_| usage()),
+            "--rate" => o.rate = val().parse().unwrap_or_else(|_| usage()),
+            "--gap-ms" => {
+                o.gap =
+                    Duration::from_secs_f64(val().parse::<f64>().unwrap_or_else(|_| usage()) / 1e3)
+            }
+            "--streams" => {
+                o.streams = val()
+                    .split(',')
+                    .map(|s| s.trim().parse().unwrap_or_else(|_| usage()))
+                    .collect()
+            }
+            "--pii" => {
+                o.pii = match val().as_str() {
+                    "auto" => Pii::Auto,
+                    "on" => Pii::On,
+                    "off" => Pii::Off,
+                    _ => usage(),
+                }
+            }
+            // Filters cargo passes through (e.g. `cargo bench -- foo`) are not ours: ignore.
+            s if !s.starts_with("--") => {}
+            _ => usage(),
+        }
+    }
+    o
+}

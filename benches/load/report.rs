@@ -1,0 +1,189 @@
+//! Statistics and the report: percentiles, the Markdown tables, the machine line.
+
+use crate::client::PhaseResult;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+fn pct(sorted: &[u64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    Some(sorted[i] as f64 / 1e6)
+}
+
+pub(super) struct Summary {
+    pub(super) reqs: u64,
+    pub(super) errors: u64,
+    pub(super) rps: f64,
+    pub(super) ttfb: [Option<f64>; 2],
+    gap: [Option<f64>; 2],
+    transit: [Option<f64>; 2],
+    total: [Option<f64>; 3],
+    cpu_ms_per_req: Option<f64>,
+    /// Share of that CPU time spent in the kernel.
+    cpu_sys_share: Option<f64>,
+    rss_mib: Option<f64>,
+}
+
+/// "0.466 (58 % sys)": proxy CPU per request and the kernel's share of it.
+fn cpu_cell(s: &Summary) -> String {
+    match (s.cpu_ms_per_req, s.cpu_sys_share) {
+        (Some(v), Some(k)) => format!("{v:.3} ({:.0} % sys)", k * 100.0),
+        (Some(v), None) => format!("{v:.3}"),
+        (None, _) => "—".into(),
+    }
+}
+
+pub(super) fn summarize(mut r: PhaseResult) -> Summary {
+    let s = &mut r.samples;
+    s.ttfb.sort_unstable();
+    s.gaps.sort_unstable();
+    s.transit.sort_unstable();
+    s.total.sort_unstable();
+    let done = s.ok + s.errors;
+    Summary {
+        reqs: s.ok,
+        errors: s.errors,
+        rps: s.ok as f64 / r.secs,
+        ttfb: [pct(&s.ttfb, 0.5), pct(&s.ttfb, 0.99)],
+        gap: [pct(&s.gaps, 0.5), pct(&s.gaps, 0.99)],
+        transit: [pct(&s.transit, 0.5), pct(&s.transit, 0.99)],
+        total: [
+            pct(&s.total, 0.5),
+            pct(&s.total, 0.99),
+            pct(&s.total, 0.999),
+        ],
+        cpu_ms_per_req: r
+            .cpu
+            .filter(|_| done > 0)
+            .map(|(u, s)| (u + s) * 1e3 / done as f64),
+        cpu_sys_share: r.cpu.filter(|(u, s)| u + s > 0.0).map(|(u, s)| s / (u + s)),
+        rss_mib: r.rss_kib.map(|k| k as f64 / 1024.0),
+    }
+}
+
+pub(super) fn ms(v: Option<f64>) -> String {
+    v.map_or("—".into(), |v| {
+        if v.abs() < 10.0 {
+            format!("{v:.3}")
+        } else {
+            format!("{v:.1}")
+        }
+    })
+}
+
+fn diff(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? - b?)
+}
+
+/// Percentiles as "p50 / p99 [/ p999]" in ms.
+fn ms_list(v: &[Option<f64>]) -> String {
+    v.iter().map(|&x| ms(x)).collect::<Vec<_>>().join(" / ")
+}
+
+fn added(a: Option<f64>, b: Option<f64>) -> String {
+    diff(a, b).map_or("—".into(), |d| format!("{d:+.3}"))
+}
+
+pub(super) fn machine_line() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!("{cpus} CPUs ({model}), Linux {kernel}, load average at start {load}")
+}
+
+pub(super) fn throughput_table(
+    out: &mut String,
+    rows: &[(&str, Summary)],
+    c: usize,
+    text_bytes: usize,
+) {
+    let _ = writeln!(
+        out,
+        "\n**Throughput** — {c} connections, back-to-back streaming requests, mock sends the \
+         whole stream at once\n"
+    );
+    out.push_str("| target | req/s | errors | TTFB p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req | proxy CPU µs per KiB of text | proxy RSS MiB |\n|---|---|---|---|---|---|---|---|\n");
+    for (name, s) in rows {
+        let per_kib = s.cpu_ms_per_req.map_or("—".into(), |v| {
+            format!("{:.1}", v * 1e3 * 1024.0 / text_bytes as f64)
+        });
+        let _ = writeln!(
+            out,
+            "| {name} | {:.0} | {} | {} | {} | {} | {per_kib} | {} |",
+            s.rps,
+            s.errors,
+            ms_list(&s.ttfb),
+            ms_list(&s.total),
+            cpu_cell(s),
+            s.rss_mib.map_or("—".into(), |v| format!("{v:.1}")),
+        );
+    }
+}
+
+pub(super) fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u64, gap: Duration) {
+    let _ = writeln!(
+        out,
+        "\n**Latency** — paced at {rate} req/s, mock sends one event every {} ms; all times ms; \
+         \"+\" = proxied minus direct at the same percentile\n",
+        gap.as_secs_f64() * 1e3
+    );
+    out.push_str("| target | req/s | errors | TTFB p50 / p99 | +TTFB p50 / p99 | gap p50 / p99 | +gap p50 / p99 | chunk transit p50 / p99 | +transit p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let base = &rows[0].1;
+    for (i, (name, s)) in rows.iter().enumerate() {
+        let plus = |v: &[Option<f64>; 2], b: &[Option<f64>; 2]| {
+            if i == 0 {
+                "—".to_owned()
+            } else {
+                format!("{} / {}", added(v[0], b[0]), added(v[1], b[1]))
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {name} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            s.rps,
+            s.errors,
+            ms_list(&s.ttfb),
+            plus(&s.ttfb, &base.ttfb),
+            ms_list(&s.gap),
+            plus(&s.gap, &base.gap),
+            ms_list(&s.transit),
+            plus(&s.transit, &base.transit),
+            ms_list(&s.total),
+            cpu_cell(s),
+        );
+    }
+}
+
+/// Raises the soft open-files limit toward what `streams` needs (client + mock + slack, all
+/// in this process; the proxy inherits it). Returns the limit in force.
+pub(super) fn raise_nofile(streams: usize) -> u64 {
+    let want = (streams as u64) * 2 + 1024;
+    match rlimit::getrlimit(rlimit::Resource::NOFILE) {
+        Ok((soft, hard)) if soft < want => {
+            let new = want.min(hard);
+            if rlimit::setrlimit(rlimit::Resource::NOFILE, new, hard).is_ok() {
+                new
+            } else {
+                soft
+            }
+        }
+        Ok((soft, _)) => soft,
+        Err(_) => 1024,
+    }
+}
