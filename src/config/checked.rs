@@ -1,0 +1,142 @@
+//! The config's names and URLs as checked values: what a protocol, a provider and a key header
+//! are called in config, and upstream base URLs. Converted once, when the config is loaded.
+
+use serde::Deserialize;
+
+/// A provider: whose `upstreams.<key>` a protocol's standard paths go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+/// A wire protocol guardwire speaks, as `routes[].protocol` names it. Each has a module under
+/// `src/protocol/` (`protocol::by_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProtocolId {
+    OpenAiChat,
+    OpenAiResponses,
+    AnthropicMessages,
+    Gemini,
+}
+
+impl ProtocolId {
+    pub const ALL: [ProtocolId; 4] = [
+        ProtocolId::OpenAiChat,
+        ProtocolId::OpenAiResponses,
+        ProtocolId::AnthropicMessages,
+        ProtocolId::Gemini,
+    ];
+
+    /// The name in config, logs and the `route` metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolId::OpenAiChat => "openai_chat",
+            ProtocolId::OpenAiResponses => "openai_responses",
+            ProtocolId::AnthropicMessages => "anthropic_messages",
+            ProtocolId::Gemini => "gemini",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ProtocolId> {
+        ProtocolId::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
+/// The header a swapped-in provider key goes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthHeader {
+    /// `Authorization: Bearer <key>` (OpenAI formats).
+    Bearer,
+    /// `api-key: <key>` (Azure OpenAI).
+    ApiKey,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
+    /// `x-goog-api-key: <key>` (Gemini).
+    XGoogApiKey,
+}
+
+impl AuthHeader {
+    pub const ALL: [AuthHeader; 4] = [
+        AuthHeader::Bearer,
+        AuthHeader::ApiKey,
+        AuthHeader::XApiKey,
+        AuthHeader::XGoogApiKey,
+    ];
+
+    /// The header's name, as `routes[].upstream_auth` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthHeader::Bearer => "authorization",
+            AuthHeader::ApiKey => "api-key",
+            AuthHeader::XApiKey => "x-api-key",
+            AuthHeader::XGoogApiKey => "x-goog-api-key",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<AuthHeader> {
+        AuthHeader::ALL.into_iter().find(|h| h.as_str() == name)
+    }
+}
+
+/// A checked upstream base URL: `http` or `https`, a host (no user info), no query; the port
+/// dropped when it is the scheme's default, the path kept without a trailing slash.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct BaseUrl {
+    pub tls: bool,
+    pub authority: http::uri::Authority,
+    /// Path prefix without trailing slash (`""` for a bare host).
+    pub prefix: String,
+}
+
+impl BaseUrl {
+    pub fn parse(url: &str) -> Result<BaseUrl, String> {
+        use http::uri::{Authority, Scheme, Uri};
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let tls = match uri.scheme() {
+            Some(s) if *s == Scheme::HTTPS => true,
+            Some(s) if *s == Scheme::HTTP => false,
+            _ => return Err(format!("`{url}` must start with http:// or https://")),
+        };
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| format!("`{url}` has no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "`{url}` must not carry user info (use upstream_key_env for keys)"
+            ));
+        }
+        if uri.query().is_some() {
+            return Err(format!("`{url}` must not have a query"));
+        }
+        let authority = if authority.port_u16() == Some(if tls { 443 } else { 80 }) {
+            Authority::try_from(authority.host()).map_err(|e| format!("`{url}`: {e}"))?
+        } else {
+            authority
+        };
+        Ok(BaseUrl {
+            tls,
+            authority,
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+impl TryFrom<String> for BaseUrl {
+    type Error = String;
+    fn try_from(url: String) -> Result<BaseUrl, String> {
+        BaseUrl::parse(&url)
+    }
+}
+
+impl std::fmt::Display for BaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority, self.prefix)
+    }
+}
