@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// The requests of one connection: how many are in flight, how many began, when one last ended.
@@ -31,7 +31,6 @@ pub struct Activity {
     begun: AtomicU64,
     /// Milliseconds after `opened` at which the last request ended.
     last_end_ms: AtomicU64,
-    ended: Notify,
 }
 
 impl Activity {
@@ -41,7 +40,6 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             begun: AtomicU64::new(0),
             last_end_ms: AtomicU64::new(0),
-            ended: Notify::new(),
         })
     }
 
@@ -59,29 +57,31 @@ impl Activity {
     /// Resolves when the connection has had no request in flight for `idle` — or, before its
     /// first request, when `first` has passed since it was opened without one beginning.
     /// Returns whether any request began.
+    ///
+    /// Requests do not wake it: it sleeps to its deadline and then reads the counters (still
+    /// busy: it looks again an idle period later; idle: it is due `idle` after the last request
+    /// ended). A request costs two atomic updates, never a task wake or a timer change.
     pub async fn expired(&self, first: Duration, idle: Duration) -> bool {
+        let first_due = self.opened + first;
+        let mut deadline = self.opened + first.min(idle);
         loop {
+            tokio::time::sleep_until(deadline).await;
             if self.in_flight.load(Ordering::Acquire) > 0 {
-                self.ended.notified().await;
+                deadline = Instant::now() + idle;
                 continue;
             }
-            let begun = self.begun.load(Ordering::Acquire);
-            let deadline = if begun == 0 {
-                self.opened + first
-            } else {
-                self.last_end() + idle
-            };
-            tokio::select! {
-                () = tokio::time::sleep_until(deadline) => {
-                    if self.in_flight.load(Ordering::Acquire) == 0
-                        && self.begun.load(Ordering::Acquire) == begun
-                    {
-                        return begun > 0;
-                    }
+            if self.begun.load(Ordering::Acquire) == 0 {
+                if Instant::now() >= first_due {
+                    return false;
                 }
-                // A request ended: time the silence from then.
-                () = self.ended.notified() => {}
+                deadline = first_due;
+                continue;
             }
+            let due = self.last_end() + idle;
+            if Instant::now() >= due {
+                return true;
+            }
+            deadline = due;
         }
     }
 }
@@ -94,10 +94,7 @@ impl Drop for RequestGuard {
         let a = &self.0;
         let ms = u64::try_from(a.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         a.last_end_ms.fetch_max(ms, Ordering::AcqRel);
-        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // A stored permit if the watchdog is not waiting yet: no wake-up is lost.
-            a.ended.notify_one();
-        }
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
