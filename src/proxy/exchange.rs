@@ -289,38 +289,12 @@ impl<'a> RequestCtx<'a> {
         up_req: Request<Full<Bytes>>,
         parsed: &ParsedRequest,
     ) -> Result<Head, GatewayError> {
-        let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
-        let resp = match self
-            .wait(timeout, self.gw.client.request(base, up_req))
-            .await
-        {
-            Err(Waited::Budget) => {
-                let mut guard = self.guard(parsed.stream, ToolHistory::default(), None);
-                return Err(self.budget_spent(&mut guard, "the upstream did not answer in time"));
-            }
-            Err(Waited::Limit) => {
-                self.count_upstream_error(UpstreamErrorKind::Timeout);
-                return Err(GatewayError::UpstreamTimeout(
-                    "the upstream did not answer in time".into(),
-                ));
-            }
-            Ok(Err(e)) => {
-                self.count_upstream_error(UpstreamErrorKind::Connect);
-                tracing::warn!(request_id = self.id, route = self.route.name, error = %e, "upstream request failed");
-                return Err(GatewayError::Upstream(
-                    "the upstream could not be reached".into(),
-                ));
-            }
-            Ok(Ok(resp)) => resp,
-        };
+        let resp = self.send_upstream(base, up_req, parsed.stream).await?;
         let at = Instant::now();
         let (parts, body) = resp.into_parts();
         if !parts.status.is_success() {
             // The provider's own errors reach the client unchanged, body and all.
-            let mut r = Response::new(ProxyBody::Upstream(body));
-            *r.status_mut() = parts.status;
-            *r.headers_mut() = headers::forwardable(&parts.headers);
-            return Ok(Head::Relay(r));
+            return Ok(Head::Relay(relay(parts, body)));
         }
         // Every coding of every Content-Encoding line: one that is not identity means bytes
         // guardwire cannot read (and so cannot check).
@@ -467,28 +441,42 @@ impl<'a> RequestCtx<'a> {
         body: Bytes,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let up_req = self.upstream_request(parts, base, body)?;
+        let (parts, body) = self.send_upstream(base, up_req, false).await?.into_parts();
+        Ok(relay(parts, body))
+    }
+
+    /// Sends `up_req` and waits for the response head, within `timeouts.response_headers_ms`
+    /// and the latency budget (`streamed`: what the client asked for, for the budget's guard).
+    async fn send_upstream(
+        &self,
+        base: &UpstreamBase,
+        up_req: Request<Full<Bytes>>,
+        streamed: bool,
+    ) -> Result<Response<UpstreamBody>, GatewayError> {
         let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
-        let resp = match tokio::time::timeout(timeout, self.gw.client.request(base, up_req)).await {
-            Err(_) => {
+        match self
+            .wait(timeout, self.gw.client.request(base, up_req))
+            .await
+        {
+            Err(Waited::Budget) => {
+                let mut guard = self.guard(streamed, ToolHistory::default(), None);
+                Err(self.budget_spent(&mut guard, "the upstream did not answer in time"))
+            }
+            Err(Waited::Limit) => {
                 self.count_upstream_error(UpstreamErrorKind::Timeout);
-                return Err(GatewayError::UpstreamTimeout(
+                Err(GatewayError::UpstreamTimeout(
                     "the upstream did not answer in time".into(),
-                ));
+                ))
             }
             Ok(Err(e)) => {
                 self.count_upstream_error(UpstreamErrorKind::Connect);
                 tracing::warn!(request_id = self.id, route = self.route.name, error = %e, "upstream request failed");
-                return Err(GatewayError::Upstream(
+                Err(GatewayError::Upstream(
                     "the upstream could not be reached".into(),
-                ));
+                ))
             }
-            Ok(Ok(resp)) => resp,
-        };
-        let (parts, body) = resp.into_parts();
-        let mut r = Response::new(ProxyBody::Upstream(body));
-        *r.status_mut() = parts.status;
-        *r.headers_mut() = headers::forwardable(&parts.headers);
-        Ok(r)
+            Ok(Ok(resp)) => Ok(resp),
+        }
     }
 
     /// Counts what the proxy added to a whole answer.
@@ -501,4 +489,12 @@ impl<'a> RequestCtx<'a> {
             })
             .observe(overhead.as_secs_f64());
     }
+}
+
+/// The upstream's answer as it came (status, body), hop-by-hop headers dropped.
+fn relay(parts: http::response::Parts, body: UpstreamBody) -> Response<ProxyBody> {
+    let mut r = Response::new(ProxyBody::Upstream(body));
+    *r.status_mut() = parts.status;
+    *r.headers_mut() = headers::forwardable(&parts.headers);
+    r
 }
