@@ -26,12 +26,13 @@ fn error_frame(p: &Proto, err: &GatewayError) -> String {
     String::from_utf8(protocol.stream_error_frame(err).to_vec()).unwrap()
 }
 
-/// guardwire in front of a mock that streams `body` split at `splits` (same for every
-/// protocol), and a streamed request of `p`.
-async fn stream_through(p: &Proto, body: String, splits: Vec<usize>) -> (Answer, String) {
-    let mock =
-        MockUpstream::start(move |_| Reply::sse_split(body.as_bytes(), &splits, Duration::ZERO))
-            .await;
+/// guardwire in front of a mock that answers every request with `reply()`, and a streamed
+/// request of `p`: the answer, and the metrics after it.
+async fn ask_through(
+    p: &Proto,
+    reply: impl Fn() -> Reply + Send + Sync + 'static,
+) -> (Answer, String) {
+    let mock = MockUpstream::start(move |_| reply()).await;
     let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
     let a = send(
         proxy.addr(),
@@ -43,6 +44,14 @@ async fn stream_through(p: &Proto, body: String, splits: Vec<usize>) -> (Answer,
     .await;
     let m = metrics(proxy.addr()).await;
     (a, m)
+}
+
+/// The same, for a stream of `body` split at `splits`.
+async fn stream_through(p: &Proto, body: String, splits: Vec<usize>) -> (Answer, String) {
+    ask_through(p, move || {
+        Reply::sse_split(body.as_bytes(), &splits, Duration::ZERO)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -146,22 +155,13 @@ async fn every_content_encoding_value_is_checked() {
         ("gzip", None),
     ] {
         let body = body.clone();
-        let mock = MockUpstream::start(move |_| {
+        let (a, _) = ask_through(p, move || {
             let mut r = Reply::sse(body.as_bytes()).with_header("content-encoding", first);
             if let Some(s) = second {
                 r = r.with_header("content-encoding", s);
             }
             r
         })
-        .await;
-        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.stream_path,
-            (p.stream_body)("hi"),
-            &[("content-type", "application/json")],
-        )
         .await;
         assert_eq!(
             a.status,
