@@ -28,6 +28,28 @@ struct Request {
     messages: Vec<RequestMessage>,
     #[serde(default)]
     tools: Vec<RequestTool>,
+    /// Predicted Outputs: text the model is given to reuse in its answer, so input it reads.
+    #[serde(default)]
+    prediction: Option<Prediction>,
+}
+
+#[derive(Deserialize)]
+struct Prediction {
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+/// The texts of a message's content: a string, or its parts' texts and refusals.
+fn content_texts(content: Option<Content>, text: &mut Vec<String>) {
+    match content {
+        Some(Content::Text(t)) => text.push(t),
+        Some(Content::Parts(parts)) => text.extend(
+            parts
+                .into_iter()
+                .flat_map(|p| p.text.into_iter().chain(p.refusal)),
+        ),
+        None => {}
+    }
 }
 
 #[derive(Deserialize)]
@@ -404,20 +426,12 @@ impl Protocol for OpenAiChat {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
-        let messages = req
+        let mut messages: Vec<Message> = req
             .messages
             .into_iter()
             .map(|m| {
                 let mut text = Vec::new();
-                match m.content {
-                    Some(Content::Text(t)) => text.push(t),
-                    Some(Content::Parts(parts)) => text.extend(
-                        parts
-                            .into_iter()
-                            .flat_map(|p| p.text.into_iter().chain(p.refusal)),
-                    ),
-                    None => {}
-                }
+                content_texts(m.content, &mut text);
                 text.extend(m.refusal);
                 let is_error = m.tool_call_id.is_some()
                     && text.iter().any(|t| crate::delta::result_reports_error(t));
@@ -438,6 +452,11 @@ impl Protocol for OpenAiChat {
                 }
             })
             .collect();
+        if let Some(prediction) = req.prediction {
+            let mut text = Vec::new();
+            content_texts(prediction.content, &mut text);
+            messages.push(Message::text(Role::System, text));
+        }
         let tools = req
             .tools
             .into_iter()
@@ -594,6 +613,28 @@ mod tests {
         assert_eq!(m[3].tool_call_id.as_deref(), Some("1"));
         assert_eq!(r.conversation.tools[0].name, "f");
         assert!(OpenAiChat.parse_request(b"{", "/").is_err());
+    }
+
+    #[test]
+    fn a_prediction_is_input_the_model_reads() {
+        for prediction in [
+            r#"{"type":"content","content":"the predicted text"}"#,
+            r#"{"type":"content","content":[{"type":"text","text":"the predicted text"}]}"#,
+        ] {
+            let body = format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"prediction":{prediction}}}"#
+            );
+            let r = OpenAiChat
+                .parse_request(body.as_bytes(), "/v1/chat/completions")
+                .unwrap();
+            let texts: Vec<&str> = r
+                .conversation
+                .messages
+                .iter()
+                .flat_map(|m| m.text.iter().map(String::as_str))
+                .collect();
+            assert_eq!(texts, ["hi", "the predicted text"], "{prediction}");
+        }
     }
 
     #[test]
