@@ -12,6 +12,7 @@
 mod common;
 
 use common::fixtures::realistic_pack;
+use common::{free_port, status_kib};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -22,14 +23,6 @@ struct Sample {
     ready: Duration,
     rss_kib: u64,
     hwm_kib: u64,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A config listening on `port` with `keys` client keys, each naming `pack`.
@@ -64,17 +57,6 @@ fn ready(port: u16) -> bool {
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
     answer.starts_with("HTTP/1.1 200")
-}
-
-/// A `/proc/PID/status` field in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 fn start(dir: &Path, pack: &Path, keys: usize) -> Sample {

@@ -31,14 +31,6 @@ impl Drop for Proxy {
     }
 }
 
-pub(super) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 pub(super) fn write_config(
     dir: &Path,
     name: &str,
@@ -144,11 +136,5 @@ pub(super) fn cpu_seconds(pid: u32) -> (f64, f64) {
 
 /// VmRSS of `pid` in KiB.
 pub(super) fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    common::status_kib(pid, "VmRSS:")
 }
