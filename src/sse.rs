@@ -29,17 +29,7 @@ pub struct SseFields<'a> {
 impl SseFrame {
     pub fn fields(&self) -> SseFields<'_> {
         let mut out = SseFields::default();
-        for line in lines(&self.raw) {
-            if line.is_empty() || line[0] == b':' {
-                continue;
-            }
-            let (name, value) = match memchr::memchr(b':', line) {
-                Some(i) => {
-                    let v = &line[i + 1..];
-                    (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
-                }
-                None => (line, &b""[..]),
-            };
+        for (name, value) in lines(&self.raw).filter_map(field) {
             match name {
                 b"data" => {
                     out.data = Some(match out.data.take() {
@@ -64,13 +54,11 @@ impl SseFrame {
     /// (an `event:` or `id:` alone, an unknown field) is none of the protocols' and cannot be
     /// checked.
     pub fn is_inert(&self) -> bool {
-        lines(&self.raw).all(|line| {
-            line.is_empty()
-                || line[0] == b':'
-                || line
-                    .strip_prefix(b"retry:")
-                    .map(|v| v.strip_prefix(b" ").unwrap_or(v))
-                    .is_some_and(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit))
+        lines(&self.raw).all(|line| match field(line) {
+            None => true,
+            Some((name, value)) => {
+                name == b"retry" && !value.is_empty() && value.iter().all(u8::is_ascii_digit)
+            }
         })
     }
 
@@ -102,6 +90,22 @@ impl SseFrame {
 }
 
 /// Splits raw bytes into lines on CRLF, LF or CR (terminators removed).
+/// A line's field name and value (one leading space dropped from the value, as the SSE
+/// specification says); `None` for a blank line or a comment.
+#[inline]
+fn field(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    if line.is_empty() || line[0] == b':' {
+        return None;
+    }
+    Some(match memchr::memchr(b':', line) {
+        Some(i) => {
+            let v = &line[i + 1..];
+            (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+        }
+        None => (line, &b""[..]),
+    })
+}
+
 fn lines(raw: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = raw;
     std::iter::from_fn(move || {
