@@ -292,8 +292,18 @@ fn model_and_method(path: &str) -> Option<(&str, &str)> {
     let rest = path
         .strip_prefix("/v1beta/models/")
         .or_else(|| path.strip_prefix("/v1/models/"))?;
-    let (model, method) = rest.rsplit_once(':')?;
+    model_call(rest)
+}
+
+/// `{model}:{method}`, a path's last segment → (model, method).
+fn model_call(segment: &str) -> Option<(&str, &str)> {
+    let (model, method) = segment.rsplit_once(':')?;
     (!model.is_empty() && !model.contains('/')).then_some((model, method))
+}
+
+/// The methods guardwire checks: generating an answer, whole or streamed.
+fn generates(method: Option<&str>) -> bool {
+    matches!(method, Some("generateContent" | "streamGenerateContent"))
 }
 
 impl Protocol for Gemini {
@@ -302,18 +312,12 @@ impl Protocol for Gemini {
     }
 
     fn matches(&self, path: &str) -> bool {
-        matches!(
-            method_of(path),
-            Some("generateContent" | "streamGenerateContent")
-        )
+        generates(method_of(path))
     }
 
     fn serves(&self, path: &str) -> bool {
         let last = path.rsplit('/').next().unwrap_or_default();
-        matches!(
-            last.rsplit_once(':'),
-            Some((model, "generateContent" | "streamGenerateContent")) if !model.is_empty()
-        )
+        generates(model_call(last).map(|(_, method)| method))
     }
 
     fn auth_header(&self) -> AuthHeader {
