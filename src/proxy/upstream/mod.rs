@@ -151,6 +151,17 @@ pub struct UpstreamBase {
 }
 
 impl UpstreamBase {
+    /// The upstream of a checked base URL.
+    pub fn new(url: &BaseUrl) -> Result<UpstreamBase, String> {
+        Ok(UpstreamBase {
+            key: Arc::new(
+                PoolKey::new(url.tls, url.authority.clone())
+                    .map_err(|e| format!("`{url}`: {e}"))?,
+            ),
+            prefix: url.prefix.clone(),
+        })
+    }
+
     pub fn scheme(&self) -> Scheme {
         if self.key.tls {
             Scheme::HTTPS
@@ -169,19 +180,6 @@ impl UpstreamBase {
     pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, http::Error> {
         let pq = format!("{}{}", self.prefix, path_and_query);
         Ok(Uri::from(PathAndQuery::try_from(pq)?))
-    }
-}
-
-impl UpstreamBase {
-    /// The upstream of a checked base URL.
-    pub fn new(url: &BaseUrl) -> Result<UpstreamBase, String> {
-        Ok(UpstreamBase {
-            key: Arc::new(
-                PoolKey::new(url.tls, url.authority.clone())
-                    .map_err(|e| format!("`{url}`: {e}"))?,
-            ),
-            prefix: url.prefix.clone(),
-        })
     }
 }
 

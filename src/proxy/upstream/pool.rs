@@ -48,14 +48,9 @@ pub struct PoolKey {
 }
 
 impl PoolKey {
-    /// The key for a scheme and authority; a port equal to the scheme's default is dropped.
+    /// The key for a scheme and an authority as a checked base URL has it (its default port
+    /// already dropped by `config::BaseUrl`).
     pub fn new(tls: bool, authority: Authority) -> Result<PoolKey, String> {
-        let default_port = if tls { 443 } else { 80 };
-        let authority = if authority.port_u16() == Some(default_port) {
-            Authority::try_from(authority.host()).map_err(|e| e.to_string())?
-        } else {
-            authority
-        };
         let host = HeaderValue::from_str(authority.as_str()).map_err(|e| e.to_string())?;
         Ok(PoolKey {
             tls,
