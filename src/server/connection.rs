@@ -24,13 +24,13 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// The requests of one connection: how many are in flight, how many began, when one last ended.
+/// The requests of one connection: how many are in flight, and when one last ended.
 pub struct Activity {
     opened: Instant,
     in_flight: AtomicUsize,
-    begun: AtomicU64,
-    /// Milliseconds after `opened` at which the last request ended.
-    last_end_ms: AtomicU64,
+    /// 1 + the milliseconds after `opened` at which the last request ended; 0 while none has.
+    /// (With nothing in flight, 0 also means no request ever began.)
+    last_end: AtomicU64,
 }
 
 impl Activity {
@@ -38,20 +38,22 @@ impl Activity {
         Arc::new(Activity {
             opened,
             in_flight: AtomicUsize::new(0),
-            begun: AtomicU64::new(0),
-            last_end_ms: AtomicU64::new(0),
+            last_end: AtomicU64::new(0),
         })
     }
 
     /// A request began; it lasts until the guard is dropped.
     pub fn begin(self: &Arc<Self>) -> RequestGuard {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.begun.fetch_add(1, Ordering::AcqRel);
         RequestGuard(Arc::clone(self))
     }
 
-    fn last_end(&self) -> Instant {
-        self.opened + Duration::from_millis(self.last_end_ms.load(Ordering::Acquire))
+    /// When the last request ended, if one has.
+    fn last_end(&self) -> Option<Instant> {
+        match self.last_end.load(Ordering::Acquire) {
+            0 => None,
+            ms => Some(self.opened + Duration::from_millis(ms - 1)),
+        }
     }
 
     /// Resolves when the connection has had no request in flight for `idle` — or, before its
@@ -60,7 +62,8 @@ impl Activity {
     ///
     /// Requests do not wake it: it sleeps to its deadline and then reads the counters (still
     /// busy: it looks again an idle period later; idle: it is due `idle` after the last request
-    /// ended). A request costs two atomic updates, never a task wake or a timer change.
+    /// ended). A request costs three atomic updates (one as it begins, two as it ends), never
+    /// a task wake or a timer change.
     pub async fn expired(&self, first: Duration, idle: Duration) -> bool {
         let first_due = self.opened + first;
         let mut deadline = self.opened + first.min(idle);
@@ -70,14 +73,14 @@ impl Activity {
                 deadline = Instant::now() + idle;
                 continue;
             }
-            if self.begun.load(Ordering::Acquire) == 0 {
+            let Some(last_end) = self.last_end() else {
                 if Instant::now() >= first_due {
                     return false;
                 }
                 deadline = first_due;
                 continue;
-            }
-            let due = self.last_end() + idle;
+            };
+            let due = last_end + idle;
             if Instant::now() >= due {
                 return true;
             }
@@ -92,8 +95,8 @@ pub struct RequestGuard(Arc<Activity>);
 impl Drop for RequestGuard {
     fn drop(&mut self) {
         let a = &self.0;
-        let ms = u64::try_from(a.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-        a.last_end_ms.fetch_max(ms, Ordering::AcqRel);
+        let ms = u64::try_from(a.opened.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        a.last_end.fetch_max(ms + 1, Ordering::AcqRel);
         a.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
