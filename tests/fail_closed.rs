@@ -171,3 +171,46 @@ async fn every_content_encoding_value_is_checked() {
         );
     }
 }
+
+/// Text in the fields a protocol decodes is checked as a client's JSON parser reads it: a
+/// banned phrase written with a `\u` escape is the banned phrase, on every protocol, at every
+/// split inside the escape.
+#[tokio::test]
+async fn escaped_text_is_checked_as_the_client_decodes_it() {
+    for p in all() {
+        let (frames, _) = (p.text_frames)(&["the forbidden ", "fruit", " is sweet"]);
+        let body = frames.concat().replace("fruit", "\\u0066ruit");
+        assert!(body.contains("\\u0066ruit"), "{}", p.name);
+        let at = body.find("\\u0066").unwrap();
+        for split in [vec![], vec![at + 1], vec![at + 3], vec![at + 6]] {
+            let (a, _) = stream_through(&p, body.clone(), split.clone()).await;
+            let text = a.text();
+            assert!(
+                text.contains("guardrail") || text.contains("blocked"),
+                "{} {split:?}: {text}",
+                p.name
+            );
+            assert!(
+                !text.contains("u0066ruit") && !text.contains("fruit"),
+                "{} {split:?}: {text}",
+                p.name
+            );
+        }
+    }
+}
+
+/// Gemini answers read in snake_case too (Google's parser takes both): a function call given
+/// as `function_call`, which passed unread before, has its arguments checked.
+#[tokio::test]
+async fn gemini_answers_in_snake_case_are_checked() {
+    let p = all().into_iter().find(|p| p.name == "gemini").unwrap();
+    let frame = serde_json::json!({"candidates":[{"content":{"role":"model","parts":[{"function_call":{"name":"f","args":{"q":"the forbidden fruit"}}}]},"finish_reason":"STOP","index":0}]});
+    let (a, _) = stream_through(&p, format!("data: {frame}\n\n"), vec![]).await;
+    let text = a.text();
+    assert!(text.contains("INVALID_ARGUMENT"), "{text}");
+    assert!(!text.contains("forbidden"), "{text}");
+    // The same answer, clean, passes byte for byte (and counts as complete: finish_reason).
+    let clean = frame.to_string().replace("the forbidden fruit", "an apple");
+    let (a, _) = stream_through(&p, format!("data: {clean}\n\n"), vec![]).await;
+    assert_eq!(a.text(), format!("data: {clean}\n\n"));
+}
