@@ -214,3 +214,115 @@ async fn gemini_answers_in_snake_case_are_checked() {
     let (a, _) = stream_through(&p, format!("data: {clean}\n\n"), vec![]).await;
     assert_eq!(a.text(), format!("data: {clean}\n\n"));
 }
+
+/// The frames of one tool call whose arguments (JSON text) arrive in `pieces`, on `p`. Gemini
+/// sends arguments as a JSON object in the frame, so the escapes are written into it after.
+fn tool_call_body(p: &Proto, pieces: &[&str]) -> String {
+    if p.name != "gemini" {
+        return (p.tool_frames)(pieces).0.concat();
+    }
+    let plain: String = pieces.concat();
+    let decoded: serde_json::Value = serde_json::from_str(&plain).unwrap();
+    let body = (p.tool_frames)(&[&decoded.to_string()]).0.concat();
+    // Put the arguments back as written: the object is the only one with key "q".
+    let at = body.find("{\"q\"").unwrap();
+    let end = at + decoded.to_string().len();
+    format!("{}{}{}", &body[..at], plain, &body[end..])
+}
+
+fn blocked(text: &str) -> bool {
+    text.contains("guardrail") || text.contains("blocked") || text.contains("INVALID_ARGUMENT")
+}
+
+/// Tool-call arguments are scanned as the client's JSON parser reads them: a banned phrase
+/// spelled with `\u` escapes is found, with the arguments split inside the escape, on every
+/// protocol, and none of it reaches the client.
+#[tokio::test]
+async fn escaped_tool_arguments_are_checked_as_the_client_decodes_them() {
+    for p in all() {
+        for pieces in [
+            vec![r#"{"q":"\u0066orbidden fruit"}"#],
+            vec![r#"{"q":"\u00"#, r#"66orbidden fr"#, r#"uit"}"#],
+            vec![
+                r#"{"q":"the \ud83d"#,
+                r#"\ude00 forbidden \u0066"#,
+                r#"ruit"}"#,
+            ],
+            vec![r#"{"q":"forbidden\u0020fruit"}"#],
+        ] {
+            let body = tool_call_body(&p, &pieces);
+            let escape = body.find("\\\\u").or_else(|| body.find("\\u")).unwrap();
+            for split in [vec![], vec![escape + 1], vec![escape + 3, escape + 5]] {
+                let (a, _) = stream_through(&p, body.clone(), split.clone()).await;
+                let text = a.text();
+                assert!(blocked(&text), "{} {pieces:?} {split:?}: {text}", p.name);
+                assert!(
+                    !text.contains("orbidden") && !text.contains("ruit"),
+                    "{} {pieces:?} {split:?}: {text}",
+                    p.name
+                );
+            }
+        }
+    }
+}
+
+/// Word boundaries are judged on the decoded text: a line break written `\n` before the phrase
+/// is a boundary (blocked), and `\u00c4` after it is the letter Ä, no boundary (passes, byte
+/// for byte).
+#[tokio::test]
+async fn word_boundaries_in_tool_arguments_are_judged_on_the_decoded_text() {
+    for p in all() {
+        let body = tool_call_body(&p, &[r#"{"q":"alpha\nforbidden fruit"}"#]);
+        let (a, _) = stream_through(&p, body, vec![]).await;
+        assert!(blocked(&a.text()), "{}: {}", p.name, a.text());
+        let body = tool_call_body(&p, &[r#"{"q":"forbidden fruit\u00c4 and \t tabs"}"#]);
+        let (a, _) = stream_through(&p, body.clone(), vec![]).await;
+        assert_eq!(a.text(), body, "{}", p.name);
+    }
+}
+
+/// BeforeCall reads the tool-call history's arguments decoded too.
+#[tokio::test]
+async fn escaped_arguments_in_the_request_history_are_checked() {
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let proxy = start_proxy_all(&mock.base_url(), both, "").await;
+    let body = serde_json::json!({"model":"m","messages":[
+        {"role":"user","content":"q"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"q\":\"\\u0066orbidden fruit\"}"}}]},
+        {"role":"tool","tool_call_id":"c1","content":"ok"}]})
+    .to_string();
+    assert!(body.contains(r#"\\u0066orbidden"#));
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        body,
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+    assert_eq!(mock.request_count(), 0);
+}
+
+/// A redaction in tool arguments that hold escapes masks the raw bytes of the match (its escape
+/// included) and leaves every other escape as it was.
+#[tokio::test]
+async fn redactions_in_escaped_tool_arguments_mask_the_match() {
+    let pack = "validators:\n  - type: content_excludes\n    mode: redact\n    mask: \"***\"\n    params: { patterns: [\"XK-99\"] }\n";
+    for p in all() {
+        let body = tool_call_body(&p, &[r#"{"q": "a\n\u0058K"#, r#"-99 now\t"}"#]);
+        let want = tool_call_body(&p, &[r#"{"q": "a\n***"#, r#" now\t"}"#]);
+        let mock = MockUpstream::start(move |_| Reply::sse(body.as_bytes())).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.stream_path,
+            (p.stream_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.text(), want, "{}", p.name);
+    }
+}

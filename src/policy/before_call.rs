@@ -57,7 +57,7 @@ impl Policy {
             joined.into_iter().chain(
                 m.tool_calls
                     .iter()
-                    .map(|c| Cow::Borrowed(c.arguments.as_str())),
+                    .map(|c| super::json_text::decode_whole(&c.arguments)),
             )
         });
         for text in texts {

@@ -8,6 +8,7 @@ mod calls;
 use super::compile::Target;
 use super::counters::{SentenceState, TokenState};
 use super::json_args::FieldWatcher;
+use super::json_text::JsonTextDecoder;
 use super::redaction::{insert_redaction, Redaction};
 use super::tools::{CallRecord, ToolHistory};
 use super::types::{Finding, Mode, Phase};
@@ -35,6 +36,27 @@ struct ChannelState {
     tokens: Vec<(u32, TokenState)>,
     /// (validator, state) of `sentence_count` limits (answer and refusal channels).
     sentences: Vec<(u32, SentenceState)>,
+    /// Tool-call arguments: the scanner reads them with JSON escapes resolved (see
+    /// `json_text`), while positions (hold-back, hits, redactions) stay in the raw text.
+    json: Option<Box<JsonTextDecoder>>,
+}
+
+impl ChannelState {
+    /// Position after the channel's text so far (in the raw text for arguments).
+    fn pos(&self) -> u64 {
+        match &self.json {
+            Some(j) => j.raw_len(),
+            None => self.scan.pos(),
+        }
+    }
+
+    /// The channel position of scanner position `pos`.
+    fn raw_pos(&self, pos: u64) -> u64 {
+        match &self.json {
+            Some(j) => j.raw_pos(pos),
+            None => pos,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -195,8 +217,9 @@ impl StreamGuard {
         })
     }
 
-    /// OnChunk: checks one delta. For text it returns the channel and the channel position after
-    /// it, so the caller can hold the frame until [`StreamGuard::safe_pos`] passes that position.
+    /// OnChunk: checks one delta. For text it returns the channel and the channel position the
+    /// frame must wait for: [`StreamGuard::safe_pos`] passing it. That is the position after
+    /// the text, or one past it while the text ends inside a split JSON escape.
     pub fn on_chunk(&mut self, delta: &Delta<'_>) -> Result<Option<(ChannelId, u64)>, Finding> {
         let (choice, channel, text) = match delta {
             Delta::Text {
@@ -228,7 +251,7 @@ impl StreamGuard {
                 choice, channel, ..
             } => {
                 let id = self.channel(*choice, *channel);
-                return Ok(Some((id, self.channels[id].scan.pos())));
+                return Ok(Some((id, self.channels[id].pos())));
             }
         };
         let id = self.channel(*choice, *channel);
@@ -247,8 +270,23 @@ impl StreamGuard {
             }
         }
         let first_hit = self.hits.len();
-        checks.scan.feed(&mut ch.scan, text, &mut self.hits);
-        let pos = ch.scan.pos();
+        let pos = match &mut ch.json {
+            None => {
+                checks.scan.feed(&mut ch.scan, text, &mut self.hits);
+                ch.scan.pos()
+            }
+            Some(json) => {
+                let decoded = json.decode(text);
+                checks.scan.feed(&mut ch.scan, &decoded, &mut self.hits);
+                for h in &mut self.hits[first_hit..] {
+                    h.start = h.start.map(|s| json.raw_pos(s));
+                    h.end = json.raw_pos(h.end);
+                }
+                json.prune(checks.scan.safe_pos(&ch.scan));
+                // A character split between deltas: the frame that began it waits for the rest.
+                json.raw_len() + u64::from(json.pending())
+            }
+        };
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
             let keep = policy.keeps_text(Target::Output);
             let c = choice_state(&mut self.choices, *choice);
@@ -349,13 +387,18 @@ impl StreamGuard {
         &self.redactions
     }
 
+    /// The position after the text `channel` has had so far.
+    pub fn channel_end(&self, channel: ChannelId) -> u64 {
+        self.channels[channel].pos()
+    }
+
     /// Text of `channel` before this position can no longer be part of a violation.
     pub fn safe_pos(&self, channel: ChannelId) -> u64 {
         if self.policy.buffer {
             return 0;
         }
         let ch = &self.channels[channel];
-        let mut safe = self.policy.checks(ch.target).scan.safe_pos(&ch.scan);
+        let mut safe = ch.raw_pos(self.policy.checks(ch.target).scan.safe_pos(&ch.scan));
         for (_, st) in &ch.tokens {
             safe = safe.min(st.safe_pos());
         }
@@ -383,10 +426,16 @@ impl StreamGuard {
         for id in 0..self.channels.len() {
             let ch = &mut self.channels[id];
             let first_hit = self.hits.len();
-            policy
-                .checks(ch.target)
-                .scan
-                .finish(&mut ch.scan, &mut self.hits);
+            let scan = &policy.checks(ch.target).scan;
+            if let Some(json) = &mut ch.json {
+                let rest = json.finish();
+                scan.feed(&mut ch.scan, &rest, &mut self.hits);
+            }
+            scan.finish(&mut ch.scan, &mut self.hits);
+            for h in &mut self.hits[first_hit..] {
+                h.start = h.start.map(|s| ch.raw_pos(s));
+                h.end = ch.raw_pos(h.end);
+            }
             self.note_matches(id, first_hit);
             self.take_redactions(id);
             let ch = &mut self.channels[id];
@@ -488,6 +537,7 @@ impl StreamGuard {
             scan: checks.scan.start(),
             tokens,
             sentences,
+            json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
             recent: (self.keep_matches || !self.policy.span_finders.is_empty())
                 .then(|| (0, String::new())),
         });

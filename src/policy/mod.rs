@@ -31,6 +31,7 @@ mod compile;
 pub mod counters;
 mod guard;
 pub mod json_args;
+pub mod json_text;
 pub mod pack;
 mod redaction;
 pub mod structured;

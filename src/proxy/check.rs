@@ -31,11 +31,13 @@ pub fn check_payload(
         if !redacts {
             continue;
         }
+        // `pos` may lie past the text (a character split between deltas is waited for).
+        let end = guard.channel_end(ch);
         let located = match d {
-            Delta::Text { text, .. } => Some((text, pos - text.len() as u64)),
+            Delta::Text { text, .. } => Some((text, end - text.len() as u64)),
             Delta::Repeat { text, start, .. } => Some((
                 text,
-                start.unwrap_or_else(|| pos.saturating_sub(text.len() as u64)),
+                start.unwrap_or_else(|| end.saturating_sub(text.len() as u64)),
             )),
             _ => None,
         };
