@@ -326,3 +326,42 @@ async fn redactions_in_escaped_tool_arguments_mask_the_match() {
         assert_eq!(a.text(), want, "{}", p.name);
     }
 }
+
+/// Responses repeats its texts in `.done` events and `response.completed` (where the SDK's
+/// `output_text` comes from). A repeat is released only when it is exactly what streamed (and
+/// was checked) at that place: one carrying other text — banned or not — ends the stream with
+/// the error frame, whichever aggregate event carries it.
+#[tokio::test]
+async fn responses_aggregates_that_did_not_stream_fail_closed() {
+    let p = all()
+        .into_iter()
+        .find(|p| p.name == "openai_responses")
+        .unwrap();
+    let body =
+        String::from_utf8(common::openai_responses::text_stream(&["Hello", " world"])).unwrap();
+    let (a, _) = stream_through(&p, body.clone(), vec![]).await;
+    assert_eq!(a.text(), body);
+    let events: Vec<&str> = body.split_inclusive("\n\n").collect();
+    let aggregates: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].contains("Hello world"))
+        .collect();
+    assert_eq!(aggregates.len(), 4, "{body}");
+    for i in aggregates {
+        for other in ["the forbidden fruit", "Hello there"] {
+            let mut changed: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+            changed[i] = changed[i].replace("Hello world", other);
+            let (a, _) = stream_through(&p, changed.concat(), vec![]).await;
+            let text = a.text();
+            assert!(!text.contains(other), "event {i}: {text}");
+            assert!(
+                text.ends_with(&error_frame(
+                    &p,
+                    &GatewayError::Upstream(
+                        "the upstream repeated text that it had not streamed".into()
+                    )
+                )),
+                "event {i}: {text}"
+            );
+        }
+    }
+}

@@ -39,6 +39,9 @@ struct ChannelState {
     /// Tool-call arguments: the scanner reads them with JSON escapes resolved (see
     /// `json_text`), while positions (hold-back, hits, redactions) stay in the raw text.
     json: Option<Box<JsonTextDecoder>>,
+    /// All of the channel's text (raw, for arguments), kept when the stream repeats texts, so
+    /// that a repeat is checked to be what streamed.
+    full: Option<String>,
 }
 
 impl ChannelState {
@@ -106,6 +109,8 @@ pub struct StreamGuard {
     pub redacted: Vec<Finding>,
     /// Keep recent channel text so findings can carry what matched (`audit.include_match`).
     keep_matches: bool,
+    /// Keep each channel's whole text to verify repeats ([`Delta::Repeat`]).
+    keep_full_text: bool,
     /// (validator, matched text) of span hits since the last judgement.
     matches: Vec<(u32, String)>,
     hits: Vec<Hit>,
@@ -142,6 +147,7 @@ impl Policy {
             redactions: Vec::new(),
             redacted: Vec::new(),
             keep_matches: false,
+            keep_full_text: false,
             matches: Vec::new(),
             hits: Vec::new(),
             reported: Reported::default(),
@@ -163,6 +169,38 @@ impl StreamGuard {
     /// Findings carry the text that matched (for `audit.include_match`); off by default.
     pub fn keep_matches(&mut self) {
         self.keep_matches = true;
+    }
+
+    /// The stream sends texts again ([`Delta::Repeat`]): keep every channel's text so
+    /// [`StreamGuard::repeat_is_verified`] can compare. Before the first delta.
+    pub fn keep_full_text(&mut self) {
+        self.keep_full_text = true;
+    }
+
+    /// True when a [`Delta::Repeat`] carries exactly the text its channel streamed at that
+    /// place (already checked). Anything else — text that never streamed, or with the full
+    /// text not kept — cannot be trusted and must not be released. Other deltas: true.
+    pub fn repeat_is_verified(&mut self, delta: &Delta<'_>) -> bool {
+        let Delta::Repeat {
+            choice,
+            channel,
+            text,
+            start,
+        } = delta
+        else {
+            return true;
+        };
+        let id = self.channel(*choice, *channel);
+        let ch = &self.channels[id];
+        let Some(full) = &ch.full else {
+            return false;
+        };
+        let end = ch.pos();
+        let start = start.unwrap_or_else(|| end.saturating_sub(text.len() as u64));
+        usize::try_from(start)
+            .ok()
+            .and_then(|s| full.get(s..s.checked_add(text.len())?))
+            == Some(&**text)
     }
 
     /// The text of `channel` between two positions, if still kept.
@@ -258,6 +296,9 @@ impl StreamGuard {
         let policy = &*self.policy;
         let ch = &mut self.channels[id];
         let checks = policy.checks(ch.target);
+        if let Some(full) = &mut ch.full {
+            full.push_str(text);
+        }
         if let Some((base, recent)) = &mut ch.recent {
             recent.push_str(text);
             if recent.len() > 2 * RECENT_TEXT {
@@ -538,6 +579,7 @@ impl StreamGuard {
             tokens,
             sentences,
             json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
+            full: self.keep_full_text.then(String::new),
             recent: (self.keep_matches || !self.policy.span_finders.is_empty())
                 .then(|| (0, String::new())),
         });

@@ -86,6 +86,13 @@ pub trait StreamDecoder: Send {
     fn complete_without_terminal(&self) -> bool {
         false
     }
+
+    /// True when the stream sends texts again ([`Delta::Repeat`]: Responses `.done` events and
+    /// `response.completed`). The guard then keeps each channel's text to verify a repeat is
+    /// what streamed before; without it, a repeat cannot be verified and fails closed.
+    fn repeats_text(&self) -> bool {
+        false
+    }
 }
 
 /// Every protocol guardwire speaks, in [`ProtocolId::ALL`]'s order. A request goes to the first

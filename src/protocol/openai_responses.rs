@@ -254,6 +254,10 @@ fn item_repeats<'a>(item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a>>) 
 struct ResponsesStream;
 
 impl StreamDecoder for ResponsesStream {
+    fn repeats_text(&self) -> bool {
+        true
+    }
+
     fn decode<'a>(
         &mut self,
         _event: Option<&[u8]>,

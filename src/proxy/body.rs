@@ -155,12 +155,17 @@ pub struct GuardedStream {
 impl GuardedStream {
     pub fn new(upstream: UpstreamBody, guard: StreamGuard, ctx: StreamContext) -> Self {
         ctx.metrics.streams_in_flight.inc();
+        let decoder = ctx.protocol.stream_decoder();
+        let mut guard = guard;
+        if decoder.repeats_text() {
+            guard.keep_full_text();
+        }
         let now = tokio::time::Instant::now();
         let first_deadline = next_deadline(&ctx, &guard, now);
         GuardedStream {
             upstream: Some(upstream),
             framer: SseFramer::new(ctx.max_frame_bytes),
-            decoder: ctx.protocol.stream_decoder(),
+            decoder,
             guard,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -413,10 +418,17 @@ impl GuardedStream {
             }
         };
         let mut needs = Needs::new();
-        if let Err(finding) =
-            check::check_payload(&mut self.guard, &deltas, &data, &mut needs, &mut spans)
-        {
-            return self.block(finding);
+        match check::check_payload(&mut self.guard, &deltas, &data, &mut needs, &mut spans) {
+            Ok(()) => {}
+            Err(check::Stop::Violation(finding)) => return self.block(finding),
+            Err(check::Stop::UnverifiedRepeat) => {
+                return self.upstream_failed(
+                    UpstreamErrorKind::Malformed,
+                    GatewayError::Upstream(
+                        "the upstream repeated text that it had not streamed".into(),
+                    ),
+                )
+            }
         }
         self.delta_scratch = recycle(deltas);
         drop(data);

@@ -11,6 +11,21 @@ use crate::policy::{ChannelId, Finding, StreamGuard};
 /// channel is safe up to its position. Inline: a frame almost always carries one channel.
 pub type Needs = smallvec::SmallVec<[(ChannelId, u64); 2]>;
 
+/// Why a payload cannot be released.
+#[derive(Debug)]
+pub enum Stop {
+    /// An enforcing validator found a violation.
+    Violation(Finding),
+    /// The payload repeats text that did not stream before (so it was never checked).
+    UnverifiedRepeat,
+}
+
+impl From<Finding> for Stop {
+    fn from(f: Finding) -> Self {
+        Stop::Violation(f)
+    }
+}
+
 /// Runs OnChunk over `deltas`, decoded from `data`. Stops at the first violation.
 pub fn check_payload(
     guard: &mut StreamGuard,
@@ -18,9 +33,12 @@ pub fn check_payload(
     data: &[u8],
     needs: &mut Needs,
     spans: &mut Vec<TextSpan>,
-) -> Result<(), Finding> {
+) -> Result<(), Stop> {
     let redacts = guard.policy().redacts();
     for d in deltas {
+        if !guard.repeat_is_verified(d) {
+            return Err(Stop::UnverifiedRepeat);
+        }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
             continue;
         };

@@ -15,7 +15,7 @@
 //! clock, and where its verdicts are reported.
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
-use super::check::{check_payload, Needs};
+use super::check::{check_payload, Needs, Stop};
 use super::redact;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
@@ -403,7 +403,18 @@ impl<'a> RequestCtx<'a> {
             ));
         }
         let mut spans = Vec::new();
-        let verdict = check_payload(&mut guard, &deltas, &body, &mut Needs::new(), &mut spans)
+        let verdict =
+            match check_payload(&mut guard, &deltas, &body, &mut Needs::new(), &mut spans) {
+                Ok(()) => Ok(()),
+                Err(Stop::Violation(finding)) => Err(finding),
+                // A whole answer has nothing before it to repeat.
+                Err(Stop::UnverifiedRepeat) => {
+                    self.count_upstream_error(UpstreamErrorKind::Malformed);
+                    return Err(GatewayError::Upstream(
+                        "the upstream sent a malformed response".into(),
+                    ));
+                }
+            }
             .and_then(|()| guard.after_call())
             .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
         self.report().monitor(&guard.findings);
