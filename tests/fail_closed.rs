@@ -365,3 +365,183 @@ async fn responses_aggregates_that_did_not_stream_fail_closed() {
         }
     }
 }
+
+/// Frames of shapes the decoders do not model, each carrying `text` in a place a client would
+/// show it: (protocol, frames). Legacy and custom tool calls, Responses custom/MCP/code
+/// deltas, Anthropic server-tool blocks, Gemini code execution parts.
+fn unknown_shapes(text: &str) -> Vec<(&'static str, String)> {
+    use common::protocols::{ev, sse};
+    use serde_json::json;
+    let chat = |delta: serde_json::Value| {
+        sse(
+            &json!({"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":delta,"finish_reason":null}]}),
+        ) + &sse(
+            &json!({"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+        ) + "data: [DONE]\n\n"
+    };
+    let responses = |events: Vec<(&str, serde_json::Value)>| {
+        let mut s: String = events.into_iter().map(|(n, d)| ev(n, d)).collect();
+        s += &ev(
+            "response.completed",
+            json!({"type":"response.completed","response":{"id":"r","status":"completed","output":[]}}),
+        );
+        s
+    };
+    let anthropic = |block: serde_json::Value| {
+        ev(
+            "message_start",
+            json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}),
+        ) + &ev(
+            "content_block_start",
+            json!({"type":"content_block_start","index":0,"content_block":block}),
+        ) + &ev(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":0}),
+        ) + &ev(
+            "message_delta",
+            json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}),
+        ) + &ev("message_stop", json!({"type":"message_stop"}))
+    };
+    let gemini = |part: serde_json::Value| {
+        sse(
+            &json!({"candidates":[{"content":{"role":"model","parts":[part]},"finishReason":"STOP","index":0}]}),
+        )
+    };
+    let (first, rest) = text.split_at(text.len() / 2);
+    vec![
+        (
+            "openai_chat",
+            chat(json!({"function_call":{"name":"f","arguments":json!({"q":text}).to_string()}})),
+        ),
+        (
+            "openai_chat",
+            chat(
+                json!({"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"f","input":text}}]}),
+            ),
+        ),
+        (
+            "openai_chat",
+            chat(json!({"content":"","annotations":[{"type":"note","note":text}]})),
+        ),
+        (
+            "openai_responses",
+            responses(vec![
+                (
+                    "response.custom_tool_call_input.delta",
+                    json!({"type":"response.custom_tool_call_input.delta","output_index":0,"item_id":"i","delta":first}),
+                ),
+                (
+                    "response.custom_tool_call_input.delta",
+                    json!({"type":"response.custom_tool_call_input.delta","output_index":0,"item_id":"i","delta":rest}),
+                ),
+            ]),
+        ),
+        (
+            "openai_responses",
+            responses(vec![(
+                "response.mcp_call_arguments.delta",
+                json!({"type":"response.mcp_call_arguments.delta","output_index":0,"item_id":"i","delta":json!({"q":text}).to_string()}),
+            )]),
+        ),
+        (
+            "openai_responses",
+            responses(vec![
+                (
+                    "response.code_interpreter_call_code.delta",
+                    json!({"type":"response.code_interpreter_call_code.delta","output_index":0,"item_id":"i","delta":first}),
+                ),
+                (
+                    "response.code_interpreter_call_code.delta",
+                    json!({"type":"response.code_interpreter_call_code.delta","output_index":0,"item_id":"i","delta":rest}),
+                ),
+            ]),
+        ),
+        (
+            "anthropic_messages",
+            anthropic(
+                json!({"type":"server_tool_use","id":"s","name":"web_search","input":{"query":text}}),
+            ),
+        ),
+        (
+            "anthropic_messages",
+            anthropic(
+                json!({"type":"web_search_tool_result","tool_use_id":"s","content":[{"type":"web_search_result","title":text,"url":"https://e.x"}]}),
+            ),
+        ),
+        (
+            "gemini",
+            gemini(
+                json!({"executableCode":{"language":"PYTHON","code":format!("print('{text}')")}}),
+            ),
+        ),
+        (
+            "gemini",
+            gemini(json!({"codeExecutionResult":{"outcome":"OUTCOME_OK","output":text}})),
+        ),
+    ]
+}
+
+/// Text in shapes no decoder models is checked by the fallback (`unknown_content: scan`, the
+/// default): banned text ends the stream with the error frame and none of it reaches the
+/// client, also when it streams in pieces across frames; clean text passes byte for byte.
+#[tokio::test]
+async fn text_in_unmodelled_shapes_is_checked() {
+    let bad = unknown_shapes("the forbidden fruit");
+    let good = unknown_shapes("an apple a day");
+    for ((name, bad), (_, good)) in bad.into_iter().zip(good) {
+        let p = all().into_iter().find(|p| p.name == name).unwrap();
+        let (a, _) = stream_through(&p, bad.clone(), vec![]).await;
+        let text = a.text();
+        assert!(blocked(&text), "{name}: {bad}\n=> {text}");
+        assert!(!text.contains("fruit"), "{name}: {bad}\n=> {text}");
+        let (a, _) = stream_through(&p, good.clone(), vec![]).await;
+        assert_eq!(a.text(), good, "{name}");
+    }
+}
+
+/// `unknown_content: block` ends any answer with unmodelled text (clean or not);
+/// `unknown_content: pass` relays it unchecked (the documented escape hatch).
+#[tokio::test]
+async fn unknown_content_block_and_pass() {
+    for (name, body) in unknown_shapes("an apple a day") {
+        let p = all().into_iter().find(|p| p.name == name).unwrap();
+        let b = body.clone();
+        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "unknown_content: block\n").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.stream_path,
+            (p.stream_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert!(
+            a.text().ends_with(&error_frame(
+                &p,
+                &GatewayError::Upstream(
+                    "the upstream sent content guardwire does not model (unknown_content: block)"
+                        .into()
+                )
+            )),
+            "{name}: {}",
+            a.text()
+        );
+        assert!(!a.text().contains("apple"), "{name}: {}", a.text());
+    }
+    for (name, body) in unknown_shapes("the forbidden fruit") {
+        let p = all().into_iter().find(|p| p.name == name).unwrap();
+        let b = body.clone();
+        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "unknown_content: pass\n").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.stream_path,
+            (p.stream_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.text(), body, "{name}");
+    }
+}

@@ -72,6 +72,23 @@ pub struct Config {
     /// Prices per model for `cost_budget`'s `max_cost_usd`, in USD per million tokens.
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, Price>,
+    /// What happens to answer text the protocol decoders do not model (unknown events and
+    /// fields); a route may set its own.
+    #[serde(default)]
+    pub unknown_content: UnknownContent,
+}
+
+/// What happens to strings of an answer that no decoder turns into text (`unknown_content`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownContent {
+    /// Checked by the output validators, each string as a text of its own (default).
+    #[default]
+    Scan,
+    /// Any such string ends the answer with the error frame.
+    Block,
+    /// Relayed unchecked: the explicit escape hatch.
+    Pass,
 }
 
 /// The listener's certificate chain and private key, PEM files, re-read on every reload (so a
@@ -121,6 +138,9 @@ pub struct RouteConfig {
     /// (Gemini). Default: the protocol's.
     #[serde(default)]
     pub upstream_auth: Option<String>,
+    /// `unknown_content` for this route (default: the top-level setting).
+    #[serde(default)]
+    pub unknown_content: Option<UnknownContent>,
     /// The names above, checked and converted (set by a successful [`Config::validate`]; a
     /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
     #[serde(skip)]

@@ -428,6 +428,11 @@ impl StreamGuard {
         &self.redactions
     }
 
+    /// How many channels the answer has opened.
+    pub fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
     /// The position after the text `channel` has had so far.
     pub fn channel_end(&self, channel: ChannelId) -> u64 {
         self.channels[channel].pos()

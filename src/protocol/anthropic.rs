@@ -314,6 +314,13 @@ impl Protocol for AnthropicMessages {
         AuthHeader::XApiKey
     }
 
+    fn structural(&self) -> &'static super::residual::Structural {
+        &super::residual::Structural {
+            keys: &["stop_reason", "stop_sequence", "signature", "service_tier"],
+            nested: &[],
+        }
+    }
+
     fn provider(&self) -> Provider {
         Provider::Anthropic
     }

@@ -324,6 +324,33 @@ impl Protocol for Gemini {
         AuthHeader::XGoogApiKey
     }
 
+    fn structural(&self) -> &'static super::residual::Structural {
+        &super::residual::Structural {
+            keys: &[
+                "finishReason",
+                "finish_reason",
+                "modelVersion",
+                "model_version",
+                "responseId",
+                "response_id",
+                "thoughtSignature",
+                "thought_signature",
+                "blockReason",
+                "block_reason",
+                "category",
+                "probability",
+                "severity",
+                "mimeType",
+                "mime_type",
+                "trafficType",
+                "traffic_type",
+                "modality",
+            ],
+            // Inline media (base64) is no text.
+            nested: &[("inlineData", "data"), ("inline_data", "data")],
+        }
+    }
+
     fn provider(&self) -> Provider {
         Provider::Gemini
     }

@@ -7,6 +7,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod residual;
 pub mod skim;
 
 use crate::config::{AuthHeader, ProtocolId, Provider};
@@ -87,6 +88,13 @@ pub trait StreamDecoder: Send {
         false
     }
 
+    /// True when every string of the last decoded frame was read by the decoder or is known
+    /// structure, so the fallback ([`residual`]) need not walk the frame. A promise, so the
+    /// default is no.
+    fn fully_read(&self) -> bool {
+        false
+    }
+
     /// True when the stream sends texts again ([`Delta::Repeat`]: Responses `.done` events and
     /// `response.completed`). The guard then keeps each channel's text to verify a repeat is
     /// what streamed before; without it, a repeat cannot be verified and fails closed.
@@ -141,6 +149,10 @@ pub trait Protocol: Send + Sync + 'static {
 
     /// Whose `upstreams.<provider>` base URL this protocol's standard paths go to.
     fn provider(&self) -> Provider;
+
+    /// The keys of this protocol's answers whose string values are structure, not text: the
+    /// fallback ([`residual`]) checks every other string a decoder did not turn into a delta.
+    fn structural(&self) -> &'static residual::Structural;
 
     /// Reads a request body (JSON) into the conversation; `path` is the request path.
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError>;

@@ -5,6 +5,7 @@
 //! Text, refusals, reasoning (`reasoning_content` / `reasoning`, as compatible servers send it)
 //! and tool-call argument fragments of *every* choice become deltas.
 
+use super::residual::Structural;
 use super::skim::{Skim, Skimmed, Unsure};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
@@ -171,11 +172,27 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
+/// The keys of chat answers that are structure, not text (see `residual`).
+static STRUCTURAL: Structural = Structural {
+    keys: &[
+        "finish_reason",
+        "system_fingerprint",
+        "service_tier",
+        "obfuscation",
+    ],
+    // Audio answers: the clip itself (base64) is no text; its transcript is.
+    nested: &[("audio", "data"), ("audio", "expires_at")],
+};
+
+fn structural(key: &[u8]) -> bool {
+    STRUCTURAL.is_structural_key(key)
+}
+
 // ---- the fast path: the same structs, filled by the skim reader ----
 
 /// Fills `chunk` from a chunk or whole response read with [`Skim`], in place (the structs are
 /// large enough that moving them shows in the profile); [`Unsure`] sends it to serde_json.
-fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<()> {
+fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<bool> {
     let mut s = Skim::new(data);
     let mut seen = Seen::default();
     s.object(|s, key| match key {
@@ -197,9 +214,10 @@ fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<()> {
             Ok(())
         }
         b"error" => Err(Unsure),
-        _ => s.skip(),
+        _ => s.skip_unread(key, structural),
     })?;
-    s.end()
+    s.end()?;
+    Ok(s.unread_text())
 }
 
 fn skim_choice<'a>(s: &mut Skim<'a>, choice: &mut ChunkChoice<'a>) -> Skimmed<()> {
@@ -223,7 +241,7 @@ fn skim_choice<'a>(s: &mut Skim<'a>, choice: &mut ChunkChoice<'a>) -> Skimmed<()
             choice.finish_reason = s.opt_str()?;
             Ok(())
         }
-        _ => s.skip(),
+        _ => s.skip_unread(key, structural),
     })
 }
 
@@ -247,7 +265,7 @@ fn skim_delta<'a>(s: &mut Skim<'a>, d: &mut ChoiceDelta<'a>) -> Skimmed<()> {
                 }
                 return Ok(());
             }
-            _ => return s.skip(),
+            _ => return s.skip_unread(key, structural),
         };
         seen.once(bit)?;
         *slot = s.opt_str()?;
@@ -278,7 +296,7 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
                     let (bit, slot) = match key {
                         b"name" => (0, &mut f.name),
                         b"arguments" => (1, &mut f.arguments),
-                        _ => return s.skip(),
+                        _ => return s.skip_unread(key, structural),
                     };
                     seen.once(bit)?;
                     *slot = s.opt_str()?;
@@ -287,7 +305,7 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
             }
             Ok(())
         }
-        _ => s.skip(),
+        _ => s.skip_unread(key, structural),
     })?;
     Ok(call)
 }
@@ -299,7 +317,7 @@ fn skim_usage(s: &mut Skim<'_>) -> Skimmed<Usage> {
         let (bit, slot) = match key {
             b"prompt_tokens" => (0, &mut u.prompt_tokens),
             b"completion_tokens" => (1, &mut u.completion_tokens),
-            _ => return s.skip(),
+            _ => return s.skip_unread(key, structural),
         };
         seen.once(bit)?;
         *slot = s.opt_u64()?;
@@ -322,13 +340,18 @@ impl Seen {
     }
 }
 
-/// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json.
-fn parse_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>, what: &str) -> Result<(), DecodeError> {
-    if skim_chunk(data, chunk).is_err() {
-        *chunk = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed chat completion{what}: {e}")))?;
+/// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json. Returns
+/// true when every string of `data` is known to be read or structural (the fast path saw no
+/// other): then the fallback need not read it again.
+fn parse_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>, what: &str) -> Result<bool, DecodeError> {
+    match skim_chunk(data, chunk) {
+        Ok(unread_text) => Ok(!unread_text),
+        Err(Unsure) => {
+            *chunk = serde_json::from_slice(data)
+                .map_err(|e| DecodeError(format!("malformed chat completion{what}: {e}")))?;
+            Ok(false)
+        }
     }
-    Ok(())
 }
 
 /// Appends the deltas of one chunk (or of a whole response: `message` instead of `delta`).
@@ -385,7 +408,11 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
     }
 }
 
-struct ChatStream;
+#[derive(Default)]
+struct ChatStream {
+    /// The last frame had no string the decoder did not read or know as structure.
+    fully_read: bool,
+}
 
 impl StreamDecoder for ChatStream {
     fn decode<'a>(
@@ -394,16 +421,22 @@ impl StreamDecoder for ChatStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
+        self.fully_read = false;
         if data.trim_ascii() == b"[DONE]" {
+            self.fully_read = true;
             return Ok(FrameKind::Terminal);
         }
         let mut chunk = Chunk::default();
-        parse_chunk(data, &mut chunk, " chunk")?;
+        self.fully_read = parse_chunk(data, &mut chunk, " chunk")?;
         if chunk.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
         chunk_deltas(&mut chunk, out);
         Ok(FrameKind::Data)
+    }
+
+    fn fully_read(&self) -> bool {
+        self.fully_read
     }
 }
 
@@ -418,6 +451,10 @@ impl Protocol for OpenAiChat {
 
     fn serves(&self, path: &str) -> bool {
         path.ends_with("/chat/completions")
+    }
+
+    fn structural(&self) -> &'static Structural {
+        &STRUCTURAL
     }
 
     fn provider(&self) -> Provider {
@@ -474,7 +511,7 @@ impl Protocol for OpenAiChat {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(ChatStream)
+        Box::new(ChatStream::default())
     }
 
     fn decode_response<'a>(
@@ -533,7 +570,9 @@ mod tests {
 
     fn decode(data: &str) -> (FrameKind, Vec<Delta<'_>>) {
         let mut out = Vec::new();
-        let kind = ChatStream.decode(None, data.as_bytes(), &mut out).unwrap();
+        let kind = ChatStream::default()
+            .decode(None, data.as_bytes(), &mut out)
+            .unwrap();
         (kind, out)
     }
 
@@ -592,7 +631,7 @@ mod tests {
         let (k, d) =
             decode(r#"{"id":"","choices":[],"prompt_filter_results":[{"prompt_index":0}]}"#);
         assert_eq!((k, d.len()), (FrameKind::Data, 0));
-        assert!(ChatStream
+        assert!(ChatStream::default()
             .decode(None, b"{not json", &mut Vec::new())
             .is_err());
     }

@@ -372,6 +372,35 @@ impl Protocol for OpenAiResponses {
         path.ends_with("/responses")
     }
 
+    fn structural(&self) -> &'static super::residual::Structural {
+        &super::residual::Structural {
+            keys: &[
+                "item_id",
+                "call_id",
+                "obfuscation",
+                "encrypted_content",
+                "service_tier",
+                "previous_response_id",
+                "prompt_cache_key",
+                "safety_identifier",
+            ],
+            // The request's own settings, echoed in the response object (BeforeCall checked
+            // them as input).
+            nested: &[
+                ("response", "instructions"),
+                ("response", "tools"),
+                ("response", "tool_choice"),
+                ("response", "text"),
+                ("response", "metadata"),
+                ("response", "prompt"),
+                ("response", "reasoning"),
+                ("response", "truncation"),
+                ("response", "user"),
+                ("response", "incomplete_details"),
+            ],
+        }
+    }
+
     fn provider(&self) -> Provider {
         Provider::OpenAi
     }

@@ -25,11 +25,18 @@ pub struct Skim<'a> {
     b: &'a [u8],
     i: usize,
     depth: u32,
+    /// A value skipped by [`Skim::skip_unread`] may carry text.
+    unread_text: bool,
 }
 
 impl<'a> Skim<'a> {
     pub fn new(b: &'a [u8]) -> Self {
-        Skim { b, i: 0, depth: 0 }
+        Skim {
+            b,
+            i: 0,
+            depth: 0,
+            unread_text: false,
+        }
     }
 
     fn peek(&mut self) -> Option<u8> {
@@ -188,6 +195,26 @@ impl<'a> Skim<'a> {
         } else {
             self.u64().map(Some)
         }
+    }
+
+    /// The value of member `key`, which the caller does not read: skipped, noting whether it
+    /// may carry text (a string inside, and `key` not one of `structural`).
+    pub fn skip_unread(&mut self, key: &[u8], structural: impl Fn(&[u8]) -> bool) -> Skimmed<()> {
+        let start = self.i;
+        self.skip()?;
+        if !self.unread_text
+            && memchr::memchr(b'"', &self.b[start..self.i]).is_some()
+            && !structural(key)
+        {
+            self.unread_text = true;
+        }
+        Ok(())
+    }
+
+    /// True when some value skipped with [`Skim::skip_unread`] may carry text: the fallback
+    /// (`residual`) must read the input.
+    pub fn unread_text(&self) -> bool {
+        self.unread_text
     }
 
     /// Any value, checked against the JSON grammar and not kept.

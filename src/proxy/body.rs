@@ -97,6 +97,8 @@ pub struct StreamContext {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// Keeps this stream counted as in flight until it ends.
     pub permit: super::InFlight,
+    /// How strings the decoder does not model are checked.
+    pub fallback: check::Fallback,
 }
 
 /// Empties a delta list and turns it back to `'static` for keeping: collecting a Vec into one
@@ -418,15 +420,24 @@ impl GuardedStream {
             }
         };
         let mut needs = Needs::new();
-        match check::check_payload(&mut self.guard, &deltas, &data, &mut needs, &mut spans) {
+        let fallback = check::Fallback {
+            fully_read: self.decoder.fully_read(),
+            ..self.ctx.fallback
+        };
+        match check::check_payload(
+            &mut self.guard,
+            &deltas,
+            &data,
+            fallback,
+            &mut needs,
+            &mut spans,
+        ) {
             Ok(()) => {}
             Err(check::Stop::Violation(finding)) => return self.block(finding),
-            Err(check::Stop::UnverifiedRepeat) => {
+            Err(check::Stop::Unchecked(why)) => {
                 return self.upstream_failed(
                     UpstreamErrorKind::Malformed,
-                    GatewayError::Upstream(
-                        "the upstream repeated text that it had not streamed".into(),
-                    ),
+                    GatewayError::Upstream(why.into()),
                 )
             }
         }

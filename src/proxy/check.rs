@@ -1,11 +1,17 @@
 //! The frame checker shared by streamed and whole answers: OnChunk over one payload's decoded
 //! deltas, noting for each text where its channel now stands (what the hold-back waits for)
 //! and, when the policy redacts, where the text sits in the payload (what a redaction
-//! rewrites). A stream runs it per SSE frame; a whole answer once, over its body.
+//! rewrites). Then the fallback: every string of the payload that the decoder did not turn
+//! into a delta and that is not structure ([`crate::protocol::residual`]) is checked too, as
+//! `unknown_content` says. A stream runs it per SSE frame; a whole answer once, over its body.
 
 use super::redact::{self, TextSpan};
-use crate::delta::Delta;
+use crate::config::UnknownContent;
+use crate::delta::{Channel, Delta};
 use crate::policy::{ChannelId, Finding, StreamGuard};
+use crate::protocol::residual::{self, Structural};
+use std::borrow::Cow;
+use std::ops::Range;
 
 /// (channel, position after a payload's text on it): the payload is releasable once every
 /// channel is safe up to its position. Inline: a frame almost always carries one channel.
@@ -16,8 +22,8 @@ pub type Needs = smallvec::SmallVec<[(ChannelId, u64); 2]>;
 pub enum Stop {
     /// An enforcing validator found a violation.
     Violation(Finding),
-    /// The payload repeats text that did not stream before (so it was never checked).
-    UnverifiedRepeat,
+    /// The payload carries what cannot be checked; the message says what (an upstream fault).
+    Unchecked(&'static str),
 }
 
 impl From<Finding> for Stop {
@@ -26,26 +32,37 @@ impl From<Finding> for Stop {
     }
 }
 
-/// Runs OnChunk over `deltas`, decoded from `data`. Stops at the first violation.
+/// How a payload is checked: its protocol's structural keys and the route's `unknown_content`.
+#[derive(Clone, Copy)]
+pub struct Fallback {
+    pub structural: &'static Structural,
+    pub unknown: UnknownContent,
+    /// The decoder read every string of the payload or knows it as structure
+    /// ([`crate::protocol::StreamDecoder::fully_read`]): nothing is left to walk.
+    pub fully_read: bool,
+}
+
+/// Runs OnChunk over `deltas`, decoded from `data`, then the fallback over the rest of `data`.
+/// Stops at the first violation.
 pub fn check_payload(
     guard: &mut StreamGuard,
     deltas: &[Delta<'_>],
     data: &[u8],
+    fallback: Fallback,
     needs: &mut Needs,
     spans: &mut Vec<TextSpan>,
 ) -> Result<(), Stop> {
     let redacts = guard.policy().redacts();
     for d in deltas {
         if !guard.repeat_is_verified(d) {
-            return Err(Stop::UnverifiedRepeat);
+            return Err(Stop::Unchecked(
+                "the upstream repeated text that it had not streamed",
+            ));
         }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
             continue;
         };
-        match needs.iter_mut().find(|(c, _)| *c == ch) {
-            Some(n) => n.1 = pos,
-            None => needs.push((ch, pos)),
-        }
+        note_need(needs, ch, pos);
         if !redacts {
             continue;
         }
@@ -71,6 +88,100 @@ pub fn check_payload(
                 literal,
                 raw,
                 text: text.to_string(),
+            });
+        }
+    }
+    if fallback.unknown != UnknownContent::Pass && !fallback.fully_read {
+        check_residual(guard, deltas, data, fallback, needs, spans)?;
+    }
+    Ok(())
+}
+
+/// Channels one answer may open (each has scanner state); beyond, fields of unknown paths
+/// fail closed rather than grow the stream's memory without bound.
+const MAX_CHANNELS: usize = 512;
+
+fn note_need(needs: &mut Needs, ch: ChannelId, pos: u64) {
+    match needs.iter_mut().find(|(c, _)| *c == ch) {
+        Some(n) => n.1 = pos,
+        None => needs.push((ch, pos)),
+    }
+}
+
+/// The fallback: the strings of `data` that are neither structure nor one of the deltas' texts
+/// go to the output checks on [`Channel::Other`] of their path (or, with
+/// `unknown_content: block`, end the answer).
+fn check_residual(
+    guard: &mut StreamGuard,
+    deltas: &[Delta<'_>],
+    data: &[u8],
+    fallback: Fallback,
+    needs: &mut Needs,
+    spans: &mut Vec<TextSpan>,
+) -> Result<(), Stop> {
+    // What the decoder delivered: by place when it borrowed from `data`, else by value.
+    let mut known: smallvec::SmallVec<[Range<usize>; 4]> = smallvec::SmallVec::new();
+    let mut by_value: smallvec::SmallVec<[&str; 2]> = smallvec::SmallVec::new();
+    for d in deltas {
+        let texts: [Option<&str>; 2] = match d {
+            Delta::Text { text, .. } | Delta::Repeat { text, .. } => [Some(text), None],
+            Delta::ToolCallStart { id, name, .. } => [Some(name), id.as_deref()],
+            Delta::Finish { reason, .. } => [Some(reason), None],
+            Delta::Usage { .. } => [None, None],
+        };
+        for t in texts.into_iter().flatten() {
+            match redact::borrowed_range(data, t) {
+                Some((r, _)) => known.push(r),
+                None => by_value.push(t),
+            }
+        }
+    }
+    known.sort_unstable_by_key(|r| r.start);
+    let mut left: Vec<(Range<usize>, u32)> = Vec::new();
+    residual::residual_strings(data, fallback.structural, &known, &mut left)
+        .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
+    let redacts = guard.policy().redacts();
+    for (lit, path) in left {
+        if guard.channel_count() > MAX_CHANNELS {
+            return Err(Stop::Unchecked(
+                "the upstream's answer has too many distinct fields to check",
+            ));
+        }
+        let Ok(text) = serde_json::from_slice::<Cow<'_, str>>(&data[lit.clone()]) else {
+            return Err(Stop::Unchecked(
+                "the upstream sent a frame guardwire cannot read",
+            ));
+        };
+        if let Some(k) = by_value.iter().position(|t| *t == text) {
+            by_value.swap_remove(k);
+            continue;
+        }
+        if text.is_empty() {
+            continue;
+        }
+        if fallback.unknown == UnknownContent::Block {
+            return Err(Stop::Unchecked(
+                "the upstream sent content guardwire does not model (unknown_content: block)",
+            ));
+        }
+        let d = Delta::Text {
+            choice: 0,
+            channel: Channel::Other(path),
+            text,
+        };
+        let Some((ch, pos)) = guard.on_chunk(&d)? else {
+            continue;
+        };
+        note_need(needs, ch, pos);
+        if let (true, Delta::Text { text, .. }) = (redacts, d) {
+            let end = guard.channel_end(ch);
+            spans.push(TextSpan {
+                channel: ch,
+                start: end - text.len() as u64,
+                end,
+                literal: lit,
+                raw: false,
+                text: text.into_owned(),
             });
         }
     }

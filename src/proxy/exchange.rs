@@ -352,6 +352,7 @@ impl<'a> RequestCtx<'a> {
             max_holdback_bytes: config.limits.max_holdback_bytes,
             stop: self.gw.stop_streams.subscribe(),
             permit,
+            fallback: self.route.fallback(),
         };
         let stream = GuardedStream::new(body, self.guard(true, history, model), ctx);
         let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
@@ -403,20 +404,24 @@ impl<'a> RequestCtx<'a> {
             ));
         }
         let mut spans = Vec::new();
-        let verdict =
-            match check_payload(&mut guard, &deltas, &body, &mut Needs::new(), &mut spans) {
-                Ok(()) => Ok(()),
-                Err(Stop::Violation(finding)) => Err(finding),
-                // A whole answer has nothing before it to repeat.
-                Err(Stop::UnverifiedRepeat) => {
-                    self.count_upstream_error(UpstreamErrorKind::Malformed);
-                    return Err(GatewayError::Upstream(
-                        "the upstream sent a malformed response".into(),
-                    ));
-                }
+        let verdict = match check_payload(
+            &mut guard,
+            &deltas,
+            &body,
+            self.route.fallback(),
+            &mut Needs::new(),
+            &mut spans,
+        ) {
+            Ok(()) => Ok(()),
+            Err(Stop::Violation(finding)) => Err(finding),
+            // A whole answer has nothing before it to repeat.
+            Err(Stop::Unchecked(why)) => {
+                self.count_upstream_error(UpstreamErrorKind::Malformed);
+                return Err(GatewayError::Upstream(why.into()));
             }
-            .and_then(|()| guard.after_call())
-            .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
+        }
+        .and_then(|()| guard.after_call())
+        .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
         self.report().monitor(&guard.findings);
         self.report().redactions(&guard.redacted);
         verdict.map_err(|finding| self.report().block(finding))?;

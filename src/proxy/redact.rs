@@ -28,22 +28,8 @@ pub struct TextSpan {
 /// it (a string literal's content, or a raw JSON value: `raw` is then true); else the first
 /// string literal not already taken that decodes to it.
 pub fn locate(data: &[u8], text: &str, taken: &[Range<usize>]) -> Option<(Range<usize>, bool)> {
-    // A text decoded without copying lies inside `data`; an unescaped copy never does.
-    {
-        let t = text;
-        let (base, at) = (data.as_ptr() as usize, t.as_ptr() as usize);
-        if at >= base && at + t.len() <= base + data.len() {
-            let off = at - base;
-            let quoted = off > 0
-                && off + t.len() < data.len()
-                && data[off - 1] == b'"'
-                && data[off + t.len()] == b'"';
-            return Some(if quoted {
-                (off - 1..off + t.len() + 1, false)
-            } else {
-                (off..off + t.len(), true)
-            });
-        }
+    if let Some(found) = borrowed_range(data, text) {
+        return Some(found);
     }
     string_literals(data)
         .find(|lit| {
@@ -52,6 +38,25 @@ pub fn locate(data: &[u8], text: &str, taken: &[Range<usize>]) -> Option<(Range<
                     .is_ok_and(|s| s == text)
         })
         .map(|lit| (lit, false))
+}
+
+/// Where `text` lies in `data` when decoding borrowed it: its string literal (quotes included),
+/// or, when not quoted, a raw JSON value (`true` then). An unescaped copy never lies inside.
+pub fn borrowed_range(data: &[u8], text: &str) -> Option<(Range<usize>, bool)> {
+    let (base, at) = (data.as_ptr() as usize, text.as_ptr() as usize);
+    if at < base || at + text.len() > base + data.len() {
+        return None;
+    }
+    let off = at - base;
+    let quoted = off > 0
+        && off + text.len() < data.len()
+        && data[off - 1] == b'"'
+        && data[off + text.len()] == b'"';
+    Some(if quoted {
+        (off - 1..off + text.len() + 1, false)
+    } else {
+        (off..off + text.len(), true)
+    })
 }
 
 /// Every string literal of a JSON text, quotes included, in order.

@@ -3,7 +3,7 @@
 
 use super::{auth, upstream};
 use crate::audit::Audit;
-use crate::config::{AuthHeader, Config};
+use crate::config::{AuthHeader, Config, UnknownContent};
 use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::Protocol;
 use std::sync::Arc;
@@ -25,6 +25,8 @@ pub struct Route {
     pub passthrough: Vec<String>,
     /// The header a swapped-in provider key goes in.
     pub auth_header: AuthHeader,
+    /// What happens to answer strings the protocol's decoder does not model.
+    pub unknown_content: UnknownContent,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -43,6 +45,15 @@ pub struct Runtime {
 }
 
 impl Route {
+    /// How the checks treat strings of an answer that the decoder does not model.
+    pub fn fallback(&self) -> super::check::Fallback {
+        super::check::Fallback {
+            structural: self.protocol.structural(),
+            unknown: self.unknown_content,
+            fully_read: false,
+        }
+    }
+
     /// The path (and query) a request for `path_and_query` goes upstream with: the route's
     /// `strip_prefix` removed.
     pub fn forwarded<'p>(&self, path_and_query: &'p str) -> std::borrow::Cow<'p, str> {
@@ -105,6 +116,7 @@ impl Runtime {
                 strip_prefix: rc.strip_prefix.clone(),
                 passthrough: rc.passthrough_paths.clone(),
                 auth_header: checked.upstream_auth.unwrap_or(protocol.auth_header()),
+                unknown_content: rc.unknown_content.unwrap_or(config.unknown_content),
             });
         }
         for protocol in crate::protocol::all() {
@@ -120,6 +132,7 @@ impl Runtime {
                 strip_prefix: None,
                 passthrough: Vec::new(),
                 auth_header: protocol.auth_header(),
+                unknown_content: config.unknown_content,
             });
         }
         let mut keys = Vec::new();

@@ -1,0 +1,266 @@
+//! The fallback for what the decoders do not model: every string value of a frame (or a
+//! whole answer) that is neither a text a decoder delivered nor under a structural key.
+//!
+//! A decoder reads the fields it knows; an upstream can put text anywhere else — a new event
+//! type, a new field of a known one, a tool-call shape guardwire has not met. The client's SDK
+//! may well show such text, so it must be checked like the rest: [`residual_strings`] walks the
+//! JSON once and reports the string literals left over, which the caller decodes and feeds to
+//! the output checks (channel [`crate::delta::Channel::Other`]), under the same hold-back.
+//!
+//! What is left out is deliberately small: values under the protocol's structural keys (ids,
+//! `type`, `role`, `model`, reasons, statuses, opaque signatures — see each protocol's
+//! [`Structural`]), and the literals the decoder turned into deltas. Everything else,
+//! including `logprobs` tokens and annotations, counts.
+
+use std::ops::Range;
+
+/// The keys whose string values are structure, not text, for one protocol.
+pub struct Structural {
+    /// Keys exempt wherever they appear.
+    pub keys: &'static [&'static str],
+    /// (parent key, key): exempt only as a member of an object that is the value of `parent`
+    /// (`("response", "instructions")`: the request's instructions echoed in a Responses event).
+    pub nested: &'static [(&'static str, &'static str)],
+}
+
+/// Keys that are structure in every protocol guardwire speaks.
+pub const COMMON_KEYS: &[&str] = &[
+    "id",
+    "object",
+    "type",
+    "role",
+    "model",
+    "status",
+    "created",
+    "created_at",
+];
+
+impl Structural {
+    /// True when `key` is structural wherever it appears.
+    pub fn is_structural_key(&self, key: &[u8]) -> bool {
+        COMMON_KEYS.iter().any(|k| k.as_bytes() == key)
+            || self.keys.iter().any(|k| k.as_bytes() == key)
+    }
+
+    fn exempt(&self, parent: Option<&[u8]>, key: &[u8]) -> bool {
+        self.is_structural_key(key)
+            || parent.is_some_and(|p| {
+                self.nested
+                    .iter()
+                    .any(|(a, b)| a.as_bytes() == p && b.as_bytes() == key)
+            })
+    }
+}
+
+/// The JSON could not be walked (the decoders accepted it, so this is not expected): the
+/// caller fails closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unwalkable;
+
+/// Nesting deeper than serde_json's own limit is refused.
+const MAX_DEPTH: usize = 128;
+
+#[derive(Clone, Copy)]
+struct Level {
+    object: bool,
+    /// Identifies the path of keys from the top to this container (array positions left out).
+    path: u32,
+    /// Everything below is structure (the value of an exempt key).
+    exempt: bool,
+    /// The key whose value this container is, when it is an object member.
+    key: Option<(usize, usize)>,
+    /// In an object: the next string is a key.
+    expect_key: bool,
+    /// In an object: the current member's key, and whether its value is exempt.
+    member: Option<(usize, usize)>,
+    member_exempt: bool,
+}
+
+/// FNV-1a over a path step, from the path so far.
+fn step(path: u32, bytes: &[u8]) -> u32 {
+    let mut h = path ^ 0x811c_9dc5;
+    for &b in bytes.iter().chain(b"/") {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// Appends to `out` the range (quotes included) of every string value of `data` that is not
+/// under a structural key and not inside one of `known` (sorted by start: the literals, or raw
+/// JSON values, a decoder turned into deltas), with an id of its path of keys: strings of one
+/// path are one text across frames (an unknown event type streaming text in pieces).
+pub fn residual_strings(
+    data: &[u8],
+    structural: &Structural,
+    known: &[Range<usize>],
+    out: &mut Vec<(Range<usize>, u32)>,
+) -> Result<(), Unwalkable> {
+    let mut stack: Vec<Level> = Vec::with_capacity(8);
+    let mut known_at = 0;
+    let mut i = 0;
+    // Exempt state of the value about to be read (top level: not exempt).
+    let value_exempt = |stack: &[Level]| match stack.last() {
+        None => false,
+        Some(l) if l.object => l.exempt || l.member_exempt,
+        Some(l) => l.exempt,
+    };
+    let key_of = |stack: &[Level]| stack.last().and_then(|l| l.member);
+    // The path id of the value about to be read.
+    let value_path = |stack: &[Level]| match stack.last() {
+        None => 0,
+        Some(l) => match l.member {
+            Some((a, b)) if l.object => step(l.path, &data[a..b]),
+            _ => step(l.path, b"[]"),
+        },
+    };
+    while i < data.len() {
+        match data[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                loop {
+                    let Some(at) = memchr::memchr2(b'"', b'\\', &data[i..]) else {
+                        return Err(Unwalkable);
+                    };
+                    i += at;
+                    if data[i] == b'\\' {
+                        i += 2;
+                        if i > data.len() {
+                            return Err(Unwalkable);
+                        }
+                    } else {
+                        i += 1;
+                        break;
+                    }
+                }
+                let lit = start..i.min(data.len());
+                match stack.last_mut() {
+                    Some(l) if l.object && l.expect_key => {
+                        l.expect_key = false;
+                        l.member = Some((lit.start + 1, lit.end - 1));
+                        let parent = l.key.map(|(a, b)| &data[a..b]);
+                        l.member_exempt = l.exempt
+                            || structural.exempt(parent, &data[lit.start + 1..lit.end - 1]);
+                    }
+                    _ => {
+                        if !value_exempt(&stack) {
+                            while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
+                                known_at += 1;
+                            }
+                            let inside = known
+                                .get(known_at)
+                                .is_some_and(|k| k.start <= lit.start && lit.end <= k.end);
+                            if !inside {
+                                let path = value_path(&stack);
+                                out.push((lit, path));
+                            }
+                        }
+                    }
+                }
+            }
+            c @ (b'{' | b'[') => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(Unwalkable);
+                }
+                let exempt = value_exempt(&stack);
+                let key = key_of(&stack);
+                let path = value_path(&stack);
+                stack.push(Level {
+                    object: c == b'{',
+                    path,
+                    exempt,
+                    key,
+                    expect_key: c == b'{',
+                    member: None,
+                    member_exempt: false,
+                });
+                i += 1;
+            }
+            b'}' | b']' => {
+                stack.pop().ok_or(Unwalkable)?;
+                i += 1;
+            }
+            b',' => {
+                if let Some(l) = stack.last_mut() {
+                    if l.object {
+                        l.expect_key = true;
+                        l.member = None;
+                        l.member_exempt = false;
+                    }
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    if stack.is_empty() {
+        Ok(())
+    } else {
+        Err(Unwalkable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::single_range_in_vec_init)]
+    use super::*;
+
+    const NONE: Structural = Structural {
+        keys: &["finish_reason"],
+        nested: &[("response", "instructions")],
+    };
+
+    fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
+        let mut out = Vec::new();
+        residual_strings(data.as_bytes(), &NONE, known, &mut out).unwrap();
+        out.into_iter().map(|(r, _)| data[r].to_owned()).collect()
+    }
+
+    #[test]
+    fn reports_strings_outside_structure_and_known_texts() {
+        let data = r#"{"id":"x","choices":[{"delta":{"content":"hi","mystery":"forbidden"},"finish_reason":"stop"}],"extra":["a",{"type":"t"},"b\"c"]}"#;
+        let content = data.find(r#""hi""#).unwrap();
+        assert_eq!(
+            residual(data, &[content..content + 4]),
+            [r#""forbidden""#, r#""a""#, r#""b\"c""#]
+        );
+        // A structural key inside an array does not exempt the array's later strings.
+        assert_eq!(residual(r#"{"x":[{"type":"t"},"z"]}"#, &[]), [r#""z""#]);
+        // Under an exempt key everything is structure; nested exemptions need their parent.
+        assert!(residual(r#"{"type":{"a":["b"]}}"#, &[]).is_empty());
+        assert!(residual(r#"{"response":{"instructions":"i"}}"#, &[]).is_empty());
+        assert_eq!(residual(r#"{"instructions":"i"}"#, &[]), [r#""i""#]);
+        // Keys are not values; escaped keys are never structural.
+        assert_eq!(residual(r#"{"\u0074ype":"v"}"#, &[]), [r#""v""#]);
+        // Inside a known raw value (Gemini's args object) nothing is left over.
+        let raw = r#"{"args":{"q":"text"},"other":"o"}"#;
+        assert_eq!(residual(raw, &[8..20]), [r#""o""#]);
+    }
+
+    #[test]
+    fn strings_of_one_path_share_an_id_across_frames() {
+        let path = |data: &str| {
+            let mut out = Vec::new();
+            residual_strings(data.as_bytes(), &NONE, &[], &mut out).unwrap();
+            out.iter().map(|(_, p)| *p).collect::<Vec<_>>()
+        };
+        let a = path(r#"{"type":"x.delta","delta":"forbidden "}"#);
+        let b = path(r#"{"delta":"fruit","type":"x.delta","n":1}"#);
+        assert_eq!(a, b);
+        let c = path(r#"{"item":{"delta":"x"},"list":["y",{"delta":"z"}]}"#);
+        assert_eq!(c.len(), 3);
+        assert!(c[0] != a[0] && c[0] != c[1] && c[1] != c[2] && c[0] != c[2]);
+    }
+
+    #[test]
+    fn unbalanced_or_too_deep_input_is_refused() {
+        let mut out = Vec::new();
+        for bad in [r#"{"a":"#, r#"{"a":"x}"#, "]", &"[".repeat(200)] {
+            assert_eq!(
+                residual_strings(bad.as_bytes(), &NONE, &[], &mut out),
+                Err(Unwalkable),
+                "{bad}"
+            );
+        }
+    }
+}
