@@ -60,6 +60,12 @@ pub fn check_payload(
             ));
         }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
+            if let Delta::ToolCallStart { choice, name, .. } = d {
+                // A tool name reaches the client too: checked as text of its own.
+                let literal = redact::locate(data, name, &[]).map(|(r, _)| r);
+                let name = Cow::Borrowed(&**name);
+                check_text(guard, *choice, TOOL_NAMES, name, literal, needs, spans)?;
+            }
             continue;
         };
         note_need(needs, ch, pos);
@@ -101,6 +107,43 @@ pub fn check_payload(
 /// fail closed rather than grow the stream's memory without bound.
 const MAX_CHANNELS: usize = 512;
 
+/// The [`Channel::Other`] of tool names (residual paths are hashes; a clash only joins texts).
+const TOOL_NAMES: u32 = u32::MAX;
+
+/// Checks `text` on [`Channel::Other`]`(path)`; with redaction, notes where it sits (`literal`:
+/// its string literal in the payload; `None` makes a redaction touching it fail closed).
+fn check_text(
+    guard: &mut StreamGuard,
+    choice: u32,
+    path: u32,
+    text: Cow<'_, str>,
+    literal: Option<Range<usize>>,
+    needs: &mut Needs,
+    spans: &mut Vec<TextSpan>,
+) -> Result<(), Stop> {
+    let d = Delta::Text {
+        choice,
+        channel: Channel::Other(path),
+        text,
+    };
+    let Some((ch, pos)) = guard.on_chunk(&d)? else {
+        return Ok(());
+    };
+    note_need(needs, ch, pos);
+    if let (true, Delta::Text { text, .. }) = (guard.policy().redacts(), d) {
+        let end = guard.channel_end(ch);
+        spans.push(TextSpan {
+            channel: ch,
+            start: end - text.len() as u64,
+            end,
+            literal: literal.unwrap_or(0..0),
+            raw: false,
+            text: text.into_owned(),
+        });
+    }
+    Ok(())
+}
+
 fn note_need(needs: &mut Needs, ch: ChannelId, pos: u64) {
     match needs.iter_mut().find(|(c, _)| *c == ch) {
         Some(n) => n.1 = pos,
@@ -140,7 +183,6 @@ fn check_residual(
     let mut left: Vec<(Range<usize>, u32)> = Vec::new();
     residual::residual_strings(data, fallback.structural, &known, &mut left)
         .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
-    let redacts = guard.policy().redacts();
     for (lit, path) in left {
         if guard.channel_count() > MAX_CHANNELS {
             return Err(Stop::Unchecked(
@@ -164,26 +206,10 @@ fn check_residual(
                 "the upstream sent content guardwire does not model (unknown_content: block)",
             ));
         }
-        let d = Delta::Text {
-            choice: 0,
-            channel: Channel::Other(path),
-            text,
-        };
-        let Some((ch, pos)) = guard.on_chunk(&d)? else {
-            continue;
-        };
-        note_need(needs, ch, pos);
-        if let (true, Delta::Text { text, .. }) = (redacts, d) {
-            let end = guard.channel_end(ch);
-            spans.push(TextSpan {
-                channel: ch,
-                start: end - text.len() as u64,
-                end,
-                literal: lit,
-                raw: false,
-                text: text.into_owned(),
-            });
-        }
+        check_text(guard, 0, path, text, Some(lit), needs, spans)?;
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
