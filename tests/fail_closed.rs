@@ -545,3 +545,112 @@ async fn unknown_content_block_and_pass() {
         assert_eq!(a.text(), body, "{name}");
     }
 }
+
+/// A vLLM-style route (`protocol: openai_chat`) also serves legacy Completions and Embeddings,
+/// checked: prompts and inputs before the call, completion text while it streams and whole.
+#[tokio::test]
+async fn completions_and_embeddings_are_checked_on_openai_routes() {
+    use serde_json::json;
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let chunk = |t: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":t,"logprobs":null,"finish_reason":null}]})
+        )
+    };
+    let streamed = chunk("the forbidden ") + &chunk("fruit") + "data: [DONE]\n\n";
+    let clean = chunk("an ") + &chunk("apple") + "data: [DONE]\n\n";
+    let whole = json!({"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"the forbidden fruit","logprobs":null,"finish_reason":"stop"}]}).to_string();
+    let vectors = json!({"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}).to_string();
+    let (s, c, w, v) = (
+        streamed.clone(),
+        clean.clone(),
+        whole.clone(),
+        vectors.clone(),
+    );
+    let mock = MockUpstream::start(move |req| {
+        let body = req.body_str();
+        if req.path_and_query.ends_with("/embeddings") {
+            Reply::json(200, &v)
+        } else if body.contains("\"stream\":true") && body.contains("clean") {
+            Reply::sse(c.as_bytes())
+        } else if body.contains("\"stream\":true") {
+            Reply::sse(s.as_bytes())
+        } else {
+            Reply::json(200, &w)
+        }
+    })
+    .await;
+    let extra = format!(
+        "routes:\n  - {{ name: vllm, protocol: openai_chat, path_prefix: /vllm/, strip_prefix: /vllm, upstream: \"{}\" }}\n",
+        mock.base_url()
+    );
+    let proxy = start_proxy_all(&mock.base_url(), both, &extra).await;
+    let post = |path: &'static str, body: serde_json::Value| {
+        let addr = proxy.addr();
+        async move {
+            send(
+                addr,
+                "POST",
+                path,
+                body.to_string(),
+                &[("content-type", "application/json")],
+            )
+            .await
+        }
+    };
+    for prefix in ["/vllm", ""] {
+        let completions: &'static str = if prefix.is_empty() {
+            "/v1/completions"
+        } else {
+            "/vllm/v1/completions"
+        };
+        let embeddings: &'static str = if prefix.is_empty() {
+            "/v1/embeddings"
+        } else {
+            "/vllm/v1/embeddings"
+        };
+        // Streamed completion text: blocked mid-stream, nothing of it leaks.
+        let a = post(
+            completions,
+            json!({"model":"m","prompt":"hi","stream":true}),
+        )
+        .await;
+        assert!(a.text().contains("content_blocked"), "{}", a.text());
+        assert!(!a.text().contains("fruit"), "{}", a.text());
+        let a = post(
+            completions,
+            json!({"model":"m","prompt":"clean","stream":true}),
+        )
+        .await;
+        assert_eq!(a.text(), clean);
+        // Whole completion: 400.
+        let a = post(completions, json!({"model":"m","prompt":"hi"})).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+        // Prompts and embedding inputs, every shape: checked before the call.
+        let before = mock.request_count();
+        for body in [
+            json!({"model":"m","prompt":"the forbidden fruit"}),
+            json!({"model":"m","prompt":["ok","the forbidden fruit"],"stream":true}),
+            json!({"model":"m","prompt":"ok","suffix":"the forbidden fruit"}),
+        ] {
+            let a = post(completions, body).await;
+            assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+        }
+        for input in [
+            json!("the forbidden fruit"),
+            json!(["a", "the forbidden fruit"]),
+        ] {
+            let a = post(embeddings, json!({"model":"m","input":input})).await;
+            assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+        }
+        assert_eq!(
+            mock.request_count(),
+            before,
+            "blocked inputs never reach the upstream"
+        );
+        let a = post(embeddings, json!({"model":"m","input":["a","b"]})).await;
+        assert_eq!(a.status, StatusCode::OK);
+        assert_eq!(a.text(), vectors);
+    }
+}

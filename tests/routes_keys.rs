@@ -252,7 +252,7 @@ audit:
 }
 
 /// A configured route serves its protocol's operation only: any other path under its prefix
-/// (a vLLM server's legacy `/v1/completions`, say) would pass with no check in either
+/// (a vLLM server's `/v1/audio/speech`, say) would pass with no check in either
 /// direction, so it answers 404 in the protocol's shape and never reaches the upstream — unless
 /// the route lists it in `passthrough_paths`, which forwards it unchecked, any method.
 #[tokio::test]
@@ -272,8 +272,8 @@ async fn routes_serve_only_their_protocols_operation_and_listed_passthrough_path
     let proxy = start_proxy(&vllm.base_url(), PACK, &extra).await;
     let completions = json!({"model": "m", "prompt": "say something", "stream": true}).to_string();
     for path in [
-        "/vllm/v1/completions",
-        "/vllm/v1/embeddings",
+        "/vllm/v1/audio/speech",
+        "/vllm/v1/responses",
         "/vllm/v1/chat/completions/x",
     ] {
         let a = send(

@@ -19,14 +19,18 @@ pub enum ProtocolId {
     OpenAiResponses,
     AnthropicMessages,
     Gemini,
+    OpenAiCompletions,
+    OpenAiEmbeddings,
 }
 
 impl ProtocolId {
-    pub const ALL: [ProtocolId; 4] = [
+    pub const ALL: [ProtocolId; 6] = [
         ProtocolId::OpenAiChat,
         ProtocolId::OpenAiResponses,
         ProtocolId::AnthropicMessages,
         ProtocolId::Gemini,
+        ProtocolId::OpenAiCompletions,
+        ProtocolId::OpenAiEmbeddings,
     ];
 
     /// The name in config, logs and the `route` metrics label.
@@ -36,6 +40,8 @@ impl ProtocolId {
             ProtocolId::OpenAiResponses => "openai_responses",
             ProtocolId::AnthropicMessages => "anthropic_messages",
             ProtocolId::Gemini => "gemini",
+            ProtocolId::OpenAiCompletions => "openai_completions",
+            ProtocolId::OpenAiEmbeddings => "openai_embeddings",
         }
     }
 

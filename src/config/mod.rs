@@ -114,7 +114,9 @@ pub struct UpstreamTls {
 pub struct RouteConfig {
     /// Unique; the `route` label of metrics and logs.
     pub name: String,
-    /// The wire format: `openai_chat`, `openai_responses`, `anthropic_messages` or `gemini`.
+    /// The wire format: `openai_chat` (also serving legacy Completions and Embeddings),
+    /// `openai_responses`, `anthropic_messages`, `gemini`, `openai_completions` or
+    /// `openai_embeddings`.
     /// Checked by [`Config::validate`], which fills [`RouteConfig::checked`].
     pub protocol: String,
     /// Requests whose path starts with this go to this route.

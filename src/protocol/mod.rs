@@ -6,6 +6,8 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod openai_chat;
+pub mod openai_completions;
+pub mod openai_embeddings;
 pub mod openai_responses;
 pub mod residual;
 pub mod skim;
@@ -109,13 +111,39 @@ pub fn all() -> [&'static dyn Protocol; ProtocolId::ALL.len()] {
     ProtocolId::ALL.map(by_id)
 }
 
-/// The protocol of `id`: the registry, one entry per protocol module.
+/// The protocol of `id`: the registry, one entry per protocol module, in
+/// [`ProtocolId::ALL`]'s order.
 pub fn by_id(id: ProtocolId) -> &'static dyn Protocol {
-    match id {
-        ProtocolId::OpenAiChat => &openai_chat::OpenAiChat,
-        ProtocolId::OpenAiResponses => &openai_responses::OpenAiResponses,
-        ProtocolId::AnthropicMessages => &anthropic::AnthropicMessages,
-        ProtocolId::Gemini => &gemini::Gemini,
+    *slot(id)
+}
+
+static REGISTRY: [&dyn Protocol; ProtocolId::ALL.len()] = [
+    &openai_chat::OpenAiChat,
+    &openai_responses::OpenAiResponses,
+    &anthropic::AnthropicMessages,
+    &gemini::Gemini,
+    &openai_completions::OpenAiCompletions,
+    &openai_embeddings::OpenAiEmbeddings,
+];
+
+fn slot(id: ProtocolId) -> &'static &'static dyn Protocol {
+    &REGISTRY[ProtocolId::ALL.iter().position(|p| *p == id).unwrap_or(0)]
+}
+
+/// The operations a route of `protocol` serves: its own, and for `openai_chat` (what
+/// OpenAI-compatible servers are configured as) also legacy Completions and Embeddings, which
+/// every such server offers beside chat. The first whose [`Protocol::serves`] accepts a path
+/// handles it.
+pub fn family(protocol: &'static dyn Protocol) -> &'static [&'static dyn Protocol] {
+    static CHAT: [&dyn Protocol; 3] = [
+        &openai_chat::OpenAiChat,
+        &openai_completions::OpenAiCompletions,
+        &openai_embeddings::OpenAiEmbeddings,
+    ];
+    if protocol.id() == ProtocolId::OpenAiChat {
+        &CHAT
+    } else {
+        std::slice::from_ref(slot(protocol.id()))
     }
 }
 

@@ -61,10 +61,21 @@ pub fn check_payload(
         }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
             if let Delta::ToolCallStart { choice, name, .. } = d {
-                // A tool name reaches the client too: checked as text of its own.
+                // A tool name reaches the client too: checked as a text of its own, complete
+                // (the line break after it ends any match in progress, so its frame is not
+                // held for what follows).
                 let literal = redact::locate(data, name, &[]).map(|(r, _)| r);
                 let name = Cow::Borrowed(&**name);
                 check_text(guard, *choice, TOOL_NAMES, name, literal, needs, spans)?;
+                check_text(
+                    guard,
+                    *choice,
+                    TOOL_NAMES,
+                    "\n".into(),
+                    None,
+                    needs,
+                    &mut Vec::new(),
+                )?;
             }
             continue;
         };

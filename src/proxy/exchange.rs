@@ -15,7 +15,7 @@
 //! clock, and where its verdicts are reported.
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
-use super::check::{check_payload, Needs, Stop};
+use super::check::{check_payload, Fallback, Needs, Stop};
 use super::redact;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
@@ -25,7 +25,7 @@ use crate::error::GatewayError;
 use crate::metrics::{RouteLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{Policy, StreamGuard};
-use crate::protocol::ParsedRequest;
+use crate::protocol::{self, ParsedRequest, Protocol};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderValue, Method, Request, Response};
@@ -43,8 +43,9 @@ pub struct Caller<'a> {
 
 /// What a request is, by its route and path.
 pub enum Target<'a> {
-    /// The protocol's operation: checked.
-    Checked(&'a UpstreamBase),
+    /// An operation of the route's protocol (or its family, see [`protocol::family`]): checked
+    /// in that protocol.
+    Checked(&'a UpstreamBase, &'static dyn Protocol),
     /// One of the route's `passthrough_paths`: forwarded unchecked.
     Passthrough(&'a UpstreamBase),
 }
@@ -63,21 +64,30 @@ pub fn target<'a>(route: &'a Route, req: &Request<Incoming>) -> Result<Target<'a
         if route.passthrough.iter().any(|p| *p == forwarded) {
             return Ok(Target::Passthrough(base));
         }
-        if !route.protocol.serves(&forwarded) {
+        let Some(&protocol) = protocol::family(route.protocol)
+            .iter()
+            .find(|p| p.serves(&forwarded))
+        else {
             return Err(GatewayError::NotFound(format!(
                 "{} is not a {} endpoint of this route (list it in the route's passthrough_paths to forward it unchecked)",
                 req.uri().path(),
                 route.protocol.name()
             )));
-        }
+        };
+        return post_only(req).map(|()| Target::Checked(base, protocol));
     }
+    post_only(req).map(|()| Target::Checked(base, route.protocol))
+}
+
+/// Checked requests are POSTs.
+fn post_only(req: &Request<Incoming>) -> Result<(), GatewayError> {
     if req.method() != Method::POST {
         return Err(GatewayError::MethodNotAllowed(format!(
             "{} is not allowed here; use POST",
             req.method()
         )));
     }
-    Ok(Target::Checked(base))
+    Ok(())
 }
 
 /// Step 2: who is calling, before the body is read: a request without a valid key costs
@@ -120,6 +130,19 @@ pub struct RequestCtx<'a> {
     pub request_id: &'a HeaderValue,
     /// The request id as text, for logs.
     pub id: &'a str,
+    /// The operation's protocol (the route's, or one of its family).
+    pub protocol: &'static dyn Protocol,
+}
+
+impl RequestCtx<'_> {
+    /// How the checks treat strings of an answer that the decoder does not model.
+    fn fallback(&self) -> Fallback {
+        Fallback {
+            structural: self.protocol.structural(),
+            unknown: self.route.unknown_content,
+            fully_read: false,
+        }
+    }
 }
 
 /// How a wait for the upstream ended without an answer.
@@ -342,7 +365,7 @@ impl<'a> RequestCtx<'a> {
             key_id: self.caller.key_id,
             route: self.route.name,
             request_id: self.id.to_owned(),
-            protocol: self.route.protocol,
+            protocol: self.protocol,
             overhead_so_far,
             idle_timeout: Duration::from_millis(config.timeouts.idle_ms),
             started: tokio::time::Instant::from_std(self.started),
@@ -352,7 +375,7 @@ impl<'a> RequestCtx<'a> {
             max_holdback_bytes: config.limits.max_holdback_bytes,
             stop: self.gw.stop_streams.subscribe(),
             permit,
-            fallback: self.route.fallback(),
+            fallback: self.fallback(),
         };
         let stream = GuardedStream::new(body, self.guard(true, history, model), ctx);
         let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
@@ -396,7 +419,7 @@ impl<'a> RequestCtx<'a> {
         };
         let check_started = Instant::now();
         let mut deltas = Vec::new();
-        if let Err(e) = self.route.protocol.decode_response(&body, &mut deltas) {
+        if let Err(e) = self.protocol.decode_response(&body, &mut deltas) {
             self.count_upstream_error(UpstreamErrorKind::Malformed);
             tracing::warn!(request_id = self.id, error = %e, "malformed upstream response");
             return Err(GatewayError::Upstream(
@@ -408,7 +431,7 @@ impl<'a> RequestCtx<'a> {
             &mut guard,
             &deltas,
             &body,
-            self.route.fallback(),
+            self.fallback(),
             &mut Needs::new(),
             &mut spans,
         ) {

@@ -255,7 +255,12 @@ impl Gateway {
         let target = exchange::target(route, &req)?;
         let (parts, body) = req.into_parts();
         let caller = exchange::authenticate(rt, route, &parts)?;
+        let protocol = match target {
+            Target::Checked(_, p) => p,
+            Target::Passthrough(_) => route.protocol,
+        };
         let ctx = RequestCtx {
+            protocol,
             gw: self,
             rt,
             route,
@@ -267,10 +272,10 @@ impl Gateway {
         let body = ctx.read_body(body).await?;
         let permit = ctx.admit()?;
         let base = match target {
-            Target::Checked(base) => base,
+            Target::Checked(base, _) => base,
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
         };
-        let parsed = route.protocol.parse_request(&body, parts.uri.path())?;
+        let parsed = protocol.parse_request(&body, parts.uri.path())?;
         let history = ctx.before_call(&parsed)?;
         let up_req = ctx.upstream_request(&parts, base, body)?;
         let pre_upstream = started.elapsed();

@@ -45,15 +45,6 @@ pub struct Runtime {
 }
 
 impl Route {
-    /// How the checks treat strings of an answer that the decoder does not model.
-    pub fn fallback(&self) -> super::check::Fallback {
-        super::check::Fallback {
-            structural: self.protocol.structural(),
-            unknown: self.unknown_content,
-            fully_read: false,
-        }
-    }
-
     /// The path (and query) a request for `path_and_query` goes upstream with: the route's
     /// `strip_prefix` removed.
     pub fn forwarded<'p>(&self, path_and_query: &'p str) -> std::borrow::Cow<'p, str> {

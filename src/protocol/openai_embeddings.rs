@@ -1,0 +1,142 @@
+//! OpenAI Embeddings (`POST /v1/embeddings`): `input` checked before the call (BeforeCall);
+//! the answer is vectors, no text, so it is relayed whole (never streamed). Served by every
+//! OpenAI-compatible server, and so by routes of `openai_chat` too (see [`super::family`]).
+
+use super::openai_chat::openai_error_json;
+use super::residual::Structural;
+use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use crate::config::{ProtocolId, Provider};
+use crate::delta::{Conversation, Delta, Message, Role};
+use crate::error::GatewayError;
+use bytes::Bytes;
+use serde::Deserialize;
+
+pub struct OpenAiEmbeddings;
+
+#[derive(Deserialize)]
+struct Request {
+    #[serde(default)]
+    model: Option<String>,
+    input: Input,
+}
+
+/// A text, texts, or token ids (which carry no text guardwire can read).
+#[derive(Deserialize)]
+#[serde(untagged)]
+#[allow(dead_code)] // token ids are read only to accept the shape
+enum Input {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// Embeddings are never streamed: a stream of them is malformed.
+struct NoStream;
+
+impl StreamDecoder for NoStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        _data: &'a [u8],
+        _out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        Err(DecodeError("embeddings are not streamed".into()))
+    }
+}
+
+static STRUCTURAL: Structural = Structural {
+    // `embedding` is a vector, or base64 with `encoding_format: base64`: no text.
+    keys: &["embedding", "encoding_format"],
+    nested: &[],
+};
+
+impl Protocol for OpenAiEmbeddings {
+    fn id(&self) -> ProtocolId {
+        ProtocolId::OpenAiEmbeddings
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        path == "/v1/embeddings"
+    }
+
+    fn serves(&self, path: &str) -> bool {
+        path.ends_with("/embeddings")
+    }
+
+    fn provider(&self) -> Provider {
+        Provider::OpenAi
+    }
+
+    fn structural(&self) -> &'static Structural {
+        &STRUCTURAL
+    }
+
+    fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
+        let req: Request = super::request_json(body)?;
+        let texts = match req.input {
+            Input::Text(t) => vec![t],
+            Input::Texts(ts) => ts,
+            Input::Tokens(_) | Input::TokenLists(_) => Vec::new(),
+        };
+        Ok(ParsedRequest {
+            stream: false,
+            model: req.model,
+            conversation: Conversation {
+                messages: texts
+                    .into_iter()
+                    .map(|t| Message::text(Role::User, vec![t]))
+                    .collect(),
+                tools: Vec::new(),
+            },
+        })
+    }
+
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(NoStream)
+    }
+
+    /// The vectors carry no text; any string outside the structural keys is still checked by
+    /// the fallback.
+    fn decode_response<'a>(
+        &self,
+        body: &'a [u8],
+        _out: &mut Vec<Delta<'a>>,
+    ) -> Result<(), DecodeError> {
+        serde_json::from_slice::<serde::de::IgnoredAny>(body)
+            .map(|_| ())
+            .map_err(|e| DecodeError(format!("malformed embeddings response: {e}")))
+    }
+
+    fn error_body(&self, err: &GatewayError) -> Bytes {
+        openai_error_json(err).into()
+    }
+
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+        format!("data: {}\n\n", openai_error_json(err)).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn inputs_of_every_shape_are_read() {
+        let texts = |body: &str| {
+            OpenAiEmbeddings
+                .parse_request(body.as_bytes(), "/v1/embeddings")
+                .unwrap()
+                .conversation
+                .messages
+                .into_iter()
+                .flat_map(|m| m.text)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(texts(r#"{"input":"a","model":"m"}"#), ["a"]);
+        assert_eq!(texts(r#"{"input":["a","b"]}"#), ["a", "b"]);
+        assert!(texts(r#"{"input":[1,2]}"#).is_empty());
+        assert!(OpenAiEmbeddings.parse_request(b"{}", "/").is_err());
+    }
+}
