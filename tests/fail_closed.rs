@@ -654,3 +654,76 @@ async fn completions_and_embeddings_are_checked_on_openai_routes() {
         assert_eq!(a.text(), vectors);
     }
 }
+
+/// Every string the model will read is checked before the call, also where no decoder looks:
+/// tool descriptions and schemas, Anthropic document blocks, Responses prompt variables,
+/// fields guardwire does not know. Inline media (base64) is not text.
+#[tokio::test]
+async fn request_text_outside_the_modelled_fields_is_checked() {
+    use serde_json::json;
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "").await;
+    let bad = "the forbidden fruit";
+    let cases = [
+        (
+            "/v1/chat/completions",
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],
+            "tools":[{"type":"function","function":{"name":"f","description":bad,"parameters":{"type":"object"}}}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],
+            "response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object","description":bad}}}}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],"my_new_field":bad}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model":"c","max_tokens":5,"messages":[{"role":"user","content":[
+            {"type":"document","source":{"type":"text","media_type":"text/plain","data":bad}}]}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"hi","prompt":{"id":"p","variables":{"topic":bad}}}),
+        ),
+        (
+            "/v1beta/models/g:generateContent",
+            json!({"contents":[{"role":"user","parts":[{"text":"hi"}]}],
+            "tools":[{"functionDeclarations":[{"name":"f","description":bad}]}]}),
+        ),
+    ];
+    for (path, body) in cases {
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            body.to_string(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(
+            a.status,
+            StatusCode::BAD_REQUEST,
+            "{path} {body}: {}",
+            a.text()
+        );
+    }
+    assert_eq!(mock.request_count(), 0);
+    // Inline media and settings are not text; a clean request with them goes through.
+    let clean = json!({"model":"m","messages":[{"role":"user","content":[
+        {"type":"text","text":"what is this"},
+        {"type":"image_url","image_url":{"url":"data:image/png;base64,Zm9yYmlkZGVuIGZydWl0"}}]}],
+        "tools":[{"type":"function","function":{"name":"f","description":"looks things up"}}]});
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        clean.to_string(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+}

@@ -264,3 +264,84 @@ mod tests {
         }
     }
 }
+
+/// Keys of requests (every protocol) whose string values are settings, ids or opaque data the
+/// model does not read as text.
+pub static REQUEST_STRUCTURAL: Structural = Structural {
+    keys: &[
+        "tool_choice",
+        "tool_call_id",
+        "tool_use_id",
+        "call_id",
+        "media_type",
+        "mime_type",
+        "mimeType",
+        "detail",
+        "format",
+        "encoding_format",
+        "service_tier",
+        "reasoning_effort",
+        "effort",
+        "previous_response_id",
+        "prompt_cache_key",
+        "safety_identifier",
+        "signature",
+        "encrypted_content",
+        "thoughtSignature",
+        "thought_signature",
+        "responseMimeType",
+        "response_mime_type",
+    ],
+    // Inline media: base64 (or a data: URL) is no text.
+    nested: &[
+        ("image_url", "url"),
+        ("input_audio", "data"),
+        ("inlineData", "data"),
+        ("inline_data", "data"),
+        ("file", "file_data"),
+    ],
+};
+
+/// Adds to `conversation` every string of the request `body` that its decoder did not read
+/// into the conversation and that is not structure (tool descriptions and schemas, document
+/// blocks, prompt variables, fields guardwire does not know): one message each, so the input
+/// checks read everything the model will.
+pub fn add_request_residuals(
+    body: &[u8],
+    conversation: &mut crate::delta::Conversation,
+) -> Result<(), Unwalkable> {
+    use crate::delta::{Message, Role};
+    let mut left = Vec::new();
+    residual_strings(body, &REQUEST_STRUCTURAL, &[], &mut left)?;
+    if left.is_empty() {
+        return Ok(());
+    }
+    // What the decoder read, by value (each occurrence once).
+    let mut read: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for m in &conversation.messages {
+        for t in m
+            .text
+            .iter()
+            .chain(m.tool_calls.iter().map(|c| &c.arguments))
+        {
+            *read.entry(t.as_str()).or_default() += 1;
+        }
+    }
+    let mut extra = Vec::new();
+    for (lit, _) in left {
+        let text: std::borrow::Cow<'_, str> =
+            serde_json::from_slice(&body[lit]).map_err(|_| Unwalkable)?;
+        if text.is_empty() {
+            continue;
+        }
+        match read.get_mut(&*text) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => extra.push(Message::text(
+                Role::Other("unmodelled".into()),
+                vec![text.into_owned()],
+            )),
+        }
+    }
+    conversation.messages.extend(extra);
+    Ok(())
+}

@@ -18,11 +18,11 @@ pub mod upstream;
 pub use report::Reporter;
 pub use runtime::{Route, Runtime};
 
-use crate::config::Config;
+use crate::config::{Config, UnknownContent};
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, ReloadLabels, ReloadResult, RequestLabels, UpstreamErrorKind};
 use crate::protocol::openai_chat::OpenAiChat;
-use crate::protocol::Protocol;
+use crate::protocol::{residual, Protocol};
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
@@ -275,7 +275,13 @@ impl Gateway {
             Target::Checked(base, _) => base,
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
         };
-        let parsed = protocol.parse_request(&body, parts.uri.path())?;
+        let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
+        if route.unknown_content != UnknownContent::Pass {
+            // What the decoder does not model is read by the input checks too.
+            residual::add_request_residuals(&body, &mut parsed.conversation).map_err(|_| {
+                GatewayError::InvalidRequest("the request body cannot be read".into())
+            })?;
+        }
         let history = ctx.before_call(&parsed)?;
         let up_req = ctx.upstream_request(&parts, base, body)?;
         let pre_upstream = started.elapsed();
