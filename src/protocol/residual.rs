@@ -200,71 +200,6 @@ pub fn residual_strings(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::single_range_in_vec_init)]
-    use super::*;
-
-    const NONE: Structural = Structural {
-        keys: &["finish_reason"],
-        nested: &[("response", "instructions")],
-    };
-
-    fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
-        let mut out = Vec::new();
-        residual_strings(data.as_bytes(), &NONE, known, &mut out).unwrap();
-        out.into_iter().map(|(r, _)| data[r].to_owned()).collect()
-    }
-
-    #[test]
-    fn reports_strings_outside_structure_and_known_texts() {
-        let data = r#"{"id":"x","choices":[{"delta":{"content":"hi","mystery":"forbidden"},"finish_reason":"stop"}],"extra":["a",{"type":"t"},"b\"c"]}"#;
-        let content = data.find(r#""hi""#).unwrap();
-        assert_eq!(
-            residual(data, &[content..content + 4]),
-            [r#""forbidden""#, r#""a""#, r#""b\"c""#]
-        );
-        // A structural key inside an array does not exempt the array's later strings.
-        assert_eq!(residual(r#"{"x":[{"type":"t"},"z"]}"#, &[]), [r#""z""#]);
-        // Under an exempt key everything is structure; nested exemptions need their parent.
-        assert!(residual(r#"{"type":{"a":["b"]}}"#, &[]).is_empty());
-        assert!(residual(r#"{"response":{"instructions":"i"}}"#, &[]).is_empty());
-        assert_eq!(residual(r#"{"instructions":"i"}"#, &[]), [r#""i""#]);
-        // Keys are not values; escaped keys are never structural.
-        assert_eq!(residual(r#"{"\u0074ype":"v"}"#, &[]), [r#""v""#]);
-        // Inside a known raw value (Gemini's args object) nothing is left over.
-        let raw = r#"{"args":{"q":"text"},"other":"o"}"#;
-        assert_eq!(residual(raw, &[8..20]), [r#""o""#]);
-    }
-
-    #[test]
-    fn strings_of_one_path_share_an_id_across_frames() {
-        let path = |data: &str| {
-            let mut out = Vec::new();
-            residual_strings(data.as_bytes(), &NONE, &[], &mut out).unwrap();
-            out.iter().map(|(_, p)| *p).collect::<Vec<_>>()
-        };
-        let a = path(r#"{"type":"x.delta","delta":"forbidden "}"#);
-        let b = path(r#"{"delta":"fruit","type":"x.delta","n":1}"#);
-        assert_eq!(a, b);
-        let c = path(r#"{"item":{"delta":"x"},"list":["y",{"delta":"z"}]}"#);
-        assert_eq!(c.len(), 3);
-        assert!(c[0] != a[0] && c[0] != c[1] && c[1] != c[2] && c[0] != c[2]);
-    }
-
-    #[test]
-    fn unbalanced_or_too_deep_input_is_refused() {
-        let mut out = Vec::new();
-        for bad in [r#"{"a":"#, r#"{"a":"x}"#, "]", &"[".repeat(200)] {
-            assert_eq!(
-                residual_strings(bad.as_bytes(), &NONE, &[], &mut out),
-                Err(Unwalkable),
-                "{bad}"
-            );
-        }
-    }
-}
-
 /// Keys of requests (every protocol) whose string values are settings, ids or opaque data the
 /// model does not read as text.
 pub static REQUEST_STRUCTURAL: Structural = Structural {
@@ -344,4 +279,69 @@ pub fn add_request_residuals(
     }
     conversation.messages.extend(extra);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::single_range_in_vec_init)]
+    use super::*;
+
+    const NONE: Structural = Structural {
+        keys: &["finish_reason"],
+        nested: &[("response", "instructions")],
+    };
+
+    fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
+        let mut out = Vec::new();
+        residual_strings(data.as_bytes(), &NONE, known, &mut out).unwrap();
+        out.into_iter().map(|(r, _)| data[r].to_owned()).collect()
+    }
+
+    #[test]
+    fn reports_strings_outside_structure_and_known_texts() {
+        let data = r#"{"id":"x","choices":[{"delta":{"content":"hi","mystery":"forbidden"},"finish_reason":"stop"}],"extra":["a",{"type":"t"},"b\"c"]}"#;
+        let content = data.find(r#""hi""#).unwrap();
+        assert_eq!(
+            residual(data, &[content..content + 4]),
+            [r#""forbidden""#, r#""a""#, r#""b\"c""#]
+        );
+        // A structural key inside an array does not exempt the array's later strings.
+        assert_eq!(residual(r#"{"x":[{"type":"t"},"z"]}"#, &[]), [r#""z""#]);
+        // Under an exempt key everything is structure; nested exemptions need their parent.
+        assert!(residual(r#"{"type":{"a":["b"]}}"#, &[]).is_empty());
+        assert!(residual(r#"{"response":{"instructions":"i"}}"#, &[]).is_empty());
+        assert_eq!(residual(r#"{"instructions":"i"}"#, &[]), [r#""i""#]);
+        // Keys are not values; escaped keys are never structural.
+        assert_eq!(residual(r#"{"\u0074ype":"v"}"#, &[]), [r#""v""#]);
+        // Inside a known raw value (Gemini's args object) nothing is left over.
+        let raw = r#"{"args":{"q":"text"},"other":"o"}"#;
+        assert_eq!(residual(raw, &[8..20]), [r#""o""#]);
+    }
+
+    #[test]
+    fn strings_of_one_path_share_an_id_across_frames() {
+        let path = |data: &str| {
+            let mut out = Vec::new();
+            residual_strings(data.as_bytes(), &NONE, &[], &mut out).unwrap();
+            out.iter().map(|(_, p)| *p).collect::<Vec<_>>()
+        };
+        let a = path(r#"{"type":"x.delta","delta":"forbidden "}"#);
+        let b = path(r#"{"delta":"fruit","type":"x.delta","n":1}"#);
+        assert_eq!(a, b);
+        let c = path(r#"{"item":{"delta":"x"},"list":["y",{"delta":"z"}]}"#);
+        assert_eq!(c.len(), 3);
+        assert!(c[0] != a[0] && c[0] != c[1] && c[1] != c[2] && c[0] != c[2]);
+    }
+
+    #[test]
+    fn unbalanced_or_too_deep_input_is_refused() {
+        let mut out = Vec::new();
+        for bad in [r#"{"a":"#, r#"{"a":"x}"#, "]", &"[".repeat(200)] {
+            assert_eq!(
+                residual_strings(bad.as_bytes(), &NONE, &[], &mut out),
+                Err(Unwalkable),
+                "{bad}"
+            );
+        }
+    }
 }
