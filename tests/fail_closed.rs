@@ -727,3 +727,47 @@ async fn request_text_outside_the_modelled_fields_is_checked() {
     .await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
 }
+
+/// Redaction covers every copy: a frame whose masked text is also spelled out token by token
+/// in `logprobs` cannot be rewritten faithfully, so it ends the stream instead of leaking.
+#[tokio::test]
+async fn redaction_never_leaves_a_copy_in_logprobs() {
+    use serde_json::json;
+    let pack = "validators:\n  - type: content_excludes\n    mode: redact\n    mask: \"***\"\n    params: { patterns: [\"XK-99\"] }\n";
+    let frame = |t: &str, lp: serde_json::Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":t},"logprobs":lp,"finish_reason":null}]})
+        )
+    };
+    let tokens = |t: &str| json!({"content":[{"token":t,"logprob":-0.1,"bytes":t.as_bytes(),"top_logprobs":[]}]});
+    let body =
+        frame("code ", tokens("code ")) + &frame("XK-99", tokens("XK-99")) + "data: [DONE]\n\n";
+    let b = body.clone();
+    let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
+    let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        (all()[0].stream_body)("hi"),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    let text = a.text();
+    assert!(!text.contains("XK") && !text.contains("88,75"), "{text}");
+    assert!(text.contains("\"error\""), "{text}");
+    // Without logprobs the same answer is masked in place.
+    let body = frame("code ", json!(null)) + &frame("XK-99", json!(null)) + "data: [DONE]\n\n";
+    let mock = MockUpstream::start(move |_| Reply::sse(body.as_bytes())).await;
+    let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        (all()[0].stream_body)("hi"),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert!(a.text().contains("\"content\":\"***\""), "{}", a.text());
+}

@@ -59,6 +59,24 @@ pub fn borrowed_range(data: &[u8], text: &str) -> Option<(Range<usize>, bool)> {
     })
 }
 
+/// True when `data` has log-probabilities that are not empty (`null`, `[]`, `{}`).
+fn carries_logprobs(data: &[u8]) -> bool {
+    const KEYS: [&[u8]; 3] = [b"\"logprobs\"", b"\"top_logprobs\"", b"\"logprobsResult\""];
+    KEYS.iter().any(|key| {
+        memchr::memmem::find_iter(data, key).any(|at| {
+            let rest = data[at + key.len()..].trim_ascii_start();
+            let Some(value) = rest.strip_prefix(b":") else {
+                return false; // a string value, not a key
+            };
+            let value = value.trim_ascii_start();
+            !(value.starts_with(b"null")
+                || value.starts_with(b"[]")
+                || value.starts_with(b"{}")
+                || (value.starts_with(b"[") && value[1..].trim_ascii_start().starts_with(b"]")))
+        })
+    })
+}
+
 /// Every string literal of a JSON text, quotes included, in order.
 fn string_literals(data: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
     let mut i = 0;
@@ -117,6 +135,11 @@ pub fn rewrite(
     }
     if edits.is_empty() {
         return Ok(None);
+    }
+    if carries_logprobs(data) {
+        // Log-probabilities repeat the text token by token (as strings and as byte lists);
+        // they cannot be masked faithfully, and leaving them would leak what was masked.
+        return Err(Unmaskable);
     }
     edits.sort_by_key(|(r, _)| r.start);
     let mut out = Vec::with_capacity(data.len());
@@ -189,6 +212,39 @@ mod tests {
             start,
             end,
             mask: "[X]".into(),
+        }
+    }
+
+    #[test]
+    fn frames_with_logprobs_cannot_be_rewritten() {
+        let span = TextSpan {
+            channel: 0,
+            start: 0,
+            end: 7,
+            literal: 0..0,
+            raw: false,
+            text: "call 55".into(),
+        };
+        let r = [red(5, 13)];
+        for (data, ok) in [
+            (&br#"{"x":"call 55","logprobs":null}"#[..], true),
+            (br#"{"x":"call 55","logprobs": [ ]}"#, true),
+            (
+                br#"{"x":"call 55","logprobs":{"content":[{"token":"55"}]}}"#,
+                false,
+            ),
+            (br#"{"x":"call 55","top_logprobs":[{"token":"55"}]}"#, false),
+        ] {
+            let s = TextSpan {
+                literal: 5..14,
+                ..span.clone()
+            };
+            assert_eq!(
+                rewrite(data, &[s], &r).is_ok(),
+                ok,
+                "{}",
+                String::from_utf8_lossy(data)
+            );
         }
     }
 
