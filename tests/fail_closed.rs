@@ -771,3 +771,66 @@ async fn redaction_never_leaves_a_copy_in_logprobs() {
     .await;
     assert!(a.text().contains("\"content\":\"***\""), "{}", a.text());
 }
+
+/// The legacy Chat `function_call` and custom tool calls are tool calls: the tool checks see
+/// their names (a forbidden tool is blocked before any argument is released) and their
+/// arguments/input are checked as arguments.
+#[tokio::test]
+async fn legacy_and_custom_chat_tool_calls_are_tool_calls() {
+    use serde_json::json;
+    let pack = "validators:\n  - id: no-f\n    type: tools_not_called\n    params: { tool_names: [f] }\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"] }\n";
+    let chat = |delta: serde_json::Value| {
+        format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":delta,"finish_reason":null}]})
+        )
+    };
+    let cases = [
+        (
+            chat(json!({"function_call":{"name":"f","arguments":"{}"}})),
+            "no-f",
+        ),
+        (
+            chat(
+                json!({"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"f","input":"x"}}]}),
+            ),
+            "no-f",
+        ),
+        (
+            chat(
+                json!({"function_call":{"name":"g","arguments":"{\"q\":\"the forbidden fruit\"}"}}),
+            ),
+            "forbidden",
+        ),
+        (
+            chat(
+                json!({"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"g","input":"the forbidden fruit"}}]}),
+            ),
+            "forbidden",
+        ),
+    ];
+    let p = all().into_iter().find(|p| p.name == "openai_chat").unwrap();
+    for (body, why) in cases {
+        let b = body.clone();
+        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.stream_path,
+            (p.stream_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        let text = a.text();
+        assert!(text.contains("content_blocked"), "{body}: {text}");
+        assert!(
+            !text.contains("\"name\":\"f\"") && !text.contains("fruit"),
+            "{body}: {text}"
+        );
+        let m = metrics(proxy.addr()).await;
+        if why == "no-f" {
+            assert!(m.contains("validator=\"no-f\""), "{m}");
+        }
+    }
+}

@@ -144,6 +144,9 @@ struct ChoiceDelta<'a> {
     reasoning: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+    /// The legacy single function call (before `tool_calls`): tool call 0.
+    #[serde(borrow, default)]
+    function_call: Option<FunctionDelta<'a>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -154,6 +157,17 @@ struct ToolCallDelta<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     function: Option<FunctionDelta<'a>>,
+    /// A custom tool call (`type: "custom"`): free-form `input` instead of JSON arguments.
+    #[serde(borrow, default)]
+    custom: Option<CustomDelta<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct CustomDelta<'a> {
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    input: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -253,6 +267,13 @@ fn skim_delta<'a>(s: &mut Skim<'a>, d: &mut ChoiceDelta<'a>) -> Skimmed<()> {
             b"refusal" => (1, &mut d.refusal),
             b"reasoning_content" => (2, &mut d.reasoning_content),
             b"reasoning" => (3, &mut d.reasoning),
+            b"function_call" => {
+                seen.once(5)?;
+                if !s.null() {
+                    skim_function(s, d.function_call.insert(FunctionDelta::default()))?;
+                }
+                return Ok(());
+            }
             b"tool_calls" => {
                 seen.once(4)?;
                 if !s.null() {
@@ -290,12 +311,19 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
         b"function" => {
             seen.once(2)?;
             if !s.null() {
-                let f = call.function.insert(FunctionDelta::default());
+                skim_function(s, call.function.insert(FunctionDelta::default()))?;
+            }
+            Ok(())
+        }
+        b"custom" => {
+            seen.once(3)?;
+            if !s.null() {
+                let c = call.custom.insert(CustomDelta::default());
                 let mut seen = Seen::default();
                 s.object(|s, key| {
                     let (bit, slot) = match key {
-                        b"name" => (0, &mut f.name),
-                        b"arguments" => (1, &mut f.arguments),
+                        b"name" => (0, &mut c.name),
+                        b"input" => (1, &mut c.input),
                         _ => return s.skip_unread(key, structural),
                     };
                     seen.once(bit)?;
@@ -308,6 +336,20 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
         _ => s.skip_unread(key, structural),
     })?;
     Ok(call)
+}
+
+fn skim_function<'a>(s: &mut Skim<'a>, f: &mut FunctionDelta<'a>) -> Skimmed<()> {
+    let mut seen = Seen::default();
+    s.object(|s, key| {
+        let (bit, slot) = match key {
+            b"name" => (0, &mut f.name),
+            b"arguments" => (1, &mut f.arguments),
+            _ => return s.skip_unread(key, structural),
+        };
+        seen.once(bit)?;
+        *slot = s.opt_str()?;
+        Ok(())
+    })
 }
 
 fn skim_usage(s: &mut Skim<'_>) -> Skimmed<Usage> {
@@ -374,9 +416,20 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
                     });
                 }
             }
-            for (position, call) in d.tool_calls.take().into_iter().flatten().enumerate() {
+            let legacy = d.function_call.take().map(|f| ToolCallDelta {
+                index: Some(0),
+                function: Some(f),
+                ..ToolCallDelta::default()
+            });
+            let calls = d.tool_calls.take().into_iter().flatten().chain(legacy);
+            for (position, call) in calls.enumerate() {
                 let index = call.index.unwrap_or(position as u32);
-                let Some(function) = call.function else {
+                // A custom tool's free-form input is its arguments.
+                let function = call.function.or(call.custom.map(|c| FunctionDelta {
+                    name: c.name,
+                    arguments: c.input,
+                }));
+                let Some(function) = function else {
                     continue;
                 };
                 if let Some(name) = function.name {
