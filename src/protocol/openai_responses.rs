@@ -149,6 +149,8 @@ struct Event<'a> {
     refusal: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     arguments: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    input: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     part: Option<OutputContent<'a>>,
     #[serde(borrow, default)]
@@ -172,6 +174,9 @@ struct OutputItem<'a> {
     call_id: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     arguments: Option<Cow<'a, str>>,
+    /// A custom tool call's free-form input (its arguments).
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    input: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Vec<OutputContent<'a>>,
     #[serde(borrow, default)]
@@ -236,11 +241,27 @@ fn part_repeat(part: OutputContent<'_>) -> Option<Delta<'_>> {
     }
 }
 
+/// Output items that are tool calls: function calls, custom tool calls (free-form `input`) and
+/// MCP calls. Their arguments go on the call's [`Channel::ToolArgs`].
+fn is_call(kind: Option<&str>) -> bool {
+    matches!(
+        kind,
+        Some("function_call" | "custom_tool_call" | "mcp_call")
+    )
+}
+
+impl<'a> OutputItem<'a> {
+    /// A call's arguments (a custom tool call's input).
+    fn call_args(&mut self) -> Option<Cow<'a, str>> {
+        self.arguments.take().or(self.input.take())
+    }
+}
+
 /// The texts an output item repeats (a finished message, call or reasoning item).
-fn item_repeats<'a>(item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a>>) {
+fn item_repeats<'a>(mut item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a>>) {
     match item.kind.as_deref() {
         Some("message") => out.extend(item.content.into_iter().filter_map(part_repeat)),
-        Some("function_call") => out.extend(repeat(Channel::ToolArgs(index), item.arguments)),
+        kind if is_call(kind) => out.extend(repeat(Channel::ToolArgs(index), item.call_args())),
         Some("reasoning") => out.extend(
             item.summary
                 .into_iter()
@@ -270,15 +291,18 @@ impl StreamDecoder for ResponsesStream {
         match &*ev.kind {
             "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
             "response.refusal.delta" => out.extend(text(Channel::Refusal, ev.delta)),
-            "response.function_call_arguments.delta" => {
+            "response.function_call_arguments.delta"
+            | "response.custom_tool_call_input.delta"
+            | "response.mcp_call_arguments.delta" => {
                 out.extend(text(Channel::ToolArgs(index), ev.delta))
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 out.extend(text(Channel::Reasoning, ev.delta))
             }
             "response.output_item.added" => {
-                if let Some(item) = ev.item {
-                    if item.kind.as_deref() == Some("function_call") {
+                if let Some(mut item) = ev.item {
+                    if is_call(item.kind.as_deref()) {
+                        let args = item.call_args();
                         out.push(Delta::ToolCallStart {
                             choice: 0,
                             index,
@@ -286,14 +310,17 @@ impl StreamDecoder for ResponsesStream {
                             name: item.name.unwrap_or(Cow::Borrowed("")),
                         });
                         // Arguments announced with the item are checked like streamed ones.
-                        out.extend(text(Channel::ToolArgs(index), item.arguments));
+                        out.extend(text(Channel::ToolArgs(index), args));
                     }
                 }
             }
             "response.output_text.done" => out.extend(repeat(Channel::Content, ev.text)),
             "response.refusal.done" => out.extend(repeat(Channel::Refusal, ev.refusal)),
-            "response.function_call_arguments.done" => {
+            "response.function_call_arguments.done" | "response.mcp_call_arguments.done" => {
                 out.extend(repeat(Channel::ToolArgs(index), ev.arguments))
+            }
+            "response.custom_tool_call_input.done" => {
+                out.extend(repeat(Channel::ToolArgs(index), ev.input))
             }
             "response.reasoning_text.done" | "response.reasoning_summary_text.done" => {
                 out.extend(repeat(Channel::Reasoning, ev.text))
@@ -457,14 +484,16 @@ impl Protocol for OpenAiResponses {
                         }
                     }
                 }
-                Some("function_call") => {
+                kind if is_call(kind) => {
+                    let mut item = item;
+                    let args = item.call_args();
                     out.push(Delta::ToolCallStart {
                         choice: 0,
                         index,
                         id: item.call_id,
                         name: item.name.unwrap_or(Cow::Borrowed("")),
                     });
-                    out.extend(text(Channel::ToolArgs(index), item.arguments));
+                    out.extend(text(Channel::ToolArgs(index), args));
                 }
                 Some("reasoning") => {
                     for c in item.summary.into_iter().chain(item.content) {
@@ -516,6 +545,28 @@ mod tests {
             .decode(None, data.as_bytes(), &mut out)
             .unwrap();
         (k, out)
+    }
+
+    #[test]
+    #[rustfmt::skip]
+    fn custom_and_mcp_calls_are_tool_calls() {
+        assert_eq!(
+            decode(r#"{"type":"response.output_item.added","output_index":2,"item":{"type":"custom_tool_call","call_id":"c2","name":"grep","input":"a"}}"#).1,
+            vec![
+                Delta::ToolCallStart { choice: 0, index: 2, id: Some("c2".into()), name: "grep".into() },
+                Delta::Text { choice: 0, channel: Channel::ToolArgs(2), text: "a".into() },
+            ]
+        );
+        for kind in ["custom_tool_call_input", "mcp_call_arguments"] {
+            assert_eq!(
+                decode(&format!(r#"{{"type":"response.{kind}.delta","output_index":2,"delta":"b"}}"#)).1,
+                vec![Delta::Text { choice: 0, channel: Channel::ToolArgs(2), text: "b".into() }]
+            );
+        }
+        assert_eq!(
+            decode(r#"{"type":"response.custom_tool_call_input.done","output_index":2,"input":"ab"}"#).1,
+            vec![Delta::Repeat { choice: 0, channel: Channel::ToolArgs(2), text: "ab".into(), start: None }]
+        );
     }
 
     #[test]
