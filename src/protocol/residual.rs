@@ -251,17 +251,19 @@ pub fn add_request_residuals(
     if left.is_empty() {
         return Ok(());
     }
-    // What the decoder read, by value (each occurrence once).
-    let mut read: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for m in &conversation.messages {
-        for t in m
-            .text
-            .iter()
-            .chain(m.tool_calls.iter().map(|c| &c.arguments))
-        {
-            *read.entry(t.as_str()).or_default() += 1;
-        }
-    }
+    // What the decoder read, by value, each occurrence once: sorted, so a long conversation
+    // costs n log n, not n².
+    let mut read: Vec<(&str, bool)> = conversation
+        .messages
+        .iter()
+        .flat_map(|m| {
+            m.text
+                .iter()
+                .chain(m.tool_calls.iter().map(|c| &c.arguments))
+        })
+        .map(|t| (t.as_str(), false))
+        .collect();
+    read.sort_unstable();
     let mut extra = Vec::new();
     for (lit, _) in left {
         let text: std::borrow::Cow<'_, str> =
@@ -269,9 +271,14 @@ pub fn add_request_residuals(
         if text.is_empty() {
             continue;
         }
-        match read.get_mut(&*text) {
-            Some(n) if *n > 0 => *n -= 1,
-            _ => extra.push(Message::text(
+        let from = read.partition_point(|(t, _)| *t < &*text);
+        let unused = read[from..]
+            .iter_mut()
+            .take_while(|(t, _)| *t == &*text)
+            .find(|(_, used)| !*used);
+        match unused {
+            Some((_, used)) => *used = true,
+            None => extra.push(Message::text(
                 Role::Other("unmodelled".into()),
                 vec![text.into_owned()],
             )),

@@ -203,8 +203,8 @@ impl<'a> Skim<'a> {
         let start = self.i;
         self.skip()?;
         if !self.unread_text
-            && memchr::memchr(b'"', &self.b[start..self.i]).is_some()
             && !structural(key)
+            && memchr::memchr(b'"', &self.b[start..self.i]).is_some()
         {
             self.unread_text = true;
         }
