@@ -105,8 +105,8 @@ pub struct StreamGuard {
     notes: Vec<(u32, String)>,
     /// Spans to mask, per channel in order of their starts, overlapping ones merged.
     redactions: Vec<Redaction>,
-    /// Redactions not yet counted by the caller (validator, phase).
-    pub redacted: Vec<Finding>,
+    /// Redactions not yet reported ([`StreamGuard::take_findings`]).
+    redacted: Vec<Finding>,
     /// Keep recent channel text so findings can carry what matched (`audit.include_match`).
     keep_matches: bool,
     /// Keep each channel's whole text to verify repeats ([`Delta::Repeat`]).
@@ -115,8 +115,8 @@ pub struct StreamGuard {
     matches: Vec<(u32, String)>,
     hits: Vec<Hit>,
     reported: Reported,
-    /// Monitor-mode findings not yet collected by the caller.
-    pub findings: Vec<Finding>,
+    /// Monitor-mode findings not yet reported ([`StreamGuard::take_findings`]).
+    findings: Vec<Finding>,
 }
 
 impl Policy {
@@ -169,6 +169,23 @@ impl StreamGuard {
     /// Findings carry the text that matched (for `audit.include_match`); off by default.
     pub fn keep_matches(&mut self) {
         self.keep_matches = true;
+    }
+
+    /// True when [`StreamGuard::take_findings`] has something to hand over.
+    pub fn has_findings(&self) -> bool {
+        !(self.findings.is_empty() && self.redacted.is_empty())
+    }
+
+    /// Hands what was found since the last call and did not stop the answer — monitor-mode
+    /// findings, then redactions — to `report`, and forgets them (their lists keep their
+    /// allocation). The verdicts that stop an answer are the `Err`s of the phase methods.
+    pub fn take_findings(&mut self, report: impl FnOnce(&[Finding], &[Finding])) {
+        if !self.has_findings() {
+            return;
+        }
+        report(&self.findings, &self.redacted);
+        self.findings.clear();
+        self.redacted.clear();
     }
 
     /// The stream sends texts again ([`Delta::Repeat`]): keep every channel's text so

@@ -578,14 +578,22 @@ impl GuardedStream {
     }
 
     fn report_findings(&mut self) {
-        if self.guard.redacted.is_empty() && self.guard.findings.is_empty() {
-            return;
+        if !self.guard.has_findings() {
+            return; // the common case: no reporter, no policy reference taken
         }
-        let reporter = self.reporter();
-        reporter.redactions(&self.guard.redacted);
-        reporter.monitor(&self.guard.findings);
-        self.guard.redacted.clear();
-        self.guard.findings.clear();
+        let policy = Arc::clone(self.guard.policy());
+        let reporter = super::Reporter {
+            metrics: &self.ctx.metrics,
+            audit: &self.ctx.audit,
+            policy: &policy,
+            route: self.ctx.route,
+            key_id: self.ctx.key_id,
+            request_id: &self.ctx.request_id,
+        };
+        self.guard.take_findings(|monitored, redacted| {
+            reporter.redactions(redacted);
+            reporter.monitor(monitored);
+        });
     }
 }
 

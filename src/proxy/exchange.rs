@@ -213,7 +213,7 @@ impl<'a> RequestCtx<'a> {
     /// else the timeout `otherwise`.
     fn budget_spent(&self, guard: &mut StreamGuard, otherwise: &str) -> GatewayError {
         let verdict = guard.check_latency(self.started.elapsed().as_millis() as u64);
-        self.report().monitor(&guard.findings);
+        guard.take_findings(|monitored, _| self.report().monitor(monitored));
         match verdict {
             Err(finding) => self.report().block(finding),
             Ok(()) => GatewayError::UpstreamTimeout(otherwise.into()),
@@ -445,8 +445,10 @@ impl<'a> RequestCtx<'a> {
         }
         .and_then(|()| guard.after_call())
         .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
-        self.report().monitor(&guard.findings);
-        self.report().redactions(&guard.redacted);
+        guard.take_findings(|monitored, redacted| {
+            self.report().monitor(monitored);
+            self.report().redactions(redacted);
+        });
         verdict.map_err(|finding| self.report().block(finding))?;
         drop(deltas);
         let body = if guard.redactions().is_empty() {
