@@ -291,3 +291,66 @@ async fn redacted_stream_reaches_the_sdk_masked() {
     assert_eq!(report["finish_reasons"], json!(["stop"]), "{report:#}");
     h.stop().await;
 }
+
+// ---- legacy Completions and Embeddings ----
+
+fn completion_stream(texts: &[&str]) -> Vec<u8> {
+    let mut body: String = texts
+        .iter()
+        .map(|t| {
+            format!(
+                "data: {}\n\n",
+                json!({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "gpt-4o",
+                       "choices": [{"index": 0, "text": t, "logprobs": null, "finish_reason": null}]})
+            )
+        })
+        .collect();
+    body.push_str(&format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        json!({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "gpt-4o",
+               "choices": [{"index": 0, "text": "", "logprobs": null, "finish_reason": "stop"}]})
+    ));
+    body.into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the SDK venv: run tests/run"]
+async fn legacy_completions_stream_is_checked_for_the_sdk() {
+    let sdk = Sdk::openai_chat();
+    let texts = ["Once upon a time ", "there was a f", "orbidden", " door."];
+    let body = completion_stream(&texts);
+    let h = Harness::start(Reply::sse_every(&body, 7, Duration::from_millis(1))).await;
+    let report = h.run(&sdk, "completion_blocked").await;
+    assert_stream_blocked(&report);
+    assert_no_leak(
+        report["text"].as_str().expect("text"),
+        "Once upon a time ",
+        &report,
+    );
+    h.stop().await;
+
+    let clean = ["Once upon a time ", "there was a door."];
+    let h = Harness::start(Reply::sse(&completion_stream(&clean))).await;
+    let report = h.run(&sdk, "completion_clean").await;
+    assert_eq!(report["text"], json!(clean.concat()), "{report:#}");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the SDK venv: run tests/run"]
+async fn embeddings_inputs_are_checked_for_the_sdk() {
+    let sdk = Sdk::openai_chat();
+    let vectors = json!({"object": "list", "model": "gpt-4o", "usage": {"prompt_tokens": 2, "total_tokens": 2},
+        "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2, 0.3]},
+                 {"object": "embedding", "index": 1, "embedding": [0.4, 0.5, 0.6]}]})
+    .to_string();
+    let h = Harness::start(Reply::json(200, &vectors)).await;
+    let report = h.run(&sdk, "embeddings_input_block").await;
+    assert_eq!(report["exception"], json!("BadRequestError"), "{report:#}");
+    assert_eq!(report["code"], json!("content_blocked"), "{report:#}");
+    assert_eq!(h.mock.request_count(), 0, "the upstream must not be called");
+    let report = h.run(&sdk, "embeddings_clean").await;
+    assert_eq!(report["count"], json!(2), "{report:#}");
+    assert_eq!(report["dims"], json!(3), "{report:#}");
+    h.stop().await;
+}

@@ -13,6 +13,13 @@ Scenarios:
   nonstream_block    non-streamed call; must raise openai.BadRequestError
   input_block        the prompt carries INPUT_BANNED; must raise openai.BadRequestError
   clean_nonstream    non-streamed call; report the message content
+  completion_blocked legacy Completions, streamed: must raise openai.APIError mid-stream; report
+                     the text yielded before it and the exception's fields
+  completion_clean   legacy Completions, streamed; report the assembled text
+  embeddings_input_block
+                     Embeddings with INPUT_BANNED among the inputs; must raise
+                     openai.BadRequestError
+  embeddings_clean   Embeddings of two texts; report the vectors' count and length
 
 Output, exit status, deadline and the prompts' contract: see sdk_harness.py.
 """
@@ -176,7 +183,45 @@ def clean_nonstream(client: openai.OpenAI) -> Dict[str, Any]:
     }
 
 
+def _completion_stream(client: openai.OpenAI) -> Any:
+    return client.completions.create(model=MODEL, prompt=CLEAN_PROMPT, stream=True)
+
+
+def completion_blocked(client: openai.OpenAI) -> Dict[str, Any]:
+    parts: List[str] = []
+    chunks = 0
+    try:
+        for chunk in _completion_stream(client):
+            chunks += 1
+            parts.extend(c.text for c in chunk.choices if c.text)
+    except openai.APIError as e:
+        return {"text": "".join(parts), "chunks": chunks, **error_fields(e)}
+    raise ScenarioFailed(f"the completion stream ended normally after {chunks} chunks")
+
+
+def completion_clean(client: openai.OpenAI) -> Dict[str, Any]:
+    parts = [c.text for chunk in _completion_stream(client) for c in chunk.choices if c.text]
+    return {"text": "".join(parts)}
+
+
+def embeddings_input_block(client: openai.OpenAI) -> Dict[str, Any]:
+    try:
+        client.embeddings.create(model=MODEL, input=[CLEAN_PROMPT, INPUT_BANNED])
+    except openai.BadRequestError as e:
+        return error_fields(e)
+    raise ScenarioFailed("the embeddings request succeeded; expected openai.BadRequestError")
+
+
+def embeddings_clean(client: openai.OpenAI) -> Dict[str, Any]:
+    result = client.embeddings.create(model=MODEL, input=[CLEAN_PROMPT, "another"])
+    return {"count": len(result.data), "dims": len(result.data[0].embedding)}
+
+
 SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
+    "completion_blocked": completion_blocked,
+    "completion_clean": completion_clean,
+    "embeddings_input_block": embeddings_input_block,
+    "embeddings_clean": embeddings_clean,
     "clean_stream": clean_stream,
     "blocked_stream": blocked_stream,
     "blocked_tool_args": blocked_tool_args,
