@@ -1,0 +1,278 @@
+//! The fail-closed invariant end to end, as a property over random input: random JSON is
+//! grafted into a random frame of a real stream of each protocol, a marker word planted in a
+//! random string of it (escaped or not, plain or as JSON inside the string), and the stream is
+//! split at random bytes. Every string a standard JSON parser extracts from the bytes the client
+//! receives (and from JSON inside those strings) is free of the marker — unless the string sits
+//! under one of the protocol's structural keys, which the checks deliberately leave alone.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::mock_upstream::{MockUpstream, Reply};
+use common::protocols::all;
+use common::proxy::{send, start_proxy_all};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const MARKER: &str = "zqxjv";
+const PACK: &str = "validators:\n  - type: banned_words\n    params: { words: [zqxjv] }\n";
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const KEYS: [&str; 12] = [
+    "content",
+    "text",
+    "delta",
+    "arguments",
+    "note",
+    "extra",
+    "parts",
+    "logprobs",
+    "input",
+    "output",
+    "name",
+    "items",
+];
+
+fn random_value(rng: &mut Rng, depth: usize) -> Value {
+    match (rng.below(5), depth) {
+        (0, _) | (_, 0) => Value::from(["a b", "word", "", "x y z"][rng.below(4)]),
+        (1, _) => Value::from(rng.below(100)),
+        (2, _) => Value::Array(
+            (0..1 + rng.below(2))
+                .map(|_| random_value(rng, depth - 1))
+                .collect(),
+        ),
+        _ => Value::Object(
+            (0..1 + rng.below(3))
+                .map(|_| {
+                    (
+                        KEYS[rng.below(KEYS.len())].to_owned(),
+                        random_value(rng, depth - 1),
+                    )
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// Paths (keys and indices) of every object / string leaf of `v`.
+fn walk(
+    v: &Value,
+    path: &mut Vec<Value>,
+    objects: &mut Vec<Vec<Value>>,
+    strings: &mut Vec<Vec<Value>>,
+) {
+    match v {
+        Value::String(_) => strings.push(path.clone()),
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                path.push(json!(i));
+                walk(x, path, objects, strings);
+                path.pop();
+            }
+        }
+        Value::Object(o) => {
+            objects.push(path.clone());
+            for (k, x) in o {
+                path.push(json!(k));
+                walk(x, path, objects, strings);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn at<'v>(v: &'v mut Value, path: &[Value]) -> &'v mut Value {
+    path.iter().fold(v, |v, s| match s {
+        Value::String(k) => &mut v[k.as_str()],
+        other => &mut v[other.as_u64().unwrap() as usize],
+    })
+}
+
+/// The walker's exemption, from outside: a structural key on the path, or a (parent, key) pair.
+fn exempt(protocol: &str, path: &[Value]) -> bool {
+    let s = guardwire::protocol::by_name(protocol).unwrap().structural();
+    path.iter().enumerate().any(|(i, step)| {
+        let Some(k) = step.as_str() else { return false };
+        s.is_structural_key(k.as_bytes())
+            || (i > 0
+                && path[i - 1]
+                    .as_str()
+                    .is_some_and(|parent| s.nested.iter().any(|(a, b)| *a == parent && *b == k)))
+    })
+}
+
+/// Every string of `v` (and of JSON inside strings) that holds the marker, by path.
+fn marked(v: &Value, path: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
+    match v {
+        Value::String(s) => {
+            if s.contains(MARKER) {
+                out.push(path.clone());
+            } else if let Ok(inner) = serde_json::from_str::<Value>(s) {
+                if inner.is_object() || inner.is_array() {
+                    marked(&inner, path, out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                path.push(json!(i));
+                marked(x, path, out);
+                path.pop();
+            }
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                path.push(json!(k));
+                marked(x, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn no_marker_reaches_the_client_outside_structural_keys() {
+    let cases: usize = std::env::var("GUARDWIRE_DIFFERENTIAL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let mock = MockUpstream::start(|req| {
+        let body = req.body_str();
+        let at = body.find("HEX").unwrap() + 3;
+        let digits: String = body[at..]
+            .chars()
+            .take_while(char::is_ascii_hexdigit)
+            .collect();
+        let bytes: Vec<u8> = (0..digits.len() / 2)
+            .map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        // The split points ride along after the stream: "SPLITS" and a comma list.
+        let splits: Vec<usize> = body
+            .find("SPLITS")
+            .map(|s| {
+                body[s + 6..]
+                    .split(|c: char| !c.is_ascii_digit() && c != ',')
+                    .next()
+                    .unwrap_or("")
+                    .split(',')
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Reply::sse_split(&bytes, &splits, Duration::ZERO)
+    })
+    .await;
+    let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+    let mut rng = Rng(0x243f_6a88_85a3_08d3);
+    let mut found = 0;
+    for p in all() {
+        for case in 0..cases {
+            let seed = rng.0;
+            let (frames, _) = if rng.below(2) == 0 {
+                (p.text_frames)(&["Hello", " there"])
+            } else {
+                (p.tool_frames)(&["{\"q\":", "\"x\"}"])
+            };
+            // Frames as (prefix up to "data: ", JSON, rest).
+            let mut parsed: Vec<(String, Value, String)> = frames
+                .iter()
+                .map(|f| {
+                    let at = f.find("data: ").unwrap() + 6;
+                    let end = f[at..].find('\n').unwrap() + at;
+                    match serde_json::from_str::<Value>(&f[at..end]) {
+                        Ok(v) => (f[..at].to_owned(), v, f[end..].to_owned()),
+                        Err(_) => (f.clone(), Value::Null, String::new()),
+                    }
+                })
+                .collect();
+            let candidates: Vec<usize> = (0..parsed.len())
+                .filter(|&i| parsed[i].1.is_object())
+                .collect();
+            let f = candidates[rng.below(candidates.len())];
+            let (mut objects, mut strings) = (Vec::new(), Vec::new());
+            walk(&parsed[f].1, &mut Vec::new(), &mut objects, &mut strings);
+            let graft_at = objects[rng.below(objects.len())].clone();
+            let extra = random_value(&mut rng, 3);
+            if let Value::Object(o) = at(&mut parsed[f].1, &graft_at) {
+                o.insert("zz_grafted".into(), extra);
+            }
+            let (mut objects, mut strings) = (Vec::new(), Vec::new());
+            walk(&parsed[f].1, &mut Vec::new(), &mut objects, &mut strings);
+            let leaf = strings[rng.below(strings.len())].clone();
+            let planted = if rng.below(2) == 0 {
+                json!({"k": format!("a {MARKER} b")}).to_string()
+            } else {
+                format!("a {MARKER} b")
+            };
+            *at(&mut parsed[f].1, &leaf) = Value::String(planted);
+            let escape = rng.below(2) == 0;
+            let body: String = parsed
+                .iter()
+                .map(|(pre, v, rest)| {
+                    if v.is_null() {
+                        return pre.clone();
+                    }
+                    let s = v.to_string();
+                    let s = if escape {
+                        s.replace(MARKER, "\\u007aqxjv")
+                    } else {
+                        s
+                    };
+                    format!("{pre}{s}{rest}")
+                })
+                .collect();
+            let splits: Vec<String> = (0..rng.below(6))
+                .map(|_| rng.below(body.len()).to_string())
+                .collect();
+            let a = send(
+                proxy.addr(),
+                "POST",
+                p.stream_path,
+                (p.stream_body)(&format!(
+                    "HEX{} SPLITS{}",
+                    body.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+                    splits.join(",")
+                )),
+                &[("content-type", "application/json")],
+            )
+            .await;
+            // Every string of the released frames, decoded as a client's parser decodes it.
+            let text = a.text();
+            for frame in text.split("\n\n") {
+                let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data:")) else {
+                    continue;
+                };
+                let Ok(v) = serde_json::from_str::<Value>(data.trim()) else {
+                    continue;
+                };
+                let mut hits = Vec::new();
+                marked(&v, &mut Vec::new(), &mut hits);
+                for path in hits {
+                    assert!(
+                        exempt(p.name, &path),
+                        "{} case {case} (seed {seed:#x}): marker released at {path:?}\nupstream: {body}\nclient: {text}",
+                        p.name
+                    );
+                    found += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{found} markers released under structural keys (allowed)");
+}
