@@ -16,6 +16,8 @@ pub enum Channel {
     Reasoning,
     /// The JSON arguments of tool call number `n` of the choice.
     ToolArgs(u32),
+    /// The free-form input of custom tool call number `n` (not JSON: read as it comes).
+    ToolInput(u32),
     /// Strings that no decoder models (unknown events and fields), one channel per path of
     /// JSON keys (an id, see `protocol::residual`), so a text streamed in pieces across frames
     /// is checked as one.

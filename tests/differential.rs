@@ -103,12 +103,13 @@ fn at<'v>(v: &'v mut Value, path: &[Value]) -> &'v mut Value {
     })
 }
 
-/// The walker's exemption, from outside: a structural key on the path, or a (parent, key) pair.
+/// The walker's exemption, from outside: the string's own key is structural, or a (parent,
+/// key) pair on the path is.
 fn exempt(protocol: &str, path: &[Value]) -> bool {
     let s = guardwire::protocol::by_name(protocol).unwrap().structural();
     path.iter().enumerate().any(|(i, step)| {
         let Some(k) = step.as_str() else { return false };
-        s.is_structural_key(k.as_bytes())
+        (i + 1 == path.len() && s.is_structural_key(k.as_bytes()))
             || (i > 0
                 && path[i - 1]
                     .as_str()

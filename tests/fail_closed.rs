@@ -699,6 +699,23 @@ async fn request_text_outside_the_modelled_fields_is_checked() {
             "/v1/chat/completions",
             json!({"model":"m","messages":[{"role":"user","content":"hi"}],"my_new_field":bad}),
         ),
+        // Under a key structural for strings, an object is still read (a schema property
+        // named `status`; Responses' `text.format` schema).
+        (
+            "/v1/chat/completions",
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],
+                "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"status":{"type":"string","description":bad}}}}}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"x","schema":{"description":bad}}}}),
+        ),
+        // Token ids cannot be read: refused.
+        (
+            "/v1/completions",
+            json!({"model":"m","prompt":[[1234,5678]]}),
+        ),
+        ("/v1/embeddings", json!({"model":"m","input":[1,2,3]})),
         (
             "/v1/messages",
             json!({"model":"c","max_tokens":5,"messages":[{"role":"user","content":[
@@ -824,6 +841,21 @@ async fn legacy_and_custom_chat_tool_calls_are_tool_calls() {
         (
             chat(
                 json!({"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"g","input":"the forbidden fruit"}}]}),
+            ),
+            "forbidden",
+        ),
+        // A custom input is free text, read as it comes: `\u0073` is a backslash to the
+        // client (a word boundary), not an `s`.
+        (
+            chat(
+                json!({"tool_calls":[{"index":0,"id":"c1","type":"custom","custom":{"name":"g","input":"the forbidden fruit\\u0073"}}]}),
+            ),
+            "forbidden",
+        ),
+        // A call with both shapes: neither goes unread.
+        (
+            chat(
+                json!({"tool_calls":[{"index":0,"id":"c1","type":"custom","function":{"arguments":""},"custom":{"name":"g","input":"the forbidden fruit"}}]}),
             ),
             "forbidden",
         ),

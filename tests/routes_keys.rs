@@ -272,6 +272,9 @@ async fn routes_serve_only_their_protocols_operation_and_listed_passthrough_path
     let proxy = start_proxy(&vllm.base_url(), PACK, &extra).await;
     let completions = json!({"model": "m", "prompt": "say something", "stream": true}).to_string();
     for path in [
+        // Empty and dot segments: an upstream merging them would run another operation.
+        "/vllm/v1/chat//completions",
+        "/vllm/v1/chat/./completions",
         "/vllm/v1/audio/speech",
         "/vllm/v1/responses",
         "/vllm/v1/chat/completions/x",

@@ -385,7 +385,7 @@ impl StreamGuard {
                 });
             }
         }
-        if let Channel::ToolArgs(index) = channel {
+        if let Channel::ToolArgs(index) | Channel::ToolInput(index) = channel {
             self.on_tool_args(*choice, *index, text);
         }
         self.note_matches(id, first_hit);
@@ -408,7 +408,13 @@ impl StreamGuard {
             // channel's recent text (failing that, the hit stays and blocks).
             let start = hit.start.or_else(|| {
                 let (_, finder) = policy.span_finders.iter().find(|(o, _)| *o == hit.owner)?;
-                let (base, text) = self.channels.get(channel)?.recent.as_ref()?;
+                let ch = self.channels.get(channel)?;
+                // Arguments were matched decoded and are kept raw: a start found in the raw
+                // text could fall inside an escape, so such a hit blocks instead.
+                if ch.json.is_some() {
+                    return None;
+                }
+                let (base, text) = ch.recent.as_ref()?;
                 let end = usize::try_from(hit.end.checked_sub(*base)?).ok()?;
                 finder
                     .start(text.as_bytes(), end)

@@ -41,6 +41,8 @@ pub struct JsonTextDecoder {
     decoded_len: u64,
     /// The raw position just after the byte being read (what a mark made now records).
     raw_at: u64,
+    /// The raw position of the backslash of the escape being read.
+    escape_start: u64,
     /// (decoded, raw) lengths after each escape, oldest first; pruned by [`Self::prune`].
     marks: VecDeque<(u64, u64)>,
 }
@@ -78,6 +80,7 @@ impl JsonTextDecoder {
             } else if self.in_string {
                 out.push_str(&raw[plain..i]);
                 self.decoded_len += (i - plain) as u64;
+                self.escape_start = self.raw_len + i as u64;
                 self.escape = Escape::Backslash;
                 self.escape_raw.clear();
                 self.escape_raw.push('\\');
@@ -99,10 +102,11 @@ impl JsonTextDecoder {
         match self.escape {
             Escape::None => {
                 if b != b'\\' {
-                    self.lone_high(out);
+                    self.lone_high(out, self.raw_at);
                     return false;
                 }
                 // Perhaps the low half of the surrogate pair.
+                self.escape_start = self.raw_at;
                 self.escape = Escape::Backslash;
                 self.escape_raw.clear();
                 self.escape_raw.push('\\');
@@ -131,7 +135,7 @@ impl JsonTextDecoder {
                     }
                 };
                 self.raw_at += 1;
-                self.lone_high(out);
+                self.lone_high(out, self.escape_start);
                 self.emit(c, out);
             }
             Escape::Unicode { digits, value } => {
@@ -164,15 +168,13 @@ impl JsonTextDecoder {
                 self.emit(char::from_u32(c).unwrap_or('\u{FFFD}'), out);
             }
             (high, 0xD800..=0xDBFF) => {
-                if high.is_some() {
-                    self.emit('\u{FFFD}', out);
-                }
+                self.high = high;
+                self.lone_high(out, self.escape_start);
                 self.high = Some((unit, std::mem::take(&mut self.escape_raw)));
             }
             (high, _) => {
-                if high.is_some() {
-                    self.emit('\u{FFFD}', out);
-                }
+                self.high = high;
+                self.lone_high(out, self.escape_start);
                 // A lone low surrogate decodes to the replacement character.
                 self.emit(char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'), out);
             }
@@ -183,7 +185,7 @@ impl JsonTextDecoder {
     /// arguments, so what was read of the escape is scanned as it came, and the byte that
     /// ended it is read again as text.
     fn invalid_escape(&mut self, out: &mut String) {
-        self.lone_high(out);
+        self.lone_high(out, self.escape_start);
         let raw = std::mem::take(&mut self.escape_raw);
         self.escape = Escape::None;
         out.push_str(&raw);
@@ -191,10 +193,13 @@ impl JsonTextDecoder {
         self.mark();
     }
 
-    /// A high surrogate not followed by its low half decodes to the replacement character.
-    fn lone_high(&mut self, out: &mut String) {
+    /// A high surrogate not followed by its low half decodes to the replacement character,
+    /// whose raw text (the high's escape) ends at `at`. The escape being read, if any, goes on.
+    fn lone_high(&mut self, out: &mut String, at: u64) {
         if self.high.take().is_some() {
-            self.emit('\u{FFFD}', out);
+            out.push('\u{FFFD}');
+            self.decoded_len += '\u{FFFD}'.len_utf8() as u64;
+            self.marks.push_back((self.decoded_len, at));
         }
     }
 
@@ -329,6 +334,17 @@ mod tests {
         assert_eq!(decode_whole(r#""\é""#), r#""\é""#);
         assert_eq!(decode_whole(r#""end\u00"#), r#""end\u00"#);
         assert_eq!(decode_whole(r#""end\ud83d"#), r#""end\ud83d"#);
+    }
+
+    #[test]
+    fn a_lone_high_surrogate_keeps_the_next_characters_raw_positions() {
+        let raw = r#""\ud800\u0066x\ud800\q""#;
+        let (got, d) = feed(raw, &[]);
+        assert_eq!(got, "\"\u{FFFD}fx\u{FFFD}\\q\"");
+        // "f" starts at the raw `\u0066` (byte 7), "x" at byte 13, the invalid `\q` at 20.
+        assert_eq!(d.raw_pos(4), 7);
+        assert_eq!(d.raw_pos(5), 13);
+        assert_eq!(d.raw_pos(9), 20);
     }
 
     #[test]

@@ -391,6 +391,7 @@ impl Protocol for AnthropicMessages {
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: Conversation { messages, tools },
+            unreadable_input: false,
         })
     }
 

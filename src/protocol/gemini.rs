@@ -377,6 +377,7 @@ impl Protocol for Gemini {
             stream: method_of(path) == Some("streamGenerateContent"),
             model: model_and_method(path).map(|(model, _)| model.to_owned()),
             conversation: Conversation { messages, tools },
+            unreadable_input: false,
         })
     }
 

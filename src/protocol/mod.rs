@@ -38,6 +38,9 @@ pub struct ParsedRequest {
     /// The model asked for, where the protocol names it (prices for `cost_budget`).
     pub model: Option<String>,
     pub conversation: Conversation,
+    /// The request carries input guardwire cannot read as text (token ids): refused unless
+    /// the route's `unknown_content` is `pass`.
+    pub unreadable_input: bool,
 }
 
 /// What a decoded stream frame was.

@@ -352,6 +352,9 @@ fn skim_tool_call<'a>(s: &mut Skim<'a>) -> Skimmed<ToolCallDelta<'a>> {
         }
         _ => s.skip_unread(key, structural),
     })?;
+    if call.function.is_some() && call.custom.is_some() {
+        return Err(Unsure); // one of them would go unread
+    }
     Ok(call)
 }
 
@@ -441,13 +444,19 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
             let calls = d.tool_calls.take().into_iter().flatten().chain(legacy);
             for (position, call) in calls.enumerate() {
                 let index = call.index.unwrap_or(position as u32);
-                // A custom tool's free-form input is its arguments.
-                let function = call.function.or(call.custom.map(|c| FunctionDelta {
-                    name: c.name,
-                    arguments: c.input,
-                }));
-                let Some(function) = function else {
-                    continue;
+                // A custom tool's free-form input is its arguments, read as it comes (not
+                // JSON). A call with both shapes gets both read (the fast path leaves it to
+                // serde and the fallback).
+                let (function, channel) = match (call.function, call.custom) {
+                    (Some(f), _) => (f, Channel::ToolArgs(index)),
+                    (None, Some(c)) => (
+                        FunctionDelta {
+                            name: c.name,
+                            arguments: c.input,
+                        },
+                        Channel::ToolInput(index),
+                    ),
+                    (None, None) => continue,
                 };
                 if let Some(name) = function.name {
                     out.push(Delta::ToolCallStart {
@@ -460,7 +469,7 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
                 if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
                     out.push(Delta::Text {
                         choice,
-                        channel: Channel::ToolArgs(index),
+                        channel,
                         text: args,
                     });
                 }
@@ -577,6 +586,7 @@ impl Protocol for OpenAiChat {
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: Conversation { messages, tools },
+            unreadable_input: false,
         })
     }
 

@@ -144,6 +144,7 @@ impl Protocol for OpenAiCompletions {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
+        let tokens = matches!(req.prompt, Some(Prompt::Tokens(_) | Prompt::TokenLists(_)));
         let mut texts = match req.prompt {
             Some(Prompt::Text(t)) => vec![t],
             Some(Prompt::Texts(ts)) => ts,
@@ -161,6 +162,7 @@ impl Protocol for OpenAiCompletions {
                     .collect(),
                 tools: Vec::new(),
             },
+            unreadable_input: tokens,
         })
     }
 

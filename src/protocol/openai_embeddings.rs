@@ -74,6 +74,7 @@ impl Protocol for OpenAiEmbeddings {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
+        let tokens = matches!(req.input, Input::Tokens(_) | Input::TokenLists(_));
         let texts = match req.input {
             Input::Text(t) => vec![t],
             Input::Texts(ts) => ts,
@@ -89,6 +90,7 @@ impl Protocol for OpenAiEmbeddings {
                     .collect(),
                 tools: Vec::new(),
             },
+            unreadable_input: tokens,
         })
     }
 

@@ -251,9 +251,14 @@ fn is_call(kind: Option<&str>) -> bool {
 }
 
 impl<'a> OutputItem<'a> {
-    /// A call's arguments (a custom tool call's input).
-    fn call_args(&mut self) -> Option<Cow<'a, str>> {
-        self.arguments.take().or(self.input.take())
+    /// A call's arguments and their channel: JSON arguments, or a custom tool call's
+    /// free-form input (read as it comes, not as JSON).
+    fn call_args(&mut self, index: u32) -> (Channel, Option<Cow<'a, str>>) {
+        if self.kind.as_deref() == Some("custom_tool_call") {
+            (Channel::ToolInput(index), self.input.take())
+        } else {
+            (Channel::ToolArgs(index), self.arguments.take())
+        }
     }
 }
 
@@ -261,7 +266,10 @@ impl<'a> OutputItem<'a> {
 fn item_repeats<'a>(mut item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a>>) {
     match item.kind.as_deref() {
         Some("message") => out.extend(item.content.into_iter().filter_map(part_repeat)),
-        kind if is_call(kind) => out.extend(repeat(Channel::ToolArgs(index), item.call_args())),
+        kind if is_call(kind) => {
+            let (channel, args) = item.call_args(index);
+            out.extend(repeat(channel, args))
+        }
         Some("reasoning") => out.extend(
             item.summary
                 .into_iter()
@@ -291,10 +299,11 @@ impl StreamDecoder for ResponsesStream {
         match &*ev.kind {
             "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
             "response.refusal.delta" => out.extend(text(Channel::Refusal, ev.delta)),
-            "response.function_call_arguments.delta"
-            | "response.custom_tool_call_input.delta"
-            | "response.mcp_call_arguments.delta" => {
+            "response.function_call_arguments.delta" | "response.mcp_call_arguments.delta" => {
                 out.extend(text(Channel::ToolArgs(index), ev.delta))
+            }
+            "response.custom_tool_call_input.delta" => {
+                out.extend(text(Channel::ToolInput(index), ev.delta))
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
                 out.extend(text(Channel::Reasoning, ev.delta))
@@ -302,7 +311,7 @@ impl StreamDecoder for ResponsesStream {
             "response.output_item.added" => {
                 if let Some(mut item) = ev.item {
                     if is_call(item.kind.as_deref()) {
-                        let args = item.call_args();
+                        let (channel, args) = item.call_args(index);
                         out.push(Delta::ToolCallStart {
                             choice: 0,
                             index,
@@ -310,7 +319,7 @@ impl StreamDecoder for ResponsesStream {
                             name: item.name.unwrap_or(Cow::Borrowed("")),
                         });
                         // Arguments announced with the item are checked like streamed ones.
-                        out.extend(text(Channel::ToolArgs(index), args));
+                        out.extend(text(channel, args));
                     }
                 }
             }
@@ -320,7 +329,7 @@ impl StreamDecoder for ResponsesStream {
                 out.extend(repeat(Channel::ToolArgs(index), ev.arguments))
             }
             "response.custom_tool_call_input.done" => {
-                out.extend(repeat(Channel::ToolArgs(index), ev.input))
+                out.extend(repeat(Channel::ToolInput(index), ev.input))
             }
             "response.reasoning_text.done" | "response.reasoning_summary_text.done" => {
                 out.extend(repeat(Channel::Reasoning, ev.text))
@@ -459,6 +468,7 @@ impl Protocol for OpenAiResponses {
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: Conversation { messages, tools },
+            unreadable_input: false,
         })
     }
 
@@ -486,14 +496,14 @@ impl Protocol for OpenAiResponses {
                 }
                 kind if is_call(kind) => {
                     let mut item = item;
-                    let args = item.call_args();
+                    let (channel, args) = item.call_args(index);
                     out.push(Delta::ToolCallStart {
                         choice: 0,
                         index,
                         id: item.call_id,
                         name: item.name.unwrap_or(Cow::Borrowed("")),
                     });
-                    out.extend(text(Channel::ToolArgs(index), args));
+                    out.extend(text(channel, args));
                 }
                 Some("reasoning") => {
                     for c in item.summary.into_iter().chain(item.content) {
@@ -554,18 +564,18 @@ mod tests {
             decode(r#"{"type":"response.output_item.added","output_index":2,"item":{"type":"custom_tool_call","call_id":"c2","name":"grep","input":"a"}}"#).1,
             vec![
                 Delta::ToolCallStart { choice: 0, index: 2, id: Some("c2".into()), name: "grep".into() },
-                Delta::Text { choice: 0, channel: Channel::ToolArgs(2), text: "a".into() },
+                Delta::Text { choice: 0, channel: Channel::ToolInput(2), text: "a".into() },
             ]
         );
-        for kind in ["custom_tool_call_input", "mcp_call_arguments"] {
+        for (kind, channel) in [("custom_tool_call_input", Channel::ToolInput(2)), ("mcp_call_arguments", Channel::ToolArgs(2))] {
             assert_eq!(
                 decode(&format!(r#"{{"type":"response.{kind}.delta","output_index":2,"delta":"b"}}"#)).1,
-                vec![Delta::Text { choice: 0, channel: Channel::ToolArgs(2), text: "b".into() }]
+                vec![Delta::Text { choice: 0, channel, text: "b".into() }]
             );
         }
         assert_eq!(
             decode(r#"{"type":"response.custom_tool_call_input.done","output_index":2,"input":"ab"}"#).1,
-            vec![Delta::Repeat { choice: 0, channel: Channel::ToolArgs(2), text: "ab".into(), start: None }]
+            vec![Delta::Repeat { choice: 0, channel: Channel::ToolInput(2), text: "ab".into(), start: None }]
         );
     }
 

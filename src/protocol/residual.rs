@@ -16,9 +16,11 @@ use std::ops::Range;
 
 /// The keys whose string values are structure, not text, for one protocol.
 pub struct Structural {
-    /// Keys exempt wherever they appear.
+    /// Keys whose *string* value is exempt wherever they appear (an object or array under
+    /// one is still read: a JSON schema's property named `status` has a description).
     pub keys: &'static [&'static str],
-    /// (parent key, key): exempt only as a member of an object that is the value of `parent`
+    /// (parent key, key): the whole value is exempt, only as a member of an object that is
+    /// the value of `parent`
     /// (`("response", "instructions")`: the request's instructions echoed in a Responses event).
     pub nested: &'static [(&'static str, &'static str)],
 }
@@ -42,13 +44,13 @@ impl Structural {
             || self.keys.iter().any(|k| k.as_bytes() == key)
     }
 
-    fn exempt(&self, parent: Option<&[u8]>, key: &[u8]) -> bool {
-        self.is_structural_key(key)
-            || parent.is_some_and(|p| {
-                self.nested
-                    .iter()
-                    .any(|(a, b)| a.as_bytes() == p && b.as_bytes() == key)
-            })
+    /// True when (`parent`, `key`) is one of the nested exemptions: the whole value is.
+    fn exempt_tree(&self, parent: Option<&[u8]>, key: &[u8]) -> bool {
+        parent.is_some_and(|p| {
+            self.nested
+                .iter()
+                .any(|(a, b)| a.as_bytes() == p && b.as_bytes() == key)
+        })
     }
 }
 
@@ -71,9 +73,11 @@ struct Level {
     key: Option<(usize, usize)>,
     /// In an object: the next string is a key.
     expect_key: bool,
-    /// In an object: the current member's key, and whether its value is exempt.
+    /// In an object: the current member's key, and whether its value is exempt (a string
+    /// value only, `member_scalar`; or whatever the value is, `member_exempt`).
     member: Option<(usize, usize)>,
     member_exempt: bool,
+    member_scalar: bool,
 }
 
 /// FNV-1a over a path step, from the path so far.
@@ -103,6 +107,11 @@ pub fn residual_strings(
         None => false,
         Some(l) if l.object => l.exempt || l.member_exempt,
         Some(l) => l.exempt,
+    };
+    // The same for a string value: also under a key structural for strings.
+    let string_exempt = |stack: &[Level]| match stack.last() {
+        Some(l) if l.object => l.exempt || l.member_exempt || l.member_scalar,
+        _ => value_exempt(stack),
     };
     let key_of = |stack: &[Level]| stack.last().and_then(|l| l.member);
     // The path id of the value about to be read.
@@ -139,11 +148,12 @@ pub fn residual_strings(
                         l.expect_key = false;
                         l.member = Some((lit.start + 1, lit.end - 1));
                         let parent = l.key.map(|(a, b)| &data[a..b]);
-                        l.member_exempt = l.exempt
-                            || structural.exempt(parent, &data[lit.start + 1..lit.end - 1]);
+                        let key = &data[lit.start + 1..lit.end - 1];
+                        l.member_exempt = l.exempt || structural.exempt_tree(parent, key);
+                        l.member_scalar = structural.is_structural_key(key);
                     }
                     _ => {
-                        if !value_exempt(&stack) {
+                        if !string_exempt(&stack) {
                             while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
                                 known_at += 1;
                             }
@@ -173,6 +183,7 @@ pub fn residual_strings(
                     expect_key: c == b'{',
                     member: None,
                     member_exempt: false,
+                    member_scalar: false,
                 });
                 i += 1;
             }
@@ -186,6 +197,7 @@ pub fn residual_strings(
                         l.expect_key = true;
                         l.member = None;
                         l.member_exempt = false;
+                        l.member_scalar = false;
                     }
                 }
                 i += 1;
@@ -314,8 +326,11 @@ mod tests {
         );
         // A structural key inside an array does not exempt the array's later strings.
         assert_eq!(residual(r#"{"x":[{"type":"t"},"z"]}"#, &[]), [r#""z""#]);
-        // Under an exempt key everything is structure; nested exemptions need their parent.
-        assert!(residual(r#"{"type":{"a":["b"]}}"#, &[]).is_empty());
+        // A structural key exempts a string value only; nested exemptions exempt the whole
+        // value and need their parent.
+        assert_eq!(residual(r#"{"type":{"a":["b"]}}"#, &[]), [r#""b""#]);
+        assert_eq!(residual(r#"{"finish_reason":["s"]}"#, &[]), [r#""s""#]);
+        assert!(residual(r#"{"response":{"instructions":{"a":["b"]}}}"#, &[]).is_empty());
         assert!(residual(r#"{"response":{"instructions":"i"}}"#, &[]).is_empty());
         assert_eq!(residual(r#"{"instructions":"i"}"#, &[]), [r#""i""#]);
         // Keys are not values; escaped keys are never structural.

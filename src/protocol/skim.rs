@@ -200,12 +200,12 @@ impl<'a> Skim<'a> {
     /// The value of member `key`, which the caller does not read: skipped, noting whether it
     /// may carry text (a string inside, and `key` not one of `structural`).
     pub fn skip_unread(&mut self, key: &[u8], structural: impl Fn(&[u8]) -> bool) -> Skimmed<()> {
+        self.peek();
         let start = self.i;
         self.skip()?;
-        if !self.unread_text
-            && !structural(key)
-            && memchr::memchr(b'"', &self.b[start..self.i]).is_some()
-        {
+        // A structural key exempts a string value only (see `residual::Structural`).
+        let exempt = self.b[start] == b'"' && structural(key);
+        if !self.unread_text && !exempt && memchr::memchr(b'"', &self.b[start..self.i]).is_some() {
             self.unread_text = true;
         }
         Ok(())

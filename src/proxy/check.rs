@@ -175,7 +175,7 @@ fn check_residual(
 ) -> Result<(), Stop> {
     // What the decoder delivered: by place when it borrowed from `data`, else by value.
     let mut known: smallvec::SmallVec<[Range<usize>; 4]> = smallvec::SmallVec::new();
-    let mut by_value: smallvec::SmallVec<[&str; 2]> = smallvec::SmallVec::new();
+    let mut by_value: smallvec::SmallVec<[(&str, bool); 2]> = smallvec::SmallVec::new();
     for d in deltas {
         let texts: [Option<&str>; 2] = match d {
             Delta::Text { text, .. } | Delta::Repeat { text, .. } => [Some(text), None],
@@ -186,11 +186,13 @@ fn check_residual(
         for t in texts.into_iter().flatten() {
             match redact::borrowed_range(data, t) {
                 Some((r, _)) => known.push(r),
-                None => by_value.push(t),
+                None => by_value.push((t, false)),
             }
         }
     }
     known.sort_unstable_by_key(|r| r.start);
+    // Sorted, so that a payload with many escaped texts costs n log n, not n².
+    by_value.sort_unstable();
     let mut left: Vec<(Range<usize>, u32)> = Vec::new();
     residual::residual_strings(data, fallback.structural, &known, &mut left)
         .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
@@ -205,8 +207,13 @@ fn check_residual(
                 "the upstream sent a frame guardwire cannot read",
             ));
         };
-        if let Some(k) = by_value.iter().position(|t| *t == text) {
-            by_value.swap_remove(k);
+        let from = by_value.partition_point(|(t, _)| *t < &*text);
+        let unused = by_value[from..]
+            .iter_mut()
+            .take_while(|(t, _)| *t == &*text)
+            .find(|(_, used)| !*used);
+        if let Some((_, used)) = unused {
+            *used = true;
             continue;
         }
         if text.is_empty() {

@@ -64,9 +64,15 @@ pub fn target<'a>(route: &'a Route, req: &Request<Incoming>) -> Result<Target<'a
         if route.passthrough.iter().any(|p| *p == forwarded) {
             return Ok(Target::Passthrough(base));
         }
+        // Empty and dot segments are refused: an upstream that merges or resolves them would
+        // run another operation than the one the path names here.
+        let odd = forwarded
+            .split('/')
+            .skip(1)
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..");
         let Some(&protocol) = protocol::family(route.protocol)
             .iter()
-            .find(|p| p.serves(&forwarded))
+            .find(|p| !odd && p.serves(&forwarded))
         else {
             return Err(GatewayError::NotFound(format!(
                 "{} is not a {} endpoint of this route (list it in the route's passthrough_paths to forward it unchecked)",

@@ -277,6 +277,12 @@ impl Gateway {
         };
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
         if route.unknown_content != UnknownContent::Pass {
+            if parsed.unreadable_input {
+                return Err(GatewayError::InvalidRequest(
+                    "token-id prompts and inputs cannot be checked; send text (or set the route's unknown_content: pass)"
+                        .into(),
+                ));
+            }
             // What the decoder does not model is read by the input checks too.
             residual::add_request_residuals(&body, &mut parsed.conversation).map_err(|_| {
                 GatewayError::InvalidRequest("the request body cannot be read".into())

@@ -117,12 +117,13 @@ fn at<'v>(v: &'v mut Value, path: &[Step]) -> &'v mut Value {
     })
 }
 
-/// The walker's rule: some key on the path is structural, or a (parent, key) pair is.
+/// The walker's rule: the string's own key is structural, or a (parent, key) pair on the path
+/// is.
 fn exempt(p: &dyn Protocol, path: &[Step]) -> bool {
     let s = p.structural();
     path.iter().enumerate().any(|(i, step)| {
         let Step::Key(k) = step else { return false };
-        s.is_structural_key(k.as_bytes())
+        (i + 1 == path.len() && s.is_structural_key(k.as_bytes()))
             || (i > 0
                 && matches!(&path[i - 1], Step::Key(parent)
                     if s.nested.iter().any(|(a, b)| a == parent && b == k)))
