@@ -52,8 +52,8 @@ impl JsonTextDecoder {
     /// completes none): the common case costs one search for `"` and `\`.
     pub fn decode<'t>(&mut self, raw: &'t str) -> Cow<'t, str> {
         let bytes = raw.as_bytes();
-        if !self.pending() && !has_escape(bytes, self.in_string) {
-            self.in_string = ends_in_string(bytes, self.in_string);
+        if let (false, Some(in_string)) = (self.pending(), plain_end(bytes, self.in_string)) {
+            self.in_string = in_string;
             self.raw_len += bytes.len() as u64;
             self.decoded_len += bytes.len() as u64;
             return Cow::Borrowed(raw);
@@ -262,21 +262,17 @@ impl JsonTextDecoder {
     }
 }
 
-/// True when `bytes`, read from outside (or inside) a string, has a backslash inside one.
-fn has_escape(bytes: &[u8], mut in_string: bool) -> bool {
+/// For `bytes` read from outside (or inside) a string: `None` when a backslash sits inside a
+/// string, else whether the text ends inside one. One pass.
+fn plain_end(bytes: &[u8], mut in_string: bool) -> Option<bool> {
     for i in memchr::memchr2_iter(b'"', b'\\', bytes) {
         match bytes[i] {
             b'"' => in_string = !in_string,
-            _ if in_string => return true,
+            _ if in_string => return None,
             _ => {}
         }
     }
-    false
-}
-
-/// Whether a piece without escapes leaves the text inside a string.
-fn ends_in_string(bytes: &[u8], in_string: bool) -> bool {
-    in_string ^ (memchr::memchr_iter(b'"', bytes).count() % 2 == 1)
+    Some(in_string)
 }
 
 /// The whole of a JSON text as [`JsonTextDecoder`] reads it (BeforeCall's tool-call history).

@@ -111,7 +111,7 @@ pub trait StreamDecoder: Send {
 /// Every protocol guardwire speaks, in [`ProtocolId::ALL`]'s order. A request goes to the first
 /// whose [`Protocol::matches`] accepts its path.
 pub fn all() -> [&'static dyn Protocol; ProtocolId::ALL.len()] {
-    ProtocolId::ALL.map(by_id)
+    REGISTRY
 }
 
 /// The protocol of `id`: the registry, one entry per protocol module, in

@@ -22,21 +22,44 @@ struct Request {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
-    prompt: Option<Prompt>,
+    prompt: Option<TextsOrTokens>,
     #[serde(default)]
     suffix: Option<String>,
 }
 
-/// A prompt is a text, a list of texts, or token ids (one list or several), which carry no
-/// text guardwire can read without the model's tokenizer.
+/// OpenAI's text inputs (a Completions `prompt`, an Embeddings `input`): a text, a list of
+/// texts, or token ids (one list or several), which carry no text guardwire can read without
+/// the model's tokenizer.
 #[derive(Deserialize)]
 #[serde(untagged)]
 #[allow(dead_code)] // token ids are read only to accept the shape
-enum Prompt {
+pub(super) enum TextsOrTokens {
     Text(String),
     Texts(Vec<String>),
     Tokens(Vec<u32>),
     TokenLists(Vec<Vec<u32>>),
+}
+
+impl TextsOrTokens {
+    /// The texts, and whether token ids were given instead.
+    pub(super) fn texts(self) -> (Vec<String>, bool) {
+        match self {
+            TextsOrTokens::Text(t) => (vec![t], false),
+            TextsOrTokens::Texts(ts) => (ts, false),
+            TextsOrTokens::Tokens(_) | TextsOrTokens::TokenLists(_) => (Vec::new(), true),
+        }
+    }
+}
+
+/// One user message per text: each is read (completed, embedded) apart.
+pub(super) fn separate_texts(texts: Vec<String>) -> Conversation {
+    Conversation {
+        messages: texts
+            .into_iter()
+            .map(|t| Message::text(Role::User, vec![t]))
+            .collect(),
+        tools: Vec::new(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -144,24 +167,12 @@ impl Protocol for OpenAiCompletions {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
-        let tokens = matches!(req.prompt, Some(Prompt::Tokens(_) | Prompt::TokenLists(_)));
-        let mut texts = match req.prompt {
-            Some(Prompt::Text(t)) => vec![t],
-            Some(Prompt::Texts(ts)) => ts,
-            Some(Prompt::Tokens(_) | Prompt::TokenLists(_)) | None => Vec::new(),
-        };
+        let (mut texts, tokens) = req.prompt.map_or((Vec::new(), false), TextsOrTokens::texts);
         texts.extend(req.suffix);
         Ok(ParsedRequest {
             stream: req.stream.unwrap_or(false),
             model: req.model,
-            conversation: Conversation {
-                // Each prompt is its own text (the model completes each apart).
-                messages: texts
-                    .into_iter()
-                    .map(|t| Message::text(Role::User, vec![t]))
-                    .collect(),
-                tools: Vec::new(),
-            },
+            conversation: separate_texts(texts),
             unreadable_input: tokens,
         })
     }

@@ -3,10 +3,11 @@
 //! OpenAI-compatible server, and so by routes of `openai_chat` too (see [`super::family`]).
 
 use super::openai_chat::openai_error_json;
+use super::openai_completions::{separate_texts, TextsOrTokens};
 use super::residual::Structural;
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
-use crate::delta::{Conversation, Delta, Message, Role};
+use crate::delta::Delta;
 use crate::error::GatewayError;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -17,18 +18,7 @@ pub struct OpenAiEmbeddings;
 struct Request {
     #[serde(default)]
     model: Option<String>,
-    input: Input,
-}
-
-/// A text, texts, or token ids (which carry no text guardwire can read).
-#[derive(Deserialize)]
-#[serde(untagged)]
-#[allow(dead_code)] // token ids are read only to accept the shape
-enum Input {
-    Text(String),
-    Texts(Vec<String>),
-    Tokens(Vec<u32>),
-    TokenLists(Vec<Vec<u32>>),
+    input: TextsOrTokens,
 }
 
 /// Embeddings are never streamed: a stream of them is malformed.
@@ -74,22 +64,11 @@ impl Protocol for OpenAiEmbeddings {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
-        let tokens = matches!(req.input, Input::Tokens(_) | Input::TokenLists(_));
-        let texts = match req.input {
-            Input::Text(t) => vec![t],
-            Input::Texts(ts) => ts,
-            Input::Tokens(_) | Input::TokenLists(_) => Vec::new(),
-        };
+        let (texts, tokens) = req.input.texts();
         Ok(ParsedRequest {
             stream: false,
             model: req.model,
-            conversation: Conversation {
-                messages: texts
-                    .into_iter()
-                    .map(|t| Message::text(Role::User, vec![t]))
-                    .collect(),
-                tools: Vec::new(),
-            },
+            conversation: separate_texts(texts),
             unreadable_input: tokens,
         })
     }

@@ -64,7 +64,9 @@ pub fn check_payload(
                 // A tool name reaches the client too: checked as a text of its own, complete
                 // (the line break after it ends any match in progress, so its frame is not
                 // held for what follows).
-                let literal = redact::locate(data, name, &[]).map(|(r, _)| r);
+                let literal = redacts
+                    .then(|| redact::locate(data, name, &[]).map(|(r, _)| r))
+                    .flatten();
                 let name = Cow::Borrowed(&**name);
                 check_text(guard, *choice, TOOL_NAMES, name, literal, needs, spans)?;
                 check_text(
