@@ -7,27 +7,12 @@
 
 mod common;
 
-use common::mock_upstream::{MockUpstream, Reply};
 use common::protocols::all;
 use common::proxy::{send, start_proxy_all};
+use common::scripted::{carried, echo_upstream, Rng};
 
 const PACK: &str =
     "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"] }\n";
-
-/// xorshift64*: a fixed, dependency-free sequence, so a failure names its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 fn corrupt(body: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut b = body.to_vec();
@@ -61,33 +46,13 @@ fn corrupt(body: &[u8], rng: &mut Rng) -> Vec<u8> {
     b
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn corrupted_streams_end_whole_or_with_the_error_frame() {
     let per_protocol: usize = std::env::var("GUARDWIRE_CORRUPT_STREAMS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
-    // The mock answers with the stream whose bytes the request carries (hex, in its text).
-    let mock = MockUpstream::start(|req| {
-        let body = req.body_str();
-        let at = body.find("HEX").unwrap() + 3;
-        let digits: String = body[at..]
-            .chars()
-            .take_while(char::is_ascii_hexdigit)
-            .collect();
-        Reply::sse_split(&unhex(&digits), &[], std::time::Duration::ZERO)
-    })
-    .await;
+    let mock = echo_upstream().await;
     let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for p in all() {
@@ -101,7 +66,7 @@ async fn corrupted_streams_end_whole_or_with_the_error_frame() {
                 proxy.addr(),
                 "POST",
                 p.stream_path,
-                (p.stream_body)(&format!("HEX{}", hex(&bad))),
+                (p.stream_body)(&carried(&bad, &[])),
                 &[("content-type", "application/json")],
             )
             .await;

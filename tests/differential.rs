@@ -8,28 +8,13 @@
 
 mod common;
 
-use common::mock_upstream::{MockUpstream, Reply};
 use common::protocols::all;
 use common::proxy::{send, start_proxy_all};
+use common::scripted::{carried, echo_upstream, Rng};
 use serde_json::{json, Value};
-use std::time::Duration;
 
 const MARKER: &str = "zqxjv";
 const PACK: &str = "validators:\n  - type: banned_words\n    params: { words: [zqxjv] }\n";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 const KEYS: [&str; 12] = [
     "content",
@@ -153,32 +138,7 @@ async fn no_marker_reaches_the_client_outside_structural_keys() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
-    let mock = MockUpstream::start(|req| {
-        let body = req.body_str();
-        let at = body.find("HEX").unwrap() + 3;
-        let digits: String = body[at..]
-            .chars()
-            .take_while(char::is_ascii_hexdigit)
-            .collect();
-        let bytes: Vec<u8> = (0..digits.len() / 2)
-            .map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).unwrap())
-            .collect();
-        // The split points ride along after the stream: "SPLITS" and a comma list.
-        let splits: Vec<usize> = body
-            .find("SPLITS")
-            .map(|s| {
-                body[s + 6..]
-                    .split(|c: char| !c.is_ascii_digit() && c != ',')
-                    .next()
-                    .unwrap_or("")
-                    .split(',')
-                    .filter_map(|n| n.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        Reply::sse_split(&bytes, &splits, Duration::ZERO)
-    })
-    .await;
+    let mock = echo_upstream().await;
     let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
     let mut rng = Rng(0x243f_6a88_85a3_08d3);
     let mut found = 0;
@@ -238,18 +198,12 @@ async fn no_marker_reaches_the_client_outside_structural_keys() {
                     format!("{pre}{s}{rest}")
                 })
                 .collect();
-            let splits: Vec<String> = (0..rng.below(6))
-                .map(|_| rng.below(body.len()).to_string())
-                .collect();
+            let splits: Vec<usize> = (0..rng.below(6)).map(|_| rng.below(body.len())).collect();
             let a = send(
                 proxy.addr(),
                 "POST",
                 p.stream_path,
-                (p.stream_body)(&format!(
-                    "HEX{} SPLITS{}",
-                    body.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
-                    splits.join(",")
-                )),
+                (p.stream_body)(&carried(body.as_bytes(), &splits)),
                 &[("content-type", "application/json")],
             )
             .await;

@@ -5,4 +5,5 @@ pub mod mock_upstream;
 pub mod openai_responses;
 pub mod protocols;
 pub mod proxy;
+pub mod scripted;
 pub mod sdk;
