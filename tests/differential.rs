@@ -88,17 +88,26 @@ fn at<'v>(v: &'v mut Value, path: &[Value]) -> &'v mut Value {
     })
 }
 
-/// The walker's exemption, from outside: the string's own key is structural, or a (parent,
-/// key) pair on the path is.
+/// The walker's exemption, from outside: the string's own key is structural, or a prefix of
+/// its path is a nested exemption's object path (from the top, `[]` for positions) and key.
 fn exempt(protocol: &str, path: &[Value]) -> bool {
     let s = guardwire::protocol::by_name(protocol).unwrap().structural();
-    path.iter().enumerate().any(|(i, step)| {
-        let Some(k) = step.as_str() else { return false };
-        (i + 1 == path.len() && s.is_structural_key(k.as_bytes()))
-            || (i > 0
-                && path[i - 1]
-                    .as_str()
-                    .is_some_and(|parent| s.nested.iter().any(|(a, b)| *a == parent && *b == k)))
+    let own = path
+        .last()
+        .and_then(Value::as_str)
+        .is_some_and(|k| s.is_structural_key(k.as_bytes()));
+    own || (0..path.len()).any(|i| {
+        let Some(k) = path[i].as_str() else {
+            return false;
+        };
+        s.nested.iter().any(|(parent, key)| {
+            *key == k
+                && parent.len() == i
+                && parent
+                    .iter()
+                    .zip(&path[..i])
+                    .all(|(want, step)| step.as_str().map_or(*want == "[]", |k| *want == k))
+        })
     })
 }
 

@@ -885,3 +885,68 @@ async fn legacy_and_custom_chat_tool_calls_are_tool_calls() {
         }
     }
 }
+
+/// Responses echoes the request's settings (instructions, tools…) in its response object: the
+/// whole answer is that object, events carry it under `response`. They were checked as input,
+/// so a banned phrase in the instructions does not block the answer — but only there: the same
+/// field anywhere else in an answer is checked.
+#[tokio::test]
+async fn responses_echoes_of_the_request_are_exempt_only_where_they_echo() {
+    let p = all()
+        .into_iter()
+        .find(|p| p.name == "openai_responses")
+        .unwrap();
+    let echo = "Never say forbidden fruit";
+    let with = |v: &mut serde_json::Value| {
+        v["instructions"] = echo.into();
+        v["tools"] =
+            serde_json::json!([{"type":"function","name":"f","description":echo,"parameters":{}}]);
+    };
+    // The whole answer.
+    let mut whole: serde_json::Value =
+        serde_json::from_str(&common::openai_responses::whole_response("Hello")).unwrap();
+    with(&mut whole);
+    let elsewhere = serde_json::json!({"response": {"instructions": echo}});
+    let mut moved = whole.clone();
+    moved["output"][0]["content"][0]["extra"] = elsewhere.clone();
+    for (body, ok) in [(whole.to_string(), true), (moved.to_string(), false)] {
+        let mock = MockUpstream::start(move |_| Reply::json(200, &body)).await;
+        let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status == StatusCode::OK, ok, "{}", a.text());
+    }
+    // The stream: every event's `response` object carries the echo.
+    let body =
+        String::from_utf8(common::openai_responses::text_stream(&["Hello", " world"])).unwrap();
+    let echoed: String = body
+        .split_inclusive("\n\n")
+        .map(|e| {
+            let Some((head, data)) = e.split_once("data: ") else {
+                return e.to_owned();
+            };
+            let mut v: serde_json::Value = serde_json::from_str(data.trim_end()).unwrap();
+            if v.get("response").is_some() {
+                with(&mut v["response"]);
+            }
+            format!("{head}data: {v}\n\n")
+        })
+        .collect();
+    assert!(echoed.matches(echo).count() >= 6, "{echoed}");
+    let (a, _) = stream_through(&p, echoed.clone(), vec![]).await;
+    assert_eq!(a.text(), echoed);
+    let moved = echoed.replacen(
+        "\"delta\":\"Hello\"",
+        &format!("\"delta\":\"Hello\",\"x\":{elsewhere}"),
+        1,
+    );
+    assert_ne!(moved, echoed);
+    let (a, _) = stream_through(&p, moved, vec![]).await;
+    assert!(blocked(&a.text()), "{}", a.text());
+}

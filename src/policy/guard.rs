@@ -109,8 +109,11 @@ pub struct StreamGuard {
     redacted: Vec<Finding>,
     /// Keep recent channel text so findings can carry what matched (`audit.include_match`).
     keep_matches: bool,
-    /// Keep each channel's whole text to verify repeats ([`Delta::Repeat`]).
-    keep_full_text: bool,
+    /// Keep each channel's whole text to verify repeats ([`Delta::Repeat`]), up to this many
+    /// bytes over all channels (0: not kept).
+    full_text_limit: usize,
+    /// Bytes of whole text kept so far.
+    full_text_kept: usize,
     /// (validator, matched text) of span hits since the last judgement.
     matches: Vec<(u32, String)>,
     hits: Vec<Hit>,
@@ -147,7 +150,8 @@ impl Policy {
             redactions: Vec::new(),
             redacted: Vec::new(),
             keep_matches: false,
-            keep_full_text: false,
+            full_text_limit: 0,
+            full_text_kept: 0,
             matches: Vec::new(),
             hits: Vec::new(),
             reported: Reported::default(),
@@ -188,10 +192,18 @@ impl StreamGuard {
         self.redacted.clear();
     }
 
-    /// The stream sends texts again ([`Delta::Repeat`]): keep every channel's text so
-    /// [`StreamGuard::repeat_is_verified`] can compare. Before the first delta.
-    pub fn keep_full_text(&mut self) {
-        self.keep_full_text = true;
+    /// The stream sends texts again ([`Delta::Repeat`]): keep every channel's text, up to
+    /// `limit` bytes in all, so [`StreamGuard::repeat_is_verified`] can compare. Before the
+    /// first delta. Past the limit the kept text is dropped and every later repeat is
+    /// unverified (the caller passes the largest frame it reads: a repeat of more text could
+    /// not arrive anyway).
+    pub fn keep_full_text(&mut self, limit: usize) {
+        self.full_text_limit = limit;
+    }
+
+    /// True when the whole text outgrew the limit of [`StreamGuard::keep_full_text`].
+    pub fn full_text_dropped(&self) -> bool {
+        self.full_text_limit > 0 && self.full_text_kept > self.full_text_limit
     }
 
     /// True when a [`Delta::Repeat`] carries exactly the text its channel streamed at that
@@ -310,10 +322,18 @@ impl StreamGuard {
             }
         };
         let id = self.channel(*choice, *channel);
+        if self.full_text_limit > 0 && self.full_text_kept + text.len() > self.full_text_limit {
+            // Dropped for good: repeats from now on are unverified and fail closed.
+            self.full_text_kept = self.full_text_limit + 1;
+            for ch in &mut self.channels {
+                ch.full = None;
+            }
+        }
         let policy = &*self.policy;
         let ch = &mut self.channels[id];
         let checks = policy.checks(ch.target);
         if let Some(full) = &mut ch.full {
+            self.full_text_kept += text.len();
             full.push_str(text);
         }
         if let Some((base, recent)) = &mut ch.recent {
@@ -607,7 +627,7 @@ impl StreamGuard {
             tokens,
             sentences,
             json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
-            full: self.keep_full_text.then(String::new),
+            full: (self.full_text_limit > 0 && !self.full_text_dropped()).then(String::new),
             recent: (self.keep_matches || !self.policy.span_finders.is_empty())
                 .then(|| (0, String::new())),
         });

@@ -870,3 +870,38 @@ fn redactions_stay_sorted_and_disjoint_whatever_order_hits_arrive_in() {
         "touching spans merge"
     );
 }
+
+#[test]
+fn repeats_are_verified_against_the_kept_text_up_to_its_limit() {
+    let p = policy("validators:\n  - type: banned_words\n    params: { words: [x] }\n").unwrap();
+    let repeat = |t: &str, start: u64| Delta::Repeat {
+        choice: 0,
+        channel: Channel::Content,
+        text: Cow::Owned(t.to_owned()),
+        start: Some(start),
+    };
+    // Not kept: nothing can be verified.
+    let mut g = p.stream_guard(true, Default::default(), None);
+    g.on_chunk(&text(0, "Hello")).unwrap();
+    assert!(!g.repeat_is_verified(&repeat("Hello", 0)));
+
+    let mut g = p.stream_guard(true, Default::default(), None);
+    g.keep_full_text(12);
+    g.on_chunk(&text(0, "Hello")).unwrap();
+    g.on_chunk(&text(0, " world")).unwrap();
+    assert!(g.repeat_is_verified(&repeat("Hello world", 0)));
+    assert!(g.repeat_is_verified(&repeat("world", 6)));
+    assert!(!g.repeat_is_verified(&repeat("Hello there", 0)));
+    assert!(!g.full_text_dropped());
+    // Past the limit (over all channels) the kept text is dropped: no repeat is verified.
+    g.on_chunk(&Delta::Text {
+        choice: 0,
+        channel: Channel::Reasoning,
+        text: Cow::Borrowed("ab"),
+    })
+    .unwrap();
+    assert!(g.full_text_dropped());
+    assert!(!g.repeat_is_verified(&repeat("Hello", 0)));
+    g.on_chunk(&text(0, "!")).unwrap();
+    assert!(!g.repeat_is_verified(&repeat("Hello world!", 0)));
+}

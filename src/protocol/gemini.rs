@@ -347,7 +347,16 @@ impl Protocol for Gemini {
                 "modality",
             ],
             // Inline media (base64) is no text.
-            nested: &[("inlineData", "data"), ("inline_data", "data")],
+            nested: &[
+                (
+                    &["candidates", "[]", "content", "parts", "[]", "inlineData"],
+                    "data",
+                ),
+                (
+                    &["candidates", "[]", "content", "parts", "[]", "inline_data"],
+                    "data",
+                ),
+            ],
         }
     }
 

@@ -195,7 +195,12 @@ static STRUCTURAL: Structural = Structural {
         "obfuscation",
     ],
     // Audio answers: the clip itself (base64) is no text; its transcript is.
-    nested: &[("audio", "data"), ("audio", "expires_at")],
+    nested: &[
+        (&["choices", "[]", "delta", "audio"], "data"),
+        (&["choices", "[]", "delta", "audio"], "expires_at"),
+        (&["choices", "[]", "message", "audio"], "data"),
+        (&["choices", "[]", "message", "audio"], "expires_at"),
+    ],
 };
 
 /// [`Structural::is_structural_key`] for chat, as one `match`: the fast path asks it for every

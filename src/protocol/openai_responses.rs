@@ -422,17 +422,28 @@ impl Protocol for OpenAiResponses {
             ],
             // The request's own settings, echoed in the response object (BeforeCall checked
             // them as input).
+            // (In events under `response`; a whole answer is the response object itself.)
             nested: &[
-                ("response", "instructions"),
-                ("response", "tools"),
-                ("response", "tool_choice"),
-                ("response", "text"),
-                ("response", "metadata"),
-                ("response", "prompt"),
-                ("response", "reasoning"),
-                ("response", "truncation"),
-                ("response", "user"),
-                ("response", "incomplete_details"),
+                (&["response"], "instructions"),
+                (&["response"], "tools"),
+                (&["response"], "tool_choice"),
+                (&["response"], "text"),
+                (&["response"], "metadata"),
+                (&["response"], "prompt"),
+                (&["response"], "reasoning"),
+                (&["response"], "truncation"),
+                (&["response"], "user"),
+                (&["response"], "incomplete_details"),
+                (&[], "instructions"),
+                (&[], "tools"),
+                (&[], "tool_choice"),
+                (&[], "text"),
+                (&[], "metadata"),
+                (&[], "prompt"),
+                (&[], "reasoning"),
+                (&[], "truncation"),
+                (&[], "user"),
+                (&[], "incomplete_details"),
             ],
         }
     }

@@ -19,10 +19,11 @@ pub struct Structural {
     /// Keys whose *string* value is exempt wherever they appear (an object or array under
     /// one is still read: a JSON schema's property named `status` has a description).
     pub keys: &'static [&'static str],
-    /// (parent key, key): the whole value is exempt, only as a member of an object that is
-    /// the value of `parent`
-    /// (`("response", "instructions")`: the request's instructions echoed in a Responses event).
-    pub nested: &'static [(&'static str, &'static str)],
+    /// (path of an object from the top, key of it): the whole value is exempt. The path lists
+    /// the keys leading to the object, `[]` for a position in an array, and must match from the
+    /// top (`(&["response"], "instructions")`: the request's instructions echoed in a Responses
+    /// event, not a field of that name anywhere in an answer).
+    pub nested: &'static [(&'static [&'static str], &'static str)],
 }
 
 /// Keys that are structure in every protocol guardwire speaks.
@@ -44,12 +45,19 @@ impl Structural {
             || self.keys.iter().any(|k| k.as_bytes() == key)
     }
 
-    /// True when (`parent`, `key`) is one of the nested exemptions: the whole value is.
-    fn exempt_tree(&self, parent: Option<&[u8]>, key: &[u8]) -> bool {
-        parent.is_some_and(|p| {
-            self.nested
-                .iter()
-                .any(|(a, b)| a.as_bytes() == p && b.as_bytes() == key)
+    /// True when `key`, a member of the object on top of `stack`, is one of the nested
+    /// exemptions: the whole value is. Keys are compared raw (an escaped key never matches).
+    fn exempt_tree(&self, stack: &[Level], data: &[u8], key: &[u8]) -> bool {
+        self.nested.iter().any(|(parent, k)| {
+            k.as_bytes() == key
+                && parent.len() + 1 == stack.len()
+                && stack[1..]
+                    .iter()
+                    .zip(parent.iter())
+                    .all(|(level, step)| match level.key {
+                        Some((a, b)) => &data[a..b] == step.as_bytes(),
+                        None => *step == "[]",
+                    })
         })
     }
 }
@@ -143,28 +151,26 @@ pub fn residual_strings(
                     }
                 }
                 let lit = start..i.min(data.len());
-                match stack.last_mut() {
-                    Some(l) if l.object && l.expect_key => {
-                        l.expect_key = false;
-                        l.member = Some((lit.start + 1, lit.end - 1));
-                        let parent = l.key.map(|(a, b)| &data[a..b]);
-                        let key = &data[lit.start + 1..lit.end - 1];
-                        l.member_exempt = l.exempt || structural.exempt_tree(parent, key);
-                        l.member_scalar = structural.is_structural_key(key);
+                let in_key = stack.last().is_some_and(|l| l.object && l.expect_key);
+                if in_key {
+                    let key = &data[lit.start + 1..lit.end - 1];
+                    let tree = structural.exempt_tree(&stack, data, key);
+                    let scalar = structural.is_structural_key(key);
+                    let l = stack.last_mut().ok_or(Unwalkable)?;
+                    l.expect_key = false;
+                    l.member = Some((lit.start + 1, lit.end - 1));
+                    l.member_exempt = l.exempt || tree;
+                    l.member_scalar = scalar;
+                } else if !string_exempt(&stack) {
+                    while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
+                        known_at += 1;
                     }
-                    _ => {
-                        if !string_exempt(&stack) {
-                            while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
-                                known_at += 1;
-                            }
-                            let inside = known
-                                .get(known_at)
-                                .is_some_and(|k| k.start <= lit.start && lit.end <= k.end);
-                            if !inside {
-                                let path = value_path(&stack);
-                                out.push((lit, path));
-                            }
-                        }
+                    let inside = known
+                        .get(known_at)
+                        .is_some_and(|k| k.start <= lit.start && lit.end <= k.end);
+                    if !inside {
+                        let path = value_path(&stack);
+                        out.push((lit, path));
                     }
                 }
             }
@@ -212,6 +218,8 @@ pub fn residual_strings(
     }
 }
 
+const RESPONSES_PART: &[&str] = &["input", "[]", "content", "[]"];
+
 /// Keys of requests (every protocol) whose string values are settings, ids or opaque data the
 /// model does not read as text.
 pub static REQUEST_STRUCTURAL: Structural = Structural {
@@ -241,11 +249,13 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
     ],
     // Inline media: base64 (or a data: URL) is no text.
     nested: &[
-        ("image_url", "url"),
-        ("input_audio", "data"),
-        ("inlineData", "data"),
-        ("inline_data", "data"),
-        ("file", "file_data"),
+        (&["messages", "[]", "content", "[]", "image_url"], "url"),
+        (&["messages", "[]", "content", "[]", "input_audio"], "data"),
+        (&["messages", "[]", "content", "[]", "file"], "file_data"),
+        (RESPONSES_PART, "image_url"),
+        (RESPONSES_PART, "file_data"),
+        (&["contents", "[]", "parts", "[]", "inlineData"], "data"),
+        (&["contents", "[]", "parts", "[]", "inline_data"], "data"),
     ],
 };
 
@@ -307,7 +317,7 @@ mod tests {
 
     const NONE: Structural = Structural {
         keys: &["finish_reason"],
-        nested: &[("response", "instructions")],
+        nested: &[(&["response"], "instructions"), (&["x", "[]"], "data")],
     };
 
     fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
@@ -333,6 +343,17 @@ mod tests {
         assert!(residual(r#"{"response":{"instructions":{"a":["b"]}}}"#, &[]).is_empty());
         assert!(residual(r#"{"response":{"instructions":"i"}}"#, &[]).is_empty());
         assert_eq!(residual(r#"{"instructions":"i"}"#, &[]), [r#""i""#]);
+        // Nested exemptions match their whole path from the top, array positions included.
+        for elsewhere in [
+            r#"{"a":{"response":{"instructions":"i"}}}"#,
+            r#"{"response":[{"instructions":"i"}]}"#,
+            r#"{"x":{"data":"i"}}"#,
+            r#"{"x":[{"y":{"data":"i"}}]}"#,
+            r#"{"\u0078":[{"data":"i"}]}"#,
+        ] {
+            assert_eq!(residual(elsewhere, &[]), [r#""i""#], "{elsewhere}");
+        }
+        assert!(residual(r#"{"x":[{"data":"i"},{"data":"j"}]}"#, &[]).is_empty());
         // Keys are not values; escaped keys are never structural.
         assert_eq!(residual(r#"{"\u0074ype":"v"}"#, &[]), [r#""v""#]);
         // Inside a known raw value (Gemini's args object) nothing is left over.

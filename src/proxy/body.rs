@@ -160,7 +160,7 @@ impl GuardedStream {
         let decoder = ctx.protocol.stream_decoder();
         let mut guard = guard;
         if decoder.repeats_text() {
-            guard.keep_full_text();
+            guard.keep_full_text(ctx.max_frame_bytes);
         }
         let now = tokio::time::Instant::now();
         let first_deadline = next_deadline(&ctx, &guard, now);

@@ -55,9 +55,11 @@ pub fn check_payload(
     let redacts = guard.policy().redacts();
     for d in deltas {
         if !guard.repeat_is_verified(d) {
-            return Err(Stop::Unchecked(
-                "the upstream repeated text that it had not streamed",
-            ));
+            return Err(Stop::Unchecked(if guard.full_text_dropped() {
+                "the upstream's answer is too long to verify the text it repeats"
+            } else {
+                "the upstream repeated text that it had not streamed"
+            }));
         }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
             if let Delta::ToolCallStart { choice, name, .. } = d {

@@ -59,22 +59,32 @@ pub fn borrowed_range(data: &[u8], text: &str) -> Option<(Range<usize>, bool)> {
     })
 }
 
-/// True when `data` has log-probabilities that are not empty (`null`, `[]`, `{}`).
+/// True when `data` has log-probabilities that are not empty (`null`, `[]`, `{}`), or might:
+/// a key written with escapes that spells one of their names counts, whatever its value.
 fn carries_logprobs(data: &[u8]) -> bool {
     const KEYS: [&[u8]; 3] = [b"\"logprobs\"", b"\"top_logprobs\"", b"\"logprobsResult\""];
-    KEYS.iter().any(|key| {
-        memchr::memmem::find_iter(data, key).any(|at| {
-            let rest = data[at + key.len()..].trim_ascii_start();
-            let Some(value) = rest.strip_prefix(b":") else {
-                return false; // a string value, not a key
-            };
-            let value = value.trim_ascii_start();
-            !(value.starts_with(b"null")
-                || value.starts_with(b"[]")
-                || value.starts_with(b"{}")
-                || (value.starts_with(b"[") && value[1..].trim_ascii_start().starts_with(b"]")))
+    let escaped_key = || {
+        string_literals(data).any(|lit| {
+            data[lit.clone()].contains(&b'\\')
+                && data[lit.end..].trim_ascii_start().starts_with(b":")
+                && serde_json::from_slice::<String>(&data[lit])
+                    .is_ok_and(|key| KEYS.iter().any(|k| &k[1..k.len() - 1] == key.as_bytes()))
         })
-    })
+    };
+    escaped_key()
+        || KEYS.iter().any(|key| {
+            memchr::memmem::find_iter(data, key).any(|at| {
+                let rest = data[at + key.len()..].trim_ascii_start();
+                let Some(value) = rest.strip_prefix(b":") else {
+                    return false; // a string value, not a key
+                };
+                let value = value.trim_ascii_start();
+                !(value.starts_with(b"null")
+                    || value.starts_with(b"[]")
+                    || value.starts_with(b"{}")
+                    || (value.starts_with(b"[") && value[1..].trim_ascii_start().starts_with(b"]")))
+            })
+        })
 }
 
 /// Every string literal of a JSON text, quotes included, in order.
@@ -234,6 +244,9 @@ mod tests {
                 false,
             ),
             (br#"{"x":"call 55","top_logprobs":[{"token":"55"}]}"#, false),
+            // A key spelled with escapes is what the client's parser reads: logprobs.
+            (br#"{"x":"call 55","\u006cogprobs":{"content":[]}}"#, false),
+            (br#"{"x":"call 55","other\n":{"content":[]}}"#, true),
         ] {
             let s = TextSpan {
                 literal: 5..14,

@@ -117,16 +117,24 @@ fn at<'v>(v: &'v mut Value, path: &[Step]) -> &'v mut Value {
     })
 }
 
-/// The walker's rule: the string's own key is structural, or a (parent, key) pair on the path
-/// is.
+/// The walker's rule: the string's own key is structural, or a prefix of its path is a nested
+/// exemption's object path followed by its key.
 fn exempt(p: &dyn Protocol, path: &[Step]) -> bool {
     let s = p.structural();
-    path.iter().enumerate().any(|(i, step)| {
-        let Step::Key(k) = step else { return false };
-        (i + 1 == path.len() && s.is_structural_key(k.as_bytes()))
-            || (i > 0
-                && matches!(&path[i - 1], Step::Key(parent)
-                    if s.nested.iter().any(|(a, b)| a == parent && b == k)))
+    let own = matches!(path.last(), Some(Step::Key(k)) if s.is_structural_key(k.as_bytes()));
+    own || (0..path.len()).any(|i| {
+        let Step::Key(k) = &path[i] else { return false };
+        s.nested.iter().any(|(parent, key)| {
+            key == k
+                && parent.len() == i
+                && parent
+                    .iter()
+                    .zip(&path[..i])
+                    .all(|(want, step)| match step {
+                        Step::Key(k) => want == k,
+                        Step::Index(_) => *want == "[]",
+                    })
+        })
     })
 }
 
@@ -136,7 +144,7 @@ fn stopped(p: &dyn Protocol, frames: &[(Option<&str>, String)]) -> bool {
     let mut guard = policy().stream_guard(true, Default::default(), None);
     let mut decoder = p.stream_decoder();
     if decoder.repeats_text() {
-        guard.keep_full_text();
+        guard.keep_full_text(1 << 20);
     }
     for (event, data) in frames {
         let mut deltas = Vec::new();
