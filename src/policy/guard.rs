@@ -476,6 +476,13 @@ impl StreamGuard {
         self.channels.len()
     }
 
+    /// True when `channel` of `choice` has had text.
+    pub fn has_channel(&self, choice: u32, channel: Channel) -> bool {
+        self.channels
+            .iter()
+            .any(|c| c.choice == choice && c.channel == channel)
+    }
+
     /// The position after the text `channel` has had so far.
     pub fn channel_end(&self, channel: ChannelId) -> u64 {
         self.channels[channel].pos()

@@ -211,14 +211,19 @@ fn check_residual(
                 "the upstream sent a frame guardwire cannot read",
             ));
         };
+        // A string equal to a text the decoder delivered by value is that text (already
+        // checked) — unless its path already carries text of its own: then it continues that
+        // text and is checked with it (a copy could otherwise split a match between frames).
         let from = by_value.partition_point(|(t, _)| *t < &*text);
         let unused = by_value[from..]
             .iter_mut()
             .take_while(|(t, _)| *t == &*text)
             .find(|(_, used)| !*used);
         if let Some((_, used)) = unused {
-            *used = true;
-            continue;
+            if !guard.has_channel(0, Channel::Other(path)) {
+                *used = true;
+                continue;
+            }
         }
         if text.is_empty() {
             continue;

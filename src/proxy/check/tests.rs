@@ -256,3 +256,31 @@ proptest! {
         }
     }
 }
+
+/// An unknown field continued, in a later frame, by a copy of that frame's decoded (escaped,
+/// so compared by value) text is checked as one text: the copy is not taken for the decoded
+/// text once the field has text of its own.
+#[test]
+fn a_copy_of_a_decoded_text_continues_its_unknown_field() {
+    let p = protocol::by_name("anthropic_messages").unwrap();
+    // The copy first, so that it is the first string of that value.
+    let delta = |text: &str, x: &str| {
+        format!(
+            r#"{{"x":{},"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{}}}}}"#,
+            json!(x),
+            json!(text)
+        )
+    };
+    let frames = |x1: &str| {
+        let mut f: Vec<(Option<&str>, String)> = base_frames("anthropic_messages")[..2]
+            .iter()
+            .map(|(e, v)| (*e, v.to_string()))
+            .collect();
+        f.push((Some("content_block_delta"), delta("hi ", x1)));
+        f.push((Some("content_block_delta"), delta("xjv\n", "xjv\n")));
+        f
+    };
+    assert!(frames("zq")[3].1.contains(r"xjv\n"));
+    assert!(stopped(p, &frames("zq")));
+    assert!(!stopped(p, &frames("ab")));
+}
