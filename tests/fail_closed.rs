@@ -580,12 +580,15 @@ async fn completions_and_embeddings_are_checked_on_openai_routes() {
     let streamed = chunk("the forbidden ") + &chunk("fruit") + "data: [DONE]\n\n";
     let clean = chunk("an ") + &chunk("apple") + "data: [DONE]\n\n";
     let whole = json!({"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"the forbidden fruit","logprobs":null,"finish_reason":"stop"}]}).to_string();
+    // The alternatives a legacy completion's logprobs list are keys of maps.
+    let alternatives = json!({"id":"c","object":"text_completion","model":"m","choices":[{"index":0,"text":"an apple","logprobs":{"tokens":["an"," apple"],"token_logprobs":[-0.1,-0.2],"top_logprobs":[{"an":-0.1},{" apple":-0.2," forbidden fruit":-3.5}],"text_offset":[0,2]},"finish_reason":"stop"}]}).to_string();
     let vectors = json!({"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"m","usage":{"prompt_tokens":1,"total_tokens":1}}).to_string();
-    let (s, c, w, v) = (
+    let (s, c, w, v, alt) = (
         streamed.clone(),
         clean.clone(),
         whole.clone(),
         vectors.clone(),
+        alternatives.clone(),
     );
     let mock = MockUpstream::start(move |req| {
         let body = req.body_str();
@@ -595,6 +598,8 @@ async fn completions_and_embeddings_are_checked_on_openai_routes() {
             Reply::sse(c.as_bytes())
         } else if body.contains("\"stream\":true") {
             Reply::sse(s.as_bytes())
+        } else if body.contains("alternatives") {
+            Reply::json(200, &alt)
         } else {
             Reply::json(200, &w)
         }
@@ -645,6 +650,13 @@ async fn completions_and_embeddings_are_checked_on_openai_routes() {
         assert_eq!(a.text(), clean);
         // Whole completion: 400.
         let a = post(completions, json!({"model":"m","prompt":"hi"})).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+        // Alternative tokens (keys of `top_logprobs` maps) are text the client reads.
+        let a = post(
+            completions,
+            json!({"model":"m","prompt":"alternatives","logprobs":2}),
+        )
+        .await;
         assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
         // Prompts and embedding inputs, every shape: checked before the call.
         let before = mock.request_count();

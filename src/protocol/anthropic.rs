@@ -318,6 +318,7 @@ impl Protocol for AnthropicMessages {
         &super::residual::Structural {
             keys: &["stop_reason", "stop_sequence", "signature", "service_tier"],
             nested: &[],
+            text_keys: &[],
         }
     }
 

@@ -357,6 +357,7 @@ impl Protocol for Gemini {
                     "data",
                 ),
             ],
+            text_keys: &[],
         }
     }
 

@@ -201,6 +201,7 @@ static STRUCTURAL: Structural = Structural {
         (&["choices", "[]", "message", "audio"], "data"),
         (&["choices", "[]", "message", "audio"], "expires_at"),
     ],
+    text_keys: &[],
 };
 
 /// [`Structural::is_structural_key`] for chat, as one `match`: the fast path asks it for every

@@ -142,6 +142,8 @@ impl StreamDecoder for CompletionsStream {
 static STRUCTURAL: Structural = Structural {
     keys: &["finish_reason", "system_fingerprint", "service_tier"],
     nested: &[],
+    // `logprobs.top_logprobs` maps each alternative token to its log-probability.
+    text_keys: &[&["choices", "[]", "logprobs", "top_logprobs", "[]"]],
 };
 
 impl Protocol for OpenAiCompletions {

@@ -39,6 +39,7 @@ static STRUCTURAL: Structural = Structural {
     // `embedding` is a vector, or base64 with `encoding_format: base64`: no text.
     keys: &["embedding", "encoding_format"],
     nested: &[],
+    text_keys: &[],
 };
 
 impl Protocol for OpenAiEmbeddings {

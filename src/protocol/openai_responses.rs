@@ -445,6 +445,7 @@ impl Protocol for OpenAiResponses {
                 (&[], "user"),
                 (&[], "incomplete_details"),
             ],
+            text_keys: &[],
         }
     }
 

@@ -24,6 +24,10 @@ pub struct Structural {
     /// top (`(&["response"], "instructions")`: the request's instructions echoed in a Responses
     /// event, not a field of that name anywhere in an answer).
     pub nested: &'static [(&'static [&'static str], &'static str)],
+    /// Paths (as in `nested`) of objects whose keys are text, not names: maps such as legacy
+    /// Completions' `top_logprobs` (`{" token": -0.1}`). Their keys are reported with the
+    /// strings. Elsewhere keys are names and are not checked.
+    pub text_keys: &'static [&'static [&'static str]],
 }
 
 /// Keys that are structure in every protocol guardwire speaks.
@@ -48,18 +52,27 @@ impl Structural {
     /// True when `key`, a member of the object on top of `stack`, is one of the nested
     /// exemptions: the whole value is. Keys are compared raw (an escaped key never matches).
     fn exempt_tree(&self, stack: &[Level], data: &[u8], key: &[u8]) -> bool {
-        self.nested.iter().any(|(parent, k)| {
-            k.as_bytes() == key
-                && parent.len() + 1 == stack.len()
-                && stack[1..]
-                    .iter()
-                    .zip(parent.iter())
-                    .all(|(level, step)| match level.key {
-                        Some((a, b)) => &data[a..b] == step.as_bytes(),
-                        None => *step == "[]",
-                    })
-        })
+        self.nested
+            .iter()
+            .any(|(parent, k)| k.as_bytes() == key && at_path(stack, data, parent))
     }
+
+    /// True when the object on top of `stack` is one whose keys are text.
+    fn keys_are_text(&self, stack: &[Level], data: &[u8]) -> bool {
+        self.text_keys.iter().any(|path| at_path(stack, data, path))
+    }
+}
+
+/// True when the container on top of `stack` is at `path` from the top.
+fn at_path(stack: &[Level], data: &[u8], path: &[&str]) -> bool {
+    path.len() + 1 == stack.len()
+        && stack[1..]
+            .iter()
+            .zip(path)
+            .all(|(level, step)| match level.key {
+                Some((a, b)) => &data[a..b] == step.as_bytes(),
+                None => *step == "[]",
+            })
 }
 
 /// The JSON could not be walked (the decoders accepted it, so this is not expected): the
@@ -156,6 +169,12 @@ pub fn residual_strings(
                     let key = &data[lit.start + 1..lit.end - 1];
                     let tree = structural.exempt_tree(&stack, data, key);
                     let scalar = structural.is_structural_key(key);
+                    if !structural.text_keys.is_empty()
+                        && !value_exempt(&stack)
+                        && structural.keys_are_text(&stack, data)
+                    {
+                        out.push((lit.clone(), value_path(&stack)));
+                    }
                     let l = stack.last_mut().ok_or(Unwalkable)?;
                     l.expect_key = false;
                     l.member = Some((lit.start + 1, lit.end - 1));
@@ -257,6 +276,7 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
         (&["contents", "[]", "parts", "[]", "inlineData"], "data"),
         (&["contents", "[]", "parts", "[]", "inline_data"], "data"),
     ],
+    text_keys: &[],
 };
 
 /// Adds to `conversation` every string of the request `body` that its decoder did not read
@@ -318,6 +338,7 @@ mod tests {
     const NONE: Structural = Structural {
         keys: &["finish_reason"],
         nested: &[(&["response"], "instructions"), (&["x", "[]"], "data")],
+        text_keys: &[&["m", "[]"]],
     };
 
     fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
@@ -354,6 +375,11 @@ mod tests {
             assert_eq!(residual(elsewhere, &[]), [r#""i""#], "{elsewhere}");
         }
         assert!(residual(r#"{"x":[{"data":"i"},{"data":"j"}]}"#, &[]).is_empty());
+        // Keys are names, except in the objects whose keys are text.
+        assert_eq!(
+            residual(r#"{"m":[{" a":1,"b\u0020c":{"d":"e"}}],"n":{" f":2}}"#, &[]),
+            [r#"" a""#, r#""b\u0020c""#, r#""e""#]
+        );
         // Keys are not values; escaped keys are never structural.
         assert_eq!(residual(r#"{"\u0074ype":"v"}"#, &[]), [r#""v""#]);
         // Inside a known raw value (Gemini's args object) nothing is left over.
