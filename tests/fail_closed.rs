@@ -507,6 +507,8 @@ fn modelled(body: &str) -> bool {
         "\"custom\"",
         "custom_tool_call",
         "mcp_call",
+        "code_interpreter_call",
+        "executableCode",
     ]
     .iter()
     .any(|s| body.contains(s))
@@ -960,5 +962,84 @@ async fn responses_echoes_of_the_request_are_exempt_only_where_they_echo() {
     );
     assert_ne!(moved, echoed);
     let (a, _) = stream_through(&p, moved, vec![]).await;
+    assert!(blocked(&a.text()), "{}", a.text());
+}
+
+/// The built-in code tools are tool calls: Responses' code interpreter (its code streamed by
+/// `response.code_interpreter_call_code.delta`, repeated by `.done`) and Gemini's code
+/// execution (`executableCode`). The tool checks see them by the names `code_interpreter` and
+/// `code_execution`; their code is checked as free text.
+#[tokio::test]
+async fn code_tools_are_tool_calls() {
+    use common::protocols::{ev, sse};
+    use serde_json::json;
+    let pack = "validators:\n  - id: no-code\n    type: tools_not_called\n    params: { tool_names: [code_interpreter, code_execution] }\n";
+    let responses = |code: &str| {
+        let (first, rest) = code.split_at(code.len() / 2);
+        let item = |status: &str, code: Option<&str>| json!({"type":"code_interpreter_call","id":"ci","status":status,"code":code,"container_id":"cntr_1","outputs":null});
+        ev(
+            "response.output_item.added",
+            json!({"type":"response.output_item.added","output_index":0,"item":item("in_progress", None)}),
+        ) + &ev(
+            "response.code_interpreter_call_code.delta",
+            json!({"type":"response.code_interpreter_call_code.delta","output_index":0,"item_id":"ci","delta":first}),
+        ) + &ev(
+            "response.code_interpreter_call_code.delta",
+            json!({"type":"response.code_interpreter_call_code.delta","output_index":0,"item_id":"ci","delta":rest}),
+        ) + &ev(
+            "response.code_interpreter_call_code.done",
+            json!({"type":"response.code_interpreter_call_code.done","output_index":0,"item_id":"ci","code":code}),
+        ) + &ev(
+            "response.output_item.done",
+            json!({"type":"response.output_item.done","output_index":0,"item":item("completed", Some(code))}),
+        ) + &ev(
+            "response.completed",
+            json!({"type":"response.completed","response":{"id":"r","status":"completed","output":[item("completed", Some(code))]}}),
+        )
+    };
+    let gemini = |code: &str| {
+        sse(
+            &json!({"candidates":[{"content":{"role":"model","parts":[{"executableCode":{"language":"PYTHON","code":code}}]},"index":0}]}),
+        ) + &sse(
+            &json!({"candidates":[{"content":{"role":"model","parts":[{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"4"}}]},"finishReason":"STOP","index":0}]}),
+        )
+    };
+    for (name, body) in [
+        ("openai_responses", responses("print(2 + 2)")),
+        ("gemini", gemini("print(2 + 2)")),
+    ] {
+        let p = all().into_iter().find(|p| p.name == name).unwrap();
+        // Without the tool check, the call passes byte for byte …
+        let (a, _) = stream_through(&p, body.clone(), vec![]).await;
+        assert_eq!(a.text(), body, "{name}");
+        // … with it, the call is blocked before any of it is released.
+        let b = body.clone();
+        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.stream_path,
+            (p.stream_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        let text = a.text();
+        assert!(
+            text.contains("no-code") || text.contains("tools_not_called"),
+            "{name}: {text}"
+        );
+        assert!(!text.contains("print"), "{name}: {text}");
+    }
+    // The code is checked as the text the client reads, also split between deltas.
+    let (a, _) = stream_through(
+        &all()
+            .into_iter()
+            .find(|p| p.name == "openai_responses")
+            .unwrap(),
+        responses("# the forbidden fruit"),
+        vec![],
+    )
+    .await;
     assert!(blocked(&a.text()), "{}", a.text());
 }

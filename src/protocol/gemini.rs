@@ -164,7 +164,21 @@ struct Part<'a> {
     thought: Option<bool>,
     #[serde(borrow, default, alias = "function_call")]
     function_call: Option<ResponseCall<'a>>,
+    /// Code the model wrote for the built-in code execution tool: a call of that tool, its
+    /// code the call's free-form input. (The tool's `codeExecutionResult` is no text of the
+    /// model's; the fallback checks it.)
+    #[serde(borrow, default, alias = "executable_code")]
+    executable_code: Option<ExecutableCode<'a>>,
 }
+
+#[derive(Deserialize)]
+struct ExecutableCode<'a> {
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    code: Option<Cow<'a, str>>,
+}
+
+/// The tool name under which guardwire's tool checks see Gemini's code execution.
+pub const CODE_EXECUTION: &str = "code_execution";
 
 #[derive(Deserialize)]
 struct ResponseCall<'a> {
@@ -222,6 +236,20 @@ impl GeminiStream {
                         channel,
                         text,
                     });
+                }
+                if let Some(exec) = part.executable_code {
+                    let index = self.next_call_index(choice);
+                    out.push(Delta::ToolCallStart {
+                        choice,
+                        index,
+                        id: None,
+                        name: Cow::Borrowed(CODE_EXECUTION),
+                    });
+                    out.extend(exec.code.filter(|c| !c.is_empty()).map(|text| Delta::Text {
+                        choice,
+                        channel: Channel::ToolInput(index),
+                        text,
+                    }));
                 }
                 if let Some(call) = part.function_call {
                     let index = self.next_call_index(choice);
@@ -345,6 +373,8 @@ impl Protocol for Gemini {
                 "trafficType",
                 "traffic_type",
                 "modality",
+                "outcome",
+                "language",
             ],
             // Inline media (base64) is no text.
             nested: &[

@@ -151,6 +151,10 @@ struct Event<'a> {
     arguments: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     input: Option<Cow<'a, str>>,
+    /// `response.code_interpreter_call_code.done`'s code (elsewhere, as in `error` events, a
+    /// `code` that is no string is left to the fallback).
+    #[serde(borrow, default, deserialize_with = "super::lenient_opt_str")]
+    code: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     part: Option<OutputContent<'a>>,
     #[serde(borrow, default)]
@@ -177,6 +181,9 @@ struct OutputItem<'a> {
     /// A custom tool call's free-form input (its arguments).
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     input: Option<Cow<'a, str>>,
+    /// A code interpreter call's code (its arguments).
+    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
+    code: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Vec<OutputContent<'a>>,
     #[serde(borrow, default)]
@@ -241,23 +248,37 @@ fn part_repeat(part: OutputContent<'_>) -> Option<Delta<'_>> {
     }
 }
 
-/// Output items that are tool calls: function calls, custom tool calls (free-form `input`) and
-/// MCP calls. Their arguments go on the call's [`Channel::ToolArgs`].
+/// Output items that are tool calls: function calls and MCP calls (JSON arguments, on the
+/// call's [`Channel::ToolArgs`]), custom tool calls (free-form `input`) and code interpreter
+/// calls (`code`), both on its [`Channel::ToolInput`].
 fn is_call(kind: Option<&str>) -> bool {
     matches!(
         kind,
-        Some("function_call" | "custom_tool_call" | "mcp_call")
+        Some("function_call" | "custom_tool_call" | "mcp_call" | CODE_INTERPRETER_CALL)
     )
 }
 
+const CODE_INTERPRETER_CALL: &str = "code_interpreter_call";
+
+/// The tool name under which guardwire's tool checks see the built-in code interpreter.
+pub const CODE_INTERPRETER: &str = "code_interpreter";
+
 impl<'a> OutputItem<'a> {
     /// A call's arguments and their channel: JSON arguments, or a custom tool call's
-    /// free-form input (read as it comes, not as JSON).
+    /// free-form input or a code interpreter call's code (read as they come, not as JSON).
     fn call_args(&mut self, index: u32) -> (Channel, Option<Cow<'a, str>>) {
-        if self.kind.as_deref() == Some("custom_tool_call") {
-            (Channel::ToolInput(index), self.input.take())
-        } else {
-            (Channel::ToolArgs(index), self.arguments.take())
+        match self.kind.as_deref() {
+            Some("custom_tool_call") => (Channel::ToolInput(index), self.input.take()),
+            Some(CODE_INTERPRETER_CALL) => (Channel::ToolInput(index), self.code.take()),
+            _ => (Channel::ToolArgs(index), self.arguments.take()),
+        }
+    }
+
+    /// The call's tool name (the code interpreter's calls have none of their own).
+    fn call_name(&mut self) -> Cow<'a, str> {
+        match self.kind.as_deref() {
+            Some(CODE_INTERPRETER_CALL) => Cow::Borrowed(CODE_INTERPRETER),
+            _ => self.name.take().unwrap_or(Cow::Borrowed("")),
         }
     }
 }
@@ -302,7 +323,8 @@ impl StreamDecoder for ResponsesStream {
             "response.function_call_arguments.delta" | "response.mcp_call_arguments.delta" => {
                 out.extend(text(Channel::ToolArgs(index), ev.delta))
             }
-            "response.custom_tool_call_input.delta" => {
+            "response.custom_tool_call_input.delta"
+            | "response.code_interpreter_call_code.delta" => {
                 out.extend(text(Channel::ToolInput(index), ev.delta))
             }
             "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
@@ -315,8 +337,8 @@ impl StreamDecoder for ResponsesStream {
                         out.push(Delta::ToolCallStart {
                             choice: 0,
                             index,
+                            name: item.call_name(),
                             id: item.call_id,
-                            name: item.name.unwrap_or(Cow::Borrowed("")),
                         });
                         // Arguments announced with the item are checked like streamed ones.
                         out.extend(text(channel, args));
@@ -330,6 +352,9 @@ impl StreamDecoder for ResponsesStream {
             }
             "response.custom_tool_call_input.done" => {
                 out.extend(repeat(Channel::ToolInput(index), ev.input))
+            }
+            "response.code_interpreter_call_code.done" => {
+                out.extend(repeat(Channel::ToolInput(index), ev.code))
             }
             "response.reasoning_text.done" | "response.reasoning_summary_text.done" => {
                 out.extend(repeat(Channel::Reasoning, ev.text))
@@ -419,6 +444,7 @@ impl Protocol for OpenAiResponses {
                 "previous_response_id",
                 "prompt_cache_key",
                 "safety_identifier",
+                "container_id",
             ],
             // The request's own settings, echoed in the response object (BeforeCall checked
             // them as input).
@@ -512,8 +538,8 @@ impl Protocol for OpenAiResponses {
                     out.push(Delta::ToolCallStart {
                         choice: 0,
                         index,
+                        name: item.call_name(),
                         id: item.call_id,
-                        name: item.name.unwrap_or(Cow::Borrowed("")),
                     });
                     out.extend(text(channel, args));
                 }
@@ -633,10 +659,11 @@ mod tests {
             .0,
             FrameKind::Terminal
         );
-        assert_eq!(
-            decode(r#"{"type":"error","code":"x","message":"m"}"#).0,
-            FrameKind::UpstreamError
-        );
+        // `code` is a code interpreter's code elsewhere: any other value is still an error.
+        for code in [r#""x""#, "429", "null", r#"{"a":[1]}"#] {
+            let data = format!(r#"{{"type":"error","code":{code},"message":"m"}}"#);
+            assert_eq!(decode(&data).0, FrameKind::UpstreamError, "{data}");
+        }
     }
 
     #[test]
