@@ -1,0 +1,103 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn decode_all<'a>(
+    dec: &mut MessagesStream,
+    frames: &[&'a str],
+) -> Vec<(FrameKind, Vec<Delta<'a>>)> {
+    frames
+        .iter()
+        .map(|f| {
+            let mut out = Vec::new();
+            let k = dec.decode(None, f.as_bytes(), &mut out).unwrap();
+            (k, out)
+        })
+        .collect()
+}
+
+#[test]
+fn routes_block_deltas_by_block_kind() {
+    let mut dec = MessagesStream::default();
+    let got = decode_all(
+        &mut dec,
+        &[
+            r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"x"}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t1","name":"get","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#,
+            r#"{"type":"message_stop"}"#,
+        ],
+    );
+    assert_eq!(
+        got[2].1,
+        vec![Delta::Text {
+            choice: 0,
+            channel: Channel::Reasoning,
+            text: "hmm".into()
+        }]
+    );
+    assert!(got[3].1.is_empty());
+    assert_eq!(
+        got[5].1,
+        vec![Delta::Text {
+            choice: 0,
+            channel: Channel::Content,
+            text: "Hi".into()
+        }]
+    );
+    assert_eq!(
+        got[6].1,
+        vec![Delta::ToolCallStart {
+            choice: 0,
+            index: 2,
+            id: Some("t1".into()),
+            name: "get".into()
+        }]
+    );
+    assert_eq!(
+        got[7].1,
+        vec![Delta::Text {
+            choice: 0,
+            channel: Channel::ToolArgs(2),
+            text: "{\"a\"".into()
+        }]
+    );
+    assert_eq!(got[8].0, FrameKind::Passthrough);
+    assert_eq!(got[10].0, FrameKind::Terminal);
+}
+
+#[test]
+fn parses_system_messages_tools_and_results() {
+    let r = AnthropicMessages
+        .parse_request(
+            br#"{"model":"c","stream":true,"system":[{"type":"text","text":"sys"}],"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"f","input":{"x":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}]}]}],"tools":[{"name":"f","description":"d","input_schema":{}}]}"#,
+            "/v1/messages",
+        )
+        .unwrap();
+    assert!(r.stream);
+    let m = &r.conversation.messages;
+    assert_eq!(m[0].role, Role::System);
+    assert_eq!(m[2].tool_calls[0].arguments, r#"{"x":1}"#);
+    assert_eq!(
+        (m[3].role.clone(), m[3].text.clone()),
+        (Role::Tool, vec!["r".to_string()])
+    );
+    assert_eq!(r.conversation.tools[0].name, "f");
+}
+
+#[test]
+fn error_frame_keeps_the_event_name() {
+    let f = AnthropicMessages.stream_error_frame(&GatewayError::Blocked {
+        message: "no".into(),
+    });
+    assert_eq!(
+        &f[..],
+        &b"event: error\ndata: {\"error\":{\"message\":\"no\",\"type\":\"invalid_request_error\"},\"type\":\"error\"}\n\n"[..]
+    );
+}
