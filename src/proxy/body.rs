@@ -61,7 +61,7 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(b) => b.is_none(),
             ProxyBody::Upstream(inc) => inc.is_end_stream(),
-            ProxyBody::Guarded(g) => g.done && g.out.is_empty(),
+            ProxyBody::Guarded(g) => !g.reading() && g.out.is_empty(),
         }
     }
 
@@ -121,8 +121,36 @@ struct Held {
 /// Output gathered from ready upstream chunks is handed to hyper at the latest at this size.
 const GATHER_MAX_BYTES: usize = 64 * 1024;
 
+/// Where a guarded stream is in its life.
+enum Lifecycle {
+    /// Reading the upstream: frames are decoded, checked, held and released.
+    Relaying(UpstreamBody),
+    /// Nothing more is read or checked (the terminal frame came, the upstream ended, or the
+    /// stream was stopped): what was released drains to the client. The upstream body is kept
+    /// after a terminal frame, to read its end so that its connection can be reused; after a
+    /// stop it is dropped, which cancels the upstream request.
+    Draining(Option<UpstreamBody>),
+    /// The client has had everything.
+    Ended,
+}
+
+/// How output is batched into client writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Batch {
+    /// Output goes out when the upstream has nothing ready.
+    Idle,
+    /// An upstream chunk was just taken: poll the upstream again before handing output over, so
+    /// that chunks already received (an HTTP/2 burst is buffered by h2, an HTTP/1 burst sits in
+    /// the connection's read buffer, decoded as the body is polled) leave in one client write.
+    /// Never waits for the network.
+    MoreReady,
+    /// A full batch was handed over while the upstream had more ready: the next poll returns
+    /// `Pending` once (waking itself) so that hyper writes the batch out first.
+    YieldOnce,
+}
+
 pub struct GuardedStream {
-    upstream: Option<UpstreamBody>,
+    lifecycle: Lifecycle,
     framer: SseFramer,
     decoder: Box<dyn StreamDecoder>,
     guard: StreamGuard,
@@ -131,22 +159,13 @@ pub struct GuardedStream {
     /// Released bytes not yet handed to hyper, and their total length.
     out: VecDeque<Bytes>,
     out_bytes: usize,
-    /// An upstream chunk was just taken: poll the upstream again before handing output over, so
-    /// that chunks already received (an HTTP/2 burst is buffered by h2, an HTTP/1 burst sits in
-    /// the connection's read buffer, decoded as the body is polled) leave in one client write.
-    /// Never waits for the network.
-    ready_first: bool,
-    /// A full batch was handed over while the upstream had more ready: the next poll returns
-    /// `Pending` once (waking itself) so that hyper writes the batch out first.
-    yield_once: bool,
+    batch: Batch,
     /// When the upstream last sent something: the idle limit counts from here.
     last_read: tokio::time::Instant,
     frames: Vec<SseFrame>,
     /// The allocation of a frame's delta list, kept empty between frames so an event does not
     /// allocate one.
     delta_scratch: Vec<Delta<'static>>,
-    /// The body is complete once `out` drains.
-    done: bool,
     idle: Pin<Box<Sleep>>,
     /// Resolves when the drain deadline passes.
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
@@ -165,7 +184,7 @@ impl GuardedStream {
         let now = tokio::time::Instant::now();
         let first_deadline = next_deadline(&ctx, &guard, now);
         GuardedStream {
-            upstream: Some(upstream),
+            lifecycle: Lifecycle::Relaying(upstream),
             framer: SseFramer::new(ctx.max_frame_bytes),
             decoder,
             guard,
@@ -173,12 +192,10 @@ impl GuardedStream {
             held_bytes: 0,
             out: VecDeque::new(),
             out_bytes: 0,
-            ready_first: false,
-            yield_once: false,
+            batch: Batch::Idle,
             last_read: now,
             frames: Vec::new(),
             delta_scratch: Vec::new(),
-            done: false,
             idle: Box::pin(tokio::time::sleep_until(first_deadline)),
             stop: {
                 let mut rx = ctx.stop.clone();
@@ -191,45 +208,66 @@ impl GuardedStream {
         }
     }
 
+    /// True while the upstream is read (frames are still decoded and checked).
+    fn reading(&self) -> bool {
+        matches!(self.lifecycle, Lifecycle::Relaying(_))
+    }
+
+    /// Stops reading: after a terminal frame the upstream body is kept to read its end; a stop
+    /// that came first (a block while judging the end) stands.
+    fn stop_reading(&mut self) {
+        self.lifecycle = match std::mem::replace(&mut self.lifecycle, Lifecycle::Ended) {
+            Lifecycle::Relaying(up) => Lifecycle::Draining(Some(up)),
+            other => other,
+        };
+    }
+
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if std::mem::take(&mut self.yield_once) {
+        if self.batch == Batch::YieldOnce {
             // hyper keeps polling a body that is ready and writes only when its buffer is full
             // (up to 16 pieces): after a full batch, let it write before decoding more.
+            self.batch = Batch::Idle;
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
         // Once per poll, not per upstream frame: polling registers this task's waker, and a
         // burst of frames is decoded in one poll.
-        if !self.done && self.stop.as_mut().poll(cx).is_ready() {
+        if self.reading() && self.stop.as_mut().poll(cx).is_ready() {
             tracing::info!(request_id = %self.ctx.request_id, "drain deadline: ending the stream");
             self.terminate(GatewayError::ShuttingDown);
         }
         loop {
-            // Output waits while the upstream has more ready (see `ready_first`).
-            let ready_first = self.ready_first && self.upstream.is_some() && !self.done;
-            if !self.out.is_empty() && (!ready_first || self.out_bytes >= GATHER_MAX_BYTES) {
-                self.yield_once = ready_first && !self.done;
-                self.ready_first = false;
-                if self.done {
+            let upstream = match &mut self.lifecycle {
+                Lifecycle::Relaying(up) => up,
+                Lifecycle::Draining(_) if !self.out.is_empty() => {
                     // hyper may not poll again after the last output (`is_end_stream`).
+                    self.batch = Batch::Idle;
                     self.release_upstream(cx);
+                    return Poll::Ready(Some(self.take_out()));
                 }
+                Lifecycle::Draining(_) => {
+                    self.release_upstream(cx);
+                    self.lifecycle = Lifecycle::Ended;
+                    return Poll::Ready(None);
+                }
+                Lifecycle::Ended => return Poll::Ready(None),
+            };
+            // Output waits while the upstream has more ready (see `Batch::MoreReady`).
+            let more_ready = self.batch == Batch::MoreReady;
+            if !self.out.is_empty() && (!more_ready || self.out_bytes >= GATHER_MAX_BYTES) {
+                self.batch = if more_ready {
+                    Batch::YieldOnce
+                } else {
+                    Batch::Idle
+                };
                 return Poll::Ready(Some(self.take_out()));
             }
-            if self.done {
-                self.release_upstream(cx);
-                return Poll::Ready(None);
-            }
-            let Some(upstream) = self.upstream.as_mut() else {
-                self.done = true;
-                continue;
-            };
             match Pin::new(upstream).poll_frame(cx) {
                 Poll::Pending => {
                     if self.timer_fired(cx) {
                         continue;
                     }
-                    self.ready_first = false;
+                    self.batch = Batch::Idle;
                     if !self.out.is_empty() {
                         continue;
                     }
@@ -240,7 +278,7 @@ impl GuardedStream {
                     if let Ok(data) = frame.into_data() {
                         self.ingest(&data);
                     }
-                    self.ready_first = true;
+                    self.batch = Batch::MoreReady;
                     self.last_read = tokio::time::Instant::from_std(started);
                     self.overhead += started.elapsed();
                 }
@@ -253,20 +291,20 @@ impl GuardedStream {
                 Poll::Ready(None) => {
                     let started = Instant::now();
                     self.upstream_ended();
-                    self.done = true;
-                    self.upstream = None;
+                    // The body is over: nothing of it is left to read.
+                    self.lifecycle = Lifecycle::Draining(None);
                     self.overhead += started.elapsed();
                 }
             }
         }
     }
 
-    /// The upstream body ended before its terminal event (after it, `done` is set and the
-    /// body's end is read in the background). Bytes of an unfinished frame, or an answer the
+    /// The upstream body ended before its terminal event (after it, the stream is draining and
+    /// the body's end is read in the background). Bytes of an unfinished frame, or an answer the
     /// protocol does not take for complete, end the stream with the error frame: a cut answer
     /// must never reach the client looking complete.
     fn upstream_ended(&mut self) {
-        if self.done {
+        if !self.reading() {
             return;
         }
         if let Some(last) = self.framer.finish() {
@@ -354,7 +392,9 @@ impl GuardedStream {
     /// that end lets its connection be reused. What is not there yet is read in the background;
     /// the client's stream does not wait for it.
     fn release_upstream(&mut self, cx: &mut Context<'_>) {
-        if let Some(mut up) = self.upstream.take() {
+        if let Lifecycle::Draining(Some(mut up)) =
+            std::mem::replace(&mut self.lifecycle, Lifecycle::Draining(None))
+        {
             loop {
                 match Pin::new(&mut up).poll_frame(cx) {
                     Poll::Ready(Some(Ok(_))) => {}
@@ -366,7 +406,7 @@ impl GuardedStream {
     }
 
     fn ingest(&mut self, data: &Bytes) {
-        if self.done {
+        if !self.reading() {
             return; // after the terminal frame: nothing more is relayed
         }
         if let Err(e) = self.framer.push(data, &mut self.frames) {
@@ -382,7 +422,7 @@ impl GuardedStream {
     fn process_frames(&mut self) {
         let mut frames = std::mem::take(&mut self.frames);
         for frame in frames.drain(..) {
-            if self.done {
+            if !self.reading() {
                 break;
             }
             self.process_frame(frame);
@@ -453,7 +493,7 @@ impl GuardedStream {
                     texts,
                 });
                 self.end_of_stream();
-                self.done = true;
+                self.stop_reading();
             }
         }
     }
@@ -562,8 +602,7 @@ impl GuardedStream {
         self.held.clear();
         self.held_bytes = 0;
         self.push_out(self.ctx.protocol.stream_error_frame(&err));
-        self.upstream = None;
-        self.done = true;
+        self.lifecycle = Lifecycle::Draining(None);
     }
 
     fn reporter(&self) -> super::Reporter<'_> {
