@@ -1,5 +1,5 @@
 //! Scanner throughput, stream-length independence, per-stream state memory, and the policy
-//! layer (`StreamGuard`) on top of the scanner.
+//! layer (`ExchangeGuard`) on top of the scanner.
 //!
 //! Everything is generated deterministically (fixed-seed PRNG, fixed vocabulary): no downloads.
 //! The text contains no match, so every benchmark scans to the end. Before any measurement the
@@ -12,7 +12,7 @@
 //! - `scan/literals_only/1000/1024`, `scan/regex_only/20/1024`: the two automata separately;
 //! - `stream_length/1000_literals+20_regex/{1KiB,1MiB}`: per-byte cost vs. stream length: the
 //!   same 1 MiB of text in 1 KiB deltas, as 1,024 one-delta streams or as one stream.
-//! - `stream_guard/default_pack/64`: `StreamGuard::on_chunk` + `safe_pos` over `Delta::Text`.
+//! - `stream_guard/default_pack/64`: `ExchangeGuard::on_chunk` + `safe_pos` over `Delta::Text`.
 //! - `pii/all_kinds/1024`: the all-kinds `PiiMatcher` alone over 1 MiB of prose with PII (valid
 //!   and near misses) sprinkled every few hundred bytes, in 1 KiB deltas. This text does match.
 //!   `pii/worst_case/1024`: 256 KiB of text where candidates end every two or three bytes
@@ -757,7 +757,7 @@ fn bench_stream_guard(c: &mut Criterion, text: &str) {
     let policy = Arc::new(Policy::load(&[pack]).unwrap_or_else(|e| panic!("{pack}: {e}")));
     let pieces = deltas(text, 64);
     let run = |pieces: &[&str]| {
-        let mut guard = policy.stream_guard(true, Default::default(), None);
+        let mut guard = policy.exchange_guard(Default::default(), None);
         let mut safe = 0;
         for piece in pieces {
             let delta = Delta::Text {

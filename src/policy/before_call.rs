@@ -22,19 +22,11 @@ impl Policy {
     }
 
     /// BeforeCall: checks every text of the request (each message's text parts joined as the
-    /// model reads them, and each tool call's arguments in the history) and the tool history. `Err` carries the
-    /// first enforcing violation; monitor-mode findings are appended to `findings`.
-    pub fn before_call(
-        &self,
-        conversation: &Conversation,
-        history: &ToolHistory,
-        findings: &mut Vec<Finding>,
-    ) -> Result<(), Finding> {
-        self.before_call_with(conversation, history, findings, false)
-    }
-
-    /// [`Policy::before_call`]; with `keep_matches`, findings carry the text that matched.
-    pub fn before_call_with(
+    /// model reads them, and each tool call's arguments in the history) and the tool history.
+    /// `Err` carries the first enforcing violation; monitor-mode findings are appended to
+    /// `findings`; with `keep_matches` they carry the text that matched. Called through
+    /// [`super::ExchangeGuard::before_call`], which keeps those findings with the answer's.
+    pub(super) fn before_call(
         &self,
         conversation: &Conversation,
         history: &ToolHistory,

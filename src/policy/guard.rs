@@ -1,5 +1,6 @@
-//! The streamed guard ([`StreamGuard`]): the per-response state of OnChunk and AfterCall, its
-//! channels and choices, the hold-back position and the redactions. Tool calls and budgets are
+//! The exchange guard ([`ExchangeGuard`]): one exchange's BeforeCall, then the per-answer
+//! state of OnChunk and AfterCall — its channels and choices, the hold-back position and the
+//! redactions — for a streamed answer or a whole one alike. Tool calls and budgets are
 //! in `guard/`.
 
 mod budgets;
@@ -87,7 +88,7 @@ struct ResponseCall {
 /// The per-response state of OnChunk and AfterCall: scanner states per channel, counters per
 /// choice, the tool calls. Owned by the stream, so no locks.
 #[derive(Debug)]
-pub struct StreamGuard {
+pub struct ExchangeGuard {
     policy: Arc<Policy>,
     chunk_phase: Phase,
     channels: Vec<ChannelState>,
@@ -105,7 +106,7 @@ pub struct StreamGuard {
     notes: Vec<(u32, String)>,
     /// Spans to mask, per channel in order of their starts, overlapping ones merged.
     redactions: Vec<Redaction>,
-    /// Redactions not yet reported ([`StreamGuard::take_findings`]).
+    /// Redactions not yet reported ([`ExchangeGuard::take_findings`]).
     redacted: Vec<Finding>,
     /// Keep recent channel text so findings can carry what matched (`audit.include_match`).
     keep_matches: bool,
@@ -118,27 +119,22 @@ pub struct StreamGuard {
     matches: Vec<(u32, String)>,
     hits: Vec<Hit>,
     reported: Reported,
-    /// Monitor-mode findings not yet reported ([`StreamGuard::take_findings`]).
+    /// Monitor-mode findings not yet reported ([`ExchangeGuard::take_findings`]).
     findings: Vec<Finding>,
 }
 
 impl Policy {
-    /// Starts the OnChunk/AfterCall state of one response. `streaming` decides the phase its
-    /// incremental findings are reported under: `stream`, or `response` for a whole response.
+    /// Starts the guard of one exchange: BeforeCall over the request, then OnChunk and
+    /// AfterCall over its answer, streamed unless [`ExchangeGuard::answer`] says otherwise.
     /// `history` comes from [`Policy::tool_history`]; `price` is the requested model's.
-    pub fn stream_guard(
+    pub fn exchange_guard(
         self: &Arc<Self>,
-        streaming: bool,
         history: ToolHistory,
         price: Option<Price>,
-    ) -> StreamGuard {
-        StreamGuard {
+    ) -> ExchangeGuard {
+        ExchangeGuard {
             policy: Arc::clone(self),
-            chunk_phase: if streaming {
-                Phase::Stream
-            } else {
-                Phase::Response
-            },
+            chunk_phase: Phase::Stream,
             channels: Vec::new(),
             choices: Vec::new(),
             history,
@@ -165,7 +161,7 @@ impl Policy {
     }
 }
 
-impl StreamGuard {
+impl ExchangeGuard {
     pub fn policy(&self) -> &Arc<Policy> {
         &self.policy
     }
@@ -175,7 +171,33 @@ impl StreamGuard {
         self.keep_matches = true;
     }
 
-    /// True when [`StreamGuard::take_findings`] has something to hand over.
+    /// BeforeCall: the input checks over the request's conversation (see
+    /// [`Policy::before_call`]). `Err` is the first enforcing violation; monitor-mode findings
+    /// wait for [`ExchangeGuard::take_findings`].
+    pub fn before_call(
+        &mut self,
+        conversation: &crate::delta::Conversation,
+    ) -> Result<(), Finding> {
+        let policy = Arc::clone(&self.policy);
+        policy.before_call(
+            conversation,
+            &self.history,
+            &mut self.findings,
+            self.keep_matches,
+        )
+    }
+
+    /// How the answer comes (streamed unless told otherwise): OnChunk's findings are reported
+    /// under the `stream` or the `response` phase. Before the first delta.
+    pub fn answer(&mut self, streamed: bool) {
+        self.chunk_phase = if streamed {
+            Phase::Stream
+        } else {
+            Phase::Response
+        };
+    }
+
+    /// True when [`ExchangeGuard::take_findings`] has something to hand over.
     pub fn has_findings(&self) -> bool {
         !(self.findings.is_empty() && self.redacted.is_empty())
     }
@@ -193,7 +215,7 @@ impl StreamGuard {
     }
 
     /// The stream sends texts again ([`Delta::Repeat`]): keep every channel's text, up to
-    /// `limit` bytes in all, so [`StreamGuard::repeat_is_verified`] can compare. Before the
+    /// `limit` bytes in all, so [`ExchangeGuard::repeat_is_verified`] can compare. Before the
     /// first delta. Past the limit the kept text is dropped and every later repeat is
     /// unverified (the caller passes the largest frame it reads: a repeat of more text could
     /// not arrive anyway).
@@ -201,7 +223,7 @@ impl StreamGuard {
         self.full_text_limit = limit;
     }
 
-    /// True when the whole text outgrew the limit of [`StreamGuard::keep_full_text`].
+    /// True when the whole text outgrew the limit of [`ExchangeGuard::keep_full_text`].
     pub fn full_text_dropped(&self) -> bool {
         self.full_text_limit > 0 && self.full_text_kept > self.full_text_limit
     }
@@ -285,7 +307,7 @@ impl StreamGuard {
     }
 
     /// OnChunk: checks one delta. For text it returns the channel and the channel position the
-    /// frame must wait for: [`StreamGuard::safe_pos`] passing it. That is the position after
+    /// frame must wait for: [`ExchangeGuard::safe_pos`] passing it. That is the position after
     /// the text, or one past it while the text ends inside a split JSON escape.
     pub fn on_chunk(&mut self, delta: &Delta<'_>) -> Result<Option<(ChannelId, u64)>, Finding> {
         let (choice, channel, text) = match delta {

@@ -1,14 +1,18 @@
 //! Policies: the compiled form of the packs a route enforces, and the three hook phases.
 //!
-//! - **BeforeCall** ([`Policy::before_call`]) checks the request's
+//! One [`ExchangeGuard`] per exchange carries the three phases, with one API for each:
+//!
+//! - **BeforeCall** ([`ExchangeGuard::before_call`]) checks the request's
 //!   [`Conversation`](crate::delta::Conversation) before the provider is called.
-//! - **OnChunk** ([`StreamGuard::on_chunk`]) checks each [`Delta`](crate::delta::Delta) as it
+//! - **OnChunk** ([`ExchangeGuard::on_chunk`]) checks each [`Delta`](crate::delta::Delta) as it
 //!   streams, incrementally.
-//! - **AfterCall** ([`StreamGuard::after_call`]) ends every channel's scan and runs the checks
+//! - **AfterCall** ([`ExchangeGuard::after_call`]) ends every channel's scan and runs the checks
 //!   that need the whole response.
 //!
-//! Checks know nothing of HTTP or wire formats; a non-streamed response goes through the same
-//! OnChunk + AfterCall path as one big delta per channel, so both give the same verdict.
+//! Each phase returns its enforcing verdict as an `Err`; everything else it found (monitor-mode
+//! findings, redactions) waits for [`ExchangeGuard::take_findings`]. Checks know nothing of
+//! HTTP or wire formats; a non-streamed response goes through the same OnChunk + AfterCall path
+//! as one big delta per channel, so both give the same verdict.
 //!
 //! The code, by concern:
 //!
@@ -17,8 +21,8 @@
 //! - `compile`: [`Policy`] itself, [`Policy::compile`] / [`Policy::load`] and the per-target checks.
 //! - `whole`: the checks on a whole text.
 //! - `verdict`: from raw hits to a verdict, shared by every phase.
-//! - `before_call`: BeforeCall.
-//! - `guard`: [`StreamGuard`], OnChunk and AfterCall; its tool calls (`guard/calls`) and budgets
+//! - `before_call`: BeforeCall's checks.
+//! - `guard`: [`ExchangeGuard`], the phases' API and OnChunk and AfterCall; its tool calls (`guard/calls`) and budgets
 //!   (`guard/budgets`).
 //! - `redaction`: [`Redaction`] spans and how they merge.
 //! - `pack`, `catalog`: loading packs; `counters`, `json_args`, `structured`, `tools`: the check
@@ -44,7 +48,7 @@ pub use tools::{Scope, ToolCheck};
 
 pub use cache::{PolicyCache, PolicyLoader};
 pub use compile::Policy;
-pub use guard::{ChannelId, StreamGuard};
+pub use guard::{ChannelId, ExchangeGuard};
 pub use pack::PackError;
 pub use redaction::Redaction;
 pub use types::{

@@ -24,8 +24,14 @@ fn text(choice: u32, t: &str) -> Delta<'_> {
     }
 }
 
+/// BeforeCall over `conv`, through a guard as the proxy runs it.
+fn before_call(p: &Arc<Policy>, conv: &Conversation) -> Result<(), Finding> {
+    p.exchange_guard(p.tool_history(conv), None)
+        .before_call(conv)
+}
+
 fn stream(p: &Arc<Policy>, pieces: &[&str]) -> Result<(), Finding> {
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     for piece in pieces {
         g.on_chunk(&text(0, piece))?;
     }
@@ -114,7 +120,7 @@ fn max_length_counts_characters_per_choice() {
     let p = policy("validators:\n  - type: max_length\n    params: { max: 5 }\n").unwrap();
     assert!(stream(&p, &["héllö"]).is_ok(), "5 characters, 7 bytes");
     assert!(stream(&p, &["hé", "llö!"]).is_err());
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&text(0, "abcd")).unwrap();
     g.on_chunk(&text(1, "abcd")).unwrap();
     assert!(g.after_call().is_ok(), "choices are counted apart");
@@ -135,7 +141,7 @@ fn monitor_mode_reports_once_and_never_blocks() {
         "validators:\n  - type: banned_words\n    mode: monitor\n    params: { words: [foo] }\n",
     )
     .unwrap();
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&text(0, "foo foo ")).unwrap();
     g.on_chunk(&text(0, "foo")).unwrap();
     g.after_call().unwrap();
@@ -160,15 +166,9 @@ fn input_checks_see_every_message_and_tool_arguments() {
     let mut conv = Conversation::default();
     conv.messages.push(msg(Role::System, "be nice"));
     conv.messages.push(msg(Role::User, "hello"));
-    let mut f = Vec::new();
-    assert!(p.before_call(&conv, &p.tool_history(&conv), &mut f).is_ok());
+    assert!(before_call(&p, &conv).is_ok());
     conv.messages.push(msg(Role::User, "tell me the SECRET"));
-    assert_eq!(
-        p.before_call(&conv, &p.tool_history(&conv), &mut f)
-            .unwrap_err()
-            .phase,
-        Phase::Input
-    );
+    assert_eq!(before_call(&p, &conv).unwrap_err().phase, Phase::Input);
     assert!(
         stream(&p, &["a secret"]).is_ok(),
         "input-only validators skip output"
@@ -188,19 +188,14 @@ fn a_messages_text_parts_are_scanned_as_the_one_text_the_model_reads() {
         )],
         ..Conversation::default()
     };
-    let mut f = Vec::new();
     let split = parts(&["the forbidden", " fruit"]);
-    assert!(p
-        .before_call(&split, &p.tool_history(&split), &mut f)
-        .is_err());
+    assert!(before_call(&p, &split).is_err());
     let apart = parts(&["the forbidden", " apple", "fruit"]);
-    assert!(p
-        .before_call(&apart, &p.tool_history(&apart), &mut f)
-        .is_ok());
+    assert!(before_call(&p, &apart).is_ok());
     // Two messages are two texts.
     let mut two = parts(&["the forbidden"]);
     two.messages.extend(parts(&[" fruit"]).messages);
-    assert!(p.before_call(&two, &p.tool_history(&two), &mut f).is_ok());
+    assert!(before_call(&p, &two).is_ok());
 }
 
 #[test]
@@ -209,7 +204,7 @@ fn reasoning_validators_see_only_reasoning() {
         "validators:\n  - type: banned_words\n    params: { words: [x] }\n  - type: banned_words\n    params: { words: ['launch codes'], direction: reasoning }\n",
     )
     .unwrap();
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     let think = Delta::Text {
         choice: 0,
         channel: Channel::Reasoning,
@@ -218,7 +213,7 @@ fn reasoning_validators_see_only_reasoning() {
     g.on_chunk(&think).unwrap();
     g.on_chunk(&text(0, "the launch codes are safe")).unwrap();
     g.after_call().unwrap();
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     let think = Delta::Text {
         choice: 0,
         channel: Channel::Reasoning,
@@ -281,11 +276,11 @@ validators:
 "#,
     )
     .unwrap();
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&tool_start(0, "lookup")).unwrap();
     let f = g.on_chunk(&tool_start(0, "delete_user")).unwrap_err();
     assert_eq!((f.validator, f.phase), (0, Phase::Stream));
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&tool_start(0, "a")).unwrap();
     g.on_chunk(&tool_start(1, "a")).unwrap();
     g.on_chunk(&tool_start(0, "b")).unwrap();
@@ -305,19 +300,19 @@ validators:
     )
     .unwrap();
     // A response that calls tools leaves the turn open: nothing is judged yet.
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&tool_start(0, "lookup")).unwrap();
     assert!(g.after_call().is_ok());
     // The turn ends with an answer: the calls of the turn's history count.
     let two = history(&[("lookup", "{}", Some("r")), ("lookup", "{}", Some("r"))]);
-    let mut g = p.stream_guard(true, two, None);
+    let mut g = p.exchange_guard(two, None);
     g.on_chunk(&text(0, "done")).unwrap();
     assert!(g.after_call().is_ok());
     let one = history(&[("lookup", "{}", Some("r"))]);
-    let mut g = p.stream_guard(true, one, None);
+    let mut g = p.exchange_guard(one, None);
     g.on_chunk(&text(0, "done")).unwrap();
     assert_eq!(g.after_call().unwrap_err().validator, 0);
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&text(0, "no tools at all")).unwrap();
     assert!(g.after_call().is_err());
     let e = policy(
@@ -397,11 +392,10 @@ fn verdict(
 ) -> Option<u32> {
     let conv = conversation(calls);
     let h = p.tool_history(&conv);
-    let mut f = Vec::new();
-    if let Err(e) = p.before_call(&conv, &h, &mut f) {
+    let mut g = p.exchange_guard(h, None);
+    if let Err(e) = g.before_call(&conv) {
         return Some(e.validator);
     }
-    let mut g = p.stream_guard(true, h, None);
     for d in deltas {
         if let Err(e) = g.on_chunk(d) {
             return Some(e.validator);
@@ -503,7 +497,7 @@ validators:
     .unwrap();
     let h = &[("delete", "{}", Some("ok"))];
     let conv = conversation(h);
-    let mut g = p.stream_guard(true, p.tool_history(&conv), None);
+    let mut g = p.exchange_guard(p.tool_history(&conv), None);
     let e = g.on_chunk(&call(0, 0, "delete")).unwrap_err();
     assert_eq!(e.validator, 0);
     assert_eq!(p.message(&e), "two deletes in a row");
@@ -596,7 +590,7 @@ validators:
     let good = r#"{"memo": "to mallory", "to": "bob", "amount": 1e6}"#;
     let value_at = bad.find("\"mallory\",").unwrap() as u64;
     for cut in 0..=bad.len() {
-        let mut g = p.stream_guard(true, ToolHistory::default(), None);
+        let mut g = p.exchange_guard(ToolHistory::default(), None);
         g.on_chunk(&call(0, 0, "transfer")).unwrap();
         let first = g.on_chunk(&args(0, 0, &bad[..cut]));
         let value_end = value_at + "\"mallory\"".len() as u64;
@@ -619,7 +613,7 @@ validators:
             "cut {cut}"
         );
         // The number 1e6 equals 1000000.
-        let mut g = p.stream_guard(true, ToolHistory::default(), None);
+        let mut g = p.exchange_guard(ToolHistory::default(), None);
         g.on_chunk(&call(0, 0, "transfer")).unwrap();
         g.on_chunk(&args(0, 0, &good[..cut.min(good.len())]))
             .unwrap();
@@ -677,11 +671,11 @@ validators:
     .unwrap()
     .to_string();
     assert!(e.contains("max_ms") && e.contains("one year"), "{e}");
-    let mut g = p.stream_guard(true, ToolHistory::default(), price);
+    let mut g = p.exchange_guard(ToolHistory::default(), price);
     assert!(g.check_latency(100).is_ok());
     assert_eq!(g.check_latency(101).unwrap_err().validator, 0);
     let run = |deltas: &[Delta<'_>], price| {
-        let mut g = p.stream_guard(true, ToolHistory::default(), price);
+        let mut g = p.exchange_guard(ToolHistory::default(), price);
         for d in deltas {
             g.on_chunk(d).unwrap();
         }
@@ -699,7 +693,7 @@ validators:
     assert_eq!(run(&[text(0, "x")], price), Some(1));
     assert_eq!(run(&[usage(1, 1)], None), Some(1));
     let open = policy("validators:\n  - type: cost_budget\n    on_error: fail_open\n    params: { max_total_tokens: 10 }\n").unwrap();
-    let mut g = open.stream_guard(true, ToolHistory::default(), None);
+    let mut g = open.exchange_guard(ToolHistory::default(), None);
     g.on_chunk(&text(0, "x")).unwrap();
     assert!(g.after_call().is_ok());
     let e = policy("validators:\n  - type: cost_budget\n    params: {}\n").unwrap_err();
@@ -745,10 +739,10 @@ validators:
         "validators:\n  - type: contains\n    buffer: true\n    params: { patterns: [ok] }\n",
     )
     .unwrap();
-    let mut g = b.stream_guard(true, ToolHistory::default(), None);
+    let mut g = b.exchange_guard(ToolHistory::default(), None);
     let (ch, pos) = g.on_chunk(&text(0, "all fine")).unwrap().unwrap();
     assert_eq!((g.safe_pos(ch), pos), (0, 8));
-    let mut g = p.stream_guard(true, ToolHistory::default(), None);
+    let mut g = p.exchange_guard(ToolHistory::default(), None);
     let (ch, pos) = g.on_chunk(&text(0, "all fine")).unwrap().unwrap();
     assert_eq!(g.safe_pos(ch), pos);
 }
@@ -797,10 +791,7 @@ validators:
         messages: vec![Message::text(Role::User, vec!["Hi. There.".into()])],
         tools: vec![],
     };
-    let mut f = Vec::new();
-    assert!(input
-        .before_call(&conv, &input.tool_history(&conv), &mut f)
-        .is_err());
+    assert!(before_call(&input, &conv).is_err());
     let e = policy("validators:\n  - type: max_length\n    params: {}\n").unwrap_err();
     assert!(e.contains("param 'max' or 'max_tokens'"), "{e}");
 }
@@ -831,7 +822,7 @@ validators:
         (ssn, ssn + 11, "***".to_owned()),
     ];
     for cut in 0..=text.len() {
-        let mut g = p.stream_guard(true, ToolHistory::default(), None);
+        let mut g = p.exchange_guard(ToolHistory::default(), None);
         for piece in [&text[..cut], &text[cut..]] {
             g.on_chunk(&self::text(0, piece)).unwrap();
         }
@@ -881,11 +872,11 @@ fn repeats_are_verified_against_the_kept_text_up_to_its_limit() {
         start: Some(start),
     };
     // Not kept: nothing can be verified.
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.on_chunk(&text(0, "Hello")).unwrap();
     assert!(!g.repeat_is_verified(&repeat("Hello", 0)));
 
-    let mut g = p.stream_guard(true, Default::default(), None);
+    let mut g = p.exchange_guard(Default::default(), None);
     g.keep_full_text(12);
     g.on_chunk(&text(0, "Hello")).unwrap();
     g.on_chunk(&text(0, " world")).unwrap();

@@ -2,7 +2,7 @@
 //!
 //! [`GuardedStream`] is a `poll_frame` state machine, polled by hyper on the client connection's
 //! task (no extra task, no channel, no lock). Each upstream read goes through
-//! SSE framing → protocol decoding → [`StreamGuard::on_chunk`] per delta; each frame is then held
+//! SSE framing → protocol decoding → [`ExchangeGuard::on_chunk`] per delta; each frame is then held
 //! until every channel it carries text for is *safe* past that text (no match in progress can
 //! still include it), and frames are released in order, byte for byte as the upstream sent them.
 //! On a violation the held frames are dropped, the protocol's native error frame is sent, the
@@ -14,7 +14,7 @@ use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, RouteLabels, UpstreamErrorKind};
-use crate::policy::{Finding, StreamGuard};
+use crate::policy::{ExchangeGuard, Finding};
 use crate::protocol::{FrameKind, Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
 use bytes::{Bytes, BytesMut};
@@ -153,7 +153,7 @@ pub struct GuardedStream {
     lifecycle: Lifecycle,
     framer: SseFramer,
     decoder: Box<dyn StreamDecoder>,
-    guard: StreamGuard,
+    guard: ExchangeGuard,
     held: VecDeque<Held>,
     held_bytes: usize,
     /// Released bytes not yet handed to hyper, and their total length.
@@ -174,7 +174,7 @@ pub struct GuardedStream {
 }
 
 impl GuardedStream {
-    pub fn new(upstream: UpstreamBody, guard: StreamGuard, ctx: StreamContext) -> Self {
+    pub fn new(upstream: UpstreamBody, guard: ExchangeGuard, ctx: StreamContext) -> Self {
         ctx.metrics.streams_in_flight.inc();
         let decoder = ctx.protocol.stream_decoder();
         let mut guard = guard;
@@ -640,7 +640,7 @@ impl GuardedStream {
 /// `latency_budget`, whichever comes first.
 fn next_deadline(
     ctx: &StreamContext,
-    guard: &StreamGuard,
+    guard: &ExchangeGuard,
     last_read: tokio::time::Instant,
 ) -> tokio::time::Instant {
     let mut at = (last_read + ctx.idle_timeout).min(ctx.total_deadline);

@@ -8,7 +8,7 @@
 use super::redact::{self, TextSpan};
 use crate::config::UnknownContent;
 use crate::delta::{Channel, Delta};
-use crate::policy::{ChannelId, Finding, StreamGuard};
+use crate::policy::{ChannelId, ExchangeGuard, Finding};
 use crate::protocol::residual::{self, Structural};
 use std::borrow::Cow;
 use std::ops::Range;
@@ -45,7 +45,7 @@ pub struct Fallback {
 /// Runs OnChunk over `deltas`, decoded from `data`, then the fallback over the rest of `data`.
 /// Stops at the first violation.
 pub fn check_payload(
-    guard: &mut StreamGuard,
+    guard: &mut ExchangeGuard,
     deltas: &[Delta<'_>],
     data: &[u8],
     fallback: Fallback,
@@ -128,7 +128,7 @@ const TOOL_NAMES: u32 = u32::MAX;
 /// Checks `text` on [`Channel::Other`]`(path)`; with redaction, notes where it sits (`literal`:
 /// its string literal in the payload; `None` makes a redaction touching it fail closed).
 fn check_text(
-    guard: &mut StreamGuard,
+    guard: &mut ExchangeGuard,
     choice: u32,
     path: u32,
     text: Cow<'_, str>,
@@ -170,7 +170,7 @@ fn note_need(needs: &mut Needs, ch: ChannelId, pos: u64) {
 /// go to the output checks on [`Channel::Other`] of their path (or, with
 /// `unknown_content: block`, end the answer).
 fn check_residual(
-    guard: &mut StreamGuard,
+    guard: &mut ExchangeGuard,
     deltas: &[Delta<'_>],
     data: &[u8],
     fallback: Fallback,

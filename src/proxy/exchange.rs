@@ -24,7 +24,7 @@ use super::{auth, headers, Gateway, InFlight};
 use crate::error::GatewayError;
 use crate::metrics::{RouteLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
-use crate::policy::{Policy, StreamGuard};
+use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
 use bytes::Bytes;
 use http::request::Parts;
@@ -187,10 +187,11 @@ impl<'a> RequestCtx<'a> {
         super::report::count_upstream_error(&self.gw.metrics, self.route.name, kind);
     }
 
-    /// A guard for the answer (streamed or whole) with this caller's policy.
-    fn guard(&self, streamed: bool, history: ToolHistory, model: Option<&str>) -> StreamGuard {
+    /// The guard of this exchange, with this caller's policy (`model`: the one asked for, for
+    /// its price).
+    fn guard(&self, history: ToolHistory, model: Option<&str>) -> ExchangeGuard {
         let price = model.and_then(|m| self.rt.config.price(m));
-        let mut guard = self.caller.policy.stream_guard(streamed, history, price);
+        let mut guard = self.caller.policy.exchange_guard(history, price);
         if self.rt.config.audit.include_match {
             guard.keep_matches();
         }
@@ -217,7 +218,7 @@ impl<'a> RequestCtx<'a> {
 
     /// The latency budget ran out while waiting: the budget's verdict (a block when enforced),
     /// else the timeout `otherwise`.
-    fn budget_spent(&self, guard: &mut StreamGuard, otherwise: &str) -> GatewayError {
+    fn budget_spent(&self, guard: &mut ExchangeGuard, otherwise: &str) -> GatewayError {
         let verdict = guard.check_latency(self.started.elapsed().as_millis() as u64);
         guard.take_findings(|monitored, _| self.report().monitor(monitored));
         match verdict {
@@ -255,21 +256,16 @@ impl<'a> RequestCtx<'a> {
             .ok_or(GatewayError::Overloaded)
     }
 
-    /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the tool
-    /// history the answer's checks continue from.
-    pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ToolHistory, GatewayError> {
-        let policy = self.caller.policy;
-        let mut findings = Vec::new();
-        let history = policy.tool_history(&parsed.conversation);
-        let verdict = policy.before_call_with(
-            &parsed.conversation,
-            &history,
-            &mut findings,
-            self.rt.config.audit.include_match,
-        );
-        self.report().monitor(&findings);
+    /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the
+    /// exchange's guard, which checks the answer next (continuing from the tool history).
+    pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ExchangeGuard, GatewayError> {
+        let history = self.caller.policy.tool_history(&parsed.conversation);
+        let mut guard = self.guard(history, parsed.model.as_deref());
+        guard.answer(parsed.stream);
+        let verdict = guard.before_call(&parsed.conversation);
+        guard.take_findings(|monitored, _| self.report().monitor(monitored));
         verdict.map_err(|finding| self.report().block(finding))?;
-        Ok(history)
+        Ok(guard)
     }
 
     /// Step 6: the request as it goes upstream: the route's path (prefix stripped), hop-by-hop
@@ -316,9 +312,9 @@ impl<'a> RequestCtx<'a> {
         &self,
         base: &UpstreamBase,
         up_req: Request<Full<Bytes>>,
-        parsed: &ParsedRequest,
+        guard: &mut ExchangeGuard,
     ) -> Result<Head, GatewayError> {
-        let resp = self.send_upstream(base, up_req, parsed.stream).await?;
+        let resp = self.send_upstream(base, up_req, guard).await?;
         let at = Instant::now();
         let (parts, body) = resp.into_parts();
         if !parts.status.is_success() {
@@ -354,13 +350,11 @@ impl<'a> RequestCtx<'a> {
 
     /// Step 8, streamed: the answer relayed frame by frame through a [`GuardedStream`], which
     /// holds the permit until the stream ends.
-    #[allow(clippy::too_many_arguments)]
     pub fn relay_stream(
         &self,
         parts: http::response::Parts,
         body: UpstreamBody,
-        history: ToolHistory,
-        model: Option<&str>,
+        mut guard: ExchangeGuard,
         overhead_so_far: Duration,
         permit: InFlight,
     ) -> Response<ProxyBody> {
@@ -383,7 +377,8 @@ impl<'a> RequestCtx<'a> {
             permit,
             fallback: self.fallback(),
         };
-        let stream = GuardedStream::new(body, self.guard(true, history, model), ctx);
+        guard.answer(true);
+        let stream = GuardedStream::new(body, guard, ctx);
         let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
         *r.headers_mut() = headers::forwardable(&parts.headers);
         r
@@ -397,12 +392,11 @@ impl<'a> RequestCtx<'a> {
         &self,
         parts: http::response::Parts,
         body: UpstreamBody,
-        history: ToolHistory,
-        model: Option<&str>,
+        mut guard: ExchangeGuard,
         head_at: Instant,
     ) -> Result<(Response<ProxyBody>, Duration), GatewayError> {
         let waited = Instant::now();
-        let mut guard = self.guard(false, history, model);
+        guard.answer(false);
         let idle = Duration::from_millis(self.rt.config.timeouts.idle_ms);
         let limit = self.rt.config.limits.max_response_bytes;
         let body = match self.wait(idle, Limited::new(body, limit).collect()).await {
@@ -488,17 +482,23 @@ impl<'a> RequestCtx<'a> {
         body: Bytes,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let up_req = self.upstream_request(parts, base, body)?;
-        let (parts, body) = self.send_upstream(base, up_req, false).await?.into_parts();
+        // No checks, but the latency budget still counts.
+        let mut guard = self.guard(ToolHistory::default(), None);
+        guard.answer(false);
+        let (parts, body) = self
+            .send_upstream(base, up_req, &mut guard)
+            .await?
+            .into_parts();
         Ok(relay(parts, body))
     }
 
     /// Sends `up_req` and waits for the response head, within `timeouts.response_headers_ms`
-    /// and the latency budget (`streamed`: what the client asked for, for the budget's guard).
+    /// and the latency budget (judged by the exchange's `guard`).
     async fn send_upstream(
         &self,
         base: &UpstreamBase,
         up_req: Request<Full<Bytes>>,
-        streamed: bool,
+        guard: &mut ExchangeGuard,
     ) -> Result<Response<UpstreamBody>, GatewayError> {
         let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
         match self
@@ -506,8 +506,7 @@ impl<'a> RequestCtx<'a> {
             .await
         {
             Err(Waited::Budget) => {
-                let mut guard = self.guard(streamed, ToolHistory::default(), None);
-                Err(self.budget_spent(&mut guard, "the upstream did not answer in time"))
+                Err(self.budget_spent(guard, "the upstream did not answer in time"))
             }
             Err(Waited::Limit) => {
                 self.count_upstream_error(UpstreamErrorKind::Timeout);

@@ -288,10 +288,10 @@ impl Gateway {
                 GatewayError::InvalidRequest("the request body cannot be read".into())
             })?;
         }
-        let history = ctx.before_call(&parsed)?;
+        let mut guard = ctx.before_call(&parsed)?;
         let up_req = ctx.upstream_request(&parts, base, body)?;
         let pre_upstream = started.elapsed();
-        let (head, body, sse, head_at) = match ctx.response_head(base, up_req, &parsed).await? {
+        let (head, body, sse, head_at) = match ctx.response_head(base, up_req, &mut guard).await? {
             Head::Relay(resp) => return Ok(resp),
             Head::Check {
                 parts,
@@ -300,12 +300,11 @@ impl Gateway {
                 at,
             } => (parts, body, sse, at),
         };
-        let model = parsed.model.as_deref();
         if sse {
             let overhead = pre_upstream + head_at.elapsed();
-            return Ok(ctx.relay_stream(head, body, history, model, overhead, permit));
+            return Ok(ctx.relay_stream(head, body, guard, overhead, permit));
         }
-        let (resp, proxy_time) = ctx.check_whole(head, body, history, model, head_at).await?;
+        let (resp, proxy_time) = ctx.check_whole(head, body, guard, head_at).await?;
         ctx.observe_overhead(pre_upstream + proxy_time);
         drop(permit);
         Ok(resp)

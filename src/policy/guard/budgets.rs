@@ -1,7 +1,7 @@
 //! The guard's budgets: `latency_budget` (the deadline to enforce while streaming, and the
 //! check of the time elapsed) and `cost_budget` (on the usage the provider reported).
 
-use super::StreamGuard;
+use super::ExchangeGuard;
 use crate::policy::types::{Finding, Mode};
 use crate::policy::verdict::whole_hit;
 use crate::policy::Policy;
@@ -17,7 +17,7 @@ impl Policy {
     }
 }
 
-impl StreamGuard {
+impl ExchangeGuard {
     /// The next `latency_budget` to enforce while streaming: (validator, milliseconds after the
     /// request arrived). Monitor-mode budgets are judged at the end.
     pub fn latency_deadline(&self) -> Option<(u32, u64)> {

@@ -1,7 +1,7 @@
 //! The guard's tool calls: a response's calls as they start, their arguments (kept and watched
 //! field by field when a check reads them), and the turn and session as the tool checks see them.
 
-use super::{ResponseCall, StreamGuard};
+use super::{ExchangeGuard, ResponseCall};
 use crate::policy::json_args::FieldWatcher;
 use crate::policy::tools::{self, CallRecord, ToolCheck};
 use crate::policy::verdict::whole_hit;
@@ -21,7 +21,7 @@ impl Policy {
     }
 }
 
-impl StreamGuard {
+impl ExchangeGuard {
     /// A tool call starts: checks that a start can violate fire here, before any of its
     /// arguments is released.
     pub(super) fn on_tool_call(&mut self, choice: u32, index: u32, name: &str) {

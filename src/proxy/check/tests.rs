@@ -141,7 +141,7 @@ fn exempt(p: &dyn Protocol, path: &[Step]) -> bool {
 /// Runs the frames through the protocol's decoder and the frame checker, as a stream does:
 /// `true` when the stream stops (violation or unchecked), `false` when all would be released.
 fn stopped(p: &dyn Protocol, frames: &[(Option<&str>, String)]) -> bool {
-    let mut guard = policy().stream_guard(true, Default::default(), None);
+    let mut guard = policy().exchange_guard(Default::default(), None);
     let mut decoder = p.stream_decoder();
     if decoder.repeats_text() {
         guard.keep_full_text(1 << 20);
