@@ -87,3 +87,24 @@ impl GatewayError {
         }
     }
 }
+
+/// Why guardwire could not start, or why a reload was refused: the config, a pack, or a part of
+/// the runtime built from them. Each message names the file or config key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    /// A part of the runtime built with the policies: the audit log, upstream base URLs,
+    /// client keys, TLS.
+    #[error("{0}")]
+    Setup(String),
+    #[error("upstream client setup failed: {0}")]
+    Upstream(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+}

@@ -189,9 +189,6 @@ pub struct Finding {
 pub enum PolicyError {
     #[error(transparent)]
     Pack(#[from] PackError),
-    /// A part of the runtime built with the policy (the audit log) could not be set up.
-    #[error("{0}")]
-    Setup(String),
     #[error("{file}: validators[{index}] (type: {type_name}): {message}")]
     Compile {
         file: String,

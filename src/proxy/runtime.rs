@@ -4,7 +4,8 @@
 use super::{auth, upstream};
 use crate::audit::Audit;
 use crate::config::{AuthHeader, Config, UnknownContent};
-use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
+use crate::error::StartError;
+use crate::policy::{Policy, PolicyCache, PolicyLoader};
 use crate::protocol::Protocol;
 use std::sync::Arc;
 use upstream::UpstreamBase;
@@ -66,30 +67,30 @@ impl Route {
 impl Runtime {
     /// Builds one route per protocol and compiles the packs named in `config` (each distinct
     /// list of pack files once, however many routes and keys name it).
-    pub fn build(config: Config) -> Result<Runtime, PolicyError> {
+    pub fn build(config: Config) -> Result<Runtime, StartError> {
         Self::build_after(config, None)
     }
 
     /// Like [`Runtime::build`], reusing `previous`'s compiled policy for every pack list whose
     /// files have the same contents (a reload compiles only what changed).
-    pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, PolicyError> {
+    pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, StartError> {
         let runtime = Self::compile(config, PolicyLoader::new(previous.map(|r| &r.policies)));
         crate::heap::release_unused();
         runtime
     }
 
-    fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, PolicyError> {
+    fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, StartError> {
         let policy = loader.policy(&config.packs)?;
-        let audit = Arc::new(Audit::open(&config.audit).map_err(PolicyError::Setup)?);
+        let audit = Arc::new(Audit::open(&config.audit).map_err(StartError::Setup)?);
         let upstream = |url: &crate::config::BaseUrl| {
-            UpstreamBase::new(url).map_err(|e| PolicyError::Setup(format!("upstream {e}")))
+            UpstreamBase::new(url).map_err(|e| StartError::Setup(format!("upstream {e}")))
         };
         let mut configured: Vec<_> = config.routes.iter().collect();
         configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
         let mut routes = Vec::new();
         for rc in configured {
             let checked = rc.checked.as_ref().ok_or_else(|| {
-                PolicyError::Setup(format!(
+                StartError::Setup(format!(
                     "routes ({}): the config was not validated",
                     rc.name
                 ))
@@ -128,7 +129,7 @@ impl Runtime {
         }
         let mut keys = Vec::new();
         for (i, k) in config.keys.iter().enumerate() {
-            let setup = |e: String| PolicyError::Setup(format!("keys[{i}] ({}): {e}", k.id));
+            let setup = |e: String| StartError::Setup(format!("keys[{i}] ({}): {e}", k.id));
             let key_policy = match &k.packs {
                 Some(packs) => Some(loader.policy(packs)?),
                 None => None,
@@ -141,7 +142,7 @@ impl Runtime {
             ));
         }
         let tls = match &config.tls {
-            Some(t) => Some(crate::tls::server_config(t).map_err(PolicyError::Setup)?),
+            Some(t) => Some(crate::tls::server_config(t).map_err(StartError::Setup)?),
             None => None,
         };
         Ok(Runtime {

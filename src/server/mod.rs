@@ -21,18 +21,7 @@ mod connection;
 
 use connection::TrackedBody;
 
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
-    #[error("upstream client setup failed: {0}")]
-    Upstream(String),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-}
+pub use crate::error::StartError;
 
 /// A running guardwire: its address, its gateway (metrics, runtime swap) and a shutdown switch.
 pub struct RunningServer {
