@@ -581,7 +581,7 @@ const LITERAL_COUNTS: [usize; 3] = [10, 1000, 10_000];
 /// Per-stream memory of a `ScanState`, in bytes: its inline size plus an estimate of its heap.
 ///
 /// `ScanState` exposes no heap accessor, and the bench may not use a counting allocator (the
-/// crate forbids `unsafe`). The heap is, from `src/scan/{mod,literal,regex}.rs`:
+/// crate forbids `unsafe`). The heap is, from `src/scan/{mod.rs,literal.rs,regex/dfa.rs}`:
 /// - `regex: Vec<RegexState>`: one 16-byte `RegexState` (u32 `StateID` + u64 `idle_pos`,
 ///   padded) per regex DFA, allocated exactly by `collect()`;
 /// - `literal.tail: Vec<u8>`: the last `max pattern bytes + 4` bytes of text when any rule uses

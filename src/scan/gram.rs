@@ -22,119 +22,13 @@
 //!
 //! The filter has false positives (hash collisions, folded punctuation) but never false
 //! negatives: every position where a pattern starts passes it.
+//!
+//! This module is the filter's scalar side and its results ([`StartLists`], [`Starts`]); how keys
+//! are folded and hashed and how the tables are laid out is in [`super::gram_layout`], which the
+//! vector kernels ([`super::simd`]) read too, and which CPU tier runs is [`super::cpu`]'s answer.
 
-use super::simd::Level;
-
-/// Folds four bytes (little-endian in a `u32`) into a filter key: ASCII bytes get bit 5 set, so
-/// letters lose their case (a few punctuation pairs like `@`/`` ` `` collide too, which only
-/// costs a false positive); every non-ASCII byte becomes `0x80`, because Unicode case folding
-/// keeps a character's UTF-8 length but may change any of its bytes.
-#[inline(always)]
-pub(super) fn fold4(w: u32) -> u32 {
-    let high = w & 0x8080_8080;
-    let non_ascii = (high >> 7) * 0xFF;
-    ((w | 0x2020_2020) & !non_ascii) | high
-}
-
-/// The bytes `bytes[i..i + 4]` as a little-endian word, zero-padded past the end.
-#[inline(always)]
-pub(super) fn load4(bytes: &[u8], i: usize) -> u32 {
-    match bytes.get(i..i + 4) {
-        Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-        None => {
-            let mut w = [0u8; 4];
-            for (k, &b) in bytes[i..].iter().take(4).enumerate() {
-                w[k] = b;
-            }
-            u32::from_le_bytes(w)
-        }
-    }
-}
-
-/// Folds eight bytes as [`fold4`] folds four.
-#[inline(always)]
-pub(super) fn fold8(w: u64) -> u64 {
-    let high = w & 0x8080_8080_8080_8080;
-    let non_ascii = (high >> 7) * 0xFF;
-    ((w | 0x2020_2020_2020_2020) & !non_ascii) | high
-}
-
-/// The bytes `bytes[i..i + 8]` as a little-endian word, zero-padded past the end.
-#[inline(always)]
-pub(super) fn load8(bytes: &[u8], i: usize) -> u64 {
-    if let Some(b) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
-        return u64::from_le_bytes(*b);
-    }
-    // Near the end of a piece (the filter's last positions in every piece): the last eight
-    // bytes, shifted down past the ones before `i`.
-    if let (Some(last), true) = (bytes.last_chunk::<8>(), i < bytes.len()) {
-        return u64::from_le_bytes(*last) >> (8 * (i + 8 - bytes.len()));
-    }
-    // A piece shorter than eight bytes (or `i` past its end).
-    let mut w = [0u8; 8];
-    for (k, &b) in bytes.get(i..).unwrap_or_default().iter().enumerate() {
-        w[k] = b;
-    }
-    u64::from_le_bytes(w)
-}
-
-/// Longest key: five bytes. Prose shares a four-byte prefix with some pattern of a
-/// thousand at about 1.6 % of its positions (`ther…` for `there`), a five-byte one at 0.1 %.
-pub(super) const KEY_BYTES: usize = 5;
-
-/// Slots per table: with 1,000 patterns 1.5 % of them are set, with 10,000 about 14 %.
-pub(super) const TABLE_LOG2: u32 = 16;
-
-/// At most this many matchers share one filter (one bit per slot each).
-pub(super) const MAX_TAGS: usize = 2;
-
-/// One table over keys of `q` bytes: per hash slot, one bit per tag (the matchers sharing the
-/// filter), the bits of slot `s` at `s * tags..`.
-#[derive(Debug, Clone)]
-pub(super) struct Table {
-    /// Selects the key's first `q` bytes (of a key's eight, little-endian).
-    pub(super) mask: u64,
-    /// Fixed size (16 KiB, so a table stays in L1), so that indexing it needs no bounds check
-    /// and the vector kernel's gather stays inside it.
-    pub(super) bits: Box<[u64; MAX_TAGS << (TABLE_LOG2 - 6)]>,
-}
-
-impl Table {
-    /// An empty table over keys masked with `mask`.
-    fn new(mask: u64) -> Self {
-        Table {
-            mask,
-            bits: Box::new([0; MAX_TAGS << (TABLE_LOG2 - 6)]),
-        }
-    }
-
-    /// Sets `tag`'s bit (of `tags`) in `key`'s slot.
-    fn set(&mut self, key: u64, tags: usize, tag: usize) {
-        let bit = self.slot(key) * tags + tag;
-        self.bits[bit >> 6] |= 1 << (bit & 63);
-    }
-
-    /// How many bytes of a key the table looks at.
-    fn key_bytes(&self) -> usize {
-        (64 - self.mask.leading_zeros() as usize) / 8
-    }
-
-    /// The key's slot: its two halves hashed in 32-bit arithmetic, as the vector kernel does.
-    #[inline(always)]
-    fn slot(&self, key: u64) -> usize {
-        let key = key & self.mask;
-        let hash = (key as u32).wrapping_mul(super::simd::GRAM_MUL)
-            ^ ((key >> 32) as u32).wrapping_mul(super::simd::GRAM_MUL_HIGH);
-        (hash >> (32 - TABLE_LOG2)) as usize
-    }
-
-    /// The tags whose bit is set in `key`'s slot.
-    #[inline(always)]
-    fn tags(&self, key: u64, tags: usize) -> u64 {
-        let bit = self.slot(key) * tags;
-        (self.bits[bit >> 6] >> (bit & 63)) & ((1 << tags) - 1)
-    }
-}
+use super::cpu::Level;
+use super::gram_layout::{fold8, load8, Pairs, Table, KEY_BYTES, MAX_TAGS};
 
 /// Where one matcher's patterns can begin, as filter keys: the folded first bytes of each
 /// (see [`fold8`]), with how many of them count.
@@ -165,88 +59,6 @@ impl StartKeys {
             }
         }
         StartKeys { keys, anywhere }
-    }
-}
-
-/// The class of a folded byte (see [`fold4`]) for the vector kernel's pair test, indexed by the
-/// folded byte's low seven bits (every non-ASCII byte folds to 0x80, so index 0): one class per
-/// letter, and a few for the rest. Bytes that share a class only cost false positives.
-pub(super) const PAIR_CLASS: [u8; 128] = {
-    let mut class = [31u8; 128];
-    let mut b = 0;
-    while b < 128 {
-        class[b] = match b as u8 {
-            b'a'..=b'z' => b as u8 - b'a' + 1,
-            0 => 27,
-            b' ' => 28,
-            b'0'..=b'9' => 29,
-            // `-`, and `_` folded (0x7F).
-            b'-' | 0x7F => 30,
-            _ => 31,
-        };
-        b += 1;
-    }
-    class
-};
-
-/// A cheaper test the vector kernels run before the hashed lookup: whether the first two bytes
-/// of a position, and its third and fourth (and, on AVX-512, its second and third), are byte
-/// pairs that some key has there. Pairs are of [`PAIR_CLASS`] classes (32 × 32 bits each); it
-/// only ever lets through more than the keys.
-#[derive(Debug, Clone)]
-pub(super) struct Pairs {
-    /// Bit `b % 8` of byte `b / 8`, for `b = class(first) * 32 + class(second)`.
-    pub(super) first: [u8; 128],
-    /// The same for the third and fourth bytes.
-    pub(super) second: [u8; 128],
-    /// The same for the second and third bytes, tested by the AVX-512 kernel only (fewer
-    /// survivors to gather: +4–6 % on prose there; on the AVX2 kernel its lookup cost as
-    /// much as it saved).
-    pub(super) middle: [u8; 128],
-}
-
-impl Pairs {
-    fn new(keys: impl IntoIterator<Item = (usize, u64)>) -> Self {
-        let mut pairs = Pairs {
-            first: [0; 128],
-            second: [0; 128],
-            middle: [0; 128],
-        };
-        let class = |key: u64, k: u32| PAIR_CLASS[((key >> (8 * k)) & 0x7F) as usize];
-        let set = |table: &mut [u8; 128], a: u8, b: Option<u8>| {
-            for b in b.map_or(0..=31, |b| b..=b) {
-                let bit = usize::from(a) * 32 + usize::from(b);
-                table[bit / 8] |= 1 << (bit % 8);
-            }
-        };
-        for (q, key) in keys {
-            // Bytes 1 and 2: unknown past a short key.
-            match q {
-                3.. => set(&mut pairs.middle, class(key, 1), Some(class(key, 2))),
-                2 => set(&mut pairs.middle, class(key, 1), None),
-                _ => {
-                    for a in 0..32 {
-                        set(&mut pairs.middle, a, None);
-                    }
-                }
-            }
-
-            match q {
-                4.. => {
-                    set(&mut pairs.first, class(key, 0), Some(class(key, 1)));
-                    set(&mut pairs.second, class(key, 2), Some(class(key, 3)));
-                }
-                // Shorter keys say nothing about the bytes after them.
-                _ => {
-                    let second = (q >= 2).then(|| class(key, 1));
-                    set(&mut pairs.first, class(key, 0), second);
-                    for a in 0..32 {
-                        set(&mut pairs.second, a, None);
-                    }
-                }
-            }
-        }
-        pairs
     }
 }
 
@@ -314,7 +126,7 @@ pub struct StartFilter {
     /// For the last positions of a piece, with `k < reach` bytes left: `near_end[k - 1]` holds
     /// the first `k` bytes of every key of `k` bytes or more (shorter keys are in `tables`).
     near_end: Vec<Table>,
-    /// Which kernel lists a piece's positions (see [`super::simd::level`]).
+    /// Which kernel lists a piece's positions (see [`super::cpu::level`]).
     level: Level,
     /// The AVX-512 kernel's pair test (see [`super::simd::gram_starts`]).
     pairs: Box<Pairs>,
@@ -368,7 +180,7 @@ impl StartFilter {
             tags,
             reach,
             near_end,
-            level: super::simd::level(),
+            level: super::cpu::level(),
             pairs: Box::new(Pairs::new(sets.iter().flat_map(|s| s.keys.iter().copied()))),
             pair_bits: PairBits::new(sets.iter().flat_map(|s| s.keys.iter().copied())),
         })
@@ -378,7 +190,7 @@ impl StartFilter {
     #[cfg(test)]
     pub(super) fn at_level(mut self, level: Level) -> Self {
         assert!(
-            super::simd::detected().contains(&level),
+            super::cpu::detected().contains(&level),
             "{level:?} is not available"
         );
         self.level = level;
@@ -624,116 +436,4 @@ impl<'a> Starts<'a> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn filter(starts: &[&[u8]]) -> Option<StartFilter> {
-        StartFilter::new(&[&StartKeys::new(starts.iter().copied())])
-    }
-
-    #[test]
-    fn keys_are_the_bytes_from_a_position_zero_padded_past_the_end() {
-        let text: Vec<u8> = (1..=20).collect();
-        for len in 0..=text.len() {
-            let bytes = &text[..len];
-            for i in 0..len + 2 {
-                let mut want = [0u8; 8];
-                for (k, w) in want.iter_mut().enumerate() {
-                    *w = bytes.get(i + k).copied().unwrap_or(0);
-                }
-                assert_eq!(
-                    load8(bytes, i),
-                    u64::from_le_bytes(want),
-                    "len {len}, i {i}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn every_start_of_a_pattern_passes_in_any_case() {
-        let f = filter(&[b"secret", b"ab", "straße".as_bytes()]).unwrap();
-        assert_eq!(f.judged(b"abcdef"), 2, "five-byte keys need five bytes");
-        let text = "xx SECRET Ab STRAẞE straSSe".as_bytes();
-        let padded = [text, b"    "].concat();
-        for i in [3, 10, 13] {
-            assert_eq!(f.tags_at(&padded, i), 1, "position {i}");
-        }
-        let mut lists = StartLists::default();
-        let judged = f.mark(&padded, &mut lists);
-        assert_eq!(judged, padded.len(), "every position is judged");
-        let mut starts = Starts::new(lists.row(0), judged);
-        assert!(!starts.at(0));
-        assert_eq!(starts.next(0), 3);
-        assert_eq!(starts.next(4), 10);
-        assert!(starts.at(10) && !starts.at(11));
-        // No key begins in the trailing spaces.
-        assert_eq!(Starts::new(lists.row(0), judged).next(judged - 4), judged);
-    }
-
-    #[test]
-    fn the_last_positions_are_judged_by_the_bytes_there_are() {
-        let f = filter(&[b"secret", b"ab", b"xyz"]).unwrap();
-        // "SEC" may go on as "secret", "a" as "ab", "xy" as "xyz"; "EC", "C", "y" and "ax"
-        // cannot.
-        for (piece, want) in [
-            (&b"__SEC"[..], vec![2]),
-            (b"__a", vec![2]),
-            (b"__axy", vec![3]),
-            (b"__ab", vec![2]),
-            (b"xyz", vec![0]),
-            (b"xyzab", vec![0, 3]),
-        ] {
-            let mut lists = StartLists::default();
-            assert_eq!(f.mark(piece, &mut lists), piece.len());
-            let got: Vec<usize> = lists.row(0).iter().map(|&p| p as usize).collect();
-            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(piece));
-        }
-    }
-
-    #[test]
-    fn each_matcher_gets_its_own_list() {
-        let words = StartKeys::new([&b"secret"[..], b"badword"]);
-        let prefixes = StartKeys::new([&b"AKIA"[..], b"sk-"]);
-        let f = StartFilter::new(&[&words, &prefixes]).unwrap();
-        assert_eq!(f.tags(), 2);
-        let text = b"a secret: sk-123 and AKIA0000, badword ok".as_slice();
-        let mut lists = StartLists::default();
-        let judged = f.mark(text, &mut lists);
-        let all = |k: usize| -> Vec<usize> {
-            let mut s = Starts::new(lists.row(k), judged);
-            let mut at = Vec::new();
-            let mut i = s.next(0);
-            while i < judged {
-                at.push(i);
-                i = s.next(i + 1);
-            }
-            at
-        };
-        // Hash collisions could add positions; the real starts are always there.
-        let (w, p) = (all(0), all(1));
-        assert!(w.contains(&2) && w.contains(&31), "{w:?}");
-        assert!(p.contains(&10) && p.contains(&21), "{p:?}");
-        assert!(!w.contains(&10) && !p.contains(&2), "{w:?} {p:?}");
-    }
-
-    #[test]
-    fn most_positions_of_unrelated_text_are_rejected() {
-        let words: Vec<String> = (0..1000).map(|i| format!("zq{i:04}x")).collect();
-        let f = StartFilter::new(&[&StartKeys::new(words.iter().map(|w| w.as_bytes()))]).unwrap();
-        let text = "the quick brown fox jumps over the lazy dog, again and again. ".repeat(50);
-        let b = text.as_bytes();
-        let passed = (0..b.len() - 3).filter(|&i| f.tags_at(b, i) != 0).count();
-        assert!(
-            passed * 20 < b.len(),
-            "{passed} of {} positions passed",
-            b.len()
-        );
-    }
-
-    #[test]
-    fn an_empty_start_disables_the_filter() {
-        assert!(filter(&[b"ok", b""]).is_none());
-        assert!(filter(&[]).is_none());
-    }
-}
+mod tests;

@@ -11,9 +11,9 @@
 //! `L` must not begin with a byte `P` can hold, or each occurrence would look back over the same
 //! run again.
 
+use super::hit::Hit;
 use super::prefixed::{anchored_dfa, finish_threads, step_threads, Thread};
-use super::regex::{RegexError, SpanFinder};
-use super::{Hit, RegexRule};
+use super::regex::{RegexError, RegexRule, SpanFinder};
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::util::start;
 use regex_automata::Anchored;

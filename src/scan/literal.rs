@@ -7,9 +7,9 @@
 //! filter skips ahead to the next candidate.
 
 use super::gram::{StartKeys, Starts};
+use super::hit::Hit;
 use super::text::{fold_char, fold_str, is_word_char, needs_unicode_fold};
 use super::verify::StartVerifier;
-use super::Hit;
 use aho_corasick::automaton::Automaton;
 use aho_corasick::automaton::StateID;
 use aho_corasick::dfa::DFA;

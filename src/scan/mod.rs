@@ -9,22 +9,38 @@
 //! could a match still be forming?* ([`ScanSet::safe_pos`]). Text before that position can be
 //! released to the client; text after it is held until the automata have moved past it.
 
-mod gram;
+// The modules in layers, top down: a module uses only modules of lower layers (and, among the
+// matchers, `inner` uses `prefixed`, which uses `literal`). The planner sends each forbidden
+// regex to a matcher; the matchers report hits; the start filter and its check of candidates
+// tell the literal and prefixed matchers where to look; the vector kernels run the filter's and
+// the regex DFAs' per-position passes; below them, the layout the filter and the kernels share
+// and CPU detection; at the bottom, what every layer uses.
+mod plan;
+
 mod inner;
 mod literal;
-mod marks;
 mod pii;
 mod prefixed;
 mod regex;
-mod simd;
-pub mod text;
+
+mod gram;
 mod verify;
 
+mod simd;
+
+mod cpu;
+mod gram_layout;
+
+mod hit;
+mod marks;
+pub mod text;
+
+pub use self::hit::Hit;
 pub use self::literal::{LiteralMatcher, LiteralRule};
 pub use self::pii::{PiiKind, PiiMatcher, PiiRule, PiiState};
+pub use self::plan::{build_forbidden, ForbiddenRegexes};
 pub use self::regex::{
-    build_forbidden, compile_hir, trim_for_existence, ForbiddenRegexes, RegexError, RegexMatcher,
-    RegexRule, SpanFinder,
+    compile_hir, trim_for_existence, RegexError, RegexMatcher, RegexRule, SpanFinder,
 };
 
 thread_local! {
@@ -38,50 +54,6 @@ thread_local! {
 /// At most this many regex automata get their wake-up bytes marked by the vector pass (one bit
 /// of a byte each); any others skip with the scalar loop.
 const MARKED_REGEXES: usize = 8;
-
-/// A match found by the scanner, in byte positions of its channel's text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hit {
-    /// The owner given with the rule at build time (guardwire uses the validator index).
-    pub owner: u32,
-    /// Start of the match, where known (literals, prefixed regexes, PII); forward DFAs only know
-    /// where matches end.
-    pub start: Option<u64>,
-    /// End (exclusive) of the match.
-    pub end: u64,
-    /// What was found, for PII hits (the [`PiiKind::name`], e.g. `"email"`); `None` otherwise.
-    pub rule: Option<&'static str>,
-}
-
-/// The channel text around a position: the history a matcher kept from earlier pieces and the
-/// piece being fed.
-#[derive(Clone, Copy)]
-struct Haystack<'a> {
-    history: &'a [u8],
-    /// Channel position of `piece[0]`.
-    base: u64,
-    piece: &'a [u8],
-}
-
-impl Haystack<'_> {
-    /// The byte at channel position `pos`, if the piece or the history reaches it.
-    fn at(&self, pos: u64) -> Option<u8> {
-        if pos >= self.base {
-            self.piece.get((pos - self.base) as usize).copied()
-        } else {
-            let back = (self.base - pos) as usize;
-            self.history
-                .len()
-                .checked_sub(back)
-                .map(|i| self.history[i])
-        }
-    }
-
-    /// The byte before channel position `pos` (`None` at the start of the text).
-    fn before(&self, pos: u64) -> Option<u8> {
-        self.at(pos.checked_sub(1)?)
-    }
-}
 
 /// The automata of one scan target (input, output or reasoning text), shared by all streams.
 #[derive(Debug, Default)]
@@ -159,7 +131,7 @@ impl ScanSet {
                 });
             }
         }
-        let wake_lanes = (simd::enabled() && regexes.dfas.iter().any(RegexMatcher::skips_prose))
+        let wake_lanes = (cpu::enabled() && regexes.dfas.iter().any(RegexMatcher::skips_prose))
             .then(|| {
                 let dfas = &regexes.dfas;
                 let rests = unless.clone();

@@ -11,9 +11,9 @@
 //! prefixes keeps the automaton idle over text where no prefix can begin.
 
 use super::gram::{StartKeys, Starts};
+use super::hit::{Haystack, Hit};
 use super::literal::{remember_tail, state_depths, Depths};
-use super::regex::RegexError;
-use super::{Haystack, Hit, RegexRule};
+use super::regex::{RegexError, RegexRule};
 use aho_corasick::automaton::{Automaton as _, StateID as AcState};
 use aho_corasick::dfa::DFA as AcDfa;
 use regex_automata::dfa::{dense, Automaton, StartKind};

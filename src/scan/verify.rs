@@ -10,7 +10,7 @@
 //! bytes, which only keeps a candidate). Matching stays the automaton's job; this only rejects
 //! positions where no pattern can begin, so it never loses a match.
 
-use super::gram::{fold4, fold8, load4};
+use super::gram_layout::{fold4, fold8, load4};
 
 /// The first bytes of a pattern, inline so that comparing needs no pointer chase.
 #[derive(Debug, Clone, Copy)]

@@ -134,12 +134,12 @@ pub(super) fn mark_members(
     }
 }
 
-/// Each byte's pair class (`gram::PAIR_CLASS` of the byte folded as `gram::fold4` folds it),
-/// as distinct rows for 16-entry lookups (see `ByteLanes::rows`).
+/// Each byte's pair class (`gram_layout::PAIR_CLASS` of the byte folded as `gram_layout::fold4`
+/// folds it), as distinct rows for 16-entry lookups (see `ByteLanes::rows`).
 fn class_rows() -> &'static [([u8; 16], [u8; 16])] {
     static ROWS: OnceLock<Vec<([u8; 16], [u8; 16])>> = OnceLock::new();
     ROWS.get_or_init(|| {
-        let fold = |b: u8| super::super::gram::fold4(u32::from(b)) as u8;
+        let fold = |b: u8| super::super::gram_layout::fold4(u32::from(b)) as u8;
         super::nibble_rows(|b| PAIR_CLASS[usize::from(fold(b) & 0x7F)])
     })
 }
@@ -181,8 +181,8 @@ impl Table128 {
     }
 }
 
-/// Which of 32 positions have classes `(a, b)` that are a pair in `table` (see `gram::Pairs`),
-/// one bit each.
+/// Which of 32 positions have classes `(a, b)` that are a pair in `table` (see
+/// `gram_layout::Pairs`), one bit each.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn pair_test(table: &Table128, a: __m256i, b: __m256i) -> u32 {

@@ -1,5 +1,6 @@
 //! The AVX-512 (F, BW, VBMI) kernels: 64 bytes a step, byte lookups with `vpermi2b`, lists
 //! packed with `vpcompressd`.
+use super::super::gram_layout::{GRAM_MUL, GRAM_MUL_HIGH, TABLE_LOG2};
 use super::{GramTable, Pairs, Unless, MAX_TAGS, PAIR_CLASS, SECTION};
 use std::arch::x86_64::*;
 
@@ -64,7 +65,8 @@ pub(super) fn mark_members(
     }
 }
 
-/// Each byte folded as `gram::fold4` does: ASCII gets bit 5, every non-ASCII byte is 0x80.
+/// Each byte folded as `gram_layout::fold4` does: ASCII gets bit 5, every non-ASCII byte is
+/// 0x80.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn fold(v: __m512i) -> __m512i {
@@ -74,7 +76,7 @@ fn fold(v: __m512i) -> __m512i {
     )
 }
 
-/// 64 bytes of `bytes` from `i` folded as `gram::fold4` does (ASCII gets bit 5, every
+/// 64 bytes of `bytes` from `i` folded as `gram_layout::fold4` does (ASCII gets bit 5, every
 /// non-ASCII byte is 0x80), then mapped to their pair classes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,popcnt")]
@@ -84,7 +86,7 @@ fn classes(bytes: &[u8], i: usize, class: (__m512i, __m512i)) -> __m512i {
     _mm512_permutex2var_epi8(class.0, folded, class.1)
 }
 
-/// The positions whose classes `(a, b)` are a pair in `table` (see `gram::Pairs`).
+/// The positions whose classes `(a, b)` are a pair in `table` (see `gram_layout::Pairs`).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,popcnt")]
 fn pair_test(table: (__m512i, __m512i), a: __m512i, b: __m512i) -> u64 {
@@ -220,8 +222,8 @@ fn judge(
     keys: (__m512i, __m512i),
     lanes: u16,
 ) -> [u16; MAX_TAGS] {
-    let mul = _mm512_set1_epi32(super::GRAM_MUL as i32);
-    let mul_high = _mm512_set1_epi32(super::GRAM_MUL_HIGH as i32);
+    let mul = _mm512_set1_epi32(GRAM_MUL as i32);
+    let mul_high = _mm512_set1_epi32(GRAM_MUL_HIGH as i32);
     // Slot `s` keeps its tags' bits from bit `s * tags`.
     let tag_shift = _mm_cvtsi32_si128(i32::from(tags == 2));
     let mut found = [0u16; MAX_TAGS];
@@ -233,7 +235,7 @@ fn judge(
             let high = _mm512_and_si512(keys.1, _mm512_set1_epi32((t.mask >> 32) as i32));
             hash = _mm512_xor_si512(hash, _mm512_mullo_epi32(high, mul_high));
         }
-        let slot = _mm512_srli_epi32::<{ 32 - super::super::gram::TABLE_LOG2 }>(hash);
+        let slot = _mm512_srli_epi32::<{ 32 - TABLE_LOG2 }>(hash);
         let bit = _mm512_sll_epi32(slot, tag_shift);
         let word = _mm512_srli_epi32::<5>(bit);
         // SAFETY: `slot` < 2^TABLE_LOG2 and `bit` < 2^(TABLE_LOG2 + 1), so `word`

@@ -7,14 +7,16 @@
 //! 8–64 positions per instruction: the byte sets leave bitmaps ([`super::marks`]), the start
 //! filter a list of its (few) candidates ([`super::gram::StartLists`]).
 //!
-//! Two tiers on x86-64, picked once per process ([`level`]): AVX-512 (F, BW, VBMI;
-//! `avx512.rs`) and AVX2 (`avx2.rs`, for the many servers without AVX-512). Everywhere else,
-//! or with `GUARDWIRE_SIMD=off` in the environment, the scalar code in the callers runs;
-//! `GUARDWIRE_SIMD=avx2` stops at the AVX2 tier. The byte-set kernels compute exactly what
-//! their scalar twin does. The start-filter kernels list subsets of the one-position hashed
-//! test ([`super::gram::StartFilter::tags_at`]) that hold every real start: AVX2 exactly that
-//! test, AVX-512 after a cheaper pair test that drops some hash collisions. The tests compare
-//! every tier the CPU has on random input.
+//! Two tiers on x86-64, picked once per process ([`level`], in [`super::cpu`]): AVX-512 (F, BW,
+//! VBMI; `avx512.rs`) and AVX2 (`avx2.rs`, for the many servers without AVX-512). Everywhere
+//! else, or with `GUARDWIRE_SIMD=off` in the environment, the scalar code in the callers runs;
+//! `GUARDWIRE_SIMD=avx2` stops at the AVX2 tier. The start filter's tables are laid out in
+//! [`super::gram_layout`], which the kernels read as the scalar code does (same hash, same
+//! sizes). The byte-set kernels compute exactly what their scalar twin does. The start-filter
+//! kernels list subsets of the one-position hashed test
+//! ([`super::gram::StartFilter::tags_at`]) that hold every real start: AVX2 exactly that test,
+//! AVX-512 after a cheaper pair test that drops some hash collisions. The tests compare every
+//! tier the CPU has on random input.
 //!
 //! This module is the crate's second reviewed exception to `unsafe_code = "deny"`: loads
 //! through raw pointers (always from in-bounds, fully readable ranges), gathers from fixed-size
@@ -22,64 +24,12 @@
 //! detected. Each `unsafe` block says why.
 #![allow(unsafe_code)]
 
-use super::gram::{Pairs, Table as GramTable, MAX_TAGS, PAIR_CLASS};
-use std::sync::OnceLock;
+use super::cpu::{detected, level, Level};
+use super::gram_layout::{Pairs, Table as GramTable, MAX_TAGS, PAIR_CLASS};
 
 /// Runs shorter than this are left to the scalar code: setting up a kernel (table loads, the
 /// zero-padded tail copy) costs more than it saves on them.
 pub(super) const MIN_RUN: usize = 32;
-
-/// Which kernels run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Level {
-    Scalar,
-    Avx2,
-    Avx512,
-}
-
-/// The kernels this process uses: the best tier the CPU has, capped by `GUARDWIRE_SIMD`
-/// (`off` or `avx2`).
-pub(super) fn level() -> Level {
-    static LEVEL: OnceLock<Level> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        let cap = match std::env::var("GUARDWIRE_SIMD") {
-            Ok(v) if v.eq_ignore_ascii_case("off") => Level::Scalar,
-            Ok(v) if v.eq_ignore_ascii_case("avx2") => Level::Avx2,
-            _ => Level::Avx512,
-        };
-        detected()
-            .iter()
-            .copied()
-            .rfind(|&l| l <= cap)
-            .unwrap_or(Level::Scalar)
-    })
-}
-
-/// Whether any vector kernels run.
-pub(super) fn enabled() -> bool {
-    level() > Level::Scalar
-}
-
-/// Every tier this CPU can run, the scalar code first.
-pub(super) fn detected() -> &'static [Level] {
-    static DETECTED: OnceLock<Vec<Level>> = OnceLock::new();
-    DETECTED.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            let mut levels = vec![Level::Scalar];
-            if has!("avx2") && has!("popcnt") && has!("bmi1") {
-                levels.push(Level::Avx2);
-            }
-            if has!("avx512f") && has!("avx512bw") && has!("avx512vbmi") && has!("popcnt") {
-                levels.push(Level::Avx512);
-            }
-            levels
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        vec![Level::Scalar]
-    })
-}
 
 /// Up to eight byte sets laid out for the vector passes: bit `k` of `lanes[b / 64][b % 64]`
 /// says whether byte `b` is in set `k`. The first sets are marked; the others only serve
@@ -158,7 +108,7 @@ impl ByteLanes {
 
     /// Marks the positions of `bytes` whose byte is in each marked set (minus its exceptions):
     /// set `k` as a bitmap (see [`super::marks`]) in `out[k * words..(k + 1) * words]`, `words`
-    /// = `marks::words(bytes.len())`. Only call when [`enabled`] is true.
+    /// = `marks::words(bytes.len())`. Only call when [`super::cpu::enabled`] is true.
     pub(super) fn mark(&self, bytes: &[u8], out: &mut Vec<u64>) {
         self.mark_at(level(), bytes, out);
     }
@@ -213,11 +163,6 @@ fn nibble_rows(table: impl Fn(u8) -> u8) -> Vec<([u8; 16], [u8; 16])> {
     rows
 }
 
-/// Hash multiplier shared with the scalar filter ([`super::gram`]).
-pub(super) const GRAM_MUL: u32 = 0x9E37_79B1;
-/// The same for a key's second half (its bytes 4..8).
-pub(super) const GRAM_MUL_HIGH: u32 = 0x85EB_CA77;
-
 /// Positions the AVX-512 start filter judges per round: its pair test's survivors of one
 /// section are listed, then looked up.
 pub(super) const SECTION: usize = 4096;
@@ -225,12 +170,13 @@ pub(super) const SECTION: usize = 4096;
 /// The AVX-512 start filter: lists, per tag, the positions in `0..limit` where a start filter's
 /// patterns could begin: tag `k`'s in `rows[k]`, in increasing order; returns how many each row
 /// got. A position is listed for the tags whose bit is set in its key's slot of any of the
-/// `tables` (the key masked with the table's mask, hashed to [`super::gram::TABLE_LOG2`] bits),
-/// as `StartFilter::tags_at` says; first, though, a cheaper test rejects the positions whose
-/// byte pairs no key has (`pairs`), so only the others are looked up. Keys are the eight bytes
-/// at a position, so `limit + 7 <= bytes.len()`; `bytes.len()` must fit in an `i32` (gather
-/// offsets). `survivors` needs `SECTION + 16` entries and each used row `limit + 16` (the
-/// kernel stores 16 lanes at a time). Only call when [`level`] is AVX-512.
+/// `tables` (the key masked with the table's mask, hashed to
+/// [`super::gram_layout::TABLE_LOG2`] bits), as `StartFilter::tags_at` says; first, though, a
+/// cheaper test rejects the positions whose byte pairs no key has (`pairs`), so only the others
+/// are looked up. Keys are the eight bytes at a position, so `limit + 7 <= bytes.len()`;
+/// `bytes.len()` must fit in an `i32` (gather offsets). `survivors` needs `SECTION + 16` entries
+/// and each used row `limit + 16` (the kernel stores 16 lanes at a time). Only call when
+/// [`level`] is AVX-512.
 pub(super) fn gram_starts(
     tables: &[GramTable],
     tags: usize,
@@ -427,7 +373,7 @@ mod tests {
                     }
                     // A key begins here, or its start agrees with every byte left.
                     let begins = set.iter().any(|s| {
-                        let n = s.len().min(super::super::gram::KEY_BYTES);
+                        let n = s.len().min(super::super::gram_layout::KEY_BYTES);
                         let t = &bytes[i..(i + n).min(bytes.len())];
                         t.iter().zip(s).all(|(&t, &p)| {
                             t == p || (t >= 0x80 && p >= 0x80) || t.eq_ignore_ascii_case(&p)
