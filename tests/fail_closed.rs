@@ -26,14 +26,16 @@ fn error_frame(p: &Proto, err: &GatewayError) -> String {
     String::from_utf8(protocol.stream_error_frame(err).to_vec()).unwrap()
 }
 
-/// guardwire in front of a mock that answers every request with `reply()`, and a streamed
-/// request of `p`: the answer, and the metrics after it.
-async fn ask_through(
+/// guardwire (with `pack` and `extra` config) in front of a mock that answers every request
+/// with `reply()`, and a streamed request of `p`: the answer, and the metrics after it.
+async fn ask(
     p: &Proto,
     reply: impl Fn() -> Reply + Send + Sync + 'static,
+    pack: &str,
+    extra: &str,
 ) -> (Answer, String) {
     let mock = MockUpstream::start(move |_| reply()).await;
-    let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+    let proxy = start_proxy_all(&mock.base_url(), pack, extra).await;
     let a = send(
         proxy.addr(),
         "POST",
@@ -44,6 +46,22 @@ async fn ask_through(
     .await;
     let m = metrics(proxy.addr()).await;
     (a, m)
+}
+
+/// The same with the file's pack.
+async fn ask_through(
+    p: &Proto,
+    reply: impl Fn() -> Reply + Send + Sync + 'static,
+) -> (Answer, String) {
+    ask(p, reply, PACK, "").await
+}
+
+/// The answer to a streamed request of `p` when the upstream streams `body`, through guardwire
+/// with `pack` and `extra` config.
+async fn stream_with(p: &Proto, body: String, pack: &str, extra: &str) -> Answer {
+    ask(p, move || Reply::sse(body.as_bytes()), pack, extra)
+        .await
+        .0
 }
 
 /// The same, for a stream of `body` split at `splits`.
@@ -313,16 +331,7 @@ async fn redactions_in_escaped_tool_arguments_mask_the_match() {
     for p in all() {
         let body = tool_call_body(&p, &[r#"{"q": "a\n\u0058K"#, r#"-99 now\t"}"#]);
         let want = tool_call_body(&p, &[r#"{"q": "a\n***"#, r#" now\t"}"#]);
-        let mock = MockUpstream::start(move |_| Reply::sse(body.as_bytes())).await;
-        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.stream_path,
-            (p.stream_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = stream_with(&p, body, pack, "").await;
         assert_eq!(a.text(), want, "{}", p.name);
     }
 }
@@ -523,17 +532,7 @@ async fn unknown_content_block_and_pass() {
             continue;
         }
         let p = all().into_iter().find(|p| p.name == name).unwrap();
-        let b = body.clone();
-        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
-        let proxy = start_proxy_all(&mock.base_url(), PACK, "unknown_content: block\n").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.stream_path,
-            (p.stream_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = stream_with(&p, body.clone(), PACK, "unknown_content: block\n").await;
         assert!(
             a.text().ends_with(&error_frame(
                 &p,
@@ -552,17 +551,7 @@ async fn unknown_content_block_and_pass() {
             continue;
         }
         let p = all().into_iter().find(|p| p.name == name).unwrap();
-        let b = body.clone();
-        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
-        let proxy = start_proxy_all(&mock.base_url(), PACK, "unknown_content: pass\n").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.stream_path,
-            (p.stream_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = stream_with(&p, body.clone(), PACK, "unknown_content: pass\n").await;
         assert_eq!(a.text(), body, "{name}");
     }
 }
@@ -793,32 +782,13 @@ async fn redaction_never_leaves_a_copy_in_logprobs() {
     let tokens = |t: &str| json!({"content":[{"token":t,"logprob":-0.1,"bytes":t.as_bytes(),"top_logprobs":[]}]});
     let body =
         frame("code ", tokens("code ")) + &frame("XK-99", tokens("XK-99")) + "data: [DONE]\n\n";
-    let b = body.clone();
-    let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
-    let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/v1/chat/completions",
-        (all()[0].stream_body)("hi"),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = stream_with(&all()[0], body.clone(), pack, "").await;
     let text = a.text();
     assert!(!text.contains("XK") && !text.contains("88,75"), "{text}");
     assert!(text.contains("\"error\""), "{text}");
     // Without logprobs the same answer is masked in place.
     let body = frame("code ", json!(null)) + &frame("XK-99", json!(null)) + "data: [DONE]\n\n";
-    let mock = MockUpstream::start(move |_| Reply::sse(body.as_bytes())).await;
-    let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/v1/chat/completions",
-        (all()[0].stream_body)("hi"),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = stream_with(&all()[0], body, pack, "").await;
     assert!(a.text().contains("\"content\":\"***\""), "{}", a.text());
 }
 
@@ -877,23 +847,13 @@ async fn legacy_and_custom_chat_tool_calls_are_tool_calls() {
     let p = all().into_iter().find(|p| p.name == "openai_chat").unwrap();
     for (body, why) in cases {
         let b = body.clone();
-        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
-        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.stream_path,
-            (p.stream_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let (a, m) = ask(&p, move || Reply::sse(b.as_bytes()), pack, "").await;
         let text = a.text();
         assert!(text.contains("content_blocked"), "{body}: {text}");
         assert!(
             !text.contains("\"name\":\"f\"") && !text.contains("fruit"),
             "{body}: {text}"
         );
-        let m = metrics(proxy.addr()).await;
         if why == "no-f" {
             assert!(m.contains("validator=\"no-f\""), "{m}");
         }
@@ -1013,17 +973,7 @@ async fn code_tools_are_tool_calls() {
         let (a, _) = stream_through(&p, body.clone(), vec![]).await;
         assert_eq!(a.text(), body, "{name}");
         // … with it, the call is blocked before any of it is released.
-        let b = body.clone();
-        let mock = MockUpstream::start(move |_| Reply::sse(b.as_bytes())).await;
-        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.stream_path,
-            (p.stream_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = stream_with(&p, body.clone(), pack, "").await;
         let text = a.text();
         assert!(
             text.contains("no-code") || text.contains("tools_not_called"),
