@@ -1,0 +1,183 @@
+//! The guard's text channels: their state (scanner, counters, the JSON decoding of arguments,
+//! kept text), opening one on first use, the positions the hold-back asks for, and the check
+//! that a repeated text is what streamed.
+
+use super::{ChannelId, ExchangeGuard};
+use crate::delta::{Channel, Delta};
+use crate::policy::compile::Target;
+use crate::policy::counters::{SentenceState, TokenState};
+use crate::policy::json_text::JsonTextDecoder;
+use crate::scan::ScanState;
+
+#[derive(Debug)]
+pub(super) struct ChannelState {
+    pub(super) choice: u32,
+    pub(super) channel: Channel,
+    pub(super) target: Target,
+    pub(super) scan: ScanState,
+    /// The channel's latest text and the position of its first byte, kept only with
+    /// `keep_matches` (at most [`super::RECENT_TEXT`] bytes plus the last delta).
+    pub(super) recent: Option<(u64, String)>,
+    /// (validator, state) of `max_tokens` limits (answer and refusal channels).
+    pub(super) tokens: Vec<(u32, TokenState)>,
+    /// (validator, state) of `sentence_count` limits (answer and refusal channels).
+    pub(super) sentences: Vec<(u32, SentenceState)>,
+    /// Tool-call arguments: the scanner reads them with JSON escapes resolved (see
+    /// `json_text`), while positions (hold-back, hits, redactions) stay in the raw text.
+    pub(super) json: Option<Box<JsonTextDecoder>>,
+    /// All of the channel's text (raw, for arguments), kept when the stream repeats texts, so
+    /// that a repeat is checked to be what streamed.
+    pub(super) full: Option<String>,
+}
+
+impl ChannelState {
+    /// Position after the channel's text so far (in the raw text for arguments).
+    pub(super) fn pos(&self) -> u64 {
+        match &self.json {
+            Some(j) => j.raw_len(),
+            None => self.scan.pos(),
+        }
+    }
+
+    /// The channel position of scanner position `pos`.
+    pub(super) fn raw_pos(&self, pos: u64) -> u64 {
+        match &self.json {
+            Some(j) => j.raw_pos(pos),
+            None => pos,
+        }
+    }
+}
+
+impl ExchangeGuard {
+    /// The stream sends texts again ([`Delta::Repeat`]): keep every channel's text, up to
+    /// `limit` bytes in all, so [`ExchangeGuard::repeat_is_verified`] can compare. Before the
+    /// first delta. Past the limit the kept text is dropped and every later repeat is
+    /// unverified (the caller passes the largest frame it reads: a repeat of more text could
+    /// not arrive anyway).
+    pub fn keep_full_text(&mut self, limit: usize) {
+        self.full_text_limit = limit;
+    }
+
+    /// True when the whole text outgrew the limit of [`ExchangeGuard::keep_full_text`].
+    pub fn full_text_dropped(&self) -> bool {
+        self.full_text_limit > 0 && self.full_text_kept > self.full_text_limit
+    }
+
+    /// True when a [`Delta::Repeat`] carries exactly the text its channel streamed at that
+    /// place (already checked). Anything else — text that never streamed, or with the full
+    /// text not kept — cannot be trusted and must not be released. Other deltas: true.
+    pub fn repeat_is_verified(&mut self, delta: &Delta<'_>) -> bool {
+        let Delta::Repeat {
+            choice,
+            channel,
+            text,
+            start,
+        } = delta
+        else {
+            return true;
+        };
+        let id = self.channel(*choice, *channel);
+        let ch = &self.channels[id];
+        let Some(full) = &ch.full else {
+            return false;
+        };
+        let end = ch.pos();
+        let start = start.unwrap_or_else(|| end.saturating_sub(text.len() as u64));
+        usize::try_from(start)
+            .ok()
+            .and_then(|s| full.get(s..s.checked_add(text.len())?))
+            == Some(&**text)
+    }
+
+    /// How many channels the answer has opened.
+    pub fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// True when `channel` of `choice` has had text.
+    pub fn has_channel(&self, choice: u32, channel: Channel) -> bool {
+        self.channels
+            .iter()
+            .any(|c| c.choice == choice && c.channel == channel)
+    }
+
+    /// The position after the text `channel` has had so far.
+    pub fn channel_end(&self, channel: ChannelId) -> u64 {
+        self.channels[channel].pos()
+    }
+
+    /// Text of `channel` before this position can no longer be part of a violation.
+    pub fn safe_pos(&self, channel: ChannelId) -> u64 {
+        if self.policy.buffer {
+            return 0;
+        }
+        let ch = &self.channels[channel];
+        let mut safe = ch.raw_pos(self.policy.checks(ch.target).scan.safe_pos(&ch.scan));
+        for (_, st) in &ch.tokens {
+            safe = safe.min(st.safe_pos());
+        }
+        for (_, st) in &ch.sentences {
+            safe = safe.min(st.safe_pos());
+        }
+        if let Channel::ToolArgs(index) = ch.channel {
+            let watcher = self
+                .calls
+                .iter()
+                .rev()
+                .find(|c| c.choice == ch.choice && c.index == index)
+                .and_then(|c| c.watcher.as_ref());
+            if let Some(w) = watcher {
+                safe = safe.min(w.safe_pos());
+            }
+        }
+        safe
+    }
+
+    /// The id of `channel` of `choice`, opened (with its checks' state) on first use.
+    pub(super) fn channel(&mut self, choice: u32, channel: Channel) -> ChannelId {
+        if let Some(i) = self
+            .channels
+            .iter()
+            .position(|c| c.choice == choice && c.channel == channel)
+        {
+            return i;
+        }
+        let target = if channel.is_output() {
+            Target::Output
+        } else {
+            Target::Reasoning
+        };
+        let checks = self.policy.checks(target);
+        let counted =
+            target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal);
+        let (tokens, sentences) = if counted {
+            (
+                checks
+                    .max_tokens
+                    .iter()
+                    .map(|&(v, max)| (v, TokenState::new(max)))
+                    .collect(),
+                checks
+                    .max_sentences
+                    .iter()
+                    .map(|&(v, max)| (v, SentenceState::new(max)))
+                    .collect(),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        self.channels.push(ChannelState {
+            choice,
+            channel,
+            target,
+            scan: checks.scan.start(),
+            tokens,
+            sentences,
+            json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
+            full: (self.full_text_limit > 0 && !self.full_text_dropped()).then(String::new),
+            recent: (self.keep_matches || !self.policy.span_finders.is_empty())
+                .then(|| (0, String::new())),
+        });
+        self.channels.len() - 1
+    }
+}
