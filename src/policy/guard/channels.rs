@@ -96,9 +96,13 @@ impl ExchangeGuard {
 
     /// True when `channel` of `choice` has had text.
     pub fn has_channel(&self, choice: u32, channel: Channel) -> bool {
+        self.find_channel(choice, channel).is_some()
+    }
+
+    fn find_channel(&self, choice: u32, channel: Channel) -> Option<ChannelId> {
         self.channels
             .iter()
-            .any(|c| c.choice == choice && c.channel == channel)
+            .position(|c| c.choice == choice && c.channel == channel)
     }
 
     /// The position after the text `channel` has had so far.
@@ -135,11 +139,7 @@ impl ExchangeGuard {
 
     /// The id of `channel` of `choice`, opened (with its checks' state) on first use.
     pub(super) fn channel(&mut self, choice: u32, channel: Channel) -> ChannelId {
-        if let Some(i) = self
-            .channels
-            .iter()
-            .position(|c| c.choice == choice && c.channel == channel)
-        {
+        if let Some(i) = self.find_channel(choice, channel) {
             return i;
         }
         let target = if channel.is_output() {
