@@ -992,4 +992,18 @@ async fn code_tools_are_tool_calls() {
     )
     .await;
     assert!(blocked(&a.text()), "{}", a.text());
+    // Also when the code is written with JSON escapes (the client's parser resolves them).
+    let escaped = responses("# the forbidden fruit").replace("forbidden", "\\u0066orbidden");
+    assert!(escaped.contains(r"\u0066orbidden"), "{escaped}");
+    for name in ["openai_responses", "gemini"] {
+        let p = all().into_iter().find(|p| p.name == name).unwrap();
+        let body = if name == "gemini" {
+            gemini("# the forbidden fruit").replace("forbidden", "\\u0066orbidden")
+        } else {
+            escaped.clone()
+        };
+        let (a, _) = stream_through(&p, body, vec![]).await;
+        assert!(blocked(&a.text()), "{name}: {}", a.text());
+        assert!(!a.text().contains("fruit"), "{name}: {}", a.text());
+    }
 }
