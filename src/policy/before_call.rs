@@ -2,7 +2,6 @@
 //! provider is called.
 
 use super::compile::Target;
-use super::counters;
 use super::tools::ToolHistory;
 use super::types::{Finding, Phase};
 use super::verdict::{whole_hit, Reported};
@@ -74,20 +73,9 @@ impl Policy {
                     hits.push(whole_hit(owner));
                 }
             }
-            if let (Some(counter), false) = (&self.tokens, checks.max_tokens.is_empty()) {
-                let n = counter.count_whole(text);
-                for &(owner, max) in &checks.max_tokens {
-                    if n > max {
-                        hits.push(whole_hit(owner));
-                    }
-                }
-            }
-            if !checks.max_sentences.is_empty() {
-                let n = counters::count_sentences(text);
-                for &(owner, max) in &checks.max_sentences {
-                    if n > max {
-                        hits.push(whole_hit(owner));
-                    }
+            for (owner, limit) in &checks.limits {
+                if limit.exceeded_by(text) {
+                    hits.push(whole_hit(*owner));
                 }
             }
             if !checks.whole.is_empty() {

@@ -2,6 +2,7 @@
 //! reasoning) and the accessors the hook phases share.
 
 use super::counters::TokenCounter;
+use super::limits::{Limit, MaxSentences, MaxTokens};
 use super::pack;
 use super::tools::ToolCheck;
 use super::types::{CheckDef, Mode, PolicyError, Validator};
@@ -28,10 +29,9 @@ pub(super) struct TargetChecks {
     pub(super) scan: ScanSet,
     /// (validator, max characters) — output: per choice over content and refusal; input: per message.
     pub(super) max_chars: Vec<(u32, u64)>,
-    /// (validator, max o200k tokens) — output: per text channel; input: per message.
-    pub(super) max_tokens: Vec<(u32, u64)>,
-    /// (validator, max sentences) — output: per text channel; input: per message.
-    pub(super) max_sentences: Vec<(u32, u64)>,
+    /// (validator, length limit counted as the text streams) — output: per answer and refusal
+    /// channel; input: per message.
+    pub(super) limits: Vec<(u32, Box<dyn Limit>)>,
     /// (validator, check) on the whole text.
     pub(super) whole: Vec<(u32, WholeCheck)>,
 }
@@ -50,8 +50,6 @@ pub struct Policy {
     pub(super) cost: Vec<(u32, Option<u64>, Option<f64>)>,
     /// Some validator asks for the whole response to be held until it passes.
     pub(super) buffer: bool,
-    /// The o200k tokenizer, loaded when a validator counts tokens.
-    pub(super) tokens: Option<TokenCounter>,
     /// Some validator redacts (asked per frame, so computed once).
     pub(super) redacts: bool,
     /// Some tool check reads call arguments.
@@ -133,17 +131,19 @@ impl Policy {
                             checks.max_chars.push((owner, *max));
                         }
                         if let Some(max) = max_tokens {
-                            checks.max_tokens.push((owner, *max));
-                            if policy.tokens.is_none() {
-                                policy.tokens = Some(TokenCounter::o200k().map_err(|e| {
-                                    fail(format!(
-                                        "param 'max_tokens': cannot load the o200k tokenizer: {e}"
-                                    ))
-                                })?);
-                            }
+                            let counter = TokenCounter::o200k().map_err(|e| {
+                                fail(format!(
+                                    "param 'max_tokens': cannot load the o200k tokenizer: {e}"
+                                ))
+                            })?;
+                            let max = *max;
+                            checks.limits.push((owner, Box::new(MaxTokens { max, counter })));
                         }
                     }
-                    CheckDef::SentenceCount { max } => checks.max_sentences.push((owner, *max)),
+                    CheckDef::SentenceCount { max } => {
+                        let max = *max;
+                        checks.limits.push((owner, Box::new(MaxSentences { max })));
+                    }
                     CheckDef::Pii { kinds } => pii.push(PiiRule {
                         kinds: kinds.clone(),
                         owner,

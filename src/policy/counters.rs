@@ -10,12 +10,11 @@
 //!
 //! # Wiring
 //!
-//! A state holds its limit, so keep one per (text stream, validator), like `output_chars` per
-//! choice; `u64::MAX` counts without a limit (`min_*` checks, metrics). Load the tokenizer with
-//! [`o200k`] when compiling a pack that sets `max_tokens` (about 0.3 s and 46 MB once per
-//! process, in release). After each feed, a `Some(pos)` from `feed` is the violation (the same
-//! value on every later feed); hold each frame until the state's `safe_pos` passes its end. Call
-//! `finish` at AfterCall: a token violation can first be found there.
+//! `limits.rs` puts both behind its `Limit` / `LimitState` traits, which the
+//! guard and BeforeCall use: one state per (text channel, validator), holding its limit
+//! (`u64::MAX` counts without one). The tokenizer ([`o200k`]) is loaded once per process when a
+//! pack sets `max_tokens` (about 0.3 s and 46 MB, in release). A token violation can first be
+//! found at `finish`.
 
 mod sentences;
 mod tokens;

@@ -6,14 +6,18 @@
 mod budgets;
 mod calls;
 mod channels;
+mod redaction;
+
+pub use redaction::Redaction;
+#[cfg(test)]
+pub(super) use redaction::insert_redaction;
 
 use channels::ChannelState;
 
 use super::compile::Target;
 use super::json_args::FieldWatcher;
-use super::redaction::{insert_redaction, Redaction};
 use super::tools::{CallRecord, ToolHistory};
-use super::types::{Finding, Mode, Phase};
+use super::types::{Finding, Phase};
 use super::verdict::{whole_hit, Reported};
 use super::Policy;
 use crate::config::Price;
@@ -327,19 +331,7 @@ impl ExchangeGuard {
                 }
             }
         }
-        if let Some(counter) = &policy.tokens {
-            for (owner, st) in &mut ch.tokens {
-                if let Some(at) = counter.feed(st, text) {
-                    self.hits.push(Hit {
-                        owner: *owner,
-                        start: Some(at),
-                        end: at,
-                        rule: None,
-                    });
-                }
-            }
-        }
-        for (owner, st) in &mut ch.sentences {
+        for (owner, st) in &mut ch.limits {
             if let Some(at) = st.feed(text) {
                 self.hits.push(Hit {
                     owner: *owner,
@@ -356,63 +348,6 @@ impl ExchangeGuard {
         self.take_redactions(id);
         self.judge(self.chunk_phase)?;
         Ok(Some((id, pos)))
-    }
-
-    /// Moves the pending hits of redacting validators that have a span into the channel's
-    /// redactions. (Hits without a span stay and block: nothing to mask.)
-    fn take_redactions(&mut self, channel: ChannelId) {
-        let policy = &*self.policy;
-        if !policy.redacts() {
-            return;
-        }
-        let mut i = 0;
-        while i < self.hits.len() {
-            let hit = self.hits[i];
-            // Regex hits know only their end: the match's start is found backwards in the
-            // channel's recent text (failing that, the hit stays and blocks).
-            let start = hit.start.or_else(|| {
-                let (_, finder) = policy.span_finders.iter().find(|(o, _)| *o == hit.owner)?;
-                let ch = self.channels.get(channel)?;
-                // Arguments were matched decoded and are kept raw: a start found in the raw
-                // text could fall inside an escape, so such a hit blocks instead.
-                if ch.json.is_some() {
-                    return None;
-                }
-                let (base, text) = ch.recent.as_ref()?;
-                let end = usize::try_from(hit.end.checked_sub(*base)?).ok()?;
-                finder
-                    .start(text.as_bytes(), end)
-                    .map(|s| base + s as u64)
-                    .filter(|&s| s > *base || *base == 0)
-            });
-            let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, start) else {
-                i += 1;
-                continue;
-            };
-            self.hits.swap_remove(i);
-            self.redacted.push(Finding {
-                validator: hit.owner,
-                phase: self.chunk_phase,
-                note: None,
-                rule: hit.rule,
-                matched: self.matched_text(channel, start, hit.end),
-            });
-            let end = hit.end.max(start);
-            insert_redaction(
-                &mut self.redactions,
-                Redaction {
-                    channel,
-                    start,
-                    end,
-                    mask: policy.mask(hit.owner, hit.rule),
-                },
-            );
-        }
-    }
-
-    /// The redactions so far.
-    pub fn redactions(&self) -> &[Redaction] {
-        &self.redactions
     }
 
     /// AfterCall: ends every channel's scan (matches waiting on what follows them are decided)
@@ -435,18 +370,8 @@ impl ExchangeGuard {
             self.note_matches(id, first_hit);
             self.take_redactions(id);
             let ch = &mut self.channels[id];
-            let counter = policy.tokens.as_ref();
-            for (owner, st) in &mut ch.tokens {
-                if let Some(counter) = counter {
-                    counter.finish(st);
-                }
-                if st.violation().is_some() {
-                    self.hits.push(whole_hit(*owner));
-                }
-            }
-            for (owner, st) in &mut ch.sentences {
-                st.finish();
-                if st.violation().is_some() {
+            for (owner, st) in &mut ch.limits {
+                if st.finish() {
                     self.hits.push(whole_hit(*owner));
                 }
             }

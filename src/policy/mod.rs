@@ -36,8 +36,8 @@ pub mod counters;
 mod guard;
 pub mod json_args;
 pub mod json_text;
+mod limits;
 pub mod pack;
-mod redaction;
 pub mod structured;
 pub mod tools;
 mod types;
@@ -48,9 +48,8 @@ pub use tools::{Scope, ToolCheck};
 
 pub use cache::{PolicyCache, PolicyLoader};
 pub use compile::Policy;
-pub use guard::{ChannelId, ExchangeGuard};
+pub use guard::{ChannelId, ExchangeGuard, Redaction};
 pub use pack::PackError;
-pub use redaction::Redaction;
 pub use types::{
     CheckDef, Direction, Finding, Mode, OnError, Phase, PolicyError, Threshold, Validator,
 };

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::redaction::insert_redaction;
+use super::guard::insert_redaction;
 use super::tools::ToolHistory;
 use super::*;
 use crate::config::Price;

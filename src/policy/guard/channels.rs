@@ -5,7 +5,7 @@
 use super::{ChannelId, ExchangeGuard};
 use crate::delta::{Channel, Delta};
 use crate::policy::compile::Target;
-use crate::policy::counters::{SentenceState, TokenState};
+use crate::policy::limits::LimitState;
 use crate::policy::json_text::JsonTextDecoder;
 use crate::scan::ScanState;
 
@@ -18,10 +18,8 @@ pub(super) struct ChannelState {
     /// The channel's latest text and the position of its first byte, kept only with
     /// `keep_matches` (at most [`super::RECENT_TEXT`] bytes plus the last delta).
     pub(super) recent: Option<(u64, String)>,
-    /// (validator, state) of `max_tokens` limits (answer and refusal channels).
-    pub(super) tokens: Vec<(u32, TokenState)>,
-    /// (validator, state) of `sentence_count` limits (answer and refusal channels).
-    pub(super) sentences: Vec<(u32, SentenceState)>,
+    /// (validator, count) of the length limits (answer and refusal channels).
+    pub(super) limits: Vec<(u32, Box<dyn LimitState>)>,
     /// Tool-call arguments: the scanner reads them with JSON escapes resolved (see
     /// `json_text`), while positions (hold-back, hits, redactions) stay in the raw text.
     pub(super) json: Option<Box<JsonTextDecoder>>,
@@ -117,10 +115,7 @@ impl ExchangeGuard {
         }
         let ch = &self.channels[channel];
         let mut safe = ch.raw_pos(self.policy.checks(ch.target).scan.safe_pos(&ch.scan));
-        for (_, st) in &ch.tokens {
-            safe = safe.min(st.safe_pos());
-        }
-        for (_, st) in &ch.sentences {
+        for (_, st) in &ch.limits {
             safe = safe.min(st.safe_pos());
         }
         if let Channel::ToolArgs(index) = ch.channel {
@@ -150,29 +145,17 @@ impl ExchangeGuard {
         let checks = self.policy.checks(target);
         let counted =
             target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal);
-        let (tokens, sentences) = if counted {
-            (
-                checks
-                    .max_tokens
-                    .iter()
-                    .map(|&(v, max)| (v, TokenState::new(max)))
-                    .collect(),
-                checks
-                    .max_sentences
-                    .iter()
-                    .map(|&(v, max)| (v, SentenceState::new(max)))
-                    .collect(),
-            )
+        let limits = if counted {
+            checks.limits.iter().map(|(v, l)| (*v, l.start())).collect()
         } else {
-            (Vec::new(), Vec::new())
+            Vec::new()
         };
         self.channels.push(ChannelState {
             choice,
             channel,
             target,
             scan: checks.scan.start(),
-            tokens,
-            sentences,
+            limits,
             json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
             full: (self.full_text_limit > 0 && !self.full_text_dropped()).then(String::new),
             recent: (self.keep_matches || !self.policy.span_finders.is_empty())
