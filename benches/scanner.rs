@@ -752,8 +752,9 @@ fn bench_stream_length(c: &mut Criterion, f: &Fixture, long: &str) {
     assert!(hits.is_empty());
 }
 
-fn bench_stream_guard(c: &mut Criterion, text: &str) {
-    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/config/packs/default.yaml");
+/// The exchange guard over a 64-byte-delta answer with one pack: `name` is the bench group's
+/// (`stream_guard/<name>`).
+fn bench_stream_guard(c: &mut Criterion, text: &str, name: &str, pack: &str) {
     let policy = Arc::new(Policy::load(&[pack]).unwrap_or_else(|e| panic!("{pack}: {e}")));
     let pieces = deltas(text, 64);
     let run = |pieces: &[&str]| {
@@ -768,21 +769,21 @@ fn bench_stream_guard(c: &mut Criterion, text: &str) {
             match guard.on_chunk(&delta) {
                 Ok(Some((id, _pos))) => safe = guard.safe_pos(id),
                 Ok(None) => {}
-                Err(f) => panic!("the bench text violates the default pack: {f:?}"),
+                Err(f) => panic!("the bench text violates {pack}: {f:?}"),
             }
             black_box(safe);
         }
         guard
             .after_call()
-            .unwrap_or_else(|f| panic!("the bench text violates the default pack: {f:?}"));
+            .unwrap_or_else(|f| panic!("the bench text violates {pack}: {f:?}"));
         safe
     };
     run(&pieces);
     eprintln!(
-        "default pack: {:.1} KiB of automata",
+        "{name}: {:.1} KiB of automata",
         policy.memory_usage() as f64 / 1024.0
     );
-    let mut group = c.benchmark_group("stream_guard/default_pack");
+    let mut group = c.benchmark_group(format!("stream_guard/{name}"));
     configure(&mut group);
     group.throughput(Throughput::Bytes(text.len() as u64));
     group.bench_with_input(BenchmarkId::from_parameter(64), &pieces, |b, pieces| {
@@ -920,7 +921,11 @@ fn main() {
         .find(|f| f.literals == 1000)
         .expect("1000-literal fixture");
     bench_stream_length(&mut c, thousand, &long);
-    bench_stream_guard(&mut c, text);
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let default_pack = format!("{dir}/config/packs/default.yaml");
+    bench_stream_guard(&mut c, text, "default_pack", &default_pack);
+    let limits = format!("{dir}/benches/common/limits.yaml");
+    bench_stream_guard(&mut c, text, "limits", &limits);
     bench_pii(&mut c, &long);
     bench_decode(&mut c);
     c.final_summary();

@@ -1,13 +1,17 @@
-//! Redaction (`mode: redact`): the spans to mask ([`Redaction`]), how a new span merges into
-//! the sorted list, and the masks a policy asks for.
+//! Redaction (`mode: redact`), the policy's side of it in one place: the spans to mask
+//! ([`Redaction`]), the one place they are collected (from the hits of redacting validators,
+//! [`ExchangeGuard::take_redactions`]), how a new span merges into the sorted list, and the masks
+//! a policy asks for. Applying them to frames and bodies is `proxy/redact.rs`.
 
-use super::{ChannelId, Policy};
+use super::{ChannelId, ExchangeGuard};
+use crate::policy::types::{Finding, Mode};
+use crate::policy::Policy;
 
 /// Adds `new` to `list`, which stays sorted by channel and start with no two spans of a channel
 /// overlapping: an overlapping span is merged into the earlier one (whose mask stays). Masking
 /// walks the list in this order, and hits arrive in no particular order (each automaton reports
 /// its own).
-pub(super) fn insert_redaction(list: &mut Vec<Redaction>, new: Redaction) {
+pub(in crate::policy) fn insert_redaction(list: &mut Vec<Redaction>, new: Redaction) {
     let at = list.partition_point(|r| (r.channel, r.start) <= (new.channel, new.start));
     list.insert(at, new);
     // Merge neighbours that now overlap, from just before the new span on.
@@ -42,10 +46,74 @@ impl Policy {
     }
 
     /// The mask for a redaction by `validator` of a match of `kind` (a `pii` kind).
-    pub(super) fn mask(&self, validator: u32, kind: Option<&str>) -> String {
+    fn mask(&self, validator: u32, kind: Option<&str>) -> String {
         let v = self.validator(validator);
         v.mask
             .clone()
             .unwrap_or_else(|| format!("[REDACTED:{}]", kind.unwrap_or(&v.label)))
+    }
+}
+
+impl ExchangeGuard {
+    /// Moves the pending hits of redacting validators that have a span into the channel's
+    /// redactions. (Hits without a span stay and block: nothing to mask.)
+    /// (Inline: on the hot path, most deltas have no hit, most policies no redaction.)
+    #[inline]
+    pub(super) fn take_redactions(&mut self, channel: ChannelId) {
+        if self.policy.redacts() && !self.hits.is_empty() {
+            self.collect_redactions(channel);
+        }
+    }
+
+    fn collect_redactions(&mut self, channel: ChannelId) {
+        let policy = &*self.policy;
+        let mut i = 0;
+        while i < self.hits.len() {
+            let hit = self.hits[i];
+            // Regex hits know only their end: the match's start is found backwards in the
+            // channel's recent text (failing that, the hit stays and blocks).
+            let start = hit.start.or_else(|| {
+                let (_, finder) = policy.span_finders.iter().find(|(o, _)| *o == hit.owner)?;
+                let ch = self.channels.get(channel)?;
+                // Arguments were matched decoded and are kept raw: a start found in the raw
+                // text could fall inside an escape, so such a hit blocks instead.
+                if ch.json.is_some() {
+                    return None;
+                }
+                let (base, text) = ch.recent.as_ref()?;
+                let end = usize::try_from(hit.end.checked_sub(*base)?).ok()?;
+                finder
+                    .start(text.as_bytes(), end)
+                    .map(|s| base + s as u64)
+                    .filter(|&s| s > *base || *base == 0)
+            });
+            let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, start) else {
+                i += 1;
+                continue;
+            };
+            self.hits.swap_remove(i);
+            self.redacted.push(Finding {
+                validator: hit.owner,
+                phase: self.chunk_phase,
+                note: None,
+                rule: hit.rule,
+                matched: self.matched_text(channel, start, hit.end),
+            });
+            let end = hit.end.max(start);
+            insert_redaction(
+                &mut self.redactions,
+                Redaction {
+                    channel,
+                    start,
+                    end,
+                    mask: policy.mask(hit.owner, hit.rule),
+                },
+            );
+        }
+    }
+
+    /// The redactions so far.
+    pub fn redactions(&self) -> &[Redaction] {
+        &self.redactions
     }
 }
