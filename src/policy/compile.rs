@@ -137,7 +137,9 @@ impl Policy {
                                 ))
                             })?;
                             let max = *max;
-                            checks.limits.push((owner, Box::new(MaxTokens { max, counter })));
+                            checks
+                                .limits
+                                .push((owner, Box::new(MaxTokens { max, counter })));
                         }
                     }
                     CheckDef::SentenceCount { max } => {

@@ -8,9 +8,9 @@ mod calls;
 mod channels;
 mod redaction;
 
-pub use redaction::Redaction;
 #[cfg(test)]
 pub(super) use redaction::insert_redaction;
+pub use redaction::Redaction;
 
 use channels::ChannelState;
 

@@ -5,8 +5,8 @@
 use super::{ChannelId, ExchangeGuard};
 use crate::delta::{Channel, Delta};
 use crate::policy::compile::Target;
-use crate::policy::limits::LimitState;
 use crate::policy::json_text::JsonTextDecoder;
+use crate::policy::limits::LimitState;
 use crate::scan::ScanState;
 
 #[derive(Debug)]
