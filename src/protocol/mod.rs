@@ -254,11 +254,43 @@ pub trait Protocol: Send + Sync + 'static {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<(), DecodeError>;
 
-    /// The JSON body of an error answer in the provider's shape.
-    fn error_body(&self, err: &GatewayError) -> Bytes;
+    /// The JSON body of an error answer in the provider's shape; by default OpenAI's
+    /// ([`openai_error_json`]), which every OpenAI-style protocol shares.
+    fn error_body(&self, err: &GatewayError) -> Bytes {
+        openai_error_json(err).into()
+    }
 
-    /// The in-band error frame that ends a stream so the provider's SDK raises.
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes;
+    /// The in-band error frame that ends a stream so the provider's SDK raises; by default an
+    /// SSE `data:` event with OpenAI's error body.
+    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+        format!("data: {}\n\n", openai_error_json(err)).into()
+    }
+}
+
+/// `{"error":{"message","type","param","code"}}`, the shape every OpenAI SDK parses.
+pub fn openai_error_json(err: &GatewayError) -> String {
+    #[derive(serde::Serialize)]
+    struct Body<'a> {
+        error: Detail<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Detail<'a> {
+        message: String,
+        #[serde(rename = "type")]
+        kind: &'a str,
+        param: Option<()>,
+        code: &'a str,
+    }
+    let (kind, code) = err.type_and_code();
+    let body = Body {
+        error: Detail {
+            message: err.to_string(),
+            kind,
+            param: None,
+            code,
+        },
+    };
+    serde_json::to_string(&body).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
-use bytes::Bytes;
 use fast::skim_chunk;
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -407,40 +406,6 @@ impl Protocol for OpenAiChat {
         chunk_deltas(&mut chunk, out);
         Ok(())
     }
-
-    fn error_body(&self, err: &GatewayError) -> Bytes {
-        openai_error_json(err).into()
-    }
-
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
-        format!("data: {}\n\n", openai_error_json(err)).into()
-    }
-}
-
-/// `{"error":{"message","type","param","code"}}`, the shape every OpenAI SDK parses.
-pub fn openai_error_json(err: &GatewayError) -> String {
-    #[derive(serde::Serialize)]
-    struct Body<'a> {
-        error: Detail<'a>,
-    }
-    #[derive(serde::Serialize)]
-    struct Detail<'a> {
-        message: String,
-        #[serde(rename = "type")]
-        kind: &'a str,
-        param: Option<()>,
-        code: &'a str,
-    }
-    let (kind, code) = err.type_and_code();
-    let body = Body {
-        error: Detail {
-            message: err.to_string(),
-            kind,
-            param: None,
-            code,
-        },
-    };
-    serde_json::to_string(&body).unwrap_or_default()
 }
 
 mod fast;

@@ -3,13 +3,11 @@
 //! OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, LiteLLM) serves it, so routes of
 //! `openai_chat` serve it too (see [`super::family`]). Errors use the OpenAI shape.
 
-use super::openai_chat::openai_error_json;
 use super::residual::Structural;
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role};
 use crate::error::GatewayError;
-use bytes::Bytes;
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -190,14 +188,6 @@ impl Protocol for OpenAiCompletions {
     ) -> Result<(), DecodeError> {
         chunk_deltas(parse_chunk(body)?, out);
         Ok(())
-    }
-
-    fn error_body(&self, err: &GatewayError) -> Bytes {
-        openai_error_json(err).into()
-    }
-
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
-        format!("data: {}\n\n", openai_error_json(err)).into()
     }
 }
 

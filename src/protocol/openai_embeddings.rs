@@ -2,14 +2,12 @@
 //! the answer is vectors, no text, so it is relayed whole (never streamed). Served by every
 //! OpenAI-compatible server, and so by routes of `openai_chat` too (see [`super::family`]).
 
-use super::openai_chat::openai_error_json;
 use super::openai_completions::{separate_texts, TextsOrTokens};
 use super::residual::Structural;
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use bytes::Bytes;
 use serde::Deserialize;
 
 pub struct OpenAiEmbeddings;
@@ -88,14 +86,6 @@ impl Protocol for OpenAiEmbeddings {
         serde_json::from_slice::<serde::de::IgnoredAny>(body)
             .map(|_| ())
             .map_err(|e| DecodeError(format!("malformed embeddings response: {e}")))
-    }
-
-    fn error_body(&self, err: &GatewayError) -> Bytes {
-        openai_error_json(err).into()
-    }
-
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
-        format!("data: {}\n\n", openai_error_json(err)).into()
     }
 }
 

@@ -7,7 +7,6 @@
 //! in-band error. Function call items are announced by `response.output_item.added`, before any
 //! argument byte.
 
-use super::openai_chat::openai_error_json;
 use super::{text_delta as text, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
@@ -559,10 +558,6 @@ impl Protocol for OpenAiResponses {
         }
         out.extend(r.usage.map(usage_delta));
         Ok(())
-    }
-
-    fn error_body(&self, err: &GatewayError) -> Bytes {
-        openai_error_json(err).into()
     }
 
     /// An `error` event in both shapes seen in the wild (flat fields and a nested `error`
