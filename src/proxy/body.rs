@@ -10,6 +10,13 @@
 //!
 //! Here: the bodies, and the polling side of the stream (upstream reads, its life, timers,
 //! output batches); `frames`: the checking side (frames → deltas → checks → hold-back).
+//!
+//! Checks that wait on someone else (a judge, an HTTP endpoint, a subprocess) fit this shape
+//! without a second hold-back: a window under judgment caps its channel's
+//! [`ExchangeGuard::safe_pos`] at the window's start until the verdict arrives, so `frames`
+//! holds exactly what it must; the verdict is a future polled here beside the upstream read and
+//! the timers (a `Pending` verdict is one more reason to return `Pending`, with the upstream still
+//! read meanwhile), and a failed one ends the stream like any other violation.
 
 mod frames;
 
