@@ -96,6 +96,12 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
+    /// A pack list of the config: `origin` says which key named it, in which file.
+    #[error("{origin}: {source}")]
+    Packs {
+        origin: String,
+        source: crate::policy::PolicyError,
+    },
     /// A part of the runtime built with the policies: the audit log, upstream base URLs,
     /// client keys, TLS.
     #[error("{0}")]

@@ -2,10 +2,13 @@
 
 use clap::{Parser, Subcommand};
 use guardwire::config::{Config, LogFormat};
+use guardwire::policy::Policy;
 use guardwire::proxy::upstream::UpstreamClient;
 use guardwire::proxy::Runtime;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -65,6 +68,17 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
     println!("config {}: ok", path.display());
     println!("listen {}", runtime.config.listen);
+    // Every distinct compiled policy once, numbered, with the routes and keys that use it.
+    fn number<'a>(policies: &mut Vec<&'a Arc<Policy>>, p: &'a Arc<Policy>) -> usize {
+        match policies.iter().position(|q| Arc::ptr_eq(q, p)) {
+            Some(i) => i + 1,
+            None => {
+                policies.push(p);
+                policies.len()
+            }
+        }
+    }
+    let mut policies: Vec<&Arc<Policy>> = Vec::new();
     for route in &runtime.routes {
         let upstream = route
             .upstream
@@ -73,20 +87,27 @@ fn check(path: &std::path::Path) -> ExitCode {
                 format!("{}://{}{}", u.scheme(), u.authority(), u.prefix)
             });
         println!(
-            "route {} ({}) -> {}",
+            "route {} ({}) -> {}, policy {}",
             route.name,
             route.protocol.name(),
-            upstream
+            upstream,
+            number(&mut policies, &route.policy)
         );
     }
-    if let Some(route) = runtime.routes.first() {
-        let policy = &route.policy;
+    for key in &runtime.keys {
+        match &key.policy {
+            Some(p) => println!("key {}: policy {}", key.id, number(&mut policies, p)),
+            None => println!("key {}: the route's policy", key.id),
+        }
+    }
+    for (i, policy) in policies.iter().enumerate() {
+        println!("policy {}:", i + 1);
         for pack in policy.packs() {
-            println!("pack {pack}");
+            println!("  pack {pack}");
         }
         for v in policy.validators() {
             println!(
-                "  validators[{}] {} ({}) direction={:?} mode={:?}{}",
+                "    validators[{}] {} ({}) direction={:?} mode={:?}{}",
                 v.index,
                 v.type_name,
                 v.canonical,
@@ -98,7 +119,7 @@ fn check(path: &std::path::Path) -> ExitCode {
             );
         }
         println!(
-            "{} validators, automata {} KiB",
+            "  {} validators, automata {} KiB",
             policy.validators().len(),
             policy.memory_usage() / 1024
         );
@@ -186,7 +207,10 @@ async fn shutdown_signal() {
 fn init_tracing(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colour only on a terminal: escape codes would end up in files and the journal.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal());
     match config.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

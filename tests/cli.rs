@@ -38,6 +38,91 @@ fn check_accepts_the_shipped_config_and_lists_what_it_loaded() {
 }
 
 #[test]
+fn check_lists_the_policy_of_every_route_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let pack = |name: &str, word: &str| {
+        let path = dir.path().join(name);
+        let yaml =
+            format!("validators:\n  - type: banned_words\n    params: {{ words: [{word}] }}\n");
+        std::fs::write(&path, yaml).unwrap();
+        path.display().to_string()
+    };
+    let (route_pack, key_pack) = (pack("route.yaml", "alpha"), pack("key.yaml", "beta"));
+    let config = dir.path().join("g.yaml");
+    let yaml = format!(
+        "packs: [config/packs/default.yaml]\n\
+         routes:\n  - name: local\n    path_prefix: /local\n    protocol: openai_chat\n    \
+         upstream: http://127.0.0.1:9\n    packs: [\"{route_pack}\"]\n\
+         keys:\n  - id: team-a\n    key_env: GW_TEST_KEY_A\n    packs: [\"{key_pack}\"]\n  \
+         - id: team-b\n    key_env: GW_TEST_KEY_B\n"
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let env = [
+        ("GW_TEST_KEY_A", "secret-key-of-team-a"),
+        ("GW_TEST_KEY_B", "secret-key-of-team-b"),
+    ];
+    let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &env);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("route local (openai_chat) -> http://127.0.0.1:9, policy 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("route openai_chat (openai_chat) -> (not configured: answers 404), policy 2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("key team-a: policy 3\nkey team-b: the route's policy"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("policy 1:\n  pack {route_pack}\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains("policy 2:\n  pack config/packs/default.yaml\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("policy 3:\n  pack {key_pack}\n")),
+        "{out}"
+    );
+}
+
+#[test]
+fn config_errors_say_which_key_named_a_missing_pack_and_where_an_unknown_key_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("g.yaml");
+    let write = |yaml: &str| std::fs::write(&config, yaml).unwrap();
+    let check = || run(&["check", "--config", config.to_str().unwrap()], &[]);
+    write("keys:\n  - id: team-a\n    key_env: PATH\n    packs: [packs/gone.yaml]\n");
+    let (ok, out) = check();
+    assert!(!ok);
+    let cwd = env!("CARGO_MANIFEST_DIR");
+    assert!(
+        out.contains(&format!(
+            "keys[0] (team-a).packs in {}: packs/gone.yaml: cannot read: ",
+            config.display()
+        )) && out.contains(&format!("(relative to the working directory {cwd})")),
+        "{out}"
+    );
+    write("listen: 127.0.0.1:9\nlogg:\n  level: debug\n");
+    let (ok, out) = check();
+    assert!(!ok);
+    assert!(
+        out.contains("logg: unknown key `logg` at line 2, column 1; did you mean `log`?"),
+        "{out}"
+    );
+    write("routes:\n  - name: a\n    prefix: /a\n    protocol: openai_chat\n    upstream: http://127.0.0.1:9\n");
+    let (ok, out) = check();
+    assert!(!ok);
+    assert!(
+        out.contains("routes.0.prefix: unknown key `prefix` at line 3, column 5; did you mean `path_prefix`?"),
+        "{out}"
+    );
+}
+
+#[test]
 fn an_empty_admin_token_from_the_environment_is_refused() {
     let (ok, out) = run(
         &["check", "--config", "config/guardwire.yaml"],
@@ -185,6 +270,34 @@ async fn serve_proxies_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn text_logs_have_no_colour_codes_when_not_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("g.yaml");
+    std::fs::write(&config, "listen: \"127.0.0.1:0\"\nlog: { format: text }\n").unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut seen = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("guardwire listening") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(seen.contains("guardwire listening"), "{seen}");
+    assert!(!seen.contains('\u{1b}'), "escape codes in a pipe: {seen:?}");
 }
 
 #[test]

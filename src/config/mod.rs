@@ -14,6 +14,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod checked;
+mod errors;
+
+use errors::format_figment_error;
 
 pub use checked::{AuthHeader, BaseUrl, ProtocolId, Provider};
 
@@ -76,6 +79,9 @@ pub struct Config {
     /// fields); a route may set its own.
     #[serde(default)]
     pub unknown_content: UnknownContent,
+    /// The file this config was read from (errors about what it names, such as packs, say so).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// What happens to strings of an answer that no decoder turns into text (`unknown_content`).
@@ -434,9 +440,11 @@ impl Config {
         let figment = Figment::new()
             .merge(Yaml::file_exact(path))
             .merge(env_overrides());
-        let mut config: Config = figment
-            .extract()
-            .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;
+        let mut config: Config = figment.extract().map_err(|e| {
+            let text = std::fs::read_to_string(path).ok();
+            ConfigError::Invalid(format_figment_error(e, text.as_deref()))
+        })?;
+        config.file = Some(path.to_owned());
         config.validate()?;
         Ok(config)
     }
@@ -446,7 +454,7 @@ impl Config {
         let mut config: Config = Figment::new()
             .merge(Yaml::string(text))
             .extract()
-            .map_err(|e| ConfigError::Invalid(format_figment_error(e)))?;
+            .map_err(|e| ConfigError::Invalid(format_figment_error(e, Some(text))))?;
         config.validate()?;
         Ok(config)
     }
@@ -575,27 +583,6 @@ pub fn check_duration_ms(ms: u64) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// figment errors name the key; add the source (file or env var) on every line.
-fn format_figment_error(e: figment::Error) -> String {
-    e.into_iter()
-        .map(|e| {
-            let key = if e.path.is_empty() {
-                String::new()
-            } else {
-                format!("{}: ", e.path.join("."))
-            };
-            let source = e
-                .metadata
-                .as_ref()
-                .and_then(|m| m.source.as_ref())
-                .map(|s| format!(" (in {s})"))
-                .unwrap_or_default();
-            format!("{key}{}{source}", e.kind)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[cfg(test)]

@@ -32,10 +32,20 @@ pub fn load_pack(path: &Path) -> Result<Vec<(Validator, CheckDef)>, PackError> {
 
 /// The text of a pack file.
 pub fn read_pack(path: &Path) -> Result<String, PackError> {
-    std::fs::read_to_string(path).map_err(|e| PackError {
-        file: path.display().to_string(),
-        location: String::new(),
-        message: format!("cannot read: {e}"),
+    std::fs::read_to_string(path).map_err(|e| {
+        // Relative pack paths are read from the working directory, not the config's.
+        let cwd = std::env::current_dir().ok().filter(|_| path.is_relative());
+        PackError {
+            file: path.display().to_string(),
+            location: String::new(),
+            message: match cwd {
+                Some(dir) => format!(
+                    "cannot read: {e} (relative to the working directory {})",
+                    dir.display()
+                ),
+                None => format!("cannot read: {e}"),
+            },
+        }
     })
 }
 

@@ -5,7 +5,7 @@ use super::{auth, upstream};
 use crate::audit::Audit;
 use crate::config::{AuthHeader, Config, UnknownContent};
 use crate::error::StartError;
-use crate::policy::{Policy, PolicyCache, PolicyLoader};
+use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::Protocol;
 use std::sync::Arc;
 use upstream::UpstreamBase;
@@ -80,15 +80,17 @@ impl Runtime {
     }
 
     fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, StartError> {
-        let policy = loader.policy(&config.packs)?;
+        let policy = loader
+            .policy(&config.packs)
+            .map_err(packs_error(&config, "packs".into()))?;
         let audit = Arc::new(Audit::open(&config.audit).map_err(StartError::Setup)?);
         let upstream = |url: &crate::config::BaseUrl| {
             UpstreamBase::new(url).map_err(|e| StartError::Setup(format!("upstream {e}")))
         };
-        let mut configured: Vec<_> = config.routes.iter().collect();
-        configured.sort_by_key(|r| std::cmp::Reverse(r.path_prefix.len()));
+        let mut configured: Vec<_> = config.routes.iter().enumerate().collect();
+        configured.sort_by_key(|(_, r)| std::cmp::Reverse(r.path_prefix.len()));
         let mut routes = Vec::new();
-        for rc in configured {
+        for (i, rc) in configured {
             let checked = rc.checked.as_ref().ok_or_else(|| {
                 StartError::Setup(format!(
                     "routes ({}): the config was not validated",
@@ -101,7 +103,10 @@ impl Runtime {
                 protocol,
                 upstream: Some(upstream(&checked.upstream)?),
                 policy: match &rc.packs {
-                    Some(packs) => loader.policy(packs)?,
+                    Some(packs) => loader.policy(packs).map_err(packs_error(
+                        &config,
+                        format!("routes[{i}] ({}).packs", rc.name),
+                    ))?,
                     None => Arc::clone(&policy),
                 },
                 prefix: Some(rc.path_prefix.clone()),
@@ -131,7 +136,11 @@ impl Runtime {
         for (i, k) in config.keys.iter().enumerate() {
             let setup = |e: String| StartError::Setup(format!("keys[{i}] ({}): {e}", k.id));
             let key_policy = match &k.packs {
-                Some(packs) => Some(loader.policy(packs)?),
+                Some(packs) => Some(
+                    loader
+                        .policy(packs)
+                        .map_err(packs_error(&config, format!("keys[{i}] ({}).packs", k.id)))?,
+                ),
                 None => None,
             };
             keys.push(auth::ClientKey::new(
@@ -160,5 +169,16 @@ impl Runtime {
             Some(prefix) => path.starts_with(prefix.as_str()),
             None => r.protocol.matches(path),
         })
+    }
+}
+
+/// Names the config key (and the file) of a pack list that failed to load.
+fn packs_error(config: &Config, key: String) -> impl FnOnce(PolicyError) -> StartError + '_ {
+    move |source| StartError::Packs {
+        origin: match &config.file {
+            Some(file) => format!("{key} in {}", file.display()),
+            None => key,
+        },
+        source,
     }
 }
