@@ -420,3 +420,86 @@ validators:
         "{text}"
     );
 }
+
+/// `/metrics` speaks Prometheus' text format 0.0.4 unless the scraper asks for OpenMetrics, and
+/// the text format passes promtool's linter (`promtool check metrics`: help text, types, names)
+/// with counters, a histogram and a gauge populated.
+#[tokio::test]
+#[ignore = "needs promtool (Debian package prometheus; tests/run installs it)"]
+async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
+    let promtool = std::env::var_os("GUARDWIRE_PROMTOOL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "promtool".into());
+    let mock =
+        MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["card 4111 1111 1111 1111 ok"])))
+            .await;
+    let pack = "validators:\n  - type: banned_words\n    params: { words: [forbidden], direction: input }\n  \
+                - type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
+                - type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
+    let proxy = start_proxy(&mock.base_url(), pack, "").await;
+    let blocked = STREAM_REQUEST.replace("\"content\":\"", "\"content\":\"forbidden ");
+    assert_ne!(
+        blocked, STREAM_REQUEST,
+        "the request must carry the banned word"
+    );
+    assert_eq!(post_chat(proxy.addr(), &blocked).await.status, 400);
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert!(a.text().contains("[REDACTED:credit_card]"), "{}", a.text());
+
+    let text = send(proxy.addr(), "GET", "/metrics", bytes::Bytes::new(), &[]).await;
+    assert_eq!(
+        text.headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let body = text.text();
+    for series in [
+        "# TYPE guardwire_blocked_total counter",
+        "guardwire_blocked_total{",
+        "guardwire_redactions_total{",
+        "guardwire_monitor_hits_total{",
+        "# TYPE guardwire_latency_overhead_seconds histogram",
+    ] {
+        assert!(body.contains(series), "{series} missing:\n{body}");
+    }
+    let mut child = std::process::Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", promtool.display()));
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{}{}\n{body}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let om = send(
+        proxy.addr(),
+        "GET",
+        "/metrics",
+        bytes::Bytes::new(),
+        &[("accept", accept)],
+    )
+    .await;
+    assert_eq!(
+        om.headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let om = om.text();
+    assert!(
+        om.contains("# TYPE guardwire_blocked counter") && om.ends_with("# EOF\n"),
+        "{om}"
+    );
+}

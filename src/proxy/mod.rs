@@ -20,7 +20,9 @@ pub use runtime::{Route, Runtime};
 
 use crate::config::{Config, UnknownContent};
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, ReloadLabels, ReloadResult, RequestLabels, UpstreamErrorKind};
+use crate::metrics::{
+    Exposition, Metrics, ReloadLabels, ReloadResult, RequestLabels, UpstreamErrorKind,
+};
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::{residual, Protocol};
 use arc_swap::ArcSwap;
@@ -189,12 +191,12 @@ impl Gateway {
             }
             (&Method::POST, "/admin/reload") => return self.admin_reload(&req).await,
             (&Method::GET, "/metrics") => {
-                let mut r = plain(StatusCode::OK, self.metrics.render());
+                let accept = req.headers().get(header::ACCEPT);
+                let format = Exposition::negotiate(accept.and_then(|a| a.to_str().ok()));
+                let mut r = plain(StatusCode::OK, self.metrics.render(format));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
-                    HeaderValue::from_static(
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    ),
+                    HeaderValue::from_static(format.content_type()),
                 );
                 return r;
             }
