@@ -1,11 +1,21 @@
 //! Prometheus metrics (`GET /metrics`). One registry per process, no global state.
+//! `exposition`: the text formats; `process`: the standard `process_*` metrics.
+
+mod exposition;
+mod process;
+
+use exposition::openmetrics_to_text004;
+pub use exposition::Exposition;
+use process::ProcessMetrics;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -74,6 +84,17 @@ pub enum UpstreamErrorKind {
 }
 
 impl UpstreamErrorKind {
+    pub const ALL: [UpstreamErrorKind; 8] = [
+        UpstreamErrorKind::Connect,
+        UpstreamErrorKind::Timeout,
+        UpstreamErrorKind::Reset,
+        UpstreamErrorKind::Idle,
+        UpstreamErrorKind::Total,
+        UpstreamErrorKind::Malformed,
+        UpstreamErrorKind::Encoded,
+        UpstreamErrorKind::Incomplete,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             UpstreamErrorKind::Connect => "connect",
@@ -120,6 +141,19 @@ pub struct Metrics {
     pub holdback_exceeded: Family<RouteLabels, Counter>,
     /// Config reloads by result; a failed one leaves the running policy in force.
     pub config_reloads: Family<ReloadLabels, Counter>,
+    /// Requests admitted against `limits.max_concurrent_requests` (streams until they end);
+    /// set at each scrape.
+    pub requests_in_flight: Gauge,
+    /// `limits.max_concurrent_requests` of the running config.
+    pub max_concurrent_requests: Gauge,
+    /// A hash of the running config and the pack files it loaded (48 bits, so a float holds it
+    /// exactly): replicas with different values run different policies.
+    pub config_hash: Gauge,
+    /// 1 when the last reload succeeded (or none was tried), 0 when it failed.
+    pub config_last_reload_successful: Gauge,
+    /// When the running config was loaded (start or the last successful reload), Unix seconds.
+    pub config_last_reload_success_timestamp: Gauge<f64, AtomicU64>,
+    process: ProcessMetrics,
 }
 
 impl Default for Metrics {
@@ -130,7 +164,45 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("guardwire");
+        let mut root = Registry::default();
+        let process = ProcessMetrics::register(&mut root);
+        let registry = root.sub_registry_with_prefix("guardwire");
+        registry.register(
+            "build",
+            "guardwire's version (the value is always 1)",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        let requests_in_flight = Gauge::default();
+        let max_concurrent_requests = Gauge::default();
+        let config_hash = Gauge::default();
+        let config_last_reload_successful = Gauge::default();
+        let config_last_reload_success_timestamp = Gauge::<f64, AtomicU64>::default();
+        config_last_reload_successful.set(1);
+        registry.register(
+            "requests_in_flight",
+            "Requests admitted against limits.max_concurrent_requests (streams until they end)",
+            requests_in_flight.clone(),
+        );
+        registry.register(
+            "max_concurrent_requests",
+            "The running config's limits.max_concurrent_requests",
+            max_concurrent_requests.clone(),
+        );
+        registry.register(
+            "config_hash",
+            "Hash of the running config and its pack files (differs between replicas running different policies)",
+            config_hash.clone(),
+        );
+        registry.register(
+            "config_last_reload_successful",
+            "1 when the last config reload succeeded (or none was tried), 0 when it failed",
+            config_last_reload_successful.clone(),
+        );
+        registry.register(
+            "config_last_reload_success_timestamp_seconds",
+            "When the running config was loaded (start or last successful reload), Unix time",
+            config_last_reload_success_timestamp.clone(),
+        );
         let requests = Family::<RequestLabels, Counter>::default();
         let blocked = Family::<VerdictLabels, Counter>::default();
         let monitored = Family::<VerdictLabels, Counter>::default();
@@ -191,7 +263,7 @@ impl Metrics {
             upstream_errors.clone(),
         );
         Metrics {
-            registry,
+            registry: root,
             requests,
             blocked,
             monitored,
@@ -201,11 +273,18 @@ impl Metrics {
             upstream_errors,
             holdback_exceeded,
             config_reloads,
+            requests_in_flight,
+            max_concurrent_requests,
+            config_hash,
+            config_last_reload_successful,
+            config_last_reload_success_timestamp,
+            process,
         }
     }
 
     /// Every metric in `format`.
     pub fn render(&self, format: Exposition) -> String {
+        self.process.refresh();
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
@@ -214,114 +293,5 @@ impl Metrics {
             Exposition::OpenMetrics => out,
             Exposition::Text004 => openmetrics_to_text004(&out),
         }
-    }
-}
-
-/// The formats `/metrics` answers in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exposition {
-    /// Prometheus' text format 0.0.4: what a scraper gets unless it asks for OpenMetrics, and
-    /// what promtool checks.
-    Text004,
-    /// OpenMetrics 1.0, for a scraper whose `Accept` names `application/openmetrics-text`.
-    OpenMetrics,
-}
-
-impl Exposition {
-    /// The format a scraper's `Accept` header asks for.
-    pub fn negotiate(accept: Option<&str>) -> Exposition {
-        match accept {
-            Some(a)
-                if a.to_ascii_lowercase()
-                    .contains("application/openmetrics-text") =>
-            {
-                Exposition::OpenMetrics
-            }
-            _ => Exposition::Text004,
-        }
-    }
-
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Exposition::Text004 => "text/plain; version=0.0.4; charset=utf-8",
-            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        }
-    }
-}
-
-/// Rewrites prometheus-client's OpenMetrics text as text format 0.0.4. The samples are the
-/// same; the metadata differs: a counter's `# HELP` and `# TYPE` name its samples (`x_total`,
-/// where OpenMetrics names the family `x`), an info family is a gauge named `x_info`, and
-/// there is no `# UNIT` or `# EOF`.
-fn openmetrics_to_text004(om: &str) -> String {
-    // A family's TYPE comes after its HELP: find the types first.
-    let mut renamed: Vec<(&str, &str, &str)> = Vec::new(); // (family, sample name suffix, 0.0.4 type)
-    for line in om.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            match rest.split_once(' ') {
-                Some((name, "counter")) => renamed.push((name, "_total", "counter")),
-                Some((name, "info")) => renamed.push((name, "_info", "gauge")),
-                _ => {}
-            }
-        }
-    }
-    let rename = |name: &str| renamed.iter().find(|(n, ..)| *n == name).copied();
-    let mut out = String::with_capacity(om.len());
-    for line in om.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        let meta = line
-            .strip_prefix("# HELP ")
-            .map(|r| ("# HELP ", r))
-            .or_else(|| line.strip_prefix("# TYPE ").map(|r| ("# TYPE ", r)));
-        match meta {
-            Some((kind, rest)) => {
-                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                match rename(name) {
-                    Some((_, suffix, ty)) if kind == "# TYPE " => {
-                        out.push_str(&format!("# TYPE {name}{suffix} {ty}"));
-                    }
-                    Some((_, suffix, _)) => out.push_str(&format!("{kind}{name}{suffix} {tail}")),
-                    None => out.push_str(line),
-                }
-            }
-            None => out.push_str(line),
-        }
-        out.push('\n');
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_004_names_counters_by_their_samples_and_drops_openmetrics_markers() {
-        let om = "# HELP gw_requests Requests.\n# TYPE gw_requests counter\n\
-                  gw_requests_total{route=\"a\"} 2\n# HELP gw_build Build.\n# TYPE gw_build info\n\
-                  gw_build_info{version=\"1\"} 1\n# HELP gw_up Up.\n# TYPE gw_up gauge\n\
-                  # UNIT gw_up seconds\ngw_up 1\n# EOF\n";
-        assert_eq!(
-            openmetrics_to_text004(om),
-            "# HELP gw_requests_total Requests.\n# TYPE gw_requests_total counter\n\
-             gw_requests_total{route=\"a\"} 2\n# HELP gw_build_info Build.\n# TYPE gw_build_info gauge\n\
-             gw_build_info{version=\"1\"} 1\n# HELP gw_up Up.\n# TYPE gw_up gauge\ngw_up 1\n"
-        );
-    }
-
-    #[test]
-    fn openmetrics_only_when_asked_for() {
-        assert_eq!(Exposition::negotiate(None), Exposition::Text004);
-        assert_eq!(
-            Exposition::negotiate(Some("text/plain;version=0.0.4;q=0.5,*/*;q=0.1")),
-            Exposition::Text004
-        );
-        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-        assert_eq!(
-            Exposition::negotiate(Some(prometheus)),
-            Exposition::OpenMetrics
-        );
     }
 }

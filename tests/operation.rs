@@ -423,20 +423,90 @@ validators:
 
 /// `/metrics` speaks Prometheus' text format 0.0.4 unless the scraper asks for OpenMetrics, and
 /// the text format passes promtool's linter (`promtool check metrics`: help text, types, names)
-/// with counters, a histogram and a gauge populated.
+/// both before any traffic (every series the config can produce is there, at zero) and with
+/// counters, a histogram and gauges populated.
 #[tokio::test]
 #[ignore = "needs promtool (Debian package prometheus; tests/run installs it)"]
 async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
     let promtool = std::env::var_os("GUARDWIRE_PROMTOOL")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| "promtool".into());
+    let lint = |body: &str| {
+        let mut child = std::process::Command::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", promtool.display()));
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "promtool check metrics: {}\n{}{}\n{body}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let scrape = |addr, accept: &'static str| async move {
+        let headers: &[(&str, &str)] = if accept.is_empty() {
+            &[]
+        } else {
+            &[("accept", accept)]
+        };
+        send(addr, "GET", "/metrics", bytes::Bytes::new(), headers).await
+    };
     let mock =
         MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["card 4111 1111 1111 1111 ok"])))
             .await;
-    let pack = "validators:\n  - type: banned_words\n    params: { words: [forbidden], direction: input }\n  \
-                - type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
-                - type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
-    let proxy = start_proxy(&mock.base_url(), pack, "").await;
+    let pack = "validators:\n  - id: no-forbidden\n    type: banned_words\n    params: { words: [forbidden], direction: input }\n  \
+                - id: cards\n    type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
+                - id: watch-ok\n    type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
+    let proxy = start_proxy(
+        &mock.base_url(),
+        pack,
+        "limits: { max_concurrent_requests: 77 }",
+    )
+    .await;
+
+    let fresh = scrape(proxy.addr(), "").await;
+    assert_eq!(
+        fresh.headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let fresh = fresh.text();
+    for series in [
+        "guardwire_build_info{version=\"",
+        "guardwire_max_concurrent_requests 77\n",
+        "guardwire_requests_in_flight 0\n",
+        "guardwire_config_last_reload_successful 1\n",
+        "guardwire_config_reload_total{result=\"failure\"} 0\n",
+        "guardwire_upstream_errors_total{route=\"openai_chat\",kind=\"connect\"} 0\n",
+        "guardwire_holdback_exceeded_total{route=\"openai_chat\"} 0\n",
+        "guardwire_blocked_total{validator=\"no-forbidden\",phase=\"input\",route=\"openai_chat\"} 0\n",
+        "guardwire_redactions_total{validator=\"cards\",phase=\"stream\",route=\"openai_chat\"} 0\n",
+        "guardwire_monitor_hits_total{validator=\"watch-ok\",phase=\"stream\",route=\"openai_chat\"} 0\n",
+        "process_resident_memory_bytes ",
+        "process_start_time_seconds ",
+    ] {
+        assert!(fresh.contains(series), "{series} missing:\n{fresh}");
+    }
+    // Routes without an upstream never count anything: no series.
+    assert!(!fresh.contains("route=\"gemini\""), "{fresh}");
+    let hash = fresh
+        .lines()
+        .find(|l| l.starts_with("guardwire_config_hash "))
+        .unwrap();
+    assert_ne!(hash, "guardwire_config_hash 0", "{fresh}");
+    lint(&fresh);
+
     let blocked = STREAM_REQUEST.replace("\"content\":\"", "\"content\":\"forbidden ");
     assert_ne!(
         blocked, STREAM_REQUEST,
@@ -445,54 +515,19 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
     assert_eq!(post_chat(proxy.addr(), &blocked).await.status, 400);
     let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
     assert!(a.text().contains("[REDACTED:credit_card]"), "{}", a.text());
-
-    let text = send(proxy.addr(), "GET", "/metrics", bytes::Bytes::new(), &[]).await;
-    assert_eq!(
-        text.headers["content-type"],
-        "text/plain; version=0.0.4; charset=utf-8"
-    );
-    let body = text.text();
+    let body = scrape(proxy.addr(), "").await.text();
     for series in [
-        "# TYPE guardwire_blocked_total counter",
-        "guardwire_blocked_total{",
-        "guardwire_redactions_total{",
-        "guardwire_monitor_hits_total{",
+        "guardwire_blocked_total{validator=\"no-forbidden\",phase=\"input\",route=\"openai_chat\"} 1\n",
+        "guardwire_redactions_total{validator=\"cards\",phase=\"stream\",route=\"openai_chat\"} 1\n",
+        "guardwire_monitor_hits_total{validator=\"watch-ok\",phase=\"stream\",route=\"openai_chat\"} 1\n",
         "# TYPE guardwire_latency_overhead_seconds histogram",
     ] {
         assert!(body.contains(series), "{series} missing:\n{body}");
     }
-    let mut child = std::process::Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", promtool.display()));
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool check metrics: {}\n{}{}\n{body}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    lint(&body);
 
     let accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
-    let om = send(
-        proxy.addr(),
-        "GET",
-        "/metrics",
-        bytes::Bytes::new(),
-        &[("accept", accept)],
-    )
-    .await;
+    let om = scrape(proxy.addr(), accept).await;
     assert_eq!(
         om.headers["content-type"],
         "application/openmetrics-text; version=1.0.0; charset=utf-8"

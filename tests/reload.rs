@@ -95,6 +95,7 @@ async fn a_reload_swaps_the_policy_for_new_requests_only() {
     let server = start(&s.config).await;
     let addr = server.addr;
     assert!(blocked(&post_chat(addr, STREAM_REQUEST).await, "alpha"));
+    let hash_before = config_hash(&metrics(addr).await);
 
     // A stream starts under the old policy (ban alpha, allow beta)...
     let slow =
@@ -116,9 +117,23 @@ async fn a_reload_swaps_the_policy_for_new_requests_only() {
         "new requests get the new policy: {}",
         new.text()
     );
-    assert!(metrics(addr)
-        .await
-        .contains(r#"guardwire_config_reload_total{result="success"} 1"#));
+    let after = metrics(addr).await;
+    assert!(after.contains(r#"guardwire_config_reload_total{result="success"} 1"#));
+    assert!(
+        after.contains("guardwire_config_last_reload_successful 1\n"),
+        "{after}"
+    );
+    // The pack's text changed: so did the hash replicas are compared by.
+    assert_ne!(config_hash(&after), hash_before, "{after}");
+}
+
+/// The value of `guardwire_config_hash` in a scrape.
+fn config_hash(scrape: &str) -> String {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix("guardwire_config_hash "))
+        .unwrap_or_else(|| panic!("no config hash in {scrape}"))
+        .to_owned()
 }
 
 #[tokio::test]
@@ -129,6 +144,7 @@ async fn an_invalid_pack_keeps_the_running_policy() {
         "reload: { poll_ms: 0 }\nadmin: { token: s3cret }",
     );
     let server = start(&s.config).await;
+    let hash_before = config_hash(&metrics(server.addr).await);
     std::fs::write(
         &s.pack,
         "validators:\n  - type: regex\n    params: { pattern: '(' }\n",
@@ -148,9 +164,17 @@ async fn an_invalid_pack_keeps_the_running_policy() {
         &post_chat(server.addr, STREAM_REQUEST).await,
         "alpha"
     ));
-    assert!(metrics(server.addr)
-        .await
-        .contains(r#"guardwire_config_reload_total{result="failure"} 1"#));
+    let after = metrics(server.addr).await;
+    assert!(after.contains(r#"guardwire_config_reload_total{result="failure"} 1"#));
+    assert!(
+        after.contains("guardwire_config_last_reload_successful 0\n"),
+        "{after}"
+    );
+    assert_eq!(
+        config_hash(&after),
+        hash_before,
+        "the running config is unchanged"
+    );
 }
 
 #[tokio::test]

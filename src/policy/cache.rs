@@ -80,6 +80,15 @@ impl PolicyCache {
     pub fn is_empty(&self) -> bool {
         self.compiled.is_empty()
     }
+
+    /// Feeds every pack list's paths and texts to `state`, in an order that does not depend on
+    /// the map's (so equal loads hash equal).
+    pub fn hash_sources(&self, state: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        let mut lists: Vec<&Sources> = self.compiled.keys().collect();
+        lists.sort();
+        lists.hash(state);
+    }
 }
 
 fn compile(sources: &Sources) -> Result<Policy, PolicyError> {

@@ -66,10 +66,12 @@ impl Drop for InFlight {
 impl Gateway {
     pub fn new(runtime: Runtime, config_path: Option<PathBuf>) -> Result<Gateway, String> {
         let client = UpstreamClient::for_config(&runtime.config)?;
+        let metrics = Metrics::new();
+        note_runtime(&metrics, &runtime);
         Ok(Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             client,
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(metrics),
             config_path,
             reloading: tokio::sync::Mutex::new(()),
             in_flight: Arc::new(AtomicUsize::new(0)),
@@ -125,12 +127,15 @@ impl Gateway {
                     .routes
                     .first()
                     .map_or(0, |r| r.policy.validators().len());
+                note_runtime(&self.metrics, &runtime);
+                self.metrics.config_last_reload_successful.set(1);
                 self.swap_runtime(runtime);
                 tracing::info!(validators, "config reloaded");
                 Ok(())
             }
             Err(e) => {
                 tracing::error!(error = %e, "config reload failed; keeping the running policy");
+                self.metrics.config_last_reload_successful.set(0);
                 Err(e)
             }
         };
@@ -191,6 +196,9 @@ impl Gateway {
             }
             (&Method::POST, "/admin/reload") => return self.admin_reload(&req).await,
             (&Method::GET, "/metrics") => {
+                let in_flight = self.in_flight.load(Ordering::Acquire);
+                let in_flight = i64::try_from(in_flight).unwrap_or(i64::MAX);
+                self.metrics.requests_in_flight.set(in_flight);
                 let accept = req.headers().get(header::ACCEPT);
                 let format = Exposition::negotiate(accept.and_then(|a| a.to_str().ok()));
                 let mut r = plain(StatusCode::OK, self.metrics.render(format));
@@ -348,4 +356,21 @@ pub fn error_response(protocol: &dyn Protocol, err: &GatewayError) -> Response<P
         _ => {}
     }
     r
+}
+
+/// What the metrics say about a runtime being put in force (at start, or by a reload): its
+/// config hash, when, its concurrency limit, and its series at zero.
+fn note_runtime(metrics: &Metrics, rt: &Runtime) {
+    metrics
+        .config_hash
+        .set(i64::try_from(rt.config_hash).unwrap_or_default());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    metrics.config_last_reload_success_timestamp.set(now);
+    let max = rt.config.limits.max_concurrent_requests;
+    metrics
+        .max_concurrent_requests
+        .set(i64::try_from(max).unwrap_or(i64::MAX));
+    report::declare_series(metrics, rt);
 }

@@ -1,10 +1,16 @@
 //! Where the verdicts of an exchange go: metrics, the log and the audit log — the validator,
 //! phase and rule, never the matched text.
 
+use super::runtime::Runtime;
 use crate::audit::{Audit, AuditEvent};
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels};
-use crate::policy::{Finding, Mode, Policy};
+use crate::metrics::{
+    Metrics, ReloadLabels, ReloadResult, RouteLabels, UpstreamErrorKind, UpstreamErrorLabels,
+    VerdictLabels,
+};
+use crate::policy::{Finding, Mode, Phase, Policy};
+use prometheus_client::metrics::family::Family;
+use std::sync::Arc;
 
 /// Where the verdicts of one exchange go: metrics, the log and the audit log — the validator,
 /// phase and rule, never the matched text. Shared by the request path and the stream body.
@@ -78,4 +84,56 @@ pub fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: Upstre
         .upstream_errors
         .get_or_create(&UpstreamErrorLabels { route, kind })
         .inc();
+}
+
+/// Creates (at zero) every series the running config can produce but has not yet: reloads by
+/// result; per route with an upstream, its upstream errors by kind, hold-back overruns, and
+/// each validator that can act on it (the route's own and the keys') under every phase, in
+/// the family of its mode. Dashboards and alerts then see a 0, not an absent series, before
+/// the first event. Called at start and after each reload (series of an old config stay).
+pub fn declare_series(metrics: &Metrics, rt: &Runtime) {
+    for result in [ReloadResult::Success, ReloadResult::Failure] {
+        declare(&metrics.config_reloads, &ReloadLabels { result });
+    }
+    for route in rt.routes.iter().filter(|r| r.upstream.is_some()) {
+        let name = route.name;
+        declare(&metrics.holdback_exceeded, &RouteLabels { route: name });
+        for kind in UpstreamErrorKind::ALL {
+            declare(
+                &metrics.upstream_errors,
+                &UpstreamErrorLabels { route: name, kind },
+            );
+        }
+        let mut policies: Vec<&Arc<Policy>> = vec![&route.policy];
+        for p in rt.keys.iter().filter_map(|k| k.policy.as_ref()) {
+            if !policies.iter().any(|q| Arc::ptr_eq(q, p)) {
+                policies.push(p);
+            }
+        }
+        for v in policies.iter().flat_map(|p| p.validators()) {
+            let family = match v.mode {
+                Mode::Enforce => &metrics.blocked,
+                Mode::Monitor => &metrics.monitored,
+                Mode::Redact => &metrics.redacted,
+            };
+            for phase in [Phase::Input, Phase::Stream, Phase::Response] {
+                let labels = VerdictLabels {
+                    validator: v.label.clone(),
+                    phase: phase.as_str(),
+                    route: name,
+                };
+                declare(family, &labels);
+            }
+        }
+    }
+}
+
+/// Creates the series of `labels` in `family` (at zero) if it does not exist yet.
+fn declare<S, M>(family: &Family<S, M>, labels: &S)
+where
+    S: Clone + std::hash::Hash + Eq,
+    M: prometheus_client::metrics::TypedMetric + Default,
+{
+    // The guard only holds the family's lock: the series exists once it is dropped.
+    drop(family.get_or_create(labels));
 }

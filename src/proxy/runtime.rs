@@ -43,6 +43,9 @@ pub struct Runtime {
     /// The distinct compiled policies of routes and keys, reused by the next reload for every
     /// pack list whose files did not change.
     pub policies: PolicyCache,
+    /// A hash of the config (as parsed, environment included) and of every pack file's text:
+    /// 48 bits, for the `guardwire_config_hash` gauge.
+    pub config_hash: u64,
 }
 
 impl Route {
@@ -154,13 +157,22 @@ impl Runtime {
             Some(t) => Some(crate::tls::server_config(t).map_err(StartError::Setup)?),
             None => None,
         };
+        let policies = loader.finish();
+        let config_hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            format!("{config:?}").hash(&mut h);
+            policies.hash_sources(&mut h);
+            h.finish() >> 16
+        };
         Ok(Runtime {
             config,
             routes,
             audit,
             keys,
             tls,
-            policies: loader.finish(),
+            policies,
+            config_hash,
         })
     }
 
