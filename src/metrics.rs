@@ -35,6 +35,24 @@ pub struct RouteLabels {
     pub route: &'static str,
 }
 
+/// An exchange's traffic: the route, the model asked for (one of the configured models, else
+/// `other`) and the client key (`none` without keys).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrafficLabels {
+    pub route: &'static str,
+    pub model: &'static str,
+    pub key_id: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub route: &'static str,
+    pub model: &'static str,
+    pub key_id: &'static str,
+    /// `input` or `output`.
+    pub kind: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
     pub result: ReloadResult,
@@ -133,6 +151,16 @@ pub struct Metrics {
     pub redacted: Family<VerdictLabels, Counter>,
     /// Time guardwire itself adds to a request: total time minus time waiting on the upstream.
     pub overhead: Family<RouteLabels, Histogram>,
+    /// From a request's arrival to the end of its answer (a stream's last byte).
+    pub request_duration: Family<RouteLabels, Histogram>,
+    /// From sending a request upstream to the upstream's response head.
+    pub upstream_response: Family<RouteLabels, Histogram>,
+    /// From sending a request upstream to the first text of its streamed answer.
+    pub upstream_first_token: Family<RouteLabels, Histogram>,
+    /// Tokens the provider reported (`usage`), by kind.
+    pub tokens: Family<TokenLabels, Counter>,
+    /// What the reported tokens cost, for models with `prices`.
+    pub spend: Family<TrafficLabels, Counter<f64, AtomicU64>>,
     /// Streams being relayed right now.
     pub streams_in_flight: Gauge,
     /// Upstream failures by kind (connect, timeout, reset, malformed, idle, total, encoded).
@@ -213,6 +241,42 @@ impl Metrics {
                 1e-5, 2.0, 15,
             ))
         });
+        // 1 ms … ~65 s: a whole exchange, streamed answers included.
+        let seconds = || {
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                1e-3, 2.0, 17,
+            ))
+        };
+        let request_duration = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
+        let upstream_response = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
+        let upstream_first_token = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
+        let tokens = Family::<TokenLabels, Counter>::default();
+        let spend = Family::<TrafficLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "request_duration_seconds",
+            "From a request's arrival to the end of its answer (a stream's last byte)",
+            request_duration.clone(),
+        );
+        registry.register(
+            "upstream_response_seconds",
+            "From sending a request upstream to its response head (time to first byte)",
+            upstream_response.clone(),
+        );
+        registry.register(
+            "upstream_first_token_seconds",
+            "From sending a request upstream to the first text of its streamed answer",
+            upstream_first_token.clone(),
+        );
+        registry.register(
+            "tokens",
+            "Tokens the provider reported, by route, model, client key and kind (input, output)",
+            tokens.clone(),
+        );
+        registry.register(
+            "spend_usd",
+            "Cost of the reported tokens at the configured prices, by route, model and client key",
+            spend.clone(),
+        );
         let streams_in_flight = Gauge::default();
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
         let holdback_exceeded = Family::<RouteLabels, Counter>::default();
@@ -269,6 +333,11 @@ impl Metrics {
             monitored,
             redacted,
             overhead,
+            request_duration,
+            upstream_response,
+            upstream_first_token,
+            tokens,
+            spend,
             streams_in_flight,
             upstream_errors,
             holdback_exceeded,

@@ -463,18 +463,20 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
         };
         send(addr, "GET", "/metrics", bytes::Bytes::new(), headers).await
     };
-    let mock =
-        MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["card 4111 1111 1111 1111 ok"])))
-            .await;
+    // The answer ends with the provider's usage (5 tokens in, 9 out).
+    let mut answer = openai_chat_stream(&["card 4111 1111 1111 1111 ok"]);
+    let done = answer.len() - "data: [DONE]\n\n".len();
+    let usage = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\
+                 \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,\"total_tokens\":14}}\n\n";
+    answer.splice(done..done, usage.bytes());
+    let mock = MockUpstream::start(move |_| Reply::sse(&answer)).await;
     let pack = "validators:\n  - id: no-forbidden\n    type: banned_words\n    params: { words: [forbidden], direction: input }\n  \
                 - id: cards\n    type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
                 - id: watch-ok\n    type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
-    let proxy = start_proxy(
-        &mock.base_url(),
-        pack,
-        "limits: { max_concurrent_requests: 77 }",
-    )
-    .await;
+    let extra = "limits: { max_concurrent_requests: 77 }\n\
+                 prices: { gpt-4o: { input_per_mtok: 2.5, output_per_mtok: 10.0 } }\n\
+                 metrics: { models: [llama-3] }";
+    let proxy = start_proxy(&mock.base_url(), pack, extra).await;
 
     let fresh = scrape(proxy.addr(), "").await;
     assert_eq!(
@@ -515,12 +517,29 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
     assert_eq!(post_chat(proxy.addr(), &blocked).await.status, 400);
     let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
     assert!(a.text().contains("[REDACTED:credit_card]"), "{}", a.text());
-    let body = scrape(proxy.addr(), "").await.text();
+    // The stream's own figures are counted when its body is dropped, which may come just
+    // after the client read its end.
+    let mut body = String::new();
+    for _ in 0..100 {
+        body = scrape(proxy.addr(), "").await.text();
+        if body.contains("guardwire_tokens_total") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     for series in [
         "guardwire_blocked_total{validator=\"no-forbidden\",phase=\"input\",route=\"openai_chat\"} 1\n",
         "guardwire_redactions_total{validator=\"cards\",phase=\"stream\",route=\"openai_chat\"} 1\n",
         "guardwire_monitor_hits_total{validator=\"watch-ok\",phase=\"stream\",route=\"openai_chat\"} 1\n",
-        "# TYPE guardwire_latency_overhead_seconds histogram",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\"} 5\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\"} 9\n",
+        // (5 × 2.5 + 9 × 10) / 1e6 USD
+        "guardwire_spend_usd_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\"} 0.0001025\n",
+        // Both requests (the blocked one too) and the stream: overhead and duration.
+        "guardwire_latency_overhead_seconds_count{route=\"openai_chat\"} 2\n",
+        "guardwire_request_duration_seconds_count{route=\"openai_chat\"} 2\n",
+        "guardwire_upstream_response_seconds_count{route=\"openai_chat\"} 1\n",
+        "guardwire_upstream_first_token_seconds_count{route=\"openai_chat\"} 1\n",
     ] {
         assert!(body.contains(series), "{series} missing:\n{body}");
     }

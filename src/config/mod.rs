@@ -75,6 +75,8 @@ pub struct Config {
     /// Prices per model for `cost_budget`'s `max_cost_usd`, in USD per million tokens.
     #[serde(default)]
     pub prices: std::collections::BTreeMap<String, Price>,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     /// What happens to answer text the protocol decoders do not model (unknown events and
     /// fields); a route may set its own.
     #[serde(default)]
@@ -268,6 +270,16 @@ pub struct Admin {
     pub token: Option<String>,
 }
 
+/// What `/metrics` labels traffic with.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Model names the `model` label may take, besides those in `prices`; a model is labelled
+    /// with the longest of them it starts with, else `other` (so the label stays bounded).
+    #[serde(default)]
+    pub models: Vec<String>,
+}
+
 /// Base URLs of the providers. An omitted provider's paths answer 404.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -386,7 +398,7 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 13] = [
+const TOP_LEVEL_KEYS: [&str; 14] = [
     "listen",
     "upstreams",
     "packs",
@@ -400,6 +412,7 @@ const TOP_LEVEL_KEYS: [&str; 13] = [
     "routes",
     "keys",
     "tls",
+    "metrics",
 ];
 
 /// `GUARDWIRE_<KEY>` and `GUARDWIRE_<KEY>__<SUBKEY>` for the top-level keys above. Other

@@ -25,7 +25,7 @@ use super::redact::TextSpan;
 use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, RouteLabels, UpstreamErrorKind};
+use crate::metrics::{Metrics, RouteLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::{ExchangeGuard, Finding};
 use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
@@ -111,6 +111,10 @@ pub struct StreamContext {
     pub permit: super::InFlight,
     /// How strings the decoder does not model are checked.
     pub fallback: check::Fallback,
+    /// The labels the exchange's tokens and spend are counted under.
+    pub traffic: TrafficLabels,
+    /// When the request was sent upstream (time to first token counts from here).
+    pub sent: std::time::Instant,
 }
 
 /// Empties a delta list and turns it back to `'static` for keeping: collecting a Vec into one
@@ -183,6 +187,8 @@ pub struct GuardedStream {
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     ctx: StreamContext,
     overhead: Duration,
+    /// The first text has not arrived yet (time to first token is still to be observed).
+    awaiting_first_token: bool,
 }
 
 impl GuardedStream {
@@ -216,6 +222,7 @@ impl GuardedStream {
                 })
             },
             overhead: ctx.overhead_so_far,
+            awaiting_first_token: true,
             ctx,
         }
     }
@@ -484,14 +491,17 @@ fn next_deadline(
 
 impl Drop for GuardedStream {
     fn drop(&mut self) {
-        self.ctx.metrics.streams_in_flight.dec();
-        self.ctx
-            .metrics
+        let (metrics, route) = (&self.ctx.metrics, self.ctx.route);
+        metrics.streams_in_flight.dec();
+        metrics
             .overhead
-            .get_or_create(&RouteLabels {
-                route: self.ctx.route,
-            })
+            .get_or_create(&RouteLabels { route })
             .observe(self.overhead.as_secs_f64());
+        metrics
+            .request_duration
+            .get_or_create(&RouteLabels { route })
+            .observe(self.ctx.started.elapsed().as_secs_f64());
+        super::report::count_usage(metrics, &self.ctx.traffic, &self.guard);
     }
 }
 

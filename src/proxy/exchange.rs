@@ -22,7 +22,7 @@ use super::runtime::{Route, Runtime};
 use super::upstream::{UpstreamBase, UpstreamBody};
 use super::{auth, headers, Gateway, InFlight};
 use crate::error::GatewayError;
-use crate::metrics::{RouteLabels, UpstreamErrorKind};
+use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
@@ -166,9 +166,23 @@ pub enum Head {
         parts: http::response::Parts,
         body: UpstreamBody,
         sse: bool,
+        /// When the request was sent upstream.
+        sent: Instant,
         /// When the head arrived.
         at: Instant,
     },
+}
+
+/// What is known once the upstream's response head arrived, for the metrics of the answer.
+pub struct Answered {
+    /// The labels the exchange's tokens and spend are counted under.
+    pub traffic: TrafficLabels,
+    /// The proxy's time before the upstream call.
+    pub pre_upstream: Duration,
+    /// When the request was sent upstream.
+    pub sent: Instant,
+    /// When the response head arrived.
+    pub head_at: Instant,
 }
 
 impl<'a> RequestCtx<'a> {
@@ -185,6 +199,15 @@ impl<'a> RequestCtx<'a> {
 
     fn count_upstream_error(&self, kind: UpstreamErrorKind) {
         super::report::count_upstream_error(&self.gw.metrics, self.route.name, kind);
+    }
+
+    /// The labels this exchange's tokens and spend are counted under, for the model asked for.
+    pub fn traffic(&self, model: Option<&str>) -> TrafficLabels {
+        TrafficLabels {
+            route: self.route.name,
+            model: self.rt.model_label(model),
+            key_id: self.caller.key_id.unwrap_or("none"),
+        }
     }
 
     /// The guard of this exchange, with this caller's policy (`model`: the one asked for, for
@@ -314,8 +337,16 @@ impl<'a> RequestCtx<'a> {
         up_req: Request<Full<Bytes>>,
         guard: &mut ExchangeGuard,
     ) -> Result<Head, GatewayError> {
+        let sent = Instant::now();
         let resp = self.send_upstream(base, up_req, guard).await?;
         let at = Instant::now();
+        self.gw
+            .metrics
+            .upstream_response
+            .get_or_create(&RouteLabels {
+                route: self.route.name,
+            })
+            .observe((at - sent).as_secs_f64());
         let (parts, body) = resp.into_parts();
         if !parts.status.is_success() {
             // The provider's own errors reach the client unchanged, body and all.
@@ -344,6 +375,7 @@ impl<'a> RequestCtx<'a> {
             parts,
             body,
             sse,
+            sent,
             at,
         })
     }
@@ -355,10 +387,11 @@ impl<'a> RequestCtx<'a> {
         parts: http::response::Parts,
         body: UpstreamBody,
         mut guard: ExchangeGuard,
-        overhead_so_far: Duration,
+        answered: Answered,
         permit: InFlight,
     ) -> Response<ProxyBody> {
         let config = &self.rt.config;
+        let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
         let ctx = StreamContext {
             metrics: Arc::clone(&self.gw.metrics),
             audit: Arc::clone(&self.rt.audit),
@@ -376,6 +409,8 @@ impl<'a> RequestCtx<'a> {
             stop: self.gw.stop_streams.subscribe(),
             permit,
             fallback: self.fallback(),
+            traffic: answered.traffic,
+            sent: answered.sent,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -386,15 +421,16 @@ impl<'a> RequestCtx<'a> {
 
     /// Step 8, whole: the body read (within the idle limit and the budget), decoded, run
     /// through the same frame checker as a stream's frames, then AfterCall; released whole,
-    /// with redactions applied, or blocked. Also returns the time spent here other than
-    /// waiting for the body (`head_at`: when the response head arrived).
+    /// with redactions applied, or blocked. The proxy's time (all but the waits on the
+    /// upstream) is observed for a release and a block alike; the reported tokens are counted.
     pub async fn check_whole(
         &self,
         parts: http::response::Parts,
         body: UpstreamBody,
         mut guard: ExchangeGuard,
-        head_at: Instant,
-    ) -> Result<(Response<ProxyBody>, Duration), GatewayError> {
+        answered: &Answered,
+    ) -> Result<Response<ProxyBody>, GatewayError> {
+        let head_at = answered.head_at;
         let waited = Instant::now();
         guard.answer(false);
         let idle = Duration::from_millis(self.rt.config.timeouts.idle_ms);
@@ -449,7 +485,12 @@ impl<'a> RequestCtx<'a> {
             self.report().monitor(monitored);
             self.report().redactions(redacted);
         });
-        verdict.map_err(|finding| self.report().block(finding))?;
+        super::report::count_usage(&self.gw.metrics, &answered.traffic, &guard);
+        let proxy_time = |check_started: Instant| (waited - head_at) + check_started.elapsed();
+        if let Err(finding) = verdict {
+            self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
+            return Err(self.report().block(finding));
+        }
         drop(deltas);
         let body = if guard.redactions().is_empty() {
             body
@@ -469,7 +510,8 @@ impl<'a> RequestCtx<'a> {
         let mut r = Response::new(ProxyBody::full(body));
         *r.status_mut() = parts.status;
         *r.headers_mut() = out_headers;
-        Ok((r, (waited - head_at) + check_started.elapsed()))
+        self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
+        Ok(r)
     }
 
     /// A `passthrough_paths` request: forwarded as the client sent it (any method; keys

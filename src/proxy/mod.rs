@@ -21,14 +21,14 @@ pub use runtime::{Route, Runtime};
 use crate::config::{Config, UnknownContent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    Exposition, Metrics, ReloadLabels, ReloadResult, RequestLabels, UpstreamErrorKind,
+    Exposition, Metrics, ReloadLabels, ReloadResult, RequestLabels, RouteLabels, UpstreamErrorKind,
 };
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::{residual, Protocol};
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
-use exchange::{Head, RequestCtx, Target};
+use exchange::{Answered, Head, RequestCtx, Target};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::path::{Path, PathBuf};
@@ -243,6 +243,13 @@ impl Gateway {
         };
         let mut resp = result.unwrap_or_else(|e| error_response(protocol, &e));
         resp.headers_mut().insert(&headers::REQUEST_ID, request_id);
+        // A stream observes its own duration when it ends.
+        if !matches!(resp.body(), ProxyBody::Guarded(_)) {
+            self.metrics
+                .request_duration
+                .get_or_create(&RouteLabels { route: route_name })
+                .observe(started.elapsed().as_secs_f64());
+        }
         self.metrics
             .requests
             .get_or_create(&RequestLabels {
@@ -298,24 +305,36 @@ impl Gateway {
                 GatewayError::InvalidRequest("the request body cannot be read".into())
             })?;
         }
-        let mut guard = ctx.before_call(&parsed)?;
+        let traffic = ctx.traffic(parsed.model.as_deref());
+        let mut guard = ctx.before_call(&parsed).inspect_err(|e| {
+            // Blocked (or refused) before the upstream: all the time so far was the proxy's.
+            if matches!(e, GatewayError::Blocked { .. }) {
+                ctx.observe_overhead(started.elapsed());
+            }
+        })?;
         let up_req = ctx.upstream_request(&parts, base, body)?;
         let pre_upstream = started.elapsed();
-        let (head, body, sse, head_at) = match ctx.response_head(base, up_req, &mut guard).await? {
-            Head::Relay(resp) => return Ok(resp),
-            Head::Check {
-                parts,
-                body,
-                sse,
-                at,
-            } => (parts, body, sse, at),
+        let (head, body, sse, sent, head_at) =
+            match ctx.response_head(base, up_req, &mut guard).await? {
+                Head::Relay(resp) => return Ok(resp),
+                Head::Check {
+                    parts,
+                    body,
+                    sse,
+                    sent,
+                    at,
+                } => (parts, body, sse, sent, at),
+            };
+        let answered = Answered {
+            traffic,
+            pre_upstream,
+            sent,
+            head_at,
         };
         if sse {
-            let overhead = pre_upstream + head_at.elapsed();
-            return Ok(ctx.relay_stream(head, body, guard, overhead, permit));
+            return Ok(ctx.relay_stream(head, body, guard, answered, permit));
         }
-        let (resp, proxy_time) = ctx.check_whole(head, body, guard, head_at).await?;
-        ctx.observe_overhead(pre_upstream + proxy_time);
+        let resp = ctx.check_whole(head, body, guard, &answered).await?;
         drop(permit);
         Ok(resp)
     }

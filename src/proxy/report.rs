@@ -5,10 +5,10 @@ use super::runtime::Runtime;
 use crate::audit::{Audit, AuditEvent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    Metrics, ReloadLabels, ReloadResult, RouteLabels, UpstreamErrorKind, UpstreamErrorLabels,
-    VerdictLabels,
+    Metrics, ReloadLabels, ReloadResult, RouteLabels, TokenLabels, TrafficLabels,
+    UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
 };
-use crate::policy::{Finding, Mode, Phase, Policy};
+use crate::policy::{ExchangeGuard, Finding, Mode, Phase, Policy};
 use prometheus_client::metrics::family::Family;
 use std::sync::Arc;
 
@@ -84,6 +84,26 @@ pub fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: Upstre
         .upstream_errors
         .get_or_create(&UpstreamErrorLabels { route, kind })
         .inc();
+}
+
+/// Counts the tokens the provider reported for one exchange (blocked or not: the provider
+/// charges them either way) and, at the requested model's price, their cost.
+pub fn count_usage(metrics: &Metrics, traffic: &TrafficLabels, guard: &ExchangeGuard) {
+    let (input, output) = guard.usage();
+    for (kind, tokens) in [("input", input), ("output", output)] {
+        if let Some(n) = tokens {
+            let labels = TokenLabels {
+                route: traffic.route,
+                model: traffic.model,
+                key_id: traffic.key_id,
+                kind,
+            };
+            metrics.tokens.get_or_create(&labels).inc_by(n);
+        }
+    }
+    if let Some(usd) = guard.cost_usd() {
+        metrics.spend.get_or_create(traffic).inc_by(usd);
+    }
 }
 
 /// Creates (at zero) every series the running config can produce but has not yet: reloads by

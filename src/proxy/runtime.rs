@@ -46,6 +46,9 @@ pub struct Runtime {
     /// A hash of the config (as parsed, environment included) and of every pack file's text:
     /// 48 bits, for the `guardwire_config_hash` gauge.
     pub config_hash: u64,
+    /// The values the metrics' `model` label may take (`metrics.models` and the models of
+    /// `prices`), longest first.
+    model_labels: Vec<&'static str>,
 }
 
 impl Route {
@@ -165,6 +168,15 @@ impl Runtime {
             policies.hash_sources(&mut h);
             h.finish() >> 16
         };
+        let mut model_labels: Vec<&'static str> = config
+            .metrics
+            .models
+            .iter()
+            .chain(config.prices.keys())
+            .map(|m| auth::intern(m))
+            .collect();
+        model_labels.sort_by_key(|m| (std::cmp::Reverse(m.len()), *m));
+        model_labels.dedup();
         Ok(Runtime {
             config,
             routes,
@@ -173,7 +185,17 @@ impl Runtime {
             tls,
             policies,
             config_hash,
+            model_labels,
         })
+    }
+
+    /// The metrics' `model` label for a requested model: the longest configured name it starts
+    /// with (as prices match), else `other`.
+    pub fn model_label(&self, model: Option<&str>) -> &'static str {
+        model
+            .and_then(|m| self.model_labels.iter().find(|l| m.starts_with(**l)))
+            .copied()
+            .unwrap_or("other")
     }
 
     pub(super) fn route_for(&self, path: &str) -> Option<&Route> {

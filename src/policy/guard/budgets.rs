@@ -42,6 +42,20 @@ impl ExchangeGuard {
         self.judge(self.chunk_phase)
     }
 
+    /// (input, output) tokens as the provider last reported them.
+    pub fn usage(&self) -> (Option<u64>, Option<u64>) {
+        self.usage
+    }
+
+    /// What the reported usage costs in USD, at the requested model's configured price: `None`
+    /// without a price or without both token counts.
+    pub fn cost_usd(&self) -> Option<f64> {
+        let (Some(input), Some(output), Some(p)) = (self.usage.0, self.usage.1, self.price) else {
+            return None;
+        };
+        Some((input as f64 * p.input_per_mtok + output as f64 * p.output_per_mtok) / 1e6)
+    }
+
     /// `cost_budget` on the usage the provider reported.
     pub(super) fn check_cost(&mut self) {
         let policy = &*self.policy;
@@ -55,11 +69,8 @@ impl ExchangeGuard {
                 continue;
             }
             if let Some(max) = max_usd {
-                match self.price {
-                    Some(p) => {
-                        let usd = (input as f64 * p.input_per_mtok
-                            + output as f64 * p.output_per_mtok)
-                            / 1e6;
+                match self.cost_usd() {
+                    Some(usd) => {
                         if usd > max {
                             self.hits.push(whole_hit(owner));
                         }

@@ -69,6 +69,16 @@ impl GuardedStream {
                 return;
             }
         };
+        if self.awaiting_first_token && deltas.iter().any(|d| matches!(d, Delta::Text { .. })) {
+            self.awaiting_first_token = false;
+            self.ctx
+                .metrics
+                .upstream_first_token
+                .get_or_create(&RouteLabels {
+                    route: self.ctx.route,
+                })
+                .observe(self.ctx.sent.elapsed().as_secs_f64());
+        }
         let mut needs = Needs::new();
         let fallback = check::Fallback {
             fully_read: self.decoder.fully_read(),
