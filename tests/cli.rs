@@ -63,30 +63,16 @@ fn check_lists_the_policy_of_every_route_and_key() {
     ];
     let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &env);
     assert!(ok, "{out}");
-    assert!(
-        out.contains("route local (openai_chat) -> http://127.0.0.1:9, policy 1"),
-        "{out}"
-    );
-    assert!(
-        out.contains("route openai_chat (openai_chat) -> (not configured: answers 404), policy 2"),
-        "{out}"
-    );
-    assert!(
-        out.contains("key team-a: policy 3\nkey team-b: the route's policy"),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!("policy 1:\n  pack {route_pack}\n")),
-        "{out}"
-    );
-    assert!(
-        out.contains("policy 2:\n  pack config/packs/default.yaml\n"),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!("policy 3:\n  pack {key_pack}\n")),
-        "{out}"
-    );
+    for expected in [
+        "route local (openai_chat) -> http://127.0.0.1:9, policy 1".to_owned(),
+        "route openai_chat (openai_chat) -> (not configured: answers 404), policy 2".to_owned(),
+        "key team-a: policy 3\nkey team-b: the route's policy".to_owned(),
+        format!("policy 1:\n  pack {route_pack}\n"),
+        "policy 2:\n  pack config/packs/default.yaml\n".to_owned(),
+        format!("policy 3:\n  pack {key_pack}\n"),
+    ] {
+        assert!(out.contains(&expected), "{expected} missing: {out}");
+    }
 }
 
 #[test]
@@ -106,20 +92,20 @@ fn config_errors_say_which_key_named_a_missing_pack_and_where_an_unknown_key_is(
         )) && out.contains(&format!("(relative to the working directory {cwd})")),
         "{out}"
     );
-    write("listen: 127.0.0.1:9\nlogg:\n  level: debug\n");
-    let (ok, out) = check();
-    assert!(!ok);
-    assert!(
-        out.contains("logg: unknown key `logg` at line 2, column 1; did you mean `log`?"),
-        "{out}"
-    );
-    write("routes:\n  - name: a\n    prefix: /a\n    protocol: openai_chat\n    upstream: http://127.0.0.1:9\n");
-    let (ok, out) = check();
-    assert!(!ok);
-    assert!(
-        out.contains("routes.0.prefix: unknown key `prefix` at line 3, column 5; did you mean `path_prefix`?"),
-        "{out}"
-    );
+    for (yaml, expected) in [
+        (
+            "listen: 127.0.0.1:9\nlogg:\n  level: debug\n",
+            "logg: unknown key `logg` at line 2, column 1; did you mean `log`?",
+        ),
+        (
+            "routes:\n  - name: a\n    prefix: /a\n    protocol: openai_chat\n    upstream: http://127.0.0.1:9\n",
+            "routes.0.prefix: unknown key `prefix` at line 3, column 5; did you mean `path_prefix`?",
+        ),
+    ] {
+        write(yaml);
+        let (ok, out) = check();
+        assert!(!ok && out.contains(expected), "{expected} missing: {out}");
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::mock_upstream::{openai_chat_stream_with_usage, MockUpstream, Reply};
 use common::proxy::*;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -175,16 +175,9 @@ fn dashboard_queries() -> Vec<(String, String)> {
 async fn every_dashboard_query_returns_data_from_a_live_prometheus() {
     // Streams that end with the provider's usage, a pack that blocks, redacts and monitors, a
     // price for the model: traffic for every panel.
-    let mut answer = openai_chat_stream(&["card 4111 1111 1111 1111 ok"]);
-    let done = answer.len() - "data: [DONE]\n\n".len();
-    let usage = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\
-                 \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,\"total_tokens\":14}}\n\n";
-    answer.splice(done..done, usage.bytes());
+    let answer = openai_chat_stream_with_usage(&["card 4111 1111 1111 1111 ok"], 5, 9);
     let mock = MockUpstream::start(move |_| Reply::sse(&answer)).await;
-    let pack = "validators:\n  - id: no-forbidden\n    type: banned_words\n    \
-                params: { words: [forbidden], direction: input }\n  \
-                - id: cards\n    type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
-                - id: watch-ok\n    type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
+    let pack = ONE_OF_EACH_MODE_PACK;
     let extra = "prices: { gpt-4o: { input_per_mtok: 2.5, output_per_mtok: 10.0 } }";
     let proxy = start_proxy(&mock.base_url(), pack, extra).await;
     let prometheus = start_prometheus(proxy.addr()).await;

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::mock_upstream::{openai_chat_stream, Chunk, MockUpstream, Reply};
+use common::mock_upstream::{
+    openai_chat_stream, openai_chat_stream_with_usage, Chunk, MockUpstream, Reply,
+};
 use common::proxy::*;
 use std::time::Duration;
 
@@ -464,15 +466,9 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
         send(addr, "GET", "/metrics", bytes::Bytes::new(), headers).await
     };
     // The answer ends with the provider's usage (5 tokens in, 9 out).
-    let mut answer = openai_chat_stream(&["card 4111 1111 1111 1111 ok"]);
-    let done = answer.len() - "data: [DONE]\n\n".len();
-    let usage = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\
-                 \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9,\"total_tokens\":14}}\n\n";
-    answer.splice(done..done, usage.bytes());
+    let answer = openai_chat_stream_with_usage(&["card 4111 1111 1111 1111 ok"], 5, 9);
     let mock = MockUpstream::start(move |_| Reply::sse(&answer)).await;
-    let pack = "validators:\n  - id: no-forbidden\n    type: banned_words\n    params: { words: [forbidden], direction: input }\n  \
-                - id: cards\n    type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
-                - id: watch-ok\n    type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
+    let pack = ONE_OF_EACH_MODE_PACK;
     let extra = "limits: { max_concurrent_requests: 77 }\n\
                  prices: { gpt-4o: { input_per_mtok: 2.5, output_per_mtok: 10.0 } }\n\
                  metrics: { models: [llama-3] }";

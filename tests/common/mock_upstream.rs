@@ -606,3 +606,19 @@ pub fn openai_chat_stream(texts: &[&str]) -> Vec<u8> {
     out.extend_from_slice(b"data: [DONE]\n\n");
     out
 }
+
+/// [`openai_chat_stream`] ending with the provider's usage: `input` prompt tokens, `output`
+/// completion tokens (the chunk `stream_options.include_usage` asks for).
+#[allow(dead_code)]
+pub fn openai_chat_stream_with_usage(texts: &[&str], input: u64, output: u64) -> Vec<u8> {
+    let mut answer = openai_chat_stream(texts);
+    let done = answer.len() - "data: [DONE]\n\n".len();
+    let usage = format!(
+        "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[],\
+         \"usage\":{{\"prompt_tokens\":{input},\"completion_tokens\":{output},\
+         \"total_tokens\":{}}}}}\n\n",
+        input + output
+    );
+    answer.splice(done..done, usage.bytes());
+    answer
+}

@@ -153,3 +153,12 @@ pub async fn metrics(addr: SocketAddr) -> String {
         .await
         .text()
 }
+
+/// A pack with one validator of each mode: `no-forbidden` blocks the word on input,
+/// `cards` redacts credit card numbers, `watch-ok` monitors the word `ok`.
+#[allow(dead_code)]
+pub const ONE_OF_EACH_MODE_PACK: &str =
+    "validators:\n  - id: no-forbidden\n    type: banned_words\n    \
+    params: { words: [forbidden], direction: input }\n  \
+    - id: cards\n    type: pii\n    mode: redact\n    params: { types: [credit_card] }\n  \
+    - id: watch-ok\n    type: banned_words\n    mode: monitor\n    params: { words: [ok] }\n";
