@@ -307,7 +307,7 @@ impl Gateway {
         }
         let traffic = ctx.traffic(parsed.model.as_deref());
         let mut guard = ctx.before_call(&parsed).inspect_err(|e| {
-            // Blocked (or refused) before the upstream: all the time so far was the proxy's.
+            // Blocked before the upstream: all the time so far was the proxy's.
             if matches!(e, GatewayError::Blocked { .. }) {
                 ctx.observe_overhead(started.elapsed());
             }
