@@ -147,6 +147,11 @@ fn serve(path: &std::path::Path) -> ExitCode {
         }
     };
     rt.block_on(async {
+        // Signal handlers first: a SIGTERM or SIGHUP that arrives while starting (or right
+        // after "listening") must drain or reload, not kill the process by default action.
+        let stop = shutdown_signal();
+        #[cfg(unix)]
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
         let server = match guardwire::server::start_from(config, Some(path.to_path_buf())).await {
             Ok(s) => s,
             Err(e) => {
@@ -155,8 +160,9 @@ fn serve(path: &std::path::Path) -> ExitCode {
             }
         };
         tracing::info!(addr = %server.addr, "guardwire listening");
-        reload_on_sighup(std::sync::Arc::clone(&server.gateway));
-        shutdown_signal().await;
+        #[cfg(unix)]
+        reload_on_sighup(hup, std::sync::Arc::clone(&server.gateway));
+        stop.await;
         tracing::info!("shutting down: draining open connections");
         server.shutdown(Duration::from_secs(30)).await;
         ExitCode::SUCCESS
@@ -164,42 +170,51 @@ fn serve(path: &std::path::Path) -> ExitCode {
 }
 
 /// SIGHUP reloads the config and packs (kept as they are if anything is invalid).
-fn reload_on_sighup(gateway: std::sync::Arc<guardwire::proxy::Gateway>) {
-    #[cfg(unix)]
+#[cfg(unix)]
+fn reload_on_sighup(
+    hup: std::io::Result<tokio::signal::unix::Signal>,
+    gateway: std::sync::Arc<guardwire::proxy::Gateway>,
+) {
+    let Ok(mut hup) = hup else {
+        tracing::warn!("cannot listen for SIGHUP; reload with POST /admin/reload instead");
+        return;
+    };
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("cannot listen for SIGHUP; reload with POST /admin/reload instead");
-            return;
-        };
         while hup.recv().await.is_some() {
             tracing::info!("SIGHUP: reloading the config");
             let _ = gateway.reload().await;
         }
     });
-    #[cfg(not(unix))]
-    drop(gateway);
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(t) => t,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
+/// Registers SIGTERM and SIGINT now and returns the wait for the first of them.
+#[cfg(unix)]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (term, int) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            }
+            (Ok(mut one), Err(_)) | (Err(_), Ok(mut one)) => {
+                one.recv().await;
+            }
+            (Err(_), Err(_)) => std::future::pending().await,
         }
     }
-    #[cfg(not(unix))]
-    {
+}
+
+#[cfg(not(unix))]
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    let ctrl_c = tokio::signal::ctrl_c();
+    async move {
         let _ = ctrl_c.await;
     }
 }
