@@ -15,4 +15,5 @@ pub mod proxy;
 pub mod scan;
 pub mod server;
 pub mod sse;
+pub mod telemetry;
 pub mod tls;

@@ -1,11 +1,10 @@
 //! The `guardwire` binary: `serve` runs the proxy, `check` validates a config and its packs.
 
 use clap::{Parser, Subcommand};
-use guardwire::config::{Config, LogFormat};
+use guardwire::config::Config;
 use guardwire::policy::Policy;
 use guardwire::proxy::upstream::UpstreamClient;
 use guardwire::proxy::Runtime;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -135,7 +134,6 @@ fn serve(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    init_tracing(&config);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -147,6 +145,14 @@ fn serve(path: &std::path::Path) -> ExitCode {
         }
     };
     rt.block_on(async {
+        // Inside the runtime: the trace exporter sends on it.
+        let traces = match guardwire::telemetry::init(&config) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         // Signal handlers first: a SIGTERM or SIGHUP that arrives while starting (or right
         // after "listening") must drain or reload, not kill the process by default action.
         let stop = shutdown_signal();
@@ -165,6 +171,8 @@ fn serve(path: &std::path::Path) -> ExitCode {
         stop.await;
         tracing::info!("shutting down: draining open connections");
         server.shutdown(Duration::from_secs(30)).await;
+        // The spans still batched go out before the process does.
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
         ExitCode::SUCCESS
     })
 }
@@ -216,18 +224,5 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     let ctrl_c = tokio::signal::ctrl_c();
     async move {
         let _ = ctrl_c.await;
-    }
-}
-
-fn init_tracing(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log.level));
-    // Colour only on a terminal: escape codes would end up in files and the journal.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal());
-    match config.log.format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
     }
 }

@@ -115,6 +115,8 @@ pub struct StreamContext {
     pub traffic: TrafficLabels,
     /// When the request was sent upstream (time to first token counts from here).
     pub sent: std::time::Instant,
+    /// The request's span and access-log facts; finished when the stream ends.
+    pub trace: crate::telemetry::RequestTrace,
 }
 
 /// Empties a delta list and turns it back to `'static` for keeping: collecting a Vec into one
@@ -189,6 +191,8 @@ pub struct GuardedStream {
     overhead: Duration,
     /// The first text has not arrived yet (time to first token is still to be observed).
     awaiting_first_token: bool,
+    /// The OnChunk span: open while the stream is relayed.
+    _relay_span: tracing::Span,
 }
 
 impl GuardedStream {
@@ -223,6 +227,7 @@ impl GuardedStream {
             },
             overhead: ctx.overhead_so_far,
             awaiting_first_token: true,
+            _relay_span: ctx.trace.on_chunk_span(),
             ctx,
         }
     }
@@ -337,7 +342,10 @@ impl GuardedStream {
         if !self.decoder.complete_without_terminal() {
             // What did arrive is judged first (a violation it completes is reported as the
             // block it is); either way nothing held is released.
-            if let Err(finding) = self.guard.after_call() {
+            let after_call = self.ctx.trace.after_call_span().entered();
+            let verdict = self.guard.after_call();
+            drop(after_call);
+            if let Err(finding) = verdict {
                 self.report_findings();
                 return self.block(finding);
             }
@@ -438,6 +446,9 @@ impl GuardedStream {
     /// Ends the stream with the protocol's error frame; unreleased text is dropped, and dropping
     /// the upstream body cancels the upstream request.
     fn terminate(&mut self, err: GatewayError) {
+        if !matches!(err, GatewayError::Blocked { .. }) {
+            self.ctx.trace.note_failure();
+        }
         self.held.clear();
         self.held_bytes = 0;
         self.push_out(self.ctx.protocol.stream_error_frame(&err));
@@ -452,6 +463,7 @@ impl GuardedStream {
             route: self.ctx.route,
             key_id: self.ctx.key_id,
             request_id: &self.ctx.request_id,
+            trace: &self.ctx.trace,
         }
     }
 
@@ -467,6 +479,7 @@ impl GuardedStream {
             route: self.ctx.route,
             key_id: self.ctx.key_id,
             request_id: &self.ctx.request_id,
+            trace: &self.ctx.trace,
         };
         self.guard.take_findings(|monitored, redacted| {
             reporter.redactions(redacted);
@@ -501,7 +514,9 @@ impl Drop for GuardedStream {
             .request_duration
             .get_or_create(&RouteLabels { route })
             .observe(self.ctx.started.elapsed().as_secs_f64());
-        super::report::count_usage(metrics, &self.ctx.traffic, &self.guard);
+        super::report::count_usage(metrics, &self.ctx.traffic, &self.guard, &self.ctx.trace);
+        // The head went out as 200; a block or failure since is the trace's outcome.
+        self.ctx.trace.finish(200);
     }
 }
 

@@ -26,6 +26,7 @@ use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
+use crate::telemetry::RequestTrace;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderValue, Method, Request, Response};
@@ -33,6 +34,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// Who a request is from, once its key is checked, and what that decides.
 pub struct Caller<'a> {
@@ -138,6 +140,8 @@ pub struct RequestCtx<'a> {
     pub id: &'a str,
     /// The operation's protocol (the route's, or one of its family).
     pub protocol: &'static dyn Protocol,
+    /// The request's span and access-log facts.
+    pub trace: &'a RequestTrace,
 }
 
 impl RequestCtx<'_> {
@@ -194,6 +198,7 @@ impl<'a> RequestCtx<'a> {
             route: self.route.name,
             key_id: self.caller.key_id,
             request_id: self.id,
+            trace: self.trace,
         }
     }
 
@@ -282,6 +287,7 @@ impl<'a> RequestCtx<'a> {
     /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the
     /// exchange's guard, which checks the answer next (continuing from the tool history).
     pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ExchangeGuard, GatewayError> {
+        let _span = self.trace.before_call_span().entered();
         let history = self.caller.policy.tool_history(&parsed.conversation);
         let mut guard = self.guard(history, parsed.model.as_deref());
         guard.answer(parsed.stream);
@@ -411,6 +417,7 @@ impl<'a> RequestCtx<'a> {
             fallback: self.fallback(),
             traffic: answered.traffic,
             sent: answered.sent,
+            trace: self.trace.for_stream(),
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -463,6 +470,7 @@ impl<'a> RequestCtx<'a> {
             ));
         }
         let mut spans = Vec::new();
+        let on_chunk = self.trace.on_chunk_span().entered();
         let verdict = match check_payload(
             &mut guard,
             &deltas,
@@ -478,14 +486,19 @@ impl<'a> RequestCtx<'a> {
                 self.count_upstream_error(UpstreamErrorKind::Malformed);
                 return Err(GatewayError::Upstream(why.into()));
             }
-        }
-        .and_then(|()| guard.after_call())
-        .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
+        };
+        drop(on_chunk);
+        let verdict = verdict
+            .and_then(|()| {
+                let _span = self.trace.after_call_span().entered();
+                guard.after_call()
+            })
+            .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
         guard.take_findings(|monitored, redacted| {
             self.report().monitor(monitored);
             self.report().redactions(redacted);
         });
-        super::report::count_usage(&self.gw.metrics, &answered.traffic, &guard);
+        super::report::count_usage(&self.gw.metrics, &answered.traffic, &guard, self.trace);
         let proxy_time = |check_started: Instant| (waited - head_at) + check_started.elapsed();
         if let Err(finding) = verdict {
             self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
@@ -539,14 +552,24 @@ impl<'a> RequestCtx<'a> {
     async fn send_upstream(
         &self,
         base: &UpstreamBase,
-        up_req: Request<Full<Bytes>>,
+        mut up_req: Request<Full<Bytes>>,
         guard: &mut ExchangeGuard,
     ) -> Result<Response<UpstreamBody>, GatewayError> {
         let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
-        match self
-            .wait(timeout, self.gw.client.request(base, up_req))
-            .await
-        {
+        let method = up_req.method().clone();
+        let span =
+            self.trace
+                .upstream_span(&method, base.authority().as_str(), up_req.headers_mut());
+        let call = self
+            .gw
+            .client
+            .request(base, up_req)
+            .instrument(span.clone());
+        let answer = self.wait(timeout, call).await;
+        if let Ok(Ok(resp)) = &answer {
+            span.record("http.response.status_code", resp.status().as_u16());
+        }
+        match answer {
             Err(Waited::Budget) => {
                 Err(self.budget_spent(guard, "the upstream did not answer in time"))
             }

@@ -25,6 +25,7 @@ use crate::metrics::{
 };
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::{residual, Protocol};
+use crate::telemetry::RequestTrace;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
@@ -217,6 +218,16 @@ impl Gateway {
             Some(r) => (r.name, r.protocol),
             None => ("unmatched", &OpenAiChat),
         };
+        let trace = RequestTrace::start(
+            rt.config.log.access,
+            started,
+            req.method(),
+            req.uri().path(),
+            req.headers(),
+            route_name,
+            route.map(|r| r.protocol),
+            request_id.to_str().unwrap_or(""),
+        );
         let result = match route {
             None => Err(GatewayError::NotFound(format!(
                 "no route for {} {}",
@@ -225,7 +236,7 @@ impl Gateway {
             ))),
             Some(route) => {
                 let total = Duration::from_millis(rt.config.timeouts.total_ms);
-                let exchange = self.exchange(&rt, route, req, started, &request_id);
+                let exchange = self.exchange(&rt, route, req, started, &request_id, &trace);
                 match tokio::time::timeout(total, exchange).await {
                     Ok(result) => result,
                     Err(_) => {
@@ -241,14 +252,20 @@ impl Gateway {
                 }
             }
         };
-        let mut resp = result.unwrap_or_else(|e| error_response(protocol, &e));
+        let mut resp = result.unwrap_or_else(|e| {
+            if !matches!(e, GatewayError::Blocked { .. }) {
+                trace.note_failure();
+            }
+            error_response(protocol, &e)
+        });
         resp.headers_mut().insert(&headers::REQUEST_ID, request_id);
-        // A stream observes its own duration when it ends.
+        // A stream observes its own duration, and finishes its trace, when it ends.
         if !matches!(resp.body(), ProxyBody::Guarded(_)) {
             self.metrics
                 .request_duration
                 .get_or_create(&RouteLabels { route: route_name })
                 .observe(started.elapsed().as_secs_f64());
+            trace.finish(resp.status().as_u16());
         }
         self.metrics
             .requests
@@ -268,10 +285,12 @@ impl Gateway {
         req: Request<Incoming>,
         started: Instant,
         request_id: &HeaderValue,
+        trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let target = exchange::target(route, &req)?;
         let (parts, body) = req.into_parts();
         let caller = exchange::authenticate(rt, route, &parts)?;
+        trace.note_caller(caller.key_id);
         let protocol = match target {
             Target::Checked(_, p) => p,
             Target::Passthrough(_) => route.protocol,
@@ -285,6 +304,7 @@ impl Gateway {
             started,
             request_id,
             id: request_id.to_str().unwrap_or(""),
+            trace,
         };
         let body = ctx.read_body(body).await?;
         let permit = ctx.admit()?;
@@ -305,6 +325,7 @@ impl Gateway {
                 GatewayError::InvalidRequest("the request body cannot be read".into())
             })?;
         }
+        trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         let mut guard = ctx.before_call(&parsed).inspect_err(|e| {
             // Blocked before the upstream: all the time so far was the proxy's.

@@ -9,6 +9,7 @@ use crate::metrics::{
     UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
 };
 use crate::policy::{ExchangeGuard, Finding, Mode, Phase, Policy};
+use crate::telemetry::RequestTrace;
 use prometheus_client::metrics::family::Family;
 use std::sync::Arc;
 
@@ -21,6 +22,8 @@ pub struct Reporter<'a> {
     pub route: &'static str,
     pub key_id: Option<&'a str>,
     pub request_id: &'a str,
+    /// The request's span (verdicts are its events) and access-log facts.
+    pub trace: &'a RequestTrace,
 }
 
 impl Reporter<'_> {
@@ -62,6 +65,7 @@ impl Reporter<'_> {
             })
             .inc();
         tracing::info!(request_id, route, key_id = self.key_id, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
+        self.trace.verdict(&v.label, phase, mode_name);
         if self.audit.enabled() {
             self.audit.record(&AuditEvent {
                 ts: crate::audit::now_rfc3339(),
@@ -88,8 +92,14 @@ pub fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: Upstre
 
 /// Counts the tokens the provider reported for one exchange (blocked or not: the provider
 /// charges them either way) and, at the requested model's price, their cost.
-pub fn count_usage(metrics: &Metrics, traffic: &TrafficLabels, guard: &ExchangeGuard) {
+pub fn count_usage(
+    metrics: &Metrics,
+    traffic: &TrafficLabels,
+    guard: &ExchangeGuard,
+    trace: &RequestTrace,
+) {
     let (input, output) = guard.usage();
+    trace.note_usage(input, output);
     for (kind, tokens) in [("input", input), ("output", output)] {
         if let Some(n) = tokens {
             let labels = TokenLabels {

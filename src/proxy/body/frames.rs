@@ -159,6 +159,7 @@ impl GuardedStream {
     pub(super) fn end_of_stream(&mut self) {
         // Monitor-mode latency budgets are judged here (enforced ones end the stream earlier).
         let elapsed = (tokio::time::Instant::now() - self.ctx.started).as_millis() as u64;
+        let _span = self.ctx.trace.after_call_span().entered();
         let verdict = self
             .guard
             .check_latency(elapsed)
