@@ -553,3 +553,39 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
         "{om}"
     );
 }
+
+/// The overhead histogram's count for the chat route.
+fn overhead_count(metrics: &str) -> u64 {
+    let series = "guardwire_latency_overhead_seconds_count{route=\"openai_chat\"} ";
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn the_overhead_is_observed_for_every_outcome() {
+    // A provider error relayed as it came, and a request refused before the call.
+    let mock =
+        MockUpstream::start(|_| Reply::json(429, r#"{"error":{"message":"slow down"}}"#)).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators: []\n",
+        "limits: { max_request_bytes: 200 }",
+    )
+    .await;
+    assert_eq!(post_chat(proxy.addr(), PLAIN_REQUEST).await.status, 429);
+    assert_eq!(overhead_count(&metrics(proxy.addr()).await), 1);
+    let big = PLAIN_REQUEST.replace("\"hi\"", &format!("\"{}\"", "x".repeat(300)));
+    assert_eq!(post_chat(proxy.addr(), &big).await.status, 413);
+    assert_eq!(overhead_count(&metrics(proxy.addr()).await), 2);
+
+    // An upstream that cannot be reached.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let unreachable = format!("http://127.0.0.1:{port}");
+    let proxy = start_proxy(&unreachable, "validators: []\n", "").await;
+    assert_eq!(post_chat(proxy.addr(), PLAIN_REQUEST).await.status, 502);
+    assert_eq!(overhead_count(&metrics(proxy.addr()).await), 1);
+}

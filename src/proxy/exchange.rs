@@ -442,7 +442,9 @@ impl<'a> RequestCtx<'a> {
         guard.answer(false);
         let idle = Duration::from_millis(self.rt.config.timeouts.idle_ms);
         let limit = self.rt.config.limits.max_response_bytes;
-        let body = match self.wait(idle, Limited::new(body, limit).collect()).await {
+        let read = self.wait(idle, Limited::new(body, limit).collect()).await;
+        self.trace.add_upstream_wait(waited.elapsed());
+        let body = match read {
             Err(Waited::Budget) => {
                 return Err(self.budget_spent(&mut guard, "the upstream body stalled"));
             }
@@ -590,8 +592,10 @@ impl<'a> RequestCtx<'a> {
         }
     }
 
-    /// Counts what the proxy added to a whole answer.
+    /// Counts what the proxy added to a whole answer (any other outcome is counted by
+    /// [`Gateway::handle`], from the request's upstream waits).
     pub fn observe_overhead(&self, overhead: Duration) {
+        self.trace.overhead_observed();
         self.gw
             .metrics
             .overhead

@@ -240,6 +240,9 @@ impl Gateway {
                 match tokio::time::timeout(total, exchange).await {
                     Ok(result) => result,
                     Err(_) => {
+                        // The wait cut short here was not recorded: the overhead of this
+                        // outcome is unknown, so it is not observed.
+                        trace.overhead_observed();
                         report::count_upstream_error(
                             &self.metrics,
                             route.name,
@@ -266,6 +269,16 @@ impl Gateway {
                 .get_or_create(&RouteLabels { route: route_name })
                 .observe(started.elapsed().as_secs_f64());
             trace.finish(resp.status().as_u16());
+            // What the proxy added to an answer that was not checked whole (a block before
+            // the call, a refusal, an upstream error or the provider's own error status):
+            // all its time but the waits on the upstream.
+            if route.is_some() && !trace.was_overhead_observed() {
+                let overhead = started.elapsed().saturating_sub(trace.upstream_wait());
+                self.metrics
+                    .overhead
+                    .get_or_create(&RouteLabels { route: route_name })
+                    .observe(overhead.as_secs_f64());
+            }
         }
         self.metrics
             .requests
@@ -327,12 +340,7 @@ impl Gateway {
         }
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
-        let mut guard = ctx.before_call(&parsed).inspect_err(|e| {
-            // Blocked before the upstream: all the time so far was the proxy's.
-            if matches!(e, GatewayError::Blocked { .. }) {
-                ctx.observe_overhead(started.elapsed());
-            }
-        })?;
+        let mut guard = ctx.before_call(&parsed)?;
         let up_req = ctx.upstream_request(&parts, base, body)?;
         let pre_upstream = started.elapsed();
         let (head, body, sse, sent, head_at) =

@@ -15,6 +15,7 @@ use crate::protocol::Protocol;
 use http::{HeaderMap, Method};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 use tracing::field::Empty;
@@ -138,6 +139,11 @@ pub struct RequestTrace {
     blocked: OnceLock<(String, &'static str)>,
     failed: OnceLock<()>,
     tokens: OnceLock<(Option<u64>, Option<u64>)>,
+    /// Time spent waiting on the upstream (head and body of a whole answer), in nanoseconds:
+    /// what is not the proxy's overhead.
+    upstream_wait_ns: AtomicU64,
+    /// The overhead metric has this request already.
+    overhead_observed: AtomicBool,
 }
 
 impl RequestTrace {
@@ -199,6 +205,8 @@ impl RequestTrace {
             blocked: OnceLock::new(),
             failed: OnceLock::new(),
             tokens: OnceLock::new(),
+            upstream_wait_ns: AtomicU64::new(0),
+            overhead_observed: AtomicBool::new(false),
         }
     }
 
@@ -226,6 +234,8 @@ impl RequestTrace {
             blocked: OnceLock::new(),
             failed: OnceLock::new(),
             tokens: OnceLock::new(),
+            upstream_wait_ns: AtomicU64::new(0),
+            overhead_observed: AtomicBool::new(false),
         }
     }
 
@@ -316,6 +326,25 @@ impl RequestTrace {
             self.span.record("gen_ai.usage.output_tokens", n);
         }
         let _ = self.tokens.set((input, output));
+    }
+
+    /// Adds a wait on the upstream (for the overhead: the request's time minus these).
+    pub fn add_upstream_wait(&self, waited: std::time::Duration) {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.upstream_wait_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    pub fn upstream_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.upstream_wait_ns.load(Ordering::Relaxed))
+    }
+
+    /// The request's overhead was counted (by the step that knows it best).
+    pub fn overhead_observed(&self) {
+        self.overhead_observed.store(true, Ordering::Relaxed);
+    }
+
+    pub fn was_overhead_observed(&self) -> bool {
+        self.overhead_observed.load(Ordering::Relaxed)
     }
 
     /// The request is over: the span gets its status and outcome (and ends when its last
