@@ -3,10 +3,11 @@
 
 mod common;
 
+use common::binary::{serve, spawn_serve};
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
 use common::proxy::{post_chat, STREAM_REQUEST};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
 
@@ -215,47 +216,14 @@ fn help_describes_both_commands() {
 #[tokio::test]
 async fn serve_proxies_and_stops_on_sigterm() {
     let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["hello"]))).await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("g.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\npacks: [\"config/packs/default.yaml\"]\nlog: {{ format: json }}\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let addr = tokio::task::spawn_blocking(move || {
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if v["fields"]["message"] == "guardwire listening" {
-                return v["fields"]["addr"].as_str().unwrap().parse().unwrap();
-            }
-        }
-        panic!("guardwire never said it was listening");
-    })
-    .await
-    .unwrap();
-    let a = post_chat(addr, STREAM_REQUEST).await;
+    let (gw, _dir) = serve(&format!(
+        "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\npacks: [\"config/packs/default.yaml\"]\nlog: {{ format: json }}\n",
+        mock.base_url()
+    ))
+    .await;
+    let a = post_chat(gw.addr, STREAM_REQUEST).await;
     assert_eq!(a.body, openai_chat_stream(&["hello"]));
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
-    assert!(status.success(), "exit status {status}");
+    gw.stop().await; // exits 0 on SIGTERM
 }
 
 #[test]
@@ -263,13 +231,7 @@ fn text_logs_have_no_colour_codes_when_not_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("g.yaml");
     std::fs::write(&config, "listen: \"127.0.0.1:0\"\nlog: { format: text }\n").unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serve(&config);
     let stdout = child.stdout.take().unwrap();
     let mut seen = String::new();
     for line in BufReader::new(stdout).lines() {

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::binary::serve;
 use common::mock_upstream::{
     openai_chat_stream, openai_chat_stream_with_usage, MockUpstream, RecordedRequest, Reply,
 };
@@ -14,9 +15,7 @@ use opentelemetry_proto::tonic::common::v1::{any_value::Value, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
 
@@ -55,63 +54,6 @@ fn texts(span: &Span) -> Vec<String> {
     }
     out.extend(span.events.iter().map(|e| e.name.clone()));
     out
-}
-
-/// guardwire started as `serve` with `config`; its stdout lines, once it exits.
-struct Serve {
-    child: std::process::Child,
-    addr: SocketAddr,
-    lines: tokio::task::JoinHandle<Vec<String>>,
-}
-
-async fn serve(config: &str) -> (Serve, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("g.yaml");
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--config", path.to_str().unwrap()])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let lines = tokio::task::spawn_blocking(move || {
-        let mut tx = Some(tx);
-        let mut lines = Vec::new();
-        for line in BufReader::new(stdout).lines() {
-            let line = line.unwrap();
-            let v: serde_json::Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-            if v["fields"]["message"] == "guardwire listening" {
-                let addr: SocketAddr = v["fields"]["addr"].as_str().unwrap().parse().unwrap();
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(addr);
-                }
-            }
-            lines.push(line);
-        }
-        lines
-    });
-    let addr = rx.await.expect("guardwire never said it was listening");
-    (Serve { child, addr, lines }, dir)
-}
-
-impl Serve {
-    /// SIGTERM, then its stdout lines once it has exited (cleanly).
-    async fn stop(mut self) -> Vec<String> {
-        let kill = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        let status = tokio::task::spawn_blocking(move || self.child.wait().unwrap())
-            .await
-            .unwrap();
-        assert!(status.success(), "exit status {status}");
-        self.lines.await.unwrap()
-    }
 }
 
 /// The spans of every export the receiver got, with their resource's `service.name`.

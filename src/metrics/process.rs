@@ -40,26 +40,32 @@ impl ProcessMetrics {
             "Total user and system CPU time spent in seconds",
             m.cpu.clone(),
         );
-        registry.register(
-            "process_resident_memory_bytes",
-            "Resident memory size in bytes",
-            m.resident.clone(),
-        );
-        registry.register(
-            "process_virtual_memory_bytes",
-            "Virtual memory size in bytes",
-            m.virtual_memory.clone(),
-        );
-        registry.register(
-            "process_open_fds",
-            "Number of open file descriptors",
-            m.open_fds.clone(),
-        );
-        registry.register(
-            "process_max_fds",
-            "Maximum number of open file descriptors",
-            m.max_fds.clone(),
-        );
+        // The gauges, by name and help (the Prometheus client libraries' wording).
+        let gauges = [
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                &m.resident,
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                &m.virtual_memory,
+            ),
+            (
+                "process_open_fds",
+                "Number of open file descriptors",
+                &m.open_fds,
+            ),
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                &m.max_fds,
+            ),
+        ];
+        for (name, help, gauge) in gauges {
+            registry.register(name, help, gauge.clone());
+        }
         registry.register(
             "process_start_time_seconds",
             "Start time of the process since unix epoch in seconds",

@@ -1,6 +1,7 @@
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod binary;
 pub mod mock_upstream;
 pub mod openai_responses;
 pub mod protocols;

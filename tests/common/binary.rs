@@ -1,0 +1,71 @@
+//! The real `guardwire` binary as a test starts it: `serve` with a config, JSON logs on stdout.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
+
+/// `guardwire serve --config <path>`, from the repository, stdout piped.
+pub fn spawn_serve(path: &std::path::Path) -> std::process::Child {
+    Command::new(BIN)
+        .args(["serve", "--config", path.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// guardwire started as `serve` with `config` (`log.format: json`; run from the repository, so
+/// relative pack paths such as `config/packs/default.yaml` resolve); its stdout lines, once it
+/// has exited.
+pub struct Serve {
+    child: std::process::Child,
+    pub addr: SocketAddr,
+    lines: tokio::task::JoinHandle<Vec<String>>,
+}
+
+pub async fn serve(config: &str) -> (Serve, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.yaml");
+    std::fs::write(&path, config).unwrap();
+    let mut child = spawn_serve(&path);
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut tx = Some(tx);
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+            if v["fields"]["message"] == "guardwire listening" {
+                let addr: SocketAddr = v["fields"]["addr"].as_str().unwrap().parse().unwrap();
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(addr);
+                }
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let addr = rx.await.expect("guardwire never said it was listening");
+    (Serve { child, addr, lines }, dir)
+}
+
+impl Serve {
+    /// SIGTERM, then its stdout lines once it has exited (cleanly).
+    pub async fn stop(mut self) -> Vec<String> {
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = tokio::task::spawn_blocking(move || self.child.wait().unwrap())
+            .await
+            .unwrap();
+        assert!(status.success(), "exit status {status}");
+        self.lines.await.unwrap()
+    }
+}
