@@ -166,6 +166,9 @@ fn serve(path: &std::path::Path) -> ExitCode {
             }
         };
         tracing::info!(addr = %server.addr, "guardwire listening");
+        if let Some(addr) = server.admin_addr {
+            tracing::info!(addr = %addr, "operators' endpoints listening");
+        }
         #[cfg(unix)]
         reload_on_sighup(hup, std::sync::Arc::clone(&server.gateway));
         stop.await;

@@ -4,6 +4,7 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::mock_upstream::{
     openai_chat_stream, openai_chat_stream_with_usage, Chunk, MockUpstream, Reply,
 };
@@ -588,4 +589,53 @@ async fn the_overhead_is_observed_for_every_outcome() {
     let proxy = start_proxy(&unreachable, "validators: []\n", "").await;
     assert_eq!(post_chat(proxy.addr(), PLAIN_REQUEST).await.status, 502);
     assert_eq!(overhead_count(&metrics(proxy.addr()).await), 1);
+}
+
+#[tokio::test]
+async fn with_admin_listen_metrics_and_reload_move_to_the_operators_listener() {
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["hi"]))).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators: []\n",
+        "admin: { listen: \"127.0.0.1:0\", token: s3cret }",
+    )
+    .await;
+    let (main, ops) = (proxy.addr(), proxy.server.admin_addr.unwrap());
+    assert_ne!(main, ops);
+    let bearer = [("authorization", "Bearer s3cret")];
+    // The operators' listener: metrics, reload (routed to it: this one has no file to re-read),
+    // probes; nothing else.
+    let m = send(ops, "GET", "/metrics", Bytes::new(), &[]).await;
+    assert_eq!(m.status, 200);
+    assert!(m.text().contains("guardwire_build_info"), "{}", m.text());
+    let r = send(ops, "POST", "/admin/reload", Bytes::new(), &bearer).await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.text().contains("not started from a config file"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(
+        send(ops, "GET", "/readyz", Bytes::new(), &[]).await.status,
+        200
+    );
+    let proxied = send(ops, "POST", "/v1/chat/completions", STREAM_REQUEST, &[]).await;
+    assert_eq!(proxied.status, 404);
+    assert_eq!(mock.request_count(), 0);
+    // The main listener: no metrics or reload for clients; probes and traffic as before.
+    assert_eq!(
+        send(main, "GET", "/metrics", Bytes::new(), &[])
+            .await
+            .status,
+        404
+    );
+    let r = send(main, "POST", "/admin/reload", Bytes::new(), &bearer).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        send(main, "GET", "/healthz", Bytes::new(), &[])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(post_chat(main, STREAM_REQUEST).await.status, 200);
 }

@@ -273,6 +273,11 @@ impl Default for Reload {
 #[serde(deny_unknown_fields)]
 pub struct Admin {
     pub token: Option<String>,
+    /// A listener of its own for the operators' endpoints (`/metrics`, `/admin/reload`,
+    /// `/healthz`, `/readyz`; plain HTTP/1.1): the main listener then no longer serves
+    /// `/metrics` and `/admin/reload` to clients. Read at start.
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
 }
 
 /// What `/metrics` labels traffic with.

@@ -52,6 +52,8 @@ pub struct Gateway {
     draining: AtomicBool,
     /// Set when the drain deadline passes: open streams end with the protocol's error frame.
     stop_streams: watch::Sender<bool>,
+    /// `admin.listen` was set at start: the operators' endpoints have a listener of their own.
+    operator_listener: bool,
 }
 
 /// One request counted against `limits.max_concurrent_requests`, released on drop (for a
@@ -69,6 +71,7 @@ impl Gateway {
         let client = UpstreamClient::for_config(&runtime.config)?;
         let metrics = Metrics::new();
         note_runtime(&metrics, &runtime);
+        let operator_listener = runtime.config.admin.listen.is_some();
         Ok(Gateway {
             runtime: ArcSwap::from_pointee(runtime),
             client,
@@ -78,6 +81,7 @@ impl Gateway {
             in_flight: Arc::new(AtomicUsize::new(0)),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
+            operator_listener,
         })
     }
 
@@ -175,6 +179,47 @@ impl Gateway {
         }
     }
 
+    /// The operators' listener (`admin.listen`): its endpoints, and 404 for anything else.
+    pub async fn handle_operator(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+        match self.operator_endpoint(&req, true).await {
+            Some(resp) => resp,
+            None => plain(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+
+    /// `/healthz` and `/readyz`; with `privileged`, `/metrics` and `POST /admin/reload` too.
+    async fn operator_endpoint(
+        &self,
+        req: &Request<Incoming>,
+        privileged: bool,
+    ) -> Option<Response<ProxyBody>> {
+        Some(match (req.method(), req.uri().path()) {
+            (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/readyz") => {
+                if self.draining.load(Ordering::Acquire) {
+                    plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                } else {
+                    plain(StatusCode::OK, "ready\n")
+                }
+            }
+            (&Method::POST, "/admin/reload") if privileged => self.admin_reload(req).await,
+            (&Method::GET, "/metrics") if privileged => {
+                let in_flight = self.in_flight.load(Ordering::Acquire);
+                let in_flight = i64::try_from(in_flight).unwrap_or(i64::MAX);
+                self.metrics.requests_in_flight.set(in_flight);
+                let accept = req.headers().get(header::ACCEPT);
+                let format = Exposition::negotiate(accept.and_then(|a| a.to_str().ok()));
+                let mut r = plain(StatusCode::OK, self.metrics.render(format));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(format.content_type()),
+                );
+                r
+            }
+            _ => return None,
+        })
+    }
+
     /// The runtime requests started from now on use; requests in flight keep theirs.
     pub fn swap_runtime(&self, runtime: Runtime) {
         self.runtime.store(Arc::new(runtime));
@@ -186,30 +231,9 @@ impl Gateway {
 
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        match (req.method(), req.uri().path()) {
-            (&Method::GET, "/healthz") => return plain(StatusCode::OK, "ok\n"),
-            (&Method::GET, "/readyz") => {
-                return if self.draining.load(Ordering::Acquire) {
-                    plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
-                } else {
-                    plain(StatusCode::OK, "ready\n")
-                };
-            }
-            (&Method::POST, "/admin/reload") => return self.admin_reload(&req).await,
-            (&Method::GET, "/metrics") => {
-                let in_flight = self.in_flight.load(Ordering::Acquire);
-                let in_flight = i64::try_from(in_flight).unwrap_or(i64::MAX);
-                self.metrics.requests_in_flight.set(in_flight);
-                let accept = req.headers().get(header::ACCEPT);
-                let format = Exposition::negotiate(accept.and_then(|a| a.to_str().ok()));
-                let mut r = plain(StatusCode::OK, self.metrics.render(format));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(format.content_type()),
-                );
-                return r;
-            }
-            _ => {}
+        // With a listener of their own (`admin.listen`), /metrics and /admin stay off this one.
+        if let Some(resp) = self.operator_endpoint(&req, !self.operator_listener).await {
+            return resp;
         }
         let rt = self.runtime.load_full();
         let request_id = headers::request_id(req.headers());

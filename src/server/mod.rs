@@ -26,6 +26,8 @@ pub use crate::error::StartError;
 /// A running guardwire: its address, its gateway (metrics, runtime swap) and a shutdown switch.
 pub struct RunningServer {
     pub addr: SocketAddr,
+    /// The operators' listener (`admin.listen`), when configured.
+    pub admin_addr: Option<SocketAddr>,
     pub gateway: Arc<Gateway>,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -72,6 +74,20 @@ pub async fn start_from(
         source,
     })?;
     let (tx, rx) = watch::channel(false);
+    let admin_addr = match gateway.runtime().config.admin.listen {
+        None => None,
+        Some(at) => {
+            let bind = |source| StartError::Bind { addr: at, source };
+            let listener = TcpListener::bind(at).await.map_err(bind)?;
+            let bound = listener.local_addr().map_err(bind)?;
+            tokio::spawn(serve_operators(
+                listener,
+                Arc::clone(&gateway),
+                wait_true(rx.clone()),
+            ));
+            Some(bound)
+        }
+    };
     if gateway.config_path().is_some() && !poll.is_zero() {
         // The baseline is what was just loaded, not what the files say once the task runs.
         let loaded = fingerprint(&gateway);
@@ -85,6 +101,7 @@ pub async fn start_from(
     let task = tokio::spawn(serve(listener, Arc::clone(&gateway), wait_true(rx)));
     Ok(RunningServer {
         addr,
+        admin_addr,
         gateway,
         shutdown: tx,
         task,
@@ -140,6 +157,44 @@ async fn watch_files(
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|v| *v).await;
+}
+
+/// The operators' listener: `/metrics`, `/admin/reload`, `/healthz`, `/readyz` over plain
+/// HTTP/1.1, each request head within `timeouts.client_header_ms`. It stops accepting when
+/// shutdown begins (a probe then fails, as `/readyz` would).
+async fn serve_operators(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let config = gateway.runtime().config.clone();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(config.timeouts.client_header_ms))
+        .max_buf_size(config.limits.max_header_bytes);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _peer)) = accepted else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let gw = Arc::clone(&gateway);
+                let service = service_fn(move |req| {
+                    let gw = Arc::clone(&gw);
+                    async move { Ok::<_, Infallible>(gw.handle_operator(req).await) }
+                });
+                let conn = http.serve_connection(TokioIo::new(stream), service);
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "operators' connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => return,
+        }
+    }
 }
 
 /// The accept loop. Returns once `shutdown` resolves and open connections have drained.
