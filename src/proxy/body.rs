@@ -94,7 +94,6 @@ pub struct StreamContext {
     /// The client key's id, when keys are configured.
     pub key_id: Option<&'static str>,
     pub route: &'static str,
-    pub request_id: String,
     pub protocol: &'static dyn Protocol,
     /// Time spent before the stream started (request handling, response head).
     pub overhead_so_far: Duration,
@@ -257,7 +256,10 @@ impl GuardedStream {
         // Once per poll, not per upstream frame: polling registers this task's waker, and a
         // burst of frames is decoded in one poll.
         if self.reading() && self.stop.as_mut().poll(cx).is_ready() {
-            tracing::info!(request_id = %self.ctx.request_id, "drain deadline: ending the stream");
+            tracing::info!(
+                request_id = self.ctx.trace.request_id(),
+                "drain deadline: ending the stream"
+            );
             self.terminate(GatewayError::ShuttingDown);
         }
         loop {
@@ -439,7 +441,12 @@ impl GuardedStream {
 
     fn upstream_failed(&mut self, kind: UpstreamErrorKind, err: GatewayError) {
         super::report::count_upstream_error(&self.ctx.metrics, self.ctx.route, kind);
-        tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, kind = kind.as_str(), "upstream stream failed");
+        tracing::warn!(
+            request_id = self.ctx.trace.request_id(),
+            route = self.ctx.route,
+            kind = kind.as_str(),
+            "upstream stream failed"
+        );
         self.terminate(err);
     }
 
@@ -462,7 +469,7 @@ impl GuardedStream {
             policy: self.guard.policy(),
             route: self.ctx.route,
             key_id: self.ctx.key_id,
-            request_id: &self.ctx.request_id,
+            request_id: self.ctx.trace.request_id(),
             trace: &self.ctx.trace,
         }
     }
@@ -478,7 +485,7 @@ impl GuardedStream {
             policy: &policy,
             route: self.ctx.route,
             key_id: self.ctx.key_id,
-            request_id: &self.ctx.request_id,
+            request_id: self.ctx.trace.request_id(),
             trace: &self.ctx.trace,
         };
         self.guard.take_findings(|monitored, redacted| {

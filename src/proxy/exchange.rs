@@ -403,7 +403,6 @@ impl<'a> RequestCtx<'a> {
             audit: Arc::clone(&self.rt.audit),
             key_id: self.caller.key_id,
             route: self.route.name,
-            request_id: self.id.to_owned(),
             protocol: self.protocol,
             overhead_so_far,
             idle_timeout: Duration::from_millis(config.timeouts.idle_ms),

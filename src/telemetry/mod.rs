@@ -53,21 +53,11 @@ pub fn init(config: &Config) -> Result<Tracing, String> {
     let not_spans = tracing_subscriber::filter::filter_fn(|m| m.target() != TARGET);
     // Colour only on a terminal: escape codes would end up in files and the journal.
     let ansi = std::io::stdout().is_terminal();
-    let log: BoxedLayer = match config.log.format {
-        LogFormat::Json => Box::new(
-            tracing_subscriber::fmt::layer()
-                .json()
-                .with_ansi(ansi)
-                .with_filter(filter)
-                .with_filter(not_spans),
-        ),
-        LogFormat::Text => Box::new(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(ansi)
-                .with_filter(filter)
-                .with_filter(not_spans),
-        ),
+    let fmt: BoxedLayer = match config.log.format {
+        LogFormat::Json => Box::new(tracing_subscriber::fmt::layer().json().with_ansi(ansi)),
+        LogFormat::Text => Box::new(tracing_subscriber::fmt::layer().with_ansi(ansi)),
     };
+    let log: BoxedLayer = Box::new(fmt.with_filter(filter).with_filter(not_spans));
     #[cfg(feature = "otel")]
     let (traces, export) = match otel::layer(config)? {
         Some((layer, export)) => (Some(layer), Some(export)),
@@ -272,6 +262,11 @@ impl RequestTrace {
         #[cfg(not(feature = "otel"))]
         let _ = headers;
         span
+    }
+
+    /// The request id (`x-request-id`), for log lines.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
     }
 
     pub fn note_caller(&self, key_id: Option<&'static str>) {

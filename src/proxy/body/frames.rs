@@ -61,7 +61,7 @@ impl GuardedStream {
         let kind = match self.decoder.decode(fields.event, &data, &mut deltas) {
             Ok(kind) => kind,
             Err(e) => {
-                tracing::warn!(request_id = %self.ctx.request_id, error = %e, "malformed upstream frame");
+                tracing::warn!(request_id = self.ctx.trace.request_id(), error = %e, "malformed upstream frame");
                 self.upstream_failed(
                     UpstreamErrorKind::Malformed,
                     GatewayError::Upstream("the upstream sent a malformed stream frame".into()),
@@ -140,7 +140,11 @@ impl GuardedStream {
             }
         }
         if self.held_bytes > self.ctx.max_holdback_bytes {
-            tracing::warn!(request_id = %self.ctx.request_id, route = self.ctx.route, "hold-back limit exceeded");
+            tracing::warn!(
+                request_id = self.ctx.trace.request_id(),
+                route = self.ctx.route,
+                "hold-back limit exceeded"
+            );
             self.ctx
                 .metrics
                 .holdback_exceeded
