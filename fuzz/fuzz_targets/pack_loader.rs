@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Err(e) = pack::parse_pack_text(Path::new("fuzz.yaml"), text) {
+    if let Err(e) = pack::parse_pack_text(Path::new("fuzz.yaml"), text, &Default::default()) {
         assert_eq!(e.file, "fuzz.yaml");
     }
 });

@@ -15,11 +15,16 @@ use std::path::{Path, PathBuf};
 
 mod checked;
 mod errors;
+mod judges;
 mod telemetry;
 
 use errors::format_figment_error;
 
 pub use checked::{AuthHeader, BaseUrl, ProtocolId, Provider};
+pub use judges::{
+    BreakerConfig, CacheConfig, CheckedJudge, ExecConfig, JudgeConfig, RetryConfig,
+    JUDGE_PROTOCOLS,
+};
 pub use telemetry::Telemetry;
 
 /// YAML through serde_norway, the maintained serde_yaml fork (figment's own YAML provider uses
@@ -86,6 +91,12 @@ pub struct Config {
     /// fields); a route may set its own.
     #[serde(default)]
     pub unknown_content: UnknownContent,
+    /// The LLMs judged checks (`llm_judge`, ...) ask, by name.
+    #[serde(default)]
+    pub judges: Vec<JudgeConfig>,
+    /// Subprocess check handlers, used in packs as `type: <name>`.
+    #[serde(default)]
+    pub exec: std::collections::BTreeMap<String, ExecConfig>,
     /// The file this config was read from (errors about what it names, such as packs, say so).
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -412,8 +423,10 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 17] = [
+const TOP_LEVEL_KEYS: [&str; 19] = [
     "listen",
+    "judges",
+    "exec",
     "upstreams",
     "packs",
     "limits",
@@ -558,6 +571,8 @@ impl Config {
         }
         self.validate_durations()?;
         self.telemetry.validate()?;
+        judges::validate_judges(&mut self.judges)?;
+        judges::validate_exec(&self.exec)?;
         if self.admin.token.as_deref() == Some("") {
             return Err(ConfigError::Invalid(
                 "admin.token: must not be empty (an empty token would let anyone reload); \

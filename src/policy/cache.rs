@@ -6,6 +6,7 @@
 //! is compiled once per load, and a reload reuses the previous load's policy for every list
 //! whose files did not change (so it recompiles only what changed).
 
+use super::judged::CheckRefs;
 use super::{pack, Policy, PolicyError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,9 @@ type Sources = Vec<(PathBuf, Arc<str>)>;
 #[derive(Default)]
 pub struct PolicyCache {
     compiled: HashMap<Sources, Arc<Policy>>,
+    /// The judges and `exec:` handlers the packs were checked against: a load with other
+    /// names compiles everything again.
+    refs: CheckRefs,
 }
 
 /// One load: the files read so far (each read once, however many lists name it), the
@@ -29,12 +33,16 @@ pub struct PolicyLoader<'a> {
 }
 
 impl<'a> PolicyLoader<'a> {
-    /// A load that may reuse what `previous` compiled (unchanged files only).
-    pub fn new(previous: Option<&'a PolicyCache>) -> PolicyLoader<'a> {
+    /// A load that may reuse what `previous` compiled (unchanged files only, checked against
+    /// the same `refs`).
+    pub fn new(previous: Option<&'a PolicyCache>, refs: CheckRefs) -> PolicyLoader<'a> {
         PolicyLoader {
-            previous,
+            previous: previous.filter(|p| p.refs == refs),
             texts: HashMap::new(),
-            used: PolicyCache::default(),
+            used: PolicyCache {
+                compiled: HashMap::new(),
+                refs,
+            },
         }
     }
 
@@ -50,7 +58,7 @@ impl<'a> PolicyLoader<'a> {
         }
         let policy = match self.previous.and_then(|c| c.compiled.get(&sources)) {
             Some(p) => Arc::clone(p),
-            None => Arc::new(compile(&sources)?),
+            None => Arc::new(compile(&sources, &self.used.refs)?),
         };
         self.used.compiled.insert(sources, Arc::clone(&policy));
         Ok(policy)
@@ -91,10 +99,10 @@ impl PolicyCache {
     }
 }
 
-fn compile(sources: &Sources) -> Result<Policy, PolicyError> {
+fn compile(sources: &Sources, refs: &CheckRefs) -> Result<Policy, PolicyError> {
     let mut defs = Vec::new();
     for (path, text) in sources {
-        defs.extend(pack::parse_pack_text(path, text)?);
+        defs.extend(pack::parse_pack_text(path, text, refs)?);
     }
     let mut policy = Policy::compile(defs)?;
     policy.packs = sources

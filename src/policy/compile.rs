@@ -3,6 +3,7 @@
 
 use super::counters::TokenCounter;
 use super::limits::{Limit, MaxSentences, MaxTokens};
+use super::judged::JudgedCheck;
 use super::pack;
 use super::tools::ToolCheck;
 use super::types::{CheckDef, Mode, PolicyError, Validator};
@@ -54,6 +55,9 @@ pub struct Policy {
     pub(super) redacts: bool,
     /// Some tool check reads call arguments.
     pub(super) needs_args: bool,
+    /// (validator, check) of judged checks on the request, and on the answer.
+    pub(super) judged_input: Vec<(u32, Arc<JudgedCheck>)>,
+    pub(super) judged_output: Vec<(u32, Arc<JudgedCheck>)>,
     /// Redact-mode regexes: (validator, how to find where a match starts).
     pub(super) span_finders: Vec<(u32, SpanFinder)>,
     pub(super) packs: Vec<String>,
@@ -170,10 +174,11 @@ impl Policy {
                     CheckDef::JsonPath(c) => {
                         checks.whole.push((owner, WholeCheck::Path(Arc::clone(c))))
                     }
-                    // Not about text: collected once, below.
+                    // Not scanned: collected once, below.
                     CheckDef::Tool(_)
                     | CheckDef::LatencyBudget { .. }
-                    | CheckDef::CostBudget { .. } => {}
+                    | CheckDef::CostBudget { .. }
+                    | CheckDef::Judged(_) => {}
                 }
             }
             let literals = if literals.is_empty() {
@@ -218,12 +223,23 @@ impl Policy {
                     max_total_tokens,
                     max_cost_usd,
                 } => policy.cost.push((owner, *max_total_tokens, *max_cost_usd)),
+                CheckDef::Judged(check) => {
+                    if v.direction.covers(Target::Input) {
+                        policy.judged_input.push((owner, Arc::clone(check)));
+                    }
+                    if v.direction.covers(Target::Output) {
+                        policy.judged_output.push((owner, Arc::clone(check)));
+                    }
+                }
                 _ => {}
             }
             policy.buffer |= v.buffer;
             policy.redacts |= v.mode == Mode::Redact;
         }
-        policy.needs_args = policy.tools.iter().any(|(_, c)| c.needs_args());
+        // A judged answer is held whole and judged before release (its text kept for it).
+        policy.buffer |= !policy.judged_output.is_empty();
+        policy.needs_args = policy.tools.iter().any(|(_, c)| c.needs_args())
+            || !policy.judged_output.is_empty();
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
         Ok(policy)
     }
@@ -239,6 +255,16 @@ impl Policy {
     /// The pack files this policy was loaded from.
     pub fn packs(&self) -> &[String] {
         &self.packs
+    }
+
+    /// Judged checks of the request: (validator, check).
+    pub fn judged_input(&self) -> &[(u32, Arc<JudgedCheck>)] {
+        &self.judged_input
+    }
+
+    /// Judged checks of the answer: (validator, check).
+    pub fn judged_output(&self) -> &[(u32, Arc<JudgedCheck>)] {
+        &self.judged_output
     }
 
     pub(super) fn checks(&self, target: Target) -> &TargetChecks {

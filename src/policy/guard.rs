@@ -124,6 +124,7 @@ impl Policy {
     /// True when AfterCall needs the response text kept (whole-text checks exist).
     fn keeps_text(&self, target: Target) -> bool {
         !self.checks(target).whole.is_empty()
+            || (target == Target::Output && !self.judged_output.is_empty())
     }
 }
 

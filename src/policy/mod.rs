@@ -34,6 +34,7 @@ pub mod catalog;
 mod compile;
 pub mod counters;
 mod guard;
+pub mod judged;
 pub mod json_args;
 pub mod json_text;
 mod limits;

@@ -8,6 +8,7 @@ mod checks;
 mod params;
 
 use super::catalog;
+use super::judged::CheckRefs;
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
 use checks::build_check;
 use params::{as_bool, as_string, Params};
@@ -27,7 +28,7 @@ pub struct PackError {
 /// Loads one pack file. Validators come back in file order, with `enabled: false` ones dropped
 /// (after validation, so a disabled validator with a typo still fails the load).
 pub fn load_pack(path: &Path) -> Result<Vec<(Validator, CheckDef)>, PackError> {
-    parse_pack_text(path, &read_pack(path)?)
+    parse_pack_text(path, &read_pack(path)?, &CheckRefs::default())
 }
 
 /// The text of a pack file.
@@ -49,19 +50,28 @@ pub fn read_pack(path: &Path) -> Result<String, PackError> {
     })
 }
 
-/// The validators of a pack's YAML text, read from `path` (which names it in errors).
-pub fn parse_pack_text(path: &Path, text: &str) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+/// The validators of a pack's YAML text, read from `path` (which names it in errors); `refs`
+/// are the judges and `exec:` handlers its judged checks may name.
+pub fn parse_pack_text(
+    path: &Path,
+    text: &str,
+    refs: &CheckRefs,
+) -> Result<Vec<(Validator, CheckDef)>, PackError> {
     let file = path.display().to_string();
     let doc: Value = serde_norway::from_str(text).map_err(|e| PackError {
         file: file.clone(),
         location: String::new(),
         message: format!("invalid YAML: {e}"),
     })?;
-    parse_pack(&file, &doc)
+    parse_pack(&file, &doc, refs)
 }
 
 /// Builds the validators of a parsed pack document; `file` names it in errors.
-pub fn parse_pack(file: &str, doc: &Value) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+pub fn parse_pack(
+    file: &str,
+    doc: &Value,
+    refs: &CheckRefs,
+) -> Result<Vec<(Validator, CheckDef)>, PackError> {
     let err = |message: String| PackError {
         file: file.to_owned(),
         location: String::new(),
@@ -93,7 +103,7 @@ pub fn parse_pack(file: &str, doc: &Value) -> Result<Vec<(Validator, CheckDef)>,
     };
     let mut out = Vec::new();
     for (index, entry) in list.iter().enumerate() {
-        let (validator, def, enabled) = parse_validator(file, index, entry)?;
+        let (validator, def, enabled) = parse_validator(file, index, entry, refs)?;
         if enabled {
             out.push((validator, def));
         }
@@ -105,6 +115,7 @@ fn parse_validator(
     file: &str,
     index: usize,
     entry: &Value,
+    refs: &CheckRefs,
 ) -> Result<(Validator, CheckDef, bool), PackError> {
     let type_name = entry
         .get("type")
@@ -171,8 +182,14 @@ fn parse_validator(
             }
         }
     }
+    // An `exec:` handler of the config is a type of its own.
     let canonical = catalog::canonical(&type_name)
-        .ok_or_else(|| at(format!("unknown check type `{type_name}`")))?;
+        .or_else(|| refs.exec.contains(&type_name).then_some("exec"))
+        .ok_or_else(|| {
+            at(format!(
+                "unknown check type `{type_name}` (neither in the catalog nor an `exec:` handler of the config)"
+            ))
+        })?;
     let mut p = Params {
         map: params,
         aliases: catalog::param_aliases(canonical),
@@ -196,7 +213,7 @@ fn parse_validator(
         let m = as_string(&v).ok_or_else(|| at(format!("param '{name}': must be a string")))?;
         message.get_or_insert(m);
     }
-    let threshold = Threshold {
+    let mut threshold = Threshold {
         min_score: p.score("min_score").map_err(&at)?,
         max_score: p.score("max_score").map_err(&at)?,
     };
@@ -206,7 +223,24 @@ fn parse_validator(
                 .into(),
         ));
     }
-    let def = build_check(canonical, &type_name, &mut p).map_err(&at)?;
+    let def = build_check(canonical, &type_name, &mut p, refs).map_err(&at)?;
+    if let CheckDef::Judged(check) = &def {
+        // A judge's score passes at 0.5 unless the validator says otherwise.
+        if threshold == Threshold::default() {
+            threshold.min_score = Some(0.5);
+        }
+        if matches!(direction, Direction::Reasoning | Direction::All) {
+            return Err(at(
+                "param 'direction': judged checks of reasoning are not supported yet (input, output or both)"
+                    .into(),
+            ));
+        }
+        if check.parallel && direction == Direction::Output {
+            return Err(at(
+                "param 'parallel': applies to input checks (direction: input or both)".into(),
+            ));
+        }
+    }
     if matches!(
         def,
         CheckDef::Tool(_) | CheckDef::LatencyBudget { .. } | CheckDef::CostBudget { .. }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 fn policy(yaml: &str) -> Result<Arc<Policy>, String> {
     let doc: serde_json::Value = serde_norway::from_str(yaml).unwrap();
-    let defs = pack::parse_pack("test.yaml", &doc).map_err(|e| e.to_string())?;
+    let defs = pack::parse_pack("test.yaml", &doc, &Default::default()).map_err(|e| e.to_string())?;
     Policy::compile(defs)
         .map(Arc::new)
         .map_err(|e| e.to_string())

@@ -2,6 +2,7 @@
 //! thresholds, what each checks), and what checking reports (phases, findings, errors).
 
 use super::compile::Target;
+use super::judged::JudgedCheck;
 use super::pack::PackError;
 use super::structured::{PathCheck, SchemaCheck};
 use super::tools::ToolCheck;
@@ -147,6 +148,8 @@ pub enum CheckDef {
         max_total_tokens: Option<u64>,
         max_cost_usd: Option<f64>,
     },
+    /// A verdict from a judge, an HTTP endpoint or a subprocess (see [`super::judged`]).
+    Judged(Arc<JudgedCheck>),
 }
 
 /// The hook phase a verdict came from; also the `phase` metrics label.

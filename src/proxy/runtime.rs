@@ -5,6 +5,7 @@ use super::{auth, upstream};
 use crate::audit::Audit;
 use crate::config::{AuthHeader, Config, UnknownContent};
 use crate::error::StartError;
+use crate::policy::judged::CheckRefs;
 use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::Protocol;
 use std::sync::Arc;
@@ -80,7 +81,11 @@ impl Runtime {
     /// Like [`Runtime::build`], reusing `previous`'s compiled policy for every pack list whose
     /// files have the same contents (a reload compiles only what changed).
     pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, StartError> {
-        let runtime = Self::compile(config, PolicyLoader::new(previous.map(|r| &r.policies)));
+        let refs = check_refs(&config)?;
+        let runtime = Self::compile(
+            config,
+            PolicyLoader::new(previous.map(|r| &r.policies), refs),
+        );
         crate::heap::release_unused();
         runtime
     }
@@ -204,6 +209,23 @@ impl Runtime {
             None => r.protocol.matches(path),
         })
     }
+}
+
+/// The judges and `exec:` handlers packs may name; a handler may not take a catalog type's name.
+fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
+    if let Some(name) = config
+        .exec
+        .keys()
+        .find(|n| crate::policy::catalog::canonical(n).is_some())
+    {
+        return Err(StartError::Setup(format!(
+            "exec.{name}: the name is a check type of the PromptKit catalog; pick another"
+        )));
+    }
+    Ok(CheckRefs {
+        judges: config.judges.iter().map(|j| j.name.clone()).collect(),
+        exec: config.exec.keys().cloned().collect(),
+    })
 }
 
 /// Names the config key (and the file) of a pack list that failed to load.

@@ -1,6 +1,10 @@
 //! The per-type half of a validator: its params checked and turned into a [`CheckDef`].
 
 use super::params::Params;
+use crate::policy::judged::{
+    go_duration_ms, CheckRefs, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge, RestEval,
+    Scale,
+};
 use crate::policy::structured::{parse_path, PathCheck, SchemaCheck};
 use crate::policy::{CheckDef, ToolCheck};
 use crate::scan::{compile_hir, PiiKind};
@@ -11,8 +15,109 @@ pub(super) fn build_check(
     canonical: &str,
     type_name: &str,
     p: &mut Params,
+    refs: &CheckRefs,
 ) -> Result<CheckDef, String> {
     match canonical {
+        "llm_judge" | "llm_judge_session" | "llm_judge_tool_calls" => {
+            let judged = match canonical {
+                "llm_judge" => Judged::Text,
+                "llm_judge_session" => Judged::Session,
+                _ => Judged::ToolCalls {
+                    tools: p.string_list("tools")?.unwrap_or_default(),
+                },
+            };
+            let judge = judge_name(p.string("judge")?, refs)?;
+            let criteria = p.required_string("criteria")?;
+            if criteria.trim().is_empty() {
+                return Err("param 'criteria': must not be empty".into());
+            }
+            let scale = match p.string("scale")?.as_deref() {
+                None | Some("0-1") => Scale::Unit,
+                Some("1-5") => Scale::OneToFive,
+                Some(other) => {
+                    return Err(format!("param 'scale': `{other}` is not one of 0-1, 1-5"))
+                }
+            };
+            let llm = LlmJudge {
+                judge,
+                criteria,
+                rubric: p.string("rubric")?,
+                system_prompt: p.string("system_prompt")?,
+                model: p.string("model")?,
+                evaluation_steps: p.string_list("evaluation_steps")?.unwrap_or_default(),
+                scale,
+                judged,
+            };
+            // PromptKit accepts `extra` here and does not use it; so does guardwire.
+            p.take("extra");
+            judged_check(p, JudgedKind::Llm(llm))
+        }
+        "rest_eval" | "rest_eval_session" => {
+            let url = p.required_string("url")?;
+            let (base, path_and_query) = split_url(&url).map_err(|e| format!("param 'url': {e}"))?;
+            let method = match p.string("method")? {
+                None => http::Method::POST,
+                Some(m) => http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                    .map_err(|_| format!("param 'method': `{m}` is not an HTTP method"))?,
+            };
+            let mut headers = Vec::new();
+            for (name, value) in p.object("headers")?.unwrap_or_default() {
+                let header = http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("param 'headers': `{name}` is not a header name"))?;
+                let Value::String(value) = value else {
+                    return Err(format!("param 'headers': `{name}` must be a string"));
+                };
+                headers.push((header, value));
+            }
+            let timeout_ms = match p.take("timeout") {
+                None => None,
+                Some((key, Value::String(t))) => Some(go_duration_ms(&t).ok_or_else(|| {
+                    format!("param '{key}': `{t}` is not a duration such as 30s or 500ms")
+                })?),
+                Some((key, _)) => {
+                    return Err(format!("param '{key}': must be a duration such as \"30s\""))
+                }
+            };
+            let rest = RestEval {
+                base,
+                path_and_query,
+                method,
+                headers,
+                include_messages: p.bool("include_messages")?.unwrap_or(true),
+                include_tool_calls: p.bool("include_tool_calls")?.unwrap_or(false),
+                criteria: p.string("criteria")?,
+                extra: p.take("extra").map(|(_, v)| v),
+                session: canonical == "rest_eval_session",
+            };
+            let mut check = judged_check(p, JudgedKind::Rest(rest))?;
+            if let CheckDef::Judged(c) = &mut check {
+                if let (Some(ms), None) = (timeout_ms, c.timeout_ms) {
+                    Arc::make_mut(c).timeout_ms = Some(ms);
+                }
+            }
+            Ok(check)
+        }
+        "exec" => {
+            let mut params = std::mem::take(&mut p.map);
+            let timeout_ms = match params.remove("timeout_ms") {
+                None => None,
+                Some(v) => Some(check_timeout(v.as_u64(), "timeout_ms")?),
+            };
+            let parallel = match params.remove("parallel") {
+                None => false,
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| "param 'parallel': must be true or false".to_owned())?,
+            };
+            Ok(CheckDef::Judged(Arc::new(JudgedCheck {
+                kind: JudgedKind::Exec(ExecCheck {
+                    handler: type_name.to_owned(),
+                    params,
+                }),
+                timeout_ms,
+                parallel,
+            })))
+        }
         "content_excludes" => {
             let patterns = non_empty_patterns(p.required_string_list("patterns")?)?;
             let default_mode = if type_name == "banned_words" {
@@ -257,6 +362,64 @@ pub(super) fn build_check(
             "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
         )),
     }
+}
+
+/// The common params of judged checks, then the check.
+fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
+    if p.take("window").is_some() {
+        return Err(
+            "param 'window': judging streams window by window is not supported yet; judged output checks hold the whole answer and judge it before release"
+                .into(),
+        );
+    }
+    let timeout_ms = match p.u64("timeout_ms")? {
+        None => None,
+        Some(ms) => Some(check_timeout(Some(ms), "timeout_ms")?),
+    };
+    Ok(CheckDef::Judged(Arc::new(JudgedCheck {
+        kind,
+        timeout_ms,
+        parallel: p.bool("parallel")?.unwrap_or(false),
+    })))
+}
+
+fn check_timeout(ms: Option<u64>, key: &str) -> Result<u64, String> {
+    match ms {
+        Some(0) | None => Err(format!("param '{key}': must be a whole number of milliseconds, more than 0")),
+        Some(ms) => crate::config::check_duration_ms(ms)
+            .map(|()| ms)
+            .map_err(|e| format!("param '{key}': {e}")),
+    }
+}
+
+/// The judge a validator asks: the one it names, or the only one configured.
+fn judge_name(named: Option<String>, refs: &CheckRefs) -> Result<String, String> {
+    match named {
+        Some(name) if refs.judges.contains(&name) => Ok(name),
+        Some(name) => Err(format!(
+            "param 'judge': no judge `{name}` is configured (judges: {})",
+            if refs.judges.is_empty() { "none".to_owned() } else { refs.judges.join(", ") }
+        )),
+        None => match refs.judges.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err("no judge is configured: add one under `judges:` in the config".into()),
+            many => Err(format!(
+                "param 'judge': required when more than one judge is configured ({})",
+                many.join(", ")
+            )),
+        },
+    }
+}
+
+/// A full URL as the upstream client takes it: base (scheme and host) and path with query.
+fn split_url(url: &str) -> Result<(crate::config::BaseUrl, String), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
+        return Err(format!("`{url}` must be an absolute http:// or https:// URL"));
+    };
+    let base = crate::config::BaseUrl::parse(&format!("{scheme}://{authority}"))?;
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    Ok((base, if path.is_empty() { "/".into() } else { path.into() }))
 }
 
 fn non_empty_patterns(patterns: Vec<String>) -> Result<Vec<String>, String> {

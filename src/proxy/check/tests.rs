@@ -17,7 +17,7 @@ fn policy() -> Arc<Policy> {
         "validators:\n  - type: banned_words\n    params: { words: [zqxjv] }\n",
     )
     .unwrap();
-    let defs = crate::policy::pack::parse_pack("t.yaml", &doc).unwrap();
+    let defs = crate::policy::pack::parse_pack("t.yaml", &doc, &Default::default()).unwrap();
     Arc::new(Policy::compile(defs).unwrap())
 }
 

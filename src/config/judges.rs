@@ -1,0 +1,259 @@
+//! `judges:` (the LLMs that judged checks ask, by name) and `exec:` (subprocess handlers, used
+//! in packs as `type: <name>`), checked at load.
+
+use super::{check_duration_ms, BaseUrl, ConfigError, ProtocolId};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// One judge: an LLM endpoint in one of the four chat protocols guardwire speaks.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeConfig {
+    /// Validators pick a judge with `params.judge` (optional when exactly one is configured).
+    pub name: String,
+    /// `openai_chat`, `openai_responses`, `anthropic_messages` or `gemini`.
+    pub protocol: String,
+    /// Base URL; the protocol's path is appended (`/v1/chat/completions`, `/v1/messages`, ...).
+    pub base_url: String,
+    /// The environment variable holding the judge's API key (read at load).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The default model; a validator's `params.model` overrides it.
+    pub model: String,
+    /// Deadline of one verdict, retries included; a validator's `params.timeout_ms` overrides it.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub retry: RetryConfig,
+    /// Calls in flight at once; more wait in a queue of `max_queue`, then fail (`on_error`).
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: usize,
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+    #[serde(default)]
+    pub breaker: BreakerConfig,
+    #[serde(default)]
+    pub cache: CacheConfig,
+    /// `max_tokens` of a judge call.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+    /// Filled by validation.
+    #[serde(skip)]
+    pub checked: Option<CheckedJudge>,
+}
+
+/// What validation made of a judge's names and URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedJudge {
+    pub protocol: ProtocolId,
+    pub base_url: BaseUrl,
+    pub api_key: Option<String>,
+}
+
+/// Retries of a failed call that may succeed when tried again (connect errors, 429, 5xx):
+/// exponential backoff with full jitter, within the verdict's deadline (HoloDeck's `RetryConfig`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    pub max_retries: u32,
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+    pub exponential_base: f64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_retries: 2,
+            base_delay_ms: 200,
+            max_delay_ms: 2_000,
+            exponential_base: 2.0,
+        }
+    }
+}
+
+/// The circuit breaker: after `failures` failed calls in a row, calls fail at once for
+/// `open_ms`; then one trial call decides whether it closes again.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    pub failures: u32,
+    pub open_ms: u64,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            failures: 5,
+            open_ms: 30_000,
+        }
+    }
+}
+
+/// Verdicts kept by a hash of what was judged, so a retried exchange does not pay twice.
+/// `entries: 0` turns it off.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    pub entries: usize,
+    pub ttl_ms: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            entries: 10_000,
+            ttl_ms: 300_000,
+        }
+    }
+}
+
+/// A subprocess handler: run without a shell, the check as JSON on stdin, `{score, detail,
+/// data}` JSON on stdout, killed at its deadline.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecConfig {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// `NAME=value` sets a variable; `NAME` passes guardwire's own. The child's environment is
+    /// otherwise empty but for `PATH`, so provider keys never reach it.
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default = "default_exec_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Processes running at once; more wait (within their deadline) in a queue of `max_queue`.
+    #[serde(default = "default_exec_concurrency")]
+    pub max_concurrency: usize,
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+fn default_max_concurrency() -> usize {
+    64
+}
+fn default_max_queue() -> usize {
+    256
+}
+fn default_max_tokens() -> u32 {
+    1024
+}
+fn default_exec_timeout_ms() -> u64 {
+    30_000
+}
+fn default_exec_concurrency() -> usize {
+    8
+}
+
+/// The protocols a judge may speak.
+pub const JUDGE_PROTOCOLS: [ProtocolId; 4] = [
+    ProtocolId::OpenAiChat,
+    ProtocolId::OpenAiResponses,
+    ProtocolId::AnthropicMessages,
+    ProtocolId::Gemini,
+];
+
+pub(super) fn validate_judges(judges: &mut [JudgeConfig]) -> Result<(), ConfigError> {
+    let mut names: Vec<String> = Vec::new();
+    for (i, j) in judges.iter_mut().enumerate() {
+        let name = j.name.clone();
+        let at = |m: String| ConfigError::Invalid(format!("judges[{i}] ({name}): {m}"));
+        if j.name.is_empty() || names.contains(&j.name) {
+            return Err(at("name: must be unique and not empty".into()));
+        }
+        names.push(j.name.clone());
+        let protocol = ProtocolId::from_name(&j.protocol)
+            .filter(|p| JUDGE_PROTOCOLS.contains(p))
+            .ok_or_else(|| {
+                let known: Vec<&str> = JUDGE_PROTOCOLS.iter().map(|p| p.as_str()).collect();
+                at(format!(
+                    "protocol: `{}` is not one of {}",
+                    j.protocol,
+                    known.join(", ")
+                ))
+            })?;
+        let base_url = BaseUrl::parse(&j.base_url).map_err(|e| at(format!("base_url: {e}")))?;
+        if j.model.is_empty() {
+            return Err(at("model: must not be empty".into()));
+        }
+        let api_key = match &j.api_key_env {
+            None => None,
+            Some(var) => Some(
+                std::env::var(var)
+                    .ok()
+                    .filter(|k| !k.is_empty())
+                    .ok_or_else(|| {
+                        at(format!(
+                            "api_key_env: the environment variable `{var}` is not set"
+                        ))
+                    })?,
+            ),
+        };
+        for (key, ms) in [
+            ("timeout_ms", j.timeout_ms),
+            ("retry.max_delay_ms", j.retry.max_delay_ms),
+            ("breaker.open_ms", j.breaker.open_ms),
+            ("cache.ttl_ms", j.cache.ttl_ms),
+        ] {
+            if ms == 0 {
+                return Err(at(format!("{key}: must be more than 0 (milliseconds)")));
+            }
+            check_duration_ms(ms).map_err(|e| at(format!("{key}: {e}")))?;
+        }
+        check_duration_ms(j.retry.base_delay_ms)
+            .map_err(|e| at(format!("retry.base_delay_ms: {e}")))?;
+        if j.retry.base_delay_ms > j.retry.max_delay_ms {
+            return Err(at("retry.base_delay_ms: must not be more than max_delay_ms".into()));
+        }
+        if !(1.0..=10.0).contains(&j.retry.exponential_base) {
+            return Err(at("retry.exponential_base: must be between 1 and 10".into()));
+        }
+        if j.retry.max_retries > 10 {
+            return Err(at("retry.max_retries: at most 10".into()));
+        }
+        if j.max_concurrency == 0 {
+            return Err(at("max_concurrency: must be at least 1".into()));
+        }
+        if j.breaker.failures == 0 {
+            return Err(at("breaker.failures: must be at least 1".into()));
+        }
+        if j.max_tokens == 0 {
+            return Err(at("max_tokens: must be at least 1".into()));
+        }
+        j.checked = Some(CheckedJudge {
+            protocol,
+            base_url,
+            api_key,
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn validate_exec(handlers: &BTreeMap<String, ExecConfig>) -> Result<(), ConfigError> {
+    for (name, h) in handlers {
+        let at = |m: String| ConfigError::Invalid(format!("exec.{name}: {m}"));
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            return Err(at("the name must be letters, digits, `_` or `-`".into()));
+        }
+        if h.command.is_empty() {
+            return Err(at("command: must not be empty".into()));
+        }
+        if h.timeout_ms == 0 {
+            return Err(at("timeout_ms: must be more than 0 (milliseconds)".into()));
+        }
+        check_duration_ms(h.timeout_ms).map_err(|e| at(format!("timeout_ms: {e}")))?;
+        if h.max_concurrency == 0 {
+            return Err(at("max_concurrency: must be at least 1".into()));
+        }
+        for var in &h.env {
+            let name = var.split_once('=').map_or(var.as_str(), |(n, _)| n);
+            if name.is_empty() || name.contains('\0') {
+                return Err(at(format!("env: `{var}` is not NAME or NAME=value")));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! Judged checks: the validators whose verdict comes from someone else — an LLM judge
+//! (`llm_judge*`), an HTTP endpoint (`rest_eval*`) or a subprocess (`exec:` handlers). Here is
+//! what a pack says about them, validated at load; `crate::judge` makes the calls.
+//!
+//! Their verdict is a score from 0 to 1 that passes at `min_score` (default 0.5); an error
+//! (deadline, transport, a reply that cannot be read) fails the check unless the validator
+//! says `on_error: fail_open`.
+
+use serde_json::{Map, Value};
+
+/// The names a pack's judged checks may refer to, from the config: the `judges:` and the
+/// `exec:` handlers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckRefs {
+    pub judges: Vec<String>,
+    pub exec: Vec<String>,
+}
+
+/// A judged validator's check.
+#[derive(Debug, Clone)]
+pub struct JudgedCheck {
+    pub kind: JudgedKind,
+    /// Deadline of one verdict, retries included (`timeout_ms`; `timeout` for `rest_eval`);
+    /// `None`: the judge's (or handler's) own.
+    pub timeout_ms: Option<u64>,
+    /// Input checks: judged while the upstream call runs (`parallel: true`).
+    pub parallel: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum JudgedKind {
+    Llm(LlmJudge),
+    Rest(RestEval),
+    Exec(ExecCheck),
+}
+
+/// What an LLM judge is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged {
+    /// The text under judgment: the answer (output) or the request's messages (input).
+    Text,
+    /// The whole conversation, the answer included (`llm_judge_session`).
+    Session,
+    /// The tool calls (of the answer; of the conversation on input), those named in `tools`
+    /// when given (`llm_judge_tool_calls`).
+    ToolCalls { tools: Vec<String> },
+}
+
+/// How the judge's score is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// 0 to 1 (PromptKit).
+    Unit,
+    /// 1 to 5, normalised to 0–1 as (s − 1) / 4 (G-Eval).
+    OneToFive,
+}
+
+#[derive(Debug, Clone)]
+pub struct LlmJudge {
+    /// The `judges:` entry asked.
+    pub judge: String,
+    pub criteria: String,
+    pub rubric: Option<String>,
+    pub system_prompt: Option<String>,
+    /// Overrides the judge's model.
+    pub model: Option<String>,
+    /// G-Eval: the steps the judge follows, listed in the prompt.
+    pub evaluation_steps: Vec<String>,
+    pub scale: Scale,
+    pub judged: Judged,
+}
+
+#[derive(Debug, Clone)]
+pub struct RestEval {
+    /// `scheme://authority` and the path and query, from `url`.
+    pub base: crate::config::BaseUrl,
+    pub path_and_query: String,
+    pub method: http::Method,
+    /// Values may hold `${VAR}`: expanded from the environment per call (unset: empty).
+    pub headers: Vec<(http::HeaderName, String)>,
+    pub include_messages: bool,
+    pub include_tool_calls: bool,
+    pub criteria: Option<String>,
+    /// Sent under `extra`.
+    pub extra: Option<Value>,
+    /// The assistant messages of the conversation, answer included (`rest_eval_session`).
+    pub session: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecCheck {
+    /// The `exec:` handler.
+    pub handler: String,
+    /// The validator's own params, passed on stdin.
+    pub params: Map<String, Value>,
+}
+
+/// Parses a Go-style duration (`30s`, `500ms`, `1m30s`, `1.5s`) into milliseconds.
+pub fn go_duration_ms(text: &str) -> Option<u64> {
+    let mut total = 0.0f64;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let ms = match &rest[..unit_len] {
+            "ms" => 1.0,
+            "s" => 1_000.0,
+            "m" => 60_000.0,
+            "h" => 3_600_000.0,
+            _ => return None,
+        };
+        total += value * ms;
+        rest = &rest[unit_len..];
+    }
+    (total.is_finite() && total >= 1.0).then_some(total.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_duration_ms;
+
+    #[test]
+    fn go_durations() {
+        for (text, ms) in [
+            ("30s", Some(30_000)),
+            ("500ms", Some(500)),
+            ("1m30s", Some(90_000)),
+            ("1.5s", Some(1_500)),
+            ("2h", Some(7_200_000)),
+            ("", None),
+            ("10", None),
+            ("5x", None),
+            ("0s", None),
+            ("s", None),
+        ] {
+            assert_eq!(go_duration_ms(text), ms, "{text}");
+        }
+    }
+}
