@@ -8,6 +8,7 @@ pub mod config;
 pub mod delta;
 pub mod error;
 pub mod heap;
+pub mod judge;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;

@@ -2,10 +2,12 @@
 //! `exposition`: the text formats; `process`: the standard `process_*` metrics.
 
 mod exposition;
+mod judges;
 mod process;
 
 use exposition::openmetrics_to_text004;
 pub use exposition::Exposition;
+pub use judges::{JudgeErrorLabels, JudgeLabels, JudgeMetrics, JudgedVerdictLabels};
 use process::ProcessMetrics;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -177,6 +179,8 @@ pub struct Metrics {
     /// A hash of the running config and the pack files it loaded (48 bits, so a float holds it
     /// exactly): replicas with different values run different policies.
     pub config_hash: Gauge,
+    /// Judged checks: calls, errors, retries, breakers, queues, verdicts.
+    pub judges: JudgeMetrics,
     /// 1 when the last reload succeeded (or none was tried), 0 when it failed.
     pub config_last_reload_successful: Gauge,
     /// When the running config was loaded (start or the last successful reload), Unix seconds.
@@ -326,7 +330,9 @@ impl Metrics {
             "Upstream failures, by route and kind",
             upstream_errors.clone(),
         );
+        let judges = JudgeMetrics::register(registry);
         Metrics {
+            judges,
             registry: root,
             requests,
             blocked,

@@ -206,7 +206,9 @@ pub(super) fn validate_judges(judges: &mut [JudgeConfig]) -> Result<(), ConfigEr
         check_duration_ms(j.retry.base_delay_ms)
             .map_err(|e| at(format!("retry.base_delay_ms: {e}")))?;
         if j.retry.base_delay_ms > j.retry.max_delay_ms {
-            return Err(at("retry.base_delay_ms: must not be more than max_delay_ms".into()));
+            return Err(at(
+                "retry.base_delay_ms: must not be more than max_delay_ms".into(),
+            ));
         }
         if !(1.0..=10.0).contains(&j.retry.exponential_base) {
             return Err(at("retry.exponential_base: must be between 1 and 10".into()));
@@ -235,7 +237,11 @@ pub(super) fn validate_judges(judges: &mut [JudgeConfig]) -> Result<(), ConfigEr
 pub(super) fn validate_exec(handlers: &BTreeMap<String, ExecConfig>) -> Result<(), ConfigError> {
     for (name, h) in handlers {
         let at = |m: String| ConfigError::Invalid(format!("exec.{name}: {m}"));
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
             return Err(at("the name must be letters, digits, `_` or `-`".into()));
         }
         if h.command.is_empty() {

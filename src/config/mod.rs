@@ -22,8 +22,7 @@ use errors::format_figment_error;
 
 pub use checked::{AuthHeader, BaseUrl, ProtocolId, Provider};
 pub use judges::{
-    BreakerConfig, CacheConfig, CheckedJudge, ExecConfig, JudgeConfig, RetryConfig,
-    JUDGE_PROTOCOLS,
+    BreakerConfig, CacheConfig, CheckedJudge, ExecConfig, JudgeConfig, RetryConfig, JUDGE_PROTOCOLS,
 };
 pub use telemetry::Telemetry;
 

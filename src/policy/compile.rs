@@ -2,8 +2,8 @@
 //! reasoning) and the accessors the hook phases share.
 
 use super::counters::TokenCounter;
-use super::limits::{Limit, MaxSentences, MaxTokens};
 use super::judged::JudgedCheck;
+use super::limits::{Limit, MaxSentences, MaxTokens};
 use super::pack;
 use super::tools::ToolCheck;
 use super::types::{CheckDef, Mode, PolicyError, Validator};
@@ -238,8 +238,8 @@ impl Policy {
         }
         // A judged answer is held whole and judged before release (its text kept for it).
         policy.buffer |= !policy.judged_output.is_empty();
-        policy.needs_args = policy.tools.iter().any(|(_, c)| c.needs_args())
-            || !policy.judged_output.is_empty();
+        policy.needs_args =
+            policy.tools.iter().any(|(_, c)| c.needs_args()) || !policy.judged_output.is_empty();
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
         Ok(policy)
     }

@@ -351,6 +351,25 @@ impl ExchangeGuard {
         Ok(Some((id, pos)))
     }
 
+    /// The answer as judged checks see it (kept when the policy has any): every choice's text
+    /// (answer and refusal), choices apart by a blank line, and its tool calls as (name,
+    /// arguments).
+    pub fn judged_answer(&self) -> (String, Vec<(String, String)>) {
+        let mut choices: Vec<&ChoiceState> = self.choices.iter().collect();
+        choices.sort_by_key(|c| c.choice);
+        let texts: Vec<&str> = choices
+            .iter()
+            .map(|c| c.text.as_str())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let calls = self
+            .calls
+            .iter()
+            .map(|c| (c.record.name.clone(), c.record.args.clone()))
+            .collect();
+        (texts.join("\n\n"), calls)
+    }
+
     /// AfterCall: ends every channel's scan (matches waiting on what follows them are decided)
     /// and runs the whole-response checks.
     pub fn after_call(&mut self) -> Result<(), Finding> {

@@ -9,8 +9,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 fn policy(yaml: &str) -> Result<Arc<Policy>, String> {
+    policy_with(yaml, &Default::default())
+}
+
+fn policy_with(yaml: &str, refs: &judged::CheckRefs) -> Result<Arc<Policy>, String> {
     let doc: serde_json::Value = serde_norway::from_str(yaml).unwrap();
-    let defs = pack::parse_pack("test.yaml", &doc, &Default::default()).map_err(|e| e.to_string())?;
+    let defs = pack::parse_pack("test.yaml", &doc, refs).map_err(|e| e.to_string())?;
     Policy::compile(defs)
         .map(Arc::new)
         .map_err(|e| e.to_string())
@@ -80,7 +84,7 @@ fn errors_name_file_validator_and_param() {
     assert!(e.contains("param 'colour': unknown param"), "{e}");
     let e = policy("validators:\n  - type: max_length\n    params: { max: -3 }\n").unwrap_err();
     assert!(e.contains("param 'max'"), "{e}");
-    let e = policy("validators:\n  - type: llm_judge\n    params: {}\n").unwrap_err();
+    let e = policy("validators:\n  - type: a2a_eval\n    params: {}\n").unwrap_err();
     assert!(e.contains("not supported by guardwire yet"), "{e}");
     let e = policy("validators:\n  - type: content_excludes\n    params: { patterns: [a], match_mode: fuzzy }\n").unwrap_err();
     assert!(e.contains("param 'match_mode'"), "{e}");
@@ -895,4 +899,129 @@ fn repeats_are_verified_against_the_kept_text_up_to_its_limit() {
     assert!(!g.repeat_is_verified(&repeat("Hello", 0)));
     g.on_chunk(&text(0, "!")).unwrap();
     assert!(!g.repeat_is_verified(&repeat("Hello world!", 0)));
+}
+
+#[test]
+fn judged_checks_are_validated_at_load() {
+    let refs = judged::CheckRefs {
+        judges: vec!["safety".into(), "topic".into()],
+        exec: vec!["my_eval".into()],
+    };
+    let one = judged::CheckRefs {
+        judges: vec!["safety".into()],
+        exec: vec![],
+    };
+    for (yaml, refs, expected) in [
+        (
+            "type: llm_judge\n    params: {criteria: c}",
+            &judged::CheckRefs::default(),
+            "no judge is configured",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c}",
+            &refs,
+            "param 'judge': required when more than one",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, judge: nope}",
+            &refs,
+            "no judge `nope` is configured (judges: safety, topic)",
+        ),
+        (
+            "type: llm_judge\n    params: {judge: safety}",
+            &refs,
+            "param 'criteria': required",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, min_score: 1.5}",
+            &one,
+            "param 'min_score'",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, scale: 1-10}",
+            &one,
+            "param 'scale'",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, window: sentence}",
+            &one,
+            "param 'window'",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, parallel: true}",
+            &one,
+            "param 'parallel'",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, direction: reasoning}",
+            &one,
+            "param 'direction'",
+        ),
+        (
+            "type: llm_judge\n    mode: redact\n    params: {criteria: c}",
+            &one,
+            "mode `redact`",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, colour: red}",
+            &one,
+            "param 'colour': unknown",
+        ),
+        (
+            "type: rest_eval\n    params: {}",
+            &one,
+            "param 'url': required",
+        ),
+        (
+            "type: rest_eval\n    params: {url: 'ftp://x/y'}",
+            &one,
+            "param 'url'",
+        ),
+        (
+            "type: rest_eval\n    params: {url: 'http://127.0.0.1/x', timeout: soon}",
+            &one,
+            "param 'timeout'",
+        ),
+        (
+            "type: rest_eval\n    params: {url: 'http://127.0.0.1/x', headers: {a: 1}}",
+            &one,
+            "param 'headers'",
+        ),
+        (
+            "type: not_a_handler\n    params: {}",
+            &refs,
+            "neither in the catalog nor an `exec:` handler",
+        ),
+        (
+            "type: my_eval\n    params: {timeout_ms: 0}",
+            &refs,
+            "param 'timeout_ms'",
+        ),
+    ] {
+        let e = policy_with(&format!("validators:\n  - {yaml}\n"), refs).unwrap_err();
+        assert!(e.contains("test.yaml: validators[0]"), "{yaml}: {e}");
+        assert!(e.contains(expected), "{yaml}: {e}");
+    }
+    let p = policy_with(
+        "validators:\n  - type: llm_judge\n    params: {criteria: c}\n  - type: rest_eval_session\n    params: {url: 'http://127.0.0.1:9/eval?x=1', timeout: 1.5s, direction: both, parallel: true}\n  - type: my_eval\n    params: {anything: [1, 2], direction: input}\n",
+        &judged::CheckRefs { judges: vec!["safety".into()], exec: vec!["my_eval".into()] },
+    )
+    .unwrap();
+    // A judge passes at 0.5 by default.
+    assert_eq!(p.validators()[0].threshold.min_score, Some(0.5));
+    assert_eq!(p.judged_output().len(), 2);
+    assert_eq!(p.judged_input().len(), 2);
+    let (_, rest) = &p.judged_input()[0];
+    assert_eq!(rest.timeout_ms, Some(1500));
+    assert!(rest.parallel);
+    let judged::JudgedKind::Rest(r) = &rest.kind else {
+        panic!("{rest:?}")
+    };
+    assert_eq!(r.path_and_query, "/eval?x=1");
+    assert!(r.session && r.include_messages && !r.include_tool_calls);
+    let judged::JudgedKind::Exec(e) = &p.judged_input()[1].1.kind else {
+        panic!()
+    };
+    assert_eq!(e.handler, "my_eval");
+    assert_eq!(e.params.get("anything"), Some(&serde_json::json!([1, 2])));
 }

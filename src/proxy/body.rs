@@ -116,7 +116,14 @@ pub struct StreamContext {
     pub sent: std::time::Instant,
     /// The request's span and access-log facts; finished when the stream ends.
     pub trace: crate::telemetry::RequestTrace,
+    /// With judged output checks: what they call with, and the request's conversation.
+    pub judge: Option<(crate::judge::JudgeEnv, Arc<crate::delta::Conversation>)>,
+    /// Judges' reasons go into findings (`audit.include_match`).
+    pub keep_reasons: bool,
 }
+
+/// The answer's judged checks under way, once the rest of the stream passed.
+type Judging = Pin<Box<dyn Future<Output = super::judged::Judgement> + Send>>;
 
 /// Empties a delta list and turns it back to `'static` for keeping: collecting a Vec into one
 /// of the same layout reuses its allocation (`filter` could not change the lifetime).
@@ -192,6 +199,8 @@ pub struct GuardedStream {
     awaiting_first_token: bool,
     /// The OnChunk span: open while the stream is relayed.
     _relay_span: tracing::Span,
+    /// The judged checks of the whole answer, awaited before anything held is released.
+    judging: Option<Judging>,
 }
 
 impl GuardedStream {
@@ -227,6 +236,7 @@ impl GuardedStream {
             overhead: ctx.overhead_so_far,
             awaiting_first_token: true,
             _relay_span: ctx.trace.on_chunk_span(),
+            judging: None,
             ctx,
         }
     }
@@ -263,6 +273,12 @@ impl GuardedStream {
             self.terminate(GatewayError::ShuttingDown);
         }
         loop {
+            if self.judging.is_some() && self.out.is_empty() {
+                match self.poll_judging(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(()) => continue,
+                }
+            }
             let upstream = match &mut self.lifecycle {
                 Lifecycle::Relaying(up) => up,
                 Lifecycle::Draining(_) if !self.out.is_empty() => {
@@ -432,6 +448,27 @@ impl GuardedStream {
                 }
             }
         }
+    }
+
+    /// Polls the answer's judged checks; once they are in, releases what was held or blocks.
+    fn poll_judging(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(judging) = &mut self.judging else {
+            return Poll::Ready(());
+        };
+        let judgement = std::task::ready!(judging.as_mut().poll(cx));
+        // (Its wait is not in `overhead`, which counts the time spent in polls.)
+        self.judging = None;
+        self.reporter().monitor(&judgement.monitored);
+        match judgement.block {
+            Some(finding) => self.block(finding),
+            None => {
+                while let Some(h) = self.held.pop_front() {
+                    self.release(h);
+                }
+                self.held_bytes = 0;
+            }
+        }
+        Poll::Ready(())
     }
 
     fn block(&mut self, finding: Finding) {

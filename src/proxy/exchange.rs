@@ -16,12 +16,15 @@
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
 use super::check::{check_payload, Fallback, Needs, Stop};
+use super::judged::{judge_all, Side};
 use super::redact;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
 use super::upstream::{UpstreamBase, UpstreamBody};
 use super::{auth, headers, Gateway, InFlight};
+use crate::delta::Conversation;
 use crate::error::GatewayError;
+use crate::judge::{Answer, JudgeEnv, Subject};
 use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
@@ -297,6 +300,71 @@ impl<'a> RequestCtx<'a> {
         Ok(guard)
     }
 
+    /// What judged checks need to make their calls.
+    pub fn judge_env(&self) -> JudgeEnv {
+        JudgeEnv {
+            judges: Arc::clone(&self.rt.judges),
+            client: Arc::clone(&self.gw.client),
+            metrics: Arc::clone(&self.gw.metrics),
+        }
+    }
+
+    /// Step 5, BeforeCall's judged checks: those of `parallel` (judged during the upstream
+    /// call) or the others (judged before it). Their wait is counted as an external one, not
+    /// as the proxy's time, unless it overlaps the upstream's (`parallel`).
+    pub async fn judge_input(
+        &self,
+        conversation: &Arc<Conversation>,
+        parallel: bool,
+    ) -> Result<(), GatewayError> {
+        let started = Instant::now();
+        let judgement = judge_all(
+            self.judge_env(),
+            Arc::clone(self.caller.policy),
+            Side::Input { parallel },
+            Subject {
+                conversation: Arc::clone(conversation),
+                answer: None,
+            },
+            self.rt.config.audit.include_match,
+        )
+        .await;
+        if !parallel {
+            self.trace.add_upstream_wait(started.elapsed());
+        }
+        self.report().monitor(&judgement.monitored);
+        match judgement.block {
+            Some(finding) => Err(self.report().block(finding)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends the request upstream and waits for the head (step 7) while the `parallel: true`
+    /// input checks are judged: a failing verdict drops the upstream call (cancelling it), and
+    /// no head is used before every verdict passed.
+    pub async fn response_head_judged(
+        &self,
+        base: &UpstreamBase,
+        up_req: Request<Full<Bytes>>,
+        guard: &mut ExchangeGuard,
+        conversation: &Arc<Conversation>,
+    ) -> Result<Head, GatewayError> {
+        let judging = self.judge_input(conversation, true);
+        let call = self.response_head(base, up_req, guard);
+        tokio::pin!(judging, call);
+        tokio::select! {
+            verdict = &mut judging => {
+                verdict?;
+                call.await
+            }
+            head = &mut call => {
+                let head = head?;
+                judging.await?;
+                Ok(head)
+            }
+        }
+    }
+
     /// Step 6: the request as it goes upstream: the route's path (prefix stripped), hop-by-hop
     /// and client headers out, the provider key in (with keys), identity encoding asked for.
     pub fn upstream_request(
@@ -395,6 +463,7 @@ impl<'a> RequestCtx<'a> {
         mut guard: ExchangeGuard,
         answered: Answered,
         permit: InFlight,
+        conversation: Option<Arc<Conversation>>,
     ) -> Response<ProxyBody> {
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
@@ -417,6 +486,10 @@ impl<'a> RequestCtx<'a> {
             traffic: answered.traffic,
             sent: answered.sent,
             trace: self.trace.for_stream(),
+            judge: conversation
+                .filter(|_| !self.caller.policy.judged_output().is_empty())
+                .map(|c| (self.judge_env(), c)),
+            keep_reasons: config.audit.include_match,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -435,6 +508,7 @@ impl<'a> RequestCtx<'a> {
         body: UpstreamBody,
         mut guard: ExchangeGuard,
         answered: &Answered,
+        conversation: Option<Arc<Conversation>>,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let head_at = answered.head_at;
         let waited = Instant::now();
@@ -500,7 +574,34 @@ impl<'a> RequestCtx<'a> {
             self.report().redactions(redacted);
         });
         super::report::count_usage(&self.gw.metrics, &answered.traffic, &guard, self.trace);
-        let proxy_time = |check_started: Instant| (waited - head_at) + check_started.elapsed();
+        // The answer's judged checks, once every other check passed; their wait is not the
+        // proxy's time.
+        let mut judged_for = Duration::ZERO;
+        let verdict = match (verdict, conversation) {
+            (Ok(()), Some(conversation)) if !self.caller.policy.judged_output().is_empty() => {
+                let judging = Instant::now();
+                let (text, tool_calls) = guard.judged_answer();
+                let judgement = judge_all(
+                    self.judge_env(),
+                    Arc::clone(self.caller.policy),
+                    Side::Output,
+                    Subject {
+                        conversation,
+                        answer: Some(Answer { text, tool_calls }),
+                    },
+                    self.rt.config.audit.include_match,
+                )
+                .await;
+                judged_for = judging.elapsed();
+                self.trace.add_upstream_wait(judged_for);
+                self.report().monitor(&judgement.monitored);
+                judgement.block.map_or(Ok(()), Err)
+            }
+            (verdict, _) => verdict,
+        };
+        let proxy_time = |check_started: Instant| {
+            ((waited - head_at) + check_started.elapsed()).saturating_sub(judged_for)
+        };
         if let Err(finding) = verdict {
             self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
             return Err(self.report().block(finding));

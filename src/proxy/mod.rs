@@ -10,6 +10,7 @@ pub mod body;
 pub mod check;
 mod exchange;
 pub mod headers;
+pub mod judged;
 pub mod redact;
 pub mod report;
 mod runtime;
@@ -41,7 +42,7 @@ use upstream::UpstreamClient;
 
 pub struct Gateway {
     runtime: ArcSwap<Runtime>,
-    client: UpstreamClient,
+    client: Arc<UpstreamClient>,
     pub metrics: Arc<Metrics>,
     /// The file the config came from, re-read on reload (`None`: built in memory, no reload).
     config_path: Option<PathBuf>,
@@ -74,7 +75,7 @@ impl Gateway {
         let operator_listener = runtime.config.admin.listen.is_some();
         Ok(Gateway {
             runtime: ArcSwap::from_pointee(runtime),
-            client,
+            client: Arc::new(client),
             metrics: Arc::new(metrics),
             config_path,
             reloading: tokio::sync::Mutex::new(()),
@@ -365,19 +366,38 @@ impl Gateway {
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         let mut guard = ctx.before_call(&parsed)?;
+        // Judged checks see the conversation (the request's, and the answer's `_session`
+        // variants); it is kept only when some exist.
+        let policy = ctx.caller.policy;
+        let conversation = (!policy.judged_input().is_empty()
+            || !policy.judged_output().is_empty())
+        .then(|| Arc::new(std::mem::take(&mut parsed.conversation)));
+        if let Some(conversation) = &conversation {
+            ctx.judge_input(conversation, false).await?;
+        }
         let up_req = ctx.upstream_request(&parts, base, body)?;
-        let pre_upstream = started.elapsed();
-        let (head, body, sse, sent, head_at) =
-            match ctx.response_head(base, up_req, &mut guard).await? {
-                Head::Relay(resp) => return Ok(resp),
-                Head::Check {
-                    parts,
-                    body,
-                    sse,
-                    sent,
-                    at,
-                } => (parts, body, sse, sent, at),
-            };
+        // The proxy's own time so far: judges' waits are not part of it.
+        let pre_upstream = started.elapsed().saturating_sub(trace.upstream_wait());
+        let parallel = conversation
+            .as_ref()
+            .filter(|_| policy.judged_input().iter().any(|(_, c)| c.parallel));
+        let head = match parallel {
+            Some(conversation) => {
+                ctx.response_head_judged(base, up_req, &mut guard, conversation)
+                    .await?
+            }
+            None => ctx.response_head(base, up_req, &mut guard).await?,
+        };
+        let (head, body, sse, sent, head_at) = match head {
+            Head::Relay(resp) => return Ok(resp),
+            Head::Check {
+                parts,
+                body,
+                sse,
+                sent,
+                at,
+            } => (parts, body, sse, sent, at),
+        };
         let answered = Answered {
             traffic,
             pre_upstream,
@@ -385,9 +405,11 @@ impl Gateway {
             head_at,
         };
         if sse {
-            return Ok(ctx.relay_stream(head, body, guard, answered, permit));
+            return Ok(ctx.relay_stream(head, body, guard, answered, permit, conversation));
         }
-        let resp = ctx.check_whole(head, body, guard, &answered).await?;
+        let resp = ctx
+            .check_whole(head, body, guard, &answered, conversation)
+            .await?;
         drop(permit);
         Ok(resp)
     }

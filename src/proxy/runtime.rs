@@ -41,6 +41,8 @@ pub struct Runtime {
     pub keys: Vec<auth::ClientKey>,
     /// TLS for client connections, when configured.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The judges and `exec:` handlers judged checks call, with their gates.
+    pub judges: Arc<crate::judge::Judges>,
     /// The distinct compiled policies of routes and keys, reused by the next reload for every
     /// pack list whose files did not change.
     pub policies: PolicyCache,
@@ -82,15 +84,22 @@ impl Runtime {
     /// files have the same contents (a reload compiles only what changed).
     pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, StartError> {
         let refs = check_refs(&config)?;
+        let judges = crate::judge::Judges::build(&config, previous.map(|r| &*r.judges))
+            .map_err(StartError::Setup)?;
         let runtime = Self::compile(
             config,
             PolicyLoader::new(previous.map(|r| &r.policies), refs),
+            Arc::new(judges),
         );
         crate::heap::release_unused();
         runtime
     }
 
-    fn compile(config: Config, mut loader: PolicyLoader<'_>) -> Result<Runtime, StartError> {
+    fn compile(
+        config: Config,
+        mut loader: PolicyLoader<'_>,
+        judges: Arc<crate::judge::Judges>,
+    ) -> Result<Runtime, StartError> {
         let policy = loader
             .policy(&config.packs)
             .map_err(packs_error(&config, "packs".into()))?;
@@ -188,6 +197,7 @@ impl Runtime {
             audit,
             keys,
             tls,
+            judges,
             policies,
             config_hash,
             model_labels,

@@ -54,7 +54,8 @@ pub(super) fn build_check(
         }
         "rest_eval" | "rest_eval_session" => {
             let url = p.required_string("url")?;
-            let (base, path_and_query) = split_url(&url).map_err(|e| format!("param 'url': {e}"))?;
+            let (base, path_and_query) =
+                split_url(&url).map_err(|e| format!("param 'url': {e}"))?;
             let method = match p.string("method")? {
                 None => http::Method::POST,
                 Some(m) => http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
@@ -385,7 +386,9 @@ fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
 
 fn check_timeout(ms: Option<u64>, key: &str) -> Result<u64, String> {
     match ms {
-        Some(0) | None => Err(format!("param '{key}': must be a whole number of milliseconds, more than 0")),
+        Some(0) | None => Err(format!(
+            "param '{key}': must be a whole number of milliseconds, more than 0"
+        )),
         Some(ms) => crate::config::check_duration_ms(ms)
             .map(|()| ms)
             .map_err(|e| format!("param '{key}': {e}")),
@@ -398,7 +401,11 @@ fn judge_name(named: Option<String>, refs: &CheckRefs) -> Result<String, String>
         Some(name) if refs.judges.contains(&name) => Ok(name),
         Some(name) => Err(format!(
             "param 'judge': no judge `{name}` is configured (judges: {})",
-            if refs.judges.is_empty() { "none".to_owned() } else { refs.judges.join(", ") }
+            if refs.judges.is_empty() {
+                "none".to_owned()
+            } else {
+                refs.judges.join(", ")
+            }
         )),
         None => match refs.judges.as_slice() {
             [one] => Ok(one.clone()),
@@ -413,13 +420,24 @@ fn judge_name(named: Option<String>, refs: &CheckRefs) -> Result<String, String>
 
 /// A full URL as the upstream client takes it: base (scheme and host) and path with query.
 fn split_url(url: &str) -> Result<(crate::config::BaseUrl, String), String> {
-    let uri: http::Uri = url.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
     let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
-        return Err(format!("`{url}` must be an absolute http:// or https:// URL"));
+        return Err(format!(
+            "`{url}` must be an absolute http:// or https:// URL"
+        ));
     };
     let base = crate::config::BaseUrl::parse(&format!("{scheme}://{authority}"))?;
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    Ok((base, if path.is_empty() { "/".into() } else { path.into() }))
+    Ok((
+        base,
+        if path.is_empty() {
+            "/".into()
+        } else {
+            path.into()
+        },
+    ))
 }
 
 fn non_empty_patterns(patterns: Vec<String>) -> Result<Vec<String>, String> {

@@ -13,6 +13,7 @@ use crate::proxy::check::{self, Needs};
 use crate::proxy::redact::{self, TextSpan};
 use crate::sse::SseFrame;
 use bytes::Bytes;
+use std::sync::Arc;
 
 impl GuardedStream {
     pub(super) fn ingest(&mut self, data: &Bytes) {
@@ -173,6 +174,23 @@ impl GuardedStream {
             return self.block(finding);
         }
         self.report_findings();
+        if let Some((env, conversation)) = self.ctx.judge.take() {
+            // Everything is held (a judged answer is buffered): it goes out once the judged
+            // checks pass (`GuardedStream::poll_judging`).
+            let (text, tool_calls) = self.guard.judged_answer();
+            let subject = crate::judge::Subject {
+                conversation,
+                answer: Some(crate::judge::Answer { text, tool_calls }),
+            };
+            self.judging = Some(Box::pin(crate::proxy::judged::judge_all(
+                env,
+                Arc::clone(self.guard.policy()),
+                crate::proxy::judged::Side::Output,
+                subject,
+                self.ctx.keep_reasons,
+            )));
+            return;
+        }
         while let Some(h) = self.held.pop_front() {
             self.release(h);
         }
@@ -180,7 +198,7 @@ impl GuardedStream {
     }
 
     /// Sends a held frame: as it came, or with its redacted texts masked.
-    fn release(&mut self, h: Held) {
+    pub(super) fn release(&mut self, h: Held) {
         let Some(texts) = h.texts else {
             self.push_out(h.bytes);
             return;

@@ -1,0 +1,165 @@
+//! `exec:` handlers: a subprocess per verdict, started without a shell, the check as JSON on
+//! stdin (`{type, params, content, context}`), exactly `{score, detail, data}` JSON expected
+//! on stdout; killed at the deadline (the child is killed when its future is dropped).
+
+use super::gate::{AttemptError, Gate};
+use super::{ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
+use crate::config::{ExecConfig, RetryConfig};
+use crate::policy::judged::{ExecCheck, Judged};
+use serde_json::{json, Value};
+use std::process::Stdio;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The most of a handler's stdout that is read.
+const MAX_STDOUT_BYTES: u64 = 1 << 20;
+
+pub struct Handler {
+    pub config: ExecConfig,
+    name: String,
+    gate: Gate,
+}
+
+impl Handler {
+    pub fn new(name: &str, config: &ExecConfig) -> Handler {
+        Handler {
+            name: name.to_owned(),
+            // A process that failed is not run again: its failure is its answer.
+            gate: Gate::new(
+                format!("exec:{name}"),
+                RetryConfig {
+                    max_retries: 0,
+                    ..RetryConfig::default()
+                },
+                crate::config::BreakerConfig::default(),
+                config.max_concurrency,
+                config.max_queue,
+                &crate::config::CacheConfig::default(),
+            ),
+            config: config.clone(),
+        }
+    }
+
+    pub async fn evaluate(
+        &self,
+        env: &JudgeEnv,
+        check: &ExecCheck,
+        subject: &Subject,
+        deadline: tokio::time::Instant,
+    ) -> Result<Verdict, JudgeError> {
+        let input = json!({
+            "type": self.name,
+            "params": check.params,
+            "content": subject.render(&Judged::Text).unwrap_or_default(),
+            "context": {
+                "messages": subject.messages_json(),
+                "turn_index": subject.turn_index(),
+                "tool_calls": subject.tool_calls_json(),
+            },
+        })
+        .to_string()
+        .into_bytes();
+        let key = env.judges.cache_key(&[self.name.as_bytes(), &input]);
+        self.gate
+            .call(&env.metrics, Some(key), deadline, || {
+                let input = input.clone();
+                async move { self.run(&input).await }
+            })
+            .await
+    }
+
+    async fn run(&self, input: &[u8]) -> Result<Verdict, AttemptError> {
+        let failed = |detail: String| AttemptError::new(ErrorKind::Process, detail, false);
+        let mut cmd = tokio::process::Command::new(&self.config.command);
+        cmd.args(&self.config.args)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
+        }
+        for var in &self.config.env {
+            match var.split_once('=') {
+                Some((name, value)) => {
+                    cmd.env(name, value);
+                }
+                None => {
+                    if let Some(value) = std::env::var_os(var) {
+                        cmd.env(var, value);
+                    }
+                }
+            }
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| failed(format!("cannot start `{}`: {e}", self.config.command)))?;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| failed("no stdin".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| failed("no stdout".into()))?;
+        // Written while stdout is read, so a handler that answers before reading all its
+        // input cannot deadlock against a full pipe.
+        let write = async move {
+            // A handler that exits without reading its input closes the pipe: not an error.
+            let _ = stdin.write_all(input).await;
+            drop(stdin);
+        };
+        let read = async move {
+            let mut out = Vec::new();
+            let mut limited = stdout.take(MAX_STDOUT_BYTES);
+            limited.read_to_end(&mut out).await.map(|_| out)
+        };
+        let ((), out) = tokio::join!(write, read);
+        let out = out.map_err(|e| failed(format!("reading stdout: {e}")))?;
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| failed(format!("waiting for the process: {e}")))?;
+        if !status.success() {
+            return Err(failed(format!("exited with {status}")));
+        }
+        parse_output(&out).map_err(failed)
+    }
+}
+
+/// Exactly one JSON object `{score, detail, data}` (PromptKit reads no prose around it).
+fn parse_output(out: &[u8]) -> Result<Verdict, String> {
+    let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(out) else {
+        return Err("stdout is not one JSON object".into());
+    };
+    let score = obj
+        .get("score")
+        .and_then(Value::as_f64)
+        .ok_or_else(|| "stdout has no numeric `score`".to_owned())?;
+    let score = super::verdict::normalise(score, crate::policy::judged::Scale::Unit)?;
+    Ok(Verdict {
+        score,
+        reason: obj.get("detail").and_then(Value::as_str).map(str::to_owned),
+        label: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::parse_output;
+
+    #[test]
+    fn handler_output() {
+        let v = parse_output(br#"{"score": 0.25, "detail": "d", "data": {"x": 1}}"#).unwrap();
+        assert_eq!((v.score, v.reason.as_deref()), (0.25, Some("d")));
+        for bad in [
+            &b"score: 1"[..],
+            b"{\"detail\": \"x\"}",
+            b"note {\"score\": 1}",
+            b"{\"score\": 2}",
+        ] {
+            assert!(parse_output(bad).is_err());
+        }
+    }
+}
