@@ -73,7 +73,7 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(b) => b.is_none(),
             ProxyBody::Upstream(inc) => inc.is_end_stream(),
-            ProxyBody::Guarded(g) => !g.reading() && g.out.is_empty(),
+            ProxyBody::Guarded(g) => !g.reading() && g.out.is_empty() && g.judging.is_none(),
         }
     }
 
