@@ -37,6 +37,8 @@ fn verdict_for(text: &str, calls: usize) -> Option<(u16, String, Duration)> {
     };
     Some(if text.contains("EVIL") {
         (200, verdict(0.1), Duration::ZERO)
+    } else if text.contains("LATE") {
+        (200, verdict(0.1), Duration::from_secs(1))
     } else if text.contains("MALFORMED") {
         (200, "I would rather not say.".into(), Duration::ZERO)
     } else if text.contains("SLOW") {
@@ -368,6 +370,99 @@ async fn a_judged_stream_leaks_nothing_at_any_split_and_is_released_whole_on_a_p
             .any(|t| t.contains("Here is an EVIL plan in full.")),
         "{texts:?}"
     );
+}
+
+#[tokio::test]
+async fn a_windowed_stream_releases_each_sentence_once_judged_and_stops_at_the_failing_one() {
+    let judge = openai_judge().await;
+    let bad = openai_chat_stream(&["First sen", "tence. Second one is EV", "IL. Third", " one."]);
+    let good = openai_chat_stream(&[
+        "First sen",
+        "tence. Second one",
+        " is kind.\n\nThird",
+        " one.",
+    ]);
+    let (bad_c, good_c) = (bad.clone(), good.clone());
+    let upstream = MockUpstream::start(move |req| {
+        let body = req.body_str();
+        let split = body
+            .split("split ")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(1);
+        if body.contains("late") {
+            return Reply::sse(&openai_chat_stream(&[
+                "First sentence. ",
+                "Then LATE trouble. ",
+                "More.",
+            ]));
+        }
+        let stream = if body.contains("bad") {
+            &bad_c
+        } else {
+            &good_c
+        };
+        Reply::sse_every(stream, split, Duration::ZERO)
+    })
+    .await;
+    let pack = "validators:\n  - type: llm_judge\n    params: {criteria: 'The answer is safe', window: sentence}\n";
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        pack,
+        &judges_config(&judge, "openai_chat", ""),
+    )
+    .await;
+    for split in [1, 2, 3, 7, 16, 1000] {
+        let r = post_chat(
+            proxy.addr(),
+            &chat_request(&format!("bad split {split}"), true),
+        )
+        .await;
+        let text = r.text();
+        for piece in ["Second", "EV", "Third"] {
+            assert!(
+                !text.contains(piece),
+                "split {split}: leaked {piece:?}: {text}"
+            );
+        }
+        assert!(
+            text.ends_with(&block_frame("blocked by guardrail 'llm_judge'")),
+            "split {split}: {text}"
+        );
+        let r = post_chat(
+            proxy.addr(),
+            &chat_request(&format!("good split {split}"), true),
+        )
+        .await;
+        assert_eq!(
+            r.body.as_ref(),
+            good.as_slice(),
+            "split {split}: released byte for byte"
+        );
+    }
+    // A sentence is released once judged, while a later one is still judged (its judge takes
+    // a second to fail): the first reached the client, the failing one did not.
+    let r = post_chat(proxy.addr(), &chat_request("late", true)).await;
+    let text = r.text();
+    assert!(text.contains("First sentence. "), "{text}");
+    assert!(!text.contains("LATE") && !text.contains("More"), "{text}");
+    assert!(
+        text.ends_with(&block_frame("blocked by guardrail 'llm_judge'")),
+        "{text}"
+    );
+    // Each window was judged on its own.
+    let texts: Vec<String> = judge.requests().iter().map(judged_text).collect();
+    for window in [
+        "Content to evaluate:\nFirst sentence. \n\n",
+        "Content to evaluate:\nSecond one is kind.\n\n\n\nCriteria",
+        "Content to evaluate:\nThird one.\n\n",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.starts_with(window)),
+            "{window:?} not in {texts:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! reasoning) and the accessors the hook phases share.
 
 use super::counters::TokenCounter;
-use super::judged::JudgedCheck;
+use super::judged::{JudgedCheck, Window};
 use super::limits::{Limit, MaxSentences, MaxTokens};
 use super::pack;
 use super::tools::ToolCheck;
@@ -58,6 +58,8 @@ pub struct Policy {
     /// (validator, check) of judged checks on the request, and on the answer.
     pub(super) judged_input: Vec<(u32, Arc<JudgedCheck>)>,
     pub(super) judged_output: Vec<(u32, Arc<JudgedCheck>)>,
+    /// The window streamed answers are judged by, when every judged output check has it.
+    pub(super) judged_window: Option<Window>,
     /// Redact-mode regexes: (validator, how to find where a match starts).
     pub(super) span_finders: Vec<(u32, SpanFinder)>,
     pub(super) packs: Vec<String>,
@@ -236,8 +238,25 @@ impl Policy {
             policy.buffer |= v.buffer;
             policy.redacts |= v.mode == Mode::Redact;
         }
-        // A judged answer is held whole and judged before release (its text kept for it).
-        policy.buffer |= !policy.judged_output.is_empty();
+        // A judged answer is judged window by window when every judged check of the answer
+        // has the same window; otherwise it is held whole and judged before release.
+        let windows: Vec<Option<Window>> =
+            policy.judged_output.iter().map(|(_, c)| c.window).collect();
+        policy.judged_window = windows.first().copied().flatten();
+        if policy.judged_window.is_some() && windows.iter().any(|w| *w != policy.judged_window) {
+            let (owner, _) = policy.judged_output[windows
+                .iter()
+                .position(|w| *w != policy.judged_window)
+                .unwrap_or(0)];
+            let (v, _) = &defs[owner as usize];
+            return Err(PolicyError::Compile {
+                file: v.file.clone(),
+                index: v.index,
+                type_name: v.type_name.clone(),
+                message: "param 'window': every judged check of the answer in one policy needs the same window (or none); mixed windows are not supported yet".into(),
+            });
+        }
+        policy.buffer |= !policy.judged_output.is_empty() && policy.judged_window.is_none();
         policy.needs_args =
             policy.tools.iter().any(|(_, c)| c.needs_args()) || !policy.judged_output.is_empty();
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
@@ -265,6 +284,11 @@ impl Policy {
     /// Judged checks of the answer: (validator, check).
     pub fn judged_output(&self) -> &[(u32, Arc<JudgedCheck>)] {
         &self.judged_output
+    }
+
+    /// The window a streamed answer is judged by (`None`: held whole).
+    pub fn judged_window(&self) -> Option<Window> {
+        self.judged_window
     }
 
     pub(super) fn checks(&self, target: Target) -> &TargetChecks {

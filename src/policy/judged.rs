@@ -25,6 +25,53 @@ pub struct JudgedCheck {
     pub timeout_ms: Option<u64>,
     /// Input checks: judged while the upstream call runs (`parallel: true`).
     pub parallel: bool,
+    /// Streamed answers: judged window by window as they stream (`window:`), each released
+    /// once it passes; `None`: the whole answer is held and judged at its end.
+    pub window: Option<Window>,
+}
+
+/// Where a streamed answer is cut for judging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// After `.`, `!` or `?` and the white space that follows, or after a line break.
+    Sentence,
+    /// At a blank line.
+    Paragraph,
+    /// Every this many characters.
+    Chars(usize),
+}
+
+impl Window {
+    /// The end (byte offset) of the last complete window in `text`, if any; `text` starts at
+    /// a window's start.
+    pub fn last_cut(self, text: &str) -> Option<usize> {
+        match self {
+            Window::Paragraph => text.rfind("\n\n").map(|i| i + 2),
+            Window::Sentence => {
+                // The white space after the sentence belongs to it (a frame that ends with
+                // it is released with the sentence).
+                let b = text.as_bytes();
+                (0..b.len())
+                    .rev()
+                    .find(|&i| {
+                        b[i] == b'\n'
+                            || (i > 0
+                                && matches!(b[i - 1], b'.' | b'!' | b'?')
+                                && b[i].is_ascii_whitespace())
+                    })
+                    .map(|i| i + 1)
+            }
+            Window::Chars(n) => {
+                let chars = text.chars().count();
+                let whole = chars - chars % n;
+                (whole > 0).then(|| {
+                    text.char_indices()
+                        .nth(whole)
+                        .map_or(text.len(), |(i, _)| i)
+                })
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -126,7 +173,25 @@ pub fn go_duration_ms(text: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::go_duration_ms;
+    use super::{go_duration_ms, Window};
+
+    #[test]
+    fn window_cuts() {
+        for (window, text, cut) in [
+            (Window::Sentence, "One. Two", Some(5)),
+            (Window::Sentence, "One. Two! Thr", Some(10)),
+            (Window::Sentence, "One.", None),
+            (Window::Sentence, "3.5 apples", None),
+            (Window::Sentence, "line\nnext", Some(5)),
+            (Window::Paragraph, "a\n\nb\n\nc", Some(6)),
+            (Window::Paragraph, "a\nb", None),
+            (Window::Chars(3), "abcdefg", Some(6)),
+            (Window::Chars(3), "ab", None),
+            (Window::Chars(2), "ééé", Some(4)),
+        ] {
+            assert_eq!(window.last_cut(text), cut, "{window:?} {text:?}");
+        }
+    }
 
     #[test]
     fn go_durations() {

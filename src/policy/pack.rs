@@ -235,6 +235,11 @@ fn parse_validator(
                     .into(),
             ));
         }
+        if check.window.is_some() && direction == Direction::Input {
+            return Err(at(
+                "param 'window': applies to answers (direction: output or both)".into(),
+            ));
+        }
         if check.parallel && direction == Direction::Output {
             return Err(at(
                 "param 'parallel': applies to input checks (direction: input or both)".into(),

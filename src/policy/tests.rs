@@ -943,9 +943,19 @@ fn judged_checks_are_validated_at_load() {
             "param 'scale'",
         ),
         (
-            "type: llm_judge\n    params: {criteria: c, window: sentence}",
+            "type: llm_judge\n    params: {criteria: c, window: sentences}",
             &one,
             "param 'window'",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, window: 0}",
+            &one,
+            "param 'window'",
+        ),
+        (
+            "type: llm_judge\n    params: {criteria: c, window: 200, direction: input}",
+            &one,
+            "param 'window': applies to answers",
         ),
         (
             "type: llm_judge\n    params: {criteria: c, parallel: true}",
@@ -1022,6 +1032,16 @@ fn judged_checks_are_validated_at_load() {
     let judged::JudgedKind::Exec(e) = &p.judged_input()[1].1.kind else {
         panic!()
     };
+    // Windows: all the same, or refused.
+    let mixed = policy_with(
+        "validators:\n  - type: llm_judge\n    params: {criteria: c, window: sentence}\n  - type: llm_judge\n    params: {criteria: d, window: 200}\n",
+        &one,
+    )
+    .unwrap_err();
+    assert!(
+        mixed.contains("validators[1]") && mixed.contains("same window"),
+        "{mixed}"
+    );
     assert_eq!(e.handler, "my_eval");
     assert_eq!(e.params.get("anything"), Some(&serde_json::json!([1, 2])));
 }

@@ -19,6 +19,7 @@
 //! read meanwhile), and a failed one ends the stream like any other violation.
 
 mod frames;
+mod windows;
 
 use super::check::{self, Needs};
 use super::redact::TextSpan;
@@ -73,7 +74,9 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Full(b) => b.is_none(),
             ProxyBody::Upstream(inc) => inc.is_end_stream(),
-            ProxyBody::Guarded(g) => !g.reading() && g.out.is_empty() && g.judging.is_none(),
+            ProxyBody::Guarded(g) => {
+                !g.reading() && g.out.is_empty() && g.judging.is_none() && g.windows.is_none()
+            }
         }
     }
 
@@ -201,6 +204,8 @@ pub struct GuardedStream {
     _relay_span: tracing::Span,
     /// The judged checks of the whole answer, awaited before anything held is released.
     judging: Option<Judging>,
+    /// Windowed judged checks: the windows under judgment.
+    windows: Option<windows::Windows>,
 }
 
 impl GuardedStream {
@@ -213,6 +218,19 @@ impl GuardedStream {
         }
         let now = tokio::time::Instant::now();
         let first_deadline = next_deadline(&ctx, &guard, now);
+        let mut ctx = ctx;
+        let windows = match guard.policy().judged_window() {
+            Some(window) => ctx.judge.take().map(|(env, conversation)| {
+                windows::Windows::new(
+                    window,
+                    env,
+                    conversation,
+                    Arc::clone(guard.policy()),
+                    ctx.keep_reasons,
+                )
+            }),
+            None => None,
+        };
         GuardedStream {
             lifecycle: Lifecycle::Relaying(upstream),
             framer: SseFramer::new(ctx.max_frame_bytes),
@@ -237,6 +255,7 @@ impl GuardedStream {
             awaiting_first_token: true,
             _relay_span: ctx.trace.on_chunk_span(),
             judging: None,
+            windows,
             ctx,
         }
     }
@@ -273,6 +292,14 @@ impl GuardedStream {
             self.terminate(GatewayError::ShuttingDown);
         }
         loop {
+            if self.windows.is_some() {
+                if self.poll_windows(cx) {
+                    continue;
+                }
+                if !self.reading() && self.out.is_empty() && self.windows.is_some() {
+                    return Poll::Pending;
+                }
+            }
             if self.judging.is_some() && self.out.is_empty() {
                 match self.poll_judging(cx) {
                     Poll::Pending => return Poll::Pending,
@@ -495,6 +522,9 @@ impl GuardedStream {
         }
         self.held.clear();
         self.held_bytes = 0;
+        // Verdicts still under way no longer matter: dropping them cancels their calls.
+        self.judging = None;
+        self.windows = None;
         self.push_out(self.ctx.protocol.stream_error_frame(&err));
         self.lifecycle = Lifecycle::Draining(None);
     }

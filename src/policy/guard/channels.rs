@@ -26,6 +26,9 @@ pub(super) struct ChannelState {
     /// All of the channel's text (raw, for arguments), kept when the stream repeats texts, so
     /// that a repeat is checked to be what streamed.
     pub(super) full: Option<String>,
+    /// With windowed judged checks: the position up to which judges passed the text (an
+    /// answer channel's windows; other output channels stay at 0 until the answer's end).
+    pub(super) judged_upto: Option<u64>,
 }
 
 impl ChannelState {
@@ -97,7 +100,14 @@ impl ExchangeGuard {
         self.find_channel(choice, channel).is_some()
     }
 
-    fn find_channel(&self, choice: u32, channel: Channel) -> Option<ChannelId> {
+    /// The judges passed `channel`'s text up to `pos` (windowed judged checks).
+    pub fn judged_up_to(&mut self, channel: ChannelId, pos: u64) {
+        if let Some(upto) = &mut self.channels[channel].judged_upto {
+            *upto = (*upto).max(pos);
+        }
+    }
+
+    pub fn find_channel(&self, choice: u32, channel: Channel) -> Option<ChannelId> {
         self.channels
             .iter()
             .position(|c| c.choice == choice && c.channel == channel)
@@ -128,6 +138,9 @@ impl ExchangeGuard {
             if let Some(w) = watcher {
                 safe = safe.min(w.safe_pos());
             }
+        }
+        if let Some(upto) = ch.judged_upto {
+            safe = safe.min(upto);
         }
         safe
     }
@@ -160,6 +173,8 @@ impl ExchangeGuard {
             full: (self.full_text_limit > 0 && !self.full_text_dropped()).then(String::new),
             recent: (self.keep_matches || !self.policy.span_finders.is_empty())
                 .then(|| (0, String::new())),
+            judged_upto: (self.policy.judged_window.is_some() && target == Target::Output)
+                .then_some(0),
         });
         self.channels.len() - 1
     }

@@ -3,7 +3,7 @@
 use super::params::Params;
 use crate::policy::judged::{
     go_duration_ms, CheckRefs, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge, RestEval,
-    Scale,
+    Scale, Window,
 };
 use crate::policy::structured::{parse_path, PathCheck, SchemaCheck};
 use crate::policy::{CheckDef, ToolCheck};
@@ -117,6 +117,7 @@ pub(super) fn build_check(
                 }),
                 timeout_ms,
                 parallel,
+                window: None,
             })))
         }
         "content_excludes" => {
@@ -367,12 +368,20 @@ pub(super) fn build_check(
 
 /// The common params of judged checks, then the check.
 fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
-    if p.take("window").is_some() {
-        return Err(
-            "param 'window': judging streams window by window is not supported yet; judged output checks hold the whole answer and judge it before release"
-                .into(),
-        );
-    }
+    let window = match p.take("window") {
+        None => None,
+        Some((_, Value::String(w))) if w == "sentence" => Some(Window::Sentence),
+        Some((_, Value::String(w))) if w == "paragraph" => Some(Window::Paragraph),
+        Some((_, v)) => match v.as_u64() {
+            Some(n) if n > 0 && n <= 1 << 20 => Some(Window::Chars(n as usize)),
+            _ => {
+                return Err(
+                    "param 'window': must be sentence, paragraph or a number of characters (1 to 1048576)"
+                        .into(),
+                )
+            }
+        },
+    };
     let timeout_ms = match p.u64("timeout_ms")? {
         None => None,
         Some(ms) => Some(check_timeout(Some(ms), "timeout_ms")?),
@@ -381,6 +390,7 @@ fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
         kind,
         timeout_ms,
         parallel: p.bool("parallel")?.unwrap_or(false),
+        window,
     })))
 }
 

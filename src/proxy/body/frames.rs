@@ -102,6 +102,16 @@ impl GuardedStream {
                 )
             }
         }
+        if let Some(windows) = &mut self.windows {
+            for d in &deltas {
+                if let Delta::Text {
+                    choice, channel, ..
+                } = d
+                {
+                    windows.feed(self.guard.find_channel(*choice, *channel), d);
+                }
+            }
+        }
         self.delta_scratch = recycle(deltas);
         drop(data);
         let texts = (!spans.is_empty()).then(|| Box::new((frame.clone(), spans)));
@@ -127,19 +137,7 @@ impl GuardedStream {
             needs,
             texts,
         });
-        while let Some(front) = self.held.front() {
-            if !front
-                .needs
-                .iter()
-                .all(|&(ch, pos)| self.guard.safe_pos(ch) >= pos)
-            {
-                break;
-            }
-            if let Some(h) = self.held.pop_front() {
-                self.held_bytes -= h.bytes.len();
-                self.release(h);
-            }
-        }
+        self.release_ready();
         if self.held_bytes > self.ctx.max_holdback_bytes {
             tracing::warn!(
                 request_id = self.ctx.trace.request_id(),
@@ -159,6 +157,23 @@ impl GuardedStream {
         }
     }
 
+    /// Releases every frame at the front that is now safe.
+    pub(super) fn release_ready(&mut self) {
+        while let Some(front) = self.held.front() {
+            if !front
+                .needs
+                .iter()
+                .all(|&(ch, pos)| self.guard.safe_pos(ch) >= pos)
+            {
+                break;
+            }
+            if let Some(h) = self.held.pop_front() {
+                self.held_bytes -= h.bytes.len();
+                self.release(h);
+            }
+        }
+    }
+
     /// AfterCall at the end of the upstream stream: decide pending matches, run whole-response
     /// checks, then release everything held (or block).
     pub(super) fn end_of_stream(&mut self) {
@@ -174,6 +189,12 @@ impl GuardedStream {
             return self.block(finding);
         }
         self.report_findings();
+        if let Some(windows) = &mut self.windows {
+            // The last window, refusals and tool calls; everything held goes out once every
+            // window passed (`poll_windows`).
+            windows.finish(self.guard.judged_answer().1);
+            return;
+        }
         if let Some((env, conversation)) = self.ctx.judge.take() {
             // Everything is held (a judged answer is buffered): it goes out once the judged
             // checks pass (`GuardedStream::poll_judging`).
