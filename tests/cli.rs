@@ -129,7 +129,13 @@ fn check_names_file_validator_and_param_of_an_error() {
     )
     .unwrap();
     let config = dir.path().join("g.yaml");
-    std::fs::write(&config, format!("packs: [\"{}\"]\n", pack.display())).unwrap();
+    // The judged checks name a judge and an `exec:` handler.
+    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
+    std::fs::write(
+        &config,
+        format!("packs: [\"{}\"]\n{judged}", pack.display()),
+    )
+    .unwrap();
     let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
     assert!(!ok);
     assert!(
@@ -253,7 +259,13 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("g.yaml");
     let pack = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/packs/catalog.yaml");
-    std::fs::write(&config, format!("packs: [\"{}\"]\n", pack.display())).unwrap();
+    // The judged checks name a judge and an `exec:` handler.
+    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
+    std::fs::write(
+        &config,
+        format!("packs: [\"{}\"]\n{judged}", pack.display()),
+    )
+    .unwrap();
     let (ok, out) = run(&["check", "--config", config.to_str().unwrap()], &[]);
     assert!(ok, "{out}");
     // Every implemented canonical type appears, and every alias was accepted.
@@ -286,6 +298,12 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "tool_args_excluded_session",
         "latency_budget",
         "cost_budget",
+        "llm_judge",
+        "llm_judge_session",
+        "llm_judge_tool_calls",
+        "rest_eval",
+        "rest_eval_session",
+        "exec",
     ] {
         assert!(
             out.contains(&format!("({canonical})")),
@@ -306,6 +324,8 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "valid_json",
         "tool_called",
         "tools_not_called_with_args",
+        "llm_judge_conversation",
+        "example_eval",
     ] {
         assert!(
             out.contains(&format!("] {alias} (")),
