@@ -8,6 +8,7 @@
 //! requests (default 20), placements alternated run by run.
 //!
 //! Run: `cargo bench --bench judged [-- --runs N --judge-ms MS --gap MS]`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[allow(dead_code, clippy::all)]
 #[path = "../tests/common/mock_upstream.rs"]
