@@ -303,6 +303,8 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "llm_judge_tool_calls",
         "rest_eval",
         "rest_eval_session",
+        "a2a_eval",
+        "a2a_eval_session",
         "exec",
     ] {
         assert!(

@@ -692,3 +692,88 @@ async fn config_errors_name_the_key() {
         .to_string();
     assert!(e.contains("exec.regex: the name is a check type"), "{e}");
 }
+
+/// A judge agent built with the official A2A SDK (`a2a-sdk`, in the SDK venv `tests/run`
+/// builds: `$GUARDWIRE_SDK_PYTHON`); ignored by a plain `cargo test`, like the SDK tests.
+#[tokio::test]
+#[ignore = "needs the SDK venv (GUARDWIRE_SDK_PYTHON); tests/run runs it"]
+async fn a2a_eval_against_an_a2a_sdk_agent() {
+    use std::io::BufRead;
+    let python = std::env::var("GUARDWIRE_SDK_PYTHON")
+        .expect("GUARDWIRE_SDK_PYTHON: the SDK venv's python (run tests/run once)");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("a2a.jsonl");
+    let mut child = std::process::Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/judges/a2a_server.py"
+        ))
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().expect("the agent prints its port");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _agent = Kill(child);
+
+    std::env::set_var("GW_TEST_A2A_TOKEN", "a2a-s3cret");
+    let upstream = MockUpstream::start(|req| {
+        let text = if req.body_str().contains("bad") {
+            "FORBIDDEN plans"
+        } else {
+            "kind plans"
+        };
+        Reply::json(200, &answer_json(text))
+    })
+    .await;
+    let pack = format!(
+        "validators:\n  - type: a2a_eval\n    params: {{agent_url: 'http://127.0.0.1:{port}', auth_token: '${{GW_TEST_A2A_TOKEN}}', criteria: 'no forbidden plans', timeout: 20s}}\n  - type: a2a_eval_session\n    mode: monitor\n    params: {{agent_url: 'http://127.0.0.1:{port}/', direction: input}}\n"
+    );
+    let proxy = start_proxy(&upstream.base_url(), &pack, "").await;
+    let ok = post_chat(proxy.addr(), &chat_request("good", false)).await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let blocked = post_chat(proxy.addr(), &chat_request("bad", false)).await;
+    assert_eq!(blocked.status, 400, "{}", blocked.text());
+
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sends: Vec<&Value> = lines.iter().filter(|l| l["path"] == "/a2a").collect();
+    assert_eq!(sends.len(), 4, "two checks, two requests: {lines:?}");
+    let output = sends
+        .iter()
+        .find(|l| l["authorization"] == "Bearer a2a-s3cret")
+        .expect("the output check's call carries the expanded token");
+    assert_eq!(output["body"]["method"], "message/send");
+    let text = output["body"]["params"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("Criteria: no forbidden plans"), "{text}");
+    assert!(
+        text.contains("\"current_output\": \"kind plans\""),
+        "{text}"
+    );
+    let m = metrics(proxy.addr()).await;
+    assert!(
+        m.contains(r#"guardwire_judged_verdicts_total{validator="a2a_eval",result="fail"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(
+            r#"guardwire_judged_verdicts_total{validator="a2a_eval_session",result="pass"} 2"#
+        ),
+        "{m}"
+    );
+}

@@ -186,7 +186,12 @@ pub async fn verdict(
         }
         JudgedKind::Rest(r) => {
             let entry = env.judges.rest_gate(&r.base)?;
-            let deadline = deadline(check.timeout_ms.unwrap_or(rest::DEFAULT_TIMEOUT_MS));
+            let default = if r.a2a {
+                rest::A2A_DEFAULT_TIMEOUT_MS
+            } else {
+                rest::DEFAULT_TIMEOUT_MS
+            };
+            let deadline = deadline(check.timeout_ms.unwrap_or(default));
             rest::evaluate(env, &entry.0, &entry.1, r, subject, deadline).await
         }
         JudgedKind::Exec(e) => {

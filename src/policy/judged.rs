@@ -132,6 +132,8 @@ pub struct RestEval {
     pub extra: Option<Value>,
     /// The assistant messages of the conversation, answer included (`rest_eval_session`).
     pub session: bool,
+    /// `a2a_eval*`: the body goes to an A2A agent as the context of a JSON-RPC `message/send`.
+    pub a2a: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -84,7 +84,7 @@ fn errors_name_file_validator_and_param() {
     assert!(e.contains("param 'colour': unknown param"), "{e}");
     let e = policy("validators:\n  - type: max_length\n    params: { max: -3 }\n").unwrap_err();
     assert!(e.contains("param 'max'"), "{e}");
-    let e = policy("validators:\n  - type: a2a_eval\n    params: {}\n").unwrap_err();
+    let e = policy("validators:\n  - type: cosine_similarity\n    params: {}\n").unwrap_err();
     assert!(e.contains("not supported by guardwire yet"), "{e}");
     let e = policy("validators:\n  - type: content_excludes\n    params: { patterns: [a], match_mode: fuzzy }\n").unwrap_err();
     assert!(e.contains("param 'match_mode'"), "{e}");
@@ -976,6 +976,16 @@ fn judged_checks_are_validated_at_load() {
             "type: llm_judge\n    params: {criteria: c, colour: red}",
             &one,
             "param 'colour': unknown",
+        ),
+        (
+            "type: a2a_eval\n    params: {url: 'http://127.0.0.1:1'}",
+            &one,
+            "param 'agent_url': required",
+        ),
+        (
+            "type: a2a_eval\n    params: {agent_url: 'http://127.0.0.1:1', method: PUT}",
+            &one,
+            "param 'method': unknown",
         ),
         (
             "type: rest_eval\n    params: {}",

@@ -52,17 +52,29 @@ pub(super) fn build_check(
             p.take("extra");
             judged_check(p, JudgedKind::Llm(llm))
         }
-        "rest_eval" | "rest_eval_session" => {
-            let url = p.required_string("url")?;
+        "rest_eval" | "rest_eval_session" | "a2a_eval" | "a2a_eval_session" => {
+            let a2a = canonical.starts_with("a2a");
+            // A2A: JSON-RPC at `<agent_url>/a2a`, the token as a bearer (PromptKit's client).
+            let url = if a2a {
+                let agent = p.required_string("agent_url")?;
+                format!("{}/a2a", agent.trim_end_matches('/'))
+            } else {
+                p.required_string("url")?
+            };
+            let url_key = if a2a { "agent_url" } else { "url" };
             let (base, path_and_query) =
-                split_url(&url).map_err(|e| format!("param 'url': {e}"))?;
-            let method = match p.string("method")? {
+                split_url(&url).map_err(|e| format!("param '{url_key}': {e}"))?;
+            let method = match if a2a { None } else { p.string("method")? } {
                 None => http::Method::POST,
                 Some(m) => http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
                     .map_err(|_| format!("param 'method': `{m}` is not an HTTP method"))?,
             };
             let mut headers = Vec::new();
-            for (name, value) in p.object("headers")?.unwrap_or_default() {
+            if let Some(token) = a2a.then(|| p.string("auth_token")).transpose()?.flatten() {
+                headers.push((http::header::AUTHORIZATION, format!("Bearer {token}")));
+            }
+            let listed = if a2a { None } else { p.object("headers")? };
+            for (name, value) in listed.unwrap_or_default() {
                 let header = http::HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| format!("param 'headers': `{name}` is not a header name"))?;
                 let Value::String(value) = value else {
@@ -88,7 +100,8 @@ pub(super) fn build_check(
                 include_tool_calls: p.bool("include_tool_calls")?.unwrap_or(false),
                 criteria: p.string("criteria")?,
                 extra: p.take("extra").map(|(_, v)| v),
-                session: canonical == "rest_eval_session",
+                session: canonical.ends_with("_session"),
+                a2a,
             };
             let mut check = judged_check(p, JudgedKind::Rest(rest))?;
             if let CheckDef::Judged(c) = &mut check {
