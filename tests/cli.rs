@@ -130,7 +130,7 @@ fn check_names_file_validator_and_param_of_an_error() {
     .unwrap();
     let config = dir.path().join("g.yaml");
     // The judged checks name a judge and an `exec:` handler.
-    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
+    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small, embedding_model: emb-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
     std::fs::write(
         &config,
         format!("packs: [\"{}\"]\n{judged}", pack.display()),
@@ -260,7 +260,7 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
     let config = dir.path().join("g.yaml");
     let pack = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/packs/catalog.yaml");
     // The judged checks name a judge and an `exec:` handler.
-    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
+    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small, embedding_model: emb-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
     std::fs::write(
         &config,
         format!("packs: [\"{}\"]\n{judged}", pack.display()),
@@ -305,6 +305,7 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "rest_eval_session",
         "a2a_eval",
         "a2a_eval_session",
+        "cosine_similarity",
         "exec",
     ] {
         assert!(

@@ -777,3 +777,56 @@ async fn a2a_eval_against_an_a2a_sdk_agent() {
         "{m}"
     );
 }
+
+#[tokio::test]
+async fn cosine_similarity_against_a_reference_embedded_once() {
+    // Embeddings: billing texts point one way, everything else the other.
+    let embedder = MockUpstream::start(|req| {
+        let body = req.body_json().unwrap();
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let v = if t.as_str().unwrap().contains("billing") {
+                    [1.0, 0.1]
+                } else {
+                    [0.0, 1.0]
+                };
+                json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        Reply::json(200, &json!({"object": "list", "data": data}).to_string())
+    })
+    .await;
+    let upstream = MockUpstream::start(|req| {
+        let text = if req.body_str().contains("weather") {
+            "It is sunny."
+        } else {
+            "Your billing date moved."
+        };
+        Reply::json(200, &answer_json(text))
+    })
+    .await;
+    let pack = "validators:\n  - type: cosine_similarity\n    params: {reference: 'questions about billing', min_similarity: 0.8}\n";
+    let config = judges_config(&embedder, "openai_chat", "    embedding_model: emb-small\n");
+    let proxy = start_proxy(&upstream.base_url(), pack, &config).await;
+    let ok = post_chat(proxy.addr(), &chat_request("my invoice", false)).await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let off = post_chat(proxy.addr(), &chat_request("the weather", false)).await;
+    assert_eq!(off.status, 400, "{}", off.text());
+    let asked = embedder.requests();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[0].path_and_query, "/v1/embeddings");
+    assert_eq!(asked[0].body_json().unwrap()["model"], "emb-small");
+    assert_eq!(
+        asked[0].body_json().unwrap()["input"],
+        json!(["questions about billing", "Your billing date moved."])
+    );
+    // The reference's embedding was kept: the second call embeds the answer only.
+    assert_eq!(
+        asked[1].body_json().unwrap()["input"],
+        json!(["It is sunny."])
+    );
+}

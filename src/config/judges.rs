@@ -37,6 +37,10 @@ pub struct JudgeConfig {
     /// `max_tokens` of a judge call.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// The embeddings model `cosine_similarity` uses (OpenAI `/v1/embeddings`, Gemini
+    /// `batchEmbedContents`); a validator's `params.model` overrides it.
+    #[serde(default)]
+    pub embedding_model: Option<String>,
     /// Filled by validation.
     #[serde(skip)]
     pub checked: Option<CheckedJudge>,

@@ -5,10 +5,12 @@
 use super::gate::{AttemptError, Gate};
 use super::{http_call, verdict, ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
 use crate::config::{JudgeConfig, ProtocolId};
-use crate::policy::judged::{LlmJudge, Scale};
+use crate::policy::judged::{Judged, LlmJudge, Reference, Scale, Similarity};
 use crate::proxy::upstream::UpstreamBase;
 use http::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// PromptKit's judge instruction, the reply shape spelled out.
 const SYSTEM_PROMPT: &str = "You are an impartial evaluation judge. Judge the content against the criteria. \
@@ -21,7 +23,12 @@ pub struct JudgeClient {
     base: UpstreamBase,
     api_key: Option<String>,
     gate: Gate,
+    /// Embeddings of `cosine_similarity` reference texts, by (model, text): asked once.
+    references: Mutex<HashMap<(String, String), Arc<Vec<f64>>>>,
 }
+
+/// Reference embeddings kept per judge, at most.
+const MAX_REFERENCES: usize = 1024;
 
 impl JudgeClient {
     pub fn new(config: &JudgeConfig) -> Result<JudgeClient, String> {
@@ -43,7 +50,112 @@ impl JudgeClient {
                 &config.cache,
             ),
             config: config.clone(),
+            references: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// `cosine_similarity`: the text's embedding (and the reference's, the first time) from
+    /// the judge's embeddings endpoint; the score is their cosine similarity, at least 0.
+    pub async fn similarity(
+        &self,
+        env: &JudgeEnv,
+        check: &Similarity,
+        subject: &Subject,
+        deadline: tokio::time::Instant,
+    ) -> Result<Verdict, JudgeError> {
+        let text = subject.render(&Judged::Text).unwrap_or_default();
+        let known = match &check.reference {
+            Reference::Vector(v) => Some(Arc::new(v.clone())),
+            Reference::Text(t) => self
+                .references
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&(check.model.clone(), t.clone()))
+                .cloned(),
+        };
+        let reference_text = match (&check.reference, &known) {
+            (Reference::Text(t), None) => Some(t.as_str()),
+            _ => None,
+        };
+        let mut inputs: Vec<&str> = reference_text.into_iter().collect();
+        inputs.push(&text);
+        let (path, body) = self.embeddings_request(&check.model, &inputs);
+        let expected = inputs.len();
+        let key = env.judges.cache_key(&[
+            self.config.name.as_bytes(),
+            b"embeddings",
+            check.model.as_bytes(),
+            format!("{:?}", check.reference).as_bytes(),
+            text.as_bytes(),
+        ]);
+        let headers = self.headers();
+        let verdict = self
+            .gate
+            .call(&env.metrics, Some(key), deadline, || {
+                let (path, body, headers, known) =
+                    (&path, body.clone(), headers.clone(), known.clone());
+                async move {
+                    let reply =
+                        http_call(env, &self.base, http::Method::POST, path, headers, body).await?;
+                    let mut vectors = embeddings(self.protocol, &reply)
+                        .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
+                    if vectors.len() != expected {
+                        return Err(AttemptError::new(
+                            ErrorKind::Malformed,
+                            "the embeddings reply has the wrong number of vectors",
+                            false,
+                        ));
+                    }
+                    let text_vector = vectors.pop().unwrap_or_default();
+                    let reference = match known {
+                        Some(r) => r,
+                        None => {
+                            let r = Arc::new(vectors.pop().unwrap_or_default());
+                            if let Reference::Text(t) = &check.reference {
+                                let mut refs =
+                                    self.references.lock().unwrap_or_else(|e| e.into_inner());
+                                if refs.len() < MAX_REFERENCES {
+                                    refs.insert((check.model.clone(), t.clone()), Arc::clone(&r));
+                                }
+                            }
+                            r
+                        }
+                    };
+                    let sim = cosine(&reference, &text_vector).ok_or_else(|| {
+                        AttemptError::new(
+                            ErrorKind::Malformed,
+                            "the embeddings differ in length or are zero",
+                            false,
+                        )
+                    })?;
+                    Ok(Verdict {
+                        score: sim.max(0.0),
+                        reason: None,
+                        label: None,
+                    })
+                }
+            })
+            .await?;
+        Ok(verdict)
+    }
+
+    fn embeddings_request(&self, model: &str, inputs: &[&str]) -> (String, Vec<u8>) {
+        let (path, body) = match self.protocol {
+            ProtocolId::Gemini => (
+                format!("/v1beta/models/{model}:batchEmbedContents"),
+                json!({
+                    "requests": inputs
+                        .iter()
+                        .map(|t| json!({"model": format!("models/{model}"), "content": {"parts": [{"text": t}]}}))
+                        .collect::<Vec<_>>(),
+                }),
+            ),
+            _ => (
+                "/v1/embeddings".to_owned(),
+                json!({"model": model, "input": inputs}),
+            ),
+        };
+        (path, body.to_string().into_bytes())
     }
 
     pub async fn judge(
@@ -204,6 +316,48 @@ fn user_prompt(check: &LlmJudge, content: &str) -> String {
     s
 }
 
+/// The vectors of an embeddings reply, in input order.
+pub fn embeddings(protocol: ProtocolId, body: &[u8]) -> Result<Vec<Vec<f64>>, String> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|_| "the embeddings reply is not JSON".to_owned())?;
+    let vector =
+        |x: &Value| -> Option<Vec<f64>> { x.as_array()?.iter().map(Value::as_f64).collect() };
+    let items: Vec<Value> = match protocol {
+        ProtocolId::Gemini => v["embeddings"]
+            .as_array()
+            .map(|e| e.iter().map(|x| x["values"].clone()).collect())
+            .unwrap_or_default(),
+        _ => {
+            let mut data: Vec<&Value> = v["data"]
+                .as_array()
+                .map(|d| d.iter().collect())
+                .unwrap_or_default();
+            data.sort_by_key(|d| d["index"].as_u64().unwrap_or(0));
+            data.iter().map(|d| d["embedding"].clone()).collect()
+        }
+    };
+    if items.is_empty() {
+        return Err("the embeddings reply has no vectors".into());
+    }
+    items
+        .iter()
+        .map(|i| vector(i).ok_or_else(|| "an embedding is not a list of numbers".to_owned()))
+        .collect()
+}
+
+/// Cosine similarity; `None` for vectors of different lengths or without magnitude.
+pub fn cosine(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() != b.len() || a.is_empty() {
+        return None;
+    }
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let (na, nb) = (
+        a.iter().map(|x| x * x).sum::<f64>().sqrt(),
+        b.iter().map(|x| x * x).sum::<f64>().sqrt(),
+    );
+    (na > 0.0 && nb > 0.0).then(|| (dot / (na * nb)).clamp(-1.0, 1.0))
+}
+
 /// The text of a judge's reply, in its protocol's shape.
 pub fn reply_text(protocol: ProtocolId, body: &[u8]) -> Result<String, String> {
     let v: Value =
@@ -250,6 +404,26 @@ pub fn reply_text(protocol: ProtocolId, body: &[u8]) -> Result<String, String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
+
+    #[test]
+    fn embeddings_and_cosine() {
+        let openai = br#"{"data":[{"index":1,"embedding":[0,1]},{"index":0,"embedding":[1,0]}]}"#;
+        assert_eq!(
+            embeddings(ProtocolId::OpenAiChat, openai).unwrap(),
+            vec![vec![1.0, 0.0], vec![0.0, 1.0]]
+        );
+        let gemini = br#"{"embeddings":[{"values":[0.5,0.5]}]}"#;
+        assert_eq!(
+            embeddings(ProtocolId::Gemini, gemini).unwrap(),
+            vec![vec![0.5, 0.5]]
+        );
+        assert!(embeddings(ProtocolId::OpenAiChat, b"{}").is_err());
+        assert!(embeddings(ProtocolId::OpenAiChat, br#"{"data":[{"embedding":["x"]}]}"#).is_err());
+        assert_eq!(cosine(&[1.0, 0.0], &[1.0, 0.0]), Some(1.0));
+        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 2.0]), Some(0.0));
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), None);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), None);
+    }
 
     #[test]
     fn reply_texts_of_each_protocol() {

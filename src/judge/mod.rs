@@ -194,6 +194,16 @@ pub async fn verdict(
             let deadline = deadline(check.timeout_ms.unwrap_or(default));
             rest::evaluate(env, &entry.0, &entry.1, r, subject, deadline).await
         }
+        JudgedKind::Similarity(sim) => {
+            let client = env.judges.llm.get(&sim.judge).ok_or_else(|| {
+                JudgeError::new(
+                    ErrorKind::Transport,
+                    format!("judge `{}` is not configured", sim.judge),
+                )
+            })?;
+            let deadline = deadline(check.timeout_ms.unwrap_or(client.config.timeout_ms));
+            client.similarity(env, sim, subject, deadline).await
+        }
         JudgedKind::Exec(e) => {
             let handler = env.judges.exec.get(&e.handler).ok_or_else(|| {
                 JudgeError::new(

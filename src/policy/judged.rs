@@ -14,6 +14,9 @@ use serde_json::{Map, Value};
 pub struct CheckRefs {
     pub judges: Vec<String>,
     pub exec: Vec<String>,
+    /// The judges with an embeddings endpoint (not Anthropic's protocol), with their
+    /// `embedding_model` if set.
+    pub embedders: Vec<(String, Option<String>)>,
 }
 
 /// A judged validator's check.
@@ -79,6 +82,24 @@ pub enum JudgedKind {
     Llm(LlmJudge),
     Rest(RestEval),
     Exec(ExecCheck),
+    Similarity(Similarity),
+}
+
+/// `cosine_similarity`: the text's embedding against a reference, from a judge's embeddings
+/// endpoint; the score is the cosine similarity (negative counts as 0).
+#[derive(Debug, Clone)]
+pub struct Similarity {
+    pub judge: String,
+    pub model: String,
+    pub reference: Reference,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reference {
+    /// Embedded on first use, then kept.
+    Text(String),
+    /// PromptKit's form: the reference embedding itself.
+    Vector(Vec<f64>),
 }
 
 /// What an LLM judge is shown.

@@ -217,6 +217,12 @@ fn parse_validator(
         min_score: p.score("min_score").map_err(&at)?,
         max_score: p.score("max_score").map_err(&at)?,
     };
+    // `cosine_similarity`'s threshold is the similarity the text must reach.
+    if canonical == "cosine_similarity" {
+        if let Some(min) = p.score("min_similarity").map_err(&at)? {
+            threshold.min_score = Some(min);
+        }
+    }
     if !threshold.passes(1.0) || threshold.passes(0.0) {
         return Err(at(
             "min_score/max_score must let a passing result (score 1) pass and a violation (score 0) fail"

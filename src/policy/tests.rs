@@ -84,7 +84,7 @@ fn errors_name_file_validator_and_param() {
     assert!(e.contains("param 'colour': unknown param"), "{e}");
     let e = policy("validators:\n  - type: max_length\n    params: { max: -3 }\n").unwrap_err();
     assert!(e.contains("param 'max'"), "{e}");
-    let e = policy("validators:\n  - type: cosine_similarity\n    params: {}\n").unwrap_err();
+    let e = policy("validators:\n  - type: agent_invoked\n    params: {}\n").unwrap_err();
     assert!(e.contains("not supported by guardwire yet"), "{e}");
     let e = policy("validators:\n  - type: content_excludes\n    params: { patterns: [a], match_mode: fuzzy }\n").unwrap_err();
     assert!(e.contains("param 'match_mode'"), "{e}");
@@ -906,10 +906,12 @@ fn judged_checks_are_validated_at_load() {
     let refs = judged::CheckRefs {
         judges: vec!["safety".into(), "topic".into()],
         exec: vec!["my_eval".into()],
+        embedders: vec![("topic".into(), None)],
     };
     let one = judged::CheckRefs {
         judges: vec!["safety".into()],
         exec: vec![],
+        embedders: vec![("safety".into(), Some("emb-1".into()))],
     };
     for (yaml, refs, expected) in [
         (
@@ -978,6 +980,31 @@ fn judged_checks_are_validated_at_load() {
             "param 'colour': unknown",
         ),
         (
+            "type: cosine_similarity\n    params: {judge: safety, reference: r}",
+            &refs,
+            "without an embeddings endpoint",
+        ),
+        (
+            "type: cosine_similarity\n    params: {judge: topic, reference: r}",
+            &refs,
+            "param 'model': required",
+        ),
+        (
+            "type: cosine_similarity\n    params: {reference: [1, x]}",
+            &one,
+            "param 'reference'",
+        ),
+        (
+            "type: cosine_similarity\n    params: {min_similarity: 2, reference: r}",
+            &one,
+            "param 'min_similarity'",
+        ),
+        (
+            "type: cosine_similarity\n    params: {}",
+            &one,
+            "param 'reference': required",
+        ),
+        (
             "type: a2a_eval\n    params: {url: 'http://127.0.0.1:1'}",
             &one,
             "param 'agent_url': required",
@@ -1024,7 +1051,11 @@ fn judged_checks_are_validated_at_load() {
     }
     let p = policy_with(
         "validators:\n  - type: llm_judge\n    params: {criteria: c}\n  - type: rest_eval_session\n    params: {url: 'http://127.0.0.1:9/eval?x=1', timeout: 1.5s, direction: both, parallel: true}\n  - type: my_eval\n    params: {anything: [1, 2], direction: input}\n",
-        &judged::CheckRefs { judges: vec!["safety".into()], exec: vec!["my_eval".into()] },
+        &judged::CheckRefs {
+            judges: vec!["safety".into()],
+            exec: vec!["my_eval".into()],
+            embedders: vec![],
+        },
     )
     .unwrap();
     // A judge passes at 0.5 by default.

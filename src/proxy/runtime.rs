@@ -235,6 +235,12 @@ fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
     Ok(CheckRefs {
         judges: config.judges.iter().map(|j| j.name.clone()).collect(),
         exec: config.exec.keys().cloned().collect(),
+        embedders: config
+            .judges
+            .iter()
+            .filter(|j| j.protocol != "anthropic_messages")
+            .map(|j| (j.name.clone(), j.embedding_model.clone()))
+            .collect(),
     })
 }
 

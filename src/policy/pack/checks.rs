@@ -2,8 +2,8 @@
 
 use super::params::Params;
 use crate::policy::judged::{
-    go_duration_ms, CheckRefs, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge, RestEval,
-    Scale, Window,
+    go_duration_ms, CheckRefs, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge, Reference,
+    RestEval, Scale, Similarity, Window,
 };
 use crate::policy::structured::{parse_path, PathCheck, SchemaCheck};
 use crate::policy::{CheckDef, ToolCheck};
@@ -110,6 +110,47 @@ pub(super) fn build_check(
                 }
             }
             Ok(check)
+        }
+        "cosine_similarity" => {
+            let judge = judge_name(p.string("judge")?, refs)?;
+            let Some((_, default_model)) = refs.embedders.iter().find(|(n, _)| *n == judge) else {
+                return Err(format!(
+                    "param 'judge': `{judge}` speaks a protocol without an embeddings endpoint (anthropic_messages); pick an openai_chat, openai_responses or gemini judge"
+                ));
+            };
+            let model = match (p.string("model")?, default_model) {
+                (Some(m), _) => m,
+                (None, Some(m)) => m.clone(),
+                (None, None) => {
+                    return Err(format!(
+                        "param 'model': required (or set `embedding_model` on the judge `{judge}`)"
+                    ))
+                }
+            };
+            let reference = match p.take("reference") {
+                Some((_, Value::String(t))) if !t.trim().is_empty() => Reference::Text(t),
+                Some((key, Value::Array(items))) if !items.is_empty() => Reference::Vector(
+                    items
+                        .iter()
+                        .map(|v| v.as_f64().filter(|x| x.is_finite()))
+                        .collect::<Option<Vec<f64>>>()
+                        .ok_or_else(|| format!("param '{key}': a vector must hold numbers only"))?,
+                ),
+                Some((key, _)) => {
+                    return Err(format!(
+                        "param '{key}': must be a text or a non-empty list of numbers"
+                    ))
+                }
+                None => return Err("param 'reference': required (a text, or an embedding)".into()),
+            };
+            judged_check(
+                p,
+                JudgedKind::Similarity(Similarity {
+                    judge,
+                    model,
+                    reference,
+                }),
+            )
         }
         "exec" => {
             let mut params = std::mem::take(&mut p.map);
