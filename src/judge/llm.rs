@@ -24,8 +24,11 @@ pub struct JudgeClient {
     api_key: Option<String>,
     gate: Gate,
     /// Embeddings of `cosine_similarity` reference texts, by (model, text): asked once.
-    references: Mutex<HashMap<(String, String), Arc<Vec<f64>>>>,
+    references: Mutex<HashMap<(String, String), Embedding>>,
 }
+
+/// An embedding, shared by the checks that use it.
+type Embedding = Arc<Vec<f64>>;
 
 /// Reference embeddings kept per judge, at most.
 const MAX_REFERENCES: usize = 1024;
