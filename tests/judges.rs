@@ -830,3 +830,29 @@ async fn cosine_similarity_against_a_reference_embedded_once() {
         json!(["It is sunny."])
     );
 }
+
+#[tokio::test]
+async fn judges_see_the_strings_no_decoder_models() {
+    let judge = openai_judge().await;
+    // A field the chat decoder does not model carries the text: the judge must see it.
+    let upstream = MockUpstream::start(|_| {
+        Reply::json(
+            200,
+            &json!({"id": "c", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine", "x_vendor_note": "an EVIL plan"}, "finish_reason": "stop"}]}).to_string(),
+        )
+    })
+    .await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        OUTPUT_JUDGE,
+        &judges_config(&judge, "openai_chat", ""),
+    )
+    .await;
+    let r = post_chat(proxy.addr(), &chat_request("hi", false)).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let text = judged_text(&judge.requests()[0]);
+    assert!(
+        text.contains("fine") && text.contains("an EVIL plan"),
+        "{text}"
+    );
+}

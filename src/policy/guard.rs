@@ -35,6 +35,9 @@ struct ChoiceState {
     output_chars: u64,
     /// Output text, kept only when a whole-text check needs it.
     text: String,
+    /// Strings of the answer no decoder models (`Channel::Other`), kept for judged checks:
+    /// a judge sees them too (fail closed), apart from the answer text.
+    other_text: String,
 }
 
 /// Text kept per channel for matched-text audit lines: matches are reported within a few
@@ -314,6 +317,15 @@ impl ExchangeGuard {
                 json.raw_len() + u64::from(json.pending())
             }
         };
+        if let Channel::Other(_) = channel {
+            if !policy.judged_output.is_empty() {
+                let c = choice_state(&mut self.choices, *choice);
+                if !c.other_text.is_empty() {
+                    c.other_text.push('\n');
+                }
+                c.other_text.push_str(text);
+            }
+        }
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
             let keep = policy.keeps_text(Target::Output);
             let c = choice_state(&mut self.choices, *choice);
@@ -352,14 +364,14 @@ impl ExchangeGuard {
     }
 
     /// The answer as judged checks see it (kept when the policy has any): every choice's text
-    /// (answer and refusal), choices apart by a blank line, and its tool calls as (name,
-    /// arguments).
+    /// (answer and refusal, then strings no decoder models), choices apart by a blank line,
+    /// and its tool calls as (name, arguments).
     pub fn judged_answer(&self) -> (String, Vec<(String, String)>) {
         let mut choices: Vec<&ChoiceState> = self.choices.iter().collect();
         choices.sort_by_key(|c| c.choice);
         let texts: Vec<&str> = choices
             .iter()
-            .map(|c| c.text.as_str())
+            .flat_map(|c| [c.text.as_str(), c.other_text.as_str()])
             .filter(|t| !t.is_empty())
             .collect();
         let calls = self
@@ -368,6 +380,17 @@ impl ExchangeGuard {
             .map(|c| (c.record.name.clone(), c.record.args.clone()))
             .collect();
         (texts.join("\n\n"), calls)
+    }
+
+    /// The strings no decoder models, of every choice (judged with a windowed answer's end).
+    pub fn judged_unmodelled(&self) -> String {
+        let texts: Vec<&str> = self
+            .choices
+            .iter()
+            .map(|c| c.other_text.as_str())
+            .filter(|t| !t.is_empty())
+            .collect();
+        texts.join("\n\n")
     }
 
     /// AfterCall: ends every channel's scan (matches waiting on what follows them are decided)

@@ -192,7 +192,7 @@ impl GuardedStream {
         if let Some(windows) = &mut self.windows {
             // The last window, refusals and tool calls; everything held goes out once every
             // window passed (`poll_windows`).
-            windows.finish(self.guard.judged_answer().1);
+            windows.finish(self.guard.judged_unmodelled(), self.guard.judged_answer().1);
             return;
         }
         if let Some((env, conversation)) = self.ctx.judge.take() {

@@ -119,11 +119,12 @@ impl Windows {
         });
     }
 
-    /// The answer ended: what is left of every channel, the refusals and the tool calls are
-    /// judged last.
-    pub(super) fn finish(&mut self, tool_calls: Vec<(String, String)>) {
+    /// The answer ended: what is left of every channel, the refusals, the strings no decoder
+    /// models (`unmodelled`) and the tool calls are judged last.
+    pub(super) fn finish(&mut self, unmodelled: String, tool_calls: Vec<(String, String)>) {
         let mut rest: Vec<String> = self.open.drain(..).map(|o| o.text).collect();
         rest.push(std::mem::take(&mut self.refusals));
+        rest.push(unmodelled);
         rest.retain(|t| !t.is_empty());
         let judging = if rest.is_empty() && tool_calls.is_empty() {
             Box::pin(std::future::ready(Judgement::default()))
