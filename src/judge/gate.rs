@@ -148,15 +148,10 @@ impl Gate {
     {
         let mut tries = 0u32;
         loop {
-            self.admit_through_breaker(metrics)?;
-            let permit = self.acquire(metrics, deadline).await;
-            let permit = match permit {
-                Ok(p) => p,
-                Err(e) => {
-                    self.trial_done();
-                    return Err(e);
-                }
-            };
+            // Held by the breaker's one trial call, if this is it; dropped (a cancelled call)
+            // it frees the trial for the next call.
+            let trial = self.admit_through_breaker()?;
+            let permit = self.acquire(metrics, deadline).await?;
             let started = std::time::Instant::now();
             let outcome = tokio::time::timeout_at(deadline, attempt()).await;
             drop(permit);
@@ -167,11 +162,11 @@ impl Gate {
                 .observe(started.elapsed().as_secs_f64());
             let failed = match outcome {
                 Ok(Ok(verdict)) => {
-                    self.record(metrics, true);
+                    self.record(metrics, true, trial);
                     return Ok(verdict);
                 }
                 Err(_) => {
-                    self.record(metrics, false);
+                    self.record(metrics, false, trial);
                     return Err(JudgeError::new(
                         ErrorKind::Timeout,
                         "no verdict before the deadline",
@@ -179,7 +174,7 @@ impl Gate {
                 }
                 Ok(Err(failed)) => failed,
             };
-            self.record(metrics, false);
+            self.record(metrics, false, trial);
             if !failed.retryable || tries >= self.retry.max_retries {
                 return Err(failed.error);
             }
@@ -209,16 +204,9 @@ impl Gate {
                 "the concurrency limit and its queue are full",
             ));
         }
-        let depth = metrics
-            .judges
-            .queue_depth
-            .get_or_create(&self.labels())
-            .clone();
-        depth.inc();
-        let got = tokio::time::timeout_at(deadline, self.permits.acquire()).await;
-        depth.dec();
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        match got {
+        // Leaves the queue however the wait ends, a cancelled call included.
+        let _slot = QueueSlot::enter(self, metrics);
+        match tokio::time::timeout_at(deadline, self.permits.acquire()).await {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(_)) => Err(JudgeError::new(ErrorKind::Overloaded, "the gate is closed")),
             Err(_) => Err(JudgeError::new(
@@ -228,11 +216,12 @@ impl Gate {
         }
     }
 
-    /// Fails at once while the breaker is open; after `open_ms`, lets one trial call through.
-    fn admit_through_breaker(&self, metrics: &Metrics) -> Result<(), JudgeError> {
+    /// Fails at once while the breaker is open; after `open_ms`, lets one trial call through
+    /// (the returned guard marks it).
+    fn admit_through_breaker(&self) -> Result<Option<Trial<'_>>, JudgeError> {
         let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         let Some(until) = b.open_until else {
-            return Ok(());
+            return Ok(None);
         };
         if Instant::now() < until || b.trial_in_flight {
             return Err(JudgeError::new(
@@ -241,27 +230,27 @@ impl Gate {
             ));
         }
         b.trial_in_flight = true;
-        drop(b);
-        metrics
-            .judges
-            .circuit_open
-            .get_or_create(&self.labels())
-            .set(0);
-        Ok(())
-    }
-
-    fn trial_done(&self) {
-        let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
-        b.trial_in_flight = false;
+        Ok(Some(Trial(self)))
     }
 
     /// Counts a call's result: `failures` in a row open the breaker; a success closes it.
-    fn record(&self, metrics: &Metrics, ok: bool) {
+    /// The trial's own result (and only it) ends the trial.
+    fn record(&self, metrics: &Metrics, ok: bool, trial: Option<Trial<'_>>) {
         let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
-        b.trial_in_flight = false;
+        if let Some(t) = trial {
+            std::mem::forget(t);
+            b.trial_in_flight = false;
+        }
         if ok {
             b.failures = 0;
-            b.open_until = None;
+            if b.open_until.take().is_some() {
+                drop(b);
+                metrics
+                    .judges
+                    .circuit_open
+                    .get_or_create(&self.labels())
+                    .set(0);
+            }
             return;
         }
         b.failures = b.failures.saturating_add(1);
@@ -334,6 +323,43 @@ impl Gate {
         if order.len() > 2 * *max {
             order.retain(|k| entries.contains_key(k));
         }
+    }
+}
+
+/// The breaker's trial call. Ended by [`Gate::record`]; dropped before that (the call was
+/// cancelled, or found no permit), it frees the trial for the next call.
+struct Trial<'a>(&'a Gate);
+
+impl Drop for Trial<'_> {
+    fn drop(&mut self) {
+        let mut b = self.0.breaker.lock().unwrap_or_else(|e| e.into_inner());
+        b.trial_in_flight = false;
+    }
+}
+
+/// A place in a gate's queue, left on drop (a cancelled wait included).
+struct QueueSlot<'a> {
+    gate: &'a Gate,
+    depth: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl<'a> QueueSlot<'a> {
+    /// Takes the place already counted in `waiting`.
+    fn enter(gate: &'a Gate, metrics: &Metrics) -> QueueSlot<'a> {
+        let depth = metrics
+            .judges
+            .queue_depth
+            .get_or_create(&gate.labels())
+            .clone();
+        depth.inc();
+        QueueSlot { gate, depth }
+    }
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.depth.dec();
+        self.gate.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -447,6 +473,74 @@ mod tests {
             .call(&m, Some(1), far(), || async { Ok(verdict(0.5)) })
             .await;
         assert_eq!(evicted.map(|v| v.score).ok(), Some(0.5));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_trial_frees_the_breaker_for_the_next_call() {
+        let m = Metrics::new();
+        let g = Gate::new(
+            "t".into(),
+            RetryConfig {
+                max_retries: 0,
+                ..RetryConfig::default()
+            },
+            BreakerConfig {
+                failures: 1,
+                open_ms: 1,
+            },
+            2,
+            4,
+            &CacheConfig {
+                entries: 0,
+                ttl_ms: 1,
+            },
+        );
+        let _ = g
+            .call(&m, None, far(), || async {
+                Err(AttemptError::new(ErrorKind::Status, "500", true))
+            })
+            .await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // The trial is cancelled mid-call.
+        let trial = g.call(&m, None, far(), || async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(verdict(1.0))
+        });
+        assert!(tokio::time::timeout(Duration::from_millis(20), trial)
+            .await
+            .is_err());
+        // The next call is the trial, and its success closes the breaker.
+        let v = g.call(&m, None, far(), || async { Ok(verdict(0.7)) }).await;
+        assert_eq!(v.map(|v| v.score).ok(), Some(0.7));
+        let v = g.call(&m, None, far(), || async { Ok(verdict(0.6)) }).await;
+        assert_eq!(v.map(|v| v.score).ok(), Some(0.6));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_wait_leaves_the_queue() {
+        let m = Metrics::new();
+        let g = Gate::new(
+            "t".into(),
+            RetryConfig::default(),
+            BreakerConfig::default(),
+            1,
+            1,
+            &CacheConfig {
+                entries: 0,
+                ttl_ms: 1,
+            },
+        );
+        let permit = g.permits.try_acquire().unwrap();
+        for _ in 0..3 {
+            let waiting = g.call(&m, None, far(), || async { Ok(verdict(1.0)) });
+            assert!(tokio::time::timeout(Duration::from_millis(10), waiting)
+                .await
+                .is_err());
+        }
+        assert_eq!(g.waiting.load(Ordering::Acquire), 0);
+        drop(permit);
+        let v = g.call(&m, None, far(), || async { Ok(verdict(1.0)) }).await;
+        assert!(v.is_ok());
     }
 
     #[tokio::test]

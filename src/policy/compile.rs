@@ -242,7 +242,7 @@ impl Policy {
         // has the same window; otherwise it is held whole and judged before release.
         let windows: Vec<Option<Window>> =
             policy.judged_output.iter().map(|(_, c)| c.window).collect();
-        policy.judged_window = windows.first().copied().flatten();
+        policy.judged_window = windows.iter().find_map(|w| *w);
         if policy.judged_window.is_some() && windows.iter().any(|w| *w != policy.judged_window) {
             let (owner, _) = policy.judged_output[windows
                 .iter()

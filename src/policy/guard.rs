@@ -30,14 +30,14 @@ use std::sync::Arc;
 pub type ChannelId = usize;
 
 #[derive(Debug, Default)]
-struct ChoiceState {
+pub(super) struct ChoiceState {
     choice: u32,
     output_chars: u64,
     /// Output text, kept only when a whole-text check needs it.
     text: String,
     /// Strings of the answer no decoder models (`Channel::Other`), kept for judged checks:
     /// a judge sees them too (fail closed), apart from the answer text.
-    other_text: String,
+    pub(super) other_text: String,
 }
 
 /// Text kept per channel for matched-text audit lines: matches are reported within a few
@@ -463,7 +463,7 @@ impl ExchangeGuard {
     }
 }
 
-fn choice_state(choices: &mut Vec<ChoiceState>, choice: u32) -> &mut ChoiceState {
+pub(super) fn choice_state(choices: &mut Vec<ChoiceState>, choice: u32) -> &mut ChoiceState {
     let i = match choices.iter().position(|c| c.choice == choice) {
         Some(i) => i,
         None => {

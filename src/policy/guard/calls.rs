@@ -67,6 +67,12 @@ impl ExchangeGuard {
             .rev()
             .find(|c| c.choice == choice && c.index == index)
         else {
+            // Arguments of a call that never started (no name): judges still see them, with
+            // the strings no decoder models (fail closed).
+            if !policy.judged_output.is_empty() {
+                let c = super::choice_state(&mut self.choices, choice);
+                c.other_text.push_str(text);
+            }
             return;
         };
         call.record.args.push_str(text);
