@@ -305,6 +305,37 @@ async fn a_whole_answer_is_judged_before_release_by_an_anthropic_shaped_judge() 
     );
 }
 
+/// At each split: the "bad" answer leaks none of `leaks` and ends with the block frame; the
+/// "good" one is released byte for byte as `good`.
+async fn assert_split_verdicts(
+    addr: std::net::SocketAddr,
+    splits: &[usize],
+    leaks: &[&str],
+    good: &[u8],
+) {
+    for split in splits {
+        let r = post_chat(addr, &chat_request(&format!("bad split {split}"), true)).await;
+        assert_eq!(r.status, 200);
+        let text = r.text();
+        for piece in leaks {
+            assert!(
+                !text.contains(piece),
+                "split {split}: leaked {piece:?}: {text}"
+            );
+        }
+        assert!(
+            text.ends_with(&block_frame("blocked by guardrail 'llm_judge'")),
+            "split {split}: {text}"
+        );
+        let r = post_chat(addr, &chat_request(&format!("good split {split}"), true)).await;
+        assert_eq!(
+            r.body.as_ref(),
+            good,
+            "split {split}: released byte for byte"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_judged_stream_leaks_nothing_at_any_split_and_is_released_whole_on_a_pass() {
     let judge = openai_judge().await;
@@ -333,35 +364,13 @@ async fn a_judged_stream_leaks_nothing_at_any_split_and_is_released_whole_on_a_p
         &judges_config(&judge, "openai_chat", ""),
     )
     .await;
-    for split in [1, 2, 3, 5, 8, 13, 21, 1000] {
-        let r = post_chat(
-            proxy.addr(),
-            &chat_request(&format!("bad split {split}"), true),
-        )
-        .await;
-        assert_eq!(r.status, 200);
-        let text = r.text();
-        for piece in ["Here is", "EV", "plan"] {
-            assert!(
-                !text.contains(piece),
-                "split {split}: leaked {piece:?}: {text}"
-            );
-        }
-        assert!(
-            text.ends_with(&block_frame("blocked by guardrail 'llm_judge'")),
-            "split {split}: {text}"
-        );
-        let r = post_chat(
-            proxy.addr(),
-            &chat_request(&format!("good split {split}"), true),
-        )
-        .await;
-        assert_eq!(
-            r.body.as_ref(),
-            good.as_slice(),
-            "split {split}: released byte for byte"
-        );
-    }
+    assert_split_verdicts(
+        proxy.addr(),
+        &[1, 2, 3, 5, 8, 13, 21, 1000],
+        &["Here is", "EV", "plan"],
+        &good,
+    )
+    .await;
     // The judge saw the whole answer.
     let texts: Vec<String> = judge.requests().iter().map(judged_text).collect();
     assert!(
@@ -413,34 +422,13 @@ async fn a_windowed_stream_releases_each_sentence_once_judged_and_stops_at_the_f
         &judges_config(&judge, "openai_chat", ""),
     )
     .await;
-    for split in [1, 2, 3, 7, 16, 1000] {
-        let r = post_chat(
-            proxy.addr(),
-            &chat_request(&format!("bad split {split}"), true),
-        )
-        .await;
-        let text = r.text();
-        for piece in ["Second", "EV", "Third"] {
-            assert!(
-                !text.contains(piece),
-                "split {split}: leaked {piece:?}: {text}"
-            );
-        }
-        assert!(
-            text.ends_with(&block_frame("blocked by guardrail 'llm_judge'")),
-            "split {split}: {text}"
-        );
-        let r = post_chat(
-            proxy.addr(),
-            &chat_request(&format!("good split {split}"), true),
-        )
-        .await;
-        assert_eq!(
-            r.body.as_ref(),
-            good.as_slice(),
-            "split {split}: released byte for byte"
-        );
-    }
+    assert_split_verdicts(
+        proxy.addr(),
+        &[1, 2, 3, 7, 16, 1000],
+        &["Second", "EV", "Third"],
+        &good,
+    )
+    .await;
     // A sentence is released once judged, while a later one is still judged (its judge takes
     // a second to fail): the first reached the client, the failing one did not.
     let r = post_chat(proxy.addr(), &chat_request("late", true)).await;
