@@ -28,21 +28,25 @@ pub async fn evaluate(
     subject: &Subject,
     deadline: tokio::time::Instant,
 ) -> Result<Verdict, JudgeError> {
-    let body = if check.a2a {
-        a2a_request(check, &body(check, subject))
-    } else {
-        body(check, subject)
-    }
-    .to_string()
-    .into_bytes();
+    let context = body(check, subject);
     let headers = headers(check)?;
+    // Keyed by what decides the verdict (an A2A message's random id does not).
     let key = env.judges.cache_key(&[
         check.method.as_str().as_bytes(),
         base.authority().as_str().as_bytes(),
         check.path_and_query.as_bytes(),
         format!("{headers:?}").as_bytes(),
-        &body,
+        &[u8::from(check.a2a)],
+        check.criteria.as_deref().unwrap_or("").as_bytes(),
+        context.to_string().as_bytes(),
     ]);
+    let body = if check.a2a {
+        a2a_request(check, &context)
+    } else {
+        context
+    }
+    .to_string()
+    .into_bytes();
     gate.call(&env.metrics, Some(key), deadline, || {
         let (body, headers) = (body.clone(), headers.clone());
         async move {
