@@ -489,10 +489,7 @@ impl GuardedStream {
         match judgement.block {
             Some(finding) => self.block(finding),
             None => {
-                while let Some(h) = self.held.pop_front() {
-                    self.release(h);
-                }
-                self.held_bytes = 0;
+                self.release_all();
             }
         }
         Poll::Ready(())

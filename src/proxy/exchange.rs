@@ -16,7 +16,6 @@
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
 use super::check::{check_payload, Fallback, Needs, Stop};
-use super::judged::{judge_all, Side};
 use super::redact;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
@@ -24,7 +23,6 @@ use super::upstream::{UpstreamBase, UpstreamBody};
 use super::{auth, headers, Gateway, InFlight};
 use crate::delta::Conversation;
 use crate::error::GatewayError;
-use crate::judge::{Answer, JudgeEnv, Subject};
 use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
@@ -300,71 +298,6 @@ impl<'a> RequestCtx<'a> {
         Ok(guard)
     }
 
-    /// What judged checks need to make their calls.
-    pub fn judge_env(&self) -> JudgeEnv {
-        JudgeEnv {
-            judges: Arc::clone(&self.rt.judges),
-            client: Arc::clone(&self.gw.client),
-            metrics: Arc::clone(&self.gw.metrics),
-        }
-    }
-
-    /// Step 5, BeforeCall's judged checks: those of `parallel` (judged during the upstream
-    /// call) or the others (judged before it). Their wait is counted as an external one, not
-    /// as the proxy's time, unless it overlaps the upstream's (`parallel`).
-    pub async fn judge_input(
-        &self,
-        conversation: &Arc<Conversation>,
-        parallel: bool,
-    ) -> Result<(), GatewayError> {
-        let started = Instant::now();
-        let judgement = judge_all(
-            self.judge_env(),
-            Arc::clone(self.caller.policy),
-            Side::Input { parallel },
-            Subject {
-                conversation: Arc::clone(conversation),
-                answer: None,
-            },
-            self.rt.config.audit.include_match,
-        )
-        .await;
-        if !parallel {
-            self.trace.add_upstream_wait(started.elapsed());
-        }
-        self.report().monitor(&judgement.monitored);
-        match judgement.block {
-            Some(finding) => Err(self.report().block(finding)),
-            None => Ok(()),
-        }
-    }
-
-    /// Sends the request upstream and waits for the head (step 7) while the `parallel: true`
-    /// input checks are judged: a failing verdict drops the upstream call (cancelling it), and
-    /// no head is used before every verdict passed.
-    pub async fn response_head_judged(
-        &self,
-        base: &UpstreamBase,
-        up_req: Request<Full<Bytes>>,
-        guard: &mut ExchangeGuard,
-        conversation: &Arc<Conversation>,
-    ) -> Result<Head, GatewayError> {
-        let judging = self.judge_input(conversation, true);
-        let call = self.response_head(base, up_req, guard);
-        tokio::pin!(judging, call);
-        tokio::select! {
-            verdict = &mut judging => {
-                verdict?;
-                call.await
-            }
-            head = &mut call => {
-                let head = head?;
-                judging.await?;
-                Ok(head)
-            }
-        }
-    }
-
     /// Step 6: the request as it goes upstream: the route's path (prefix stripped), hop-by-hop
     /// and client headers out, the provider key in (with keys), identity encoding asked for.
     pub fn upstream_request(
@@ -581,21 +514,11 @@ impl<'a> RequestCtx<'a> {
             (Ok(()), Some(conversation)) if !self.caller.policy.judged_output().is_empty() => {
                 let judging = Instant::now();
                 let (text, tool_calls) = guard.judged_answer();
-                let judgement = judge_all(
-                    self.judge_env(),
-                    Arc::clone(self.caller.policy),
-                    Side::Output,
-                    Subject {
-                        conversation,
-                        answer: Some(Answer { text, tool_calls }),
-                    },
-                    self.rt.config.audit.include_match,
-                )
-                .await;
+                let answer = crate::judge::Answer { text, tool_calls };
+                let verdict = self.judge_whole_answer(answer, conversation).await;
                 judged_for = judging.elapsed();
                 self.trace.add_upstream_wait(judged_for);
-                self.report().monitor(&judgement.monitored);
-                judgement.block.map_or(Ok(()), Err)
+                verdict
             }
             (verdict, _) => verdict,
         };

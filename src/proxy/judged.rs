@@ -1,12 +1,23 @@
 //! Awaiting judged checks on the request path: every judged validator of one side (request
 //! or answer) asked at once, and their verdicts turned into findings — a score below the
-//! threshold fails, an error fails unless the validator fails open.
+//! threshold fails, an error fails unless the validator fails open. Also the exchange's steps
+//! that await them (the request's, before or during the upstream call; a whole answer's);
+//! a stream's are in `body.rs` and `body/windows.rs`.
 
-use crate::judge::{self, JudgeEnv, JudgeError, Subject, Verdict};
+use super::exchange::{Head, RequestCtx};
+use super::upstream::UpstreamBase;
+use crate::delta::Conversation;
+use crate::error::GatewayError;
+use crate::judge::{self, Answer, JudgeEnv, JudgeError, Subject, Verdict};
 use crate::metrics::JudgedVerdictLabels;
 use crate::policy::judged::JudgedCheck;
+use crate::policy::ExchangeGuard;
 use crate::policy::{Finding, Mode, OnError, Phase, Policy};
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the judged checks of one side decided.
 #[derive(Debug, Default)]
@@ -20,6 +31,95 @@ pub struct Judgement {
 impl Judgement {
     pub fn is_empty(&self) -> bool {
         self.block.is_none() && self.monitored.is_empty()
+    }
+}
+
+impl RequestCtx<'_> {
+    /// What judged checks need to make their calls.
+    pub fn judge_env(&self) -> JudgeEnv {
+        JudgeEnv {
+            judges: Arc::clone(&self.rt.judges),
+            client: Arc::clone(&self.gw.client),
+            metrics: Arc::clone(&self.gw.metrics),
+        }
+    }
+
+    /// Step 5, BeforeCall's judged checks: those of `parallel` (judged during the upstream
+    /// call) or the others (judged before it). Their wait is counted as an external one, not
+    /// as the proxy's time, unless it overlaps the upstream's (`parallel`).
+    pub async fn judge_input(
+        &self,
+        conversation: &Arc<Conversation>,
+        parallel: bool,
+    ) -> Result<(), GatewayError> {
+        let started = Instant::now();
+        let judgement = judge_all(
+            self.judge_env(),
+            Arc::clone(self.caller.policy),
+            Side::Input { parallel },
+            Subject {
+                conversation: Arc::clone(conversation),
+                answer: None,
+            },
+            self.rt.config.audit.include_match,
+        )
+        .await;
+        if !parallel {
+            self.trace.add_upstream_wait(started.elapsed());
+        }
+        self.report().monitor(&judgement.monitored);
+        match judgement.block {
+            Some(finding) => Err(self.report().block(finding)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends the request upstream and waits for the head (step 7) while the `parallel: true`
+    /// input checks are judged: a failing verdict drops the upstream call (cancelling it), and
+    /// no head is used before every verdict passed.
+    pub async fn response_head_judged(
+        &self,
+        base: &UpstreamBase,
+        up_req: Request<Full<Bytes>>,
+        guard: &mut ExchangeGuard,
+        conversation: &Arc<Conversation>,
+    ) -> Result<Head, GatewayError> {
+        let judging = self.judge_input(conversation, true);
+        let call = self.response_head(base, up_req, guard);
+        tokio::pin!(judging, call);
+        tokio::select! {
+            verdict = &mut judging => {
+                verdict?;
+                call.await
+            }
+            head = &mut call => {
+                let head = head?;
+                judging.await?;
+                Ok(head)
+            }
+        }
+    }
+
+    /// A whole answer's judged checks (once every other check passed): the enforced
+    /// validator that failed, if one did.
+    pub async fn judge_whole_answer(
+        &self,
+        answer: Answer,
+        conversation: Arc<Conversation>,
+    ) -> Result<(), Finding> {
+        let judgement = judge_all(
+            self.judge_env(),
+            Arc::clone(self.caller.policy),
+            Side::Output,
+            Subject {
+                conversation,
+                answer: Some(answer),
+            },
+            self.rt.config.audit.include_match,
+        )
+        .await;
+        self.report().monitor(&judgement.monitored);
+        judgement.block.map_or(Ok(()), Err)
     }
 }
 

@@ -212,6 +212,11 @@ impl GuardedStream {
             )));
             return;
         }
+        self.release_all();
+    }
+
+    /// Releases everything held, in order: the answer passed every check.
+    pub(super) fn release_all(&mut self) {
         while let Some(h) = self.held.pop_front() {
             self.release(h);
         }

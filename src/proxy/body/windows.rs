@@ -197,10 +197,7 @@ impl GuardedStream {
             }
             Step::Finished => {
                 self.windows = None;
-                while let Some(h) = self.held.pop_front() {
-                    self.release(h);
-                }
-                self.held_bytes = 0;
+                self.release_all();
                 true
             }
         }
