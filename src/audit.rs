@@ -1,4 +1,5 @@
-//! The audit log: one JSON line per block, redaction and monitor-mode hit.
+//! The audit log: one JSON line per block, redaction and monitor-mode hit, and per eval
+//! result.
 //!
 //! Lines carry who and what (time, request id, route, validator, phase, mode, the rule that
 //! fired) and never the matched text or a body. The file is opened in append mode when the
@@ -43,6 +44,12 @@ pub struct AuditEvent<'a> {
     /// The matched text, only with `audit.include_match: true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matched: Option<&'a str>,
+    /// An eval's score (mode `eval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// An eval's result: `pass`, `fail` or `error` (mode `eval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'a str>,
 }
 
 impl Audit {

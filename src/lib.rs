@@ -7,6 +7,7 @@ pub mod audit;
 pub mod config;
 pub mod delta;
 pub mod error;
+pub mod evals;
 pub mod heap;
 pub mod judge;
 pub mod metrics;

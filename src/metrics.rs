@@ -1,10 +1,12 @@
 //! Prometheus metrics (`GET /metrics`). One registry per process, no global state.
 //! `exposition`: the text formats; `process`: the standard `process_*` metrics.
 
+mod evals;
 mod exposition;
 mod judges;
 mod process;
 
+pub use evals::{EvalLabels, EvalMetrics, EvalResultLabels, RESERVED_EVAL_METRICS};
 use exposition::openmetrics_to_text004;
 pub use exposition::Exposition;
 pub use judges::{JudgeErrorLabels, JudgeLabels, JudgeMetrics, JudgedVerdictLabels};
@@ -181,6 +183,8 @@ pub struct Metrics {
     pub config_hash: Gauge,
     /// Judged checks: calls, errors, retries, breakers, queues, verdicts.
     pub judges: JudgeMetrics,
+    /// Production evals: scores, results, the queue, the packs' own metrics.
+    pub evals: EvalMetrics,
     /// 1 when the last reload succeeded (or none was tried), 0 when it failed.
     pub config_last_reload_successful: Gauge,
     /// When the running config was loaded (start or the last successful reload), Unix seconds.
@@ -331,8 +335,10 @@ impl Metrics {
             upstream_errors.clone(),
         );
         let judges = JudgeMetrics::register(registry);
+        let evals = EvalMetrics::register(registry);
         Metrics {
             judges,
+            evals,
             registry: root,
             requests,
             blocked,

@@ -267,3 +267,42 @@ pub(super) fn validate_exec(handlers: &BTreeMap<String, ExecConfig>) -> Result<(
     }
     Ok(())
 }
+
+/// Production evals (the packs' `evals:`): where turns wait to be evaluated, off the request
+/// path. Read at start (a reload keeps the queue).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalsConfig {
+    /// Turns waiting; a turn that finds the queue full is dropped and counted
+    /// (`guardwire_evals_dropped_total`), never waited for.
+    pub max_queue: usize,
+    /// Turns evaluated at once.
+    pub max_concurrency: usize,
+    /// The request header that names the session (`sample_sessions`, `sample_turns`); without
+    /// it a session is known by its conversation's first messages.
+    pub session_header: String,
+}
+
+impl Default for EvalsConfig {
+    fn default() -> Self {
+        EvalsConfig {
+            max_queue: 1000,
+            max_concurrency: 4,
+            session_header: "x-session-id".into(),
+        }
+    }
+}
+
+pub(super) fn validate_evals(e: &EvalsConfig) -> Result<(), ConfigError> {
+    let at = |m: &str| ConfigError::Invalid(format!("evals: {m}"));
+    if e.max_queue == 0 || e.max_queue > 1_000_000 {
+        return Err(at("max_queue: must be from 1 to 1000000"));
+    }
+    if e.max_concurrency == 0 || e.max_concurrency > 1024 {
+        return Err(at("max_concurrency: must be from 1 to 1024"));
+    }
+    if http::HeaderName::from_bytes(e.session_header.as_bytes()).is_err() {
+        return Err(at("session_header: not a valid header name"));
+    }
+    Ok(())
+}

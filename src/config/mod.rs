@@ -22,7 +22,8 @@ use errors::format_figment_error;
 
 pub use checked::{AuthHeader, BaseUrl, ProtocolId, Provider};
 pub use judges::{
-    BreakerConfig, CacheConfig, CheckedJudge, ExecConfig, JudgeConfig, RetryConfig, JUDGE_PROTOCOLS,
+    BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
+    JUDGE_PROTOCOLS,
 };
 pub use telemetry::Telemetry;
 
@@ -96,6 +97,9 @@ pub struct Config {
     /// Subprocess check handlers, used in packs as `type: <name>`.
     #[serde(default)]
     pub exec: std::collections::BTreeMap<String, ExecConfig>,
+    /// The queue the packs' `evals:` run from, off the request path.
+    #[serde(default)]
+    pub evals: EvalsConfig,
     /// The file this config was read from (errors about what it names, such as packs, say so).
     #[serde(skip)]
     pub file: Option<PathBuf>,
@@ -422,10 +426,11 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 19] = [
+const TOP_LEVEL_KEYS: [&str; 20] = [
     "listen",
     "judges",
     "exec",
+    "evals",
     "upstreams",
     "packs",
     "limits",
@@ -572,6 +577,7 @@ impl Config {
         self.telemetry.validate()?;
         judges::validate_judges(&mut self.judges)?;
         judges::validate_exec(&self.exec)?;
+        judges::validate_evals(&self.evals)?;
         if self.admin.token.as_deref() == Some("") {
             return Err(ConfigError::Invalid(
                 "admin.token: must not be empty (an empty token would let anyone reload); \

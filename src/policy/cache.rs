@@ -100,11 +100,11 @@ impl PolicyCache {
 }
 
 fn compile(sources: &Sources, refs: &CheckRefs) -> Result<Policy, PolicyError> {
-    let mut defs = Vec::new();
+    let mut packs = Vec::new();
     for (path, text) in sources {
-        defs.extend(pack::parse_pack_text(path, text, refs)?);
+        packs.push(pack::parse_pack_text(path, text, refs)?);
     }
-    let mut policy = Policy::compile(defs)?;
+    let mut policy = Policy::compile_packs(packs)?;
     policy.packs = sources
         .iter()
         .map(|(p, _)| p.display().to_string())

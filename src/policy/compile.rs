@@ -2,6 +2,7 @@
 //! reasoning) and the accessors the hook phases share.
 
 use super::counters::TokenCounter;
+use super::evals::Eval;
 use super::judged::{JudgedCheck, Window};
 use super::limits::{Limit, MaxSentences, MaxTokens};
 use super::pack;
@@ -62,21 +63,40 @@ pub struct Policy {
     pub(super) judged_window: Option<Window>,
     /// Redact-mode regexes: (validator, how to find where a match starts).
     pub(super) span_finders: Vec<(u32, SpanFinder)>,
+    /// The packs' `evals:`, run off the request path.
+    pub(super) evals: Vec<Eval>,
+    /// The answer is kept (its text, unmodelled strings and tool arguments) for judged checks
+    /// or evals.
+    pub(super) keeps_answer: bool,
     pub(super) packs: Vec<String>,
 }
 
 impl Policy {
     /// Loads and compiles the given pack files, in order.
     pub fn load(paths: &[impl AsRef<Path>]) -> Result<Policy, PolicyError> {
-        let mut defs = Vec::new();
+        let mut packs = Vec::new();
         for p in paths {
-            defs.extend(pack::load_pack(p.as_ref())?);
+            packs.push(pack::load_pack(p.as_ref())?);
         }
-        let mut policy = Policy::compile(defs)?;
+        let mut policy = Policy::compile_packs(packs)?;
         policy.packs = paths
             .iter()
             .map(|p| p.as_ref().display().to_string())
             .collect();
+        Ok(policy)
+    }
+
+    /// Compiles packs (from [`pack::parse_pack`]), in order, into a policy.
+    pub fn compile_packs(packs: Vec<pack::Pack>) -> Result<Policy, PolicyError> {
+        let (mut defs, mut evals) = (Vec::new(), Vec::new());
+        for p in packs {
+            defs.extend(p.validators);
+            evals.extend(p.evals);
+        }
+        let mut policy = Policy::compile(defs)?;
+        policy.evals = super::evals::compile(evals)?;
+        policy.keeps_answer |= !policy.evals.is_empty();
+        policy.needs_args |= policy.keeps_answer;
         Ok(policy)
     }
 
@@ -180,7 +200,8 @@ impl Policy {
                     CheckDef::Tool(_)
                     | CheckDef::LatencyBudget { .. }
                     | CheckDef::CostBudget { .. }
-                    | CheckDef::Judged(_) => {}
+                    | CheckDef::Judged(_)
+                    | CheckDef::GuardrailTriggered { .. } => {}
                 }
             }
             let literals = if literals.is_empty() {
@@ -257,8 +278,8 @@ impl Policy {
             });
         }
         policy.buffer |= !policy.judged_output.is_empty() && policy.judged_window.is_none();
-        policy.needs_args =
-            policy.tools.iter().any(|(_, c)| c.needs_args()) || !policy.judged_output.is_empty();
+        policy.keeps_answer = !policy.judged_output.is_empty();
+        policy.needs_args = policy.tools.iter().any(|(_, c)| c.needs_args()) || policy.keeps_answer;
         policy.validators = defs.into_iter().map(|(v, _)| v).collect();
         Ok(policy)
     }
@@ -284,6 +305,16 @@ impl Policy {
     /// Judged checks of the answer: (validator, check).
     pub fn judged_output(&self) -> &[(u32, Arc<JudgedCheck>)] {
         &self.judged_output
+    }
+
+    /// The packs' `evals:`.
+    pub fn evals(&self) -> &[Eval] {
+        &self.evals
+    }
+
+    /// Whether the exchange's conversation and answer are kept for judged checks or evals.
+    pub fn keeps_exchange(&self) -> bool {
+        self.keeps_answer || !self.judged_input.is_empty()
     }
 
     /// The window a streamed answer is judged by (`None`: held whole).

@@ -126,14 +126,18 @@ impl Policy {
 
     /// True when AfterCall needs the response text kept (whole-text checks exist).
     fn keeps_text(&self, target: Target) -> bool {
-        !self.checks(target).whole.is_empty()
-            || (target == Target::Output && !self.judged_output.is_empty())
+        !self.checks(target).whole.is_empty() || (target == Target::Output && self.keeps_answer)
     }
 }
 
 impl ExchangeGuard {
     pub fn policy(&self) -> &Arc<Policy> {
         &self.policy
+    }
+
+    /// The requested model's price (`cost_budget`), if configured.
+    pub fn price(&self) -> Option<Price> {
+        self.price
     }
 
     /// Findings carry the text that matched (for `audit.include_match`); off by default.
@@ -318,7 +322,7 @@ impl ExchangeGuard {
             }
         };
         if let Channel::Other(_) = channel {
-            if !policy.judged_output.is_empty() {
+            if policy.keeps_answer {
                 let c = choice_state(&mut self.choices, *choice);
                 if !c.other_text.is_empty() {
                     c.other_text.push('\n');

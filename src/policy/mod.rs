@@ -33,6 +33,7 @@ mod cache;
 pub mod catalog;
 mod compile;
 pub mod counters;
+pub mod evals;
 mod guard;
 pub mod json_args;
 pub mod json_text;

@@ -5,9 +5,11 @@
 //! param named — never on the first request.
 
 mod checks;
+mod evals;
 mod params;
 
 use super::catalog;
+use super::evals::EvalDef;
 use super::judged::CheckRefs;
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
 use checks::build_check;
@@ -25,9 +27,16 @@ pub struct PackError {
     pub message: String,
 }
 
-/// Loads one pack file. Validators come back in file order, with `enabled: false` ones dropped
+/// A pack: its validators and its evals, each in file order, with `enabled: false` ones dropped
 /// (after validation, so a disabled validator with a typo still fails the load).
-pub fn load_pack(path: &Path) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+#[derive(Debug, Default)]
+pub struct Pack {
+    pub validators: Vec<(Validator, CheckDef)>,
+    pub evals: Vec<EvalDef>,
+}
+
+/// Loads one pack file.
+pub fn load_pack(path: &Path) -> Result<Pack, PackError> {
     parse_pack_text(path, &read_pack(path)?, &CheckRefs::default())
 }
 
@@ -52,11 +61,7 @@ pub fn read_pack(path: &Path) -> Result<String, PackError> {
 
 /// The validators of a pack's YAML text, read from `path` (which names it in errors); `refs`
 /// are the judges and `exec:` handlers its judged checks may name.
-pub fn parse_pack_text(
-    path: &Path,
-    text: &str,
-    refs: &CheckRefs,
-) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+pub fn parse_pack_text(path: &Path, text: &str, refs: &CheckRefs) -> Result<Pack, PackError> {
     let file = path.display().to_string();
     let doc: Value = serde_norway::from_str(text).map_err(|e| PackError {
         file: file.clone(),
@@ -66,12 +71,8 @@ pub fn parse_pack_text(
     parse_pack(&file, &doc, refs)
 }
 
-/// Builds the validators of a parsed pack document; `file` names it in errors.
-pub fn parse_pack(
-    file: &str,
-    doc: &Value,
-    refs: &CheckRefs,
-) -> Result<Vec<(Validator, CheckDef)>, PackError> {
+/// Builds the validators and evals of a parsed pack document; `file` names it in errors.
+pub fn parse_pack(file: &str, doc: &Value, refs: &CheckRefs) -> Result<Pack, PackError> {
     let err = |message: String| PackError {
         file: file.to_owned(),
         location: String::new(),
@@ -84,35 +85,46 @@ pub fn parse_pack(
     };
     for key in top.keys() {
         match key.as_str() {
-            "validators" | "name" | "description" | "version" | "id" => {}
-            "evals" => return Err(err(
-                "`evals:` (observe-only checks) are not supported yet; move them to another file"
-                    .into(),
-            )),
+            "validators" | "evals" | "name" | "description" | "version" | "id" => {}
             other => {
                 return Err(err(format!(
-                    "unknown key `{other}` (expected validators, name, description, version, id)"
+                    "unknown key `{other}` (expected validators, evals, name, description, version, id)"
                 )))
             }
         }
     }
-    let list = match top.get("validators") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err(err("`validators` must be a list".into())),
+    let list = |key: &str| match top.get(key) {
+        None | Some(Value::Null) => Ok(&[][..]),
+        Some(Value::Array(list)) => Ok(&list[..]),
+        Some(_) => Err(err(format!("`{key}` must be a list"))),
     };
-    let mut out = Vec::new();
-    for (index, entry) in list.iter().enumerate() {
-        let (validator, def, enabled) = parse_validator(file, index, entry, refs)?;
+    let mut pack = Pack::default();
+    for (index, entry) in list("validators")?.iter().enumerate() {
+        let (validator, def, enabled) = parse_validator(file, "validators", index, entry, refs)?;
+        if matches!(def, CheckDef::GuardrailTriggered { .. }) {
+            return Err(PackError {
+                file: file.to_owned(),
+                location: format!("validators[{index}] (type: guardrail_triggered): "),
+                message: "applies to `evals:` (it reads which validators fired on the exchange)"
+                    .into(),
+            });
+        }
         if enabled {
-            out.push((validator, def));
+            pack.validators.push((validator, def));
         }
     }
-    Ok(out)
+    for (index, entry) in list("evals")?.iter().enumerate() {
+        if let Some(eval) = evals::parse_eval(file, index, entry, refs)? {
+            pack.evals.push(eval);
+        }
+    }
+    Ok(pack)
 }
 
+/// One validator (or, for `evals:`, the check of an eval: `section` names the list).
 fn parse_validator(
     file: &str,
+    section: &str,
     index: usize,
     entry: &Value,
     refs: &CheckRefs,
@@ -124,7 +136,7 @@ fn parse_validator(
         .to_owned();
     let at = |message: String| PackError {
         file: file.to_owned(),
-        location: format!("validators[{index}] (type: {type_name}): "),
+        location: format!("{section}[{index}] (type: {type_name}): "),
         message,
     };
     let Value::Object(fields) = entry else {
@@ -194,7 +206,13 @@ fn parse_validator(
         map: params,
         aliases: catalog::param_aliases(canonical),
     };
-    let direction = match p.take("direction") {
+    // `guardrail_triggered`'s direction is of the validator it asks about (its own param).
+    let given = if canonical == "guardrail_triggered" {
+        None
+    } else {
+        p.take("direction")
+    };
+    let direction = match given {
         None => Direction::Output,
         Some((name, v)) => match v.as_str() {
             Some("input") => Direction::Input,

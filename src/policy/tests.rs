@@ -15,7 +15,7 @@ fn policy(yaml: &str) -> Result<Arc<Policy>, String> {
 fn policy_with(yaml: &str, refs: &judged::CheckRefs) -> Result<Arc<Policy>, String> {
     let doc: serde_json::Value = serde_norway::from_str(yaml).unwrap();
     let defs = pack::parse_pack("test.yaml", &doc, refs).map_err(|e| e.to_string())?;
-    Policy::compile(defs)
+    Policy::compile_packs(vec![defs])
         .map(Arc::new)
         .map_err(|e| e.to_string())
 }
@@ -1085,4 +1085,59 @@ fn judged_checks_are_validated_at_load() {
     );
     assert_eq!(e.handler, "my_eval");
     assert_eq!(e.params.get("anything"), Some(&serde_json::json!([1, 2])));
+}
+
+#[test]
+fn evals_load_with_their_own_fields_and_every_mistake_is_named() {
+    let refs = judged::CheckRefs {
+        judges: vec!["quality".into()],
+        ..Default::default()
+    };
+    let p = policy_with(
+        "evals:\n  - id: tone\n    type: llm_judge\n    trigger: sample_turns\n    sample_percentage: 20\n    params: {criteria: polite}\n    threshold: {min_score: 0.8, passed: true}\n    metric: {name: guardwire_eval_tone, type: histogram, labels: {team: core, tier: 1}}\n    when: {tool_called_pattern: '^search_', min_tool_calls: 2}\n  - {id: fired, type: guardrail_triggered, trigger: on_session_complete, params: {validator: banned_words, should_trigger: false, direction: input}}\n  - {id: short, type: max_length, trigger: every_turn, params: {max: 5}, enabled: false}\n",
+        &refs,
+    )
+    .unwrap();
+    let evals = p.evals();
+    assert_eq!(evals.len(), 2, "a disabled eval is dropped");
+    let tone = &evals[0];
+    assert_eq!(tone.trigger, evals::Trigger::SampleTurns(20.0));
+    assert_eq!(tone.threshold.min_score, Some(0.8));
+    assert!(tone.passes(0.8) && !tone.passes(0.79));
+    let metric = tone.metric.as_ref().unwrap();
+    assert_eq!(metric.name, "tone", "the exported prefix is not doubled");
+    assert_eq!(metric.kind, evals::MetricKind::Histogram);
+    assert_eq!(
+        metric.labels,
+        vec![("team".into(), "core".into()), ("tier".into(), "1".into())]
+    );
+    assert!(!tone.when.holds(["search_web"].into_iter()));
+    assert!(tone.when.holds(["search_web", "x"].into_iter()));
+    assert!(!tone.when.holds(["web", "x"].into_iter()));
+    assert!(matches!(
+        &evals[1].check,
+        evals::EvalCheck::GuardrailTriggered { guardrail, should_trigger: false, on_input: Some(true) } if guardrail == "banned_words"
+    ));
+    assert!(p.keeps_exchange(), "the answer is kept for the evals");
+    // Every validator-level rule still holds, and an eval's own fields are checked.
+    for (yaml, expected) in [
+        ("evals:\n  - {type: contains, trigger: every_turn, params: {patterns: [a]}}\n", "missing `id`"),
+        ("evals:\n  - {id: a, type: contains, params: {patterns: [a]}}\n", "missing `trigger`"),
+        ("evals:\n  - {id: a, type: contains, trigger: hourly, params: {patterns: [a]}}\n", "unknown trigger `hourly`"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, sample_percentage: 101, params: {patterns: [a]}}\n", "from 0 to 100"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}}\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [b]}}\n", "ids label metrics"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {}}\n", "evals[0] (type: contains): param 'patterns'"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: score}}\n", "guardwire's own"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: 'bad-name'}}\n", "not a Prometheus metric name"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: m, labels: {route: x}}}\n", "cannot be a label name"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: m}}\n  - {id: b, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: m, type: counter}}\n", "another type or label names"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, when: {tool_called_pattern: '('}}\n", "tool_called_pattern"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, schedule: daily}\n", "unknown key `schedule`"),
+        ("evals:\n  - {id: a, type: llm_judge, trigger: every_turn, params: {criteria: x, window: sentence}}\n", "an eval runs off it"),
+        ("evals:\n  - {id: a, type: guardrail_triggered, trigger: every_turn, params: {}}\n", "param 'guardrail': required"),
+        ("validators:\n  - {type: guardrail_triggered, params: {guardrail: x}}\n", "applies to `evals:`"),
+    ] {
+        let e = policy_with(yaml, &refs).unwrap_err();
+        assert!(e.contains(expected), "{yaml}: {e}");
+    }
 }

@@ -96,6 +96,14 @@ pub enum OnError {
 /// What a validator checks, with its params validated.
 #[derive(Debug, Clone)]
 pub enum CheckDef {
+    /// `guardrail_triggered` (evals only): whether the validator whose type as written or id is
+    /// `guardrail` fired on the exchange (`should_trigger`), on the request (`Some(true)`), the
+    /// answer (`Some(false)`) or either (`None`).
+    GuardrailTriggered {
+        guardrail: String,
+        should_trigger: bool,
+        on_input: Option<bool>,
+    },
     ContentExcludes {
         patterns: Vec<String>,
         word_boundary: bool,

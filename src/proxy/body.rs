@@ -123,6 +123,8 @@ pub struct StreamContext {
     pub judge: Option<(crate::judge::JudgeEnv, Arc<crate::delta::Conversation>)>,
     /// Judges' reasons go into findings (`audit.include_match`).
     pub keep_reasons: bool,
+    /// The exchange's seed for the packs' evals, submitted when the stream ends.
+    pub evals: Option<crate::evals::EvalSeed>,
 }
 
 /// The answer's judged checks under way, once the rest of the stream passed.
@@ -586,6 +588,9 @@ impl Drop for GuardedStream {
             .get_or_create(&RouteLabels { route })
             .observe(self.ctx.started.elapsed().as_secs_f64());
         super::report::count_usage(metrics, &self.ctx.traffic, &self.guard, &self.ctx.trace);
+        if let Some(seed) = self.ctx.evals.take() {
+            super::evals::submit_answered(seed, &self.guard, &self.ctx.trace);
+        }
         // The head went out as 200; a block or failure since is the trace's outcome.
         self.ctx.trace.finish(200);
     }

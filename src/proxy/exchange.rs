@@ -23,6 +23,7 @@ use super::upstream::{UpstreamBase, UpstreamBody};
 use super::{auth, headers, Gateway, InFlight};
 use crate::delta::Conversation;
 use crate::error::GatewayError;
+use crate::evals::EvalSeed;
 use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
@@ -36,6 +37,13 @@ use hyper::body::Incoming;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
+
+/// What of the request the answer's judged checks and the evals need: kept only when the
+/// policy has some.
+pub struct Kept {
+    pub conversation: Option<Arc<Conversation>>,
+    pub evals: Option<EvalSeed>,
+}
 
 /// Who a request is from, once its key is checked, and what that decides.
 pub struct Caller<'a> {
@@ -396,8 +404,12 @@ impl<'a> RequestCtx<'a> {
         mut guard: ExchangeGuard,
         answered: Answered,
         permit: InFlight,
-        conversation: Option<Arc<Conversation>>,
+        kept: Kept,
     ) -> Response<ProxyBody> {
+        let Kept {
+            conversation,
+            evals,
+        } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
         let ctx = StreamContext {
@@ -423,6 +435,7 @@ impl<'a> RequestCtx<'a> {
                 .filter(|_| !self.caller.policy.judged_output().is_empty())
                 .map(|c| (self.judge_env(), c)),
             keep_reasons: config.audit.include_match,
+            evals,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -441,8 +454,12 @@ impl<'a> RequestCtx<'a> {
         body: UpstreamBody,
         mut guard: ExchangeGuard,
         answered: &Answered,
-        conversation: Option<Arc<Conversation>>,
+        kept: Kept,
     ) -> Result<Response<ProxyBody>, GatewayError> {
+        let Kept {
+            conversation,
+            evals,
+        } = kept;
         let head_at = answered.head_at;
         let waited = Instant::now();
         guard.answer(false);
@@ -527,7 +544,11 @@ impl<'a> RequestCtx<'a> {
         };
         if let Err(finding) = verdict {
             self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
-            return Err(self.report().block(finding));
+            let blocked = self.report().block(finding);
+            if let Some(seed) = evals {
+                super::evals::submit_answered(seed, &guard, self.trace);
+            }
+            return Err(blocked);
         }
         drop(deltas);
         let body = if guard.redactions().is_empty() {
@@ -549,6 +570,9 @@ impl<'a> RequestCtx<'a> {
         *r.status_mut() = parts.status;
         *r.headers_mut() = out_headers;
         self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
+        if let Some(seed) = evals {
+            super::evals::submit_answered(seed, &guard, self.trace);
+        }
         Ok(r)
     }
 

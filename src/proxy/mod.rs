@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod body;
 pub mod check;
+mod evals;
 mod exchange;
 pub mod headers;
 pub mod judged;
@@ -55,6 +56,8 @@ pub struct Gateway {
     stop_streams: watch::Sender<bool>,
     /// `admin.listen` was set at start: the operators' endpoints have a listener of their own.
     operator_listener: bool,
+    /// Where ended exchanges wait for the packs' `evals:` (configured at start).
+    evals: Arc<crate::evals::EvalQueue>,
 }
 
 /// One request counted against `limits.max_concurrent_requests`, released on drop (for a
@@ -73,10 +76,14 @@ impl Gateway {
         let metrics = Metrics::new();
         note_runtime(&metrics, &runtime);
         let operator_listener = runtime.config.admin.listen.is_some();
+        let metrics = Arc::new(metrics);
+        let evals =
+            crate::evals::EvalQueue::new(runtime.config.evals.clone(), Arc::clone(&metrics));
         Ok(Gateway {
+            evals: Arc::new(evals),
             runtime: ArcSwap::from_pointee(runtime),
             client: Arc::new(client),
-            metrics: Arc::new(metrics),
+            metrics,
             config_path,
             reloading: tokio::sync::Mutex::new(()),
             in_flight: Arc::new(AtomicUsize::new(0)),
@@ -365,15 +372,31 @@ impl Gateway {
         }
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
-        let mut guard = ctx.before_call(&parsed)?;
-        // Judged checks see the conversation (the request's, and the answer's `_session`
-        // variants); it is kept only when some exist.
+        let before_call = ctx.before_call(&parsed);
+        // Judged checks and evals see the conversation (the request's, and the answer's
+        // `_session` variants); it is kept only when some exist.
         let policy = ctx.caller.policy;
-        let conversation = (!policy.judged_input().is_empty()
-            || !policy.judged_output().is_empty())
-        .then(|| Arc::new(std::mem::take(&mut parsed.conversation)));
+        let conversation = policy
+            .keeps_exchange()
+            .then(|| Arc::new(std::mem::take(&mut parsed.conversation)));
+        let mut evals = conversation
+            .as_ref()
+            .and_then(|c| ctx.eval_seed(&self.evals, &parts.headers, c));
+        // A request blocked before the call is a turn for the evals too.
+        let blocked_before = |evals: Option<crate::evals::EvalSeed>, e: GatewayError| {
+            if let (Some(seed), GatewayError::Blocked { .. }) = (evals, &e) {
+                seed.submit(None, true, trace.fired(), (None, None), None);
+            }
+            e
+        };
+        let mut guard = match before_call {
+            Ok(guard) => guard,
+            Err(e) => return Err(blocked_before(evals, e)),
+        };
         if let Some(conversation) = &conversation {
-            ctx.judge_input(conversation, false).await?;
+            if let Err(e) = ctx.judge_input(conversation, false).await {
+                return Err(blocked_before(evals, e));
+            }
         }
         let up_req = ctx.upstream_request(&parts, base, body)?;
         // The proxy's own time so far: judges' waits are not part of it.
@@ -383,8 +406,13 @@ impl Gateway {
             .filter(|_| policy.judged_input().iter().any(|(_, c)| c.parallel));
         let head = match parallel {
             Some(conversation) => {
-                ctx.response_head_judged(base, up_req, &mut guard, conversation)
-                    .await?
+                match ctx
+                    .response_head_judged(base, up_req, &mut guard, conversation)
+                    .await
+                {
+                    Ok(head) => head,
+                    Err(e) => return Err(blocked_before(evals.take(), e)),
+                }
             }
             None => ctx.response_head(base, up_req, &mut guard).await?,
         };
@@ -404,12 +432,14 @@ impl Gateway {
             sent,
             head_at,
         };
+        let kept = exchange::Kept {
+            conversation,
+            evals,
+        };
         if sse {
-            return Ok(ctx.relay_stream(head, body, guard, answered, permit, conversation));
+            return Ok(ctx.relay_stream(head, body, guard, answered, permit, kept));
         }
-        let resp = ctx
-            .check_whole(head, body, guard, &answered, conversation)
-            .await?;
+        let resp = ctx.check_whole(head, body, guard, &answered, kept).await?;
         drop(permit);
         Ok(resp)
     }

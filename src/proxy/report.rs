@@ -66,6 +66,10 @@ impl Reporter<'_> {
             .inc();
         tracing::info!(request_id, route, key_id = self.key_id, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
         self.trace.verdict(&v.label, phase, mode_name);
+        self.trace.note_fired(crate::evals::Fired {
+            validator: f.validator,
+            on_input: f.phase == Phase::Input,
+        });
         if self.audit.enabled() {
             self.audit.record(&AuditEvent {
                 ts: crate::audit::now_rfc3339(),
@@ -78,6 +82,8 @@ impl Reporter<'_> {
                 mode: mode_name,
                 rule: f.rule,
                 matched: f.matched.as_deref(),
+                score: None,
+                result: None,
             });
         }
     }

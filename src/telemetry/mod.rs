@@ -134,6 +134,8 @@ pub struct RequestTrace {
     upstream_wait_ns: AtomicU64,
     /// The overhead metric has this request already.
     overhead_observed: AtomicBool,
+    /// The validators that fired (any mode), for evals' `guardrail_triggered`.
+    fired: std::sync::Mutex<Vec<crate::evals::Fired>>,
 }
 
 impl RequestTrace {
@@ -197,6 +199,7 @@ impl RequestTrace {
             tokens: OnceLock::new(),
             upstream_wait_ns: AtomicU64::new(0),
             overhead_observed: AtomicBool::new(false),
+            fired: std::sync::Mutex::default(),
         }
     }
 
@@ -226,7 +229,25 @@ impl RequestTrace {
             tokens: OnceLock::new(),
             upstream_wait_ns: AtomicU64::new(0),
             overhead_observed: AtomicBool::new(false),
+            fired: std::sync::Mutex::new(self.fired()),
         }
+    }
+
+    /// An enforced validator stopped the exchange.
+    pub fn was_blocked(&self) -> bool {
+        self.blocked.get().is_some()
+    }
+
+    /// A validator fired (blocked, monitored or redacted).
+    pub fn note_fired(&self, fired: crate::evals::Fired) {
+        if let Ok(mut list) = self.fired.lock() {
+            list.push(fired);
+        }
+    }
+
+    /// The validators that fired so far.
+    pub fn fired(&self) -> Vec<crate::evals::Fired> {
+        self.fired.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// The span of the input checks (BeforeCall).

@@ -69,7 +69,7 @@ impl ExchangeGuard {
         else {
             // Arguments of a call that never started (no name): judges still see them, with
             // the strings no decoder models (fail closed).
-            if !policy.judged_output.is_empty() {
+            if policy.keeps_answer {
                 let c = super::choice_state(&mut self.choices, choice);
                 c.other_text.push_str(text);
             }

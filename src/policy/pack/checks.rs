@@ -379,6 +379,31 @@ pub(super) fn build_check(
         "field_presence" => Ok(CheckDef::FieldPresence {
             fields: non_empty_patterns(p.required_string_list("fields")?)?,
         }),
+        "guardrail_triggered" => {
+            let guardrail = match p.string("guardrail")? {
+                Some(g) => g,
+                None => match p.string("validator_type")? {
+                    Some(g) => g,
+                    None => p.string("validator")?.ok_or_else(|| {
+                        "param 'guardrail': required (the type as written, or the id, of a validator)"
+                            .to_owned()
+                    })?,
+                },
+            };
+            let on_input = match p.string("direction")?.as_deref() {
+                None | Some("both") => None,
+                Some("input") => Some(true),
+                Some("output") => Some(false),
+                Some(_) => {
+                    return Err("param 'direction': must be one of input, output, both".into())
+                }
+            };
+            Ok(CheckDef::GuardrailTriggered {
+                guardrail,
+                should_trigger: p.bool("should_trigger")?.unwrap_or(true),
+                on_input,
+            })
+        }
         "json_schema" => {
             let (key, schema) = p
                 .take("schema")

@@ -18,7 +18,7 @@ fn policy() -> Arc<Policy> {
     )
     .unwrap();
     let defs = crate::policy::pack::parse_pack("t.yaml", &doc, &Default::default()).unwrap();
-    Arc::new(Policy::compile(defs).unwrap())
+    Arc::new(Policy::compile_packs(vec![defs]).unwrap())
 }
 
 /// A stream of each protocol that its decoder accepts: (event name, data) per frame.

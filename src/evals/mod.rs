@@ -1,0 +1,280 @@
+//! Production evals (a pack's `evals:`), run off the request path.
+//!
+//! When an exchange ends (its answer released or blocked, or its request blocked before the
+//! call) and its policy has evals, the exchange hands a [`Turn`] to the [`EvalQueue`]: a
+//! bounded queue that never blocks traffic (a full queue drops the turn and counts it). Workers
+//! take turns in order and run each eval whose trigger and `when` select the turn; every score
+//! becomes metrics (`guardwire_eval_score`, `guardwire_eval_results_total`, and the eval's own
+//! `metric:`) and an audit line. An eval never changes a response.
+//!
+//! What a proxy knows of sessions: the session is the `evals.session_header` request header
+//! when sent, else the conversation's opening (its messages up to the first user message, which
+//! clients resend with every turn); a turn is one request and its answer, numbered by the
+//! assistant messages before it.
+
+mod run;
+
+use crate::audit::Audit;
+use crate::config::{EvalsConfig, Price};
+use crate::delta::{Conversation, Role};
+use crate::judge::{Answer, JudgeEnv};
+use crate::metrics::Metrics;
+use crate::policy::Policy;
+use std::sync::{Arc, OnceLock};
+use tokio::sync::mpsc;
+
+/// A validator that fired on the exchange (for `guardrail_triggered`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// Its index in the exchange's policy.
+    pub validator: u32,
+    /// On the request (BeforeCall), else on the answer.
+    pub on_input: bool,
+}
+
+/// One exchange, as the evals see it.
+pub struct Turn {
+    pub policy: Arc<Policy>,
+    pub env: JudgeEnv,
+    pub audit: Arc<Audit>,
+    /// Audit lines carry judges' reasons (`audit.include_match`).
+    pub keep_reasons: bool,
+    pub conversation: Arc<Conversation>,
+    /// `None` when the request was blocked before the call (or no answer was read).
+    pub answer: Option<Answer>,
+    /// An enforced validator stopped the exchange.
+    pub blocked: bool,
+    pub fired: Vec<Fired>,
+    pub session: String,
+    pub turn_index: usize,
+    pub route: &'static str,
+    pub request_id: String,
+    pub key_id: Option<&'static str>,
+    /// From the request's arrival to the exchange's end (`latency_budget`).
+    pub elapsed_ms: u64,
+    /// Tokens the provider reported, and the model's price (`cost_budget`).
+    pub usage: (Option<u64>, Option<u64>),
+    pub price: Option<Price>,
+}
+
+/// What the evals need of an exchange, gathered when its request is read; handed over, with
+/// the answer, when the exchange ends.
+pub struct EvalSeed {
+    pub queue: Arc<EvalQueue>,
+    pub policy: Arc<Policy>,
+    pub env: JudgeEnv,
+    pub audit: Arc<Audit>,
+    pub keep_reasons: bool,
+    pub conversation: Arc<Conversation>,
+    pub session: String,
+    pub route: &'static str,
+    pub request_id: String,
+    pub key_id: Option<&'static str>,
+    pub started: std::time::Instant,
+}
+
+impl EvalSeed {
+    /// Queues the ended exchange: its answer (`None` when blocked before the call), whether an
+    /// enforced validator stopped it, the validators that fired, and its usage and price.
+    pub fn submit(
+        self,
+        answer: Option<Answer>,
+        blocked: bool,
+        fired: Vec<Fired>,
+        usage: (Option<u64>, Option<u64>),
+        price: Option<Price>,
+    ) {
+        let turn = Turn {
+            turn_index: turn_index_of(&self.conversation),
+            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            policy: self.policy,
+            env: self.env,
+            audit: self.audit,
+            keep_reasons: self.keep_reasons,
+            conversation: self.conversation,
+            answer,
+            blocked,
+            fired,
+            session: self.session,
+            route: self.route,
+            request_id: self.request_id,
+            key_id: self.key_id,
+            usage,
+            price,
+        };
+        let queue = Arc::clone(&self.queue);
+        queue.submit(turn);
+    }
+}
+
+/// The session a request belongs to: the session header's value, else a hash of the
+/// conversation's opening (every message up to and including the first user message).
+pub fn session_of(header: Option<&str>, conversation: &Conversation) -> String {
+    if let Some(h) = header.filter(|h| !h.is_empty()) {
+        return h.to_owned();
+    }
+    let mut hash = Fnv1a::new();
+    for m in &conversation.messages {
+        hash.write(format!("{:?}", m.role).as_bytes());
+        for t in &m.text {
+            hash.write(&[0]);
+            hash.write(t.as_bytes());
+        }
+        hash.write(&[1]);
+        if m.role == Role::User {
+            break;
+        }
+    }
+    format!("conv-{:016x}", hash.0)
+}
+
+/// The turn's number in its session: the assistant messages before it.
+pub fn turn_index_of(conversation: &Conversation) -> usize {
+    conversation
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .count()
+}
+
+/// 64-bit FNV-1a, as PromptKit samples with.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    fn new() -> Fnv1a {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// PromptKit's sampling: FNV-1a of the session id followed by the turn index in decimal;
+/// sampled when the hash modulo 10,000 is below the percentage × 100.
+pub fn sampled(session: &str, turn_index: usize, percentage: f64) -> bool {
+    let mut h = Fnv1a::new();
+    h.write(session.as_bytes());
+    h.write(turn_index.to_string().as_bytes());
+    h.0 % 10_000 < (percentage * 100.0) as u64
+}
+
+/// The bounded queue turns wait in, and the workers that evaluate them (started with the
+/// first turn, on the runtime that submits it).
+pub struct EvalQueue {
+    config: EvalsConfig,
+    metrics: Arc<Metrics>,
+    sender: OnceLock<mpsc::Sender<Turn>>,
+}
+
+impl EvalQueue {
+    pub fn new(config: EvalsConfig, metrics: Arc<Metrics>) -> EvalQueue {
+        EvalQueue {
+            config,
+            metrics,
+            sender: OnceLock::new(),
+        }
+    }
+
+    /// The session header's name.
+    pub fn session_header(&self) -> &str {
+        &self.config.session_header
+    }
+
+    /// Queues a turn; a full queue drops it (counted), never waits.
+    pub fn submit(&self, turn: Turn) {
+        let sender = self.sender.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(self.config.max_queue);
+            tokio::spawn(work(
+                rx,
+                self.config.max_concurrency,
+                Arc::clone(&self.metrics),
+            ));
+            tx
+        });
+        match sender.try_send(turn) {
+            Ok(()) => {
+                self.metrics.evals.queue_depth.inc();
+            }
+            Err(_) => {
+                self.metrics.evals.dropped.inc();
+            }
+        }
+    }
+}
+
+/// Takes turns in order, at most `concurrency` being evaluated at once.
+async fn work(mut rx: mpsc::Receiver<Turn>, concurrency: usize, metrics: Arc<Metrics>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    while let Some(turn) = rx.recv().await {
+        metrics.evals.queue_depth.dec();
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            run::evaluate(Arc::new(turn), &metrics).await;
+            drop(slot);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delta::Message;
+
+    #[test]
+    fn fnv1a_matches_the_reference_values() {
+        // Reference values of 64-bit FNV-1a.
+        let mut h = Fnv1a::new();
+        h.write(b"");
+        assert_eq!(h.0, 0xcbf2_9ce4_8422_2325);
+        let mut h = Fnv1a::new();
+        h.write(b"a");
+        assert_eq!(h.0, 0xaf63_dc4c_8601_ec8c);
+        let mut h = Fnv1a::new();
+        h.write(b"foobar");
+        assert_eq!(h.0, 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn sampling_is_stable_and_close_to_the_percentage() {
+        assert!(!sampled("s", 0, 0.0));
+        assert!(sampled("s", 0, 100.0));
+        let hits = (0..10_000)
+            .filter(|i| sampled(&format!("session-{i}"), 3, 5.0))
+            .count();
+        assert!((350..650).contains(&hits), "{hits} of 10000 at 5%");
+        for i in 0..100 {
+            let s = format!("session-{i}");
+            assert_eq!(sampled(&s, i, 30.0), sampled(&s, i, 30.0));
+        }
+    }
+
+    #[test]
+    fn a_session_is_its_header_else_its_opening() {
+        let opening = |later: &str| Conversation {
+            messages: vec![
+                Message::text(Role::System, vec!["be kind".into()]),
+                Message::text(Role::User, vec!["hello".into()]),
+                Message::text(Role::Assistant, vec![later.into()]),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(session_of(Some("abc"), &opening("x")), "abc");
+        let a = session_of(None, &opening("x"));
+        assert_eq!(
+            a,
+            session_of(Some(""), &opening("y")),
+            "later messages do not change it"
+        );
+        let mut other = opening("x");
+        other.messages[1].text[0] = "hi".into();
+        assert_ne!(a, session_of(None, &other));
+        assert_eq!(turn_index_of(&opening("x")), 1);
+    }
+}

@@ -1,0 +1,213 @@
+//! One turn's evals: which run (trigger, `when`), their scores, and where the scores go.
+
+use super::{sampled, Turn};
+use crate::audit::AuditEvent;
+use crate::delta::{Channel, Delta};
+use crate::judge::{self, Subject};
+use crate::metrics::{EvalLabels, EvalResultLabels, Metrics};
+use crate::policy::evals::{Eval, EvalCheck, Trigger};
+use crate::policy::{Direction, Policy};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// What an eval found.
+enum Scored {
+    Score {
+        score: f64,
+        reason: Option<String>,
+    },
+    /// Nothing to judge (an answer check on a turn blocked before the call).
+    NotApplicable,
+    Error(String),
+}
+
+/// Runs every eval of the turn's policy that selects it, at once.
+pub(super) async fn evaluate(turn: Arc<Turn>, metrics: &Metrics) {
+    let names: Vec<&str> = turn
+        .conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.name.as_str()))
+        .chain(
+            turn.answer
+                .iter()
+                .flat_map(|a| a.tool_calls.iter().map(|(n, _)| n.as_str())),
+        )
+        .collect();
+    let mut runs = tokio::task::JoinSet::new();
+    for (i, e) in turn.policy.evals().iter().enumerate() {
+        if triggers(e.trigger, &turn) && e.when.holds(names.iter().copied()) {
+            let turn = Arc::clone(&turn);
+            runs.spawn(async move {
+                let scored = score(&turn.policy.evals()[i], &turn).await;
+                (i, scored)
+            });
+        }
+    }
+    while let Some(done) = runs.join_next().await {
+        match done {
+            Ok((i, scored)) => record(&turn, metrics, &turn.policy.evals()[i], scored),
+            Err(e) => tracing::error!(error = %e, "an eval's task failed"),
+        }
+    }
+}
+
+fn triggers(trigger: Trigger, turn: &Turn) -> bool {
+    let calls = || turn.answer.iter().flat_map(|a| a.tool_calls.iter());
+    match trigger {
+        Trigger::EveryTurn => true,
+        Trigger::WorkflowStep => calls().any(|(n, _)| n == "workflow__transition"),
+        Trigger::SampleTurns(p) => sampled(&turn.session, turn.turn_index, p),
+        Trigger::SampleSessions(p) => sampled(&turn.session, 0, p),
+        Trigger::SessionComplete => {
+            !turn.blocked && turn.answer.is_some() && calls().next().is_none()
+        }
+    }
+}
+
+async fn score(eval: &Eval, turn: &Turn) -> Scored {
+    match &eval.check {
+        EvalCheck::Judged(check) => {
+            let answer = if eval.validator.direction == Direction::Input {
+                None
+            } else {
+                match &turn.answer {
+                    Some(a) => Some(a.clone()),
+                    None => return Scored::NotApplicable,
+                }
+            };
+            let subject = Subject {
+                conversation: Arc::clone(&turn.conversation),
+                answer,
+            };
+            match judge::verdict(&turn.env, check, &subject).await {
+                Ok(v) => Scored::Score {
+                    score: v.score,
+                    reason: v.reason,
+                },
+                Err(e) => Scored::Error(format!("{}: {}", e.kind.as_str(), e.detail)),
+            }
+        }
+        EvalCheck::Replay(policy) => {
+            if eval.validator.direction != Direction::Input && turn.answer.is_none() {
+                return Scored::NotApplicable;
+            }
+            Scored::Score {
+                score: if replay(policy, turn) { 1.0 } else { 0.0 },
+                reason: None,
+            }
+        }
+        EvalCheck::GuardrailTriggered {
+            guardrail,
+            should_trigger,
+            on_input,
+        } => {
+            let fired = turn.fired.iter().any(|f| {
+                let v = turn.policy.validator(f.validator);
+                (v.type_name == *guardrail || v.id.as_deref() == Some(guardrail.as_str()))
+                    && on_input.is_none_or(|i| i == f.on_input)
+            });
+            Scored::Score {
+                score: if fired == *should_trigger { 1.0 } else { 0.0 },
+                reason: None,
+            }
+        }
+    }
+}
+
+/// Runs a deterministic check's one-validator policy over the recorded turn, as a whole
+/// answer goes through BeforeCall, OnChunk and AfterCall: true when it passes.
+fn replay(policy: &Arc<Policy>, turn: &Turn) -> bool {
+    let mut guard = policy.exchange_guard(policy.tool_history(&turn.conversation), turn.price);
+    guard.answer(false);
+    if guard.before_call(&turn.conversation).is_err() {
+        return false;
+    }
+    let Some(answer) = &turn.answer else {
+        return true;
+    };
+    let mut deltas = vec![Delta::Text {
+        choice: 0,
+        channel: Channel::Content,
+        text: Cow::Borrowed(&answer.text),
+    }];
+    for (i, (name, args)) in answer.tool_calls.iter().enumerate() {
+        deltas.push(Delta::ToolCallStart {
+            choice: 0,
+            index: i as u32,
+            id: None,
+            name: Cow::Borrowed(name),
+        });
+        deltas.push(Delta::Text {
+            choice: 0,
+            channel: Channel::ToolArgs(i as u32),
+            text: Cow::Borrowed(args),
+        });
+    }
+    deltas.push(Delta::Usage {
+        input_tokens: turn.usage.0,
+        output_tokens: turn.usage.1,
+    });
+    deltas.push(Delta::Finish {
+        choice: 0,
+        reason: Cow::Borrowed(if answer.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }),
+    });
+    deltas.iter().all(|d| guard.on_chunk(d).is_ok())
+        && guard.after_call().is_ok()
+        && guard.check_latency(turn.elapsed_ms).is_ok()
+}
+
+fn record(turn: &Turn, metrics: &Metrics, eval: &Eval, scored: Scored) {
+    let (score, reason, result) = match scored {
+        Scored::NotApplicable => return,
+        Scored::Score { score, reason } => {
+            let passed = eval.passes(score);
+            (Some(score), reason, if passed { "pass" } else { "fail" })
+        }
+        Scored::Error(e) => {
+            tracing::warn!(eval = %eval.id, route = turn.route, request_id = %turn.request_id, error = %e, "eval got no score");
+            (None, None, "error")
+        }
+    };
+    let m = &metrics.evals;
+    m.results
+        .get_or_create(&EvalResultLabels {
+            eval: eval.id.clone(),
+            route: turn.route,
+            result,
+        })
+        .inc();
+    if let Some(score) = score {
+        m.scores
+            .get_or_create(&EvalLabels {
+                eval: eval.id.clone(),
+                route: turn.route,
+            })
+            .observe(score);
+        if let Some(metric) = &eval.metric {
+            m.declared
+                .record(metric, turn.route, score, result == "pass");
+        }
+    }
+    if turn.audit.enabled() {
+        turn.audit.record(&AuditEvent {
+            ts: crate::audit::now_rfc3339(),
+            request_id: &turn.request_id,
+            route: turn.route,
+            key_id: turn.key_id,
+            validator: &eval.id,
+            check: eval.validator.canonical,
+            phase: "eval",
+            mode: "eval",
+            rule: None,
+            // A judge's reason may quote the text: only with `audit.include_match`.
+            matched: reason.as_deref().filter(|_| turn.keep_reasons),
+            score,
+            result: Some(result),
+        });
+    }
+}

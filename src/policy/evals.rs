@@ -1,0 +1,226 @@
+//! A pack's `evals:` (PromptKit's production evals): the same check types as validators,
+//! observed off the request path on a sample of turns, their scores exported as metrics and
+//! audit lines. An eval never changes a response. Here is what a pack says about them,
+//! validated at load; `crate::evals` runs them.
+
+use super::types::{CheckDef, Mode, PolicyError, Threshold, Validator};
+use super::Policy;
+use std::sync::Arc;
+
+/// One eval of a pack.
+#[derive(Debug, Clone)]
+pub struct Eval {
+    /// `id` (required, unique in a policy): the `eval` label of its metrics.
+    pub id: String,
+    pub trigger: Trigger,
+    /// Which turns count (`when:`); empty: all.
+    pub when: When,
+    /// Its own metric (PromptKit's `metric:`), besides guardwire's score histogram.
+    pub metric: Option<EvalMetric>,
+    /// Pass/fail of a score (`threshold:`, else the params' `min_score`/`max_score`).
+    pub threshold: Threshold,
+    /// `threshold.passed: true|false`: the result must have passed (or failed).
+    pub expect_passed: Option<bool>,
+    /// The check as a validator (for its params, direction and error policy).
+    pub validator: Validator,
+    pub check: EvalCheck,
+}
+
+/// When an eval runs, of the turns a proxy sees (one turn: one request and its answer).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Trigger {
+    EveryTurn,
+    /// `on_workflow_step`: a turn whose answer calls `workflow__transition`.
+    WorkflowStep,
+    /// A share of turns, decided by hashing the session and turn (the same turn always
+    /// decides the same way).
+    SampleTurns(f64),
+    /// A share of sessions: every turn of a sampled session.
+    SampleSessions(f64),
+    /// The turn that ends a session as a proxy can see it: an answer with no tool calls
+    /// (the assistant answers the user instead of asking for a tool), not blocked.
+    SessionComplete,
+}
+
+/// `when:`: preconditions on the session's tool calls (the request's history and the
+/// answer's), all of which must hold; otherwise the eval skips the turn.
+#[derive(Debug, Clone, Default)]
+pub struct When {
+    /// Some call is of this tool.
+    pub tool_called: Option<String>,
+    /// Some call's tool name matches this regex.
+    pub tool_called_pattern: Option<regex_automata::meta::Regex>,
+    /// There is a call at all.
+    pub any_tool_called: bool,
+    /// There are at least this many calls.
+    pub min_tool_calls: u64,
+}
+
+impl When {
+    /// Whether the turn whose session made calls of these tools qualifies.
+    pub fn holds<'a>(&self, mut names: impl Iterator<Item = &'a str> + Clone) -> bool {
+        (!self.any_tool_called || names.clone().next().is_some())
+            && self
+                .tool_called
+                .as_deref()
+                .is_none_or(|t| names.clone().any(|n| n == t))
+            && self
+                .tool_called_pattern
+                .as_ref()
+                .is_none_or(|re| names.clone().any(|n| re.is_match(n)))
+            && names.by_ref().count() as u64 >= self.min_tool_calls
+    }
+}
+
+/// PromptKit's `metric:`: a Prometheus metric of its own per eval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalMetric {
+    pub name: String,
+    pub kind: MetricKind,
+    /// Constant labels (`labels:`), sorted by name.
+    pub labels: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetricKind {
+    /// The last score.
+    Gauge,
+    /// Counts passing results.
+    Counter,
+    /// Every score.
+    Histogram,
+    /// 1 when the last result passed, else 0.
+    Boolean,
+}
+
+impl MetricKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Gauge => "gauge",
+            MetricKind::Counter => "counter",
+            MetricKind::Histogram => "histogram",
+            MetricKind::Boolean => "boolean",
+        }
+    }
+}
+
+/// How an eval's score is found.
+#[derive(Debug, Clone)]
+pub enum EvalCheck {
+    /// A judged check: the judge's (endpoint's, handler's) score.
+    Judged(Arc<super::judged::JudgedCheck>),
+    /// A deterministic check, compiled as a one-validator policy and run over the recorded
+    /// turn: 1 when it passes, 0 when it fires.
+    Replay(Arc<Policy>),
+    /// `guardrail_triggered`: whether the named validator fired on this exchange (on the
+    /// request: `on_input: Some(true)`; the answer: `Some(false)`; either: `None`).
+    GuardrailTriggered {
+        guardrail: String,
+        should_trigger: bool,
+        on_input: Option<bool>,
+    },
+}
+
+impl Eval {
+    /// Whether a score passes this eval's threshold.
+    pub fn passes(&self, score: f64) -> bool {
+        let passed = self.threshold.passes(score);
+        match self.expect_passed {
+            Some(want) => passed == want,
+            None => passed,
+        }
+    }
+}
+
+/// The check definition of an eval, before it is compiled.
+#[derive(Debug, Clone)]
+pub struct EvalDef {
+    pub eval: EvalHead,
+    pub validator: Validator,
+    pub check: CheckDef,
+}
+
+/// An eval's own fields.
+#[derive(Debug, Clone)]
+pub struct EvalHead {
+    pub id: String,
+    pub trigger: Trigger,
+    pub when: When,
+    pub metric: Option<EvalMetric>,
+    pub threshold: Option<Threshold>,
+    pub expect_passed: Option<bool>,
+}
+
+/// Compiles a policy's evals: ids unique, one metric name one kind and one label set, each
+/// deterministic check compiled alone.
+pub(super) fn compile(defs: Vec<EvalDef>) -> Result<Vec<Eval>, PolicyError> {
+    let mut out: Vec<Eval> = Vec::with_capacity(defs.len());
+    for def in defs {
+        let v = &def.validator;
+        let fail = |message: String| PolicyError::Compile {
+            file: v.file.clone(),
+            index: v.index,
+            type_name: v.type_name.clone(),
+            message,
+        };
+        if out.iter().any(|e| e.id == def.eval.id) {
+            return Err(fail(format!(
+                "`id`: another eval of this policy is `{}` (ids label metrics: they must be unique)",
+                def.eval.id
+            )));
+        }
+        if let Some(m) = &def.eval.metric {
+            let clash = out.iter().filter_map(|e| e.metric.as_ref()).find(|o| {
+                o.name == m.name
+                    && (o.kind != m.kind
+                        || o.labels
+                            .iter()
+                            .map(|l| &l.0)
+                            .ne(m.labels.iter().map(|l| &l.0)))
+            });
+            if clash.is_some() {
+                return Err(fail(format!(
+                    "`metric.name`: `{}` is another eval's metric with another type or label names",
+                    m.name
+                )));
+            }
+        }
+        let check = match def.check {
+            CheckDef::Judged(c) => EvalCheck::Judged(c),
+            CheckDef::GuardrailTriggered {
+                guardrail,
+                should_trigger,
+                on_input,
+            } => EvalCheck::GuardrailTriggered {
+                guardrail,
+                should_trigger,
+                on_input,
+            },
+            other => {
+                // Run as an enforcing validator: its verdict is the phases' `Err`.
+                let mut alone = def.validator.clone();
+                alone.mode = Mode::Enforce;
+                alone.buffer = false;
+                alone.on_error = def.validator.on_error;
+                EvalCheck::Replay(Arc::new(Policy::compile(vec![(alone, other)])?))
+            }
+        };
+        // The eval's `threshold` decides when it sets a score bound; else the params'.
+        let threshold = def
+            .eval
+            .threshold
+            .filter(|t| t.min_score.is_some() || t.max_score.is_some())
+            .unwrap_or(def.validator.threshold);
+        out.push(Eval {
+            id: def.eval.id,
+            trigger: def.eval.trigger,
+            when: def.eval.when,
+            metric: def.eval.metric,
+            threshold,
+            expect_passed: def.eval.expect_passed,
+            validator: def.validator,
+            check,
+        });
+    }
+    Ok(out)
+}

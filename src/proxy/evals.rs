@@ -1,0 +1,56 @@
+//! Handing ended exchanges to the packs' `evals:` (see `crate::evals`): the seed gathered
+//! with the request, submitted when the exchange ends — after a whole answer is released or
+//! blocked, when a stream's body is dropped, or when the request is blocked before the call.
+
+use super::exchange::RequestCtx;
+use crate::delta::Conversation;
+use crate::evals::{session_of, EvalQueue, EvalSeed};
+use crate::judge::Answer;
+use crate::policy::ExchangeGuard;
+use crate::telemetry::RequestTrace;
+use http::HeaderMap;
+use std::sync::Arc;
+
+impl RequestCtx<'_> {
+    /// The exchange's seed for the evals; `None` when its policy has none.
+    pub fn eval_seed(
+        &self,
+        queue: &Arc<EvalQueue>,
+        headers: &HeaderMap,
+        conversation: &Arc<Conversation>,
+    ) -> Option<EvalSeed> {
+        let policy = self.caller.policy;
+        if policy.evals().is_empty() {
+            return None;
+        }
+        let header = headers
+            .get(queue.session_header())
+            .and_then(|v| v.to_str().ok());
+        Some(EvalSeed {
+            queue: Arc::clone(queue),
+            policy: Arc::clone(policy),
+            env: self.judge_env(),
+            audit: Arc::clone(&self.rt.audit),
+            keep_reasons: self.rt.config.audit.include_match,
+            conversation: Arc::clone(conversation),
+            session: session_of(header, conversation),
+            route: self.route.name,
+            request_id: self.id.to_owned(),
+            key_id: self.caller.key_id,
+            started: self.started,
+        })
+    }
+}
+
+/// Submits an answered exchange: its answer as the guard kept it, whether it was blocked, and
+/// what fired.
+pub fn submit_answered(seed: EvalSeed, guard: &ExchangeGuard, trace: &RequestTrace) {
+    let (text, tool_calls) = guard.judged_answer();
+    seed.submit(
+        Some(Answer { text, tool_calls }),
+        trace.was_blocked(),
+        trace.fired(),
+        guard.usage(),
+        guard.price(),
+    );
+}
