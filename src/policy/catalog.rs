@@ -46,8 +46,9 @@ pub const CATALOG: &[(&str, &[&str])] = &[
     ("skill_not_activated", &[]),
     ("skill_activation_order", &[]),
     ("workflow_complete", &[]),
-    ("workflow_state_is", &[]),
-    ("workflow_transitioned_to", &[]),
+    // PromptKit registers these two as `state_is` and `transitioned_to`.
+    ("workflow_state_is", &["state_is"]),
+    ("workflow_transitioned_to", &["transitioned_to"]),
     ("workflow_transition_order", &[]),
     ("workflow_tool_access", &[]),
     ("image_format", &[]),
@@ -89,6 +90,9 @@ pub fn param_aliases(canonical: &str) -> &'static [(&'static str, &'static str)]
         "sentence_count" => &[("max_sentences", "max")],
         "field_presence" => &[("required_fields", "fields")],
         "pii" => &[("entities", "types")],
+        // The catalog's names, then PromptKit's handlers'.
+        "agent_invoked" | "agent_not_invoked" => &[("agents", "agent_names")],
+        "agent_response_contains" => &[("agent", "agent_name"), ("contains", "patterns")],
         _ => &[],
     }
 }

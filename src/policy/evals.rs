@@ -85,7 +85,7 @@ pub struct EvalMetric {
 pub enum MetricKind {
     /// The last score.
     Gauge,
-    /// Counts passing results.
+    /// Counts scored results (+1 each, pass or fail, as PromptKit).
     Counter,
     /// Every score.
     Histogram,

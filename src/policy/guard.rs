@@ -454,7 +454,7 @@ impl ExchangeGuard {
                 .collect();
             let (turn, session) = self.call_views(c.choice);
             for (owner, check) in &policy.tools {
-                policy.outcome(*owner, check.on_response_calls(&own), &mut hits);
+                policy.outcome(*owner, check.on_response_calls(&own, &session), &mut hits);
                 // A response without tool calls ends the agent's turn.
                 if own.is_empty() && check.on_turn_end(&turn, &session) {
                     hits.push(whole_hit(*owner));

@@ -84,7 +84,7 @@ fn errors_name_file_validator_and_param() {
     assert!(e.contains("param 'colour': unknown param"), "{e}");
     let e = policy("validators:\n  - type: max_length\n    params: { max: -3 }\n").unwrap_err();
     assert!(e.contains("param 'max'"), "{e}");
-    let e = policy("validators:\n  - type: agent_invoked\n    params: {}\n").unwrap_err();
+    let e = policy("validators:\n  - type: image_format\n    params: {}\n").unwrap_err();
     assert!(e.contains("not supported by guardwire yet"), "{e}");
     let e = policy("validators:\n  - type: content_excludes\n    params: { patterns: [a], match_mode: fuzzy }\n").unwrap_err();
     assert!(e.contains("param 'match_mode'"), "{e}");
@@ -1140,4 +1140,96 @@ fn evals_load_with_their_own_fields_and_every_mistake_is_named() {
         let e = policy_with(yaml, &refs).unwrap_err();
         assert!(e.contains(expected), "{yaml}: {e}");
     }
+}
+
+#[test]
+fn agents_skills_workflows_and_invariant_fields_read_the_tool_calls() {
+    let p = policy(
+        r#"
+validators:
+  - {type: agent_invoked, params: {agent_names: [billing-agent]}}
+  - {type: agent_not_invoked, params: {agents: [rogue-agent]}}
+  - {type: agent_response_contains, params: {agent: billing-agent, contains: "REFUND OK"}}
+  - {type: skill_activated, params: {skill_names: [refunds]}}
+  - {type: skill_not_activated, params: {skill_names: [admin]}}
+  - {type: skill_activation_order, params: {sequence: [triage, refunds]}}
+  - {type: state_is, params: {state: resolution}}
+  - {type: workflow_transition_order, params: {sequence: [investigation, resolution]}}
+  - {type: workflow_tool_access, params: {rules: [{state: investigation, allowed: [billing-agent, skill__activate, workflow__transition]}]}}
+  - {type: invariant_fields_preserved, params: {tool: billing-agent, fields: [account]}}
+  - {type: workflow_complete, params: {terminal_states: [resolution]}}
+"#,
+    )
+    .unwrap();
+    let moved = |to: &str| {
+        format!(r#"{{"status":"transition_scheduled","event":"e","target_state":"{to}"}}"#)
+    };
+    let (to_investigation, to_resolution) = (moved("investigation"), moved("resolution"));
+    let good: Vec<(&str, &str, Option<&str>)> = vec![
+        ("skill__activate", r#"{"name":"triage"}"#, Some("ok")),
+        (
+            "workflow__transition",
+            r#"{"event":"e"}"#,
+            Some(&to_investigation),
+        ),
+        ("skill__activate", r#"{"name":"refunds"}"#, Some("ok")),
+        (
+            "billing-agent",
+            r#"{"account":"a1"}"#,
+            Some("REFUND OK for a1"),
+        ),
+        (
+            "workflow__transition",
+            r#"{"event":"f"}"#,
+            Some(&to_resolution),
+        ),
+    ];
+    let done = [text(0, "Your refund is on its way.")];
+    assert_eq!(verdict(&p, &good, &done), None);
+    let without = |i: usize| {
+        let mut calls = good.clone();
+        calls.remove(i);
+        calls
+    };
+    // The agent never called (so never answered), or answered otherwise.
+    assert_eq!(verdict(&p, &without(3), &done), Some(0));
+    let mut other_answer = good.clone();
+    other_answer[3].2 = Some("DENIED");
+    assert_eq!(verdict(&p, &other_answer, &done), Some(2));
+    // A skill that failed is not activated; the order still sees it.
+    let mut failed = good.clone();
+    failed[2].2 = Some("ERR no such skill");
+    assert_eq!(verdict(&p, &failed, &done), Some(3));
+    // The last transition is not answered yet: the workflow is still investigating.
+    let mut pending = good.clone();
+    pending[4].2 = None;
+    assert_eq!(verdict(&p, &pending, &done), Some(6));
+    // A forbidden agent or skill, in the history (BeforeCall) or in the answer.
+    let mut rogue = good.clone();
+    rogue.insert(0, ("rogue-agent", "{}", Some("hi")));
+    assert_eq!(verdict(&p, &rogue, &done), Some(1));
+    let admin = [
+        call(0, 0, "skill__activate"),
+        args(0, 0, r#"{"name":"admin"}"#),
+    ];
+    assert_eq!(verdict(&p, &good, &admin), Some(4));
+    // In `investigation` only the listed tools: a call of another is stopped as it starts.
+    let in_investigation = &good[..2];
+    assert_eq!(
+        verdict(&p, in_investigation, &[call(0, 0, "delete_account")]),
+        Some(8)
+    );
+    // A field sent once is in every later call of the tool.
+    let dropped = [call(0, 0, "billing-agent"), args(0, 0, r#"{"amount":5}"#)];
+    assert_eq!(verdict(&p, &good, &dropped), Some(9));
+}
+
+#[test]
+fn workflow_complete_needs_its_terminal_states() {
+    let e = policy("validators:\n  - {type: workflow_complete}\n").unwrap_err();
+    assert!(e.contains("param 'terminal_states': required"), "{e}");
+    let e =
+        policy("validators:\n  - {type: workflow_tool_access, params: {rules: [{state: a}]}}\n")
+            .unwrap_err();
+    assert!(e.contains("entry 0 must be {state"), "{e}");
 }

@@ -18,6 +18,8 @@
 use crate::delta::{Conversation, Role};
 use serde_json::{Map, Value};
 
+pub mod workflow;
+
 /// Which calls a check looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -93,6 +95,24 @@ pub enum ToolCheck {
         tool: String,
         excluded: Map<String, Value>,
     },
+    /// `agent_response_contains`: a result of a call of `agent` (agents are tools) in the
+    /// session contains every pattern (case-sensitive, as PromptKit).
+    AgentResponseContains {
+        agent: String,
+        patterns: Vec<String>,
+    },
+    /// `skill_activated`: each skill activated (a `skill__activate` call naming it whose result
+    /// is not an error) at least `min_calls` times in the session.
+    SkillActivated { names: Vec<String>, min_calls: u64 },
+    /// `skill_not_activated`: none of these skills is activated.
+    SkillNotActivated { names: Vec<String> },
+    /// `skill_activation_order`: the session's skill activations include this order.
+    SkillOrder { sequence: Vec<String> },
+    /// The workflow checks, on the transitions a proxy sees (`workflow` module).
+    Workflow(workflow::WorkflowCheck),
+    /// `invariant_fields_preserved`: a field of `tool`'s arguments, once sent, is in every later
+    /// call of `tool` in the session.
+    FieldsPreserved { tool: String, fields: Vec<String> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -196,6 +216,10 @@ impl ToolCheck {
             ToolCheck::Args { .. }
                 | ToolCheck::CallsWithArgs { .. }
                 | ToolCheck::ArgsExcluded { .. }
+                | ToolCheck::SkillActivated { .. }
+                | ToolCheck::SkillNotActivated { .. }
+                | ToolCheck::SkillOrder { .. }
+                | ToolCheck::FieldsPreserved { .. }
         )
     }
 
@@ -222,6 +246,19 @@ impl ToolCheck {
                     .map(|c| args_excluded(&c.args, excluded)),
             ),
             ToolCheck::NoErrors => Outcome::of(turn.iter().any(|c| c.result_is_error)),
+            ToolCheck::SkillNotActivated { names } => {
+                let all: Vec<&CallRecord> = h.calls.iter().collect();
+                let activated = skill_names(&all, true).any(|s| names.contains(&s));
+                Outcome::of(activated)
+            }
+            ToolCheck::Workflow(w) => {
+                let all: Vec<&CallRecord> = h.calls.iter().collect();
+                Outcome::of(w.history_violated(&all))
+            }
+            ToolCheck::FieldsPreserved { tool, fields } => {
+                let all: Vec<&CallRecord> = h.calls.iter().collect();
+                Outcome::of(fields_dropped(&all, tool, fields))
+            }
             ToolCheck::ResultIncludes { tool, patterns } => {
                 Outcome::of(results(turn, tool).any(|r| {
                     let r = r.to_lowercase();
@@ -248,13 +285,15 @@ impl ToolCheck {
         }
     }
 
-    /// A call starts: `turn` ends with it. Its arguments are not known yet. (A session-scoped
-    /// `tools_not_called` also needs only the new call: the history was judged BeforeCall.)
-    pub fn on_call_start(&self, turn: &[&CallRecord]) -> bool {
+    /// A call starts: `turn` and `session` end with it. Its arguments are not known yet. (A
+    /// session-scoped `tools_not_called` also needs only the new call: the history was judged
+    /// BeforeCall.)
+    pub fn on_call_start(&self, turn: &[&CallRecord], session: &[&CallRecord]) -> bool {
         let Some(call) = turn.last() else {
             return false;
         };
         match self {
+            ToolCheck::Workflow(w) => w.call_denied(session),
             ToolCheck::NotCalled { names, .. } => names.contains(&call.name),
             ToolCheck::Count {
                 tool,
@@ -291,9 +330,16 @@ impl ToolCheck {
         }
     }
 
-    /// End of the response: the complete arguments of its calls (`calls`).
-    pub fn on_response_calls(&self, calls: &[&CallRecord]) -> Outcome {
+    /// End of the response: the complete arguments of its calls (`calls`; the session's
+    /// calls end with them).
+    pub fn on_response_calls(&self, calls: &[&CallRecord], session: &[&CallRecord]) -> Outcome {
         match self {
+            ToolCheck::SkillNotActivated { names } => {
+                Outcome::of(skill_names(calls, true).any(|s| names.contains(&s)))
+            }
+            ToolCheck::FieldsPreserved { tool, fields } if !calls.is_empty() => {
+                Outcome::of(fields_dropped(session, tool, fields))
+            }
             ToolCheck::Args { tool, expected, .. } => {
                 worst(calls.iter().filter(|c| c.name == *tool).map(|c| {
                     match args_match(&c.args, expected) {
@@ -358,9 +404,66 @@ impl ToolCheck {
                             .all(|p| r.contains(&p.to_lowercase()))
                     })
             }),
+            ToolCheck::AgentResponseContains { agent, patterns } => !session.iter().any(|c| {
+                c.name == *agent
+                    && c.result
+                        .as_deref()
+                        .is_some_and(|r| patterns.iter().all(|p| r.contains(p.as_str())))
+            }),
+            ToolCheck::SkillActivated { names, min_calls } => {
+                let active: Vec<String> = skill_names(session, true).collect();
+                names
+                    .iter()
+                    .any(|n| (active.iter().filter(|a| *a == n).count() as u64) < *min_calls)
+            }
+            ToolCheck::SkillOrder { sequence } => {
+                let order: Vec<String> = skill_names(session, false).collect();
+                order.is_empty() || !is_subsequence(&order, sequence)
+            }
+            ToolCheck::Workflow(w) => w.turn_end_violated(session),
             _ => false,
         }
     }
+}
+
+/// PromptKit's skill tool: `{"name": <skill>}` activates a skill.
+pub const SKILL_TOOL: &str = "skill__activate";
+
+/// The skills `calls` activate, in order: calls of [`SKILL_TOOL`] with a `name` argument;
+/// with `ok_only`, not those whose result is an error.
+fn skill_names<'a>(
+    calls: &'a [&'a CallRecord],
+    ok_only: bool,
+) -> impl Iterator<Item = String> + 'a {
+    calls
+        .iter()
+        .filter(move |c| c.name == SKILL_TOOL && !(ok_only && c.result_is_error))
+        .filter_map(|c| {
+            parse_args(&c.args)?
+                .get("name")?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .filter(|n| !n.is_empty())
+}
+
+/// Whether a field of `tool`'s arguments present in one call is absent from a later one.
+fn fields_dropped(calls: &[&CallRecord], tool: &str, fields: &[String]) -> bool {
+    let mut seen: Vec<&String> = Vec::new();
+    for c in calls.iter().filter(|c| c.name == tool) {
+        let Some(args) = parse_args(&c.args) else {
+            continue;
+        };
+        if seen.iter().any(|f| !args.contains_key(f.as_str())) {
+            return true;
+        }
+        for f in fields {
+            if args.contains_key(f) && !seen.contains(&f) {
+                seen.push(f);
+            }
+        }
+    }
+    false
 }
 
 /// The worst of several outcomes: any failure fails; else any error errs.
@@ -391,7 +494,7 @@ fn ends_with(calls: &[&CallRecord], seq: &[String]) -> bool {
             .all(|(c, s)| c.name == *s)
 }
 
-fn is_subsequence(names: &[String], seq: &[String]) -> bool {
+pub(crate) fn is_subsequence(names: &[String], seq: &[String]) -> bool {
     let mut it = names.iter();
     seq.iter().all(|s| it.any(|n| n == s))
 }
@@ -430,7 +533,7 @@ pub fn value_excluded(actual: &Value, excluded: &Value) -> bool {
 }
 
 /// Empty arguments are an empty object (OpenAI sends `""` for argument-less calls).
-fn parse_args(args: &str) -> Option<Map<String, Value>> {
+pub(crate) fn parse_args(args: &str) -> Option<Map<String, Value>> {
     if args.trim().is_empty() {
         return Some(Map::new());
     }

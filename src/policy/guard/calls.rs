@@ -35,17 +35,17 @@ impl ExchangeGuard {
             },
             watcher: policy.watches_args_of(name).then(FieldWatcher::default),
         });
-        let (turn, _) = self.call_views(choice);
+        let (turn, session) = self.call_views(choice);
         let mut fired = Vec::new();
         for (owner, check) in &policy.tools {
-            if check.on_call_start(&turn) {
+            if check.on_call_start(&turn, &session) {
                 let note = check
                     .anti_pattern_hit(&turn)
                     .and_then(|p| p.message.clone());
                 fired.push((*owner, note));
             }
         }
-        drop(turn);
+        drop((turn, session));
         for (owner, note) in fired {
             if let Some(n) = note {
                 self.notes.push((owner, n));

@@ -6,7 +6,8 @@ use crate::policy::judged::{
     RestEval, Scale, Similarity, Window,
 };
 use crate::policy::structured::{parse_path, PathCheck, SchemaCheck};
-use crate::policy::{CheckDef, ToolCheck};
+use crate::policy::tools::workflow::{AccessRule, WorkflowCheck};
+use crate::policy::{CheckDef, Scope, ToolCheck};
 use crate::scan::{compile_hir, PiiKind};
 use serde_json::Value;
 use std::sync::Arc;
@@ -258,6 +259,97 @@ pub(super) fn build_check(
                 .ok_or_else(|| "param 'min': required (characters)".to_owned())?,
         }),
         "json_valid" => Ok(CheckDef::JsonValid),
+        // Agents are tools named after them (PromptKit).
+        "agent_invoked" => Ok(CheckDef::Tool(ToolCheck::Called {
+            names: p.required_string_list("agent_names")?,
+            min_calls: 1,
+            scope: Scope::Session,
+        })),
+        "agent_not_invoked" => Ok(CheckDef::Tool(ToolCheck::NotCalled {
+            names: p.required_string_list("agent_names")?,
+            scope: Scope::Session,
+        })),
+        "agent_response_contains" => {
+            let agent = p.required_string("agent_name")?;
+            let patterns = match p.take("patterns") {
+                None => Vec::new(),
+                Some((_, Value::String(one))) => vec![one],
+                Some((key, Value::Array(items))) => items
+                    .iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| format!("param '{key}': must be a string or a list of strings"))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some((key, _)) => {
+                    return Err(format!("param '{key}': must be a string or a list of strings"))
+                }
+            };
+            Ok(CheckDef::Tool(ToolCheck::AgentResponseContains { agent, patterns }))
+        }
+        "skill_activated" => {
+            let min_calls = p.u64("min_calls")?.unwrap_or(1);
+            if min_calls == 0 {
+                return Err("param 'min_calls': must be at least 1".into());
+            }
+            Ok(CheckDef::Tool(ToolCheck::SkillActivated {
+                names: p.required_string_list("skill_names")?,
+                min_calls,
+            }))
+        }
+        "skill_not_activated" => Ok(CheckDef::Tool(ToolCheck::SkillNotActivated {
+            names: p.required_string_list("skill_names")?,
+        })),
+        "skill_activation_order" => Ok(CheckDef::Tool(ToolCheck::SkillOrder {
+            sequence: p.required_string_list("sequence")?,
+        })),
+        "workflow_complete" => Ok(workflow(WorkflowCheck::Complete {
+            terminal_states: p.string_list("terminal_states")?.filter(|s| !s.is_empty()).ok_or_else(|| {
+                "param 'terminal_states': required — the states that end the workflow (a proxy cannot see the workflow engine's completion flag, only the transitions' target states)".to_owned()
+            })?,
+        })),
+        "workflow_state_is" => Ok(workflow(WorkflowCheck::StateIs {
+            state: p.required_string("state")?,
+        })),
+        "workflow_transitioned_to" => Ok(workflow(WorkflowCheck::TransitionedTo {
+            state: p.required_string("state")?,
+        })),
+        "workflow_transition_order" => Ok(workflow(WorkflowCheck::TransitionOrder {
+            sequence: p.required_string_list("sequence")?,
+        })),
+        "workflow_tool_access" => {
+            let (key, rules) = p
+                .take("rules")
+                .ok_or_else(|| "param 'rules': required (a list of {state, allowed})".to_owned())?;
+            let Value::Array(rules) = rules else {
+                return Err(format!("param '{key}': must be a list of {{state, allowed}}"));
+            };
+            let rules = rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let state = r.get("state").and_then(Value::as_str);
+                    let allowed = r.get("allowed").and_then(Value::as_array).and_then(|a| {
+                        a.iter().map(|t| t.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()
+                    });
+                    match (state, allowed, r.as_object().map(|o| o.len())) {
+                        (Some(state), Some(allowed), Some(2)) => Ok(AccessRule {
+                            state: state.to_owned(),
+                            allowed,
+                        }),
+                        _ => Err(format!(
+                            "param '{key}': entry {i} must be {{state: <name>, allowed: [<tool>, ...]}}"
+                        )),
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(workflow(WorkflowCheck::ToolAccess { rules }))
+        }
+        "invariant_fields_preserved" => Ok(CheckDef::Tool(ToolCheck::FieldsPreserved {
+            tool: p.required_string("tool")?,
+            fields: p.required_string_list("fields")?,
+        })),
         "tools_called" => {
             let names = p.required_string_list("tool_names")?;
             let min_calls = p.u64("min_calls")?.unwrap_or(1);
@@ -443,6 +535,10 @@ pub(super) fn build_check(
             "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
         )),
     }
+}
+
+fn workflow(check: WorkflowCheck) -> CheckDef {
+    CheckDef::Tool(ToolCheck::Workflow(check))
 }
 
 /// The common params of judged checks, then the check.
