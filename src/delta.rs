@@ -107,6 +107,8 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     /// For tool results: the tool reported a failure (see [`result_reports_error`]).
     pub is_error: bool,
+    /// The participant's name, where the protocol has one (OpenAI's `name`).
+    pub name: Option<String>,
 }
 
 impl Message {
@@ -118,6 +120,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            name: None,
         }
     }
 }

@@ -844,3 +844,60 @@ async fn judges_see_the_strings_no_decoder_models() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn rag_checks_judge_the_answer_against_the_context_the_request_carries() {
+    let judge = openai_judge().await;
+    let upstream = MockUpstream::start(|req| {
+        let text = if req.body_str().contains("bad") {
+            "Open 24/7, EVIL claim"
+        } else {
+            "Open 9 to 5"
+        };
+        Reply::json(200, &answer_json(text))
+    })
+    .await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        "validators:\n  - {type: faithfulness, params: {context_tools: [search], min_score: 0.7}}\n  - {type: answer_relevancy}\n",
+        &judges_config(&judge, "openai_chat", ""),
+    )
+    .await;
+    let request = |question: &str| {
+        json!({"model": "gpt-4o", "messages": [
+            {"role": "system", "content": "be nice"},
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "clock", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Store hours: Mon-Fri 9am-5pm"},
+            {"role": "tool", "tool_call_id": "c2", "content": "It is noon"}
+        ]})
+        .to_string()
+    };
+    let ok = post_chat(proxy.addr(), &request("When is the store open?")).await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let blocked = post_chat(proxy.addr(), &request("bad: when is the store open?")).await;
+    assert_eq!(blocked.status, 400, "{}", blocked.text());
+    assert!(!blocked.text().contains("EVIL"));
+    // Each check asked once per answer; faithfulness with the question, the search tool's
+    // result only, and the answer.
+    let asked: Vec<String> = judge.requests().iter().map(judged_text).collect();
+    assert_eq!(asked.len(), 4, "{asked:#?}");
+    let faithfulness = asked
+        .iter()
+        .find(|t| t.contains("Retrieved context") && t.contains("9 to 5"))
+        .unwrap();
+    assert!(faithfulness.starts_with(
+        "Content to evaluate:\nQuestion:\nWhen is the store open?\n\nRetrieved context:\n[1] Store hours: Mon-Fri 9am-5pm\n\nAnswer:\nOpen 9 to 5\n\nCriteria: Every claim"
+    ), "{faithfulness}");
+    assert!(!faithfulness.contains("noon"), "{faithfulness}");
+    let relevancy = asked
+        .iter()
+        .find(|t| !t.contains("Retrieved context") && t.contains("9 to 5"))
+        .unwrap();
+    assert!(
+        relevancy.contains("Question:\nWhen is the store open?\n\nAnswer:\nOpen 9 to 5\n\nCriteria: The answer addresses the question"),
+        "{relevancy}"
+    );
+}

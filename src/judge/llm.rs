@@ -171,7 +171,7 @@ impl JudgeClient {
         let Some(content) = subject.render(&check.judged) else {
             return Ok(Verdict {
                 score: 1.0,
-                reason: Some("no tool calls to judge".into()),
+                reason: Some("nothing to judge (no tool calls, or no retrieved context)".into()),
                 label: None,
             });
         };

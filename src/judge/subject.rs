@@ -2,7 +2,7 @@
 //! answer. Rendered here into the texts judges, endpoints and handlers are shown.
 
 use crate::delta::{Conversation, Message, Role};
-use crate::policy::judged::Judged;
+use crate::policy::judged::{ContextSource, Judged};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -75,7 +75,65 @@ impl Subject {
                     .collect();
                 (!lines.is_empty()).then(|| format!("Tool calls:\n{}", lines.join("\n")))
             }
+            Judged::Rag { context } => {
+                let answer = self.answer.as_ref()?;
+                let question = self
+                    .conversation
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::User)
+                    .map(message_text)
+                    .unwrap_or_default();
+                let mut text = format!("Question:\n{question}\n\n");
+                if let Some(source) = context {
+                    let chunks = self.context(source);
+                    if chunks.is_empty() {
+                        return None;
+                    }
+                    text.push_str("Retrieved context:\n");
+                    for (i, c) in chunks.iter().enumerate() {
+                        text.push_str(&format!("[{}] {c}\n", i + 1));
+                    }
+                    text.push('\n');
+                }
+                text.push_str("Answer:\n");
+                text.push_str(&answer.text);
+                Some(text)
+            }
         }
+    }
+
+    /// The retrieved context `source` selects from the request, message by message in order.
+    fn context(&self, source: &ContextSource) -> Vec<String> {
+        let messages = &self.conversation.messages;
+        // A tool result's tool: the call it answers (by id; Gemini answers by name).
+        let tool_of = |m: &Message| -> Option<String> {
+            let id = m.tool_call_id.as_deref()?;
+            let called = messages
+                .iter()
+                .flat_map(|c| c.tool_calls.iter())
+                .find(|c| c.id.as_deref() == Some(id))
+                .map(|c| c.name.clone());
+            Some(called.unwrap_or_else(|| id.to_owned()))
+        };
+        messages
+            .iter()
+            .filter(|m| {
+                let by_tool = m.role == Role::Tool
+                    && source.tools.as_ref().is_some_and(|tools| {
+                        tools.is_empty() || tool_of(m).is_some_and(|t| tools.contains(&t))
+                    });
+                let by_role = source
+                    .roles
+                    .iter()
+                    .any(|r| role_name(&m.role).eq_ignore_ascii_case(r));
+                let by_name = m.name.as_ref().is_some_and(|n| source.names.contains(n));
+                by_tool || by_role || by_name
+            })
+            .map(message_text)
+            .filter(|t| !t.trim().is_empty())
+            .collect()
     }
 
     /// The conversation as `Role: text` lines (PromptKit's session rendering), the answer
@@ -229,5 +287,97 @@ impl Subject {
             .iter()
             .filter(|m| m.role == Role::User)
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::delta::ToolCall;
+
+    #[test]
+    fn rag_context_is_selected_by_tool_role_and_name() {
+        let call = |id: &str, name: &str| ToolCall {
+            id: Some(id.into()),
+            name: name.into(),
+            arguments: "{}".into(),
+        };
+        let result = |id: &str, text: &str| Message {
+            tool_call_id: Some(id.into()),
+            ..Message::text(Role::Tool, vec![text.into()])
+        };
+        let conversation = Conversation {
+            messages: vec![
+                Message::text(Role::System, vec!["Docs: the sky is blue".into()]),
+                Message {
+                    name: Some("retriever".into()),
+                    ..Message::text(Role::User, vec!["Doc: grass is green".into()])
+                },
+                Message::text(Role::User, vec!["What colour is the sky?".into()]),
+                Message {
+                    tool_calls: vec![call("a", "search"), call("b", "weather")],
+                    ..Message::text(Role::Assistant, vec![])
+                },
+                result("a", "The sky is blue."),
+                result("b", "Sunny"),
+                // Gemini answers by the function's name.
+                result("search", "Skies scatter blue light."),
+            ],
+            ..Default::default()
+        };
+        let subject = Subject {
+            conversation: Arc::new(conversation),
+            answer: Some(Answer {
+                text: "Blue.".into(),
+                tool_calls: vec![],
+            }),
+        };
+        let pick = |tools: Option<Vec<&str>>, roles: Vec<&str>, names: Vec<&str>| {
+            subject.context(&ContextSource {
+                tools: tools.map(|t| t.into_iter().map(String::from).collect()),
+                roles: roles.into_iter().map(String::from).collect(),
+                names: names.into_iter().map(String::from).collect(),
+            })
+        };
+        assert_eq!(
+            pick(Some(vec![]), vec![], vec![]),
+            ["The sky is blue.", "Sunny", "Skies scatter blue light."]
+        );
+        assert_eq!(
+            pick(Some(vec!["search"]), vec![], vec![]),
+            ["The sky is blue.", "Skies scatter blue light."]
+        );
+        assert_eq!(
+            pick(None, vec!["system"], vec!["retriever"]),
+            ["Docs: the sky is blue", "Doc: grass is green"]
+        );
+        let rendered = subject
+            .render(&Judged::Rag {
+                context: Some(ContextSource {
+                    tools: Some(vec!["weather".into()]),
+                    ..Default::default()
+                }),
+            })
+            .unwrap();
+        assert_eq!(
+            rendered,
+            "Question:\nWhat colour is the sky?\n\nRetrieved context:\n[1] Sunny\n\nAnswer:\nBlue."
+        );
+        // No context retrieved: nothing to judge against.
+        let nothing = ContextSource {
+            tools: Some(vec!["none".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            subject.render(&Judged::Rag {
+                context: Some(nothing)
+            }),
+            None
+        );
+        assert_eq!(
+            subject.render(&Judged::Rag { context: None }).unwrap(),
+            "Question:\nWhat colour is the sky?\n\nAnswer:\nBlue."
+        );
     }
 }

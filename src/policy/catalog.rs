@@ -71,6 +71,10 @@ pub const CATALOG: &[(&str, &[&str])] = &[
     ("outcome_equivalent", &[]),
     ("directional", &[]),
     ("pii", &["pii_leakage"]),
+    // guardwire's own: RAG checks (HoloDeck's and DeepEval's metrics) on the context the
+    // request carries.
+    ("faithfulness", &[]),
+    ("answer_relevancy", &[]),
 ];
 
 /// The canonical name of a type name or alias, if the catalog knows it.

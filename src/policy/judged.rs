@@ -112,6 +112,20 @@ pub enum Judged {
     /// The tool calls (of the answer; of the conversation on input), those named in `tools`
     /// when given (`llm_judge_tool_calls`).
     ToolCalls { tools: Vec<String> },
+    /// RAG checks (`faithfulness`, `answer_relevancy`): the question (the last user message),
+    /// the context the request carries (`context: Some`, faithfulness) and the answer.
+    Rag { context: Option<ContextSource> },
+}
+
+/// Where a RAG check finds the retrieved context in the request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextSource {
+    /// Results of these tools (`context_tools`); `Some(empty)`: of every tool.
+    pub tools: Option<Vec<String>>,
+    /// Messages of these roles (`context_roles`: system, user, assistant, tool).
+    pub roles: Vec<String>,
+    /// Messages whose `name` is one of these (`context_names`).
+    pub names: Vec<String>,
 }
 
 /// How the judge's score is read.

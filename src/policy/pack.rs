@@ -10,7 +10,7 @@ mod params;
 
 use super::catalog;
 use super::evals::EvalDef;
-use super::judged::CheckRefs;
+use super::judged::{CheckRefs, Judged, JudgedKind};
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
 use checks::build_check;
 use params::{as_bool, as_string, Params};
@@ -257,6 +257,13 @@ fn parse_validator(
             return Err(at(
                 "param 'direction': judged checks of reasoning are not supported yet (input, output or both)"
                     .into(),
+            ));
+        }
+        if matches!(&check.kind, JudgedKind::Llm(l) if matches!(l.judged, Judged::Rag { .. }))
+            && direction != Direction::Output
+        {
+            return Err(at(
+                "param 'direction': RAG checks judge the answer (direction: output)".into(),
             ));
         }
         if check.window.is_some() && direction == Direction::Input {

@@ -162,6 +162,7 @@ fn input_checks_see_every_message_and_tool_arguments() {
     .unwrap();
     let msg = |role, t: &str| Message {
         is_error: false,
+        name: None,
         role,
         text: vec![t.to_owned()],
         tool_calls: vec![],

@@ -376,6 +376,7 @@ impl Protocol for AnthropicMessages {
                 tool_calls,
                 tool_call_id,
                 is_error,
+                name: None,
             });
         }
         let tools = req

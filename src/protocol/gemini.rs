@@ -117,6 +117,7 @@ fn message_of(content: RequestContent, default_role: Role) -> Message {
         tool_calls,
         tool_call_id,
         is_error,
+        name: None,
     }
 }
 

@@ -64,6 +64,8 @@ struct RequestMessage {
     tool_calls: Vec<RequestToolCall>,
     #[serde(default)]
     tool_call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -367,6 +369,7 @@ impl Protocol for OpenAiChat {
                         .collect(),
                     tool_call_id: m.tool_call_id,
                     is_error,
+                    name: m.name,
                 }
             })
             .collect();

@@ -110,6 +110,7 @@ fn item_message(item: Item) -> Option<Message> {
             }],
             tool_call_id: None,
             is_error: false,
+            name: None,
         }),
         "function_call_output" => {
             let text: Vec<String> = item
@@ -123,6 +124,7 @@ fn item_message(item: Item) -> Option<Message> {
             Some(Message {
                 role: Role::Tool,
                 is_error: text.iter().any(|t| crate::delta::result_reports_error(t)),
+                name: None,
                 text,
                 tool_calls: Vec::new(),
                 tool_call_id: item.call_id,

@@ -2,8 +2,8 @@
 
 use super::params::Params;
 use crate::policy::judged::{
-    go_duration_ms, CheckRefs, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge, Reference,
-    RestEval, Scale, Similarity, Window,
+    go_duration_ms, CheckRefs, ContextSource, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge,
+    Reference, RestEval, Scale, Similarity, Window,
 };
 use crate::policy::structured::{parse_path, PathCheck, SchemaCheck};
 use crate::policy::tools::workflow::{AccessRule, WorkflowCheck};
@@ -32,13 +32,7 @@ pub(super) fn build_check(
             if criteria.trim().is_empty() {
                 return Err("param 'criteria': must not be empty".into());
             }
-            let scale = match p.string("scale")?.as_deref() {
-                None | Some("0-1") => Scale::Unit,
-                Some("1-5") => Scale::OneToFive,
-                Some(other) => {
-                    return Err(format!("param 'scale': `{other}` is not one of 0-1, 1-5"))
-                }
-            };
+            let scale = scale(p)?;
             let llm = LlmJudge {
                 judge,
                 criteria,
@@ -51,6 +45,47 @@ pub(super) fn build_check(
             };
             // PromptKit accepts `extra` here and does not use it; so does guardwire.
             p.take("extra");
+            judged_check(p, JudgedKind::Llm(llm))
+        }
+        "faithfulness" | "answer_relevancy" => {
+            let context = if canonical == "faithfulness" {
+                let tools = p.string_list("context_tools")?;
+                let roles = p.string_list("context_roles")?.unwrap_or_default();
+                for r in &roles {
+                    if !matches!(r.as_str(), "system" | "user" | "assistant" | "tool") {
+                        return Err(format!(
+                            "param 'context_roles': `{r}` is not one of system, user, assistant, tool"
+                        ));
+                    }
+                }
+                let names = p.string_list("context_names")?.unwrap_or_default();
+                // By default the context is what the tools returned.
+                let tools = match tools {
+                    None if roles.is_empty() && names.is_empty() => Some(Vec::new()),
+                    other => other,
+                };
+                Some(ContextSource { tools, roles, names })
+            } else {
+                None
+            };
+            let criteria = match p.string("criteria")? {
+                Some(c) if c.trim().is_empty() => {
+                    return Err("param 'criteria': must not be empty".into())
+                }
+                Some(c) => c,
+                None if context.is_some() => FAITHFULNESS.to_owned(),
+                None => ANSWER_RELEVANCY.to_owned(),
+            };
+            let llm = LlmJudge {
+                judge: judge_name(p.string("judge")?, refs)?,
+                criteria,
+                rubric: p.string("rubric")?,
+                system_prompt: p.string("system_prompt")?,
+                model: p.string("model")?,
+                evaluation_steps: p.string_list("evaluation_steps")?.unwrap_or_default(),
+                scale: scale(p)?,
+                judged: Judged::Rag { context },
+            };
             judged_check(p, JudgedKind::Llm(llm))
         }
         "rest_eval" | "rest_eval_session" | "a2a_eval" | "a2a_eval_session" => {
@@ -534,6 +569,21 @@ pub(super) fn build_check(
         other => Err(format!(
             "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
         )),
+    }
+}
+
+/// `faithfulness`'s criteria (DeepEval's): no claim beyond the retrieved context.
+const FAITHFULNESS: &str = "Every claim in the answer is supported by the retrieved context: nothing in it contradicts the context or adds facts the context does not state. Score 1 when the answer is fully supported, 0 when it is not supported at all.";
+
+/// `answer_relevancy`'s criteria (DeepEval's): the answer is about the question.
+const ANSWER_RELEVANCY: &str = "The answer addresses the question directly: its statements are relevant to what was asked, and it does not evade or change the subject. Score 1 when every statement is relevant, 0 when none is.";
+
+/// `scale`: how the judge scores.
+fn scale(p: &mut Params) -> Result<Scale, String> {
+    match p.string("scale")?.as_deref() {
+        None | Some("0-1") => Ok(Scale::Unit),
+        Some("1-5") => Ok(Scale::OneToFive),
+        Some(other) => Err(format!("param 'scale': `{other}` is not one of 0-1, 1-5")),
     }
 }
 
