@@ -901,3 +901,47 @@ async fn rag_checks_judge_the_answer_against_the_context_the_request_carries() {
         "{relevancy}"
     );
 }
+
+#[tokio::test]
+async fn a_g_eval_score_is_weighted_by_the_judges_log_probabilities() {
+    // The judge says 4 (0.75 on the 0–1 scale, a pass), but gave 1 an 80 % chance: the
+    // weighted score is 1.6 (0.15), a fail.
+    let judge = MockUpstream::start(|req| {
+        let body = req.body_json().unwrap();
+        let asked_logprobs = body["logprobs"] == true && body["top_logprobs"] == 5;
+        let token = |t: &str| json!({"token": t, "logprob": 0.0, "top_logprobs": []});
+        let score_token = json!({"token": "4", "logprob": -1.609, "top_logprobs": [
+            {"token": "1", "logprob": (0.8f64).ln()}, {"token": "4", "logprob": (0.2f64).ln()}]});
+        let logprobs = if asked_logprobs {
+            json!({"content": [token("{\""), token("score"), token("\": "), score_token, token("}")]})
+        } else {
+            Value::Null
+        };
+        Reply::json(
+            200,
+            &json!({"id": "j", "object": "chat.completion", "choices": [{"index": 0,
+                "message": {"role": "assistant", "content": "{\"score\": 4}"},
+                "logprobs": logprobs, "finish_reason": "stop"}]})
+            .to_string(),
+        )
+    })
+    .await;
+    let upstream = MockUpstream::start(|_| Reply::json(200, &answer_json("a plan"))).await;
+    let pack = "validators:\n  - type: llm_judge\n    params: {criteria: 'Helpful', scale: 1-5, evaluation_steps: ['Read it', 'Score it']}\n";
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        pack,
+        &judges_config(&judge, "openai_chat", ""),
+    )
+    .await;
+    let r = post_chat(proxy.addr(), &chat_request("hi", false)).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let asked = judge.requests();
+    let body = asked[0].body_json().unwrap();
+    assert_eq!(body["logprobs"], true);
+    assert!(judged_text(&asked[0]).ends_with("Evaluation steps:\n1. Read it\n2. Score it"));
+    assert!(body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("whole number from 1 (worst) to 5 (best)"));
+}

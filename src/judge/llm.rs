@@ -178,7 +178,10 @@ impl JudgeClient {
         let system = system_prompt(check);
         let user = user_prompt(check, &content);
         let model = check.model.as_deref().unwrap_or(&self.config.model);
-        let (path, body) = self.request(model, &system, &user);
+        // G-Eval: the score weighted by the probabilities of the scores, where the protocol
+        // reports them.
+        let logprobs = check.scale == Scale::OneToFive;
+        let (path, body) = self.request(model, &system, &user, logprobs);
         let key = env.judges.cache_key(&[
             self.config.name.as_bytes(),
             model.as_bytes(),
@@ -194,8 +197,14 @@ impl JudgeClient {
                         http_call(env, &self.base, http::Method::POST, path, headers, body).await?;
                     let text = reply_text(self.protocol, &reply)
                         .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
-                    verdict::parse(&text, check.scale, true)
-                        .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))
+                    let mut verdict = verdict::parse(&text, check.scale, true)
+                        .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
+                    if logprobs {
+                        if let Some(w) = weighted_score(&reply_logprobs(self.protocol, &reply)) {
+                            verdict.score = (w - 1.0) / 4.0;
+                        }
+                    }
+                    Ok(verdict)
                 }
             })
             .await
@@ -233,9 +242,9 @@ impl JudgeClient {
     /// The request path and body: temperature 0, and JSON output asked for where the protocol
     /// has a switch for it (Anthropic has none: the prompt asks, and the reply is read
     /// tolerantly).
-    fn request(&self, model: &str, system: &str, user: &str) -> (String, Vec<u8>) {
+    fn request(&self, model: &str, system: &str, user: &str, logprobs: bool) -> (String, Vec<u8>) {
         let max_tokens = self.config.max_tokens;
-        let (path, body) = match self.protocol {
+        let (path, mut body) = match self.protocol {
             ProtocolId::AnthropicMessages => (
                 "/v1/messages".to_owned(),
                 json!({
@@ -283,6 +292,24 @@ impl JudgeClient {
                 }),
             ),
         };
+        if logprobs {
+            match self.protocol {
+                ProtocolId::OpenAiChat => {
+                    body["logprobs"] = json!(true);
+                    body["top_logprobs"] = json!(TOP_LOGPROBS);
+                }
+                ProtocolId::OpenAiResponses => {
+                    body["include"] = json!(["message.output_text.logprobs"]);
+                    body["top_logprobs"] = json!(TOP_LOGPROBS);
+                }
+                ProtocolId::Gemini => {
+                    body["generationConfig"]["responseLogprobs"] = json!(true);
+                    body["generationConfig"]["logprobs"] = json!(TOP_LOGPROBS);
+                }
+                // Anthropic's protocol has no log probabilities.
+                _ => {}
+            }
+        }
         (path, body.to_string().into_bytes())
     }
 }
@@ -317,6 +344,115 @@ fn user_prompt(check: &LlmJudge, content: &str) -> String {
         }
     }
     s
+}
+
+/// How many alternatives per token a G-Eval judge is asked for (the five scores fit).
+const TOP_LOGPROBS: u32 = 5;
+
+/// One generated token with its alternatives: (token, [(alternative, log probability)]).
+type TokenLogprobs = (String, Vec<(String, f64)>);
+
+/// The tokens of a reply with their alternatives, where the protocol reports them.
+pub fn reply_logprobs(protocol: ProtocolId, body: &[u8]) -> Vec<TokenLogprobs> {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let openai = |items: &Value| -> Vec<TokenLogprobs> {
+        items
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|t| {
+                        let top = t["top_logprobs"]
+                            .as_array()
+                            .map(|alts| {
+                                alts.iter()
+                                    .filter_map(|x| {
+                                        Some((
+                                            x["token"].as_str()?.to_owned(),
+                                            x["logprob"].as_f64()?,
+                                        ))
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        (t["token"].as_str().unwrap_or("").to_owned(), top)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    match protocol {
+        ProtocolId::OpenAiChat => openai(&v["choices"][0]["logprobs"]["content"]),
+        ProtocolId::OpenAiResponses => v["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["content"].as_array())
+            .flatten()
+            .flat_map(|p| openai(&p["logprobs"]))
+            .collect(),
+        ProtocolId::Gemini => {
+            let r = &v["candidates"][0]["logprobsResult"];
+            let chosen = r["chosenCandidates"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let top = r["topCandidates"].as_array().cloned().unwrap_or_default();
+            chosen
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let alts = top
+                        .get(i)
+                        .and_then(|t| t["candidates"].as_array())
+                        .map(|alts| {
+                            alts.iter()
+                                .filter_map(|x| {
+                                    Some((
+                                        x["token"].as_str()?.to_owned(),
+                                        x["logProbability"].as_f64()?,
+                                    ))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (c["token"].as_str().unwrap_or("").to_owned(), alts)
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// G-Eval's probability-weighted score (1 to 5): at the token that holds the reply's score
+/// (the first digit 1–5 after `"score":`), the scores 1–5 among its alternatives weighted by
+/// their probabilities. `None` when the reply has no such token.
+pub fn weighted_score(tokens: &[TokenLogprobs]) -> Option<f64> {
+    let digit = |t: &str| match t.trim().trim_matches('"') {
+        d @ ("1" | "2" | "3" | "4" | "5") => d.parse::<f64>().ok(),
+        _ => None,
+    };
+    let mut before = String::new();
+    for (token, alternatives) in tokens {
+        let head = before.trim_end();
+        let after_key = head
+            .strip_suffix(':')
+            .is_some_and(|k| k.trim_end().trim_end_matches('"').ends_with("score"));
+        if after_key && digit(token).is_some() {
+            let (mut total, mut weighted) = (0.0, 0.0);
+            for (alt, lp) in alternatives {
+                if let Some(d) = digit(alt) {
+                    let p = lp.exp();
+                    total += p;
+                    weighted += p * d;
+                }
+            }
+            return (total > 0.0).then(|| weighted / total);
+        }
+        before.push_str(token);
+    }
+    None
 }
 
 /// The vectors of an embeddings reply, in input order.
@@ -456,5 +592,49 @@ mod tests {
             assert!(reply_text(protocol, b"{}").is_err());
             assert!(reply_text(protocol, b"not json").is_err());
         }
+    }
+
+    #[test]
+    fn g_eval_scores_are_weighted_by_the_scores_probabilities() {
+        let tokens = |alts: &str| {
+            format!(
+                r#"[{{"token":"{{\"","logprob":0,"top_logprobs":[]}},
+                   {{"token":"score","logprob":0,"top_logprobs":[]}},
+                   {{"token":"\":","logprob":0,"top_logprobs":[]}},
+                   {{"token":" 4","logprob":-0.4,"top_logprobs":{alts}}},
+                   {{"token":",","logprob":0,"top_logprobs":[]}}]"#
+            )
+        };
+        let chat = |alts: &str| {
+            format!(
+                r#"{{"choices":[{{"message":{{"content":"{{\"score\": 4, \"reason\": \"x\"}}"}},"logprobs":{{"content":{}}}}}]}}"#,
+                tokens(alts)
+            )
+        };
+        // 4 at 60 %, 3 at 40 % (ln 0.6, ln 0.4), and a token that is no score.
+        let body = chat(
+            r#"[{"token":" 4","logprob":-0.5108256},{"token":" 3","logprob":-0.9162907},{"token":" x","logprob":-3}]"#,
+        );
+        let w = weighted_score(&reply_logprobs(ProtocolId::OpenAiChat, body.as_bytes())).unwrap();
+        assert!((w - 3.6).abs() < 1e-6, "{w}");
+        // No alternatives that are scores, or no logprobs at all: the reply's own score.
+        let body = chat(r#"[{"token":" x","logprob":-1}]"#);
+        assert_eq!(
+            weighted_score(&reply_logprobs(ProtocolId::OpenAiChat, body.as_bytes())),
+            None
+        );
+        assert_eq!(
+            weighted_score(&reply_logprobs(
+                ProtocolId::OpenAiChat,
+                br#"{"choices":[]}"#
+            )),
+            None
+        );
+        // Gemini's shape.
+        let gemini = r#"{"candidates":[{"logprobsResult":{
+            "chosenCandidates":[{"token":"{\"score\": ","logProbability":0},{"token":"5","logProbability":-0.1}],
+            "topCandidates":[{"candidates":[]},{"candidates":[{"token":"5","logProbability":0},{"token":"1","logProbability":0}]}]}}]}"#;
+        let w = weighted_score(&reply_logprobs(ProtocolId::Gemini, gemini.as_bytes())).unwrap();
+        assert!((w - 3.0).abs() < 1e-9, "{w}");
     }
 }
