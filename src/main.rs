@@ -117,9 +117,16 @@ fn check(path: &std::path::Path) -> ExitCode {
                     .unwrap_or_default()
             );
         }
+        for e in policy.evals() {
+            println!(
+                "    evals[{}] {} {} ({}) trigger={:?}",
+                e.validator.index, e.id, e.validator.type_name, e.validator.canonical, e.trigger
+            );
+        }
         println!(
-            "  {} validators, automata {} KiB",
+            "  {} validators, {} evals, automata {} KiB",
             policy.validators().len(),
+            policy.evals().len(),
             policy.memory_usage() / 1024
         );
     }

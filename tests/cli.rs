@@ -130,7 +130,7 @@ fn check_names_file_validator_and_param_of_an_error() {
     .unwrap();
     let config = dir.path().join("g.yaml");
     // The judged checks name a judge and an `exec:` handler.
-    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small, embedding_model: emb-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
+    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small, embedding_model: emb-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\npack_env: [CLASSIFIER_TOKEN, A2A_JUDGE_TOKEN]\n";
     std::fs::write(
         &config,
         format!("packs: [\"{}\"]\n{judged}", pack.display()),
@@ -260,7 +260,7 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
     let config = dir.path().join("g.yaml");
     let pack = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/packs/catalog.yaml");
     // The judged checks name a judge and an `exec:` handler.
-    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small, embedding_model: emb-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\n";
+    let judged = "judges:\n  - {name: safety, protocol: openai_chat, base_url: 'http://127.0.0.1:9000', model: judge-small, embedding_model: emb-small}\nexec:\n  example_eval: {command: python3, args: [eval.py]}\npack_env: [CLASSIFIER_TOKEN, A2A_JUDGE_TOKEN]\n";
     std::fs::write(
         &config,
         format!("packs: [\"{}\"]\n{judged}", pack.display()),
@@ -307,6 +307,21 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "a2a_eval_session",
         "cosine_similarity",
         "exec",
+        "agent_invoked",
+        "agent_not_invoked",
+        "agent_response_contains",
+        "skill_activated",
+        "skill_not_activated",
+        "skill_activation_order",
+        "workflow_complete",
+        "workflow_state_is",
+        "workflow_transitioned_to",
+        "workflow_transition_order",
+        "workflow_tool_access",
+        "invariant_fields_preserved",
+        "guardrail_triggered",
+        "faithfulness",
+        "answer_relevancy",
     ] {
         assert!(
             out.contains(&format!("({canonical})")),
@@ -328,6 +343,8 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "tool_called",
         "tools_not_called_with_args",
         "llm_judge_conversation",
+        "state_is",
+        "transitioned_to",
         "example_eval",
     ] {
         assert!(

@@ -568,7 +568,12 @@ async fn rest_eval_against_a_real_http_server() {
         "validators:\n  - type: rest_eval\n    params:\n      url: 'http://127.0.0.1:{}/eval?v=1'\n      headers: {{Authorization: 'Bearer ${{GW_TEST_REST_TOKEN}}'}}\n      timeout: 10s\n      criteria: no forbidden words\n      include_tool_calls: true\n      extra: {{team: safety}}\n",
         server.port
     );
-    let proxy = start_proxy(&upstream.base_url(), &pack, "").await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        &pack,
+        "pack_env: [GW_TEST_REST_TOKEN]\n",
+    )
+    .await;
     let ok = post_chat(proxy.addr(), &chat_request("good", false)).await;
     assert_eq!(ok.status, 200, "{}", ok.text());
     let blocked = post_chat(proxy.addr(), &chat_request("bad", false)).await;
@@ -727,7 +732,12 @@ async fn a2a_eval_against_an_a2a_sdk_agent() {
     let pack = format!(
         "validators:\n  - type: a2a_eval\n    params: {{agent_url: 'http://127.0.0.1:{port}', auth_token: '${{GW_TEST_A2A_TOKEN}}', criteria: 'no forbidden plans', timeout: 20s}}\n  - type: a2a_eval_session\n    mode: monitor\n    params: {{agent_url: 'http://127.0.0.1:{port}/', direction: input}}\n"
     );
-    let proxy = start_proxy(&upstream.base_url(), &pack, "").await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        &pack,
+        "pack_env: [GW_TEST_A2A_TOKEN]\n",
+    )
+    .await;
     let ok = post_chat(proxy.addr(), &chat_request("good", false)).await;
     assert_eq!(ok.status, 200, "{}", ok.text());
     let blocked = post_chat(proxy.addr(), &chat_request("bad", false)).await;

@@ -47,11 +47,22 @@ pub struct JudgeConfig {
 }
 
 /// What validation made of a judge's names and URL.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct CheckedJudge {
     pub protocol: ProtocolId,
     pub base_url: BaseUrl,
+    /// Read from `api_key_env`; never printed (`Debug` shows whether it is set).
     pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for CheckedJudge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedJudge")
+            .field("protocol", &self.protocol)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Retries of a failed call that may succeed when tried again (connect errors, 429, 5xx):

@@ -97,6 +97,10 @@ pub struct Config {
     /// Subprocess check handlers, used in packs as `type: <name>`.
     #[serde(default)]
     pub exec: std::collections::BTreeMap<String, ExecConfig>,
+    /// The environment variables packs may read with `${VAR}` (`rest_eval` headers, `a2a_eval`
+    /// `auth_token`); a pack naming another is refused at load.
+    #[serde(default)]
+    pub pack_env: Vec<String>,
     /// The queue the packs' `evals:` run from, off the request path.
     #[serde(default)]
     pub evals: EvalsConfig,
@@ -426,8 +430,9 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 20] = [
+const TOP_LEVEL_KEYS: [&str; 21] = [
     "listen",
+    "pack_env",
     "judges",
     "exec",
     "evals",

@@ -106,3 +106,17 @@ fn unknown_keys_and_bad_urls_are_named() {
         .to_string();
     assert!(e.contains("upstreams.openai"), "{e}");
 }
+
+#[test]
+fn a_judges_api_key_is_never_printed() {
+    std::env::set_var("GW_CONFIG_TEST_JUDGE_KEY", "sk-very-secret");
+    let c = Config::from_yaml(
+        "judges:\n  - {name: j, protocol: openai_chat, base_url: 'http://127.0.0.1:9', model: m, api_key_env: GW_CONFIG_TEST_JUDGE_KEY}\n",
+    )
+    .unwrap();
+    let checked = c.judges[0].checked.as_ref().unwrap();
+    assert_eq!(checked.api_key.as_deref(), Some("sk-very-secret"));
+    let printed = format!("{c:?}");
+    assert!(!printed.contains("sk-very-secret"), "{printed}");
+    assert!(printed.contains("<redacted>"));
+}

@@ -17,6 +17,8 @@ pub struct CheckRefs {
     /// The judges with an embeddings endpoint (not Anthropic's protocol), with their
     /// `embedding_model` if set.
     pub embedders: Vec<(String, Option<String>)>,
+    /// The environment variables `${VAR}` in packs may read (`pack_env`).
+    pub env: Vec<String>,
 }
 
 /// A judged validator's check.

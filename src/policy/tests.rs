@@ -903,22 +903,67 @@ fn repeats_are_verified_against_the_kept_text_up_to_its_limit() {
 }
 
 #[test]
+fn a_listed_environment_variable_may_be_read() {
+    let refs = judged::CheckRefs {
+        env: vec!["EVAL_TOKEN".into()],
+        ..Default::default()
+    };
+    policy_with(
+        "validators:\n  - type: rest_eval\n    params: {url: 'http://127.0.0.1:9/e', headers: {Authorization: 'Bearer ${EVAL_TOKEN}', X-Team: core}}\n",
+        &refs,
+    )
+    .unwrap();
+}
+
+#[test]
 fn judged_checks_are_validated_at_load() {
     let refs = judged::CheckRefs {
         judges: vec!["safety".into(), "topic".into()],
         exec: vec!["my_eval".into()],
         embedders: vec![("topic".into(), None)],
+        env: vec!["EVAL_TOKEN".into()],
     };
     let one = judged::CheckRefs {
         judges: vec!["safety".into()],
         exec: vec![],
         embedders: vec![("safety".into(), Some("emb-1".into()))],
+        env: vec![],
     };
     for (yaml, refs, expected) in [
         (
             "type: llm_judge\n    params: {criteria: c}",
             &judged::CheckRefs::default(),
             "no judge is configured",
+        ),
+        (
+            "type: rest_eval\n    params: {url: 'http://127.0.0.1:9/e', headers: {Authorization: 'Bearer ${OPENAI_API_KEY}'}}",
+            &refs,
+            "`${OPENAI_API_KEY}` reads an environment variable the config does not let packs read; list it in `pack_env`",
+        ),
+        (
+            "type: a2a_eval\n    params: {agent_url: 'http://127.0.0.1:9', auth_token: '${EVAL_TOKEN}${HOME}'}",
+            &refs,
+            "`${HOME}`",
+        ),
+        (
+            "type: rest_eval\n    params: {url: 'http://127.0.0.1:9/e', headers: {Host: evil.example}}",
+            &refs,
+            "`Host` frames the HTTP message",
+        ),
+        (
+            "type: rest_eval\n    params: {url: 'http://127.0.0.1:9/e', headers: {Content-Length: '5'}}",
+            &refs,
+            "frames the HTTP message",
+        ),
+        (
+            "type: faithfulness\n    params: {judge: safety, direction: input}",
+            &refs,
+            "RAG checks judge the answer",
+        ),
+        (
+            "type: faithfulness\n    params: {judge: safety, context_roles: [robot]}",
+            &refs,
+            "param 'context_roles': `robot`",
         ),
         (
             "type: llm_judge\n    params: {criteria: c}",
@@ -1056,6 +1101,7 @@ fn judged_checks_are_validated_at_load() {
             judges: vec!["safety".into()],
             exec: vec!["my_eval".into()],
             embedders: vec![],
+            env: vec![],
         },
     )
     .unwrap();

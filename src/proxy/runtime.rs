@@ -241,6 +241,7 @@ fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
             .filter(|j| j.protocol != "anthropic_messages")
             .map(|j| (j.name.clone(), j.embedding_model.clone()))
             .collect(),
+        env: config.pack_env.clone(),
     })
 }
 

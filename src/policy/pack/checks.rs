@@ -107,15 +107,22 @@ pub(super) fn build_check(
             };
             let mut headers = Vec::new();
             if let Some(token) = a2a.then(|| p.string("auth_token")).transpose()?.flatten() {
+                env_refs_allowed("auth_token", &token, refs)?;
                 headers.push((http::header::AUTHORIZATION, format!("Bearer {token}")));
             }
             let listed = if a2a { None } else { p.object("headers")? };
             for (name, value) in listed.unwrap_or_default() {
                 let header = http::HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| format!("param 'headers': `{name}` is not a header name"))?;
+                if FRAMING_HEADERS.contains(&header.as_str()) {
+                    return Err(format!(
+                        "param 'headers': `{name}` frames the HTTP message; guardwire sets it"
+                    ));
+                }
                 let Value::String(value) = value else {
                     return Err(format!("param 'headers': `{name}` must be a string"));
                 };
+                env_refs_allowed("headers", &value, refs)?;
                 headers.push((header, value));
             }
             let timeout_ms = match p.take("timeout") {
@@ -570,6 +577,39 @@ pub(super) fn build_check(
             "check type `{other}` is in the PromptKit catalog but not supported by guardwire yet"
         )),
     }
+}
+
+/// Headers that frame the message or the connection: never taken from a pack.
+const FRAMING_HEADERS: [&str; 10] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+/// Every `${VAR}` in `value` names a variable the config lets packs read (`pack_env`): a
+/// pack cannot send the proxy's other secrets (a provider key) to an endpoint it names.
+fn env_refs_allowed(param: &str, value: &str, refs: &CheckRefs) -> Result<(), String> {
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        if !refs.env.iter().any(|e| e == name) {
+            return Err(format!(
+                "param '{param}': `${{{name}}}` reads an environment variable the config does not let packs read; list it in `pack_env`"
+            ));
+        }
+        rest = &rest[start + 2 + len + 1..];
+    }
+    Ok(())
 }
 
 /// `faithfulness`'s criteria (DeepEval's): no claim beyond the retrieved context.
