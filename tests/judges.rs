@@ -955,3 +955,28 @@ async fn a_g_eval_score_is_weighted_by_the_judges_log_probabilities() {
         .unwrap()
         .contains("whole number from 1 (worst) to 5 (best)"));
 }
+
+#[tokio::test]
+async fn a_stream_awaiting_its_verdict_still_ends_at_the_total_limit() {
+    // The judge answers SLOW texts after 30 s (its own deadline: 5 s); the exchange may take
+    // 1.5 s in all: the held answer ends with the error frame, nothing of it released.
+    let judge = openai_judge().await;
+    let body = openai_chat_stream(&["A SLOW ", "answer."]);
+    let upstream = MockUpstream::start(move |_| Reply::sse(&body)).await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        OUTPUT_JUDGE,
+        &judges_config(&judge, "openai_chat", "timeouts: {total_ms: 1500}\n"),
+    )
+    .await;
+    let r = post_chat(proxy.addr(), &chat_request("hi", true)).await;
+    assert_eq!(r.status, 200);
+    let text = r.text();
+    assert!(!text.contains("SLOW"), "{text}");
+    assert!(text.contains("total time allowed"), "{text}");
+    let m = metrics(proxy.addr()).await;
+    assert!(
+        m.contains("guardwire_upstream_errors_total{route=\"openai_chat\",kind=\"total\"} 1"),
+        "{m}"
+    );
+}

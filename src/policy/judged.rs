@@ -50,13 +50,29 @@ impl Window {
     /// The end (byte offset) of the last complete window in `text`, if any; `text` starts at
     /// a window's start.
     pub fn last_cut(self, text: &str) -> Option<usize> {
+        self.last_cut_after(text, 0, 0)
+    }
+
+    /// Like [`Window::last_cut`] when `text[..from]` (`chars_before` characters) was looked at
+    /// already and holds no cut: only what follows is scanned, so a window that grows frame by
+    /// frame costs its length once, not once per frame.
+    pub fn last_cut_after(self, text: &str, from: usize, chars_before: usize) -> Option<usize> {
+        let from = from.min(text.len());
         match self {
-            Window::Paragraph => text.rfind("\n\n").map(|i| i + 2),
+            Window::Paragraph => {
+                // The blank line may start in what was looked at.
+                let start = if from > 0 && text.as_bytes()[from - 1] == b'\n' {
+                    from - 1
+                } else {
+                    from
+                };
+                text[start..].rfind("\n\n").map(|i| start + i + 2)
+            }
             Window::Sentence => {
                 // The white space after the sentence belongs to it (a frame that ends with
                 // it is released with the sentence).
                 let b = text.as_bytes();
-                (0..b.len())
+                (from..b.len())
                     .rev()
                     .find(|&i| {
                         b[i] == b'\n'
@@ -67,13 +83,15 @@ impl Window {
                     .map(|i| i + 1)
             }
             Window::Chars(n) => {
-                let chars = text.chars().count();
-                let whole = chars - chars % n;
-                (whole > 0).then(|| {
-                    text.char_indices()
-                        .nth(whole)
-                        .map_or(text.len(), |(i, _)| i)
-                })
+                let mut chars = chars_before;
+                let mut cut = None;
+                for (i, c) in text[from..].char_indices() {
+                    chars += 1;
+                    if chars.is_multiple_of(n) {
+                        cut = Some(from + i + c.len_utf8());
+                    }
+                }
+                cut
             }
         }
     }
@@ -229,6 +247,49 @@ mod tests {
             (Window::Chars(2), "ééé", Some(4)),
         ] {
             assert_eq!(window.last_cut(text), cut, "{window:?} {text:?}");
+        }
+    }
+
+    /// The windows an answer streamed in `pieces` is cut into, fed as the stream feeds them:
+    /// incrementally (`last_cut_after`) or by rescanning the open window (`last_cut`).
+    fn cuts(window: Window, pieces: &[String], incremental: bool) -> Vec<String> {
+        let (mut open, mut scanned, mut chars, mut out) = (String::new(), 0, 0, Vec::new());
+        for p in pieces {
+            open.push_str(p);
+            let cut = if incremental {
+                window.last_cut_after(&open, scanned, chars)
+            } else {
+                window.last_cut(&open)
+            };
+            match cut {
+                Some(cut) => {
+                    out.push(open.drain(..cut).collect());
+                    scanned = open.len();
+                    chars = open.chars().count();
+                }
+                None => {
+                    chars += open[scanned..].chars().count();
+                    scanned = open.len();
+                }
+            }
+        }
+        out.push(open);
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn incremental_cuts_are_the_rescanning_cuts(
+            pieces in proptest::collection::vec("[a. !?\n\u{e9}]{0,7}", 0..40),
+            n in 1usize..6,
+        ) {
+            for window in [Window::Sentence, Window::Paragraph, Window::Chars(n)] {
+                proptest::prop_assert_eq!(
+                    cuts(window, &pieces, true),
+                    cuts(window, &pieces, false),
+                    "{:?}", window
+                );
+            }
         }
     }
 

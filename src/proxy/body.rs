@@ -293,6 +293,7 @@ impl GuardedStream {
             );
             self.terminate(GatewayError::ShuttingDown);
         }
+        self.poll_verdict_limits(cx);
         loop {
             if self.windows.is_some() {
                 if self.poll_windows(cx) {
@@ -476,6 +477,33 @@ impl GuardedStream {
                     Poll::Ready(_) => return,
                 }
             }
+        }
+    }
+
+    /// Verdicts awaited after the upstream ended still obey the drain stop and the total limit
+    /// (while reading, the stream's timer and stop are polled anyway).
+    fn poll_verdict_limits(&mut self, cx: &mut Context<'_>) {
+        let awaiting = self.judging.is_some() || self.windows.is_some();
+        if self.reading() || !awaiting || matches!(self.lifecycle, Lifecycle::Ended) {
+            return;
+        }
+        if self.stop.as_mut().poll(cx).is_ready() {
+            tracing::info!(
+                request_id = self.ctx.trace.request_id(),
+                "drain deadline: ending the stream awaiting verdicts"
+            );
+            return self.terminate(GatewayError::ShuttingDown);
+        }
+        if self.idle.deadline() != self.ctx.total_deadline {
+            self.idle.as_mut().reset(self.ctx.total_deadline);
+        }
+        if self.idle.as_mut().poll(cx).is_ready() {
+            self.upstream_failed(
+                UpstreamErrorKind::Total,
+                GatewayError::UpstreamTimeout(
+                    "the answer took longer than the total time allowed".into(),
+                ),
+            );
         }
     }
 

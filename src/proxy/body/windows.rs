@@ -35,6 +35,9 @@ struct Open {
     channel: ChannelId,
     start: u64,
     text: String,
+    /// `text[..scanned]` (`chars` characters) holds no cut: only what follows is looked at.
+    scanned: usize,
+    chars: usize,
 }
 
 struct Pending {
@@ -100,17 +103,28 @@ impl Windows {
                     channel,
                     start: 0,
                     text: String::new(),
+                    scanned: 0,
+                    chars: 0,
                 });
                 self.open.len() - 1
             }
         };
-        self.open[i].text.push_str(text);
-        let Some(cut) = self.window.last_cut(&self.open[i].text) else {
+        let open = &mut self.open[i];
+        open.text.push_str(text);
+        let Some(cut) = self
+            .window
+            .last_cut_after(&open.text, open.scanned, open.chars)
+        else {
+            open.chars += open.text[open.scanned..].chars().count();
+            open.scanned = open.text.len();
             return;
         };
-        let window: String = self.open[i].text.drain(..cut).collect();
-        self.open[i].start += cut as u64;
-        let upto = Some((channel, self.open[i].start));
+        let window: String = open.text.drain(..cut).collect();
+        open.start += cut as u64;
+        // What is left follows the last cut: looked at already.
+        open.scanned = open.text.len();
+        open.chars = open.text.chars().count();
+        let upto = Some((channel, open.start));
         let judging = self.judge(window, Vec::new());
         self.pending.push_back(Pending {
             upto,
