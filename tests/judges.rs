@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::mock_upstream::{openai_chat_stream, Chunk, MockUpstream, RecordedRequest, Reply};
+use common::mock_upstream::{
+    openai_chat_stream, sse_data_frames, Chunk, MockUpstream, RecordedRequest, Reply,
+};
 use common::proxy::*;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -853,6 +855,30 @@ async fn judges_see_the_strings_no_decoder_models() {
         text.contains("fine") && text.contains("an EVIL plan"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn an_unmodelled_string_streamed_in_pieces_is_judged_whole() {
+    let judge = openai_judge().await;
+    // The same unknown field streams its text across frames, between two others: the judge
+    // sees each field's text whole (a piece per line would hide the word).
+    let body = sse_data_frames(&[
+        r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"fine","x_note":"an EV"}}]}"#,
+        r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"x_other":"unrelated"}}]}"#,
+        r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"x_note":"IL plan"},"finish_reason":"stop"}]}"#,
+        "[DONE]",
+    ]);
+    let upstream = MockUpstream::start(move |_| Reply::sse(&body)).await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        OUTPUT_JUDGE,
+        &judges_config(&judge, "openai_chat", ""),
+    )
+    .await;
+    let r = post_chat(proxy.addr(), &chat_request("hi", true)).await;
+    assert!(!r.text().contains("EV"), "{}", r.text());
+    let text = judged_text(&judge.requests()[0]);
+    assert!(text.contains("an EVIL plan\nunrelated"), "{text}");
 }
 
 #[tokio::test]

@@ -35,9 +35,35 @@ pub(super) struct ChoiceState {
     output_chars: u64,
     /// Output text, kept only when a whole-text check needs it.
     text: String,
-    /// Strings of the answer no decoder models (`Channel::Other`), kept for judged checks:
-    /// a judge sees them too (fail closed), apart from the answer text.
-    pub(super) other_text: String,
+    /// Strings of the answer no decoder models, kept for judged checks: a judge sees them too
+    /// (fail closed), apart from the answer text. One string per JSON path or tool call (its
+    /// pieces joined as they streamed), in order of first appearance.
+    pub(super) other_text: Vec<(Unmodelled, String)>,
+}
+
+/// Where an unmodelled string comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unmodelled {
+    /// A JSON path no decoder models (`Channel::Other`).
+    Path(u32),
+    /// The arguments of tool call number `n`, which never started (no name).
+    Args(u32),
+}
+
+impl ChoiceState {
+    /// Appends a piece of the unmodelled string at `path`.
+    pub(super) fn push_other(&mut self, path: Unmodelled, text: &str) {
+        match self.other_text.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, t)) => t.push_str(text),
+            None => self.other_text.push((path, text.to_owned())),
+        }
+    }
+
+    /// Every unmodelled string, one per line.
+    fn other(&self) -> String {
+        let texts: Vec<&str> = self.other_text.iter().map(|(_, t)| t.as_str()).collect();
+        texts.join("\n")
+    }
 }
 
 /// Text kept per channel for matched-text audit lines: matches are reported within a few
@@ -321,13 +347,9 @@ impl ExchangeGuard {
                 json.raw_len() + u64::from(json.pending())
             }
         };
-        if let Channel::Other(_) = channel {
+        if let Channel::Other(path) = channel {
             if policy.keeps_answer {
-                let c = choice_state(&mut self.choices, *choice);
-                if !c.other_text.is_empty() {
-                    c.other_text.push('\n');
-                }
-                c.other_text.push_str(text);
+                choice_state(&mut self.choices, *choice).push_other(Unmodelled::Path(*path), text);
             }
         }
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
@@ -373,9 +395,9 @@ impl ExchangeGuard {
     pub fn judged_answer(&self) -> (String, Vec<(String, String)>) {
         let mut choices: Vec<&ChoiceState> = self.choices.iter().collect();
         choices.sort_by_key(|c| c.choice);
-        let texts: Vec<&str> = choices
+        let texts: Vec<String> = choices
             .iter()
-            .flat_map(|c| [c.text.as_str(), c.other_text.as_str()])
+            .flat_map(|c| [c.text.clone(), c.other()])
             .filter(|t| !t.is_empty())
             .collect();
         let calls = self
@@ -388,10 +410,10 @@ impl ExchangeGuard {
 
     /// The strings no decoder models, of every choice (judged with a windowed answer's end).
     pub fn judged_unmodelled(&self) -> String {
-        let texts: Vec<&str> = self
+        let texts: Vec<String> = self
             .choices
             .iter()
-            .map(|c| c.other_text.as_str())
+            .map(ChoiceState::other)
             .filter(|t| !t.is_empty())
             .collect();
         texts.join("\n\n")

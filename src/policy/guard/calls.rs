@@ -70,8 +70,8 @@ impl ExchangeGuard {
             // Arguments of a call that never started (no name): judges still see them, with
             // the strings no decoder models (fail closed).
             if policy.keeps_answer {
-                let c = super::choice_state(&mut self.choices, choice);
-                c.other_text.push_str(text);
+                super::choice_state(&mut self.choices, choice)
+                    .push_other(super::Unmodelled::Args(index), text);
             }
             return;
         };
