@@ -24,16 +24,14 @@ impl Handler {
         Handler {
             name: name.to_owned(),
             // A process that failed is not run again: its failure is its answer.
-            gate: Gate::new(
+            gate: Gate::with_defaults(
                 format!("exec:{name}"),
                 RetryConfig {
                     max_retries: 0,
                     ..RetryConfig::default()
                 },
-                crate::config::BreakerConfig::default(),
                 config.max_concurrency,
                 config.max_queue,
-                &crate::config::CacheConfig::default(),
             ),
             config: config.clone(),
         }

@@ -60,6 +60,24 @@ struct Cache {
 }
 
 impl Gate {
+    /// A gate with the judges' default breaker and cache (for endpoints and handlers, which
+    /// `judges:` does not configure).
+    pub fn with_defaults(
+        label: String,
+        retry: RetryConfig,
+        max_concurrency: usize,
+        max_queue: usize,
+    ) -> Gate {
+        Gate::new(
+            label,
+            retry,
+            BreakerConfig::default(),
+            max_concurrency,
+            max_queue,
+            &CacheConfig::default(),
+        )
+    }
+
     pub fn new(
         label: String,
         retry: RetryConfig,

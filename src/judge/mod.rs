@@ -145,13 +145,11 @@ impl Judges {
         let upstream =
             UpstreamBase::new(base).map_err(|e| JudgeError::new(ErrorKind::Transport, e))?;
         // Endpoints are named in packs, not in `judges:`: the judges' default settings.
-        let gate = Gate::new(
+        let gate = Gate::with_defaults(
             format!("rest:{}", base.authority),
             crate::config::RetryConfig::default(),
-            crate::config::BreakerConfig::default(),
             64,
             256,
-            &crate::config::CacheConfig::default(),
         );
         let entry = Arc::new((upstream, gate));
         map.insert(key, Arc::clone(&entry));
