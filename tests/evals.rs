@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::mock_upstream::{openai_chat_stream, Chunk, MockUpstream, Reply};
+use common::mock_upstream::{openai_chat_stream, sse_data_frames, Chunk, MockUpstream, Reply};
 use common::proxy::*;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -172,6 +172,12 @@ async fn evals_score_turns_off_the_path_and_never_change_the_answer() {
         m.contains("guardwire_eval_score_count{eval=\"safety\",route=\"openai_chat\"} 1"),
         "{m}"
     );
+    // The evals' calls go through gates of their own, not the request path's.
+    assert!(
+        m.contains("guardwire_judge_call_seconds_count{judge=\"eval:quality\"} 1"),
+        "{m}"
+    );
+    assert!(!m.contains("judge=\"quality\""), "{m}");
     // Not selected: sampled at 0 %, or `when` a tool is called.
     assert!(!m.contains("eval=\"never\""), "{m}");
     assert!(!m.contains("eval=\"only_with_tools\""), "{m}");
@@ -271,9 +277,9 @@ async fn a_full_queue_drops_turns_and_never_holds_traffic() {
     )
     .await;
     // One turn is being judged (the judge answers in 30 s), the next is taken and waits for
-    // it, the third waits in the queue: the other three are dropped, and every answer is
-    // released meanwhile.
-    for (i, depth) in [(0, 0), (1, 0), (2, 1), (3, 1), (4, 1), (5, 1)] {
+    // a slot, the third waits in the queue (both count in its depth): the other three are
+    // dropped, and every answer is released meanwhile.
+    for (i, depth) in [(0, 0), (1, 1), (2, 2), (3, 2), (4, 2), (5, 2)] {
         let r = post_chat(proxy.addr(), &chat("hi", false)).await;
         assert_eq!(r.status, 200, "answer {i}");
         metrics_with(
@@ -284,4 +290,37 @@ async fn a_full_queue_drops_turns_and_never_holds_traffic() {
     }
     metrics_with(proxy.addr(), &["guardwire_evals_dropped_total 3"]).await;
     assert_eq!(judge.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_cut_off_is_no_turn() {
+    let judge = judge().await;
+    // The first answer (short: it would pass) ends without its terminal event: guardwire ends
+    // it with the error frame, and the evals do not score a cut answer. The second (long:
+    // it fails) is scored.
+    let cut = sse_data_frames(&[
+        r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"cut"}}]}"#,
+    ]);
+    let whole = openai_chat_stream(&["a long answer, whole"]);
+    let upstream = MockUpstream::start(move |req| {
+        if req.body_str().contains("cut") {
+            Reply::sse(&cut)
+        } else {
+            Reply::sse(&whole)
+        }
+    })
+    .await;
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        "evals:\n  - {id: short, type: max_length, trigger: every_turn, params: {max: 10}}\n",
+        // One turn at a time: once the second is scored, the first was looked at.
+        &judge_config(&judge, "evals: {max_concurrency: 1}\n"),
+    )
+    .await;
+    let r = post_chat(proxy.addr(), &chat("cut", true)).await;
+    assert!(!r.text().contains("[DONE]"), "{}", r.text());
+    let r = post_chat(proxy.addr(), &chat("whole", true)).await;
+    assert!(r.text().contains("[DONE]"), "{}", r.text());
+    let m = metrics_with(proxy.addr(), &[&result("short", "fail", 1)]).await;
+    assert!(!m.contains("result=\"pass\""), "{m}");
 }

@@ -964,6 +964,7 @@ async fn a_g_eval_score_is_weighted_by_the_judges_log_probabilities() {
     .await;
     let upstream = MockUpstream::start(|_| Reply::json(200, &answer_json("a plan"))).await;
     let pack = "validators:\n  - type: llm_judge\n    params: {criteria: 'Helpful', scale: 1-5, evaluation_steps: ['Read it', 'Score it']}\n";
+    // Without `logprobs: true` on the judge, none are asked for: its own score (4) passes.
     let proxy = start_proxy(
         &upstream.base_url(),
         pack,
@@ -971,8 +972,23 @@ async fn a_g_eval_score_is_weighted_by_the_judges_log_probabilities() {
     )
     .await;
     let r = post_chat(proxy.addr(), &chat_request("hi", false)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        judge.requests()[0].body_json().unwrap().get("logprobs"),
+        None
+    );
+    let proxy = start_proxy(
+        &upstream.base_url(),
+        pack,
+        &judges_config(&judge, "openai_chat", "").replace(
+            "    model: judge-model\n",
+            "    model: judge-model\n    logprobs: true\n",
+        ),
+    )
+    .await;
+    let r = post_chat(proxy.addr(), &chat_request("hi", false)).await;
     assert_eq!(r.status, 400, "{}", r.text());
-    let asked = judge.requests();
+    let asked = &judge.requests()[1..];
     let body = asked[0].body_json().unwrap();
     assert_eq!(body["logprobs"], true);
     assert!(judged_text(&asked[0]).ends_with("Evaluation steps:\n1. Read it\n2. Score it"));

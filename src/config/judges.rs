@@ -41,6 +41,11 @@ pub struct JudgeConfig {
     /// `batchEmbedContents`); a validator's `params.model` overrides it.
     #[serde(default)]
     pub embedding_model: Option<String>,
+    /// Ask for log probabilities with `scale: 1-5` checks, for G-Eval's probability-weighted
+    /// score (OpenAI Chat and Responses, Gemini). Off by default: models that do not return
+    /// them answer such requests with an error.
+    #[serde(default)]
+    pub logprobs: bool,
     /// Filled by validation.
     #[serde(skip)]
     pub checked: Option<CheckedJudge>,

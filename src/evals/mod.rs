@@ -34,8 +34,11 @@ pub struct Fired {
 
 /// One exchange, as the evals see it.
 pub struct Turn {
+    /// The exchange's policy: its evals, and the validators `fired` indexes.
     pub policy: Arc<Policy>,
+    /// What judged evals call with (the evals' own gates).
     pub env: JudgeEnv,
+    /// Where result lines go.
     pub audit: Arc<Audit>,
     /// Audit lines carry judges' reasons (`audit.include_match`).
     pub keep_reasons: bool,
@@ -44,9 +47,12 @@ pub struct Turn {
     pub answer: Option<Answer>,
     /// An enforced validator stopped the exchange.
     pub blocked: bool,
+    /// The validators that fired on the exchange, each once.
     pub fired: Vec<Fired>,
+    /// The session id sampling hashes (`session_of`), and the turn's number in it.
     pub session: String,
     pub turn_index: usize,
+    /// The `route` label, and the request's identity for audit lines.
     pub route: &'static str,
     pub request_id: String,
     pub key_id: Option<&'static str>,
@@ -60,7 +66,9 @@ pub struct Turn {
 /// What the evals need of an exchange, gathered when its request is read; handed over, with
 /// the answer, when the exchange ends.
 pub struct EvalSeed {
+    /// Where the turn goes.
     pub queue: Arc<EvalQueue>,
+    /// The rest are the [`Turn`]'s fields of the same names.
     pub policy: Arc<Policy>,
     pub env: JudgeEnv,
     pub audit: Arc<Audit>,
@@ -70,6 +78,7 @@ pub struct EvalSeed {
     pub route: &'static str,
     pub request_id: String,
     pub key_id: Option<&'static str>,
+    /// When the request arrived (the turn's `elapsed_ms` counts from here).
     pub started: std::time::Instant,
 }
 
@@ -128,6 +137,17 @@ pub fn session_of(header: Option<&str>, conversation: &Conversation) -> String {
     format!("conv-{:016x}", hash.0)
 }
 
+/// Whether some eval of `policy` may select the turn: sampling is decided from the request
+/// alone, so a turn no eval samples is not kept (nor queued) at all.
+pub fn may_select(policy: &Policy, session: &str, turn_index: usize) -> bool {
+    use crate::policy::evals::Trigger;
+    policy.evals().iter().any(|e| match e.trigger {
+        Trigger::SampleTurns(p) => sampled(session, turn_index, p),
+        Trigger::SampleSessions(p) => sampled(session, 0, p),
+        Trigger::EveryTurn | Trigger::WorkflowStep | Trigger::SessionComplete => true,
+    })
+}
+
 /// The turn's number in its session: the assistant messages before it.
 pub fn turn_index_of(conversation: &Conversation) -> usize {
     conversation
@@ -171,6 +191,7 @@ pub struct EvalQueue {
 }
 
 impl EvalQueue {
+    /// A queue of `config.max_queue` turns, its workers not started yet.
     pub fn new(config: EvalsConfig, metrics: Arc<Metrics>) -> EvalQueue {
         EvalQueue {
             config,
@@ -184,36 +205,46 @@ impl EvalQueue {
         &self.config.session_header
     }
 
-    /// Queues a turn; a full queue drops it (counted), never waits.
+    /// Queues a turn; a full queue drops it (counted), never waits. The workers start with
+    /// the first turn, on its runtime; outside one (a stream dropped at shutdown) the turn is
+    /// dropped.
     pub fn submit(&self, turn: Turn) {
-        let sender = self.sender.get_or_init(|| {
-            let (tx, rx) = mpsc::channel(self.config.max_queue);
-            tokio::spawn(work(
-                rx,
-                self.config.max_concurrency,
-                Arc::clone(&self.metrics),
-            ));
-            tx
-        });
-        match sender.try_send(turn) {
-            Ok(()) => {
-                self.metrics.evals.queue_depth.inc();
+        let sender = match self.sender.get() {
+            Some(s) => s,
+            None => {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    self.metrics.evals.dropped.inc();
+                    return;
+                };
+                self.sender.get_or_init(|| {
+                    let (tx, rx) = mpsc::channel(self.config.max_queue);
+                    runtime.spawn(work(
+                        rx,
+                        self.config.max_concurrency,
+                        Arc::clone(&self.metrics),
+                    ));
+                    tx
+                })
             }
-            Err(_) => {
-                self.metrics.evals.dropped.inc();
-            }
+        };
+        // Counted before it can be taken, so the depth never reads below zero.
+        self.metrics.evals.queue_depth.inc();
+        if sender.try_send(turn).is_err() {
+            self.metrics.evals.queue_depth.dec();
+            self.metrics.evals.dropped.inc();
         }
     }
 }
 
-/// Takes turns in order, at most `concurrency` being evaluated at once.
+/// Takes turns in order, at most `concurrency` being evaluated at once; a turn waiting for a
+/// slot still counts in the queue's depth.
 async fn work(mut rx: mpsc::Receiver<Turn>, concurrency: usize, metrics: Arc<Metrics>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
     while let Some(turn) = rx.recv().await {
-        metrics.evals.queue_depth.dec();
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
+        metrics.evals.queue_depth.dec();
         let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
             run::evaluate(Arc::new(turn), &metrics).await;

@@ -102,9 +102,15 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
             should_trigger,
             on_input,
         } => {
+            // By its id, its type as written, or the same catalog type under another alias.
+            let canonical = crate::policy::catalog::canonical(guardrail);
             let fired = turn.fired.iter().any(|f| {
-                let v = turn.policy.validator(f.validator);
-                (v.type_name == *guardrail || v.id.as_deref() == Some(guardrail.as_str()))
+                let Some(v) = turn.policy.validators().get(f.validator as usize) else {
+                    return false;
+                };
+                (v.type_name == *guardrail
+                    || v.id.as_deref() == Some(guardrail.as_str())
+                    || canonical == Some(v.canonical))
                     && on_input.is_none_or(|i| i == f.on_input)
             });
             Scored::Score {

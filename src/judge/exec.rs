@@ -20,12 +20,13 @@ pub struct Handler {
 }
 
 impl Handler {
-    pub fn new(name: &str, config: &ExecConfig) -> Handler {
+    /// A handler; its gate's label is `label_prefix`, `exec:` and its name.
+    pub fn new(name: &str, config: &ExecConfig, label_prefix: &str) -> Handler {
         Handler {
             name: name.to_owned(),
             // A process that failed is not run again: its failure is its answer.
             gate: Gate::with_defaults(
-                format!("exec:{name}"),
+                format!("{label_prefix}exec:{name}"),
                 RetryConfig {
                     max_retries: 0,
                     ..RetryConfig::default()

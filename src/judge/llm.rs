@@ -34,7 +34,8 @@ type Embedding = Arc<Vec<f64>>;
 const MAX_REFERENCES: usize = 1024;
 
 impl JudgeClient {
-    pub fn new(config: &JudgeConfig) -> Result<JudgeClient, String> {
+    /// A judge's client; its gate's label is `label_prefix` and the judge's name.
+    pub fn new(config: &JudgeConfig, label_prefix: &str) -> Result<JudgeClient, String> {
         let checked = config
             .checked
             .as_ref()
@@ -45,7 +46,7 @@ impl JudgeClient {
                 .map_err(|e| format!("judges ({}): base_url {e}", config.name))?,
             api_key: checked.api_key.clone(),
             gate: Gate::new(
-                config.name.clone(),
+                format!("{label_prefix}{}", config.name),
                 config.retry.clone(),
                 config.breaker.clone(),
                 config.max_concurrency,
@@ -180,7 +181,7 @@ impl JudgeClient {
         let model = check.model.as_deref().unwrap_or(&self.config.model);
         // G-Eval: the score weighted by the probabilities of the scores, where the protocol
         // reports them.
-        let logprobs = check.scale == Scale::OneToFive;
+        let logprobs = check.scale == Scale::OneToFive && self.config.logprobs;
         let (path, body) = self.request(model, &system, &user, logprobs);
         let key = env.judges.cache_key(&[
             self.config.name.as_bytes(),
@@ -200,8 +201,14 @@ impl JudgeClient {
                     let mut verdict = verdict::parse(&text, check.scale, true)
                         .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
                     if logprobs {
-                        if let Some(w) = weighted_score(&reply_logprobs(self.protocol, &reply)) {
-                            verdict.score = (w - 1.0) / 4.0;
+                        // Only where the weighted token is the score the verdict gave.
+                        let said = (verdict.score * 4.0 + 1.0).round();
+                        if let Some((chosen, w)) =
+                            weighted_score(&reply_logprobs(self.protocol, &reply))
+                        {
+                            if chosen == said {
+                                verdict.score = (w - 1.0) / 4.0;
+                            }
                         }
                     }
                     Ok(verdict)
@@ -427,8 +434,9 @@ pub fn reply_logprobs(protocol: ProtocolId, body: &[u8]) -> Vec<TokenLogprobs> {
 
 /// G-Eval's probability-weighted score (1 to 5): at the token that holds the reply's score
 /// (the first digit 1–5 after `"score":`), the scores 1–5 among its alternatives weighted by
-/// their probabilities. `None` when the reply has no such token.
-pub fn weighted_score(tokens: &[TokenLogprobs]) -> Option<f64> {
+/// their probabilities. Returns (the chosen digit, the weighted score); `None` when the reply
+/// has no such token or its log probabilities are not ones (above 0, not finite).
+pub fn weighted_score(tokens: &[TokenLogprobs]) -> Option<(f64, f64)> {
     let digit = |t: &str| match t.trim().trim_matches('"') {
         d @ ("1" | "2" | "3" | "4" | "5") => d.parse::<f64>().ok(),
         _ => None,
@@ -439,16 +447,20 @@ pub fn weighted_score(tokens: &[TokenLogprobs]) -> Option<f64> {
         let after_key = head
             .strip_suffix(':')
             .is_some_and(|k| k.trim_end().trim_end_matches('"').ends_with("score"));
-        if after_key && digit(token).is_some() {
+        if let (true, Some(chosen)) = (after_key, digit(token)) {
             let (mut total, mut weighted) = (0.0, 0.0);
             for (alt, lp) in alternatives {
                 if let Some(d) = digit(alt) {
+                    if !(lp.is_finite() && *lp <= 0.0) {
+                        return None;
+                    }
                     let p = lp.exp();
                     total += p;
                     weighted += p * d;
                 }
             }
-            return (total > 0.0).then(|| weighted / total);
+            let score = weighted / total;
+            return (total > 0.0 && score.is_finite()).then_some((chosen, score));
         }
         before.push_str(token);
     }
@@ -615,8 +627,16 @@ mod tests {
         let body = chat(
             r#"[{"token":" 4","logprob":-0.5108256},{"token":" 3","logprob":-0.9162907},{"token":" x","logprob":-3}]"#,
         );
-        let w = weighted_score(&reply_logprobs(ProtocolId::OpenAiChat, body.as_bytes())).unwrap();
+        let (chosen, w) =
+            weighted_score(&reply_logprobs(ProtocolId::OpenAiChat, body.as_bytes())).unwrap();
+        assert_eq!(chosen, 4.0);
         assert!((w - 3.6).abs() < 1e-6, "{w}");
+        // A log probability above 0 is no probability: not used.
+        let body = chat(r#"[{"token":" 4","logprob":0.5},{"token":" 3","logprob":-1}]"#);
+        assert_eq!(
+            weighted_score(&reply_logprobs(ProtocolId::OpenAiChat, body.as_bytes())),
+            None
+        );
         // No alternatives that are scores, or no logprobs at all: the reply's own score.
         let body = chat(r#"[{"token":" x","logprob":-1}]"#);
         assert_eq!(
@@ -634,7 +654,8 @@ mod tests {
         let gemini = r#"{"candidates":[{"logprobsResult":{
             "chosenCandidates":[{"token":"{\"score\": ","logProbability":0},{"token":"5","logProbability":-0.1}],
             "topCandidates":[{"candidates":[]},{"candidates":[{"token":"5","logProbability":0},{"token":"1","logProbability":0}]}]}}]}"#;
-        let w = weighted_score(&reply_logprobs(ProtocolId::Gemini, gemini.as_bytes())).unwrap();
+        let (_, w) =
+            weighted_score(&reply_logprobs(ProtocolId::Gemini, gemini.as_bytes())).unwrap();
         assert!((w - 3.0).abs() < 1e-9, "{w}");
     }
 }

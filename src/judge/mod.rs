@@ -96,10 +96,18 @@ pub struct Judges {
     /// Keys the verdict cache's hashes: secret, so no one can craft a text whose hash
     /// collides with one that passed.
     hash_key: std::hash::RandomState,
+    /// Starts the gates' `judge` labels: empty for the request path's, `eval:` for the evals'
+    /// own gates (so evals never take the request path's permits or trip its breakers).
+    label_prefix: &'static str,
 }
 
 impl Judges {
-    pub fn build(config: &Config, previous: Option<&Judges>) -> Result<Judges, String> {
+    /// The judges and handlers of `config`, gates labelled with `label_prefix`.
+    pub fn build(
+        config: &Config,
+        previous: Option<&Judges>,
+        label_prefix: &'static str,
+    ) -> Result<Judges, String> {
         let mut llm = HashMap::new();
         for j in &config.judges {
             let kept = previous
@@ -107,7 +115,7 @@ impl Judges {
                 .filter(|c| c.config == *j);
             let client = match kept {
                 Some(c) => Arc::clone(c),
-                None => Arc::new(llm::JudgeClient::new(j)?),
+                None => Arc::new(llm::JudgeClient::new(j, label_prefix)?),
             };
             llm.insert(j.name.clone(), client);
         }
@@ -118,7 +126,7 @@ impl Judges {
                 .filter(|c| c.config == *h);
             let handler = match kept {
                 Some(c) => Arc::clone(c),
-                None => Arc::new(exec::Handler::new(name, h)),
+                None => Arc::new(exec::Handler::new(name, h, label_prefix)),
             };
             exec.insert(name.clone(), handler);
         }
@@ -130,6 +138,7 @@ impl Judges {
             exec,
             rest: Mutex::new(rest),
             hash_key: previous.map(|p| p.hash_key.clone()).unwrap_or_default(),
+            label_prefix,
         })
     }
 
@@ -146,7 +155,7 @@ impl Judges {
             UpstreamBase::new(base).map_err(|e| JudgeError::new(ErrorKind::Transport, e))?;
         // Endpoints are named in packs, not in `judges:`: the judges' default settings.
         let gate = Gate::with_defaults(
-            format!("rest:{}", base.authority),
+            format!("{}rest:{}", self.label_prefix, base.authority),
             crate::config::RetryConfig::default(),
             64,
             256,

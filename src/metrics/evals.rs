@@ -14,12 +14,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
+/// One eval (its `id`) on one route.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvalLabels {
     pub eval: String,
     pub route: &'static str,
 }
 
+/// One eval's results on one route, by result.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvalResultLabels {
     pub eval: String,
@@ -36,11 +38,17 @@ fn score_histogram() -> Histogram {
     Histogram::new(linear_buckets(0.1, 0.1, 10))
 }
 
+/// The metrics of production evals.
 pub struct EvalMetrics {
+    /// `guardwire_eval_score`: every score.
     pub scores: Family<EvalLabels, Histogram>,
+    /// `guardwire_eval_results_total`: pass, fail or error.
     pub results: Family<EvalResultLabels, Counter>,
+    /// `guardwire_evals_dropped_total`: turns the full queue turned away.
     pub dropped: Counter,
+    /// `guardwire_evals_queue_depth`: turns waiting (in the queue or for a slot).
     pub queue_depth: Gauge,
+    /// The metrics the packs declare.
     pub declared: Arc<DeclaredMetrics>,
 }
 

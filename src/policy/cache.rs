@@ -89,6 +89,11 @@ impl PolicyCache {
         self.compiled.is_empty()
     }
 
+    /// Every distinct policy of the load.
+    pub fn policies(&self) -> impl Iterator<Item = &Arc<Policy>> {
+        self.compiled.values()
+    }
+
     /// Feeds every pack list's paths and texts to `state`, in an order that does not depend on
     /// the map's (so equal loads hash equal).
     pub fn hash_sources(&self, state: &mut impl std::hash::Hasher) {

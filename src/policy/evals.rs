@@ -81,6 +81,7 @@ pub struct EvalMetric {
     pub labels: Vec<(String, String)>,
 }
 
+/// PromptKit's metric types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetricKind {
     /// The last score.
@@ -94,6 +95,7 @@ pub enum MetricKind {
 }
 
 impl MetricKind {
+    /// The type's name in packs.
     pub fn as_str(self) -> &'static str {
         match self {
             MetricKind::Gauge => "gauge",
@@ -201,7 +203,6 @@ pub(super) fn compile(defs: Vec<EvalDef>) -> Result<Vec<Eval>, PolicyError> {
                 let mut alone = def.validator.clone();
                 alone.mode = Mode::Enforce;
                 alone.buffer = false;
-                alone.on_error = def.validator.on_error;
                 EvalCheck::Replay(Arc::new(Policy::compile(vec![(alone, other)])?))
             }
         };

@@ -1176,6 +1176,8 @@ fn evals_load_with_their_own_fields_and_every_mistake_is_named() {
         ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {}}\n", "evals[0] (type: contains): param 'patterns'"),
         ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: score}}\n", "guardwire's own"),
         ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: 'bad-name'}}\n", "not a Prometheus metric name"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: hits_total, type: counter}}\n", "ends in `_total`"),
+        ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: score_x}}\n", "guardwire's own"),
         ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: m, labels: {route: x}}}\n", "cannot be a label name"),
         ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: m}}\n  - {id: b, type: contains, trigger: every_turn, params: {patterns: [a]}, metric: {name: m, type: counter}}\n", "another type or label names"),
         ("evals:\n  - {id: a, type: contains, trigger: every_turn, params: {patterns: [a]}, when: {tool_called_pattern: '('}}\n", "tool_called_pattern"),

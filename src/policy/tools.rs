@@ -130,6 +130,9 @@ pub struct CallRecord {
     /// The result the client sent back, for calls of the history.
     pub result: Option<String>,
     pub result_is_error: bool,
+    /// The request message that made the call (its index); the answer's calls come after
+    /// every message (`usize::MAX`). Calls of one message are made together.
+    pub message: usize,
 }
 
 /// The tool calls of a request's history, oldest first; `turn_start` is the index of the first
@@ -161,6 +164,7 @@ impl ToolHistory {
                     args: c.arguments.clone(),
                     result: None,
                     result_is_error: false,
+                    message: i,
                 });
             }
             if m.role == Role::Tool {
@@ -248,8 +252,7 @@ impl ToolCheck {
             ToolCheck::NoErrors => Outcome::of(turn.iter().any(|c| c.result_is_error)),
             ToolCheck::SkillNotActivated { names } => {
                 let all: Vec<&CallRecord> = h.calls.iter().collect();
-                let activated = skill_names(&all, true).any(|s| names.contains(&s));
-                Outcome::of(activated)
+                skills_activated(&all, names)
             }
             ToolCheck::Workflow(w) => {
                 let all: Vec<&CallRecord> = h.calls.iter().collect();
@@ -257,7 +260,7 @@ impl ToolCheck {
             }
             ToolCheck::FieldsPreserved { tool, fields } => {
                 let all: Vec<&CallRecord> = h.calls.iter().collect();
-                Outcome::of(fields_dropped(&all, tool, fields))
+                fields_dropped(&all, tool, fields)
             }
             ToolCheck::ResultIncludes { tool, patterns } => {
                 Outcome::of(results(turn, tool).any(|r| {
@@ -334,11 +337,9 @@ impl ToolCheck {
     /// calls end with them).
     pub fn on_response_calls(&self, calls: &[&CallRecord], session: &[&CallRecord]) -> Outcome {
         match self {
-            ToolCheck::SkillNotActivated { names } => {
-                Outcome::of(skill_names(calls, true).any(|s| names.contains(&s)))
-            }
+            ToolCheck::SkillNotActivated { names } => skills_activated(calls, names),
             ToolCheck::FieldsPreserved { tool, fields } if !calls.is_empty() => {
-                Outcome::of(fields_dropped(session, tool, fields))
+                fields_dropped(session, tool, fields)
             }
             ToolCheck::Args { tool, expected, .. } => {
                 worst(calls.iter().filter(|c| c.name == *tool).map(|c| {
@@ -447,15 +448,34 @@ fn skill_names<'a>(
         .filter(|n| !n.is_empty())
 }
 
-/// Whether a field of `tool`'s arguments present in one call is absent from a later one.
-fn fields_dropped(calls: &[&CallRecord], tool: &str, fields: &[String]) -> bool {
+/// Fails when `calls` activate one of `names`; errs (`on_error` decides) when a skill call's
+/// arguments cannot be read.
+fn skills_activated(calls: &[&CallRecord], names: &[String]) -> Outcome {
+    if skill_names(calls, true).any(|s| names.contains(&s)) {
+        return Outcome::Fail;
+    }
+    let unreadable = calls
+        .iter()
+        .any(|c| c.name == SKILL_TOOL && !c.result_is_error && parse_args(&c.args).is_none());
+    if unreadable {
+        Outcome::Error
+    } else {
+        Outcome::Pass
+    }
+}
+
+/// Fails when a field of `tool`'s arguments present in one call is absent from a later one;
+/// errs when a call's arguments cannot be read.
+fn fields_dropped(calls: &[&CallRecord], tool: &str, fields: &[String]) -> Outcome {
     let mut seen: Vec<&String> = Vec::new();
+    let mut unreadable = false;
     for c in calls.iter().filter(|c| c.name == tool) {
         let Some(args) = parse_args(&c.args) else {
+            unreadable = true;
             continue;
         };
         if seen.iter().any(|f| !args.contains_key(f.as_str())) {
-            return true;
+            return Outcome::Fail;
         }
         for f in fields {
             if args.contains_key(f) && !seen.contains(&f) {
@@ -463,7 +483,11 @@ fn fields_dropped(calls: &[&CallRecord], tool: &str, fields: &[String]) -> bool 
             }
         }
     }
-    false
+    if unreadable {
+        Outcome::Error
+    } else {
+        Outcome::Pass
+    }
 }
 
 /// The worst of several outcomes: any failure fails; else any error errs.
@@ -494,6 +518,7 @@ fn ends_with(calls: &[&CallRecord], seq: &[String]) -> bool {
             .all(|(c, s)| c.name == *s)
 }
 
+/// Whether `seq` occurs in `names` in order (other names may come between).
 pub(crate) fn is_subsequence(names: &[String], seq: &[String]) -> bool {
     let mut it = names.iter();
     seq.iter().all(|s| it.any(|n| n == s))

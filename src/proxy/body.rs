@@ -208,6 +208,8 @@ pub struct GuardedStream {
     judging: Option<Judging>,
     /// Windowed judged checks: the windows under judgment.
     windows: Option<windows::Windows>,
+    /// The answer reached its end and passed AfterCall (judged checks may still be under way).
+    answered: bool,
 }
 
 impl GuardedStream {
@@ -258,6 +260,7 @@ impl GuardedStream {
             _relay_span: ctx.trace.on_chunk_span(),
             judging: None,
             windows,
+            answered: false,
             ctx,
         }
     }
@@ -293,18 +296,21 @@ impl GuardedStream {
             );
             self.terminate(GatewayError::ShuttingDown);
         }
-        self.poll_verdict_limits(cx);
         loop {
             if self.windows.is_some() {
                 if self.poll_windows(cx) {
                     continue;
                 }
                 if !self.reading() && self.out.is_empty() && self.windows.is_some() {
+                    if self.verdict_limit_reached(cx) {
+                        continue;
+                    }
                     return Poll::Pending;
                 }
             }
             if self.judging.is_some() && self.out.is_empty() {
                 match self.poll_judging(cx) {
+                    Poll::Pending if self.verdict_limit_reached(cx) => continue,
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(()) => continue,
                 }
@@ -481,19 +487,21 @@ impl GuardedStream {
     }
 
     /// Verdicts awaited after the upstream ended still obey the drain stop and the total limit
-    /// (while reading, the stream's timer and stop are polled anyway).
-    fn poll_verdict_limits(&mut self, cx: &mut Context<'_>) {
-        let awaiting = self.judging.is_some() || self.windows.is_some();
-        if self.reading() || !awaiting || matches!(self.lifecycle, Lifecycle::Ended) {
-            return;
+    /// (while reading, the stream's timer and stop are polled anyway). True when one of them
+    /// ended the stream.
+    fn verdict_limit_reached(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.reading() {
+            return false;
         }
         if self.stop.as_mut().poll(cx).is_ready() {
             tracing::info!(
                 request_id = self.ctx.trace.request_id(),
                 "drain deadline: ending the stream awaiting verdicts"
             );
-            return self.terminate(GatewayError::ShuttingDown);
+            self.terminate(GatewayError::ShuttingDown);
+            return true;
         }
+        // The stream's one timer, now that nothing is read, waits for the total limit.
         if self.idle.deadline() != self.ctx.total_deadline {
             self.idle.as_mut().reset(self.ctx.total_deadline);
         }
@@ -504,7 +512,9 @@ impl GuardedStream {
                     "the answer took longer than the total time allowed".into(),
                 ),
             );
+            return true;
         }
+        false
     }
 
     /// Polls the answer's judged checks; once they are in, releases what was held or blocks.
@@ -616,8 +626,17 @@ impl Drop for GuardedStream {
             .get_or_create(&RouteLabels { route })
             .observe(self.ctx.started.elapsed().as_secs_f64());
         super::report::count_usage(metrics, &self.ctx.traffic, &self.guard, &self.ctx.trace);
-        if let Some(seed) = self.ctx.evals.take() {
-            super::evals::submit_answered(seed, &self.guard, &self.ctx.trace);
+        // A turn for the evals when it was blocked or answered in full; not a stream cut off
+        // (client gone, upstream failure, drain stop) or left awaiting verdicts.
+        let trace = &self.ctx.trace;
+        let complete = self.answered
+            && !trace.has_failed()
+            && self.judging.is_none()
+            && self.windows.is_none();
+        if trace.was_blocked() || complete {
+            if let Some(seed) = self.ctx.evals.take() {
+                super::evals::submit_answered(seed, &self.guard, &self.ctx.trace);
+            }
         }
         // The head went out as 200; a block or failure since is the trace's outcome.
         self.ctx.trace.finish(200);

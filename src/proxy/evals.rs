@@ -4,8 +4,8 @@
 
 use super::exchange::RequestCtx;
 use crate::delta::Conversation;
-use crate::evals::{session_of, EvalQueue, EvalSeed};
-use crate::judge::Answer;
+use crate::evals::{may_select, session_of, turn_index_of, EvalQueue, EvalSeed};
+use crate::judge::{Answer, JudgeEnv};
 use crate::policy::ExchangeGuard;
 use crate::telemetry::RequestTrace;
 use http::HeaderMap;
@@ -26,14 +26,23 @@ impl RequestCtx<'_> {
         let header = headers
             .get(queue.session_header())
             .and_then(|v| v.to_str().ok());
+        let session = session_of(header, conversation);
+        if !may_select(policy, &session, turn_index_of(conversation)) {
+            return None;
+        }
         Some(EvalSeed {
             queue: Arc::clone(queue),
             policy: Arc::clone(policy),
-            env: self.judge_env(),
+            // The evals' own gates: their calls never hold the request path's permits or
+            // open its breakers.
+            env: JudgeEnv {
+                judges: Arc::clone(&self.rt.eval_judges),
+                ..self.judge_env()
+            },
             audit: Arc::clone(&self.rt.audit),
             keep_reasons: self.rt.config.audit.include_match,
             conversation: Arc::clone(conversation),
-            session: session_of(header, conversation),
+            session,
             route: self.route.name,
             request_id: self.id.to_owned(),
             key_id: self.caller.key_id,

@@ -43,6 +43,8 @@ pub struct Runtime {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The judges and `exec:` handlers judged checks call, with their gates.
     pub judges: Arc<crate::judge::Judges>,
+    /// The same judges and handlers behind gates of their own, for the packs' `evals:`.
+    pub eval_judges: Arc<crate::judge::Judges>,
     /// The distinct compiled policies of routes and keys, reused by the next reload for every
     /// pack list whose files did not change.
     pub policies: PolicyCache,
@@ -84,12 +86,15 @@ impl Runtime {
     /// files have the same contents (a reload compiles only what changed).
     pub fn build_after(config: Config, previous: Option<&Runtime>) -> Result<Runtime, StartError> {
         let refs = check_refs(&config)?;
-        let judges = crate::judge::Judges::build(&config, previous.map(|r| &*r.judges))
+        let judges = crate::judge::Judges::build(&config, previous.map(|r| &*r.judges), "")
             .map_err(StartError::Setup)?;
+        let eval_judges =
+            crate::judge::Judges::build(&config, previous.map(|r| &*r.eval_judges), "eval:")
+                .map_err(StartError::Setup)?;
         let runtime = Self::compile(
             config,
             PolicyLoader::new(previous.map(|r| &r.policies), refs),
-            Arc::new(judges),
+            [Arc::new(judges), Arc::new(eval_judges)],
         );
         crate::heap::release_unused();
         runtime
@@ -98,7 +103,7 @@ impl Runtime {
     fn compile(
         config: Config,
         mut loader: PolicyLoader<'_>,
-        judges: Arc<crate::judge::Judges>,
+        [judges, eval_judges]: [Arc<crate::judge::Judges>; 2],
     ) -> Result<Runtime, StartError> {
         let policy = loader
             .policy(&config.packs)
@@ -175,6 +180,7 @@ impl Runtime {
             None => None,
         };
         let policies = loader.finish();
+        check_eval_metrics(&policies)?;
         let config_hash = {
             use std::hash::{Hash, Hasher};
             let mut h = std::hash::DefaultHasher::new();
@@ -198,6 +204,7 @@ impl Runtime {
             keys,
             tls,
             judges,
+            eval_judges,
             policies,
             config_hash,
             model_labels,
@@ -243,6 +250,33 @@ fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
             .collect(),
         env: config.pack_env.clone(),
     })
+}
+
+/// Every policy's evals that declare one metric agree on its type and label names (a
+/// metric is one family on `/metrics`, whichever route's eval records it).
+fn check_eval_metrics(policies: &PolicyCache) -> Result<(), StartError> {
+    let mut seen: std::collections::HashMap<&str, (&crate::policy::evals::Eval, &str)> =
+        std::collections::HashMap::new();
+    for policy in policies.policies() {
+        for e in policy.evals() {
+            let Some(m) = &e.metric else { continue };
+            let Some((other, file)) = seen.get(m.name.as_str()) else {
+                seen.insert(&m.name, (e, &e.validator.file));
+                continue;
+            };
+            let o = other
+                .metric
+                .as_ref()
+                .map(|o| (o.kind, o.labels.iter().map(|l| &l.0).collect::<Vec<_>>()));
+            if o != Some((m.kind, m.labels.iter().map(|l| &l.0).collect())) {
+                return Err(StartError::Setup(format!(
+                    "{}: evals `{}`: the metric `{}` has another type or label names in {} (eval `{}`)",
+                    e.validator.file, e.id, m.name, file, other.id
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Names the config key (and the file) of a pack list that failed to load.

@@ -238,10 +238,17 @@ impl RequestTrace {
         self.blocked.get().is_some()
     }
 
-    /// A validator fired (blocked, monitored or redacted).
+    /// The exchange failed for another reason than a block.
+    pub fn has_failed(&self) -> bool {
+        self.failed.get().is_some()
+    }
+
+    /// A validator fired (blocked, monitored or redacted); each (validator, side) once.
     pub fn note_fired(&self, fired: crate::evals::Fired) {
         if let Ok(mut list) = self.fired.lock() {
-            list.push(fired);
+            if !list.contains(&fired) {
+                list.push(fired);
+            }
         }
     }
 

@@ -31,6 +31,7 @@ impl ExchangeGuard {
             index,
             record: CallRecord {
                 name: name.to_owned(),
+                message: usize::MAX,
                 ..CallRecord::default()
             },
             watcher: policy.watches_args_of(name).then(FieldWatcher::default),

@@ -159,9 +159,22 @@ fn parse_metric(value: &Value) -> Result<EvalMetric, String> {
                 let n = n
                     .strip_prefix("guardwire_eval_")
                     .map_or(n.clone(), str::to_owned);
-                if crate::metrics::RESERVED_EVAL_METRICS.contains(&n.as_str()) {
+                if crate::metrics::RESERVED_EVAL_METRICS
+                    .iter()
+                    .any(|r| n == *r || n.starts_with(&format!("{r}_")))
+                {
                     return Err(format!(
-                        "`metric.name`: `{n}` is guardwire's own (guardwire_eval_{n}); pick another name"
+                        "`metric.name`: `{n}` is guardwire's own (guardwire_eval_score, guardwire_eval_results and their series); pick another name"
+                    ));
+                }
+                // The exposition adds these to a family's samples: a name ending so would
+                // collide with another family's, and Prometheus would refuse the whole scrape.
+                if let Some(suffix) = ["_total", "_bucket", "_sum", "_count", "_created", "_info"]
+                    .iter()
+                    .find(|s| n.ends_with(*s))
+                {
+                    return Err(format!(
+                        "`metric.name`: `{n}` ends in `{suffix}`, which the exposition adds itself; drop it"
                     ));
                 }
                 if !is_prometheus_name(&n, true) {

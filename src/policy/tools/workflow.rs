@@ -12,6 +12,7 @@ use serde_json::Value;
 /// PromptKit's transition tool.
 pub const TRANSITION_TOOL: &str = "workflow__transition";
 
+/// A workflow check of a pack, with its params validated.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkflowCheck {
     /// `workflow_complete`: the workflow's state is one of `terminal_states` (a proxy cannot
@@ -28,6 +29,7 @@ pub enum WorkflowCheck {
     ToolAccess { rules: Vec<AccessRule> },
 }
 
+/// `workflow_tool_access`: in `state`, only the `allowed` tools.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AccessRule {
     pub state: String,
@@ -54,10 +56,19 @@ fn targets(calls: &[&CallRecord]) -> Vec<String> {
 
 impl WorkflowCheck {
     /// Whether the session's calls (the answer's last) break a rule of access: each call is
-    /// checked in the state it was made in.
+    /// checked in the state it was made in — the calls of one message share the state before
+    /// it (a transition among them takes effect for the next message), as they did when the
+    /// message streamed.
     fn access_denied(rules: &[AccessRule], calls: &[&CallRecord], only_last: bool) -> bool {
         let mut state: Option<String> = None;
+        let (mut message, mut next) = (None, None);
         for (i, c) in calls.iter().enumerate() {
+            if message != Some(c.message) {
+                message = Some(c.message);
+                if let Some(t) = next.take() {
+                    state = Some(t);
+                }
+            }
             let judged = !only_last || i + 1 == calls.len();
             if judged && c.name != TRANSITION_TOOL {
                 let rule = state
@@ -68,7 +79,7 @@ impl WorkflowCheck {
                 }
             }
             if let Some(t) = target(c) {
-                state = Some(t);
+                next = Some(t);
             }
         }
         false
@@ -111,12 +122,15 @@ impl WorkflowCheck {
 mod tests {
     use super::*;
 
+    /// A call, each in a message of its own (in the order made).
     fn call(name: &str, result: Option<&str>) -> CallRecord {
+        static MESSAGE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         CallRecord {
             name: name.into(),
             args: String::new(),
             result: result.map(str::to_owned),
             result_is_error: false,
+            message: MESSAGE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -183,5 +197,11 @@ mod tests {
         // A state without a rule is open.
         let elsewhere = moved("billing");
         assert!(!access.call_denied(&[&in_triage, &elsewhere, &refund]));
+        // A call made in the same message as the transition was made in the state before it:
+        // allowed then, allowed when the history comes back.
+        let mut sibling = call("refund", Some("ok"));
+        sibling.message = in_triage.message;
+        assert!(!access.history_violated(&[&before, &in_triage, &sibling]));
+        assert!(access.history_violated(&[&before, &in_triage, &refund]));
     }
 }

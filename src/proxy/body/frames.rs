@@ -189,6 +189,7 @@ impl GuardedStream {
             return self.block(finding);
         }
         self.report_findings();
+        self.answered = true;
         if let Some(windows) = &mut self.windows {
             // The last window, refusals and tool calls; everything held goes out once every
             // window passed (`poll_windows`).
