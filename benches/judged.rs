@@ -4,7 +4,8 @@
 //!
 //! In process: a mock upstream streams 8 sentences, one frame each, `--gap` ms apart (default
 //! 25); a mock judge answers every call after `--judge-ms` (default 50) with a passing verdict;
-//! guardwire runs with one `llm_judge` per placement. Each placement's median over `--runs`
+//! guardwire runs with one `llm_judge` per placement (the last as an eval, off the request
+//! path). Each placement's median over `--runs`
 //! requests (default 20), placements alternated run by run.
 //!
 //! Run: `cargo bench --bench judged [-- --runs N --judge-ms MS --gap MS]`.
@@ -53,7 +54,7 @@ struct Placement {
     pack: &'static str,
 }
 
-const PLACEMENTS: [Placement; 5] = [
+const PLACEMENTS: [Placement; 6] = [
     Placement {
         name: "no judge",
         pack: "validators: []\n",
@@ -73,6 +74,10 @@ const PLACEMENTS: [Placement; 5] = [
     Placement {
         name: "output, at the end (held)",
         pack: "validators:\n  - type: llm_judge\n    params: {criteria: c}\n",
+    },
+    Placement {
+        name: "eval, every turn (off the path)",
+        pack: "evals:\n  - {id: e, type: llm_judge, trigger: every_turn, params: {criteria: c}}\n",
     },
 ];
 

@@ -370,19 +370,7 @@ pub fn reply_logprobs(protocol: ProtocolId, body: &[u8]) -> Vec<TokenLogprobs> {
             .map(|a| {
                 a.iter()
                     .map(|t| {
-                        let top = t["top_logprobs"]
-                            .as_array()
-                            .map(|alts| {
-                                alts.iter()
-                                    .filter_map(|x| {
-                                        Some((
-                                            x["token"].as_str()?.to_owned(),
-                                            x["logprob"].as_f64()?,
-                                        ))
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default();
+                        let top = alternatives(&t["top_logprobs"], "logprob");
                         (t["token"].as_str().unwrap_or("").to_owned(), top)
                     })
                     .collect()
@@ -412,17 +400,7 @@ pub fn reply_logprobs(protocol: ProtocolId, body: &[u8]) -> Vec<TokenLogprobs> {
                 .map(|(i, c)| {
                     let alts = top
                         .get(i)
-                        .and_then(|t| t["candidates"].as_array())
-                        .map(|alts| {
-                            alts.iter()
-                                .filter_map(|x| {
-                                    Some((
-                                        x["token"].as_str()?.to_owned(),
-                                        x["logProbability"].as_f64()?,
-                                    ))
-                                })
-                                .collect()
-                        })
+                        .map(|t| alternatives(&t["candidates"], "logProbability"))
                         .unwrap_or_default();
                     (c["token"].as_str().unwrap_or("").to_owned(), alts)
                 })
@@ -430,6 +408,17 @@ pub fn reply_logprobs(protocol: ProtocolId, body: &[u8]) -> Vec<TokenLogprobs> {
         }
         _ => Vec::new(),
     }
+}
+
+/// A list of `{token, <key>: log probability}` alternatives, those readable.
+fn alternatives(list: &Value, key: &str) -> Vec<(String, f64)> {
+    list.as_array()
+        .map(|alts| {
+            alts.iter()
+                .filter_map(|x| Some((x["token"].as_str()?.to_owned(), x[key].as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// G-Eval's probability-weighted score (1 to 5): at the token that holds the reply's score

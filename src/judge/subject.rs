@@ -77,14 +77,7 @@ impl Subject {
             }
             Judged::Rag { context } => {
                 let answer = self.answer.as_ref()?;
-                let question = self
-                    .conversation
-                    .messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.role == Role::User)
-                    .map(message_text)
-                    .unwrap_or_default();
+                let question = self.last_user_text();
                 let mut text = format!("Question:\n{question}\n\n");
                 if let Some(source) = context {
                     let chunks = self.context(source);
@@ -217,15 +210,19 @@ impl Subject {
         }
         match &self.answer {
             Some(a) => a.text.clone(),
-            None => self
-                .conversation
-                .messages
-                .iter()
-                .rev()
-                .find(|m| m.role == Role::User)
-                .map(message_text)
-                .unwrap_or_default(),
+            None => self.last_user_text(),
         }
+    }
+
+    /// The text of the conversation's last user message (empty without one).
+    fn last_user_text(&self) -> String {
+        self.conversation
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(message_text)
+            .unwrap_or_default()
     }
 
     /// The messages as `{role, content}` objects, the answer last.
