@@ -141,6 +141,14 @@ async fn evals_score_turns_off_the_path_and_never_change_the_answer() {
     )
     .await;
 
+    // Every eval's series exist from the start, at 0.
+    let m = metrics(proxy.addr()).await;
+    assert!(m.lines().any(|l| l == result("safety", "error", 0)), "{m}");
+    assert!(
+        m.contains("guardwire_eval_score_count{eval=\"greeted\",route=\"openai_chat\"} 0"),
+        "{m}"
+    );
+
     // A whole answer: released as the provider sent it, whatever the evals find.
     let r = post_chat(proxy.addr(), &chat("hi", false)).await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -178,9 +186,15 @@ async fn evals_score_turns_off_the_path_and_never_change_the_answer() {
         "{m}"
     );
     assert!(!m.contains("judge=\"quality\""), "{m}");
-    // Not selected: sampled at 0 %, or `when` a tool is called.
-    assert!(!m.contains("eval=\"never\""), "{m}");
-    assert!(!m.contains("eval=\"only_with_tools\""), "{m}");
+    // Not selected: sampled at 0 %, or `when` a tool is called (their series stay at 0).
+    for eval in ["never", "only_with_tools"] {
+        for r in ["pass", "fail", "error"] {
+            assert!(
+                m.lines().any(|l| l == result(eval, r, 0)),
+                "{eval} {r}: {m}"
+            );
+        }
+    }
     // The judge saw the answer.
     let asked = judge.requests();
     assert_eq!(asked.len(), 1);
@@ -322,5 +336,5 @@ async fn a_stream_cut_off_is_no_turn() {
     let r = post_chat(proxy.addr(), &chat("whole", true)).await;
     assert!(r.text().contains("[DONE]"), "{}", r.text());
     let m = metrics_with(proxy.addr(), &[&result("short", "fail", 1)]).await;
-    assert!(!m.contains("result=\"pass\""), "{m}");
+    assert!(m.lines().any(|l| l == result("short", "pass", 0)), "{m}");
 }

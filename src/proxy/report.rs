@@ -5,8 +5,8 @@ use super::runtime::Runtime;
 use crate::audit::{Audit, AuditEvent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    Metrics, ReloadLabels, ReloadResult, RouteLabels, TokenLabels, TrafficLabels,
-    UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
+    EvalLabels, EvalResultLabels, Metrics, ReloadLabels, ReloadResult, RouteLabels, TokenLabels,
+    TrafficLabels, UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
 };
 use crate::policy::{ExchangeGuard, Finding, Mode, Phase, Policy};
 use crate::telemetry::RequestTrace;
@@ -123,9 +123,9 @@ pub fn count_usage(
 }
 
 /// Creates (at zero) every series the running config can produce but has not yet: reloads by
-/// result; per route with an upstream, its upstream errors by kind, hold-back overruns, and
-/// each validator that can act on it (the route's own and the keys') under every phase, in
-/// the family of its mode. Dashboards and alerts then see a 0, not an absent series, before
+/// result; per route with an upstream, its upstream errors by kind, hold-back overruns, each
+/// validator that can act on it (the route's own and the keys') under every phase, in the
+/// family of its mode, and each eval's score and results. Dashboards and alerts then see a 0, not an absent series, before
 /// the first event. Called at start and after each reload (series of an old config stay).
 pub fn declare_series(metrics: &Metrics, rt: &Runtime) {
     for result in [ReloadResult::Success, ReloadResult::Failure] {
@@ -144,6 +144,24 @@ pub fn declare_series(metrics: &Metrics, rt: &Runtime) {
         for p in rt.keys.iter().filter_map(|k| k.policy.as_ref()) {
             if !policies.iter().any(|q| Arc::ptr_eq(q, p)) {
                 policies.push(p);
+            }
+        }
+        for e in policies.iter().flat_map(|p| p.evals()) {
+            let eval = e.id.clone();
+            declare(
+                &metrics.evals.scores,
+                &EvalLabels {
+                    eval: eval.clone(),
+                    route: name,
+                },
+            );
+            for result in ["pass", "fail", "error"] {
+                let labels = EvalResultLabels {
+                    eval: eval.clone(),
+                    route: name,
+                    result,
+                };
+                declare(&metrics.evals.results, &labels);
             }
         }
         for v in policies.iter().flat_map(|p| p.validators()) {
@@ -165,10 +183,11 @@ pub fn declare_series(metrics: &Metrics, rt: &Runtime) {
 }
 
 /// Creates the series of `labels` in `family` (at zero) if it does not exist yet.
-fn declare<S, M>(family: &Family<S, M>, labels: &S)
+fn declare<S, M, C>(family: &Family<S, M, C>, labels: &S)
 where
     S: Clone + std::hash::Hash + Eq,
-    M: prometheus_client::metrics::TypedMetric + Default,
+    M: prometheus_client::metrics::TypedMetric,
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
 {
     // The guard only holds the family's lock: the series exists once it is dropped.
     drop(family.get_or_create(labels));
