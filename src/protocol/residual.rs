@@ -403,6 +403,26 @@ mod tests {
     }
 
     #[test]
+    fn a_request_message_name_is_still_read_by_the_input_checks() {
+        // The chat decoder keeps `name` (RAG context selection) but not as text: it is a
+        // string the model reads, so it stays a residual, unescaped.
+        use crate::protocol::Protocol;
+        let body = br#"{"model":"m","messages":[{"role":"user","name":"evil-bot","content":"hi"}]}"#;
+        let mut parsed = crate::protocol::openai_chat::OpenAiChat
+            .parse_request(body, "/v1/chat/completions")
+            .unwrap();
+        assert_eq!(parsed.conversation.messages[0].name.as_deref(), Some("evil-bot"));
+        add_request_residuals(body, &mut parsed.conversation).unwrap();
+        let texts: Vec<&String> = parsed
+            .conversation
+            .messages
+            .iter()
+            .flat_map(|m| &m.text)
+            .collect();
+        assert!(texts.iter().any(|t| *t == "evil-bot"), "{texts:?}");
+    }
+
+    #[test]
     fn unbalanced_or_too_deep_input_is_refused() {
         let mut out = Vec::new();
         for bad in [r#"{"a":"#, r#"{"a":"x}"#, "]", &"[".repeat(200)] {
