@@ -6,6 +6,7 @@
 
 mod checks;
 mod evals;
+mod judged_checks;
 mod params;
 
 use super::catalog;

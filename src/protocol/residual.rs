@@ -407,11 +407,15 @@ mod tests {
         // The chat decoder keeps `name` (RAG context selection) but not as text: it is a
         // string the model reads, so it stays a residual, unescaped.
         use crate::protocol::Protocol;
-        let body = br#"{"model":"m","messages":[{"role":"user","name":"evil-bot","content":"hi"}]}"#;
+        let body =
+            br#"{"model":"m","messages":[{"role":"user","name":"evil-bot","content":"hi"}]}"#;
         let mut parsed = crate::protocol::openai_chat::OpenAiChat
             .parse_request(body, "/v1/chat/completions")
             .unwrap();
-        assert_eq!(parsed.conversation.messages[0].name.as_deref(), Some("evil-bot"));
+        assert_eq!(
+            parsed.conversation.messages[0].name.as_deref(),
+            Some("evil-bot")
+        );
         add_request_residuals(body, &mut parsed.conversation).unwrap();
         let texts: Vec<&String> = parsed
             .conversation

@@ -1,0 +1,360 @@
+//! The per-type half of a judged validator (`llm_judge*`, the RAG checks, `rest_eval*`,
+//! `a2a_eval*`, `cosine_similarity`, `exec:` handlers): its params checked and turned into a
+//! [`CheckDef::Judged`], the judge, endpoint or handler it names checked against the config.
+
+use super::params::Params;
+use crate::policy::judged::{
+    go_duration_ms, CheckRefs, ContextSource, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge,
+    Reference, RestEval, Scale, Similarity, Window,
+};
+use crate::policy::CheckDef;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The judged check of type `canonical` (`type_name` as written: an `exec:` handler's name);
+/// `None` when the type is not a judged one.
+pub(super) fn build_judged(
+    canonical: &str,
+    type_name: &str,
+    p: &mut Params,
+    refs: &CheckRefs,
+) -> Result<Option<CheckDef>, String> {
+    let built = match canonical {
+        "llm_judge" | "llm_judge_session" | "llm_judge_tool_calls" => {
+            let judged = match canonical {
+                "llm_judge" => Judged::Text,
+                "llm_judge_session" => Judged::Session,
+                _ => Judged::ToolCalls {
+                    tools: p.string_list("tools")?.unwrap_or_default(),
+                },
+            };
+            let judge = judge_name(p.string("judge")?, refs)?;
+            let criteria = p.required_string("criteria")?;
+            if criteria.trim().is_empty() {
+                return Err("param 'criteria': must not be empty".into());
+            }
+            let scale = scale(p)?;
+            let llm = LlmJudge {
+                judge,
+                criteria,
+                rubric: p.string("rubric")?,
+                system_prompt: p.string("system_prompt")?,
+                model: p.string("model")?,
+                evaluation_steps: p.string_list("evaluation_steps")?.unwrap_or_default(),
+                scale,
+                judged,
+            };
+            // PromptKit accepts `extra` here and does not use it; so does guardwire.
+            p.take("extra");
+            judged_check(p, JudgedKind::Llm(llm))
+        }
+        "faithfulness" | "answer_relevancy" => {
+            let context = if canonical == "faithfulness" {
+                let tools = p.string_list("context_tools")?;
+                let roles = p.string_list("context_roles")?.unwrap_or_default();
+                for r in &roles {
+                    if !matches!(r.as_str(), "system" | "user" | "assistant" | "tool") {
+                        return Err(format!(
+                            "param 'context_roles': `{r}` is not one of system, user, assistant, tool"
+                        ));
+                    }
+                }
+                let names = p.string_list("context_names")?.unwrap_or_default();
+                // By default the context is what the tools returned.
+                let tools = match tools {
+                    None if roles.is_empty() && names.is_empty() => Some(Vec::new()),
+                    other => other,
+                };
+                Some(ContextSource {
+                    tools,
+                    roles,
+                    names,
+                })
+            } else {
+                None
+            };
+            let criteria = match p.string("criteria")? {
+                Some(c) if c.trim().is_empty() => {
+                    return Err("param 'criteria': must not be empty".into())
+                }
+                Some(c) => c,
+                None if context.is_some() => FAITHFULNESS.to_owned(),
+                None => ANSWER_RELEVANCY.to_owned(),
+            };
+            let llm = LlmJudge {
+                judge: judge_name(p.string("judge")?, refs)?,
+                criteria,
+                rubric: p.string("rubric")?,
+                system_prompt: p.string("system_prompt")?,
+                model: p.string("model")?,
+                evaluation_steps: p.string_list("evaluation_steps")?.unwrap_or_default(),
+                scale: scale(p)?,
+                judged: Judged::Rag { context },
+            };
+            judged_check(p, JudgedKind::Llm(llm))
+        }
+        "rest_eval" | "rest_eval_session" | "a2a_eval" | "a2a_eval_session" => {
+            let a2a = canonical.starts_with("a2a");
+            // A2A: JSON-RPC at `<agent_url>/a2a`, the token as a bearer (PromptKit's client).
+            let url = if a2a {
+                let agent = p.required_string("agent_url")?;
+                format!("{}/a2a", agent.trim_end_matches('/'))
+            } else {
+                p.required_string("url")?
+            };
+            let url_key = if a2a { "agent_url" } else { "url" };
+            let (base, path_and_query) =
+                split_url(&url).map_err(|e| format!("param '{url_key}': {e}"))?;
+            let method = match if a2a { None } else { p.string("method")? } {
+                None => http::Method::POST,
+                Some(m) => http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                    .map_err(|_| format!("param 'method': `{m}` is not an HTTP method"))?,
+            };
+            let mut headers = Vec::new();
+            if let Some(token) = a2a.then(|| p.string("auth_token")).transpose()?.flatten() {
+                env_refs_allowed("auth_token", &token, refs)?;
+                headers.push((http::header::AUTHORIZATION, format!("Bearer {token}")));
+            }
+            let listed = if a2a { None } else { p.object("headers")? };
+            for (name, value) in listed.unwrap_or_default() {
+                let header = http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("param 'headers': `{name}` is not a header name"))?;
+                if FRAMING_HEADERS.contains(&header.as_str()) {
+                    return Err(format!(
+                        "param 'headers': `{name}` frames the HTTP message; guardwire sets it"
+                    ));
+                }
+                let Value::String(value) = value else {
+                    return Err(format!("param 'headers': `{name}` must be a string"));
+                };
+                env_refs_allowed("headers", &value, refs)?;
+                headers.push((header, value));
+            }
+            let timeout_ms = match p.take("timeout") {
+                None => None,
+                Some((key, Value::String(t))) => Some(go_duration_ms(&t).ok_or_else(|| {
+                    format!("param '{key}': `{t}` is not a duration such as 30s or 500ms")
+                })?),
+                Some((key, _)) => {
+                    return Err(format!("param '{key}': must be a duration such as \"30s\""))
+                }
+            };
+            let rest = RestEval {
+                base,
+                path_and_query,
+                method,
+                headers,
+                include_messages: p.bool("include_messages")?.unwrap_or(true),
+                include_tool_calls: p.bool("include_tool_calls")?.unwrap_or(false),
+                criteria: p.string("criteria")?,
+                extra: p.take("extra").map(|(_, v)| v),
+                session: canonical.ends_with("_session"),
+                a2a,
+            };
+            let mut check = judged_check(p, JudgedKind::Rest(rest))?;
+            if let CheckDef::Judged(c) = &mut check {
+                if let (Some(ms), None) = (timeout_ms, c.timeout_ms) {
+                    Arc::make_mut(c).timeout_ms = Some(ms);
+                }
+            }
+            Ok(check)
+        }
+        "cosine_similarity" => {
+            let judge = judge_name(p.string("judge")?, refs)?;
+            let Some((_, default_model)) = refs.embedders.iter().find(|(n, _)| *n == judge) else {
+                return Err(format!(
+                    "param 'judge': `{judge}` speaks a protocol without an embeddings endpoint (anthropic_messages); pick an openai_chat, openai_responses or gemini judge"
+                ));
+            };
+            let model = match (p.string("model")?, default_model) {
+                (Some(m), _) => m,
+                (None, Some(m)) => m.clone(),
+                (None, None) => {
+                    return Err(format!(
+                        "param 'model': required (or set `embedding_model` on the judge `{judge}`)"
+                    ))
+                }
+            };
+            let reference = match p.take("reference") {
+                Some((_, Value::String(t))) if !t.trim().is_empty() => Reference::Text(t),
+                Some((key, Value::Array(items))) if !items.is_empty() => Reference::Vector(
+                    items
+                        .iter()
+                        .map(|v| v.as_f64().filter(|x| x.is_finite()))
+                        .collect::<Option<Vec<f64>>>()
+                        .ok_or_else(|| format!("param '{key}': a vector must hold numbers only"))?,
+                ),
+                Some((key, _)) => {
+                    return Err(format!(
+                        "param '{key}': must be a text or a non-empty list of numbers"
+                    ))
+                }
+                None => return Err("param 'reference': required (a text, or an embedding)".into()),
+            };
+            judged_check(
+                p,
+                JudgedKind::Similarity(Similarity {
+                    judge,
+                    model,
+                    reference,
+                }),
+            )
+        }
+        "exec" => {
+            let mut params = std::mem::take(&mut p.map);
+            let timeout_ms = match params.remove("timeout_ms") {
+                None => None,
+                Some(v) => Some(check_timeout(v.as_u64(), "timeout_ms")?),
+            };
+            let parallel = match params.remove("parallel") {
+                None => false,
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| "param 'parallel': must be true or false".to_owned())?,
+            };
+            Ok(CheckDef::Judged(Arc::new(JudgedCheck {
+                kind: JudgedKind::Exec(ExecCheck {
+                    handler: type_name.to_owned(),
+                    params,
+                }),
+                timeout_ms,
+                parallel,
+                window: None,
+            })))
+        }
+        _ => return Ok(None),
+    };
+    built.map(Some)
+}
+
+/// Headers that frame the message or the connection: never taken from a pack.
+const FRAMING_HEADERS: [&str; 10] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+];
+
+/// Every `${VAR}` in `value` names a variable the config lets packs read (`pack_env`): a
+/// pack cannot send the proxy's other secrets (a provider key) to an endpoint it names.
+fn env_refs_allowed(param: &str, value: &str, refs: &CheckRefs) -> Result<(), String> {
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        if !refs.env.iter().any(|e| e == name) {
+            return Err(format!(
+                "param '{param}': `${{{name}}}` reads an environment variable the config does not let packs read; list it in `pack_env`"
+            ));
+        }
+        rest = &rest[start + 2 + len + 1..];
+    }
+    Ok(())
+}
+
+/// `faithfulness`'s criteria (DeepEval's): no claim beyond the retrieved context.
+const FAITHFULNESS: &str = "Every claim in the answer is supported by the retrieved context: nothing in it contradicts the context or adds facts the context does not state. Score 1 when the answer is fully supported, 0 when it is not supported at all.";
+
+/// `answer_relevancy`'s criteria (DeepEval's): the answer is about the question.
+const ANSWER_RELEVANCY: &str = "The answer addresses the question directly: its statements are relevant to what was asked, and it does not evade or change the subject. Score 1 when every statement is relevant, 0 when none is.";
+
+/// `scale`: how the judge scores.
+fn scale(p: &mut Params) -> Result<Scale, String> {
+    match p.string("scale")?.as_deref() {
+        None | Some("0-1") => Ok(Scale::Unit),
+        Some("1-5") => Ok(Scale::OneToFive),
+        Some(other) => Err(format!("param 'scale': `{other}` is not one of 0-1, 1-5")),
+    }
+}
+
+/// The common params of judged checks, then the check.
+fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
+    let window = match p.take("window") {
+        None => None,
+        Some((_, Value::String(w))) if w == "sentence" => Some(Window::Sentence),
+        Some((_, Value::String(w))) if w == "paragraph" => Some(Window::Paragraph),
+        Some((_, v)) => match v.as_u64() {
+            Some(n) if n > 0 && n <= 1 << 20 => Some(Window::Chars(n as usize)),
+            _ => {
+                return Err(
+                    "param 'window': must be sentence, paragraph or a number of characters (1 to 1048576)"
+                        .into(),
+                )
+            }
+        },
+    };
+    let timeout_ms = match p.u64("timeout_ms")? {
+        None => None,
+        Some(ms) => Some(check_timeout(Some(ms), "timeout_ms")?),
+    };
+    Ok(CheckDef::Judged(Arc::new(JudgedCheck {
+        kind,
+        timeout_ms,
+        parallel: p.bool("parallel")?.unwrap_or(false),
+        window,
+    })))
+}
+
+fn check_timeout(ms: Option<u64>, key: &str) -> Result<u64, String> {
+    match ms {
+        Some(0) | None => Err(format!(
+            "param '{key}': must be a whole number of milliseconds, more than 0"
+        )),
+        Some(ms) => crate::config::check_duration_ms(ms)
+            .map(|()| ms)
+            .map_err(|e| format!("param '{key}': {e}")),
+    }
+}
+
+/// The judge a validator asks: the one it names, or the only one configured.
+fn judge_name(named: Option<String>, refs: &CheckRefs) -> Result<String, String> {
+    match named {
+        Some(name) if refs.judges.contains(&name) => Ok(name),
+        Some(name) => Err(format!(
+            "param 'judge': no judge `{name}` is configured (judges: {})",
+            if refs.judges.is_empty() {
+                "none".to_owned()
+            } else {
+                refs.judges.join(", ")
+            }
+        )),
+        None => match refs.judges.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err("no judge is configured: add one under `judges:` in the config".into()),
+            many => Err(format!(
+                "param 'judge': required when more than one judge is configured ({})",
+                many.join(", ")
+            )),
+        },
+    }
+}
+
+/// A full URL as the upstream client takes it: base (scheme and host) and path with query.
+fn split_url(url: &str) -> Result<(crate::config::BaseUrl, String), String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
+        return Err(format!(
+            "`{url}` must be an absolute http:// or https:// URL"
+        ));
+    };
+    let base = crate::config::BaseUrl::parse(&format!("{scheme}://{authority}"))?;
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    Ok((
+        base,
+        if path.is_empty() {
+            "/".into()
+        } else {
+            path.into()
+        },
+    ))
+}
