@@ -4,7 +4,7 @@
 
 use super::exchange::RequestCtx;
 use crate::delta::Conversation;
-use crate::evals::{may_select, session_of, turn_index_of, EvalQueue, EvalSeed};
+use crate::evals::{may_select, session_of, turn_index_of, EvalSeed};
 use crate::judge::{Answer, JudgeEnv};
 use crate::policy::ExchangeGuard;
 use crate::telemetry::RequestTrace;
@@ -15,10 +15,10 @@ impl RequestCtx<'_> {
     /// The exchange's seed for the evals; `None` when its policy has none.
     pub fn eval_seed(
         &self,
-        queue: &Arc<EvalQueue>,
         headers: &HeaderMap,
         conversation: &Arc<Conversation>,
     ) -> Option<EvalSeed> {
+        let queue = &self.gw.evals;
         let policy = self.caller.policy;
         if policy.evals().is_empty() {
             return None;

@@ -381,7 +381,7 @@ impl Gateway {
             .then(|| Arc::new(std::mem::take(&mut parsed.conversation)));
         let mut evals = conversation
             .as_ref()
-            .and_then(|c| ctx.eval_seed(&self.evals, &parts.headers, c));
+            .and_then(|c| ctx.eval_seed(&parts.headers, c));
         // A request blocked before the call is a turn for the evals too.
         let blocked_before = |evals: Option<crate::evals::EvalSeed>, e: GatewayError| {
             if let (Some(seed), GatewayError::Blocked { .. }) = (evals, &e) {
