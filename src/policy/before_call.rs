@@ -56,8 +56,8 @@ impl Policy {
             if !checks.scan.is_empty() {
                 let before = hits.len();
                 let mut st = checks.scan.start();
-                checks.scan.feed(&mut st, text, &mut hits);
-                checks.scan.finish(&mut st, &mut hits);
+                checks.scan.feed(&mut st, text, &mut hits, false);
+                checks.scan.finish(&mut st, &mut hits, false);
                 if keep_matches {
                     for h in &hits[before..] {
                         if let Some(m) = h.start.and_then(|s| text.get(s as usize..h.end as usize))

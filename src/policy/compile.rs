@@ -9,9 +9,10 @@ use super::pack;
 use super::tools::ToolCheck;
 use super::types::{CheckDef, Mode, PolicyError, Validator};
 use super::whole::WholeCheck;
+use crate::scan::normal::{normalize_hir, normalize_pattern};
 use crate::scan::{
-    build_forbidden, LiteralMatcher, LiteralRule, PiiMatcher, PiiRule, RegexRule, ScanSet,
-    SpanFinder,
+    build_forbidden, LiteralMatcher, LiteralRule, Normalize, PiiMatcher, PiiRule, RegexRule,
+    ScanSet, SpanFinder, TextScan, ViewSet,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ const TARGETS: [Target; 3] = [Target::Input, Target::Output, Target::Reasoning];
 
 #[derive(Debug, Default)]
 pub(super) struct TargetChecks {
-    pub(super) scan: ScanSet,
+    pub(super) scan: TextScan,
     /// (validator, max characters) — output: per choice over content and refusal; input: per message.
     pub(super) max_chars: Vec<(u32, u64)>,
     /// (validator, length limit counted as the text streams) — output: per answer and refusal
@@ -61,8 +62,6 @@ pub struct Policy {
     pub(super) judged_output: Vec<(u32, Arc<JudgedCheck>)>,
     /// The window streamed answers are judged by, when every judged output check has it.
     pub(super) judged_window: Option<Window>,
-    /// Redact-mode regexes: (validator, how to find where a match starts).
-    pub(super) span_finders: Vec<(u32, SpanFinder)>,
     /// The packs' `evals:`, run off the request path.
     pub(super) evals: Vec<Eval>,
     /// The answer is kept (its text, unmodelled strings and tool arguments) for judged checks
@@ -104,138 +103,21 @@ impl Policy {
     pub fn compile(defs: Vec<(Validator, CheckDef)>) -> Result<Policy, PolicyError> {
         let mut policy = Policy::default();
         for (t, target) in TARGETS.iter().enumerate() {
-            let mut literals = Vec::new();
-            let mut regexes = Vec::new();
-            let mut regex_owners = Vec::new();
-            let mut pii = Vec::new();
             let checks = &mut policy.targets[t];
             for (i, (v, def)) in defs.iter().enumerate() {
-                if !v.direction.covers(*target) {
-                    continue;
-                }
-                let owner = i as u32;
-                let fail = |message: String| PolicyError::Compile {
-                    file: v.file.clone(),
-                    index: v.index,
-                    type_name: v.type_name.clone(),
-                    message,
-                };
-                match def {
-                    CheckDef::ContentExcludes {
-                        patterns,
-                        word_boundary,
-                    } => literals.extend(patterns.iter().map(|p| LiteralRule {
-                        pattern: p.clone(),
-                        owner,
-                        word_boundary: *word_boundary,
-                    })),
-                    CheckDef::ForbidRegex { hir, .. } => {
-                        let exact = v.mode == Mode::Redact;
-                        regexes.push(RegexRule {
-                            hir: hir.clone(),
-                            owner,
-                            exact,
-                        });
-                        regex_owners.push(i);
-                        if exact && !policy.span_finders.iter().any(|(o, _)| *o == owner) {
-                            let finder = SpanFinder::new(hir)
-                                .map_err(|e| fail(format!("param 'pattern': {e}")))?;
-                            policy.span_finders.push((owner, finder));
-                        }
-                    }
-                    CheckDef::RequireRegex { hir, .. } => {
-                        let re = regex_automata::meta::Regex::builder()
-                            .build_from_hir(hir)
-                            .map_err(|e| fail(format!("param 'pattern': {e}")))?;
-                        checks.whole.push((owner, WholeCheck::Regex(re)));
-                    }
-                    CheckDef::MaxLength {
-                        max_chars,
-                        max_tokens,
-                    } => {
-                        if let Some(max) = max_chars {
-                            checks.max_chars.push((owner, *max));
-                        }
-                        if let Some(max) = max_tokens {
-                            let counter = TokenCounter::o200k().map_err(|e| {
-                                fail(format!(
-                                    "param 'max_tokens': cannot load the o200k tokenizer: {e}"
-                                ))
-                            })?;
-                            let max = *max;
-                            checks
-                                .limits
-                                .push((owner, Box::new(MaxTokens { max, counter })));
-                        }
-                    }
-                    CheckDef::SentenceCount { max } => {
-                        let max = *max;
-                        checks.limits.push((owner, Box::new(MaxSentences { max })));
-                    }
-                    CheckDef::Pii { kinds } => pii.push(PiiRule {
-                        kinds: kinds.clone(),
-                        owner,
-                    }),
-                    CheckDef::Contains { patterns, any } => checks.whole.push((
-                        owner,
-                        WholeCheck::Contains {
-                            patterns: patterns.iter().map(|p| p.to_lowercase()).collect(),
-                            any: *any,
-                        },
-                    )),
-                    CheckDef::MinLength { min_chars } => {
-                        checks.whole.push((owner, WholeCheck::MinChars(*min_chars)))
-                    }
-                    CheckDef::JsonValid => checks.whole.push((owner, WholeCheck::JsonValid)),
-                    CheckDef::FieldPresence { fields } => checks
-                        .whole
-                        .push((owner, WholeCheck::FieldPresence(fields.clone()))),
-                    CheckDef::JsonSchema(c) => checks
-                        .whole
-                        .push((owner, WholeCheck::Schema(Arc::clone(c)))),
-                    CheckDef::JsonPath(c) => {
-                        checks.whole.push((owner, WholeCheck::Path(Arc::clone(c))))
-                    }
-                    // Not scanned: collected once, below.
-                    CheckDef::Tool(_)
-                    | CheckDef::LatencyBudget { .. }
-                    | CheckDef::CostBudget { .. }
-                    | CheckDef::Judged(_)
-                    | CheckDef::GuardrailTriggered { .. } => {}
+                if v.direction.covers(*target) {
+                    compile_unscanned(i as u32, v, def, checks)?;
                 }
             }
-            let literals = if literals.is_empty() {
-                None
-            } else {
-                Some(
-                    LiteralMatcher::new(&literals).map_err(|e| PolicyError::Compile {
-                        file: "(packs)".into(),
-                        index: 0,
-                        type_name: "content_excludes".into(),
-                        message: e.to_string(),
-                    })?,
-                )
-            };
-            let regexes = build_forbidden(&regexes).map_err(|(i, e)| {
-                let (v, _) = &defs[regex_owners[i]];
-                PolicyError::Compile {
-                    file: v.file.clone(),
-                    index: v.index,
-                    type_name: v.type_name.clone(),
-                    message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
+            // One scan set per `normalize:` setting in use: each reads its own view.
+            let mut lanes = Vec::new();
+            for normalize in [Normalize::None, Normalize::Nfkc, Normalize::Full] {
+                let own = |v: &Validator| v.direction.covers(*target) && v.normalize == normalize;
+                if defs.iter().any(|(v, _)| own(v)) {
+                    lanes.push(compile_scan(&defs, own, normalize)?);
                 }
-            })?;
-            let pii = if pii.is_empty() {
-                None
-            } else {
-                Some(PiiMatcher::new(&pii).map_err(|e| PolicyError::Compile {
-                    file: "(packs)".into(),
-                    index: 0,
-                    type_name: "pii".into(),
-                    message: e.to_string(),
-                })?)
-            };
-            checks.scan = ScanSet::new(literals, regexes, pii);
+            }
+            policy.targets[t].scan = TextScan::new(lanes);
         }
         for (i, (v, def)) in defs.iter().enumerate() {
             let owner = i as u32;
@@ -330,4 +212,179 @@ impl Policy {
     pub fn memory_usage(&self) -> usize {
         self.targets.iter().map(|t| t.scan.memory_usage()).sum()
     }
+}
+
+/// The checks of one validator on one target that are not scanned for spans: lengths, counts
+/// and whole-text checks.
+fn compile_unscanned(
+    owner: u32,
+    v: &Validator,
+    def: &CheckDef,
+    checks: &mut TargetChecks,
+) -> Result<(), PolicyError> {
+    let fail = |message: String| PolicyError::Compile {
+        file: v.file.clone(),
+        index: v.index,
+        type_name: v.type_name.clone(),
+        message,
+    };
+    match def {
+        CheckDef::RequireRegex { hir, .. } => {
+            let re = regex_automata::meta::Regex::builder()
+                .build_from_hir(hir)
+                .map_err(|e| fail(format!("param 'pattern': {e}")))?;
+            checks.whole.push((owner, WholeCheck::Regex(re)));
+        }
+        CheckDef::MaxLength {
+            max_chars,
+            max_tokens,
+        } => {
+            if let Some(max) = max_chars {
+                checks.max_chars.push((owner, *max));
+            }
+            if let Some(max) = max_tokens {
+                let counter = TokenCounter::o200k().map_err(|e| {
+                    fail(format!(
+                        "param 'max_tokens': cannot load the o200k tokenizer: {e}"
+                    ))
+                })?;
+                let max = *max;
+                checks
+                    .limits
+                    .push((owner, Box::new(MaxTokens { max, counter })));
+            }
+        }
+        CheckDef::SentenceCount { max } => {
+            let max = *max;
+            checks.limits.push((owner, Box::new(MaxSentences { max })));
+        }
+        CheckDef::Contains { patterns, any } => checks.whole.push((
+            owner,
+            WholeCheck::Contains {
+                patterns: patterns.iter().map(|p| p.to_lowercase()).collect(),
+                any: *any,
+            },
+        )),
+        CheckDef::MinLength { min_chars } => {
+            checks.whole.push((owner, WholeCheck::MinChars(*min_chars)))
+        }
+        CheckDef::JsonValid => checks.whole.push((owner, WholeCheck::JsonValid)),
+        CheckDef::FieldPresence { fields } => checks
+            .whole
+            .push((owner, WholeCheck::FieldPresence(fields.clone()))),
+        CheckDef::JsonSchema(c) => checks
+            .whole
+            .push((owner, WholeCheck::Schema(Arc::clone(c)))),
+        CheckDef::JsonPath(c) => checks.whole.push((owner, WholeCheck::Path(Arc::clone(c)))),
+        // Scanned (see `compile_scan`), or not a text check (collected by `Policy::compile`).
+        CheckDef::ContentExcludes { .. }
+        | CheckDef::ForbidRegex { .. }
+        | CheckDef::Pii { .. }
+        | CheckDef::Tool(_)
+        | CheckDef::LatencyBudget { .. }
+        | CheckDef::CostBudget { .. }
+        | CheckDef::Judged(_)
+        | CheckDef::GuardrailTriggered { .. } => {}
+    }
+    Ok(())
+}
+
+/// The scan set of the validators `own` picks (one target, one `normalize:` setting), with its
+/// patterns in the view they read, and span finders for its redacting regexes.
+fn compile_scan(
+    defs: &[(Validator, CheckDef)],
+    own: impl Fn(&Validator) -> bool,
+    normalize: Normalize,
+) -> Result<ViewSet, PolicyError> {
+    let mut literals = Vec::new();
+    let mut regexes = Vec::new();
+    let mut regex_owners = Vec::new();
+    let mut pii = Vec::new();
+    let mut finders = Vec::new();
+    for (i, (v, def)) in defs.iter().enumerate() {
+        if !own(v) {
+            continue;
+        }
+        let owner = i as u32;
+        let fail = |message: String| PolicyError::Compile {
+            file: v.file.clone(),
+            index: v.index,
+            type_name: v.type_name.clone(),
+            message,
+        };
+        match def {
+            CheckDef::ContentExcludes {
+                patterns,
+                word_boundary,
+            } => {
+                for p in patterns {
+                    for form in normalize_pattern(p, normalize) {
+                        if form.is_empty() {
+                            return Err(fail(format!(
+                                "pattern {p:?} is empty once normalised (normalize: {}): it has only invisible characters",
+                                normalize.name()
+                            )));
+                        }
+                        literals.push(LiteralRule {
+                            pattern: form,
+                            owner,
+                            word_boundary: *word_boundary,
+                        });
+                    }
+                }
+            }
+            CheckDef::ForbidRegex { hir, .. } => {
+                let hir = normalize_hir(hir, normalize);
+                let exact = v.mode == Mode::Redact;
+                if exact && !finders.iter().any(|(o, _)| *o == owner) {
+                    let finder =
+                        SpanFinder::new(&hir).map_err(|e| fail(format!("param 'pattern': {e}")))?;
+                    finders.push((owner, finder));
+                }
+                regexes.push(RegexRule { hir, owner, exact });
+                regex_owners.push(i);
+            }
+            CheckDef::Pii { kinds } => pii.push(PiiRule {
+                kinds: kinds.clone(),
+                owner,
+            }),
+            _ => {}
+        }
+    }
+    let literals = if literals.is_empty() {
+        None
+    } else {
+        Some(
+            LiteralMatcher::new(&literals).map_err(|e| PolicyError::Compile {
+                file: "(packs)".into(),
+                index: 0,
+                type_name: "content_excludes".into(),
+                message: e.to_string(),
+            })?,
+        )
+    };
+    let regexes = build_forbidden(&regexes).map_err(|(i, e)| {
+        let (v, _) = &defs[regex_owners[i]];
+        PolicyError::Compile {
+            file: v.file.clone(),
+            index: v.index,
+            type_name: v.type_name.clone(),
+            message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
+        }
+    })?;
+    let pii = if pii.is_empty() {
+        None
+    } else {
+        Some(PiiMatcher::new(&pii).map_err(|e| PolicyError::Compile {
+            file: "(packs)".into(),
+            index: 0,
+            type_name: "pii".into(),
+            message: e.to_string(),
+        })?)
+    };
+    Ok(ViewSet {
+        normalize,
+        set: ScanSet::new(literals, regexes, pii),
+        finders,
+    })
 }

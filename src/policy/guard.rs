@@ -332,12 +332,16 @@ impl ExchangeGuard {
         let first_hit = self.hits.len();
         let pos = match &mut ch.json {
             None => {
-                checks.scan.feed(&mut ch.scan, text, &mut self.hits);
+                checks.scan.feed(&mut ch.scan, text, &mut self.hits, true);
                 ch.scan.pos()
             }
             Some(json) => {
                 let decoded = json.decode(text);
-                checks.scan.feed(&mut ch.scan, &decoded, &mut self.hits);
+                // Arguments are matched decoded and kept raw: a regex match's start, found in
+                // the decoded text, is not looked for (such a hit blocks instead of redacting).
+                checks
+                    .scan
+                    .feed(&mut ch.scan, &decoded, &mut self.hits, false);
                 for h in &mut self.hits[first_hit..] {
                     h.start = h.start.map(|s| json.raw_pos(s));
                     h.end = json.raw_pos(h.end);
@@ -427,11 +431,12 @@ impl ExchangeGuard {
             let ch = &mut self.channels[id];
             let first_hit = self.hits.len();
             let scan = &policy.checks(ch.target).scan;
+            let find_spans = ch.json.is_none();
             if let Some(json) = &mut ch.json {
                 let rest = json.finish();
-                scan.feed(&mut ch.scan, &rest, &mut self.hits);
+                scan.feed(&mut ch.scan, &rest, &mut self.hits, find_spans);
             }
-            scan.finish(&mut ch.scan, &mut self.hits);
+            scan.finish(&mut ch.scan, &mut self.hits, find_spans);
             for h in &mut self.hits[first_hit..] {
                 h.start = h.start.map(|s| ch.raw_pos(s));
                 h.end = ch.raw_pos(h.end);

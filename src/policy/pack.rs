@@ -13,6 +13,7 @@ use super::catalog;
 use super::evals::EvalDef;
 use super::judged::{CheckRefs, Judged, JudgedKind};
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
+use crate::scan::Normalize;
 use checks::build_check;
 use params::{as_bool, as_string, Params};
 use serde_json::{Map, Value};
@@ -323,6 +324,27 @@ fn parse_validator(
                 .into(),
         ));
     }
+    let normalize = match p.take("normalize") {
+        None => Normalize::default(),
+        Some((name, v)) => {
+            if !matches!(
+                def,
+                CheckDef::ContentExcludes { .. }
+                    | CheckDef::Pii { .. }
+                    | CheckDef::ForbidRegex { .. }
+            ) {
+                return Err(at(format!(
+                    "param '{name}': applies to the word, phrase, pattern and PII checks (content_excludes, banned_words, regex with expect_match: false, pii), not to `{type_name}`"
+                )));
+            }
+            v.as_str().and_then(Normalize::parse).ok_or_else(|| {
+                at(format!(
+                    "param '{name}': must be one of {}",
+                    Normalize::NAMES
+                ))
+            })?
+        }
+    };
     if mask.is_some() && mode != Mode::Redact {
         return Err(at("`mask` only applies with `mode: redact`".into()));
     }
@@ -338,6 +360,7 @@ fn parse_validator(
         canonical,
         message,
         direction,
+        normalize,
         mode,
         threshold,
         on_error,

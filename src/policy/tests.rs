@@ -1282,3 +1282,77 @@ fn workflow_complete_needs_its_terminal_states() {
             .unwrap_err();
     assert!(e.contains("entry 0 must be {state"), "{e}");
 }
+
+#[test]
+fn normalize_param_is_checked_and_named_in_errors() {
+    let e = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [a], normalize: fuzzy }\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("validators[0] (type: banned_words): param 'normalize': must be one of none, nfkc, full"),
+        "{e}"
+    );
+    let e = policy(
+        "validators:\n  - type: max_length\n    params: { max_chars: 5, normalize: none }\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("param 'normalize': applies to the word"), "{e}");
+    let e = policy("validators:\n  - type: banned_words\n    params: { words: [\"\\u200b\"] }\n")
+        .unwrap_err();
+    assert!(e.contains("empty once normalised"), "{e}");
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [a], normalize: nfkc }\n",
+    )
+    .unwrap();
+    assert_eq!(p.validators()[0].normalize, crate::scan::Normalize::Nfkc);
+}
+
+#[test]
+fn each_normalize_setting_reads_its_own_view() {
+    let pack = |mode: &str| {
+        policy(&format!(
+            "validators:\n  - type: banned_words\n    params: {{ words: [\"forbidden fruit\"], normalize: {mode} }}\n"
+        ))
+        .unwrap()
+    };
+    let zero_width = ["the forbid\u{200b}", "den fruit"];
+    let cyrillic = ["the f\u{43e}rbidden", " fruit"];
+    assert!(stream(&pack("none"), &zero_width).is_ok());
+    assert!(stream(&pack("nfkc"), &zero_width).is_err());
+    assert!(stream(&pack("nfkc"), &cyrillic).is_ok());
+    assert!(stream(&pack("full"), &cyrillic).is_err());
+    // Regexes read the view too: literals and small classes in their view form.
+    let re = policy(
+        "validators:\n  - type: regex\n    params: { pattern: \"(?i)caf[é]\\\\s+cr[eè]me\", expect_match: false }\n",
+    )
+    .unwrap();
+    assert!(stream(&re, &["un CAFE\u{301}\u{a0}cre\u{300}me"]).is_err());
+    assert!(stream(&re, &["un café crème"]).is_err());
+    assert!(stream(&re, &["un cafe creme"]).is_ok());
+    // Lanes of several settings in one policy: each hit is found once, mapped to raw text.
+    let both = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [apple], normalize: none }\n  - type: banned_words\n    params: { words: [pear] }\n",
+    )
+    .unwrap();
+    assert!(stream(&both, &["an ap\u{200b}ple"]).is_ok());
+    assert!(stream(&both, &["a pe\u{200b}ar"]).is_err());
+}
+
+#[test]
+fn the_hold_back_covers_the_raw_bytes_of_a_match_forming_in_the_view() {
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"] }\n",
+    )
+    .unwrap();
+    let mut g = p.exchange_guard(Default::default(), None);
+    let (ch, pos) = g.on_chunk(&text(0, "ok forbid\u{200b}")).unwrap().unwrap();
+    assert_eq!(pos, "ok forbid\u{200b}".len() as u64);
+    assert_eq!(g.safe_pos(ch), 3, "held from the match's first raw byte");
+    // A Cyrillic letter opening a word waits until the word shows its script.
+    let mut g = p.exchange_guard(Default::default(), None);
+    let (ch, _) = g.on_chunk(&text(0, "ok \u{43e}")).unwrap().unwrap();
+    assert_eq!(g.safe_pos(ch), 3);
+    g.on_chunk(&text(0, "\u{43a} ")).unwrap();
+    assert_eq!(g.safe_pos(ch), "ok \u{43e}\u{43a} ".len() as u64);
+}

@@ -73,6 +73,8 @@ pub struct Validator {
     pub canonical: &'static str,
     pub message: Option<String>,
     pub direction: Direction,
+    /// The view word, phrase, pattern and PII checks match on (`normalize:`).
+    pub normalize: crate::scan::Normalize,
     pub mode: Mode,
     pub threshold: Threshold,
     /// What a check that cannot decide (missing usage, arguments that are not JSON) does.

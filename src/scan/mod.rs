@@ -15,6 +15,11 @@
 // tell the literal and prefixed matchers where to look; the vector kernels run the filter's and
 // the regex DFAs' per-position passes; below them, the layout the filter and the kernels share
 // and CPU detection; at the bottom, what every layer uses.
+// Above the matchers: the normalised view they are fed (`normal`) and the scan sets of a
+// target over it (`view`).
+pub mod normal;
+mod view;
+
 mod plan;
 
 mod inner;
@@ -37,11 +42,13 @@ pub mod text;
 
 pub use self::hit::Hit;
 pub use self::literal::{LiteralMatcher, LiteralRule};
+pub use self::normal::Normalize;
 pub use self::pii::{PiiKind, PiiMatcher, PiiRule, PiiState};
 pub use self::plan::{build_forbidden, ForbiddenRegexes};
 pub use self::regex::{
     compile_hir, trim_for_existence, RegexError, RegexMatcher, RegexRule, SpanFinder,
 };
+pub use self::view::{TextScan, TextScanState, ViewSet};
 
 thread_local! {
     /// Scratch for [`ScanSet::feed`]: per matcher, the positions of the piece where its

@@ -7,14 +7,14 @@ use crate::delta::{Channel, Delta};
 use crate::policy::compile::Target;
 use crate::policy::json_text::JsonTextDecoder;
 use crate::policy::limits::LimitState;
-use crate::scan::ScanState;
+use crate::scan::TextScanState;
 
 #[derive(Debug)]
 pub(super) struct ChannelState {
     pub(super) choice: u32,
     pub(super) channel: Channel,
     pub(super) target: Target,
-    pub(super) scan: ScanState,
+    pub(super) scan: TextScanState,
     /// The channel's latest text and the position of its first byte, kept only with
     /// `keep_matches` (at most [`super::RECENT_TEXT`] bytes plus the last delta).
     pub(super) recent: Option<(u64, String)>,
@@ -171,8 +171,7 @@ impl ExchangeGuard {
             limits,
             json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
             full: (self.full_text_limit > 0 && !self.full_text_dropped()).then(String::new),
-            recent: (self.keep_matches || !self.policy.span_finders.is_empty())
-                .then(|| (0, String::new())),
+            recent: self.keep_matches.then(|| (0, String::new())),
             judged_upto: (self.policy.judged_window.is_some() && target == Target::Output)
                 .then_some(0),
         });

@@ -70,23 +70,9 @@ impl ExchangeGuard {
         let mut i = 0;
         while i < self.hits.len() {
             let hit = self.hits[i];
-            // Regex hits know only their end: the match's start is found backwards in the
-            // channel's recent text (failing that, the hit stays and blocks).
-            let start = hit.start.or_else(|| {
-                let (_, finder) = policy.span_finders.iter().find(|(o, _)| *o == hit.owner)?;
-                let ch = self.channels.get(channel)?;
-                // Arguments were matched decoded and are kept raw: a start found in the raw
-                // text could fall inside an escape, so such a hit blocks instead.
-                if ch.json.is_some() {
-                    return None;
-                }
-                let (base, text) = ch.recent.as_ref()?;
-                let end = usize::try_from(hit.end.checked_sub(*base)?).ok()?;
-                finder
-                    .start(text.as_bytes(), end)
-                    .map(|s| base + s as u64)
-                    .filter(|&s| s > *base || *base == 0)
-            });
+            // Regex hits know their start when the scanner found it (not in tool arguments,
+            // which are matched decoded); a hit without one stays and blocks.
+            let start = hit.start;
             let (Mode::Redact, Some(start)) = (policy.validator(hit.owner).mode, start) else {
                 i += 1;
                 continue;

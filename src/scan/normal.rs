@@ -1,0 +1,627 @@
+//! The normalised view of text: what a reader sees, for the text checks to match on.
+//!
+//! A model (or a user) can spell a banned phrase so that every reader renders it while the
+//! bytes differ: a zero-width space or soft hyphen inside a word, fullwidth or mathematical
+//! letters, a no-break space, a Cyrillic `о` among Latin letters. The [`Normalizer`] turns the
+//! text, piece by piece as it streams, into a view where those spellings are the plain one:
+//! - default-ignorable code points (zero-width spaces and joiners, soft hyphen, word joiner,
+//!   BOM, bidi controls, variation selectors, tag characters, Hangul fillers) are removed;
+//! - every Unicode space becomes U+0020 (line and paragraph separators and NEL a line break);
+//! - compatibility decomposition (NFKD), with combining marks in canonical order. A decomposed
+//!   form needs no look-ahead (NFKC would wait for a mark that may follow any letter) and
+//!   matches exactly what NFKC matching would, since the patterns go through the same view
+//!   ([`normalize_pattern`]);
+//! - `full` only: in a word that mixes Latin with look-alike letters of another script
+//!   (Cyrillic, Greek, Armenian, Cherokee, Coptic), each look-alike letter becomes the Latin
+//!   letter it is confusable with (UTS #39 skeletons, from `unicode-security`). Single-script
+//!   words are left alone, so Russian or Greek text never turns into Latin words.
+//!
+//! Case is left to the matchers, as before (literals fold ASCII and simple Unicode case;
+//! regexes match as written), so a pattern means the same in the view as in raw text.
+//!
+//! Every byte of the view is mapped back to the raw text ([`Normalizer::raw_start`],
+//! [`Normalizer::raw_end`]), so a match found in the view blocks, holds back and redacts the
+//! raw bytes — the obfuscating characters inside a match included. The view is decided char by
+//! char with state carried across pieces, so any split of a text gives the view (and the map)
+//! of the whole text; only a run of combining marks and, with `full`, a word's leading run of
+//! look-alike letters wait for what follows ([`Normalizer::pending_start`]).
+
+use regex_syntax::hir::{
+    self, Capture, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Literal, Repetition,
+};
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::sync::LazyLock;
+use unicode_normalization::char::{canonical_combining_class, decompose_compatible};
+use unicode_script::{Script, UnicodeScript};
+
+/// How a validator's text is matched (`normalize:` in a pack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Normalize {
+    /// The text as it came (JSON escapes resolved where the text is JSON).
+    None,
+    /// Invisible characters removed, spaces folded, compatibility forms decomposed.
+    Nfkc,
+    /// `nfkc`, and look-alike letters of mixed-script words read as Latin.
+    #[default]
+    Full,
+}
+
+impl Normalize {
+    pub const NAMES: &'static str = "none, nfkc, full";
+
+    pub fn parse(s: &str) -> Option<Normalize> {
+        match s {
+            "none" => Some(Normalize::None),
+            "nfkc" => Some(Normalize::Nfkc),
+            "full" => Some(Normalize::Full),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Normalize::None => "none",
+            Normalize::Nfkc => "nfkc",
+            Normalize::Full => "full",
+        }
+    }
+}
+
+/// A run of the view and the raw text it came from. Runs cover the view without gaps; a run
+/// ends where the next begins (or at the end of the view).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// View position of the run's first byte.
+    out: u64,
+    /// Raw span the run came from.
+    raw: u64,
+    raw_end: u64,
+    /// The run is the raw text itself, byte for byte: positions inside map one to one.
+    /// Otherwise any position inside maps to the span's ends.
+    exact: bool,
+}
+
+/// A character of the view waiting for what follows, with the raw span it came from.
+#[derive(Debug, Clone, Copy)]
+struct Unit {
+    c: char,
+    raw: u64,
+    raw_end: u64,
+    exact: bool,
+}
+
+/// Held runs longer than this are released as they are (so memory and hold-back stay bounded
+/// whatever the peer sends; the cut depends only on the text, so every split agrees).
+const MAX_HELD: usize = 64;
+
+/// The incremental normaliser of one channel (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Normalizer {
+    mode: Normalize,
+    raw_len: u64,
+    out_len: u64,
+    runs: VecDeque<Run>,
+    /// Combining marks after the last starter, in the order they came.
+    marks: Vec<(Unit, u8)>,
+    /// `full`: the current word's leading look-alike letters (and what followed them), held
+    /// until a Latin letter (read as Latin) or the word's end (as they are).
+    held: Vec<Unit>,
+    /// `full`: the current word has a Latin letter.
+    word_latin: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Latin,
+    LookAlike,
+    OtherWord,
+    NotWord,
+}
+
+fn class(c: char) -> Class {
+    if c.is_ascii() {
+        return if c.is_ascii_alphabetic() {
+            Class::Latin
+        } else if c.is_ascii_alphanumeric() || c == '_' {
+            Class::OtherWord
+        } else {
+            Class::NotWord
+        };
+    }
+    if !super::text::is_word_char(c) {
+        return Class::NotWord;
+    }
+    if !c.is_alphabetic() {
+        return Class::OtherWord;
+    }
+    match c.script() {
+        Script::Latin => Class::Latin,
+        s if LOOK_ALIKE_SCRIPTS.contains(&s) => Class::LookAlike,
+        _ => Class::OtherWord,
+    }
+}
+
+/// Scripts whose letters include look-alikes of Latin letters.
+const LOOK_ALIKE_SCRIPTS: [Script; 5] = [
+    Script::Cyrillic,
+    Script::Greek,
+    Script::Armenian,
+    Script::Cherokee,
+    Script::Coptic,
+];
+
+/// Blocks of the look-alike scripts (where [`LATIN_TWIN`] looks).
+const LOOK_ALIKE_BLOCKS: [(u32, u32); 10] = [
+    (0x0370, 0x03FF),
+    (0x0400, 0x052F),
+    (0x0530, 0x058F),
+    (0x13A0, 0x13FF),
+    (0x1C80, 0x1C8F),
+    (0x1D00, 0x1D7F),
+    (0x1F00, 0x1FFF),
+    (0x2C80, 0x2CFF),
+    (0xA640, 0xA69F),
+    (0xAB70, 0xABBF),
+];
+
+/// For each look-alike letter, the ASCII letter with the same UTS #39 skeleton (of the same
+/// case where both cases have one).
+static LATIN_TWIN: LazyLock<HashMap<char, char>> = LazyLock::new(|| {
+    let skeleton =
+        |c: char| -> String { unicode_security::skeleton(c.encode_utf8(&mut [0; 4])).collect() };
+    let mut by_skeleton: HashMap<String, Vec<char>> = HashMap::new();
+    for b in ('a'..='z').chain('A'..='Z') {
+        by_skeleton.entry(skeleton(b)).or_default().push(b);
+    }
+    let mut twins = HashMap::new();
+    for &(from, to) in &LOOK_ALIKE_BLOCKS {
+        for c in (from..=to).filter_map(char::from_u32) {
+            if class(c) != Class::LookAlike {
+                continue;
+            }
+            let Some(latin) = by_skeleton.get(&skeleton(c)) else {
+                continue;
+            };
+            let same_case = latin
+                .iter()
+                .find(|l| l.is_uppercase() == c.is_uppercase())
+                .or(latin.first());
+            if let Some(&l) = same_case {
+                twins.insert(c, l);
+            }
+        }
+    }
+    twins
+});
+
+/// The Latin letter a look-alike letter reads as, if any.
+fn latin_twin(c: char) -> Option<char> {
+    LATIN_TWIN.get(&c).copied()
+}
+
+/// Default_Ignorable_Code_Point (Unicode's DerivedCoreProperties): characters no reader
+/// renders. A unit test checks this list against `unicode-security`'s table.
+fn is_ignorable(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x034F
+            | 0x061C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+/// A non-ASCII space or line separator, as the plain one.
+fn plain_space(c: char) -> Option<char> {
+    match c {
+        '\u{85}' | '\u{2028}' | '\u{2029}' => Some('\n'),
+        c if c.is_whitespace() => Some(' '),
+        _ => None,
+    }
+}
+
+impl Normalizer {
+    pub fn new(mode: Normalize) -> Self {
+        Normalizer {
+            mode,
+            raw_len: 0,
+            out_len: 0,
+            runs: VecDeque::new(),
+            marks: Vec::new(),
+            held: Vec::new(),
+            word_latin: false,
+        }
+    }
+
+    /// Bytes of raw text read.
+    pub fn raw_len(&self) -> u64 {
+        self.raw_len
+    }
+
+    /// Bytes of view written.
+    pub fn out_len(&self) -> u64 {
+        self.out_len
+    }
+
+    /// The raw position of the first character the view has not written yet (`None`: every
+    /// character read is in the view).
+    pub fn pending_start(&self) -> Option<u64> {
+        let held = self.held.first().map(|u| u.raw);
+        let marks = self.marks.iter().map(|(u, _)| u.raw).min();
+        match (held, marks) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Normalises the next piece; the view of it is returned (borrowed when the piece is its
+    /// own view: ASCII with nothing waiting, the common case).
+    pub fn feed<'t>(&mut self, text: &'t str) -> Cow<'t, str> {
+        if self.marks.is_empty() && self.held.is_empty() && text.is_ascii() {
+            if self.mode == Normalize::Full {
+                self.ascii_word_state(text.as_bytes());
+            }
+            let len = text.len() as u64;
+            self.push_run(self.raw_len, self.raw_len + len, true, len);
+            self.raw_len += len;
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        for (i, c) in text.char_indices() {
+            let raw = self.raw_len + i as u64;
+            let raw_end = raw + c.len_utf8() as u64;
+            if c.is_ascii() {
+                self.starter(
+                    Unit {
+                        c,
+                        raw,
+                        raw_end,
+                        exact: true,
+                    },
+                    &mut out,
+                );
+                continue;
+            }
+            if is_ignorable(c) {
+                continue;
+            }
+            if let Some(space) = plain_space(c) {
+                self.starter(
+                    Unit {
+                        c: space,
+                        raw,
+                        raw_end,
+                        exact: false,
+                    },
+                    &mut out,
+                );
+                continue;
+            }
+            let mut parts = [char::default(); 18];
+            let mut n = 0;
+            decompose_compatible(c, |d| {
+                if let Some(slot) = parts.get_mut(n) {
+                    *slot = d;
+                    n += 1;
+                }
+            });
+            let exact = n == 1 && parts[0] == c;
+            for &d in &parts[..n] {
+                let unit = Unit {
+                    c: d,
+                    raw,
+                    raw_end,
+                    exact,
+                };
+                match canonical_combining_class(d) {
+                    0 => self.starter(unit, &mut out),
+                    ccc => {
+                        self.marks.push((unit, ccc));
+                        if self.marks.len() > MAX_HELD {
+                            self.flush_marks(&mut out);
+                        }
+                    }
+                }
+            }
+        }
+        self.raw_len += text.len() as u64;
+        Cow::Owned(out)
+    }
+
+    /// The end of the text: whatever waited is written as it is.
+    pub fn finish(&mut self) -> String {
+        let mut out = String::new();
+        self.flush_marks(&mut out);
+        self.flush_held(false, &mut out);
+        self.word_latin = false;
+        out
+    }
+
+    /// An ASCII piece with nothing waiting: only the word state changes (the piece's last word,
+    /// if it reaches the end, has a Latin letter or not).
+    fn ascii_word_state(&mut self, bytes: &[u8]) {
+        let is_word = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_';
+        let tail = bytes.iter().rev().take_while(|b| is_word(b)).count();
+        let word = &bytes[bytes.len() - tail..];
+        let latin = word.iter().any(u8::is_ascii_alphabetic);
+        self.word_latin = if tail == bytes.len() {
+            self.word_latin || latin
+        } else {
+            latin
+        };
+    }
+
+    fn starter(&mut self, unit: Unit, out: &mut String) {
+        self.flush_marks(out);
+        self.unit(unit, out);
+    }
+
+    /// Writes the pending marks in canonical order (a reordered run maps to its whole span).
+    fn flush_marks(&mut self, out: &mut String) {
+        if self.marks.is_empty() {
+            return;
+        }
+        let mut marks = std::mem::take(&mut self.marks);
+        let sorted = marks.windows(2).all(|w| w[0].1 <= w[1].1);
+        if !sorted {
+            marks.sort_by_key(|(_, ccc)| *ccc);
+            let raw = marks.iter().map(|(u, _)| u.raw).min().unwrap_or(0);
+            let raw_end = marks.iter().map(|(u, _)| u.raw_end).max().unwrap_or(0);
+            for (u, _) in &mut marks {
+                *u = Unit {
+                    c: u.c,
+                    raw,
+                    raw_end,
+                    exact: false,
+                };
+            }
+        }
+        for (u, _) in marks.drain(..) {
+            self.unit(u, out);
+        }
+        self.marks = marks;
+    }
+
+    /// One character of the view, through the look-alike stage (`full`).
+    fn unit(&mut self, unit: Unit, out: &mut String) {
+        if self.mode != Normalize::Full {
+            return self.emit(unit, out);
+        }
+        match class(unit.c) {
+            Class::Latin => {
+                if !self.word_latin {
+                    self.word_latin = true;
+                    self.flush_held(true, out);
+                }
+                self.emit(unit, out);
+            }
+            Class::LookAlike if self.word_latin => self.emit(as_latin(unit), out),
+            Class::LookAlike => self.hold(unit, out),
+            Class::OtherWord if !self.held.is_empty() => self.hold(unit, out),
+            Class::OtherWord => self.emit(unit, out),
+            Class::NotWord => {
+                self.flush_held(false, out);
+                self.word_latin = false;
+                self.emit(unit, out);
+            }
+        }
+    }
+
+    fn hold(&mut self, unit: Unit, out: &mut String) {
+        self.held.push(unit);
+        if self.held.len() > MAX_HELD {
+            self.flush_held(false, out);
+        }
+    }
+
+    /// Writes the held run: its look-alike letters as Latin when the word turned out mixed.
+    fn flush_held(&mut self, mixed: bool, out: &mut String) {
+        let mut held = std::mem::take(&mut self.held);
+        for u in held.drain(..) {
+            let u = if mixed && class(u.c) == Class::LookAlike {
+                as_latin(u)
+            } else {
+                u
+            };
+            self.emit(u, out);
+        }
+        self.held = held;
+    }
+
+    fn emit(&mut self, unit: Unit, out: &mut String) {
+        out.push(unit.c);
+        let len = unit.c.len_utf8() as u64;
+        self.push_run(unit.raw, unit.raw_end, unit.exact, len);
+    }
+
+    /// Appends `len` view bytes that came from raw `raw..raw_end`.
+    fn push_run(&mut self, raw: u64, raw_end: u64, exact: bool, len: u64) {
+        let out = self.out_len;
+        self.out_len += len;
+        if let Some(last) = self.runs.back_mut() {
+            if exact && last.exact && last.raw_end == raw {
+                last.raw_end = raw_end;
+                return;
+            }
+            // More view characters of the same raw character (a decomposition).
+            if !exact && !last.exact && last.raw == raw && last.raw_end == raw_end {
+                return;
+            }
+        }
+        self.runs.push_back(Run {
+            out,
+            raw,
+            raw_end,
+            exact,
+        });
+    }
+
+    /// The run holding view byte `pos`, if the view reaches it.
+    fn run_at(&self, pos: u64) -> Option<&Run> {
+        if pos >= self.out_len {
+            return None;
+        }
+        let i = self.runs.partition_point(|r| r.out <= pos);
+        self.runs.get(i.checked_sub(1)?)
+    }
+
+    /// The raw position where view position `pos` starts (a match starting there covers the
+    /// whole raw character it came from). At the view's end: the first raw byte not yet in the
+    /// view.
+    pub fn raw_start(&self, pos: u64) -> u64 {
+        match self.run_at(pos) {
+            Some(r) if r.exact => r.raw + (pos - r.out),
+            Some(r) => r.raw,
+            None => self.pending_start().unwrap_or(self.raw_len),
+        }
+    }
+
+    /// The raw position where a span of the view ending at `end` (exclusive) ends.
+    pub fn raw_end(&self, end: u64) -> u64 {
+        let Some(last) = end.checked_sub(1) else {
+            return self.raw_start(0);
+        };
+        match self.run_at(last) {
+            Some(r) if r.exact => r.raw + (end - r.out),
+            Some(r) => r.raw_end,
+            None => self.pending_start().unwrap_or(self.raw_len),
+        }
+    }
+
+    /// View positions before `pos` will not be mapped again.
+    pub fn prune(&mut self, pos: u64) {
+        let i = self.runs.partition_point(|r| r.out <= pos);
+        if i > 1 {
+            self.runs.drain(..i - 1);
+        }
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.runs.capacity() * std::mem::size_of::<Run>()
+            + self.marks.capacity() * std::mem::size_of::<(Unit, u8)>()
+            + self.held.capacity() * std::mem::size_of::<Unit>()
+    }
+}
+
+fn as_latin(u: Unit) -> Unit {
+    match latin_twin(u.c) {
+        Some(c) => Unit {
+            c,
+            exact: false,
+            ..u
+        },
+        None => u,
+    }
+}
+
+/// The view of a whole text.
+pub fn normalize_str(text: &str, mode: Normalize) -> String {
+    if mode == Normalize::None {
+        return text.to_owned();
+    }
+    let mut n = Normalizer::new(mode);
+    let mut out = n.feed(text).into_owned();
+    out.push_str(&n.finish());
+    out
+}
+
+/// The forms of a literal pattern to look for in the view: its own view, and with `full`, its
+/// view with every look-alike letter read as Latin (how a mixed-script spelling of a Cyrillic
+/// or Greek pattern reads), when that differs.
+pub fn normalize_pattern(pattern: &str, mode: Normalize) -> Vec<String> {
+    let own = normalize_str(pattern, mode);
+    let mut forms = vec![own.clone()];
+    if mode == Normalize::Full {
+        let latin: String = own
+            .chars()
+            .map(|c| {
+                if class(c) == Class::LookAlike {
+                    latin_twin(c).unwrap_or(c)
+                } else {
+                    c
+                }
+            })
+            .collect();
+        if latin != own {
+            forms.push(latin);
+        }
+    }
+    forms
+}
+
+/// Classes of at most this many characters are rewritten for the view (larger ones, like
+/// `\w` or `[^x]`, already hold every form the view can have).
+const SMALL_CLASS: usize = 256;
+
+/// A regex as it must read the view: its literals in their view, and small classes whose
+/// characters change in the view (`[é]`, `(?i)é`) matching the view of those characters.
+pub fn normalize_hir(hir: &Hir, mode: Normalize) -> Hir {
+    if mode == Normalize::None {
+        return hir.clone();
+    }
+    let norm = |h: &Hir| normalize_hir(h, mode);
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => hir.clone(),
+        HirKind::Literal(Literal(bytes)) => match std::str::from_utf8(bytes) {
+            Ok(text) => Hir::literal(normalize_str(text, mode).into_bytes()),
+            Err(_) => hir.clone(),
+        },
+        HirKind::Class(hir::Class::Unicode(class)) => {
+            let count: usize = class
+                .ranges()
+                .iter()
+                .map(|r| (r.end() as usize).saturating_sub(r.start() as usize) + 1)
+                .sum();
+            if count > SMALL_CLASS {
+                return hir.clone();
+            }
+            let mut same = Vec::new();
+            let mut changed = Vec::new();
+            for c in class.ranges().iter().flat_map(|r| r.start()..=r.end()) {
+                let view = normalize_str(c.encode_utf8(&mut [0; 4]), mode);
+                if view.is_empty() || view.chars().eq(std::iter::once(c)) {
+                    same.push(ClassUnicodeRange::new(c, c));
+                } else {
+                    changed.push(view);
+                }
+            }
+            if changed.is_empty() {
+                return hir.clone();
+            }
+            changed.sort();
+            changed.dedup();
+            let mut alternatives = vec![Hir::class(hir::Class::Unicode(ClassUnicode::new(same)))];
+            alternatives.extend(changed.into_iter().map(|v| Hir::literal(v.into_bytes())));
+            Hir::alternation(alternatives)
+        }
+        HirKind::Class(hir::Class::Bytes(_)) => hir.clone(),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(norm(&r.sub)),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => Hir::capture(Capture {
+            sub: Box::new(norm(&c.sub)),
+            ..c.clone()
+        }),
+        HirKind::Concat(subs) => Hir::concat(subs.iter().map(norm).collect()),
+        HirKind::Alternation(subs) => Hir::alternation(subs.iter().map(norm).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

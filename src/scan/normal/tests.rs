@@ -1,0 +1,237 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+use proptest::prelude::*;
+
+/// Feeds `text` in pieces cut at the byte positions `cuts` (char boundaries only).
+fn view_of(text: &str, cuts: &[usize], mode: Normalize) -> (String, Normalizer) {
+    let mut n = Normalizer::new(mode);
+    let mut out = String::new();
+    let mut at = 0;
+    for &c in cuts.iter().chain(std::iter::once(&text.len())) {
+        if c < at || !text.is_char_boundary(c) {
+            continue;
+        }
+        out.push_str(&n.feed(&text[at..c]));
+        at = c;
+    }
+    out.push_str(&n.finish());
+    (out, n)
+}
+
+fn full(text: &str) -> String {
+    normalize_str(text, Normalize::Full)
+}
+
+#[test]
+fn obfuscations_read_as_the_plain_text() {
+    for obfuscated in [
+        "forbid\u{200b}den fruit",
+        "ｆｏｒｂｉｄｄｅｎ ｆｒｕｉｔ",
+        "forbidden\u{a0}fruit",
+        "f\u{43e}rbidden fruit",
+        "forbid\u{ad}den fruit",
+        "for\u{2060}bid\u{feff}den\u{3000}fruit",
+        "\u{1d41f}\u{1d428}\u{1d42b}\u{1d41b}\u{1d422}\u{1d41d}\u{1d41d}\u{1d41e}\u{1d427} fruit",
+        "forbidden\u{202f}fru\u{456}t",
+        "forbidden fru\u{200d}it\u{e0041}",
+        "forbi\u{fe0f}dden\u{2009}fruit",
+    ] {
+        assert_eq!(full(obfuscated), "forbidden fruit", "{obfuscated:?}");
+    }
+}
+
+#[test]
+fn single_script_words_are_left_alone() {
+    for clean in [
+        "Привет, как дела? Сок и вор.",
+        "Καλημέρα κόσμε, ο ουρανός",
+        "東京でラーメンを食べました",
+        "مرحبا بالعالم",
+        "Ünïcödé café naïve résumé",
+    ] {
+        let v = full(clean);
+        let nfkd: String = clean
+            .chars()
+            .flat_map(|c| {
+                let mut v = Vec::new();
+                decompose_compatible(c, |d| v.push(d));
+                v
+            })
+            .collect();
+        assert_eq!(v, nfkd, "{clean:?}");
+    }
+    assert_eq!(full("вор"), "вор");
+    // Mixed: read as Latin.
+    assert_eq!(
+        full("в\u{6f}р"),
+        normalize_pattern("вор", Normalize::Full)[1]
+    );
+}
+
+#[test]
+fn nfkc_mode_keeps_look_alikes() {
+    assert_eq!(
+        normalize_str("f\u{43e}rbidden", Normalize::Nfkc),
+        "f\u{43e}rbidden"
+    );
+    assert_eq!(
+        normalize_str("forbid\u{200b}den", Normalize::Nfkc),
+        "forbidden"
+    );
+    assert_eq!(
+        normalize_str("f\u{43e}rbidden", Normalize::None),
+        "f\u{43e}rbidden"
+    );
+}
+
+#[test]
+fn marks_are_put_in_canonical_order() {
+    // dot below (220) before acute (230), whichever way they came.
+    assert_eq!(full("e\u{301}\u{323}x"), full("e\u{323}\u{301}x"));
+    assert_eq!(full("é"), "e\u{301}");
+}
+
+#[test]
+fn spans_map_back_to_the_raw_text() {
+    let raw = "ab f\u{43e}rbid\u{200b}den\u{a0}x";
+    let (view, n) = view_of(raw, &[], Normalize::Full);
+    assert_eq!(view, "ab forbidden x");
+    let start = view.find("forbidden").unwrap() as u64;
+    let end = start + "forbidden".len() as u64;
+    let (rs, re) = (n.raw_start(start), n.raw_end(end));
+    assert_eq!(&raw[rs as usize..re as usize], "f\u{43e}rbid\u{200b}den");
+    // The no-break space maps to itself.
+    assert_eq!(n.raw_start(end), re);
+    assert_eq!(n.raw_end(end + 1), re + 2);
+    // A position inside a decomposition maps to the whole character.
+    let raw = "ﬁne";
+    let (view, n) = view_of(raw, &[], Normalize::Full);
+    assert_eq!(view, "fine");
+    assert_eq!((n.raw_start(1), n.raw_end(1)), (0, 3));
+    assert_eq!((n.raw_start(2), n.raw_end(3)), (3, 4));
+}
+
+#[test]
+fn a_mixed_word_waits_only_while_it_could_still_turn_latin() {
+    let mut n = Normalizer::new(Normalize::Full);
+    assert_eq!(n.feed("hello "), "hello ");
+    assert_eq!(n.pending_start(), None);
+    // Cyrillic letters at a word's start wait ...
+    assert_eq!(n.feed("\u{441}\u{43e}"), "");
+    assert_eq!(n.pending_start(), Some(6));
+    // ... until a Latin letter shows the word is mixed.
+    assert_eq!(n.feed("k"), "cok");
+    assert_eq!(n.pending_start(), None);
+    assert_eq!(n.feed(" \u{441}\u{43e}\u{43a} "), " \u{441}\u{43e}\u{43a} ");
+}
+
+#[test]
+fn held_runs_are_bounded() {
+    let long = "ж".repeat(1000);
+    let mut n = Normalizer::new(Normalize::Full);
+    let out = n.feed(&long);
+    assert!(n.held.len() <= MAX_HELD);
+    assert_eq!(out.len() + 2 * n.held.len(), long.len());
+}
+
+/// The ignorable list is Unicode's Default_Ignorable_Code_Point, as `unicode-security` has it
+/// (a skeleton drops exactly those characters).
+#[test]
+fn ignorable_list_matches_unicode() {
+    for u in 0x80..=0x10FFFFu32 {
+        let Some(c) = char::from_u32(u) else { continue };
+        let dropped = unicode_security::skeleton(c.encode_utf8(&mut [0; 4]))
+            .next()
+            .is_none();
+        assert_eq!(is_ignorable(c), dropped, "U+{u:04X}");
+    }
+}
+
+#[test]
+fn latin_twins_cover_the_usual_look_alikes() {
+    for (c, l) in [
+        ('а', 'a'),
+        ('е', 'e'),
+        ('о', 'o'),
+        ('р', 'p'),
+        ('с', 'c'),
+        ('х', 'x'),
+        ('і', 'i'),
+        ('ο', 'o'),
+        ('А', 'A'),
+        ('О', 'O'),
+        ('ѕ', 's'),
+    ] {
+        assert_eq!(latin_twin(c), Some(l), "{c}");
+    }
+}
+
+fn texts() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "a",
+        "b",
+        "f",
+        "x",
+        " ",
+        ".",
+        "é",
+        "e",
+        "\u{301}",
+        "\u{323}",
+        "\u{200b}",
+        "\u{ad}",
+        "\u{a0}",
+        "\u{3000}",
+        "о",
+        "с",
+        "ж",
+        "ｆ",
+        "ﬁ",
+        "𝐟",
+        "\u{fe0f}",
+        "\u{e0041}",
+        "1",
+        "_",
+        "한",
+        "東",
+        "\u{2028}",
+        "ς",
+        "ǅ",
+        "\u{1100}\u{1161}",
+    ]);
+    prop::collection::vec(pieces, 0..40).prop_map(|v| v.concat())
+}
+
+proptest! {
+    /// Any split gives the view (and the map) of the whole text, and every view span maps to
+    /// raw char boundaries in order.
+    #[test]
+    fn any_split_gives_the_whole_view(text in texts(), cuts in prop::collection::vec(0usize..200, 0..8), full_mode in any::<bool>()) {
+        let mode = if full_mode { Normalize::Full } else { Normalize::Nfkc };
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        let (whole, wn) = view_of(&text, &[], mode);
+        let (split, sn) = view_of(&text, &cuts, mode);
+        prop_assert_eq!(&whole, &split);
+        let boundaries = (0..=whole.len()).filter(|&p| whole.is_char_boundary(p));
+        let mut prev: Option<u64> = None;
+        for p in boundaries.map(|p| p as u64) {
+            prop_assert_eq!(wn.raw_start(p), sn.raw_start(p));
+            prop_assert_eq!(wn.raw_end(p), sn.raw_end(p));
+            prop_assert!(text.is_char_boundary(wn.raw_start(p) as usize));
+            prop_assert!(text.is_char_boundary(wn.raw_end(p) as usize));
+            if let Some(q) = prev {
+                prop_assert!(wn.raw_start(q) <= wn.raw_start(p));
+                prop_assert!(wn.raw_end(q) <= wn.raw_end(p));
+            }
+            prev = Some(p);
+        }
+    }
+
+    /// A character at a time: the same view as the whole text.
+    #[test]
+    fn char_by_char_gives_the_whole_view(text in texts()) {
+        let cuts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+        prop_assert_eq!(view_of(&text, &cuts, Normalize::Full).0, full(&text));
+    }
+}
