@@ -110,7 +110,7 @@ impl Policy {
             let mut pii = Vec::new();
             let checks = &mut policy.targets[t];
             for (i, (v, def)) in defs.iter().enumerate() {
-                if !v.direction.covers(*target) {
+                if !v.covers(*target) {
                     continue;
                 }
                 let owner = i as u32;
