@@ -257,6 +257,42 @@ async fn whole_answers_with_violating_reasoning_are_blocked() {
     }
 }
 
+/// A redacting validator of the answer masks its reasoning too, in the deltas and in every
+/// repeat of them, streamed and whole, on every protocol.
+#[tokio::test]
+async fn redaction_masks_reasoning_by_default() {
+    let pack = "validators:\n  - id: no-launch\n    type: banned_words\n    mode: redact\n    mask: \"[codes]\"\n    params: { words: [\"launch codes\"] }\n";
+    for p in all() {
+        let (frames, _) = (p.thinking_frames)(&["I recall the launch codes are 42. "], "ok");
+        let (masked, _) = (p.thinking_frames)(&["I recall the [codes] are 42. "], "ok");
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert_eq!(a.text(), masked.concat(), "{}", p.name);
+
+        let whole = (p.thinking_whole)("I recall the launch codes are 42.", "ok");
+        let mock = MockUpstream::start(move |_| Reply::json(200, &whole)).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(
+            (a.status.as_u16(), a.text()),
+            (
+                200,
+                (p.thinking_whole)("I recall the [codes] are 42.", "ok")
+            ),
+            "{}",
+            p.name
+        );
+    }
+}
+
 /// Anthropic's `redacted_thinking` blocks carry encrypted reasoning no reader sees: relayed
 /// unchanged when opaque, and never relayed unchecked (the fallback reads their `data` as an
 /// unknown string, so readable text there is checked like the answer).
