@@ -106,11 +106,12 @@ fn check(path: &std::path::Path) -> ExitCode {
         }
         for v in policy.validators() {
             println!(
-                "    validators[{}] {} ({}) direction={:?} mode={:?}{}",
+                "    validators[{}] {} ({}) direction={:?} reasoning={} mode={:?}{}",
                 v.index,
                 v.type_name,
                 v.canonical,
                 v.direction,
+                if v.reasoning { "check" } else { "skip" },
                 v.mode,
                 v.id.as_ref()
                     .map(|i| format!(" id={i}"))

@@ -129,13 +129,15 @@ async fn blocked_tool_arguments_never_leak_a_prefix() {
 async fn reasoning_is_checked_under_its_own_direction() {
     for p in all() {
         // "launch codes" is banned only in reasoning; in the answer it passes.
-        let clean = (p.thinking_frames)("thinking hard", "the launch codes are safe").concat();
+        let clean = (p.thinking_frames)(&["thinking hard"], "the launch codes are safe")
+            .0
+            .concat();
         let mock = split_mock(clean.clone()).await;
         let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
         let a = stream(&p, proxy.addr(), "hi", "").await;
         assert_eq!(a.text(), clean, "{}", p.name);
 
-        let frames = (p.thinking_frames)("the launch codes are 42", "ok");
+        let (frames, _) = (p.thinking_frames)(&["the launch codes are 42"], "ok");
         let mock = split_mock(frames.concat()).await;
         let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
         let a = stream(&p, proxy.addr(), "hi", "").await;
@@ -148,6 +150,191 @@ async fn reasoning_is_checked_under_its_own_direction() {
             a.text()
         );
     }
+}
+
+/// One phrase banned from the answer, with the default direction (`output`), and `extra`
+/// params.
+fn reasoning_pack(extra: &str) -> String {
+    format!(
+        "validators:\n  - id: no-launch\n    type: banned_words\n    message: \"Blocked: launch codes.\"\n    params: {{ words: [\"launch codes\"]{extra} }}\n"
+    )
+}
+
+/// Reasoning is output: with the default direction, a banned phrase split across reasoning
+/// deltas is blocked on every protocol, wherever the stream is cut, and no byte of it reaches
+/// the client (the frames before it, then the error frame); the same stream with the opaque
+/// signature or encrypted copy of the reasoning passes byte for byte when clean, and with
+/// `reasoning: skip` even with the phrase.
+#[tokio::test]
+async fn reasoning_is_checked_as_output_by_default_and_never_leaks_a_prefix() {
+    let pieces = ["I recall the ", "laun", "ch co", "des are 42. "];
+    for p in all() {
+        let (frames, first) = (p.thinking_frames)(&pieces, "The answer is 42.");
+        let body = frames.concat();
+        let released = frames[..first + 1].concat(); // "I recall the " is clean
+        assert!(!released.contains("laun"));
+        let expected = released + &(p.block_frame)("Blocked: launch codes.");
+        let mock = split_mock(body.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), &reasoning_pack(""), "").await;
+        for split in (0..body.len()).step_by(3) {
+            let a = stream(&p, proxy.addr(), "hi", &format!("{split},{}", split + 11)).await;
+            assert_eq!(a.text(), expected, "{} split at {split}", p.name);
+        }
+        let m = metrics(proxy.addr()).await;
+        let needle = format!(
+            r#"guardwire_blocked_total{{validator="no-launch",phase="stream",route="{}"}}"#,
+            p.name
+        );
+        assert!(m.contains(&needle), "{m}");
+
+        let clean = (p.thinking_frames)(&["I recall ", "the launch", " window"], "ok")
+            .0
+            .concat();
+        let mock = split_mock(clean.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), &reasoning_pack(""), "").await;
+        for split in (0..clean.len()).step_by(7) {
+            let a = stream(&p, proxy.addr(), "hi", &split.to_string()).await;
+            assert_eq!(a.text(), clean, "{} split at {split}", p.name);
+        }
+
+        let mock = split_mock(body.clone()).await;
+        let skip = reasoning_pack(", reasoning: skip");
+        let proxy = start_proxy_all(&mock.base_url(), &skip, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert_eq!(a.text(), body, "{}: reasoning: skip", p.name);
+        // The answer is still checked.
+        let (frames, _) = (p.thinking_frames)(&["fine"], "the launch codes are 42");
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), &skip, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert!(
+            a.text()
+                .ends_with(&(p.block_frame)("Blocked: launch codes.")),
+            "{}: {}",
+            p.name,
+            a.text()
+        );
+    }
+}
+
+/// The same for whole (non-streamed) answers: violating reasoning answers 400 in the
+/// provider's shape, and `reasoning: skip` relays the answer unchanged.
+#[tokio::test]
+async fn whole_answers_with_violating_reasoning_are_blocked() {
+    for p in all() {
+        let body = (p.thinking_whole)("I recall the launch codes are 42.", "The answer is 42.");
+        let reply = body.clone();
+        let mock = MockUpstream::start(move |_| Reply::json(200, &reply)).await;
+        let proxy = start_proxy_all(&mock.base_url(), &reasoning_pack(""), "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, 400, "{}: {}", p.name, a.text());
+        assert_eq!(
+            (p.error_message)(&a.json()),
+            "Blocked: launch codes.",
+            "{}",
+            p.name
+        );
+        assert!(!a.text().contains("launch codes are"), "{}", p.name);
+
+        let proxy =
+            start_proxy_all(&mock.base_url(), &reasoning_pack(", reasoning: skip"), "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!((a.status.as_u16(), a.text()), (200, body), "{}", p.name);
+    }
+}
+
+/// A redacting validator of the answer masks its reasoning too, in the deltas and in every
+/// repeat of them, streamed and whole, on every protocol.
+#[tokio::test]
+async fn redaction_masks_reasoning_by_default() {
+    let pack = "validators:\n  - id: no-launch\n    type: banned_words\n    mode: redact\n    mask: \"[codes]\"\n    params: { words: [\"launch codes\"] }\n";
+    for p in all() {
+        let (frames, _) = (p.thinking_frames)(&["I recall the launch codes are 42. "], "ok");
+        let (masked, _) = (p.thinking_frames)(&["I recall the [codes] are 42. "], "ok");
+        let mock = split_mock(frames.concat()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = stream(&p, proxy.addr(), "hi", "").await;
+        assert_eq!(a.text(), masked.concat(), "{}", p.name);
+
+        let whole = (p.thinking_whole)("I recall the launch codes are 42.", "ok");
+        let mock = MockUpstream::start(move |_| Reply::json(200, &whole)).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+        let a = send(
+            proxy.addr(),
+            "POST",
+            p.plain_path,
+            (p.plain_body)("hi"),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(
+            (a.status.as_u16(), a.text()),
+            (
+                200,
+                (p.thinking_whole)("I recall the [codes] are 42.", "ok")
+            ),
+            "{}",
+            p.name
+        );
+    }
+}
+
+/// Anthropic's `redacted_thinking` blocks carry encrypted reasoning no reader sees: relayed
+/// unchanged when opaque, and never relayed unchecked (the fallback reads their `data` as an
+/// unknown string, so readable text there is checked like the answer).
+#[tokio::test]
+async fn redacted_thinking_is_relayed_and_its_data_is_still_checked() {
+    let p = anthropic();
+    let redacted = |data: &str, text: &str| {
+        [
+            ev(
+                "content_block_start",
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":data}}),
+            ),
+            ev(
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":0}),
+            ),
+            ev(
+                "content_block_start",
+                json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}),
+            ),
+            ev(
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":text}}),
+            ),
+            ev("message_stop", json!({"type":"message_stop"})),
+        ]
+        .concat()
+    };
+    let opaque = redacted(
+        "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP",
+        "ok",
+    );
+    let mock = split_mock(opaque.clone()).await;
+    let proxy = start_proxy_all(&mock.base_url(), &reasoning_pack(""), "").await;
+    let a = stream(&p, proxy.addr(), "hi", "").await;
+    assert_eq!(a.text(), opaque);
+
+    let readable = redacted("the launch codes are 42", "ok");
+    let mock = split_mock(readable).await;
+    let proxy = start_proxy_all(&mock.base_url(), &reasoning_pack(""), "").await;
+    let a = stream(&p, proxy.addr(), "hi", "").await;
+    assert_eq!(a.text(), (p.block_frame)("Blocked: launch codes."));
 }
 
 #[tokio::test]

@@ -105,14 +105,14 @@ impl Policy {
         for (t, target) in TARGETS.iter().enumerate() {
             let checks = &mut policy.targets[t];
             for (i, (v, def)) in defs.iter().enumerate() {
-                if v.direction.covers(*target) {
+                if v.covers(*target) {
                     compile_unscanned(i as u32, v, def, checks)?;
                 }
             }
             // One scan set per `normalize:` setting in use: each reads its own view.
             let mut lanes = Vec::new();
             for normalize in [Normalize::None, Normalize::Nfkc, Normalize::Full] {
-                let own = |v: &Validator| v.direction.covers(*target) && v.normalize == normalize;
+                let own = |v: &Validator| v.covers(*target) && v.normalize == normalize;
                 if defs.iter().any(|(v, _)| own(v)) {
                     lanes.push(compile_scan(&defs, own, normalize)?);
                 }

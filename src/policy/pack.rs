@@ -10,6 +10,7 @@ mod judged_checks;
 mod params;
 
 use super::catalog;
+use super::compile::Target;
 use super::evals::EvalDef;
 use super::judged::{CheckRefs, Judged, JudgedKind};
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
@@ -229,6 +230,16 @@ fn parse_validator(
             }
         },
     };
+    // `reasoning: check | skip`: whether a check of the answer reads its reasoning too
+    // (validated below, once the check is known).
+    let reasoning_param = match given_reasoning(canonical, &mut p) {
+        None => None,
+        Some((name, v)) => match v.as_str() {
+            Some("check") => Some((name, true)),
+            Some("skip") => Some((name, false)),
+            _ => return Err(at(format!("param '{name}': must be one of check, skip"))),
+        },
+    };
     if let Some((name, v)) = p.take("message") {
         let m = as_string(&v).ok_or_else(|| at(format!("param '{name}': must be a string")))?;
         message.get_or_insert(m);
@@ -303,6 +314,19 @@ fn parse_validator(
             "param 'direction': whole-text checks of reasoning are not supported yet".into(),
         ));
     }
+    // Length limits and whole-text regexes count the answer (and refusal) only: a direction of
+    // reasoning alone would check nothing.
+    if matches!(
+        def,
+        CheckDef::MaxLength { .. } | CheckDef::SentenceCount { .. } | CheckDef::RequireRegex { .. }
+    ) && direction == Direction::Reasoning
+    {
+        return Err(at(
+            "param 'direction': this check reads the answer, not its reasoning (direction input, output, both or all)"
+                .into(),
+        ));
+    }
+    let reasoning = reasoning_scope(section, direction, &def, reasoning_param).map_err(&at)?;
     if mode == Mode::Redact
         && !matches!(
             def,
@@ -361,6 +385,7 @@ fn parse_validator(
         message,
         direction,
         normalize,
+        reasoning,
         mode,
         threshold,
         on_error,
@@ -370,4 +395,52 @@ fn parse_validator(
         index,
     };
     Ok((validator, def, enabled))
+}
+
+/// The `reasoning` param, where the type has it (`guardrail_triggered`'s params are about
+/// another validator).
+fn given_reasoning(canonical: &str, p: &mut Params) -> Option<(String, Value)> {
+    (canonical != "guardrail_triggered")
+        .then(|| p.take("reasoning"))
+        .flatten()
+}
+
+/// Whether a validator checks the answer's reasoning ([`Validator::reasoning`](super::Validator)):
+/// the streamed text checks (words, phrases, forbidden regexes, PII) do when their direction
+/// names reasoning (every direction but `input`), unless `reasoning: skip` (`given`: the param
+/// as written and whether it says `check`). Other checks never read reasoning, so the param is
+/// refused on them, as it is where it contradicts the direction.
+fn reasoning_scope(
+    section: &str,
+    direction: Direction,
+    def: &CheckDef,
+    given: Option<(String, bool)>,
+) -> Result<bool, String> {
+    let streamed_text = matches!(
+        def,
+        CheckDef::ContentExcludes { .. } | CheckDef::ForbidRegex { .. } | CheckDef::Pii { .. }
+    );
+    let Some((name, check)) = given else {
+        return Ok(streamed_text && direction.covers(Target::Reasoning));
+    };
+    if section == "evals" {
+        return Err(format!(
+            "param '{name}': evals score the recorded answer, which keeps no reasoning"
+        ));
+    }
+    if !streamed_text {
+        return Err(format!(
+            "param '{name}': applies to the streamed text checks (content_excludes, banned_words, regex with expect_match: false, pii); this check never reads reasoning"
+        ));
+    }
+    match (direction, check) {
+        (Direction::Input, _) => Err(format!(
+            "param '{name}': direction input checks the request; reasoning is part of the answer (direction output or both)"
+        )),
+        (Direction::Reasoning | Direction::All, false) => Err(format!(
+            "param '{name}': `skip` contradicts direction {}, which checks reasoning (use direction output or both with reasoning: skip)",
+            if direction == Direction::All { "all" } else { "reasoning" }
+        )),
+        _ => Ok(check),
+    }
 }

@@ -229,6 +229,181 @@ fn reasoning_validators_see_only_reasoning() {
     assert_eq!(g.after_call().unwrap_err().validator, 1);
 }
 
+fn reasoning(t: &str) -> Delta<'_> {
+    Delta::Text {
+        choice: 0,
+        channel: Channel::Reasoning,
+        text: Cow::Borrowed(t),
+    }
+}
+
+/// The verdict on a response whose reasoning is `think` and whose answer is `answer`.
+fn thought(p: &Arc<Policy>, think: &str, answer: &str) -> Result<(), Finding> {
+    let mut g = p.exchange_guard(Default::default(), None);
+    g.on_chunk(&reasoning(think))?;
+    g.on_chunk(&text(0, answer))?;
+    g.after_call()
+}
+
+#[test]
+fn output_text_checks_read_reasoning_by_default_and_skip_it_on_request() {
+    let checks = [
+        "type: banned_words\n    params: { words: ['launch codes'] DIR }",
+        "type: content_excludes\n    params: { patterns: ['launch codes'] DIR }",
+        "type: regex\n    params: { pattern: 'launch\\s+codes', expect_match: false DIR }",
+        "type: pii\n    params: { types: [email] DIR }",
+    ];
+    let bad = |check: &str| {
+        if check.contains("pii") {
+            "mail me at a@example.com"
+        } else {
+            "the launch codes are 42"
+        }
+    };
+    for check in checks {
+        for dir in [
+            "",
+            ", direction: output",
+            ", direction: both",
+            ", reasoning: check",
+        ] {
+            let p = policy(&format!("validators:\n  - {}\n", check.replace("DIR", dir))).unwrap();
+            assert!(p.validators()[0].reasoning, "{check} {dir}");
+            assert!(thought(&p, bad(check), "fine").is_err(), "{check} {dir}");
+            assert!(thought(&p, "fine", "fine").is_ok(), "{check} {dir}");
+        }
+        for dir in [", reasoning: skip", ", direction: both, reasoning: skip"] {
+            let p = policy(&format!("validators:\n  - {}\n", check.replace("DIR", dir))).unwrap();
+            assert!(!p.validators()[0].reasoning, "{check} {dir}");
+            assert!(thought(&p, bad(check), "fine").is_ok(), "{check} {dir}");
+            assert!(thought(&p, "fine", bad(check)).is_err(), "{check} {dir}");
+        }
+        let p = policy(&format!(
+            "validators:\n  - {}\n",
+            check.replace("DIR", ", direction: input")
+        ))
+        .unwrap();
+        assert!(!p.validators()[0].reasoning, "{check}");
+        assert!(thought(&p, bad(check), bad(check)).is_ok(), "{check}");
+    }
+    // A split match in reasoning is found, and reasoning is its own text: a phrase that
+    // spans the reasoning and the answer is not one.
+    let p =
+        policy("validators:\n  - type: banned_words\n    params: { words: ['launch codes'] }\n")
+            .unwrap();
+    let mut g = p.exchange_guard(Default::default(), None);
+    g.on_chunk(&reasoning("the laun")).unwrap();
+    assert!(g.on_chunk(&reasoning("ch codes are")).is_err());
+    assert!(thought(&p, "the launch", "codes").is_ok());
+}
+
+#[test]
+fn whole_text_length_and_judged_checks_of_the_answer_never_read_reasoning() {
+    let p = policy(
+        r#"
+validators:
+  - type: contains
+    params: { patterns: [ticket] }
+  - type: max_length
+    params: { max: 10 }
+  - type: sentence_count
+    params: { max: 1 }
+  - type: regex
+    params: { pattern: "^ok", expect_match: true }
+"#,
+    )
+    .unwrap();
+    assert!(p.validators().iter().all(|v| !v.reasoning));
+    let long = "No ticket here. Two sentences, and far more than ten characters.";
+    assert!(thought(&p, long, "ok ticket").is_ok());
+    assert!(thought(&p, "ok ticket", "no").is_err());
+    // `direction: output` keeps loading on whole-text and judged checks (answer only).
+    let judge = judged::CheckRefs {
+        judges: vec!["safety".into()],
+        ..Default::default()
+    };
+    let p = policy_with(
+        "validators:\n  - type: llm_judge\n    params: {criteria: c, judge: safety, direction: output}\n  - type: json_valid\n    params: {direction: output}\n",
+        &judge,
+    )
+    .unwrap();
+    assert!(p.validators().iter().all(|v| !v.reasoning));
+}
+
+#[test]
+fn the_reasoning_param_is_refused_where_it_means_nothing() {
+    let cases = [
+        (
+            "type: banned_words\n    params: { words: [a], reasoning: maybe }",
+            "param 'reasoning': must be one of check, skip",
+        ),
+        (
+            "type: banned_words\n    params: { words: [a], reasoning: true }",
+            "param 'reasoning': must be one of check, skip",
+        ),
+        (
+            "type: banned_words\n    params: { words: [a], direction: input, reasoning: skip }",
+            "param 'reasoning': direction input checks the request",
+        ),
+        (
+            "type: banned_words\n    params: { words: [a], direction: input, reasoning: check }",
+            "param 'reasoning': direction input checks the request",
+        ),
+        (
+            "type: banned_words\n    params: { words: [a], direction: reasoning, reasoning: skip }",
+            "param 'reasoning': `skip` contradicts direction reasoning",
+        ),
+        (
+            "type: pii\n    params: { direction: all, reasoning: skip }",
+            "param 'reasoning': `skip` contradicts direction all",
+        ),
+        (
+            "type: max_length\n    params: { max: 3, reasoning: check }",
+            "param 'reasoning': applies to the streamed text checks",
+        ),
+        (
+            "type: contains\n    params: { patterns: [a], reasoning: skip }",
+            "param 'reasoning': applies to the streamed text checks",
+        ),
+        (
+            "type: regex\n    params: { pattern: a, expect_match: true, reasoning: check }",
+            "param 'reasoning': applies to the streamed text checks",
+        ),
+        (
+            "type: tools_called\n    params: { tool_names: [a], reasoning: skip }",
+            "param 'reasoning': applies to the streamed text checks",
+        ),
+        (
+            "type: max_length\n    params: { max: 3, direction: reasoning }",
+            "param 'direction': this check reads the answer, not its reasoning",
+        ),
+        (
+            "type: sentence_count\n    params: { max: 3, direction: reasoning }",
+            "param 'direction': this check reads the answer, not its reasoning",
+        ),
+        (
+            "type: min_length\n    params: { min: 3, direction: reasoning }",
+            "param 'direction': whole-text checks of reasoning are not supported yet",
+        ),
+    ];
+    for (check, expected) in cases {
+        let e = policy(&format!("validators:\n  - {{ id: first, type: banned_words, params: {{ words: [z] }} }}\n  - {check}\n")).unwrap_err();
+        assert!(
+            e.starts_with("test.yaml: validators[1] (type: "),
+            "{check}: {e}"
+        );
+        assert!(e.contains(expected), "{check}: {e}");
+    }
+    // Redundant but consistent: `check` with a direction that names reasoning loads.
+    for dir in ["reasoning", "all"] {
+        let p = policy(&format!(
+            "validators:\n  - type: banned_words\n    params: {{ words: [a], direction: {dir}, reasoning: check }}\n"
+        ))
+        .unwrap();
+        assert!(p.validators()[0].reasoning);
+    }
+}
+
 fn tool_start(choice: u32, name: &str) -> Delta<'_> {
     Delta::ToolCallStart {
         choice,
@@ -1185,6 +1360,8 @@ fn evals_load_with_their_own_fields_and_every_mistake_is_named() {
         ("evals:\n  - {id: a, type: llm_judge, trigger: every_turn, params: {criteria: x, window: sentence}}\n", "an eval runs off it"),
         ("evals:\n  - {id: a, type: guardrail_triggered, trigger: every_turn, params: {}}\n", "param 'guardrail': required"),
         ("validators:\n  - {type: guardrail_triggered, params: {guardrail: x}}\n", "applies to `evals:`"),
+        ("evals:\n  - {id: a, type: banned_words, trigger: every_turn, params: {words: [a], reasoning: skip}}\n", "evals[0] (type: banned_words): param 'reasoning': evals score the recorded answer"),
+        ("evals:\n  - {id: a, type: guardrail_triggered, trigger: every_turn, params: {guardrail: x, reasoning: check}}\n", "param 'reasoning': unknown param"),
     ] {
         let e = policy_with(yaml, &refs).unwrap_err();
         assert!(e.contains(expected), "{yaml}: {e}");

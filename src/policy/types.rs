@@ -15,8 +15,10 @@ use std::sync::Arc;
 pub enum Direction {
     /// The request's messages.
     Input,
-    /// The response (text, refusals, tool-call arguments). PromptKit's default.
+    /// The response (text, refusals, tool-call arguments) and its reasoning, which the client
+    /// receives too (see [`Validator::reasoning`]). PromptKit's default.
     Output,
+    /// Input and output (reasoning included, as for `Output`).
     Both,
     /// Reasoning / thinking text of the response only.
     Reasoning,
@@ -25,13 +27,19 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// The texts the direction names. Reasoning is part of what a client receives, so every
+    /// direction but `Input` names it; whether a validator reads it also depends on its check
+    /// and its `reasoning` param ([`Validator::covers`]).
     pub(super) fn covers(self, target: Target) -> bool {
         matches!(
             (self, target),
             (Direction::All, _)
                 | (Direction::Input | Direction::Both, Target::Input)
                 | (Direction::Output | Direction::Both, Target::Output)
-                | (Direction::Reasoning, Target::Reasoning)
+                | (
+                    Direction::Output | Direction::Both | Direction::Reasoning,
+                    Target::Reasoning
+                )
         )
     }
 }
@@ -75,6 +83,10 @@ pub struct Validator {
     pub direction: Direction,
     /// The view word, phrase, pattern and PII checks match on (`normalize:`).
     pub normalize: crate::scan::Normalize,
+    /// The validator checks the response's reasoning/thinking text: the streamed text checks
+    /// (words, phrases, forbidden regexes, PII) whose direction names it, unless the pack says
+    /// `reasoning: skip`. Whole-text, length, judged and tool checks never read reasoning.
+    pub reasoning: bool,
     pub mode: Mode,
     pub threshold: Threshold,
     /// What a check that cannot decide (missing usage, arguments that are not JSON) does.
@@ -85,6 +97,17 @@ pub struct Validator {
     pub mask: Option<String>,
     pub file: String,
     pub index: usize,
+}
+
+impl Validator {
+    /// Whether the validator checks `target`'s text: the input and answer its direction names,
+    /// and reasoning when [`Validator::reasoning`].
+    pub(super) fn covers(&self, target: Target) -> bool {
+        match target {
+            Target::Reasoning => self.reasoning,
+            Target::Input | Target::Output => self.direction.covers(target),
+        }
+    }
 }
 
 /// Fail-closed (a check that errs counts as violated) or fail-open (it counts as passed).

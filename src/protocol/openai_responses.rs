@@ -365,6 +365,12 @@ impl StreamDecoder for ResponsesStream {
                     out.extend(part_repeat(part));
                 }
             }
+            // A finished part of a reasoning summary repeats its text (read as reasoning, so
+            // `reasoning: skip` and redaction treat it as the deltas it repeats).
+            "response.reasoning_summary_part.done" => out.extend(
+                ev.part
+                    .and_then(|part| repeat(Channel::Reasoning, part.text)),
+            ),
             "response.output_item.done" => {
                 if let Some(item) = ev.item {
                     item_repeats(item, index, out);

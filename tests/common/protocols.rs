@@ -19,10 +19,14 @@ pub struct Proto {
     pub text_frames: fn(&[&str]) -> (Vec<String>, usize),
     /// Stream frames of one tool call whose arguments arrive in these pieces.
     pub tool_frames: fn(&[&str]) -> (Vec<String>, usize),
-    /// Frames of a reasoning delta followed by answer text.
-    pub thinking_frames: fn(&str, &str) -> Vec<String>,
+    /// Frames of reasoning deltas (one frame each, with the protocol's opaque signature or
+    /// encrypted copy where it has one) followed by answer text, and the index of the first
+    /// reasoning frame.
+    pub thinking_frames: fn(&[&str], &str) -> (Vec<String>, usize),
     /// A whole (non-streamed) response with this answer text.
     pub whole: fn(&str) -> String,
+    /// A whole response with this reasoning (and its opaque signature) and this answer text.
+    pub thinking_whole: fn(&str, &str) -> String,
     /// The in-band error frame guardwire sends for a block with this message.
     pub block_frame: fn(&str) -> String,
     /// Reads the message of a 400 error body.
@@ -78,14 +82,21 @@ pub fn chat() -> Proto {
             (f, 1)
         },
         thinking_frames: |think, text| {
-            vec![
-                sse(&json!({"choices":[{"index":0,"delta":{"reasoning_content":think}}]})),
-                sse(&json!({"choices":[{"index":0,"delta":{"content":text}}]})),
-                "data: [DONE]\n\n".into(),
-            ]
+            let mut f: Vec<String> = think
+                .iter()
+                .map(|t| sse(&json!({"choices":[{"index":0,"delta":{"reasoning_content":t}}]})))
+                .collect();
+            f.push(sse(
+                &json!({"choices":[{"index":0,"delta":{"content":text}}]}),
+            ));
+            f.push("data: [DONE]\n\n".into());
+            (f, 0)
         },
         whole: |t| {
             json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":t},"finish_reason":"stop"}]}).to_string()
+        },
+        thinking_whole: |think, t| {
+            json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","reasoning_content":think,"content":t},"finish_reason":"stop"}]}).to_string()
         },
         block_frame: |m| block_frame(m),
         error_message: |v| v["error"]["message"].as_str().unwrap().to_owned(),
@@ -120,12 +131,23 @@ pub fn responses() -> Proto {
             f.push(ev("response.completed", json!({"type":"response.completed","sequence_number":50,"response":{"id":"r","status":"completed","output":[]}})));
             (f, 1)
         },
-        thinking_frames: |think, text| vec![
-            ev("response.reasoning_summary_text.delta", json!({"type":"response.reasoning_summary_text.delta","sequence_number":1,"item_id":"rs","output_index":0,"summary_index":0,"delta":think})),
-            ev("response.output_text.delta", json!({"type":"response.output_text.delta","sequence_number":2,"item_id":"m","output_index":1,"content_index":0,"delta":text})),
-            ev("response.completed", json!({"type":"response.completed","sequence_number":3,"response":{"id":"r","status":"completed","output":[]}})),
-        ],
+        thinking_frames: |think, text| {
+            let mut f = vec![
+                ev("response.output_item.added", json!({"type":"response.output_item.added","sequence_number":0,"output_index":0,"item":{"type":"reasoning","id":"rs","summary":[]}})),
+                ev("response.reasoning_summary_part.added", json!({"type":"response.reasoning_summary_part.added","sequence_number":1,"item_id":"rs","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":""}})),
+            ];
+            f.extend(think.iter().enumerate().map(|(i, t)| ev("response.reasoning_summary_text.delta", json!({"type":"response.reasoning_summary_text.delta","sequence_number":2 + i,"item_id":"rs","output_index":0,"summary_index":0,"delta":t}))));
+            f.push(ev("response.reasoning_summary_text.done", json!({"type":"response.reasoning_summary_text.done","sequence_number":40,"item_id":"rs","output_index":0,"summary_index":0,"text":think.concat()})));
+            f.push(ev("response.reasoning_summary_part.done", json!({"type":"response.reasoning_summary_part.done","sequence_number":41,"item_id":"rs","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":think.concat()}})));
+            f.push(ev("response.output_item.done", json!({"type":"response.output_item.done","sequence_number":42,"output_index":0,"item":{"type":"reasoning","id":"rs","summary":[{"type":"summary_text","text":think.concat()}],"encrypted_content":"gAAAAABopaque=="}})));
+            f.push(ev("response.output_text.delta", json!({"type":"response.output_text.delta","sequence_number":43,"item_id":"m","output_index":1,"content_index":0,"delta":text})));
+            f.push(ev("response.completed", json!({"type":"response.completed","sequence_number":44,"response":{"id":"r","status":"completed","output":[]}})));
+            (f, 2)
+        },
         whole: |t| json!({"id":"r","object":"response","status":"completed","output":[{"type":"message","id":"m","role":"assistant","content":[{"type":"output_text","text":t,"annotations":[]}]}]}).to_string(),
+        thinking_whole: |think, t| json!({"id":"r","object":"response","status":"completed","output":[
+            {"type":"reasoning","id":"rs","summary":[{"type":"summary_text","text":think}],"encrypted_content":"gAAAAABopaque=="},
+            {"type":"message","id":"m","role":"assistant","content":[{"type":"output_text","text":t,"annotations":[]}]}]}).to_string(),
         block_frame: |m| format!("event: error\ndata: {}\n\n", json!({"type":"error","code":"content_blocked","message":m,"param":null,"sequence_number":0,"error":{"type":"guardrail_violation","code":"content_blocked","message":m,"param":null}})),
         error_message: |v| v["error"]["message"].as_str().unwrap().to_owned(),
         unknown_frame: "event: response.future_thing\ndata: {\"type\":\"response.future_thing\",\"sequence_number\":99}\n\n",
@@ -181,14 +203,19 @@ pub fn anthropic() -> Proto {
             (f, 1)
         },
         thinking_frames: |think, text| {
-            vec![
-                ev(
-                    "content_block_start",
-                    json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
-                ),
+            let mut f = vec![ev(
+                "content_block_start",
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
+            )];
+            f.extend(think.iter().map(|t| ev("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":t}}))));
+            f.extend([
                 ev(
                     "content_block_delta",
-                    json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":think}}),
+                    json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIMopaque"}}),
+                ),
+                ev(
+                    "content_block_stop",
+                    json!({"type":"content_block_stop","index":0}),
                 ),
                 ev(
                     "content_block_start",
@@ -199,10 +226,16 @@ pub fn anthropic() -> Proto {
                     json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":text}}),
                 ),
                 ev("message_stop", json!({"type":"message_stop"})),
-            ]
+            ]);
+            (f, 1)
         },
         whole: |t| {
             json!({"id":"msg","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":t}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}).to_string()
+        },
+        thinking_whole: |think, t| {
+            json!({"id":"msg","type":"message","role":"assistant","model":"c","content":[
+                {"type":"thinking","thinking":think,"signature":"EqQBCgIYAhIMopaque"},
+                {"type":"text","text":t}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":2}}).to_string()
         },
         block_frame: |m| {
             format!(
@@ -252,17 +285,23 @@ pub fn gemini() -> Proto {
             )
         },
         thinking_frames: |think, text| {
-            vec![
-                sse(
-                    &json!({"candidates":[{"content":{"role":"model","parts":[{"text":think,"thought":true}]},"index":0}]}),
-                ),
-                sse(
-                    &json!({"candidates":[{"content":{"role":"model","parts":[{"text":text}]},"finishReason":"STOP","index":0}]}),
-                ),
-            ]
+            let mut f: Vec<String> = think
+                .iter()
+                .map(|t| sse(&json!({"candidates":[{"content":{"role":"model","parts":[{"text":t,"thought":true}]},"index":0}]})))
+                .collect();
+            f.push(sse(
+                &json!({"candidates":[{"content":{"role":"model","parts":[{"text":text,"thoughtSignature":"CiQBopaque"}]},"finishReason":"STOP","index":0}]}),
+            ));
+            (f, 0)
         },
         whole: |t| {
             json!({"candidates":[{"content":{"role":"model","parts":[{"text":t}]},"finishReason":"STOP","index":0}]}).to_string()
+        },
+        thinking_whole: |think, t| {
+            json!({"candidates":[{"content":{"role":"model","parts":[
+                {"text":think,"thought":true},
+                {"text":t,"thoughtSignature":"CiQBopaque"}]},"finishReason":"STOP","index":0}]})
+            .to_string()
         },
         block_frame: |m| {
             format!(

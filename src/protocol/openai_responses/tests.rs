@@ -66,6 +66,16 @@ fn decodes_text_refusals_and_tool_arguments() {
             }]
         )
     );
+    // So does a reasoning summary's finished part, as reasoning.
+    assert_eq!(
+        decode(r#"{"type":"response.reasoning_summary_part.done","item_id":"rs","output_index":0,"summary_index":0,"part":{"type":"summary_text","text":"Hm"}}"#).1,
+        vec![Delta::Repeat {
+            choice: 0,
+            channel: Channel::Reasoning,
+            text: "Hm".into(),
+            start: None
+        }]
+    );
     assert_eq!(
         decode(r#"{"type":"response.completed","response":{"status":"completed","output":[]}}"#).0,
         FrameKind::Terminal
