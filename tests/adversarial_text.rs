@@ -198,7 +198,7 @@ async fn normalize_none_matches_the_text_as_it_came() {
 validators:
   - id: literal
     type: banned_words
-    params: { words: ["forbidden fruit"] }
+    params: { words: ["forbidden fruit"], normalize: none }
 "#;
     let p = chat();
     let (frames, _) = (p.text_frames)(&["Eat the forbid\u{200b}den fruit"]);
