@@ -22,7 +22,7 @@ validators:
 
 /// The banned phrase as readers see it, spelled the ways an attacker (or a model told to)
 /// would: each renders as "forbidden fruit".
-const OBFUSCATED: [&str; 10] = [
+const OBFUSCATED: [&str; 12] = [
     "forbid\u{200b}den fruit",
     "\u{ff46}\u{ff4f}\u{ff52}\u{ff42}\u{ff49}\u{ff44}\u{ff44}\u{ff45}\u{ff4e} \u{ff46}\u{ff52}\u{ff55}\u{ff49}\u{ff54}",
     "forbidden\u{a0}fruit",
@@ -32,6 +32,8 @@ const OBFUSCATED: [&str; 10] = [
     "for\u{2060}bid\u{feff}den\u{3000}fr\u{1d42e}it",
     "\u{1d41f}orbidden fruit",
     "forbidden\u{1680}fruit",
+    "\u{a730}\u{1d0f}\u{280}\u{299}\u{26a}\u{1d05}\u{1d05}\u{1d07}\u{274} \u{a730}\u{280}\u{1d1c}\u{26a}\u{1d1b}",
+    "forb\u{131}dden fr\u{3c5}\u{131}t",
     "forbi\u{fe0f}dden\u{2009}fr\u{200e}uit",
 ];
 

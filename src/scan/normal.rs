@@ -152,7 +152,15 @@ const LOOK_ALIKE_SCRIPTS: [Script; 5] = [
 ];
 
 /// Blocks of the look-alike scripts (where [`LATIN_TWIN`] looks).
-const LOOK_ALIKE_BLOCKS: [(u32, u32); 10] = [
+const LOOK_ALIKE_BLOCKS: [(u32, u32); 17] = [
+    // Latin letters beyond ASCII that render as an ASCII one (small capitals, dotless i, ...).
+    (0x0100, 0x024F),
+    (0x0250, 0x02AF),
+    (0x1D80, 0x1DBF),
+    (0x1E00, 0x1EFF),
+    (0x2C60, 0x2C7F),
+    (0xA720, 0xA7FF),
+    (0xAB30, 0xAB6F),
     (0x0370, 0x03FF),
     (0x0400, 0x052F),
     (0x0530, 0x058F),
@@ -165,8 +173,8 @@ const LOOK_ALIKE_BLOCKS: [(u32, u32); 10] = [
     (0xAB70, 0xABBF),
 ];
 
-/// For each look-alike letter, the ASCII letter with the same UTS #39 skeleton (of the same
-/// case where both cases have one).
+/// For each look-alike letter, and each Latin letter beyond ASCII, the ASCII letter with the same
+/// UTS #39 skeleton (of the same case where both cases have one).
 static LATIN_TWIN: LazyLock<HashMap<char, char>> = LazyLock::new(|| {
     let skeleton =
         |c: char| -> String { unicode_security::skeleton(c.encode_utf8(&mut [0; 4])).collect() };
@@ -177,7 +185,7 @@ static LATIN_TWIN: LazyLock<HashMap<char, char>> = LazyLock::new(|| {
     let mut twins = HashMap::new();
     for &(from, to) in &LOOK_ALIKE_BLOCKS {
         for c in (from..=to).filter_map(char::from_u32) {
-            if class(c) != Class::LookAlike {
+            if c.is_ascii() || !matches!(class(c), Class::LookAlike | Class::Latin) {
                 continue;
             }
             let Some(latin) = by_skeleton.get(&skeleton(c)) else {
@@ -192,8 +200,42 @@ static LATIN_TWIN: LazyLock<HashMap<char, char>> = LazyLock::new(|| {
             }
         }
     }
+    // Small capitals have no skeleton of one ASCII letter, but every reader sees the letter
+    // (the "fancy text" generators' favourite): Unicode names them LATIN LETTER SMALL CAPITAL X.
+    for (c, l) in SMALL_CAPITALS {
+        twins.entry(c).or_insert(l);
+    }
     twins
 });
+
+/// The small capitals, by the letter Unicode's name gives them (x has none).
+const SMALL_CAPITALS: [(char, char); 25] = [
+    ('\u{1D00}', 'a'),
+    ('\u{0299}', 'b'),
+    ('\u{1D04}', 'c'),
+    ('\u{1D05}', 'd'),
+    ('\u{1D07}', 'e'),
+    ('\u{A730}', 'f'),
+    ('\u{0262}', 'g'),
+    ('\u{029C}', 'h'),
+    ('\u{026A}', 'i'),
+    ('\u{1D0A}', 'j'),
+    ('\u{1D0B}', 'k'),
+    ('\u{029F}', 'l'),
+    ('\u{1D0D}', 'm'),
+    ('\u{0274}', 'n'),
+    ('\u{1D0F}', 'o'),
+    ('\u{1D18}', 'p'),
+    ('\u{A7AF}', 'q'),
+    ('\u{0280}', 'r'),
+    ('\u{A731}', 's'),
+    ('\u{1D1B}', 't'),
+    ('\u{1D1C}', 'u'),
+    ('\u{1D20}', 'v'),
+    ('\u{1D21}', 'w'),
+    ('\u{028F}', 'y'),
+    ('\u{1D22}', 'z'),
+];
 
 /// The Latin letter a look-alike letter reads as, if any.
 fn latin_twin(c: char) -> Option<char> {
@@ -407,6 +449,12 @@ impl Normalizer {
                     self.word_latin = true;
                     self.flush_held(true, out);
                 }
+                // A Latin letter that renders as an ASCII one reads as it, in any word.
+                let unit = if unit.c.is_ascii() {
+                    unit
+                } else {
+                    as_latin(unit)
+                };
                 self.emit(unit, out);
             }
             Class::LookAlike if self.word_latin => self.emit(as_latin(unit), out),

@@ -235,3 +235,12 @@ proptest! {
         prop_assert_eq!(view_of(&text, &cuts, Normalize::Full).0, full(&text));
     }
 }
+
+#[test]
+fn latin_letters_that_render_as_ascii_read_as_it() {
+    // Small capitals (a favourite of "fancy text" generators) and the dotless i.
+    assert_eq!(full("ꜰᴏʀʙɪᴅᴅᴇɴ ꜰʀᴜɪᴛ"), "forbidden fruit");
+    assert_eq!(full("forb\u{131}dden fru\u{131}t"), "forbidden fruit");
+    // Letters of their own stay: German, Nordic, IPA.
+    assert_eq!(full("straße ø æ ð þ"), "straße ø æ ð þ");
+}
