@@ -1007,3 +1007,98 @@ async fn code_tools_are_tool_calls() {
         assert!(!a.text().contains("fruit"), "{name}: {}", a.text());
     }
 }
+
+/// Every string of a request is read decoded wherever it sits: a key structural in the
+/// protocol's envelope (`status`, `type`, `id`) exempts nothing inside free-form JSON (tool
+/// results, arguments, schemas, Gemini's `functionResponse`), JSON escapes are resolved, JSON
+/// held in a string is read decoded, and the object keys of free-form JSON are text. Nothing
+/// of a refused request reaches the upstream.
+#[tokio::test]
+async fn request_strings_are_read_decoded_wherever_they_sit() {
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\", \"xbomb\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "").await;
+    let gemini = "/v1beta/models/g:generateContent";
+    let schema = r#"{"type":"object","properties":{"forbidden fruit":{"type":"string"}}}"#;
+    let cases = [
+        // Gemini: a function's response and a call's args under keys structural elsewhere.
+        (
+            gemini,
+            r#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"status":"\u0066orbidden fruit"}}}]}]}"#.to_owned(),
+        ),
+        (
+            gemini,
+            r#"{"contents":[{"role":"model","parts":[{"function_call":{"name":"f","args":{"id":"\u0066orbidden fruit"}}}]}]}"#.to_owned(),
+        ),
+        (
+            gemini,
+            format!(r#"{{"contents":[{{"parts":[{{"text":"hi"}}]}}],"tools":[{{"functionDeclarations":[{{"name":"f","parameters":{schema}}}]}}]}}"#),
+        ),
+        // Chat: a tool result whose text is JSON with an escape; a schema's property name.
+        (
+            "/v1/chat/completions",
+            r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"status\":\"\\u0066orbidden fruit\"}"}]}"#.to_owned(),
+        ),
+        (
+            "/v1/chat/completions",
+            format!(r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"tools":[{{"type":"function","function":{{"name":"f","parameters":{schema}}}}}]}}"#),
+        ),
+        // Responses: a function_call_output, as a JSON value and as JSON in a string.
+        (
+            "/v1/responses",
+            r#"{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"ok","status":"\u0066orbidden fruit"}]}]}"#.to_owned(),
+        ),
+        (
+            "/v1/responses",
+            r#"{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"{\"type\":\"\\u0066orbidden fruit\"}"}]}"#.to_owned(),
+        ),
+        (
+            "/v1/responses",
+            format!(r#"{{"model":"m","input":"hi","tools":[{{"type":"function","name":"f","parameters":{schema}}}]}}"#),
+        ),
+        // Anthropic: a tool_use input, a tool_result holding JSON text, an input schema.
+        (
+            "/v1/messages",
+            r#"{"model":"c","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"status":"\u0066orbidden fruit"}}]}]}"#.to_owned(),
+        ),
+        (
+            "/v1/messages",
+            r#"{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"{\"id\":\"\\u0066orbidden fruit\"}"}]}]}"#.to_owned(),
+        ),
+        (
+            "/v1/messages",
+            format!(r#"{{"model":"c","max_tokens":5,"messages":[{{"role":"user","content":"hi"}}],"tools":[{{"name":"f","input_schema":{schema}}}]}}"#),
+        ),
+    ];
+    for (path, body) in cases {
+        serde_json::from_str::<serde_json::Value>(&body).unwrap();
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            body.clone(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(
+            a.status,
+            StatusCode::BAD_REQUEST,
+            "{path} {body}: {}",
+            a.text()
+        );
+    }
+    assert_eq!(mock.request_count(), 0);
+    // A message's parts are read one per line, as the model reads them: `x` and `bomb` of two
+    // parts are two words, not `xbomb`.
+    let parts = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"the letter x"},{"type":"text","text":"bomb is a word"}]}]}"#;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        parts.to_owned(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    assert_eq!(mock.request_count(), 1);
+}

@@ -319,6 +319,7 @@ impl Protocol for AnthropicMessages {
             keys: &["stop_reason", "stop_sequence", "signature", "service_tier"],
             nested: &[],
             text_keys: &[],
+            free: &[],
         }
     }
 

@@ -389,6 +389,7 @@ impl Protocol for Gemini {
                 ),
             ],
             text_keys: &[],
+            free: &[],
         }
     }
 

@@ -204,6 +204,7 @@ static STRUCTURAL: Structural = Structural {
         (&["choices", "[]", "message", "audio"], "expires_at"),
     ],
     text_keys: &[],
+    free: &[],
 };
 
 /// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json. Returns

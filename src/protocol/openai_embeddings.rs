@@ -38,6 +38,7 @@ static STRUCTURAL: Structural = Structural {
     keys: &["embedding", "encoding_format"],
     nested: &[],
     text_keys: &[],
+    free: &[],
 };
 
 impl Protocol for OpenAiEmbeddings {

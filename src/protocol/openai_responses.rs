@@ -473,6 +473,7 @@ impl Protocol for OpenAiResponses {
                 (&[], "incomplete_details"),
             ],
             text_keys: &[],
+            free: &[],
         }
     }
 
