@@ -5,6 +5,7 @@
 //! stream ends at EOF) — and google-genai raises on any other line, so guardwire never injects
 //! comments or `event:` lines here. Function calls arrive whole (`functionCall {name, args}`).
 
+use super::documents::{self, Documents, StoredKind};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
@@ -31,6 +32,9 @@ struct Request {
     system_instruction: Option<RequestContent>,
     #[serde(default)]
     tools: Vec<RequestTool>,
+    /// Content cached at the provider (`cachedContents/…`): text the proxy never sees.
+    #[serde(default, alias = "cached_content")]
+    cached_content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +54,28 @@ struct RequestPart {
     function_call: Option<FunctionCall>,
     #[serde(default, alias = "function_response")]
     function_response: Option<FunctionResponse>,
+    /// Inline bytes: a text document is read, images and audio are exempt.
+    #[serde(default, alias = "inline_data")]
+    inline_data: Option<InlineData>,
+    /// A file uploaded to the provider (or any URI it fetches): stored context.
+    #[serde(default, alias = "file_data")]
+    file_data: Option<FileData>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InlineData {
+    #[serde(default, alias = "mime_type")]
+    mime_type: Option<String>,
+    #[serde(default)]
+    data: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileData {
+    #[serde(default, alias = "mime_type")]
+    mime_type: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -86,12 +112,30 @@ struct FunctionDeclaration {
     description: Option<String>,
 }
 
-fn message_of(content: RequestContent, default_role: Role) -> Message {
+/// The message of `content`, found at `path` (`contents[2]`); its documents are read (or
+/// noted) into `docs`.
+fn message_of(
+    content: RequestContent,
+    default_role: Role,
+    path: &str,
+    docs: &mut Documents,
+) -> Result<Message, GatewayError> {
     let mut text = Vec::new();
     let mut tool_calls = Vec::new();
     let mut tool_call_id = None;
-    for part in content.parts {
+    for (i, part) in content.parts.into_iter().enumerate() {
         text.extend(part.text);
+        if let Some(inline) = part.inline_data {
+            let at = format!("{path}.parts[{i}].inlineData.data");
+            text.extend(docs.base64(inline.mime_type.as_deref(), &inline.data, &at)?);
+        }
+        if let Some(file) = part.file_data {
+            // An image or audio file is exempt like inline media; anything else is text the
+            // proxy never sees.
+            if !documents::is_media(file.mime_type.as_deref()) {
+                docs.stored(StoredKind::File, format!("{path}.parts[{i}].fileData"));
+            }
+        }
         if let Some(call) = part.function_call {
             tool_calls.push(ToolCall {
                 id: call.id,
@@ -111,14 +155,14 @@ fn message_of(content: RequestContent, default_role: Role) -> Message {
     };
     let is_error =
         tool_call_id.is_some() && text.iter().any(|t| crate::delta::result_reports_error(t));
-    Message {
+    Ok(Message {
         role,
         text,
         tool_calls,
         tool_call_id,
         is_error,
         name: None,
-    }
+    })
 }
 
 // ---- responses ----
@@ -400,12 +444,19 @@ impl Protocol for Gemini {
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
         let mut messages = Vec::new();
+        let mut documents = Documents::default();
         if let Some(system) = req.system_instruction {
-            let mut m = message_of(system, Role::System);
+            let mut m = message_of(system, Role::System, "systemInstruction", &mut documents)?;
             m.role = Role::System;
             messages.push(m);
         }
-        messages.extend(req.contents.into_iter().map(|c| message_of(c, Role::User)));
+        for (i, c) in req.contents.into_iter().enumerate() {
+            let path = format!("contents[{i}]");
+            messages.push(message_of(c, Role::User, &path, &mut documents)?);
+        }
+        if req.cached_content.is_some() {
+            documents.stored(StoredKind::CachedContent, "cachedContent");
+        }
         let tools = req
             .tools
             .into_iter()
@@ -420,6 +471,7 @@ impl Protocol for Gemini {
             model: model_and_method(path).map(|(model, _)| model.to_owned()),
             conversation: Conversation { messages, tools },
             unreadable_input: false,
+            documents,
         })
     }
 

@@ -175,6 +175,7 @@ impl Protocol for OpenAiCompletions {
             model: req.model,
             conversation: separate_texts(texts),
             unreadable_input: tokens,
+            documents: Default::default(),
         })
     }
 

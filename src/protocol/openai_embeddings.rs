@@ -70,6 +70,7 @@ impl Protocol for OpenAiEmbeddings {
             model: req.model,
             conversation: separate_texts(texts),
             unreadable_input: tokens,
+            documents: Default::default(),
         })
     }
 

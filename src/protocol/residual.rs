@@ -312,6 +312,13 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
             &["contents", "[]", "parts", "[]", "inlineData|inline_data"],
             "data",
         ),
+        // Anthropic images and documents: base64, or a text the decoder reads.
+        (&["messages", "[]", "content", "[]", "source"], "data"),
+        (
+            &["messages", "[]", "content", "[]", "content", "[]", "source"],
+            "data",
+        ),
+        (&["system", "[]", "source"], "data"),
     ],
     text_keys: &[],
     // Free-form JSON the model reads: tool parameter schemas, response schemas, tool calls'

@@ -358,12 +358,18 @@ impl Gateway {
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
         };
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
+        ctx.stored_context(&parsed.documents)?;
         if route.unknown_content != UnknownContent::Pass {
             if parsed.unreadable_input {
                 return Err(GatewayError::InvalidRequest(
                     "token-id prompts and inputs cannot be checked; send text (or set the route's unknown_content: pass)"
                         .into(),
                 ));
+            }
+            if let Some(document) = parsed.documents.unreadable.first() {
+                return Err(GatewayError::InvalidRequest(format!(
+                    "{document}: a document guardwire cannot read as text cannot be checked; send it as text (or set the route's unknown_content: pass)"
+                )));
             }
             // What the decoder does not model is read by the input checks too.
             residual::add_request_residuals(&body, &mut parsed.conversation).map_err(|_| {
