@@ -1372,3 +1372,23 @@ async fn references_to_provider_stored_content_follow_stored_context() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
     assert_eq!(mock.request_count(), 0);
 }
+
+/// JSON held in a modelled text (a tool result) is read decoded even with
+/// `unknown_content: pass`, which only skips the strings no decoder models.
+#[tokio::test]
+async fn json_in_a_tool_result_is_read_decoded_whatever_unknown_content_says() {
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "unknown_content: pass\n").await;
+    let body = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"status\":\"\\u0066orbidden fruit\"}"}]}"#;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        body.to_owned(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+    assert_eq!(mock.request_count(), 0);
+}

@@ -421,7 +421,6 @@ pub fn add_request_residuals(
         }
     }
     conversation.messages.extend(extra);
-    add_json_views(conversation);
     Ok(())
 }
 
@@ -433,6 +432,8 @@ const MAX_JSON_IN_STRING: usize = 8;
 /// the conversation that is JSON with an escape in it gets one more message: its strings and
 /// object keys decoded, one per line, and the same again for strings that are JSON themselves.
 /// A text without a backslash needs none: its strings and keys stand in it as they are.
+/// These are the modelled texts read right, so it runs whatever `unknown_content` says (after
+/// [`add_request_residuals`], whose strings it reads too).
 pub fn add_json_views(conversation: &mut crate::delta::Conversation) {
     use crate::delta::{Message, Role};
     let mut views = Vec::new();
@@ -600,6 +601,7 @@ mod tests {
     ) -> Vec<String> {
         let mut parsed = protocol.parse_request(body.as_bytes(), path).unwrap();
         add_request_residuals(body.as_bytes(), &mut parsed.conversation).unwrap();
+        add_json_views(&mut parsed.conversation);
         parsed
             .conversation
             .messages

@@ -376,6 +376,8 @@ impl Gateway {
                 GatewayError::InvalidRequest("the request body cannot be read".into())
             })?;
         }
+        // JSON held in the texts (tool results, arguments) is read decoded too.
+        residual::add_json_views(&mut parsed.conversation);
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         let before_call = ctx.before_call(&parsed);
