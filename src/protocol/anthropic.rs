@@ -72,6 +72,9 @@ struct Block {
     /// An image's or a document's bytes: inline, uploaded or by URL.
     #[serde(default)]
     source: Option<Source>,
+    /// A file uploaded to the provider (`container_upload` blocks).
+    #[serde(default)]
+    file_id: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +93,9 @@ fn source_text(
     path: &str,
     docs: &mut Documents,
 ) -> Result<Option<String>, GatewayError> {
+    if b.file_id.is_some() {
+        docs.stored(StoredKind::File, format!("{path}.file_id"));
+    }
     let Some(source) = b.source.take() else {
         return Ok(None);
     };

@@ -601,6 +601,36 @@ mod tests {
     }
 
     #[test]
+    fn file_parts_are_read_and_stored_files_noted() {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"file","file":{"file_data":"data:text/csv;base64,Zm9yYmlkZGVuIGZydWl0"}},{"type":"file","file":{"filename":"n.txt","file_data":"Zm9yYmlkZGVuIGZydWl0"}},{"type":"file","file":{"filename":"n.pdf","file_data":"AAAA"}},{"type":"file","file":{"file_id":"file-1"}}]}]}"#;
+        let r = OpenAiChat
+            .parse_request(body.as_bytes(), "/v1/chat/completions")
+            .unwrap();
+        assert_eq!(
+            r.conversation.messages[0].text,
+            ["a", "forbidden fruit", "forbidden fruit"]
+        );
+        assert_eq!(
+            r.documents.unreadable,
+            ["messages[0].content[3].file.file_data (no media type)"]
+        );
+        assert_eq!(r.documents.stored.len(), 1);
+        assert_eq!(
+            r.documents.stored[0].1,
+            "messages[0].content[4].file.file_id"
+        );
+        let bad = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:text/plain;base64,#"}}]}]}"#;
+        let e = OpenAiChat
+            .parse_request(bad.as_bytes(), "/v1/chat/completions")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("messages[0].content[0].file.file_data is not valid base64"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn error_frame_is_the_native_shape() {
         let f = OpenAiChat.stream_error_frame(&GatewayError::Blocked {
             message: "no".into(),
