@@ -96,6 +96,40 @@ struct FunctionResponse {
     name: Option<String>,
     #[serde(default)]
     response: Option<Box<RawValue>>,
+    /// Media and documents the function returned (multimodal function responses).
+    #[serde(default)]
+    parts: Vec<ResponsePart>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponsePart {
+    #[serde(default, alias = "inline_data")]
+    inline_data: Option<InlineData>,
+    #[serde(default, alias = "file_data")]
+    file_data: Option<FileData>,
+}
+
+/// A part's inline bytes and file reference, at `path` (`contents[0].parts[1]`).
+fn part_documents(
+    inline_data: Option<InlineData>,
+    file_data: Option<FileData>,
+    path: &str,
+    docs: &mut Documents,
+    text: &mut Vec<String>,
+) -> Result<(), GatewayError> {
+    if let Some(inline) = inline_data {
+        let at = format!("{path}.inlineData.data");
+        text.extend(docs.base64(inline.mime_type.as_deref(), &inline.data, &at)?);
+    }
+    if let Some(file) = file_data {
+        // An image or audio file is exempt like inline media; anything else is text the
+        // proxy never sees.
+        if !documents::is_media(file.mime_type.as_deref()) {
+            docs.stored(StoredKind::File, format!("{path}.fileData"));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -125,17 +159,8 @@ fn message_of(
     let mut tool_call_id = None;
     for (i, part) in content.parts.into_iter().enumerate() {
         text.extend(part.text);
-        if let Some(inline) = part.inline_data {
-            let at = format!("{path}.parts[{i}].inlineData.data");
-            text.extend(docs.base64(inline.mime_type.as_deref(), &inline.data, &at)?);
-        }
-        if let Some(file) = part.file_data {
-            // An image or audio file is exempt like inline media; anything else is text the
-            // proxy never sees.
-            if !documents::is_media(file.mime_type.as_deref()) {
-                docs.stored(StoredKind::File, format!("{path}.parts[{i}].fileData"));
-            }
-        }
+        let at = format!("{path}.parts[{i}]");
+        part_documents(part.inline_data, part.file_data, &at, docs, &mut text)?;
         if let Some(call) = part.function_call {
             tool_calls.push(ToolCall {
                 id: call.id,
@@ -146,6 +171,10 @@ fn message_of(
         if let Some(resp) = part.function_response {
             tool_call_id = resp.id.or(resp.name);
             text.extend(resp.response.map(|r| r.get().to_owned()));
+            for (j, p) in resp.parts.into_iter().enumerate() {
+                let at = format!("{at}.functionResponse.parts[{j}]");
+                part_documents(p.inline_data, p.file_data, &at, docs, &mut text)?;
+            }
         }
     }
     let role = match (&tool_call_id, content.role) {

@@ -312,6 +312,20 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
             &["contents", "[]", "parts", "[]", "inlineData|inline_data"],
             "data",
         ),
+        // Gemini's multimodal function responses: media and documents as in a part.
+        (
+            &[
+                "contents",
+                "[]",
+                "parts",
+                "[]",
+                "functionResponse|function_response",
+                "parts",
+                "[]",
+                "inlineData|inline_data",
+            ],
+            "data",
+        ),
         // Anthropic images and documents: base64, or a text the decoder reads.
         (&["messages", "[]", "content", "[]", "source"], "data"),
         (
@@ -339,7 +353,7 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
         (&["output_format"], "schema"),
         (&["output_config", "format"], "schema"),
         // Gemini (either spelling of every field).
-        (GEMINI_PART, "functionResponse|function_response"),
+        (GEMINI_RESPONSE, "response"),
         (GEMINI_CALL, "args"),
         (GEMINI_DECLARATION, "parameters"),
         (
@@ -357,7 +371,13 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
     ],
 };
 
-const GEMINI_PART: &[&str] = &["contents", "[]", "parts", "[]"];
+const GEMINI_RESPONSE: &[&str] = &[
+    "contents",
+    "[]",
+    "parts",
+    "[]",
+    "functionResponse|function_response",
+];
 const GEMINI_CALL: &[&str] = &[
     "contents",
     "[]",

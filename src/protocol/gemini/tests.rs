@@ -152,3 +152,19 @@ fn inline_text_documents_are_read_and_stored_content_noted() {
         "{e}"
     );
 }
+
+#[test]
+fn documents_returned_by_a_function_are_read() {
+    let body = r#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"ok":true},"parts":[{"inlineData":{"mimeType":"text/plain","data":"Zm9yYmlkZGVuIGZydWl0"}},{"inline_data":{"mime_type":"application/pdf","data":"AAAA"}}]}}]}]}"#;
+    let r = Gemini
+        .parse_request(body.as_bytes(), "/v1beta/models/g:generateContent")
+        .unwrap();
+    assert_eq!(
+        r.conversation.messages[0].text,
+        [r#"{"ok":true}"#, "forbidden fruit"]
+    );
+    assert_eq!(
+        r.documents.unreadable,
+        ["contents[0].parts[0].functionResponse.parts[1].inlineData.data (application/pdf)"]
+    );
+}
