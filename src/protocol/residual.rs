@@ -75,9 +75,11 @@ impl Structural {
     }
 }
 
-/// True when `name` is `step` or one of its `|`-separated spellings.
+/// True when `name` is `step` or one of its `|`-separated spellings (a list is longer than
+/// any of its spellings, so a plain step costs one comparison).
 fn step_matches(step: &str, name: &[u8]) -> bool {
-    step.split('|').any(|s| s.as_bytes() == name)
+    step.as_bytes() == name
+        || (step.len() > name.len() && step.split('|').any(|s| s.as_bytes() == name))
 }
 
 /// True when the container on top of `stack` is at `path` from the top.
