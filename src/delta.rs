@@ -125,6 +125,27 @@ impl Message {
     }
 }
 
+/// A message's text parts as the model reads them, one text: providers put a line break
+/// between parts, so the words of two parts stay apart (`["…x", "bomb"]` is no `xbomb`).
+/// Where a part already ends or the next begins with whitespace, they are joined as they are
+/// (`["the forbidden", " fruit"]` reads `the forbidden fruit`, the phrase the model sees with
+/// its line break); a phrase whose words sit in two parts with nothing between
+/// (`["forbidden", "fruit"]`) is read across the line break by the checks that fold whitespace.
+pub fn join_parts(parts: &[String]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for part in parts {
+        let apart = out.is_empty()
+            || part.is_empty()
+            || out.ends_with(char::is_whitespace)
+            || part.starts_with(char::is_whitespace);
+        if !apart {
+            out.push('\n');
+        }
+        out.push_str(part);
+    }
+    out
+}
+
 /// True when a tool result's text reports a failure, for protocols without an explicit flag:
 /// a JSON object with a non-null top-level `error` key, or `"status": "error"`.
 pub fn result_reports_error(text: &str) -> bool {

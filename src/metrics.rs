@@ -57,6 +57,15 @@ pub struct TokenLabels {
     pub kind: &'static str,
 }
 
+/// A reference to provider-stored content in a request: route, protocol and what it refers to
+/// (`previous_response`, `conversation`, `cached_content`, `file`, `url`, `prompt`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoredContextLabels {
+    pub route: &'static str,
+    pub protocol: &'static str,
+    pub kind: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
     pub result: ReloadResult,
@@ -173,6 +182,9 @@ pub struct Metrics {
     pub holdback_exceeded: Family<RouteLabels, Counter>,
     /// Config reloads by result; a failed one leaves the running policy in force.
     pub config_reloads: Family<ReloadLabels, Counter>,
+    /// Requests' references to provider-stored content (refused or passed, per
+    /// `stored_context`), one per reference.
+    pub stored_context: Family<StoredContextLabels, Counter>,
     /// Requests admitted against `limits.max_concurrent_requests` (streams until they end);
     /// set at each scrape.
     pub requests_in_flight: Gauge,
@@ -289,6 +301,12 @@ impl Metrics {
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
         let holdback_exceeded = Family::<RouteLabels, Counter>::default();
         let config_reloads = Family::<ReloadLabels, Counter>::default();
+        let stored_context = Family::<StoredContextLabels, Counter>::default();
+        registry.register(
+            "stored_context",
+            "References to provider-stored content in requests (previous responses, conversations, cached content, files), by route, protocol and kind",
+            stored_context.clone(),
+        );
         registry.register(
             "config_reload",
             "Config reloads by result (a failed reload keeps the running policy)",
@@ -354,6 +372,7 @@ impl Metrics {
             upstream_errors,
             holdback_exceeded,
             config_reloads,
+            stored_context,
             requests_in_flight,
             max_concurrent_requests,
             config_hash,

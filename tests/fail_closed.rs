@@ -1007,3 +1007,388 @@ async fn code_tools_are_tool_calls() {
         assert!(!a.text().contains("fruit"), "{name}: {}", a.text());
     }
 }
+
+/// Every string of a request is read decoded wherever it sits: a key structural in the
+/// protocol's envelope (`status`, `type`, `id`) exempts nothing inside free-form JSON (tool
+/// results, arguments, schemas, Gemini's `functionResponse`), JSON escapes are resolved, JSON
+/// held in a string is read decoded, and the object keys of free-form JSON are text. Nothing
+/// of a refused request reaches the upstream.
+#[tokio::test]
+async fn request_strings_are_read_decoded_wherever_they_sit() {
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\", \"xbomb\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "").await;
+    let gemini = "/v1beta/models/g:generateContent";
+    let schema = r#"{"type":"object","properties":{"forbidden fruit":{"type":"string"}}}"#;
+    let cases = [
+        // Gemini: a function's response and a call's args under keys structural elsewhere.
+        (
+            gemini,
+            r#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"status":"\u0066orbidden fruit"}}}]}]}"#.to_owned(),
+        ),
+        (
+            gemini,
+            r#"{"contents":[{"role":"model","parts":[{"function_call":{"name":"f","args":{"id":"\u0066orbidden fruit"}}}]}]}"#.to_owned(),
+        ),
+        (
+            gemini,
+            format!(r#"{{"contents":[{{"parts":[{{"text":"hi"}}]}}],"tools":[{{"functionDeclarations":[{{"name":"f","parameters":{schema}}}]}}]}}"#),
+        ),
+        // Chat: a tool result whose text is JSON with an escape; a schema's property name.
+        (
+            "/v1/chat/completions",
+            r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"status\":\"\\u0066orbidden fruit\"}"}]}"#.to_owned(),
+        ),
+        (
+            "/v1/chat/completions",
+            format!(r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"tools":[{{"type":"function","function":{{"name":"f","parameters":{schema}}}}}]}}"#),
+        ),
+        // Responses: a function_call_output, as a JSON value and as JSON in a string.
+        (
+            "/v1/responses",
+            r#"{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"ok","status":"\u0066orbidden fruit"}]}]}"#.to_owned(),
+        ),
+        (
+            "/v1/responses",
+            r#"{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"{\"type\":\"\\u0066orbidden fruit\"}"}]}"#.to_owned(),
+        ),
+        (
+            "/v1/responses",
+            format!(r#"{{"model":"m","input":"hi","tools":[{{"type":"function","name":"f","parameters":{schema}}}]}}"#),
+        ),
+        // Anthropic: a tool_use input, a tool_result holding JSON text, an input schema.
+        (
+            "/v1/messages",
+            r#"{"model":"c","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"status":"\u0066orbidden fruit"}}]}]}"#.to_owned(),
+        ),
+        (
+            "/v1/messages",
+            r#"{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"{\"id\":\"\\u0066orbidden fruit\"}"}]}]}"#.to_owned(),
+        ),
+        (
+            "/v1/messages",
+            format!(r#"{{"model":"c","max_tokens":5,"messages":[{{"role":"user","content":"hi"}}],"tools":[{{"name":"f","input_schema":{schema}}}]}}"#),
+        ),
+    ];
+    for (path, body) in cases {
+        serde_json::from_str::<serde_json::Value>(&body).unwrap();
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            body.clone(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(
+            a.status,
+            StatusCode::BAD_REQUEST,
+            "{path} {body}: {}",
+            a.text()
+        );
+    }
+    assert_eq!(mock.request_count(), 0);
+    // A message's parts are read one per line, as the model reads them: `x` and `bomb` of two
+    // parts are two words, not `xbomb`.
+    let parts = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"the letter x"},{"type":"text","text":"bomb is a word"}]}]}"#;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        parts.to_owned(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    assert_eq!(mock.request_count(), 1);
+}
+
+/// guardwire in front of a mock answering `{}`: each request of `cases` (path, body) answers
+/// 400 in the provider's own shape, with `says` in its message, and none reaches the upstream.
+async fn refused_before_the_call(extra: &str, cases: &[(&str, serde_json::Value, &str)]) {
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, extra).await;
+    for (path, body, says) in cases {
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            body.to_string(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        let text = a.text();
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{path} {body}: {text}");
+        assert!(text.contains(says), "{path} {body}: {text}");
+        // The provider's own error shape.
+        let shape = match *path {
+            "/v1/messages" => r#""type":"error""#,
+            p if p.starts_with("/v1beta") => "INVALID_ARGUMENT",
+            _ => r#"{"error":{"message":"#,
+        };
+        assert!(text.contains(shape), "{path}: {text}");
+    }
+    assert_eq!(mock.request_count(), 0);
+}
+
+const GEMINI: &str = "/v1beta/models/g:generateContent";
+/// "the forbidden fruit" and "a clean note", base64.
+const BAD_B64: &str = "dGhlIGZvcmJpZGRlbiBmcnVpdA==";
+const CLEAN_B64: &str = "YSBjbGVhbiBub3Rl";
+
+fn gemini_inline(mime: &str, data: &str) -> serde_json::Value {
+    serde_json::json!({"contents":[{"role":"user","parts":[{"text":"read this"},{"inlineData":{"mimeType":mime,"data":data}}]}]})
+}
+fn chat_file(file: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"read this"},{"type":"file","file":file}]}]})
+}
+fn anthropic_document(source: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":source},{"type":"text","text":"read this"}]}]})
+}
+fn responses_file(file: serde_json::Value) -> serde_json::Value {
+    let mut part = serde_json::json!({"type":"input_file","filename":"f"});
+    part.as_object_mut()
+        .unwrap()
+        .extend(file.as_object().unwrap().clone());
+    serde_json::json!({"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"read this"},part]}]})
+}
+
+/// Inline text documents are decoded and read by the input checks on every protocol; the
+/// proxy refuses (400, provider's shape, naming the field) documents it cannot read, malformed
+/// base64 and data URLs; images and audio stay exempt; clean documents go through.
+#[tokio::test]
+async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
+    use serde_json::json;
+    let text_url = format!("data:text/plain;base64,{BAD_B64}");
+    let pdf_url = format!("data:application/pdf;base64,{CLEAN_B64}");
+    let blocked = "blocked by guardrail";
+    let unreadable = "cannot read as text";
+    refused_before_the_call(
+        "",
+        &[
+            // Text documents holding the phrase.
+            (GEMINI, gemini_inline("text/plain", BAD_B64), blocked),
+            (
+                GEMINI,
+                json!({"contents":[{"parts":[{"inline_data":{"mime_type":"application/json","data":BAD_B64}}]}]}),
+                blocked,
+            ),
+            ("/v1/chat/completions", chat_file(json!({"file_data":text_url})), blocked),
+            (
+                "/v1/chat/completions",
+                chat_file(json!({"file_data":BAD_B64,"filename":"notes.md"})),
+                blocked,
+            ),
+            (
+                "/v1/messages",
+                anthropic_document(json!({"type":"base64","media_type":"text/plain","data":BAD_B64})),
+                blocked,
+            ),
+            ("/v1/responses", responses_file(json!({"file_data":text_url})), blocked),
+            // Documents the proxy cannot read.
+            (GEMINI, gemini_inline("application/pdf", CLEAN_B64), "contents[0].parts[1].inlineData.data (application/pdf)"),
+            (GEMINI, gemini_inline("video/mp4", CLEAN_B64), unreadable),
+            ("/v1/chat/completions", chat_file(json!({"file_data":pdf_url})), "messages[0].content[1].file.file_data (application/pdf)"),
+            ("/v1/chat/completions", chat_file(json!({"file_data":CLEAN_B64,"filename":"a.docx"})), unreadable),
+            (
+                "/v1/messages",
+                anthropic_document(json!({"type":"base64","media_type":"application/pdf","data":CLEAN_B64})),
+                "messages[0].content[0].source.data (application/pdf)",
+            ),
+            ("/v1/responses", responses_file(json!({"file_data":pdf_url})), "input[0].content[1].file_data (application/pdf)"),
+            // Not UTF-8.
+            (GEMINI, gemini_inline("text/plain", "//79"), "(not UTF-8)"),
+            // Malformed input.
+            (GEMINI, gemini_inline("text/plain", "not base64!"), "contents[0].parts[1].inlineData.data is not valid base64"),
+            (
+                "/v1/chat/completions",
+                chat_file(json!({"file_data":"data:text/plain;base64,@@"})),
+                "messages[0].content[1].file.file_data is not valid base64",
+            ),
+            (
+                "/v1/messages",
+                anthropic_document(json!({"type":"base64","media_type":"text/plain","data":"%%"})),
+                "messages[0].content[0].source.data is not valid base64",
+            ),
+            (
+                "/v1/responses",
+                responses_file(json!({"file_data":"data:text/plain;base64"})),
+                "input[0].content[1].file_data is not a data URL",
+            ),
+        ],
+    )
+    .await;
+    // Clean documents, and images and audio (exempt, whatever their bytes), go through.
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let proxy = start_proxy_all(&mock.base_url(), both, "").await;
+    let clean_url = format!("data:text/plain;base64,{CLEAN_B64}");
+    let clean = [
+        (GEMINI, gemini_inline("text/plain", CLEAN_B64)),
+        (GEMINI, gemini_inline("image/png", BAD_B64)),
+        (GEMINI, gemini_inline("audio/wav", BAD_B64)),
+        (
+            "/v1/chat/completions",
+            chat_file(json!({"file_data":clean_url})),
+        ),
+        (
+            "/v1/messages",
+            anthropic_document(
+                json!({"type":"text","media_type":"text/plain","data":"a clean note"}),
+            ),
+        ),
+        (
+            "/v1/messages",
+            json!({"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":BAD_B64}}]}]}),
+        ),
+        (
+            "/v1/responses",
+            responses_file(json!({"file_data":clean_url})),
+        ),
+    ];
+    for (path, body) in &clean {
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            body.to_string(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::OK, "{path} {body}: {}", a.text());
+    }
+    assert_eq!(mock.request_count(), clean.len());
+    // `unknown_content: pass` lets documents the proxy cannot read through (malformed ones
+    // stay refused).
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "unknown_content: pass\n").await;
+    for (body, status) in [
+        (gemini_inline("application/pdf", CLEAN_B64), StatusCode::OK),
+        (
+            gemini_inline("application/pdf", "not base64!"),
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let a = send(
+            proxy.addr(),
+            "POST",
+            GEMINI,
+            body.to_string(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, status, "{body}: {}", a.text());
+    }
+    assert_eq!(mock.request_count(), 1);
+}
+
+/// References to content stored at the provider are refused by default (`stored_context:
+/// refuse`), forwarded with `stored_context: pass`, and counted either way.
+#[tokio::test]
+async fn references_to_provider_stored_content_follow_stored_context() {
+    use serde_json::json;
+    let cases = [
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"go on","previous_response_id":"resp_1"}),
+            "previous_response_id refers to content stored at the provider (previous_response)",
+        ),
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"go on","conversation":"conv_1"}),
+            "conversation refers",
+        ),
+        (
+            "/v1/responses",
+            responses_file(json!({"file_id":"file-1"})),
+            "input[0].content[1].file_id refers",
+        ),
+        (
+            GEMINI,
+            json!({"contents":[{"parts":[{"text":"hi"}]}],"cachedContent":"cachedContents/c"}),
+            "cachedContent refers",
+        ),
+        (
+            GEMINI,
+            json!({"contents":[{"parts":[{"file_data":{"mime_type":"application/pdf","file_uri":"https://x/files/f"}}]}]}),
+            "contents[0].parts[0].fileData refers",
+        ),
+        (
+            "/v1/chat/completions",
+            chat_file(json!({"file_id":"file-1"})),
+            "messages[0].content[1].file.file_id refers",
+        ),
+        (
+            "/v1/messages",
+            anthropic_document(json!({"type":"file","file_id":"file_1"})),
+            "messages[0].content[0].source.file_id refers",
+        ),
+        (
+            "/v1/messages",
+            anthropic_document(json!({"type":"url","url":"https://example.com/a.pdf"})),
+            "messages[0].content[0].source.url refers",
+        ),
+    ];
+    refused_before_the_call("", &cases).await;
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), PACK, "stored_context: pass\n").await;
+    for (path, body, _) in &cases {
+        let a = send(
+            proxy.addr(),
+            "POST",
+            path,
+            body.to_string(),
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::OK, "{path} {body}: {}", a.text());
+    }
+    assert_eq!(mock.request_count(), cases.len());
+    let m = metrics(proxy.addr()).await;
+    for line in [
+        r#"guardwire_stored_context_total{route="openai_responses",protocol="openai_responses",kind="previous_response"} 1"#,
+        r#"guardwire_stored_context_total{route="openai_responses",protocol="openai_responses",kind="file"} 1"#,
+        r#"guardwire_stored_context_total{route="gemini",protocol="gemini",kind="cached_content"} 1"#,
+        r#"guardwire_stored_context_total{route="anthropic_messages",protocol="anthropic_messages",kind="url"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line}\n{m}");
+    }
+    // A route of its own may refuse while the top level passes.
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let route = format!(
+        "stored_context: pass\nroutes:\n  - {{name: strict, protocol: openai_responses, path_prefix: /strict/, upstream: \"{}\", strip_prefix: /strict, stored_context: refuse}}\n",
+        mock.base_url()
+    );
+    let proxy = start_proxy_all(&mock.base_url(), PACK, &route).await;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/strict/v1/responses",
+        cases[0].1.to_string(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+    assert_eq!(mock.request_count(), 0);
+}
+
+/// JSON held in a modelled text (a tool result) is read decoded even with
+/// `unknown_content: pass`, which only skips the strings no decoder models.
+#[tokio::test]
+async fn json_in_a_tool_result_is_read_decoded_whatever_unknown_content_says() {
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "unknown_content: pass\n").await;
+    let body = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"status\":\"\\u0066orbidden fruit\"}"}]}"#;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        body.to_owned(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+    assert_eq!(mock.request_count(), 0);
+}

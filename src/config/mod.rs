@@ -91,6 +91,11 @@ pub struct Config {
     /// fields); a route may set its own.
     #[serde(default)]
     pub unknown_content: UnknownContent,
+    /// What happens to requests that refer to content stored at the provider
+    /// (`previous_response_id`, `conversation`, `cachedContent`, file ids and URIs), which the
+    /// input checks never see; a route may set its own.
+    #[serde(default)]
+    pub stored_context: StoredContext,
     /// The LLMs judged checks (`llm_judge`, ...) ask, by name.
     #[serde(default)]
     pub judges: Vec<JudgeConfig>,
@@ -119,6 +124,17 @@ pub enum UnknownContent {
     /// Any such string ends the answer with the error frame.
     Block,
     /// Relayed unchecked: the explicit escape hatch.
+    Pass,
+}
+
+/// What happens to a request that refers to provider-stored content (`stored_context`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoredContext {
+    /// Refused with 400 in the provider's shape, naming the field (default: fail closed).
+    #[default]
+    Refuse,
+    /// Forwarded; the stored content is not checked (counted all the same).
     Pass,
 }
 
@@ -174,6 +190,9 @@ pub struct RouteConfig {
     /// `unknown_content` for this route (default: the top-level setting).
     #[serde(default)]
     pub unknown_content: Option<UnknownContent>,
+    /// `stored_context` for this route (default: the top-level setting).
+    #[serde(default)]
+    pub stored_context: Option<StoredContext>,
     /// The names above, checked and converted (set by a successful [`Config::validate`]; a
     /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
     #[serde(skip)]
@@ -430,7 +449,7 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 21] = [
+const TOP_LEVEL_KEYS: [&str; 22] = [
     "listen",
     "pack_env",
     "judges",
@@ -444,6 +463,7 @@ const TOP_LEVEL_KEYS: [&str; 21] = [
     "telemetry",
     "upstream_tls",
     "unknown_content",
+    "stored_context",
     "reload",
     "admin",
     "prices",

@@ -120,3 +120,22 @@ fn a_judges_api_key_is_never_printed() {
     assert!(!printed.contains("sk-very-secret"), "{printed}");
     assert!(printed.contains("<redacted>"));
 }
+
+#[test]
+fn stored_context_is_refuse_by_default_and_set_per_route() {
+    let c = Config::from_yaml(
+        "routes: [{name: a, protocol: openai_responses, path_prefix: /a/, upstream: \"http://h\", stored_context: pass}]\n",
+    )
+    .unwrap();
+    assert_eq!(c.stored_context, StoredContext::Refuse);
+    assert_eq!(c.routes[0].stored_context, Some(StoredContext::Pass));
+    let c = Config::from_yaml("stored_context: pass\n").unwrap();
+    assert_eq!(c.stored_context, StoredContext::Pass);
+    for bad in [
+        "stored_context: maybe\n",
+        "routes: [{name: a, protocol: gemini, path_prefix: /a/, upstream: \"http://h\", stored_context: scan}]\n",
+    ] {
+        let e = Config::from_yaml(bad).unwrap_err().to_string();
+        assert!(e.contains("stored_context"), "{e}");
+    }
+}

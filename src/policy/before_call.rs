@@ -37,13 +37,14 @@ impl Policy {
         let mut reported = Reported::default();
         let mut hits = Vec::new();
         let mut all_text = String::new();
-        // A message's text parts are one text to the model: they are scanned as one (a match
-        // across two parts is found). Each tool call's arguments are a text of their own.
+        // A message's text parts are one text to the model: scanned as one, joined as
+        // `Message::joined_text` says (the words of two parts stay apart, a phrase across two
+        // parts is found). Each tool call's arguments are a text of their own.
         let texts = conversation.messages.iter().flat_map(|m| {
             let joined: Option<Cow<'_, str>> = match m.text.as_slice() {
                 [] => None,
                 [one] => Some(Cow::Borrowed(one.as_str())),
-                parts => Some(Cow::Owned(parts.concat())),
+                parts => Some(Cow::Owned(crate::delta::join_parts(parts))),
             };
             joined.into_iter().chain(
                 m.tool_calls

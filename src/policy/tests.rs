@@ -197,6 +197,24 @@ fn a_messages_text_parts_are_scanned_as_the_one_text_the_model_reads() {
     assert!(before_call(&p, &split).is_err());
     let apart = parts(&["the forbidden", " apple", "fruit"]);
     assert!(before_call(&p, &apart).is_ok());
+    // Parts are read one per line: two parts' words never run together.
+    let x = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [xbomb], direction: input }\n",
+    )
+    .unwrap();
+    assert!(before_call(&x, &parts(&["the letter x", "bomb"])).is_ok());
+    assert!(before_call(&x, &parts(&["the letter", "xbomb"])).is_err());
+    assert_eq!(
+        crate::delta::join_parts(&[
+            "a".into(),
+            "b".into(),
+            " c".into(),
+            "".into(),
+            "d\n".into(),
+            "e".into()
+        ]),
+        "a\nb c\nd\ne"
+    );
     // Two messages are two texts.
     let mut two = parts(&["the forbidden"]);
     two.messages.extend(parts(&[" fruit"]).messages);

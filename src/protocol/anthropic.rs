@@ -5,6 +5,7 @@
 //! remembers it to route `content_block_delta`s: `text_delta` → answer text, `input_json_delta`
 //! → tool arguments, `thinking_delta` → reasoning. `message_stop` ends the stream.
 
+use super::documents::{Documents, StoredKind};
 use super::{text_delta, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
@@ -68,6 +69,60 @@ struct Block {
     /// tool_result content: a string or blocks.
     #[serde(default)]
     content: Option<Content>,
+    /// An image's or a document's bytes: inline, uploaded or by URL.
+    #[serde(default)]
+    source: Option<Source>,
+    /// A file uploaded to the provider (`container_upload` blocks).
+    #[serde(default)]
+    file_id: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Source {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+}
+
+/// A block's document (`source`, at `path`): its text, or noted in `docs` (images are exempt).
+fn source_text(
+    b: &mut Block,
+    path: &str,
+    docs: &mut Documents,
+) -> Result<Option<String>, GatewayError> {
+    if b.file_id.is_some() {
+        docs.stored(StoredKind::File, format!("{path}.file_id"));
+    }
+    let Some(source) = b.source.take() else {
+        return Ok(None);
+    };
+    if b.kind == "image" {
+        return Ok(None);
+    }
+    let media_type = source.media_type.as_deref();
+    Ok(match (source.kind.as_deref(), source.data) {
+        (Some("base64"), Some(data)) => {
+            docs.base64(media_type, &data, &format!("{path}.source.data"))?
+        }
+        (Some("text"), Some(data)) => docs.text(media_type, data, &format!("{path}.source")),
+        (Some("file"), _) => {
+            docs.stored(StoredKind::File, format!("{path}.source.file_id"));
+            None
+        }
+        (Some("url"), _) => {
+            docs.stored(StoredKind::Url, format!("{path}.source.url"));
+            None
+        }
+        // Content blocks (`source.content`) are read by the fallback like any blocks.
+        (Some("content"), None) => None,
+        _ => {
+            docs.unreadable(media_type, &format!("{path}.source"));
+            None
+        }
+    })
 }
 
 #[derive(Deserialize)]
@@ -78,19 +133,29 @@ struct RequestTool {
     description: Option<String>,
 }
 
-fn content_texts(content: Content, out: &mut Vec<String>) {
+/// The texts of `content` (at `path`): a string, or its blocks' texts, thinking, documents
+/// and nested content.
+fn content_texts(
+    content: Content,
+    out: &mut Vec<String>,
+    path: &str,
+    docs: &mut Documents,
+) -> Result<(), GatewayError> {
     match content {
         Content::Text(t) => out.push(t),
         Content::Blocks(blocks) => {
-            for b in blocks {
-                out.extend(b.text);
-                out.extend(b.thinking);
+            for (i, mut b) in blocks.into_iter().enumerate() {
+                let at = format!("{path}[{i}]");
+                out.extend(b.text.take());
+                out.extend(b.thinking.take());
+                out.extend(source_text(&mut b, &at, docs)?);
                 if let Some(inner) = b.content {
-                    content_texts(inner, out);
+                    content_texts(inner, out, &format!("{at}.content"), docs)?;
                 }
             }
         }
     }
+    Ok(())
 }
 
 // ---- responses ----
@@ -319,6 +384,7 @@ impl Protocol for AnthropicMessages {
             keys: &["stop_reason", "stop_sequence", "signature", "service_tier"],
             nested: &[],
             text_keys: &[],
+            free: &[],
         }
     }
 
@@ -329,12 +395,13 @@ impl Protocol for AnthropicMessages {
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
         let mut messages = Vec::new();
+        let mut documents = Documents::default();
         if let Some(system) = req.system {
             let mut text = Vec::new();
-            content_texts(system, &mut text);
+            content_texts(system, &mut text, "system", &mut documents)?;
             messages.push(Message::text(Role::System, text));
         }
-        for m in req.messages {
+        for (i, m) in req.messages.into_iter().enumerate() {
             let mut text = Vec::new();
             let mut tool_calls = Vec::new();
             let mut tool_call_id = None;
@@ -342,7 +409,9 @@ impl Protocol for AnthropicMessages {
             match m.content {
                 Some(Content::Text(t)) => text.push(t),
                 Some(Content::Blocks(blocks)) => {
-                    for b in blocks {
+                    for (j, mut b) in blocks.into_iter().enumerate() {
+                        let at = format!("messages[{i}].content[{j}]");
+                        text.extend(source_text(&mut b, &at, &mut documents)?);
                         match b.kind.as_str() {
                             "tool_use" => tool_calls.push(ToolCall {
                                 id: b.id,
@@ -353,7 +422,8 @@ impl Protocol for AnthropicMessages {
                                 tool_call_id = b.tool_use_id;
                                 is_error |= b.is_error.unwrap_or(false);
                                 if let Some(c) = b.content {
-                                    content_texts(c, &mut text);
+                                    let at = format!("{at}.content");
+                                    content_texts(c, &mut text, &at, &mut documents)?;
                                 }
                             }
                             _ => {
@@ -394,6 +464,7 @@ impl Protocol for AnthropicMessages {
             model: req.model,
             conversation: Conversation { messages, tools },
             unreadable_input: false,
+            documents,
         })
     }
 

@@ -5,6 +5,7 @@
 //! stream ends at EOF) — and google-genai raises on any other line, so guardwire never injects
 //! comments or `event:` lines here. Function calls arrive whole (`functionCall {name, args}`).
 
+use super::documents::{self, Documents, StoredKind};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
@@ -31,6 +32,9 @@ struct Request {
     system_instruction: Option<RequestContent>,
     #[serde(default)]
     tools: Vec<RequestTool>,
+    /// Content cached at the provider (`cachedContents/…`): text the proxy never sees.
+    #[serde(default, alias = "cached_content")]
+    cached_content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +54,28 @@ struct RequestPart {
     function_call: Option<FunctionCall>,
     #[serde(default, alias = "function_response")]
     function_response: Option<FunctionResponse>,
+    /// Inline bytes: a text document is read, images and audio are exempt.
+    #[serde(default, alias = "inline_data")]
+    inline_data: Option<InlineData>,
+    /// A file uploaded to the provider (or any URI it fetches): stored context.
+    #[serde(default, alias = "file_data")]
+    file_data: Option<FileData>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InlineData {
+    #[serde(default, alias = "mime_type")]
+    mime_type: Option<String>,
+    #[serde(default)]
+    data: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileData {
+    #[serde(default, alias = "mime_type")]
+    mime_type: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -70,6 +96,40 @@ struct FunctionResponse {
     name: Option<String>,
     #[serde(default)]
     response: Option<Box<RawValue>>,
+    /// Media and documents the function returned (multimodal function responses).
+    #[serde(default)]
+    parts: Vec<ResponsePart>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponsePart {
+    #[serde(default, alias = "inline_data")]
+    inline_data: Option<InlineData>,
+    #[serde(default, alias = "file_data")]
+    file_data: Option<FileData>,
+}
+
+/// A part's inline bytes and file reference, at `path` (`contents[0].parts[1]`).
+fn part_documents(
+    inline_data: Option<InlineData>,
+    file_data: Option<FileData>,
+    path: &str,
+    docs: &mut Documents,
+    text: &mut Vec<String>,
+) -> Result<(), GatewayError> {
+    if let Some(inline) = inline_data {
+        let at = format!("{path}.inlineData.data");
+        text.extend(docs.base64(inline.mime_type.as_deref(), &inline.data, &at)?);
+    }
+    if let Some(file) = file_data {
+        // An image or audio file is exempt like inline media; anything else is text the
+        // proxy never sees.
+        if !documents::is_media(file.mime_type.as_deref()) {
+            docs.stored(StoredKind::File, format!("{path}.fileData"));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -86,12 +146,21 @@ struct FunctionDeclaration {
     description: Option<String>,
 }
 
-fn message_of(content: RequestContent, default_role: Role) -> Message {
+/// The message of `content`, found at `path` (`contents[2]`); its documents are read (or
+/// noted) into `docs`.
+fn message_of(
+    content: RequestContent,
+    default_role: Role,
+    path: &str,
+    docs: &mut Documents,
+) -> Result<Message, GatewayError> {
     let mut text = Vec::new();
     let mut tool_calls = Vec::new();
     let mut tool_call_id = None;
-    for part in content.parts {
+    for (i, part) in content.parts.into_iter().enumerate() {
         text.extend(part.text);
+        let at = format!("{path}.parts[{i}]");
+        part_documents(part.inline_data, part.file_data, &at, docs, &mut text)?;
         if let Some(call) = part.function_call {
             tool_calls.push(ToolCall {
                 id: call.id,
@@ -102,6 +171,10 @@ fn message_of(content: RequestContent, default_role: Role) -> Message {
         if let Some(resp) = part.function_response {
             tool_call_id = resp.id.or(resp.name);
             text.extend(resp.response.map(|r| r.get().to_owned()));
+            for (j, p) in resp.parts.into_iter().enumerate() {
+                let at = format!("{at}.functionResponse.parts[{j}]");
+                part_documents(p.inline_data, p.file_data, &at, docs, &mut text)?;
+            }
         }
     }
     let role = match (&tool_call_id, content.role) {
@@ -111,14 +184,14 @@ fn message_of(content: RequestContent, default_role: Role) -> Message {
     };
     let is_error =
         tool_call_id.is_some() && text.iter().any(|t| crate::delta::result_reports_error(t));
-    Message {
+    Ok(Message {
         role,
         text,
         tool_calls,
         tool_call_id,
         is_error,
         name: None,
-    }
+    })
 }
 
 // ---- responses ----
@@ -389,6 +462,7 @@ impl Protocol for Gemini {
                 ),
             ],
             text_keys: &[],
+            free: &[],
         }
     }
 
@@ -399,12 +473,19 @@ impl Protocol for Gemini {
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
         let mut messages = Vec::new();
+        let mut documents = Documents::default();
         if let Some(system) = req.system_instruction {
-            let mut m = message_of(system, Role::System);
+            let mut m = message_of(system, Role::System, "systemInstruction", &mut documents)?;
             m.role = Role::System;
             messages.push(m);
         }
-        messages.extend(req.contents.into_iter().map(|c| message_of(c, Role::User)));
+        for (i, c) in req.contents.into_iter().enumerate() {
+            let path = format!("contents[{i}]");
+            messages.push(message_of(c, Role::User, &path, &mut documents)?);
+        }
+        if req.cached_content.is_some() {
+            documents.stored(StoredKind::CachedContent, "cachedContent");
+        }
         let tools = req
             .tools
             .into_iter()
@@ -419,6 +500,7 @@ impl Protocol for Gemini {
             model: model_and_method(path).map(|(model, _)| model.to_owned()),
             conversation: Conversation { messages, tools },
             unreadable_input: false,
+            documents,
         })
     }
 

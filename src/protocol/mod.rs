@@ -4,6 +4,7 @@
 //! format, so adding a protocol means adding a module here.
 
 pub mod anthropic;
+pub mod documents;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_completions;
@@ -98,6 +99,9 @@ pub struct ParsedRequest {
     /// The request carries input guardwire cannot read as text (token ids): refused unless
     /// the route's `unknown_content` is `pass`.
     pub unreadable_input: bool,
+    /// Inline documents the proxy cannot read (refused unless `unknown_content: pass`) and
+    /// references to provider-stored content (the route's `stored_context`).
+    pub documents: documents::Documents,
 }
 
 /// What a decoded stream frame was.

@@ -5,6 +5,7 @@
 //! Text, refusals, reasoning (`reasoning_content` / `reasoning`, as compatible servers send it)
 //! and tool-call argument fragments of *every* choice become deltas.
 
+use super::documents::{self, Documents, StoredKind};
 use super::residual::Structural;
 use super::skim::Unsure;
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
@@ -40,17 +41,45 @@ struct Prediction {
     content: Option<Content>,
 }
 
-/// The texts of a message's content: a string, or its parts' texts and refusals.
-fn content_texts(content: Option<Content>, text: &mut Vec<String>) {
+/// The texts of a message's content (at `path`): a string, or its parts' texts, refusals and
+/// inline text documents (other documents and stored files are noted in `docs`).
+fn content_texts(
+    content: Option<Content>,
+    text: &mut Vec<String>,
+    path: &str,
+    docs: &mut Documents,
+) -> Result<(), GatewayError> {
     match content {
         Some(Content::Text(t)) => text.push(t),
-        Some(Content::Parts(parts)) => text.extend(
-            parts
-                .into_iter()
-                .flat_map(|p| p.text.into_iter().chain(p.refusal)),
-        ),
+        Some(Content::Parts(parts)) => {
+            for (i, p) in parts.into_iter().enumerate() {
+                text.extend(p.text);
+                text.extend(p.refusal);
+                if let Some(file) = p.file {
+                    let at = format!("{path}[{i}].file");
+                    if let Some(data) = file.file_data {
+                        let at = format!("{at}.file_data");
+                        // A data URL, or bare base64 typed by the file name's extension.
+                        let read = if data
+                            .get(..5)
+                            .is_some_and(|d| d.eq_ignore_ascii_case("data:"))
+                        {
+                            docs.data_url(&data, &at)?
+                        } else {
+                            let media_type =
+                                documents::media_type_of_name(file.filename.as_deref());
+                            docs.base64(media_type, &data, &at)?
+                        };
+                        text.extend(read);
+                    } else if file.file_id.is_some() {
+                        docs.stored(StoredKind::File, format!("{at}.file_id"));
+                    }
+                }
+            }
+        }
         None => {}
     }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -81,6 +110,19 @@ struct ContentPart {
     text: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
+    /// A document: inline (`file_data`, a data URL) or uploaded (`file_id`).
+    #[serde(default)]
+    file: Option<FilePart>,
+}
+
+#[derive(Deserialize)]
+struct FilePart {
+    #[serde(default)]
+    file_data: Option<String>,
+    #[serde(default)]
+    file_id: Option<String>,
+    #[serde(default)]
+    filename: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -204,6 +246,7 @@ static STRUCTURAL: Structural = Structural {
         (&["choices", "[]", "message", "audio"], "expires_at"),
     ],
     text_keys: &[],
+    free: &[],
 };
 
 /// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json. Returns
@@ -346,16 +389,19 @@ impl Protocol for OpenAiChat {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
+        let mut documents = Documents::default();
         let mut messages: Vec<Message> = req
             .messages
             .into_iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(i, m)| {
                 let mut text = Vec::new();
-                content_texts(m.content, &mut text);
+                let path = format!("messages[{i}].content");
+                content_texts(m.content, &mut text, &path, &mut documents)?;
                 text.extend(m.refusal);
                 let is_error = m.tool_call_id.is_some()
                     && text.iter().any(|t| crate::delta::result_reports_error(t));
-                Message {
+                Ok(Message {
                     role: Role::parse(&m.role),
                     text,
                     tool_calls: m
@@ -370,12 +416,17 @@ impl Protocol for OpenAiChat {
                     tool_call_id: m.tool_call_id,
                     is_error,
                     name: m.name,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_, GatewayError>>()?;
         if let Some(prediction) = req.prediction {
             let mut text = Vec::new();
-            content_texts(prediction.content, &mut text);
+            content_texts(
+                prediction.content,
+                &mut text,
+                "prediction.content",
+                &mut documents,
+            )?;
             messages.push(Message::text(Role::System, text));
         }
         let tools = req
@@ -392,6 +443,7 @@ impl Protocol for OpenAiChat {
             model: req.model,
             conversation: Conversation { messages, tools },
             unreadable_input: false,
+            documents,
         })
     }
 
@@ -546,6 +598,36 @@ mod tests {
                 .collect();
             assert_eq!(texts, ["hi", "the predicted text"], "{prediction}");
         }
+    }
+
+    #[test]
+    fn file_parts_are_read_and_stored_files_noted() {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"file","file":{"file_data":"data:text/csv;base64,Zm9yYmlkZGVuIGZydWl0"}},{"type":"file","file":{"filename":"n.txt","file_data":"Zm9yYmlkZGVuIGZydWl0"}},{"type":"file","file":{"filename":"n.pdf","file_data":"AAAA"}},{"type":"file","file":{"file_id":"file-1"}}]}]}"#;
+        let r = OpenAiChat
+            .parse_request(body.as_bytes(), "/v1/chat/completions")
+            .unwrap();
+        assert_eq!(
+            r.conversation.messages[0].text,
+            ["a", "forbidden fruit", "forbidden fruit"]
+        );
+        assert_eq!(
+            r.documents.unreadable,
+            ["messages[0].content[3].file.file_data (no media type)"]
+        );
+        assert_eq!(r.documents.stored.len(), 1);
+        assert_eq!(
+            r.documents.stored[0].1,
+            "messages[0].content[4].file.file_id"
+        );
+        let bad = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"data:text/plain;base64,#"}}]}]}"#;
+        let e = OpenAiChat
+            .parse_request(bad.as_bytes(), "/v1/chat/completions")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("messages[0].content[0].file.file_data is not valid base64"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -142,6 +142,7 @@ static STRUCTURAL: Structural = Structural {
     nested: &[],
     // `logprobs.top_logprobs` maps each alternative token to its log-probability.
     text_keys: &[&["choices", "[]", "logprobs", "top_logprobs", "[]"]],
+    free: &[],
 };
 
 impl Protocol for OpenAiCompletions {
@@ -174,6 +175,7 @@ impl Protocol for OpenAiCompletions {
             model: req.model,
             conversation: separate_texts(texts),
             unreadable_input: tokens,
+            documents: Default::default(),
         })
     }
 

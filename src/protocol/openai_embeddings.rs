@@ -38,6 +38,7 @@ static STRUCTURAL: Structural = Structural {
     keys: &["embedding", "encoding_format"],
     nested: &[],
     text_keys: &[],
+    free: &[],
 };
 
 impl Protocol for OpenAiEmbeddings {
@@ -69,6 +70,7 @@ impl Protocol for OpenAiEmbeddings {
             model: req.model,
             conversation: separate_texts(texts),
             unreadable_input: tokens,
+            documents: Default::default(),
         })
     }
 

@@ -7,6 +7,7 @@
 //! in-band error. Function call items are announced by `response.output_item.added`, before any
 //! argument byte.
 
+use super::documents::{self, Documents, StoredKind};
 use super::{text_delta as text, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use crate::config::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
@@ -31,6 +32,19 @@ struct Request {
     input: Option<Input>,
     #[serde(default)]
     tools: Vec<RequestTool>,
+    /// Context stored at the provider: an earlier response, a conversation, a stored prompt.
+    #[serde(default)]
+    previous_response_id: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    conversation: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    prompt: Option<StoredPrompt>,
+}
+
+#[derive(Deserialize)]
+struct StoredPrompt {
+    #[serde(default)]
+    id: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -67,10 +81,52 @@ enum ItemContent {
 
 #[derive(Deserialize)]
 struct ContentPart {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
     refusal: Option<String>,
+    /// `input_file`: inline (`file_data`, a data URL), uploaded (`file_id`) or by URL.
+    #[serde(default)]
+    file_data: Option<String>,
+    #[serde(default)]
+    file_id: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    file_url: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    filename: Option<String>,
+}
+
+/// A content part's texts (and an `input_file`'s, read or noted in `docs`), at `path`.
+fn part_texts(
+    p: ContentPart,
+    path: &str,
+    docs: &mut Documents,
+    text: &mut Vec<String>,
+) -> Result<(), GatewayError> {
+    text.extend(p.text);
+    text.extend(p.refusal);
+    if p.kind.as_deref() == Some("input_file") || p.file_data.is_some() {
+        if let Some(data) = p.file_data {
+            let at = format!("{path}.file_data");
+            let read = if data
+                .get(..5)
+                .is_some_and(|d| d.eq_ignore_ascii_case("data:"))
+            {
+                docs.data_url(&data, &at)?
+            } else {
+                let media_type = documents::media_type_of_name(p.filename.as_deref());
+                docs.base64(media_type, &data, &at)?
+            };
+            text.extend(read);
+        } else if p.file_id.is_some() {
+            docs.stored(StoredKind::File, format!("{path}.file_id"));
+        } else if p.file_url.is_some() {
+            docs.stored(StoredKind::Url, format!("{path}.file_url"));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -81,18 +137,23 @@ struct RequestTool {
     description: Option<String>,
 }
 
-fn item_message(item: Item) -> Option<Message> {
+/// The message of input item `item`, found at `path` (`input[3]`).
+fn item_message(
+    item: Item,
+    path: &str,
+    docs: &mut Documents,
+) -> Result<Option<Message>, GatewayError> {
     let kind = item.kind.as_deref().unwrap_or("message");
-    match kind {
+    Ok(match kind {
         "message" => {
             let mut text = Vec::new();
             match item.content {
                 Some(ItemContent::Text(t)) => text.push(t),
-                Some(ItemContent::Parts(parts)) => text.extend(
-                    parts
-                        .into_iter()
-                        .flat_map(|p| p.text.into_iter().chain(p.refusal)),
-                ),
+                Some(ItemContent::Parts(parts)) => {
+                    for (i, p) in parts.into_iter().enumerate() {
+                        part_texts(p, &format!("{path}.content[{i}]"), docs, &mut text)?;
+                    }
+                }
                 None => {}
             }
             Some(Message::text(
@@ -113,6 +174,17 @@ fn item_message(item: Item) -> Option<Message> {
             name: None,
         }),
         "function_call_output" => {
+            // An output given as parts may hold files: read or noted like a message's.
+            if let Some(serde_json::Value::Array(parts)) = &item.output {
+                for (i, p) in parts.iter().enumerate() {
+                    if let Ok(part) = ContentPart::deserialize(p) {
+                        if part.kind.as_deref() == Some("input_file") {
+                            let mut files = Vec::new();
+                            part_texts(part, &format!("{path}.output[{i}]"), docs, &mut files)?;
+                        }
+                    }
+                }
+            }
             let text: Vec<String> = item
                 .output
                 .map(|o| match o {
@@ -131,7 +203,7 @@ fn item_message(item: Item) -> Option<Message> {
             })
         }
         _ => None,
-    }
+    })
 }
 
 // ---- stream events and whole responses ----
@@ -479,6 +551,7 @@ impl Protocol for OpenAiResponses {
                 (&[], "incomplete_details"),
             ],
             text_keys: &[],
+            free: &[],
         }
     }
 
@@ -492,12 +565,25 @@ impl Protocol for OpenAiResponses {
         if let Some(i) = req.instructions {
             messages.push(Message::text(Role::System, vec![i]));
         }
+        let mut documents = Documents::default();
         match req.input {
             Some(Input::Text(t)) => messages.push(Message::text(Role::User, vec![t])),
             Some(Input::Items(items)) => {
-                messages.extend(items.into_iter().filter_map(item_message))
+                for (i, item) in items.into_iter().enumerate() {
+                    let path = format!("input[{i}]");
+                    messages.extend(item_message(item, &path, &mut documents)?);
+                }
             }
             None => {}
+        }
+        if req.previous_response_id.is_some() {
+            documents.stored(StoredKind::PreviousResponse, "previous_response_id");
+        }
+        if req.conversation.is_some() {
+            documents.stored(StoredKind::Conversation, "conversation");
+        }
+        if req.prompt.is_some_and(|p| p.id.is_some()) {
+            documents.stored(StoredKind::Prompt, "prompt.id");
         }
         let tools = req
             .tools
@@ -514,6 +600,7 @@ impl Protocol for OpenAiResponses {
             model: req.model,
             conversation: Conversation { messages, tools },
             unreadable_input: false,
+            documents,
         })
     }
 

@@ -28,6 +28,11 @@ pub struct Structural {
     /// Completions' `top_logprobs` (`{" token": -0.1}`). Their keys are reported with the
     /// strings. Elsewhere keys are names and are not checked.
     pub text_keys: &'static [&'static [&'static str]],
+    /// (path of an object, key of it) as in `nested`: the value is free-form JSON (a tool's
+    /// parameter schema, a tool call's arguments, a function's response): no key is structural
+    /// anywhere inside it, no nested exemption applies, and its object keys are text, reported
+    /// with the strings. A step may list alternative spellings (`functionCall|function_call`).
+    pub free: &'static [(&'static [&'static str], &'static str)],
 }
 
 /// Keys that are structure in every protocol guardwire speaks.
@@ -61,6 +66,20 @@ impl Structural {
     fn keys_are_text(&self, stack: &[Level], data: &[u8]) -> bool {
         self.text_keys.iter().any(|path| at_path(stack, data, path))
     }
+
+    /// True when the value of `key`, a member of the object on top of `stack`, is free-form.
+    fn free_tree(&self, stack: &[Level], data: &[u8], key: &[u8]) -> bool {
+        self.free
+            .iter()
+            .any(|(parent, k)| step_matches(k, key) && at_path(stack, data, parent))
+    }
+}
+
+/// True when `name` is `step` or one of its `|`-separated spellings (a list is longer than
+/// any of its spellings, so a plain step costs one comparison).
+fn step_matches(step: &str, name: &[u8]) -> bool {
+    step.as_bytes() == name
+        || (step.len() > name.len() && step.split('|').any(|s| s.as_bytes() == name))
 }
 
 /// True when the container on top of `stack` is at `path` from the top.
@@ -70,7 +89,7 @@ fn at_path(stack: &[Level], data: &[u8], path: &[&str]) -> bool {
             .iter()
             .zip(path)
             .all(|(level, step)| match level.key {
-                Some((a, b)) => &data[a..b] == step.as_bytes(),
+                Some((a, b)) => step_matches(step, &data[a..b]),
                 None => *step == "[]",
             })
 }
@@ -90,6 +109,8 @@ struct Level {
     path: u32,
     /// Everything below is structure (the value of an exempt key).
     exempt: bool,
+    /// Everything below is free-form JSON (see [`Structural::free`]).
+    free: bool,
     /// The key whose value this container is, when it is an object member.
     key: Option<(usize, usize)>,
     /// In an object: the next string is a key.
@@ -99,6 +120,8 @@ struct Level {
     member: Option<(usize, usize)>,
     member_exempt: bool,
     member_scalar: bool,
+    /// In an object: the current member's value is free-form.
+    member_free: bool,
 }
 
 /// FNV-1a over a path step, from the path so far.
@@ -167,11 +190,16 @@ pub fn residual_strings(
                 let in_key = stack.last().is_some_and(|l| l.object && l.expect_key);
                 if in_key {
                     let key = &data[lit.start + 1..lit.end - 1];
-                    let tree = structural.exempt_tree(&stack, data, key);
-                    let scalar = structural.is_structural_key(key);
-                    if !structural.text_keys.is_empty()
-                        && !value_exempt(&stack)
-                        && structural.keys_are_text(&stack, data)
+                    // Inside free-form JSON no key is structure and every key is text.
+                    let free = stack.last().is_some_and(|l| l.free);
+                    let tree = !free && structural.exempt_tree(&stack, data, key);
+                    let scalar = !free && structural.is_structural_key(key);
+                    let member_free = free
+                        || (!structural.free.is_empty() && structural.free_tree(&stack, data, key));
+                    if !value_exempt(&stack)
+                        && (free
+                            || (!structural.text_keys.is_empty()
+                                && structural.keys_are_text(&stack, data)))
                     {
                         out.push((lit.clone(), value_path(&stack)));
                     }
@@ -180,6 +208,7 @@ pub fn residual_strings(
                     l.member = Some((lit.start + 1, lit.end - 1));
                     l.member_exempt = l.exempt || tree;
                     l.member_scalar = scalar;
+                    l.member_free = member_free;
                 } else if !string_exempt(&stack) {
                     while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
                         known_at += 1;
@@ -198,17 +227,24 @@ pub fn residual_strings(
                     return Err(Unwalkable);
                 }
                 let exempt = value_exempt(&stack);
+                let free = match stack.last() {
+                    Some(l) if l.object => l.free || l.member_free,
+                    Some(l) => l.free,
+                    None => false,
+                };
                 let key = key_of(&stack);
                 let path = value_path(&stack);
                 stack.push(Level {
                     object: c == b'{',
                     path,
                     exempt,
+                    free,
                     key,
                     expect_key: c == b'{',
                     member: None,
                     member_exempt: false,
                     member_scalar: false,
+                    member_free: false,
                 });
                 i += 1;
             }
@@ -223,6 +259,7 @@ pub fn residual_strings(
                         l.member = None;
                         l.member_exempt = false;
                         l.member_scalar = false;
+                        l.member_free = false;
                     }
                 }
                 i += 1;
@@ -273,11 +310,90 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
         (&["messages", "[]", "content", "[]", "file"], "file_data"),
         (RESPONSES_PART, "image_url"),
         (RESPONSES_PART, "file_data"),
-        (&["contents", "[]", "parts", "[]", "inlineData"], "data"),
-        (&["contents", "[]", "parts", "[]", "inline_data"], "data"),
+        (
+            &["contents", "[]", "parts", "[]", "inlineData|inline_data"],
+            "data",
+        ),
+        // Gemini's multimodal function responses: media and documents as in a part.
+        (
+            &[
+                "contents",
+                "[]",
+                "parts",
+                "[]",
+                "functionResponse|function_response",
+                "parts",
+                "[]",
+                "inlineData|inline_data",
+            ],
+            "data",
+        ),
+        // Anthropic images and documents: base64, or a text the decoder reads.
+        (&["messages", "[]", "content", "[]", "source"], "data"),
+        (
+            &["messages", "[]", "content", "[]", "content", "[]", "source"],
+            "data",
+        ),
+        (&["system", "[]", "source"], "data"),
     ],
     text_keys: &[],
+    // Free-form JSON the model reads: tool parameter schemas, response schemas, tool calls'
+    // arguments and tools' results given as JSON values.
+    free: &[
+        // OpenAI Chat.
+        (&["tools", "[]", "function"], "parameters"),
+        (&["functions", "[]"], "parameters"),
+        (&["response_format", "json_schema"], "schema"),
+        // OpenAI Responses.
+        (&["tools", "[]"], "parameters"),
+        (&["input", "[]"], "output"),
+        (&["text", "format"], "schema"),
+        (&["prompt"], "variables"),
+        // Anthropic Messages.
+        (&["tools", "[]"], "input_schema"),
+        (&["messages", "[]", "content", "[]"], "input"),
+        (&["output_format"], "schema"),
+        (&["output_config", "format"], "schema"),
+        // Gemini (either spelling of every field).
+        (GEMINI_RESPONSE, "response"),
+        (GEMINI_CALL, "args"),
+        (GEMINI_DECLARATION, "parameters"),
+        (
+            GEMINI_DECLARATION,
+            "parametersJsonSchema|parameters_json_schema",
+        ),
+        (GEMINI_DECLARATION, "response"),
+        (
+            GEMINI_DECLARATION,
+            "responseJsonSchema|response_json_schema",
+        ),
+        (GEMINI_CONFIG, "responseSchema|response_schema"),
+        (GEMINI_CONFIG, "responseJsonSchema|response_json_schema"),
+        (GEMINI_CONFIG, "_responseJsonSchema"),
+    ],
 };
+
+const GEMINI_RESPONSE: &[&str] = &[
+    "contents",
+    "[]",
+    "parts",
+    "[]",
+    "functionResponse|function_response",
+];
+const GEMINI_CALL: &[&str] = &[
+    "contents",
+    "[]",
+    "parts",
+    "[]",
+    "functionCall|function_call",
+];
+const GEMINI_DECLARATION: &[&str] = &[
+    "tools",
+    "[]",
+    "functionDeclarations|function_declarations",
+    "[]",
+];
+const GEMINI_CONFIG: &[&str] = &["generationConfig|generation_config"];
 
 /// Adds to `conversation` every string of the request `body` that its decoder did not read
 /// into the conversation and that is not structure (tool descriptions and schemas, document
@@ -330,6 +446,78 @@ pub fn add_request_residuals(
     Ok(())
 }
 
+/// How deep JSON held in strings held in JSON is unwrapped.
+const MAX_JSON_IN_STRING: usize = 8;
+
+/// JSON held in a string (a tool result or arguments whose text is itself JSON): its escapes
+/// are text to the model (`{"status":"\u0066orbidden"}` reads `forbidden`), so every text of
+/// the conversation that is JSON with an escape in it gets one more message: its strings and
+/// object keys decoded, one per line, and the same again for strings that are JSON themselves.
+/// A text without a backslash needs none: its strings and keys stand in it as they are.
+/// These are the modelled texts read right, so it runs whatever `unknown_content` says (after
+/// [`add_request_residuals`], whose strings it reads too).
+pub fn add_json_views(conversation: &mut crate::delta::Conversation) {
+    use crate::delta::{Message, Role};
+    let mut views = Vec::new();
+    for m in &conversation.messages {
+        let texts = m
+            .text
+            .iter()
+            .chain(m.tool_calls.iter().map(|c| &c.arguments));
+        for t in texts {
+            let mut view = String::new();
+            json_view(t, 0, &mut view);
+            if !view.is_empty() {
+                views.push(Message::text(Role::Other("decoded".into()), vec![view]));
+            }
+        }
+    }
+    conversation.messages.extend(views);
+}
+
+/// Appends to `out` the decoded strings and keys of `text` when it is JSON with an escape,
+/// every literal in its order (a duplicated key's values included, as the model reads both).
+fn json_view(text: &str, depth: usize, out: &mut String) {
+    let t = text.trim();
+    if depth >= MAX_JSON_IN_STRING
+        || !t.starts_with(['{', '[', '"'])
+        || memchr::memchr(b'\\', t.as_bytes()).is_none()
+        || serde_json::from_str::<serde::de::IgnoredAny>(t).is_err()
+    {
+        return;
+    }
+    // Valid JSON: outside string literals there is no quote, inside one a quote is escaped.
+    let bytes = t.as_bytes();
+    let mut i = 0;
+    while let Some(at) = memchr::memchr(b'"', &bytes[i..]) {
+        let start = i + at;
+        let mut end = start + 1;
+        while let Some(at) = memchr::memchr2(b'"', b'\\', &bytes[end..]) {
+            end += at;
+            if bytes[end] == b'\\' {
+                end += 2;
+            } else {
+                break;
+            }
+        }
+        let lit = t.get(start..=end).unwrap_or_default();
+        i = end + 1;
+        let Ok(s) = serde_json::from_str::<String>(lit) else {
+            return;
+        };
+        if !s.is_empty() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&s);
+            json_view(&s, depth + 1, out);
+        }
+        if i >= bytes.len() {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::single_range_in_vec_init)]
@@ -339,6 +527,7 @@ mod tests {
         keys: &["finish_reason"],
         nested: &[(&["response"], "instructions"), (&["x", "[]"], "data")],
         text_keys: &[&["m", "[]"]],
+        free: &[],
     };
 
     fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
@@ -424,6 +613,138 @@ mod tests {
             .flat_map(|m| &m.text)
             .collect();
         assert!(texts.iter().any(|t| *t == "evil-bot"), "{texts:?}");
+    }
+
+    /// Every text the input checks read for `body` of `protocol` (decoder and fallback).
+    fn request_texts(
+        protocol: &dyn crate::protocol::Protocol,
+        path: &str,
+        body: &str,
+    ) -> Vec<String> {
+        let mut parsed = protocol.parse_request(body.as_bytes(), path).unwrap();
+        add_request_residuals(body.as_bytes(), &mut parsed.conversation).unwrap();
+        add_json_views(&mut parsed.conversation);
+        parsed
+            .conversation
+            .messages
+            .iter()
+            .flat_map(|m| {
+                m.text
+                    .iter()
+                    .chain(m.tool_calls.iter().map(|c| &c.arguments))
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn reads(texts: &[String], phrase: &str) -> bool {
+        texts.iter().any(|t| t.lines().any(|l| l == phrase))
+    }
+
+    #[test]
+    fn structural_keys_do_not_exempt_free_form_json() {
+        use crate::protocol::{anthropic, gemini, openai_chat, openai_responses};
+        let gemini_path = "/v1beta/models/g:generateContent";
+        // Gemini: a function's response and a call's args, either spelling; escapes decoded.
+        for (part, key) in [
+            ("functionResponse", "response"),
+            ("function_response", "response"),
+            ("functionCall", "args"),
+            ("function_call", "args"),
+        ] {
+            let body = format!(
+                r#"{{"contents":[{{"role":"user","parts":[{{"{part}":{{"name":"f","{key}":{{"status":"\u0066orbidden fruit","id":{{"type":"forbidden fruit"}}}}}}}}]}}]}}"#
+            );
+            let texts = request_texts(&gemini::Gemini, gemini_path, &body);
+            assert_eq!(
+                texts.iter().filter(|t| *t == "forbidden fruit").count(),
+                2,
+                "{part}: {texts:?}"
+            );
+        }
+        // Tool parameter schemas: keys are text, `type`/`status` read inside them.
+        let schema = r#"{"type":"object","properties":{"forbidden fruit":{"type":"string"},"status":{"type":"string","enum":["forbidden fruit"]}}}"#;
+        let chat = format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"tools":[{{"type":"function","function":{{"name":"f","parameters":{schema}}}}}]}}"#
+        );
+        let responses = format!(
+            r#"{{"model":"m","input":"hi","tools":[{{"type":"function","name":"f","parameters":{schema}}}]}}"#
+        );
+        let anthropic_body = format!(
+            r#"{{"model":"m","max_tokens":1,"messages":[{{"role":"user","content":"hi"}}],"tools":[{{"name":"f","input_schema":{schema}}}]}}"#
+        );
+        let gemini_body = format!(
+            r#"{{"contents":[{{"parts":[{{"text":"hi"}}]}}],"tools":[{{"function_declarations":[{{"name":"f","parameters":{schema}}}]}}]}}"#
+        );
+        for (protocol, path, body) in [
+            (
+                &openai_chat::OpenAiChat as &dyn crate::protocol::Protocol,
+                "/v1/chat/completions",
+                chat,
+            ),
+            (
+                &openai_responses::OpenAiResponses,
+                "/v1/responses",
+                responses,
+            ),
+            (
+                &anthropic::AnthropicMessages,
+                "/v1/messages",
+                anthropic_body,
+            ),
+            (&gemini::Gemini, gemini_path, gemini_body),
+        ] {
+            let texts = request_texts(protocol, path, &body);
+            assert_eq!(
+                texts.iter().filter(|t| *t == "forbidden fruit").count(),
+                2,
+                "{}: {texts:?}",
+                protocol.name()
+            );
+            // The protocol's own structure stays exempt.
+            assert!(!reads(&texts, "function"), "{}: {texts:?}", protocol.name());
+        }
+        // Anthropic tool_use input and Responses function_call_output values.
+        let body = r#"{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"status":"\u0066orbidden fruit"}}]}]}"#;
+        assert!(reads(
+            &request_texts(&anthropic::AnthropicMessages, "/v1/messages", body),
+            "forbidden fruit"
+        ));
+        let body = r#"{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x","status":"\u0066orbidden fruit"}]}]}"#;
+        assert!(reads(
+            &request_texts(&openai_responses::OpenAiResponses, "/v1/responses", body),
+            "forbidden fruit"
+        ));
+    }
+
+    #[test]
+    fn json_held_in_strings_is_read_decoded() {
+        use crate::protocol::openai_chat::OpenAiChat;
+        // A tool result whose text is JSON with an escape, and one more level inside it.
+        let body = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"status\":\"\\u0066orbidden fruit\"}"},{"role":"tool","tool_call_id":"2","content":"[\"{\\\"id\\\":\\\"\\\\u0066orbidden apple\\\"}\"]"},{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\"q\":\"{\\\"type\\\":\\\"\\\\u0066orbidden pear\\\"}\"}"}}]}]}"#;
+        let texts = request_texts(&OpenAiChat, "/v1/chat/completions", body);
+        for phrase in [
+            "forbidden fruit",
+            "forbidden apple",
+            "forbidden pear",
+            "status",
+        ] {
+            assert!(reads(&texts, phrase), "{phrase}: {texts:?}");
+        }
+        // Duplicated keys: both values are read.
+        let mut view = String::new();
+        json_view(r#"{"a":"\u0078","a":"\u0079"}"#, 0, &mut view);
+        assert_eq!(view, "a\nx\na\ny");
+        // No escape, or no JSON: nothing more to read.
+        for plain in [
+            r#"{"a":"forbidden"}"#,
+            r"not json \u0066",
+            r#"{"a":"\u0066"#,
+        ] {
+            let mut view = String::new();
+            json_view(plain, 0, &mut view);
+            assert!(view.is_empty(), "{plain}");
+        }
     }
 
     #[test]

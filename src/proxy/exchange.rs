@@ -21,10 +21,11 @@ use super::report::Reporter;
 use super::runtime::{Route, Runtime};
 use super::upstream::{UpstreamBase, UpstreamBody};
 use super::{auth, headers, Gateway, InFlight};
+use crate::config::StoredContext;
 use crate::delta::Conversation;
 use crate::error::GatewayError;
 use crate::evals::EvalSeed;
-use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{RouteLabels, StoredContextLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
@@ -291,6 +292,35 @@ impl<'a> RequestCtx<'a> {
         self.gw
             .admit(self.rt.config.limits.max_concurrent_requests)
             .ok_or(GatewayError::Overloaded)
+    }
+
+    /// Before step 5: the request's references to provider-stored content (which no input
+    /// check can read) are counted, and refused unless the route's `stored_context` is
+    /// `pass`: 400 naming the first one's field, nothing forwarded.
+    pub fn stored_context(
+        &self,
+        documents: &protocol::documents::Documents,
+    ) -> Result<(), GatewayError> {
+        for (kind, _) in &documents.stored {
+            self.gw
+                .metrics
+                .stored_context
+                .get_or_create(&StoredContextLabels {
+                    route: self.route.name,
+                    protocol: self.protocol.name(),
+                    kind: kind.as_str(),
+                })
+                .inc();
+        }
+        match documents.stored.first() {
+            Some((kind, path)) if self.route.stored_context == StoredContext::Refuse => {
+                Err(GatewayError::InvalidRequest(format!(
+                    "{path} refers to content stored at the provider ({}), which guardwire cannot check; send it inline (or set the route's stored_context: pass)",
+                    kind.as_str()
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the

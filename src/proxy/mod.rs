@@ -358,6 +358,7 @@ impl Gateway {
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
         };
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
+        ctx.stored_context(&parsed.documents)?;
         if route.unknown_content != UnknownContent::Pass {
             if parsed.unreadable_input {
                 return Err(GatewayError::InvalidRequest(
@@ -365,11 +366,18 @@ impl Gateway {
                         .into(),
                 ));
             }
+            if let Some(document) = parsed.documents.unreadable.first() {
+                return Err(GatewayError::InvalidRequest(format!(
+                    "{document}: a document guardwire cannot read as text cannot be checked; send it as text (or set the route's unknown_content: pass)"
+                )));
+            }
             // What the decoder does not model is read by the input checks too.
             residual::add_request_residuals(&body, &mut parsed.conversation).map_err(|_| {
                 GatewayError::InvalidRequest("the request body cannot be read".into())
             })?;
         }
+        // JSON held in the texts (tool results, arguments) is read decoded too.
+        residual::add_json_views(&mut parsed.conversation);
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         let before_call = ctx.before_call(&parsed);

@@ -3,7 +3,7 @@
 
 use super::{auth, upstream};
 use crate::audit::Audit;
-use crate::config::{AuthHeader, Config, UnknownContent};
+use crate::config::{AuthHeader, Config, StoredContext, UnknownContent};
 use crate::error::StartError;
 use crate::policy::judged::CheckRefs;
 use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
@@ -29,6 +29,8 @@ pub struct Route {
     pub auth_header: AuthHeader,
     /// What happens to answer strings the protocol's decoder does not model.
     pub unknown_content: UnknownContent,
+    /// What happens to requests that refer to provider-stored content.
+    pub stored_context: StoredContext,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -139,6 +141,7 @@ impl Runtime {
                 passthrough: rc.passthrough_paths.clone(),
                 auth_header: checked.upstream_auth.unwrap_or(protocol.auth_header()),
                 unknown_content: rc.unknown_content.unwrap_or(config.unknown_content),
+                stored_context: rc.stored_context.unwrap_or(config.stored_context),
             });
         }
         for protocol in crate::protocol::all() {
@@ -155,6 +158,7 @@ impl Runtime {
                 passthrough: Vec::new(),
                 auth_header: protocol.auth_header(),
                 unknown_content: config.unknown_content,
+                stored_context: config.stored_context,
             });
         }
         let mut keys = Vec::new();

@@ -101,3 +101,27 @@ fn error_frame_keeps_the_event_name() {
         &b"event: error\ndata: {\"error\":{\"message\":\"no\",\"type\":\"invalid_request_error\"},\"type\":\"error\"}\n\n"[..]
     );
 }
+
+#[test]
+fn document_blocks_are_read_and_stored_content_noted() {
+    let body = r#"{"model":"c","max_tokens":1,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"text/markdown","data":"Zm9yYmlkZGVuIGZydWl0"}},{"type":"document","source":{"type":"text","media_type":"text/plain","data":"plain doc"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"!!"}},{"type":"document","source":{"type":"file","file_id":"f"}},{"type":"container_upload","file_id":"g"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"AAAA"}}]}]}]}"#;
+    let r = AnthropicMessages
+        .parse_request(body.as_bytes(), "/v1/messages")
+        .unwrap();
+    assert_eq!(
+        r.conversation.messages[1].text,
+        ["forbidden fruit", "plain doc"]
+    );
+    assert_eq!(
+        r.documents.unreadable,
+        ["messages[0].content[5].content[0].source.data (application/pdf)"]
+    );
+    let stored: Vec<&str> = r.documents.stored.iter().map(|(_, p)| p.as_str()).collect();
+    assert_eq!(
+        stored,
+        [
+            "messages[0].content[3].source.file_id",
+            "messages[0].content[4].file_id"
+        ]
+    );
+}

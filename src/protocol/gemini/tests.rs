@@ -117,3 +117,54 @@ fn error_frame_puts_error_first_with_an_integer_code() {
             [..]
     );
 }
+
+#[test]
+fn inline_text_documents_are_read_and_stored_content_noted() {
+    let body = r#"{"contents":[{"parts":[{"text":"a"},{"inlineData":{"mimeType":"text/plain","data":"Zm9yYmlkZGVuIGZydWl0"}},{"inline_data":{"mime_type":"image/png","data":"AAAA"}},{"inlineData":{"mimeType":"application/pdf","data":"AAAA"}},{"fileData":{"mimeType":"video/mp4","fileUri":"u"}},{"file_data":{"mime_type":"image/png","file_uri":"u"}}]}],"cachedContent":"cachedContents/c"}"#;
+    let r = Gemini
+        .parse_request(body.as_bytes(), "/v1beta/models/g:generateContent")
+        .unwrap();
+    assert_eq!(r.conversation.messages[0].text, ["a", "forbidden fruit"]);
+    assert_eq!(
+        r.documents.unreadable,
+        ["contents[0].parts[3].inlineData.data (application/pdf)"]
+    );
+    let stored: Vec<(&str, &str)> = r
+        .documents
+        .stored
+        .iter()
+        .map(|(k, p)| (k.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            ("file", "contents[0].parts[4].fileData"),
+            ("cached_content", "cachedContent")
+        ]
+    );
+    let bad = r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"text/plain","data":"@"}}]}]}"#;
+    let e = Gemini
+        .parse_request(bad.as_bytes(), "/v1beta/models/g:generateContent")
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("contents[0].parts[0].inlineData.data is not valid base64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn documents_returned_by_a_function_are_read() {
+    let body = r#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"ok":true},"parts":[{"inlineData":{"mimeType":"text/plain","data":"Zm9yYmlkZGVuIGZydWl0"}},{"inline_data":{"mime_type":"application/pdf","data":"AAAA"}}]}}]}]}"#;
+    let r = Gemini
+        .parse_request(body.as_bytes(), "/v1beta/models/g:generateContent")
+        .unwrap();
+    assert_eq!(
+        r.conversation.messages[0].text,
+        [r#"{"ok":true}"#, "forbidden fruit"]
+    );
+    assert_eq!(
+        r.documents.unreadable,
+        ["contents[0].parts[0].functionResponse.parts[1].inlineData.data (application/pdf)"]
+    );
+}

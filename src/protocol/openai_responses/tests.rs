@@ -112,3 +112,34 @@ fn parses_string_and_item_inputs() {
     );
     assert_eq!(r.conversation.tools[0].name, "f");
 }
+
+#[test]
+fn input_files_are_read_and_stored_content_noted() {
+    let body = r#"{"model":"m","previous_response_id":"r","conversation":{"id":"c"},"prompt":{"id":"p"},"input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_file","file_data":"data:text/plain;base64,Zm9yYmlkZGVuIGZydWl0"},{"type":"input_file","filename":"x.json","file_data":"eyJhIjoxfQ"},{"type":"input_file","file_url":"https://x/y.pdf"}]},{"type":"function_call_output","call_id":"c","output":[{"type":"input_file","file_data":"data:application/pdf;base64,AAAA"}]}]}"#;
+    let r = OpenAiResponses
+        .parse_request(body.as_bytes(), "/v1/responses")
+        .unwrap();
+    assert_eq!(
+        r.conversation.messages[0].text,
+        ["a", "forbidden fruit", "{\"a\":1}"]
+    );
+    assert_eq!(
+        r.documents.unreadable,
+        ["input[1].output[0].file_data (application/pdf)"]
+    );
+    let stored: Vec<(&str, &str)> = r
+        .documents
+        .stored
+        .iter()
+        .map(|(k, p)| (k.as_str(), p.as_str()))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            ("url", "input[0].content[3].file_url"),
+            ("previous_response", "previous_response_id"),
+            ("conversation", "conversation"),
+            ("prompt", "prompt.id")
+        ]
+    );
+}

@@ -1,0 +1,373 @@
+//! Documents sent inline in a request, and references to content the provider keeps.
+//!
+//! A document the model reads is input like any message: an inline `text/*` (or JSON, CSV,
+//! Markdown, XML, YAML) document is decoded (base64, or a `data:` URL) and read by the input
+//! checks as a text part of its message. What the proxy cannot read — a PDF, an Office file,
+//! an unknown or missing type, bytes that are not UTF-8 — is *unreadable*: refused unless the
+//! route's `unknown_content` is `pass`. Images and audio keep their exemption (no text checks
+//! read them). Malformed input (invalid base64, a malformed data URL) is the client's error:
+//! 400 naming the field, nothing forwarded.
+//!
+//! References to content stored at the provider (`previous_response_id`, a Responses
+//! `conversation`, Gemini `cachedContent`, file ids and URIs, documents by URL) bring text the
+//! proxy never sees: the route's `stored_context` decides (`refuse` by default).
+
+use crate::error::GatewayError;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine;
+
+/// Where a request's documents and references were found, for [`crate::protocol::ParsedRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Documents {
+    /// Field paths (with the media type) of documents the proxy cannot read.
+    pub unreadable: Vec<String>,
+    /// (kind, field path) of every reference to provider-stored content.
+    pub stored: Vec<(StoredKind, String)>,
+}
+
+/// What a reference to provider-stored content points at (the metric's `kind` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoredKind {
+    /// Responses `previous_response_id`.
+    PreviousResponse,
+    /// Responses `conversation`.
+    Conversation,
+    /// Gemini `cachedContent`.
+    CachedContent,
+    /// A file uploaded to the provider: `file_id`s, Gemini `fileData.fileUri`, Anthropic
+    /// `source.type: file`.
+    File,
+    /// A document the provider fetches by URL (Responses `file_url`, Anthropic
+    /// `source.type: url` documents).
+    Url,
+    /// A prompt template stored at the provider (Responses `prompt.id`).
+    Prompt,
+}
+
+impl StoredKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoredKind::PreviousResponse => "previous_response",
+            StoredKind::Conversation => "conversation",
+            StoredKind::CachedContent => "cached_content",
+            StoredKind::File => "file",
+            StoredKind::Url => "url",
+            StoredKind::Prompt => "prompt",
+        }
+    }
+}
+
+impl Documents {
+    /// Notes a reference to stored content at `path`.
+    pub fn stored(&mut self, kind: StoredKind, path: impl Into<String>) {
+        self.stored.push((kind, path.into()));
+    }
+
+    /// Reads an inline document of `media_type` whose bytes are `data` in base64, at `path`:
+    /// its text (`Ok(Some)`), nothing for images and audio (`Ok(None)`), or noted unreadable.
+    pub fn base64(
+        &mut self,
+        media_type: Option<&str>,
+        data: &str,
+        path: &str,
+    ) -> Result<Option<String>, GatewayError> {
+        let kind = classify(media_type);
+        if kind == Kind::Media {
+            return Ok(None);
+        }
+        let bytes = decode_base64(data).ok_or_else(|| bad(path, "is not valid base64"))?;
+        Ok(self.bytes(kind, media_type, bytes, path))
+    }
+
+    /// The same for a `data:` URL (`data:text/plain;base64,…`) at `path`. Not a `data:` URL
+    /// (an `https:` or other reference): `Err` for a field that must hold one.
+    pub fn data_url(&mut self, url: &str, path: &str) -> Result<Option<String>, GatewayError> {
+        let (media_type, data) = parse_data_url(url)
+            .ok_or_else(|| bad(path, "is not a data URL (data:<media type>;base64,<data>)"))?;
+        let kind = classify(media_type);
+        if kind == Kind::Media {
+            return Ok(None);
+        }
+        let bytes = match data {
+            DataUrl::Base64(b) => {
+                decode_base64(b).ok_or_else(|| bad(path, "is not valid base64"))?
+            }
+            DataUrl::Percent(p) => {
+                percent_decode(p).ok_or_else(|| bad(path, "is not a valid data URL"))?
+            }
+        };
+        Ok(self.bytes(kind, media_type, bytes, path))
+    }
+
+    /// A document given as text (Anthropic `source.type: text`): read as it is unless its
+    /// media type says it is something else.
+    pub fn text(&mut self, media_type: Option<&str>, text: String, path: &str) -> Option<String> {
+        match classify(media_type.or(Some("text/plain"))) {
+            Kind::Text => Some(text),
+            _ => {
+                self.unreadable(media_type, path);
+                None
+            }
+        }
+    }
+
+    /// Notes a document the proxy cannot read at `path`.
+    pub fn unreadable(&mut self, media_type: Option<&str>, path: &str) {
+        self.unreadable.push(format!(
+            "{path} ({})",
+            media_type.unwrap_or("no media type")
+        ));
+    }
+
+    fn bytes(
+        &mut self,
+        kind: Kind,
+        media_type: Option<&str>,
+        bytes: Vec<u8>,
+        path: &str,
+    ) -> Option<String> {
+        match (kind, String::from_utf8(bytes)) {
+            (Kind::Text, Ok(text)) => Some(
+                text.strip_prefix('\u{feff}')
+                    .map_or(text.clone(), str::to_owned),
+            ),
+            (Kind::Text, Err(_)) => {
+                self.unreadable.push(format!("{path} (not UTF-8)"));
+                None
+            }
+            _ => {
+                self.unreadable(media_type, path);
+                None
+            }
+        }
+    }
+}
+
+/// The media type a file name's extension stands for, among those read as text (a document
+/// sent as bare base64 with only its name).
+pub fn media_type_of_name(name: Option<&str>) -> Option<&'static str> {
+    let ext = name?.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "txt" | "text" | "log" => "text/plain",
+        "md" | "markdown" => "text/markdown",
+        "csv" => "text/csv",
+        "tsv" => "text/tab-separated-values",
+        "json" => "application/json",
+        "html" | "htm" => "text/html",
+        "xml" => "application/xml",
+        "yaml" | "yml" => "application/yaml",
+        _ => return None,
+    })
+}
+
+/// True for images and audio (exempt from the text checks wherever they are).
+pub fn is_media(media_type: Option<&str>) -> bool {
+    classify(media_type) == Kind::Media
+}
+
+/// A malformed field: the client's error, naming the field.
+pub fn bad(path: &str, what: &str) -> GatewayError {
+    GatewayError::InvalidRequest(format!("{path} {what}"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Read as text.
+    Text,
+    /// Images and audio: exempt from the text checks.
+    Media,
+    /// Anything else (PDF, Office, video, unknown, none).
+    Unreadable,
+}
+
+/// What a media type is to the input checks (parameters such as `; charset=utf-8` ignored).
+fn classify(media_type: Option<&str>) -> Kind {
+    let Some(mt) = media_type else {
+        return Kind::Unreadable;
+    };
+    let essence = mt
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let (top, sub) = essence.split_once('/').unwrap_or((&essence, ""));
+    match (top, sub) {
+        ("text", s) if !s.is_empty() => Kind::Text,
+        ("application", "json" | "xml" | "yaml" | "x-yaml" | "x-ndjson" | "csv" | "markdown") => {
+            Kind::Text
+        }
+        ("application", s) if s.ends_with("+json") || s.ends_with("+xml") => Kind::Text,
+        ("image" | "audio", s) if !s.is_empty() => Kind::Media,
+        _ => Kind::Unreadable,
+    }
+}
+
+/// Standard or URL-safe base64, padded or not; anything else (whitespace included) is `None`.
+fn decode_base64(data: &str) -> Option<Vec<u8>> {
+    let config =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let standard = GeneralPurpose::new(&base64::alphabet::STANDARD, config);
+    let url_safe = GeneralPurpose::new(&base64::alphabet::URL_SAFE, config);
+    standard
+        .decode(data)
+        .or_else(|_| url_safe.decode(data))
+        .ok()
+}
+
+enum DataUrl<'a> {
+    Base64(&'a str),
+    Percent(&'a str),
+}
+
+/// `data:[<media type>][;param=value]*[;base64],<data>` → (media type, data).
+fn parse_data_url(url: &str) -> Option<(Option<&str>, DataUrl<'_>)> {
+    let rest = url
+        .get(..5)
+        .filter(|s| s.eq_ignore_ascii_case("data:"))
+        .map(|_| &url[5..])?;
+    let (head, data) = rest.split_once(',')?;
+    let (head, base64) = match head.rsplit_once(';') {
+        Some((h, b)) if b.eq_ignore_ascii_case("base64") => (h, true),
+        _ => (head, false),
+    };
+    let media_type = head
+        .split(';')
+        .next()
+        .map(str::trim)
+        .filter(|m| !m.is_empty());
+    if media_type.is_some_and(|m| !m.contains('/')) {
+        return None;
+    }
+    // A data URL without a media type is text/plain (RFC 2397).
+    let media_type = media_type.or(Some("text/plain"));
+    Some((
+        media_type,
+        if base64 {
+            DataUrl::Base64(data)
+        } else {
+            DataUrl::Percent(data)
+        },
+    ))
+}
+
+/// `%XX` escapes resolved; a malformed one is `None`.
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+
+    #[test]
+    fn text_documents_are_read_media_exempt_the_rest_unreadable() {
+        let mut d = Documents::default();
+        // "forbidden fruit" in base64, padded, unpadded, URL-safe alphabet.
+        for data in ["Zm9yYmlkZGVuIGZydWl0"] {
+            for mt in [
+                "text/plain",
+                "text/markdown; charset=utf-8",
+                "application/json",
+                "TEXT/CSV",
+                "application/ld+json",
+            ] {
+                assert_eq!(
+                    d.base64(Some(mt), data, "p").unwrap().as_deref(),
+                    Some("forbidden fruit"),
+                    "{mt}"
+                );
+            }
+        }
+        assert_eq!(
+            d.base64(Some("text/plain"), "Pz8_", "p")
+                .unwrap()
+                .as_deref(),
+            Some("???")
+        );
+        assert_eq!(
+            d.base64(Some("text/plain"), "YQ", "p").unwrap().as_deref(),
+            Some("a")
+        );
+        assert!(d.unreadable.is_empty());
+        assert_eq!(
+            d.base64(Some("image/png"), "!!not base64", "p").unwrap(),
+            None
+        );
+        assert_eq!(d.base64(Some("audio/wav"), "AAAA", "p").unwrap(), None);
+        assert!(d.unreadable.is_empty());
+        for mt in [
+            Some("application/pdf"),
+            Some("video/mp4"),
+            Some("application/octet-stream"),
+            None,
+        ] {
+            assert_eq!(d.base64(mt, "AAAA", "p").unwrap(), None);
+        }
+        // Not UTF-8.
+        assert_eq!(d.base64(Some("text/plain"), "//79", "q").unwrap(), None);
+        assert_eq!(d.unreadable.len(), 5);
+        assert_eq!(d.unreadable[0], "p (application/pdf)");
+        assert_eq!(d.unreadable[4], "q (not UTF-8)");
+    }
+
+    #[test]
+    fn malformed_base64_and_data_urls_name_the_field() {
+        let mut d = Documents::default();
+        for bad in ["Zm9y YmlkZGVu", "Zm9yYmlkZGVu!", "Z"] {
+            let e = d.base64(
+                Some("text/plain"),
+                bad,
+                "contents[0].parts[1].inlineData.data",
+            );
+            let Err(GatewayError::InvalidRequest(m)) = e else {
+                panic!("{bad}: {e:?}");
+            };
+            assert!(
+                m.starts_with("contents[0].parts[1].inlineData.data "),
+                "{m}"
+            );
+        }
+        for bad in [
+            "https://example.com/a.txt",
+            "data:text/plain;base64",
+            "data:nonsense,abc",
+            "data:text/plain;base64,@@@",
+            "data:,%zz",
+        ] {
+            assert!(d.data_url(bad, "f").is_err(), "{bad}");
+        }
+        assert_eq!(
+            d.data_url("data:text/plain;base64,Zm9yYmlkZGVuIGZydWl0", "f")
+                .unwrap()
+                .as_deref(),
+            Some("forbidden fruit")
+        );
+        assert_eq!(
+            d.data_url("data:,forbidden%20fruit", "f")
+                .unwrap()
+                .as_deref(),
+            Some("forbidden fruit")
+        );
+        assert_eq!(d.data_url("data:image/png;base64,AAAA", "f").unwrap(), None);
+        assert_eq!(
+            d.data_url("data:application/pdf;base64,AAAA", "f").unwrap(),
+            None
+        );
+        assert_eq!(d.unreadable, ["f (application/pdf)"]);
+    }
+}
