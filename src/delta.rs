@@ -129,8 +129,9 @@ impl Message {
 /// between parts, so the words of two parts stay apart (`["…x", "bomb"]` is no `xbomb`).
 /// Where a part already ends or the next begins with whitespace, they are joined as they are
 /// (`["the forbidden", " fruit"]` reads `the forbidden fruit`, the phrase the model sees with
-/// its line break); a phrase whose words sit in two parts with nothing between
-/// (`["forbidden", "fruit"]`) is read across the line break by the checks that fold whitespace.
+/// its line break); words in two parts with nothing between (`["forbidden", "fruit"]`) read
+/// as two lines, `forbidden\nfruit`, which a pattern with a plain space does not match (the
+/// normalised view folds Unicode spaces, not line breaks).
 pub fn join_parts(parts: &[String]) -> String {
     let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
     for part in parts {

@@ -7,10 +7,8 @@
 
 mod common;
 
-use common::mock_upstream::{MockUpstream, Reply};
 use common::protocols::*;
 use common::proxy::*;
-use std::time::Duration;
 
 const PACK: &str = r#"
 validators:
@@ -36,29 +34,6 @@ const OBFUSCATED: [&str; 12] = [
     "forb\u{131}dden fr\u{3c5}\u{131}t",
     "forbi\u{fe0f}dden\u{2009}fr\u{200e}uit",
 ];
-
-/// A mock serving `body` split at the offsets in the `x-split` header.
-async fn split_mock(body: String) -> MockUpstream {
-    MockUpstream::start(move |req| {
-        let splits: Vec<usize> = req
-            .header("x-split")
-            .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
-            .unwrap_or_default();
-        Reply::sse_split(body.as_bytes(), &splits, Duration::ZERO)
-    })
-    .await
-}
-
-async fn stream(p: &Proto, addr: std::net::SocketAddr, prompt: &str, splits: &str) -> Answer {
-    send(
-        addr,
-        "POST",
-        p.stream_path,
-        (p.stream_body)(prompt),
-        &[("content-type", "application/json"), ("x-split", splits)],
-    )
-    .await
-}
 
 /// `text` cut in two at its middle character.
 fn halves(text: &str) -> (&str, &str) {

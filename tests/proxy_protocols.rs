@@ -28,21 +28,6 @@ validators:
     params: { words: ["launch codes"], direction: reasoning }
 "#;
 
-/// A mock serving `body` split at the offsets in the `x-split` header.
-async fn split_mock(body: String) -> MockUpstream {
-    MockUpstream::start(move |req| {
-        if req.body_str().contains("\"whole\"") {
-            return Reply::json(200, &body);
-        }
-        let splits: Vec<usize> = req
-            .header("x-split")
-            .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
-            .unwrap_or_default();
-        Reply::sse_split(body.as_bytes(), &splits, Duration::ZERO)
-    })
-    .await
-}
-
 /// Guardwire with `pack` in front of a mock answering `answer` as a whole (non-streamed)
 /// response; the client's answer to a plain request.
 async fn whole_answer(p: &Proto, answer: &str, pack: &str) -> Answer {
@@ -55,17 +40,6 @@ async fn whole_answer(p: &Proto, answer: &str, pack: &str) -> Answer {
         p.plain_path,
         (p.plain_body)("hi"),
         &[("content-type", "application/json")],
-    )
-    .await
-}
-
-async fn stream(p: &Proto, addr: std::net::SocketAddr, prompt: &str, splits: &str) -> Answer {
-    send(
-        addr,
-        "POST",
-        p.stream_path,
-        (p.stream_body)(prompt),
-        &[("content-type", "application/json"), ("x-split", splits)],
     )
     .await
 }

@@ -222,12 +222,7 @@ fn compile_unscanned(
     def: &CheckDef,
     checks: &mut TargetChecks,
 ) -> Result<(), PolicyError> {
-    let fail = |message: String| PolicyError::Compile {
-        file: v.file.clone(),
-        index: v.index,
-        type_name: v.type_name.clone(),
-        message,
-    };
+    let fail = compile_error(v);
     match def {
         CheckDef::RequireRegex { hir, .. } => {
             let re = regex_automata::meta::Regex::builder()
@@ -306,12 +301,7 @@ fn compile_scan(
             continue;
         }
         let owner = i as u32;
-        let fail = |message: String| PolicyError::Compile {
-            file: v.file.clone(),
-            index: v.index,
-            type_name: v.type_name.clone(),
-            message,
-        };
+        let fail = compile_error(v);
         match def {
             CheckDef::ContentExcludes {
                 patterns,
@@ -365,12 +355,9 @@ fn compile_scan(
     };
     let regexes = build_forbidden(&regexes).map_err(|(i, e)| {
         let (v, _) = &defs[regex_owners[i]];
-        PolicyError::Compile {
-            file: v.file.clone(),
-            index: v.index,
-            type_name: v.type_name.clone(),
-            message: format!("param 'pattern': cannot be scanned incrementally: {e}"),
-        }
+        compile_error(v)(format!(
+            "param 'pattern': cannot be scanned incrementally: {e}"
+        ))
     })?;
     let pii = if pii.is_empty() {
         None
@@ -387,4 +374,14 @@ fn compile_scan(
         set: ScanSet::new(literals, regexes, pii),
         finders,
     })
+}
+
+/// The error of compiling validator `v`, naming its file, index and type.
+fn compile_error(v: &Validator) -> impl Fn(String) -> PolicyError + '_ {
+    |message| PolicyError::Compile {
+        file: v.file.clone(),
+        index: v.index,
+        type_name: v.type_name.clone(),
+        message,
+    }
 }

@@ -1551,3 +1551,14 @@ fn the_hold_back_covers_the_raw_bytes_of_a_match_forming_in_the_view() {
     g.on_chunk(&text(0, "\u{43a} ")).unwrap();
     assert_eq!(g.safe_pos(ch), "ok \u{43e}\u{43a} ".len() as u64);
 }
+
+#[test]
+fn literals_compare_under_full_case_folding() {
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [STRASSE, \"λόγος\"] }\n",
+    )
+    .unwrap();
+    assert!(stream(&p, &["die stra", "ße"]).is_err());
+    assert!(stream(&p, &["ΛΌΓΟΣ"]).is_err());
+    assert!(stream(&p, &["λόγοι"]).is_ok());
+}

@@ -7,6 +7,7 @@
 //! - default-ignorable code points (zero-width spaces and joiners, soft hyphen, word joiner,
 //!   BOM, bidi controls, variation selectors, tag characters, Hangul fillers) are removed;
 //! - every Unicode space becomes U+0020 (line and paragraph separators and NEL a line break);
+//! - full case folding where simple folding falls short (`ß` is `ss`, final `ς` is `σ`);
 //! - compatibility decomposition (NFKD), with combining marks in canonical order. A decomposed
 //!   form needs no look-ahead (NFKC would wait for a mark that may follow any letter) and
 //!   matches exactly what NFKC matching would, since the patterns go through the same view
@@ -16,8 +17,8 @@
 //!   letter it is confusable with (UTS #39 skeletons, from `unicode-security`). Single-script
 //!   words are left alone, so Russian or Greek text never turns into Latin words.
 //!
-//! Case is left to the matchers, as before (literals fold ASCII and simple Unicode case;
-//! regexes match as written), so a pattern means the same in the view as in raw text.
+//! Otherwise case is left to the matchers, as before (literals fold ASCII and simple Unicode
+//! case; regexes match as written), so a pattern means the same in the view as in raw text.
 //!
 //! Every byte of the view is mapped back to the raw text ([`Normalizer::raw_start`],
 //! [`Normalizer::raw_end`]), so a match found in the view blocks, holds back and redacts the
@@ -267,6 +268,17 @@ fn is_ignorable(c: char) -> bool {
     )
 }
 
+/// The characters whose full case folding differs from what the view's decomposition and the
+/// matchers' simple folding make of them (the rest of CaseFolding.txt's full foldings are
+/// compatibility or canonical decompositions: ligatures, `ŉ`, `ǰ`, `ΐ`, ...).
+fn full_fold(c: char) -> Option<&'static str> {
+    match c {
+        '\u{DF}' | '\u{1E9E}' => Some("ss"),
+        '\u{3C2}' => Some("\u{3C3}"),
+        _ => None,
+    }
+}
+
 /// A non-ASCII space or line separator, as the plain one.
 fn plain_space(c: char) -> Option<char> {
     match c {
@@ -339,6 +351,18 @@ impl Normalizer {
                 continue;
             }
             if is_ignorable(c) {
+                continue;
+            }
+            if let Some(folded) = full_fold(c) {
+                for f in folded.chars() {
+                    let unit = Unit {
+                        c: f,
+                        raw,
+                        raw_end,
+                        exact: false,
+                    };
+                    self.starter(unit, &mut out);
+                }
                 continue;
             }
             if let Some(space) = plain_space(c) {

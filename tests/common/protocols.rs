@@ -3,8 +3,10 @@
 //! error shapes guardwire answers in. Shared by the protocol tests and the real-server interop
 //! tests.
 
-use super::proxy::block_frame;
+use super::mock_upstream::{MockUpstream, Reply};
+use super::proxy::{block_frame, send, Answer};
 use serde_json::json;
+use std::time::Duration;
 
 /// One protocol's wire format, enough to script an upstream and read guardwire's answers.
 pub struct Proto {
@@ -319,4 +321,32 @@ pub fn gemini() -> Proto {
 
 pub fn all() -> Vec<Proto> {
     vec![chat(), responses(), anthropic(), gemini()]
+}
+
+/// A mock serving `body` split at the offsets in the `x-split` header (as a whole JSON answer
+/// when the request says `"whole"`).
+pub async fn split_mock(body: String) -> MockUpstream {
+    MockUpstream::start(move |req| {
+        if req.body_str().contains("\"whole\"") {
+            return Reply::json(200, &body);
+        }
+        let splits: Vec<usize> = req
+            .header("x-split")
+            .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default();
+        Reply::sse_split(body.as_bytes(), &splits, Duration::ZERO)
+    })
+    .await
+}
+
+/// A streamed request of `p` with this prompt, asking a [`split_mock`] for these splits.
+pub async fn stream(p: &Proto, addr: std::net::SocketAddr, prompt: &str, splits: &str) -> Answer {
+    send(
+        addr,
+        "POST",
+        p.stream_path,
+        (p.stream_body)(prompt),
+        &[("content-type", "application/json"), ("x-split", splits)],
+    )
+    .await
 }
