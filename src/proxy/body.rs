@@ -126,6 +126,9 @@ pub struct StreamContext {
     pub keep_reasons: bool,
     /// The exchange's seed for the packs' evals, submitted when the stream ends.
     pub evals: Option<crate::evals::EvalSeed>,
+    /// guardwire asked for usage, not the client: usage-only chunks are read, never relayed,
+    /// and the `"usage":null` members the upstream adds to other chunks are removed.
+    pub hide_usage: bool,
 }
 
 /// The answer's judged checks under way, once the rest of the stream passed.

@@ -196,6 +196,8 @@ pub struct Answered {
     pub sent: Instant,
     /// When the response head arrived.
     pub head_at: Instant,
+    /// guardwire asked for the stream's usage, not the client: the usage chunk is not relayed.
+    pub hide_usage: bool,
 }
 
 impl<'a> RequestCtx<'a> {
@@ -436,6 +438,7 @@ impl<'a> RequestCtx<'a> {
                 .map(|c| (self.judge_env(), c)),
             keep_reasons: config.audit.include_match,
             evals,
+            hide_usage: answered.hide_usage,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);

@@ -26,7 +26,7 @@ use crate::metrics::{
     Exposition, Metrics, ReloadLabels, ReloadResult, RequestLabels, RouteLabels, UpstreamErrorKind,
 };
 use crate::protocol::openai_chat::OpenAiChat;
-use crate::protocol::{residual, Protocol};
+use crate::protocol::{residual, stream_usage, Protocol};
 use crate::telemetry::RequestTrace;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
@@ -398,6 +398,19 @@ impl Gateway {
                 return Err(blocked_before(evals, e));
             }
         }
+        // Streamed OpenAI-style answers report usage only when asked: ask on the client's
+        // behalf, and keep the usage chunk from a client that did not ask.
+        let mut hide_usage = false;
+        let body = match parsed.stream && route.request_usage && protocol.usage_on_request() {
+            true => match stream_usage::ask_for_usage(&body) {
+                Some(stream_usage::UsageAsk::Added(asked)) => {
+                    hide_usage = true;
+                    Bytes::from(asked)
+                }
+                _ => body,
+            },
+            false => body,
+        };
         let up_req = ctx.upstream_request(&parts, base, body)?;
         // The proxy's own time so far: judges' waits are not part of it.
         let pre_upstream = started.elapsed().saturating_sub(trace.upstream_wait());
@@ -431,6 +444,7 @@ impl Gateway {
             pre_upstream,
             sent,
             head_at,
+            hide_usage,
         };
         let kept = exchange::Kept {
             conversation,

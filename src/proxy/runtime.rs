@@ -29,6 +29,8 @@ pub struct Route {
     pub auth_header: AuthHeader,
     /// What happens to answer strings the protocol's decoder does not model.
     pub unknown_content: UnknownContent,
+    /// Streamed OpenAI-style requests ask for usage (`routes[].request_usage`).
+    pub request_usage: bool,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -139,6 +141,7 @@ impl Runtime {
                 passthrough: rc.passthrough_paths.clone(),
                 auth_header: checked.upstream_auth.unwrap_or(protocol.auth_header()),
                 unknown_content: rc.unknown_content.unwrap_or(config.unknown_content),
+                request_usage: rc.request_usage,
             });
         }
         for protocol in crate::protocol::all() {
@@ -155,6 +158,7 @@ impl Runtime {
                 passthrough: Vec::new(),
                 auth_header: protocol.auth_header(),
                 unknown_content: config.unknown_content,
+                request_usage: true,
             });
         }
         let mut keys = Vec::new();
