@@ -24,7 +24,16 @@ use std::sync::atomic::AtomicU64;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub route: &'static str,
+    /// The model asked for: one of the configured models, else `other`.
+    pub model: &'static str,
     pub status: u16,
+}
+
+/// A latency's route and the model asked for (one of the configured models, else `other`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LatencyLabels {
+    pub route: &'static str,
+    pub model: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -154,13 +163,13 @@ pub struct Metrics {
     /// Matches masked by redact-mode validators.
     pub redacted: Family<VerdictLabels, Counter>,
     /// Time guardwire itself adds to a request: total time minus time waiting on the upstream.
-    pub overhead: Family<RouteLabels, Histogram>,
+    pub overhead: Family<LatencyLabels, Histogram>,
     /// From a request's arrival to the end of its answer (a stream's last byte).
-    pub request_duration: Family<RouteLabels, Histogram>,
+    pub request_duration: Family<LatencyLabels, Histogram>,
     /// From sending a request upstream to the upstream's response head.
-    pub upstream_response: Family<RouteLabels, Histogram>,
+    pub upstream_response: Family<LatencyLabels, Histogram>,
     /// From sending a request upstream to the first text of its streamed answer.
-    pub upstream_first_token: Family<RouteLabels, Histogram>,
+    pub upstream_first_token: Family<LatencyLabels, Histogram>,
     /// Tokens the provider reported (`usage`), by kind.
     pub tokens: Family<TokenLabels, Counter>,
     /// What the reported tokens cost, for models with `prices`.
@@ -243,7 +252,7 @@ impl Metrics {
         let blocked = Family::<VerdictLabels, Counter>::default();
         let monitored = Family::<VerdictLabels, Counter>::default();
         let redacted = Family::<VerdictLabels, Counter>::default();
-        let overhead = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+        let overhead = Family::<LatencyLabels, Histogram>::new_with_constructor(|| {
             // 10 µs … ~160 ms: the proxy should live in the first few buckets.
             Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                 1e-5, 2.0, 15,
@@ -255,9 +264,10 @@ impl Metrics {
                 1e-3, 2.0, 17,
             ))
         };
-        let request_duration = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
-        let upstream_response = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
-        let upstream_first_token = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
+        let request_duration = Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
+        let upstream_response = Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
+        let upstream_first_token =
+            Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
         let tokens = Family::<TokenLabels, Counter>::default();
         let spend = Family::<TrafficLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
@@ -301,7 +311,7 @@ impl Metrics {
         );
         registry.register(
             "requests",
-            "Requests answered, by route and status",
+            "Requests answered, by route, model and status",
             requests.clone(),
         );
         registry.register(

@@ -397,10 +397,10 @@ async fn metrics_and_health_endpoints() {
     post_split(proxy.addr(), "3").await;
     let m = metrics(proxy.addr()).await;
     for needle in [
-        r#"guardwire_requests_total{route="openai_chat",status="200"} 1"#,
+        r#"guardwire_requests_total{route="openai_chat",model="other",status="200"} 1"#,
         r#"guardwire_blocked_total{validator="no-forbidden",phase="stream",route="openai_chat"} 1"#,
         "guardwire_streams_in_flight 0",
-        r#"guardwire_latency_overhead_seconds_count{route="openai_chat"} 1"#,
+        r#"guardwire_latency_overhead_seconds_count{route="openai_chat",model="other"} 1"#,
     ] {
         assert!(m.contains(needle), "missing {needle} in\n{m}");
     }

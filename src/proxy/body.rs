@@ -27,7 +27,7 @@ use super::redact::TextSpan;
 use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, RouteLabels, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
 use crate::policy::{ExchangeGuard, Finding};
 use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
@@ -571,14 +571,15 @@ fn next_deadline(
 impl Drop for GuardedStream {
     fn drop(&mut self) {
         let (metrics, route) = (&self.ctx.metrics, self.ctx.route);
+        let model = self.ctx.traffic.model;
         metrics.streams_in_flight.dec();
         metrics
             .overhead
-            .get_or_create(&RouteLabels { route })
+            .get_or_create(&LatencyLabels { route, model })
             .observe(self.overhead.as_secs_f64());
         metrics
             .request_duration
-            .get_or_create(&RouteLabels { route })
+            .get_or_create(&LatencyLabels { route, model })
             .observe(self.ctx.started.elapsed().as_secs_f64());
         super::report::count_usage(metrics, &self.ctx.traffic, &self.guard, &self.ctx.trace);
         // A turn for the evals when it was blocked or answered in full; not a stream cut off

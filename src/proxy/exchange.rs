@@ -24,7 +24,7 @@ use super::{auth, headers, Gateway, InFlight};
 use crate::delta::Conversation;
 use crate::error::GatewayError;
 use crate::evals::EvalSeed;
-use crate::metrics::{RouteLabels, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
@@ -360,8 +360,9 @@ impl<'a> RequestCtx<'a> {
         self.gw
             .metrics
             .upstream_response
-            .get_or_create(&RouteLabels {
+            .get_or_create(&LatencyLabels {
                 route: self.route.name,
+                model: self.trace.model_label(),
             })
             .observe((at - sent).as_secs_f64());
         let (parts, body) = resp.into_parts();
@@ -649,8 +650,9 @@ impl<'a> RequestCtx<'a> {
         self.gw
             .metrics
             .overhead
-            .get_or_create(&RouteLabels {
+            .get_or_create(&LatencyLabels {
                 route: self.route.name,
+                model: self.trace.model_label(),
             })
             .observe(overhead.as_secs_f64());
     }

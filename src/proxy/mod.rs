@@ -23,7 +23,8 @@ pub use runtime::{Route, Runtime};
 use crate::config::{Config, UnknownContent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    Exposition, Metrics, ReloadLabels, ReloadResult, RequestLabels, RouteLabels, UpstreamErrorKind,
+    Exposition, LatencyLabels, Metrics, ReloadLabels, ReloadResult, RequestLabels,
+    UpstreamErrorKind,
 };
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::{residual, stream_usage, Protocol};
@@ -298,7 +299,10 @@ impl Gateway {
         if !matches!(resp.body(), ProxyBody::Guarded(_)) {
             self.metrics
                 .request_duration
-                .get_or_create(&RouteLabels { route: route_name })
+                .get_or_create(&LatencyLabels {
+                    route: route_name,
+                    model: trace.model_label(),
+                })
                 .observe(started.elapsed().as_secs_f64());
             trace.finish(resp.status().as_u16());
             // What the proxy added to an answer that was not checked whole (a block before
@@ -308,7 +312,10 @@ impl Gateway {
                 let overhead = started.elapsed().saturating_sub(trace.upstream_wait());
                 self.metrics
                     .overhead
-                    .get_or_create(&RouteLabels { route: route_name })
+                    .get_or_create(&LatencyLabels {
+                        route: route_name,
+                        model: trace.model_label(),
+                    })
                     .observe(overhead.as_secs_f64());
             }
         }
@@ -316,6 +323,7 @@ impl Gateway {
             .requests
             .get_or_create(&RequestLabels {
                 route: route_name,
+                model: trace.model_label(),
                 status: resp.status().as_u16(),
             })
             .inc();
@@ -372,6 +380,7 @@ impl Gateway {
         }
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
+        trace.note_model_label(traffic.model);
         let before_call = ctx.before_call(&parsed);
         // Judged checks and evals see the conversation (the request's, and the answer's
         // `_session` variants); it is kept only when some exist.

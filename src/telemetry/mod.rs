@@ -126,6 +126,8 @@ pub struct RequestTrace {
     request_id: String,
     key_id: OnceLock<&'static str>,
     model: OnceLock<String>,
+    /// The `model` label of the request's metrics (a configured model, else `other`).
+    model_label: OnceLock<&'static str>,
     blocked: OnceLock<(String, &'static str)>,
     failed: OnceLock<()>,
     tokens: OnceLock<(Option<u64>, Option<u64>)>,
@@ -194,6 +196,7 @@ impl RequestTrace {
             request_id: request_id.to_owned(),
             key_id: OnceLock::new(),
             model: OnceLock::new(),
+            model_label: OnceLock::new(),
             blocked: OnceLock::new(),
             failed: OnceLock::new(),
             tokens: OnceLock::new(),
@@ -224,6 +227,7 @@ impl RequestTrace {
                 .get()
                 .cloned()
                 .map_or_else(OnceLock::new, OnceLock::from),
+            model_label: copy(&self.model_label),
             blocked: OnceLock::new(),
             failed: OnceLock::new(),
             tokens: OnceLock::new(),
@@ -302,6 +306,16 @@ impl RequestTrace {
             let _ = self.key_id.set(id);
             self.span.record("guardwire.key_id", id);
         }
+    }
+
+    /// The `model` label of the request's metrics, once known.
+    pub fn note_model_label(&self, label: &'static str) {
+        let _ = self.model_label.set(label);
+    }
+
+    /// The `model` label of the request's metrics: `other` until the request was read.
+    pub fn model_label(&self) -> &'static str {
+        self.model_label.get().copied().unwrap_or("other")
     }
 
     /// The model the request asks for (free text in the span; the access line too).

@@ -7,7 +7,7 @@
 use super::{recycle, GuardedStream, Held};
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{RouteLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, RouteLabels, UpstreamErrorKind};
 use crate::protocol::FrameKind;
 use crate::proxy::check::{self, Needs};
 use crate::proxy::redact::{self, TextSpan};
@@ -75,8 +75,9 @@ impl GuardedStream {
             self.ctx
                 .metrics
                 .upstream_first_token
-                .get_or_create(&RouteLabels {
+                .get_or_create(&LatencyLabels {
                     route: self.ctx.route,
+                    model: self.ctx.traffic.model,
                 })
                 .observe(self.ctx.sent.elapsed().as_secs_f64());
         }
