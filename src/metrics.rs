@@ -64,6 +64,18 @@ pub struct TokenLabels {
     pub key_id: &'static str,
     /// `input` or `output`.
     pub kind: &'static str,
+    /// `provider` (reported usage) or `estimated` (counted by guardwire's tokenizer).
+    pub source: &'static str,
+}
+
+/// Spend's traffic labels, and whether its tokens were reported or estimated (`estimated` when
+/// either count was).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpendLabels {
+    pub route: &'static str,
+    pub model: &'static str,
+    pub key_id: &'static str,
+    pub source: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -170,10 +182,10 @@ pub struct Metrics {
     pub upstream_response: Family<LatencyLabels, Histogram>,
     /// From sending a request upstream to the first text of its streamed answer.
     pub upstream_first_token: Family<LatencyLabels, Histogram>,
-    /// Tokens the provider reported (`usage`), by kind.
+    /// Tokens the provider reported (`usage`), or guardwire estimated, by kind and source.
     pub tokens: Family<TokenLabels, Counter>,
     /// What the reported tokens cost, for models with `prices`.
-    pub spend: Family<TrafficLabels, Counter<f64, AtomicU64>>,
+    pub spend: Family<SpendLabels, Counter<f64, AtomicU64>>,
     /// Streams being relayed right now.
     pub streams_in_flight: Gauge,
     /// Upstream failures by kind (connect, timeout, reset, malformed, idle, total, encoded).
@@ -269,7 +281,7 @@ impl Metrics {
         let upstream_first_token =
             Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
         let tokens = Family::<TokenLabels, Counter>::default();
-        let spend = Family::<TrafficLabels, Counter<f64, AtomicU64>>::default();
+        let spend = Family::<SpendLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "request_duration_seconds",
             "From a request's arrival to the end of its answer (a stream's last byte)",
@@ -287,12 +299,12 @@ impl Metrics {
         );
         registry.register(
             "tokens",
-            "Tokens the provider reported, by route, model, client key and kind (input, output)",
+            "Tokens of each exchange, by route, model, client key, kind (input, output) and source (provider: reported; estimated: counted by guardwire when none was reported)",
             tokens.clone(),
         );
         registry.register(
             "spend_usd",
-            "Cost of the reported tokens at the configured prices, by route, model and client key",
+            "Cost of the tokens at the configured prices, by route, model, client key and source (estimated when a count was)",
             spend.clone(),
         );
         let streams_in_flight = Gauge::default();

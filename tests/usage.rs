@@ -61,10 +61,10 @@ async fn a_stream_the_client_asked_nothing_of_is_counted_and_relayed_unchanged()
     );
     let body = scrape_until(proxy.addr(), "guardwire_tokens_total").await;
     for series in [
-        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\"} 7\n",
-        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\"} 3\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\",source=\"provider\"} 7\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\",source=\"provider\"} 3\n",
         // (7 × 2.5 + 3 × 10) / 1e6 USD
-        "guardwire_spend_usd_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\"} 0.0000475\n",
+        "guardwire_spend_usd_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",source=\"provider\"} 0.0000475\n",
     ] {
         assert!(body.contains(series), "{series} missing:\n{body}");
     }
@@ -117,4 +117,53 @@ async fn cost_budget_blocks_a_stream_over_budget_without_the_client_asking() {
         a.text()
     );
     assert!(!a.text().contains("usage"), "{}", a.text());
+}
+
+#[tokio::test]
+async fn an_answer_without_usage_is_estimated_and_labelled() {
+    // An upstream that ignores `stream_options`, as some self-hosted servers do.
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["Hello", " there"]))).await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", PRICES).await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.body, openai_chat_stream(&["Hello", " there"]));
+    let body = scrape_until(proxy.addr(), "guardwire_tokens_total").await;
+    for series in [
+        // "hi"; "Hello there": o200k_base tokens.
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\",source=\"estimated\"} 1\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\",source=\"estimated\"} 2\n",
+        // (1 × 2.5 + 2 × 10) / 1e6 USD
+        "guardwire_spend_usd_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",source=\"estimated\"} 0.0000225\n",
+    ] {
+        assert!(body.contains(series), "{series} missing:\n{body}");
+    }
+    // cost_budget decides on the estimate: 3 tokens pass a budget of 5, not one of 2.
+    for (max, blocked) in [(5, false), (2, true)] {
+        let pack = format!(
+            "validators:\n  - id: budget\n    type: cost_budget\n    params: {{ max_total_tokens: {max} }}\n"
+        );
+        let proxy = start_proxy(&mock.base_url(), &pack, "").await;
+        let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+        let ends_blocked = a
+            .text()
+            .ends_with(&block_frame("blocked by guardrail 'budget'"));
+        assert_eq!(ends_blocked, blocked, "{max}: {}", a.text());
+    }
+}
+
+#[tokio::test]
+async fn a_whole_answer_without_usage_is_estimated_too() {
+    let answer = r#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}]}"#;
+    let mock = MockUpstream::start(move |_| Reply::json(200, answer)).await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", PRICES).await;
+    let a = post_chat(proxy.addr(), PLAIN_REQUEST).await;
+    assert_eq!(a.text(), answer);
+    // Not streamed: the request goes as it came.
+    assert_eq!(mock.requests()[0].body_str(), PLAIN_REQUEST);
+    let body = scrape_until(proxy.addr(), "guardwire_tokens_total").await;
+    for series in [
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\",source=\"estimated\"} 1\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\",source=\"estimated\"} 2\n",
+    ] {
+        assert!(body.contains(series), "{series} missing:\n{body}");
+    }
 }

@@ -43,6 +43,9 @@ use tracing::Instrument;
 pub struct Kept {
     pub conversation: Option<Arc<Conversation>>,
     pub evals: Option<EvalSeed>,
+    /// The request as the client sent it: its input tokens are estimated from it when the
+    /// provider reports none.
+    pub request: super::estimate::RequestCopy,
 }
 
 /// Who a request is from, once its key is checked, and what that decides.
@@ -412,6 +415,7 @@ impl<'a> RequestCtx<'a> {
         let Kept {
             conversation,
             evals,
+            request,
         } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
@@ -440,6 +444,7 @@ impl<'a> RequestCtx<'a> {
             keep_reasons: config.audit.include_match,
             evals,
             hide_usage: answered.hide_usage,
+            request,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -463,6 +468,7 @@ impl<'a> RequestCtx<'a> {
         let Kept {
             conversation,
             evals,
+            request,
         } = kept;
         let head_at = answered.head_at;
         let waited = Instant::now();
@@ -517,6 +523,15 @@ impl<'a> RequestCtx<'a> {
             }
         };
         drop(on_chunk);
+        // What the provider did not report is estimated before AfterCall (`cost_budget`).
+        let estimated = super::estimate::fill(
+            &mut guard,
+            || request.tokens(),
+            || {
+                let (texts, total) = super::estimate::answer_texts(&deltas);
+                super::estimate::count(texts.into_iter(), total)
+            },
+        );
         let verdict = verdict
             .and_then(|()| {
                 let _span = self.trace.after_call_span().entered();
@@ -527,7 +542,13 @@ impl<'a> RequestCtx<'a> {
             self.report().monitor(monitored);
             self.report().redactions(redacted);
         });
-        super::report::count_usage(&self.gw.metrics, &answered.traffic, &guard, self.trace);
+        super::report::count_usage(
+            &self.gw.metrics,
+            &answered.traffic,
+            &guard,
+            self.trace,
+            estimated,
+        );
         // The answer's judged checks, once every other check passed; their wait is not the
         // proxy's time.
         let mut judged_for = Duration::ZERO;

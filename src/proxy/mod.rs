@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod body;
 pub mod check;
+pub mod estimate;
 mod evals;
 mod exchange;
 pub mod headers;
@@ -410,6 +411,11 @@ impl Gateway {
         // Streamed OpenAI-style answers report usage only when asked: ask on the client's
         // behalf, and keep the usage chunk from a client that did not ask.
         let mut hide_usage = false;
+        let request = estimate::RequestCopy {
+            protocol,
+            body: body.clone(),
+            path: parts.uri.path().to_owned(),
+        };
         let body = match parsed.stream && route.request_usage && protocol.usage_on_request() {
             true => match stream_usage::ask_for_usage(&body) {
                 Some(stream_usage::UsageAsk::Added(asked)) => {
@@ -458,6 +464,7 @@ impl Gateway {
         let kept = exchange::Kept {
             conversation,
             evals,
+            request,
         };
         if sse {
             return Ok(ctx.relay_stream(head, body, guard, answered, permit, kept));

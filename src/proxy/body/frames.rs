@@ -81,6 +81,14 @@ impl GuardedStream {
                 })
                 .observe(self.ctx.sent.elapsed().as_secs_f64());
         }
+        for d in &deltas {
+            if let Delta::Text { text, .. } = d {
+                self.answer_bytes += text.len();
+                if self.answer_text.len() + text.len() <= crate::proxy::estimate::MAX_KEPT {
+                    self.answer_text.push_str(text);
+                }
+            }
+        }
         let mut needs = Needs::new();
         let fallback = check::Fallback {
             fully_read: self.decoder.fully_read(),
@@ -184,6 +192,7 @@ impl GuardedStream {
     pub(super) fn end_of_stream(&mut self) {
         // Monitor-mode latency budgets are judged here (enforced ones end the stream earlier).
         let elapsed = (tokio::time::Instant::now() - self.ctx.started).as_millis() as u64;
+        self.estimate_usage();
         let _span = self.ctx.trace.after_call_span().entered();
         let verdict = self
             .guard
