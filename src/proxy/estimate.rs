@@ -61,6 +61,9 @@ fn conversation_texts(c: &Conversation) -> Vec<&str> {
 /// they hold: text seen but not kept): the first [`MAX_TOKENIZED`] bytes are tokenized, the
 /// count scaled to the rest. `None` when the tokenizer cannot load.
 pub fn count<'a>(texts: impl Iterator<Item = &'a str>, total_bytes: usize) -> Option<u64> {
+    if total_bytes == 0 {
+        return Some(0); // without loading the tokenizer
+    }
     let bpe = o200k().ok()?;
     let (mut tokenized, mut tokens) = (0usize, 0u64);
     for t in texts {
