@@ -281,10 +281,12 @@ async fn headers_pass_through_minus_hop_by_hop() {
     assert_eq!(seen.header("te"), None);
     assert_eq!(seen.header("accept-encoding"), Some("identity"));
     assert_eq!(seen.path_and_query, "/v1/chat/completions");
+    // The client's bytes, and the stream's usage asked for (tests/usage.rs).
     assert_eq!(
         seen.body_str(),
-        STREAM_REQUEST,
-        "request body forwarded unchanged"
+        STREAM_REQUEST.trim_end_matches('}').to_owned()
+            + ",\"stream_options\":{\"include_usage\":true}}",
+        "request body forwarded unchanged but for the usage asked for"
     );
 }
 
