@@ -167,3 +167,35 @@ async fn a_whole_answer_without_usage_is_estimated_too() {
         assert!(body.contains(series), "{series} missing:\n{body}");
     }
 }
+
+#[tokio::test]
+async fn legacy_completions_streams_ask_for_usage_too() {
+    const CHUNK: &str = r#"{"id":"c","object":"text_completion","choices":[{"index":0,"text":"Hello","finish_reason":"stop"}]}"#;
+    let mock = MockUpstream::start(|r: &RecordedRequest| {
+        let asked = r.body_json().is_some_and(|b| {
+            b["stream_options"]["include_usage"] == serde_json::Value::Bool(true)
+        });
+        let usage = if asked {
+            "data: {\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1,\"total_tokens\":5}}\n\n"
+        } else {
+            ""
+        };
+        Reply::sse(format!("data: {CHUNK}\n\n{usage}data: [DONE]\n\n").as_bytes())
+    })
+    .await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", PRICES).await;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        "/v1/completions",
+        r#"{"model":"gpt-4o","prompt":"Say hi","stream":true}"#,
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.text(), format!("data: {CHUNK}\n\ndata: [DONE]\n\n"));
+    let body = scrape_until(proxy.addr(), "guardwire_tokens_total").await;
+    assert!(
+        body.contains("guardwire_tokens_total{route=\"openai_completions\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\",source=\"provider\"} 4\n"),
+        "{body}"
+    );
+}
