@@ -291,6 +291,14 @@ async fn each_request_is_one_trace_with_genai_attributes_phases_and_verdict_even
     assert_eq!(no["phase"], "stream");
     // Blocked before its usage came: the tokens are guardwire's estimate of what arrived.
     assert!(no["output_tokens"].as_u64().is_some(), "{no}");
+    assert_eq!(
+        value(&blocked_span.attributes, "guardwire.usage.source").as_deref(),
+        Some("estimated")
+    );
+    assert_eq!(
+        value(&clean_span.attributes, "guardwire.usage.source"),
+        None
+    );
     for l in &lines {
         assert!(!l.contains("sk-client"), "a key in the log: {l}");
         assert!(!l.contains("tempt me"), "a body in the log: {l}");

@@ -107,6 +107,9 @@ pub fn count_usage(
 ) {
     let (input, output) = guard.usage();
     trace.note_usage(input, output);
+    if estimated.input || estimated.output {
+        trace.note_usage_estimated();
+    }
     let source = |estimated: bool| if estimated { "estimated" } else { "provider" };
     for (kind, tokens, est) in [
         ("input", input, estimated.input),

@@ -169,6 +169,7 @@ impl RequestTrace {
             gen_ai.request.model = Empty,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
+            guardwire.usage.source = Empty,
             http.request.method = method.as_str(),
             url.path = path,
             http.response.status_code = Empty,
@@ -363,6 +364,11 @@ impl RequestTrace {
             self.span.record("gen_ai.usage.output_tokens", n);
         }
         let _ = self.tokens.set((input, output));
+    }
+
+    /// Some token count is guardwire's estimate, not the provider's report.
+    pub fn note_usage_estimated(&self) {
+        self.span.record("guardwire.usage.source", "estimated");
     }
 
     /// Adds a wait on the upstream (for the overhead: the request's time minus these).
