@@ -24,7 +24,16 @@ use std::sync::atomic::AtomicU64;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub route: &'static str,
+    /// The model asked for: one of the configured models, else `other`.
+    pub model: &'static str,
     pub status: u16,
+}
+
+/// A latency's route and the model asked for (one of the configured models, else `other`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LatencyLabels {
+    pub route: &'static str,
+    pub model: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,6 +64,18 @@ pub struct TokenLabels {
     pub key_id: &'static str,
     /// `input` or `output`.
     pub kind: &'static str,
+    /// `provider` (reported usage) or `estimated` (counted by guardwire's tokenizer).
+    pub source: &'static str,
+}
+
+/// Spend's traffic labels, and whether its tokens were reported or estimated (`estimated` when
+/// either count was).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpendLabels {
+    pub route: &'static str,
+    pub model: &'static str,
+    pub key_id: &'static str,
+    pub source: &'static str,
 }
 
 /// A reference to provider-stored content in a request: route, protocol and what it refers to
@@ -163,17 +184,17 @@ pub struct Metrics {
     /// Matches masked by redact-mode validators.
     pub redacted: Family<VerdictLabels, Counter>,
     /// Time guardwire itself adds to a request: total time minus time waiting on the upstream.
-    pub overhead: Family<RouteLabels, Histogram>,
+    pub overhead: Family<LatencyLabels, Histogram>,
     /// From a request's arrival to the end of its answer (a stream's last byte).
-    pub request_duration: Family<RouteLabels, Histogram>,
+    pub request_duration: Family<LatencyLabels, Histogram>,
     /// From sending a request upstream to the upstream's response head.
-    pub upstream_response: Family<RouteLabels, Histogram>,
+    pub upstream_response: Family<LatencyLabels, Histogram>,
     /// From sending a request upstream to the first text of its streamed answer.
-    pub upstream_first_token: Family<RouteLabels, Histogram>,
-    /// Tokens the provider reported (`usage`), by kind.
+    pub upstream_first_token: Family<LatencyLabels, Histogram>,
+    /// Tokens the provider reported (`usage`), or guardwire estimated, by kind and source.
     pub tokens: Family<TokenLabels, Counter>,
     /// What the reported tokens cost, for models with `prices`.
-    pub spend: Family<TrafficLabels, Counter<f64, AtomicU64>>,
+    pub spend: Family<SpendLabels, Counter<f64, AtomicU64>>,
     /// Streams being relayed right now.
     pub streams_in_flight: Gauge,
     /// Upstream failures by kind (connect, timeout, reset, malformed, idle, total, encoded).
@@ -255,7 +276,7 @@ impl Metrics {
         let blocked = Family::<VerdictLabels, Counter>::default();
         let monitored = Family::<VerdictLabels, Counter>::default();
         let redacted = Family::<VerdictLabels, Counter>::default();
-        let overhead = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+        let overhead = Family::<LatencyLabels, Histogram>::new_with_constructor(|| {
             // 10 µs … ~160 ms: the proxy should live in the first few buckets.
             Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                 1e-5, 2.0, 15,
@@ -267,11 +288,12 @@ impl Metrics {
                 1e-3, 2.0, 17,
             ))
         };
-        let request_duration = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
-        let upstream_response = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
-        let upstream_first_token = Family::<RouteLabels, Histogram>::new_with_constructor(seconds);
+        let request_duration = Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
+        let upstream_response = Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
+        let upstream_first_token =
+            Family::<LatencyLabels, Histogram>::new_with_constructor(seconds);
         let tokens = Family::<TokenLabels, Counter>::default();
-        let spend = Family::<TrafficLabels, Counter<f64, AtomicU64>>::default();
+        let spend = Family::<SpendLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "request_duration_seconds",
             "From a request's arrival to the end of its answer (a stream's last byte)",
@@ -289,12 +311,12 @@ impl Metrics {
         );
         registry.register(
             "tokens",
-            "Tokens the provider reported, by route, model, client key and kind (input, output)",
+            "Tokens of each exchange, by route, model, client key, kind (input, output) and source (provider: reported; estimated: counted by guardwire when none was reported)",
             tokens.clone(),
         );
         registry.register(
             "spend_usd",
-            "Cost of the reported tokens at the configured prices, by route, model and client key",
+            "Cost of the tokens at the configured prices, by route, model, client key and source (estimated when a count was)",
             spend.clone(),
         );
         let streams_in_flight = Gauge::default();
@@ -319,7 +341,7 @@ impl Metrics {
         );
         registry.register(
             "requests",
-            "Requests answered, by route and status",
+            "Requests answered, by route, model and status",
             requests.clone(),
         );
         registry.register(

@@ -528,15 +528,15 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
         "guardwire_blocked_total{validator=\"no-forbidden\",phase=\"input\",route=\"openai_chat\"} 1\n",
         "guardwire_redactions_total{validator=\"cards\",phase=\"stream\",route=\"openai_chat\"} 1\n",
         "guardwire_monitor_hits_total{validator=\"watch-ok\",phase=\"stream\",route=\"openai_chat\"} 1\n",
-        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\"} 5\n",
-        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\"} 9\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"input\",source=\"provider\"} 5\n",
+        "guardwire_tokens_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",kind=\"output\",source=\"provider\"} 9\n",
         // (5 × 2.5 + 9 × 10) / 1e6 USD
-        "guardwire_spend_usd_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\"} 0.0001025\n",
+        "guardwire_spend_usd_total{route=\"openai_chat\",model=\"gpt-4o\",key_id=\"none\",source=\"provider\"} 0.0001025\n",
         // Both requests (the blocked one too) and the stream: overhead and duration.
-        "guardwire_latency_overhead_seconds_count{route=\"openai_chat\"} 2\n",
-        "guardwire_request_duration_seconds_count{route=\"openai_chat\"} 2\n",
-        "guardwire_upstream_response_seconds_count{route=\"openai_chat\"} 1\n",
-        "guardwire_upstream_first_token_seconds_count{route=\"openai_chat\"} 1\n",
+        "guardwire_latency_overhead_seconds_count{route=\"openai_chat\",model=\"gpt-4o\"} 2\n",
+        "guardwire_request_duration_seconds_count{route=\"openai_chat\",model=\"gpt-4o\"} 2\n",
+        "guardwire_upstream_response_seconds_count{route=\"openai_chat\",model=\"gpt-4o\"} 1\n",
+        "guardwire_upstream_first_token_seconds_count{route=\"openai_chat\",model=\"gpt-4o\"} 1\n",
     ] {
         assert!(body.contains(series), "{series} missing:\n{body}");
     }
@@ -557,11 +557,14 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
 
 /// The overhead histogram's count for the chat route.
 fn overhead_count(metrics: &str) -> u64 {
-    let series = "guardwire_latency_overhead_seconds_count{route=\"openai_chat\"} ";
+    // Summed over the `model` label.
+    let series = "guardwire_latency_overhead_seconds_count{route=\"openai_chat\",";
     metrics
         .lines()
-        .find_map(|l| l.strip_prefix(series))
-        .map_or(0, |n| n.parse().unwrap())
+        .filter(|l| l.starts_with(series))
+        .filter_map(|l| l.rsplit(' ').next())
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum()
 }
 
 #[tokio::test]

@@ -281,10 +281,12 @@ async fn headers_pass_through_minus_hop_by_hop() {
     assert_eq!(seen.header("te"), None);
     assert_eq!(seen.header("accept-encoding"), Some("identity"));
     assert_eq!(seen.path_and_query, "/v1/chat/completions");
+    // The client's bytes, and the stream's usage asked for (tests/usage.rs).
     assert_eq!(
         seen.body_str(),
-        STREAM_REQUEST,
-        "request body forwarded unchanged"
+        STREAM_REQUEST.trim_end_matches('}').to_owned()
+            + ",\"stream_options\":{\"include_usage\":true}}",
+        "request body forwarded unchanged but for the usage asked for"
     );
 }
 
@@ -397,10 +399,10 @@ async fn metrics_and_health_endpoints() {
     post_split(proxy.addr(), "3").await;
     let m = metrics(proxy.addr()).await;
     for needle in [
-        r#"guardwire_requests_total{route="openai_chat",status="200"} 1"#,
+        r#"guardwire_requests_total{route="openai_chat",model="other",status="200"} 1"#,
         r#"guardwire_blocked_total{validator="no-forbidden",phase="stream",route="openai_chat"} 1"#,
         "guardwire_streams_in_flight 0",
-        r#"guardwire_latency_overhead_seconds_count{route="openai_chat"} 1"#,
+        r#"guardwire_latency_overhead_seconds_count{route="openai_chat",model="other"} 1"#,
     ] {
         assert!(m.contains(needle), "missing {needle} in\n{m}");
     }

@@ -85,12 +85,18 @@ const PACK: &str =
 
 #[tokio::test]
 async fn each_request_is_one_trace_with_genai_attributes_phases_and_verdict_events() {
-    // The provider: a clean answer with usage, or (when asked to) one the pack blocks.
+    // The provider: a clean answer, with usage when the request asks for it (the client does
+    // not: guardwire does), or (when asked to) one the pack blocks.
     let upstream = MockUpstream::start(|req: &RecordedRequest| {
         if req.body_str().contains("tempt me") {
             Reply::sse(&openai_chat_stream(&["the forbidden ", "fruit"]))
-        } else {
+        } else if req
+            .body_str()
+            .contains(r#""stream_options":{"include_usage":true}"#)
+        {
             Reply::sse(&openai_chat_stream_with_usage(&["hello"], 5, 9))
+        } else {
+            Reply::sse(&openai_chat_stream(&["hello"]))
         }
     })
     .await;
@@ -125,6 +131,7 @@ async fn each_request_is_one_trace_with_genai_attributes_phases_and_verdict_even
     )
     .await;
     assert_eq!(clean.status, 200);
+    assert_eq!(clean.body, openai_chat_stream(&["hello"]), "no usage chunk");
     let tempting = STREAM_REQUEST.replace("\"hi\"", "\"tempt me\"");
     let blocked = send(
         gw.addr,
@@ -282,6 +289,16 @@ async fn each_request_is_one_trace_with_genai_attributes_phases_and_verdict_even
     assert_eq!(no["outcome"], "blocked");
     assert_eq!(no["validator"], "fruit-ban");
     assert_eq!(no["phase"], "stream");
+    // Blocked before its usage came: the tokens are guardwire's estimate of what arrived.
+    assert!(no["output_tokens"].as_u64().is_some(), "{no}");
+    assert_eq!(
+        value(&blocked_span.attributes, "guardwire.usage.source").as_deref(),
+        Some("estimated")
+    );
+    assert_eq!(
+        value(&clean_span.attributes, "guardwire.usage.source"),
+        None
+    );
     for l in &lines {
         assert!(!l.contains("sk-client"), "a key in the log: {l}");
         assert!(!l.contains("tempt me"), "a body in the log: {l}");

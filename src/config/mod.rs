@@ -193,10 +193,20 @@ pub struct RouteConfig {
     /// `stored_context` for this route (default: the top-level setting).
     #[serde(default)]
     pub stored_context: Option<StoredContext>,
+    /// Streamed OpenAI Chat and Completions requests ask the upstream for usage
+    /// (`stream_options.include_usage: true`), so tokens, spend and `cost_budget` work when the
+    /// client did not ask; the usage chunk then is not relayed to it. `false` forwards requests
+    /// unchanged (for an upstream that refuses the field). Default true.
+    #[serde(default = "default_true")]
+    pub request_usage: bool,
     /// The names above, checked and converted (set by a successful [`Config::validate`]; a
     /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
     #[serde(skip)]
     pub checked: Option<CheckedRoute>,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// A route's protocol, upstream and key header, as checked values.

@@ -12,6 +12,7 @@ pub mod openai_embeddings;
 pub mod openai_responses;
 pub mod residual;
 pub mod skim;
+pub mod stream_usage;
 
 use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta};
@@ -167,6 +168,12 @@ pub trait StreamDecoder: Send {
     fn repeats_text(&self) -> bool {
         false
     }
+
+    /// True when the last decoded frame was a usage-only chunk (`"choices": []` with `usage`),
+    /// the one [`stream_usage`] asks OpenAI-style upstreams for.
+    fn usage_only(&self) -> bool {
+        false
+    }
 }
 
 /// Every protocol guardwire speaks, in [`ProtocolId::ALL`]'s order. A request goes to the first
@@ -250,6 +257,12 @@ pub trait Protocol: Send + Sync + 'static {
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError>;
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+
+    /// True when a stream reports usage only if asked (`stream_options.include_usage`, see
+    /// [`stream_usage`]): guardwire asks on the client's behalf.
+    fn usage_on_request(&self) -> bool {
+        false
+    }
 
     /// Decodes a complete (non-streamed) response body.
     fn decode_response<'a>(

@@ -338,6 +338,8 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
 struct ChatStream {
     /// The last frame had no string the decoder did not read or know as structure.
     fully_read: bool,
+    /// The last frame was a usage-only chunk.
+    usage_only: bool,
 }
 
 impl StreamDecoder for ChatStream {
@@ -348,6 +350,7 @@ impl StreamDecoder for ChatStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         self.fully_read = false;
+        self.usage_only = false;
         if data.trim_ascii() == b"[DONE]" {
             self.fully_read = true;
             return Ok(FrameKind::Terminal);
@@ -357,12 +360,17 @@ impl StreamDecoder for ChatStream {
         if chunk.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
+        self.usage_only = chunk.choices.is_empty() && chunk.usage.is_some();
         chunk_deltas(&mut chunk, out);
         Ok(FrameKind::Data)
     }
 
     fn fully_read(&self) -> bool {
         self.fully_read
+    }
+
+    fn usage_only(&self) -> bool {
+        self.usage_only
     }
 }
 
@@ -449,6 +457,10 @@ impl Protocol for OpenAiChat {
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(ChatStream::default())
+    }
+
+    fn usage_on_request(&self) -> bool {
+        true
     }
 
     fn decode_response<'a>(

@@ -116,7 +116,11 @@ fn parse_chunk(data: &[u8]) -> Result<Chunk<'_>, DecodeError> {
     serde_json::from_slice(data).map_err(|e| DecodeError(format!("malformed completion: {e}")))
 }
 
-struct CompletionsStream;
+#[derive(Default)]
+struct CompletionsStream {
+    /// The last frame was a usage-only chunk.
+    usage_only: bool,
+}
 
 impl StreamDecoder for CompletionsStream {
     fn decode<'a>(
@@ -125,6 +129,7 @@ impl StreamDecoder for CompletionsStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
+        self.usage_only = false;
         if data.trim_ascii() == b"[DONE]" {
             return Ok(FrameKind::Terminal);
         }
@@ -132,8 +137,13 @@ impl StreamDecoder for CompletionsStream {
         if chunk.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
+        self.usage_only = chunk.choices.is_empty() && chunk.usage.is_some();
         chunk_deltas(chunk, out);
         Ok(FrameKind::Data)
+    }
+
+    fn usage_only(&self) -> bool {
+        self.usage_only
     }
 }
 
@@ -180,7 +190,11 @@ impl Protocol for OpenAiCompletions {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(CompletionsStream)
+        Box::new(CompletionsStream::default())
+    }
+
+    fn usage_on_request(&self) -> bool {
+        true
     }
 
     fn decode_response<'a>(
@@ -220,7 +234,7 @@ mod tests {
     #[test]
     fn chunks_decode_to_text_per_choice() {
         let mut out = Vec::new();
-        let kind = CompletionsStream
+        let kind = CompletionsStream::default()
             .decode(
                 None,
                 br#"{"id":"c","object":"text_completion","choices":[{"index":1,"text":"hi","logprobs":null,"finish_reason":"stop"}]}"#,
@@ -243,7 +257,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            CompletionsStream.decode(None, b"[DONE]", &mut out).unwrap(),
+            CompletionsStream::default()
+                .decode(None, b"[DONE]", &mut out)
+                .unwrap(),
             FrameKind::Terminal
         );
     }

@@ -27,7 +27,7 @@ use super::redact::TextSpan;
 use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{Metrics, RouteLabels, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
 use crate::policy::{ExchangeGuard, Finding};
 use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
@@ -126,6 +126,11 @@ pub struct StreamContext {
     pub keep_reasons: bool,
     /// The exchange's seed for the packs' evals, submitted when the stream ends.
     pub evals: Option<crate::evals::EvalSeed>,
+    /// guardwire asked for usage, not the client: usage-only chunks are read, never relayed,
+    /// and the `"usage":null` members the upstream adds to other chunks are removed.
+    pub hide_usage: bool,
+    /// The request, for an estimate of its input tokens when the provider reports none.
+    pub request: super::estimate::RequestCopy,
 }
 
 /// The answer's judged checks under way, once the rest of the stream passed.
@@ -211,6 +216,12 @@ pub struct GuardedStream {
     windows: Option<windows::Windows>,
     /// The answer reached its end and passed AfterCall (judged checks may still be under way).
     answered: bool,
+    /// The answer's text (up to [`super::estimate::MAX_KEPT`] bytes) and its length, for an
+    /// estimate of its tokens when the provider reports none.
+    answer_text: String,
+    answer_bytes: usize,
+    /// What guardwire estimated (`None`: not looked at yet).
+    estimated: Option<super::estimate::Estimated>,
 }
 
 impl GuardedStream {
@@ -262,6 +273,9 @@ impl GuardedStream {
             judging: None,
             windows,
             answered: false,
+            answer_text: String::new(),
+            answer_bytes: 0,
+            estimated: None,
             ctx,
         }
     }
@@ -530,6 +544,23 @@ impl GuardedStream {
         }
     }
 
+    /// Estimates, once, the token counts the provider did not report (at the answer's end, so
+    /// that `cost_budget` reads them, or when the stream is dropped without one).
+    fn estimate_usage(&mut self) -> super::estimate::Estimated {
+        if let Some(done) = self.estimated {
+            return done;
+        }
+        let (text, total) = (&self.answer_text, self.answer_bytes);
+        let request = &self.ctx.request;
+        let done = super::estimate::fill(
+            &mut self.guard,
+            || request.tokens(),
+            || super::estimate::count(std::iter::once(text.as_str()), total),
+        );
+        self.estimated = Some(done);
+        done
+    }
+
     fn report_findings(&mut self) {
         if !self.guard.has_findings() {
             return; // the common case: no reporter, no policy reference taken
@@ -568,16 +599,25 @@ fn next_deadline(
 impl Drop for GuardedStream {
     fn drop(&mut self) {
         let (metrics, route) = (&self.ctx.metrics, self.ctx.route);
+        let model = self.ctx.traffic.model;
         metrics.streams_in_flight.dec();
         metrics
             .overhead
-            .get_or_create(&RouteLabels { route })
+            .get_or_create(&LatencyLabels { route, model })
             .observe(self.overhead.as_secs_f64());
         metrics
             .request_duration
-            .get_or_create(&RouteLabels { route })
+            .get_or_create(&LatencyLabels { route, model })
             .observe(self.ctx.started.elapsed().as_secs_f64());
-        super::report::count_usage(metrics, &self.ctx.traffic, &self.guard, &self.ctx.trace);
+        let estimated = self.estimate_usage();
+        let metrics = &self.ctx.metrics;
+        super::report::count_usage(
+            metrics,
+            &self.ctx.traffic,
+            &self.guard,
+            &self.ctx.trace,
+            estimated,
+        );
         // A turn for the evals when it was blocked or answered in full; not a stream cut off
         // (client gone, upstream failure, drain stop) or left awaiting verdicts.
         let trace = &self.ctx.trace;

@@ -25,7 +25,7 @@ use crate::config::StoredContext;
 use crate::delta::Conversation;
 use crate::error::GatewayError;
 use crate::evals::EvalSeed;
-use crate::metrics::{RouteLabels, StoredContextLabels, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, StoredContextLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
@@ -44,6 +44,9 @@ use tracing::Instrument;
 pub struct Kept {
     pub conversation: Option<Arc<Conversation>>,
     pub evals: Option<EvalSeed>,
+    /// The request as the client sent it: its input tokens are estimated from it when the
+    /// provider reports none.
+    pub request: super::estimate::RequestCopy,
 }
 
 /// Who a request is from, once its key is checked, and what that decides.
@@ -197,6 +200,8 @@ pub struct Answered {
     pub sent: Instant,
     /// When the response head arrived.
     pub head_at: Instant,
+    /// guardwire asked for the stream's usage, not the client: the usage chunk is not relayed.
+    pub hide_usage: bool,
 }
 
 impl<'a> RequestCtx<'a> {
@@ -388,8 +393,9 @@ impl<'a> RequestCtx<'a> {
         self.gw
             .metrics
             .upstream_response
-            .get_or_create(&RouteLabels {
+            .get_or_create(&LatencyLabels {
                 route: self.route.name,
+                model: self.trace.model_label(),
             })
             .observe((at - sent).as_secs_f64());
         let (parts, body) = resp.into_parts();
@@ -439,6 +445,7 @@ impl<'a> RequestCtx<'a> {
         let Kept {
             conversation,
             evals,
+            request,
         } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
@@ -466,6 +473,8 @@ impl<'a> RequestCtx<'a> {
                 .map(|c| (self.judge_env(), c)),
             keep_reasons: config.audit.include_match,
             evals,
+            hide_usage: answered.hide_usage,
+            request,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -489,6 +498,7 @@ impl<'a> RequestCtx<'a> {
         let Kept {
             conversation,
             evals,
+            request,
         } = kept;
         let head_at = answered.head_at;
         let waited = Instant::now();
@@ -543,6 +553,15 @@ impl<'a> RequestCtx<'a> {
             }
         };
         drop(on_chunk);
+        // What the provider did not report is estimated before AfterCall (`cost_budget`).
+        let estimated = super::estimate::fill(
+            &mut guard,
+            || request.tokens(),
+            || {
+                let (texts, total) = super::estimate::answer_texts(&deltas);
+                super::estimate::count(texts.into_iter(), total)
+            },
+        );
         let verdict = verdict
             .and_then(|()| {
                 let _span = self.trace.after_call_span().entered();
@@ -553,7 +572,13 @@ impl<'a> RequestCtx<'a> {
             self.report().monitor(monitored);
             self.report().redactions(redacted);
         });
-        super::report::count_usage(&self.gw.metrics, &answered.traffic, &guard, self.trace);
+        super::report::count_usage(
+            &self.gw.metrics,
+            &answered.traffic,
+            &guard,
+            self.trace,
+            estimated,
+        );
         // The answer's judged checks, once every other check passed; their wait is not the
         // proxy's time.
         let mut judged_for = Duration::ZERO;
@@ -676,8 +701,9 @@ impl<'a> RequestCtx<'a> {
         self.gw
             .metrics
             .overhead
-            .get_or_create(&RouteLabels {
+            .get_or_create(&LatencyLabels {
                 route: self.route.name,
+                model: self.trace.model_label(),
             })
             .observe(overhead.as_secs_f64());
     }

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod body;
 pub mod check;
+pub mod estimate;
 mod evals;
 mod exchange;
 pub mod headers;
@@ -23,10 +24,11 @@ pub use runtime::{Route, Runtime};
 use crate::config::{Config, UnknownContent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    Exposition, Metrics, ReloadLabels, ReloadResult, RequestLabels, RouteLabels, UpstreamErrorKind,
+    Exposition, LatencyLabels, Metrics, ReloadLabels, ReloadResult, RequestLabels,
+    UpstreamErrorKind,
 };
 use crate::protocol::openai_chat::OpenAiChat;
-use crate::protocol::{residual, Protocol};
+use crate::protocol::{residual, stream_usage, Protocol};
 use crate::telemetry::RequestTrace;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
@@ -298,7 +300,10 @@ impl Gateway {
         if !matches!(resp.body(), ProxyBody::Guarded(_)) {
             self.metrics
                 .request_duration
-                .get_or_create(&RouteLabels { route: route_name })
+                .get_or_create(&LatencyLabels {
+                    route: route_name,
+                    model: trace.model_label(),
+                })
                 .observe(started.elapsed().as_secs_f64());
             trace.finish(resp.status().as_u16());
             // What the proxy added to an answer that was not checked whole (a block before
@@ -308,7 +313,10 @@ impl Gateway {
                 let overhead = started.elapsed().saturating_sub(trace.upstream_wait());
                 self.metrics
                     .overhead
-                    .get_or_create(&RouteLabels { route: route_name })
+                    .get_or_create(&LatencyLabels {
+                        route: route_name,
+                        model: trace.model_label(),
+                    })
                     .observe(overhead.as_secs_f64());
             }
         }
@@ -316,6 +324,7 @@ impl Gateway {
             .requests
             .get_or_create(&RequestLabels {
                 route: route_name,
+                model: trace.model_label(),
                 status: resp.status().as_u16(),
             })
             .inc();
@@ -380,6 +389,7 @@ impl Gateway {
         residual::add_json_views(&mut parsed.conversation);
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
+        trace.note_model_label(traffic.model);
         let before_call = ctx.before_call(&parsed);
         // Judged checks and evals see the conversation (the request's, and the answer's
         // `_session` variants); it is kept only when some exist.
@@ -406,6 +416,24 @@ impl Gateway {
                 return Err(blocked_before(evals, e));
             }
         }
+        // Streamed OpenAI-style answers report usage only when asked: ask on the client's
+        // behalf, and keep the usage chunk from a client that did not ask.
+        let mut hide_usage = false;
+        let request = estimate::RequestCopy {
+            protocol,
+            body: body.clone(),
+            path: parts.uri.path().to_owned(),
+        };
+        let body = match parsed.stream && route.request_usage && protocol.usage_on_request() {
+            true => match stream_usage::ask_for_usage(&body) {
+                Some(stream_usage::UsageAsk::Added(asked)) => {
+                    hide_usage = true;
+                    Bytes::from(asked)
+                }
+                _ => body,
+            },
+            false => body,
+        };
         let up_req = ctx.upstream_request(&parts, base, body)?;
         // The proxy's own time so far: judges' waits are not part of it.
         let pre_upstream = started.elapsed().saturating_sub(trace.upstream_wait());
@@ -439,10 +467,12 @@ impl Gateway {
             pre_upstream,
             sent,
             head_at,
+            hide_usage,
         };
         let kept = exchange::Kept {
             conversation,
             evals,
+            request,
         };
         if sse {
             return Ok(ctx.relay_stream(head, body, guard, answered, permit, kept));

@@ -5,8 +5,8 @@ use super::runtime::Runtime;
 use crate::audit::{Audit, AuditEvent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    EvalLabels, EvalResultLabels, Metrics, ReloadLabels, ReloadResult, RouteLabels, TokenLabels,
-    TrafficLabels, UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
+    EvalLabels, EvalResultLabels, Metrics, ReloadLabels, ReloadResult, RouteLabels, SpendLabels,
+    TokenLabels, TrafficLabels, UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
 };
 use crate::policy::{ExchangeGuard, Finding, Mode, Phase, Policy};
 use crate::telemetry::RequestTrace;
@@ -96,29 +96,44 @@ pub fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: Upstre
         .inc();
 }
 
-/// Counts the tokens the provider reported for one exchange (blocked or not: the provider
-/// charges them either way) and, at the requested model's price, their cost.
+/// Counts the tokens of one exchange (blocked or not: the provider charges them either way),
+/// as reported or as `estimated`, and, at the requested model's price, their cost.
 pub fn count_usage(
     metrics: &Metrics,
     traffic: &TrafficLabels,
     guard: &ExchangeGuard,
     trace: &RequestTrace,
+    estimated: crate::proxy::estimate::Estimated,
 ) {
     let (input, output) = guard.usage();
     trace.note_usage(input, output);
-    for (kind, tokens) in [("input", input), ("output", output)] {
+    if estimated.input || estimated.output {
+        trace.note_usage_estimated();
+    }
+    let source = |estimated: bool| if estimated { "estimated" } else { "provider" };
+    for (kind, tokens, est) in [
+        ("input", input, estimated.input),
+        ("output", output, estimated.output),
+    ] {
         if let Some(n) = tokens {
             let labels = TokenLabels {
                 route: traffic.route,
                 model: traffic.model,
                 key_id: traffic.key_id,
                 kind,
+                source: source(est),
             };
             metrics.tokens.get_or_create(&labels).inc_by(n);
         }
     }
     if let Some(usd) = guard.cost_usd() {
-        metrics.spend.get_or_create(traffic).inc_by(usd);
+        let labels = SpendLabels {
+            route: traffic.route,
+            model: traffic.model,
+            key_id: traffic.key_id,
+            source: source(estimated.input || estimated.output),
+        };
+        metrics.spend.get_or_create(&labels).inc_by(usd);
     }
 }
 

@@ -31,6 +31,8 @@ pub struct Route {
     pub unknown_content: UnknownContent,
     /// What happens to requests that refer to provider-stored content.
     pub stored_context: StoredContext,
+    /// Streamed OpenAI-style requests ask for usage (`routes[].request_usage`).
+    pub request_usage: bool,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -142,6 +144,7 @@ impl Runtime {
                 auth_header: checked.upstream_auth.unwrap_or(protocol.auth_header()),
                 unknown_content: rc.unknown_content.unwrap_or(config.unknown_content),
                 stored_context: rc.stored_context.unwrap_or(config.stored_context),
+                request_usage: rc.request_usage,
             });
         }
         for protocol in crate::protocol::all() {
@@ -159,6 +162,7 @@ impl Runtime {
                 auth_header: protocol.auth_header(),
                 unknown_content: config.unknown_content,
                 stored_context: config.stored_context,
+                request_usage: true,
             });
         }
         let mut keys = Vec::new();

@@ -126,6 +126,8 @@ pub struct RequestTrace {
     request_id: String,
     key_id: OnceLock<&'static str>,
     model: OnceLock<String>,
+    /// The `model` label of the request's metrics (a configured model, else `other`).
+    model_label: OnceLock<&'static str>,
     blocked: OnceLock<(String, &'static str)>,
     failed: OnceLock<()>,
     tokens: OnceLock<(Option<u64>, Option<u64>)>,
@@ -167,6 +169,7 @@ impl RequestTrace {
             gen_ai.request.model = Empty,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
+            guardwire.usage.source = Empty,
             http.request.method = method.as_str(),
             url.path = path,
             http.response.status_code = Empty,
@@ -194,6 +197,7 @@ impl RequestTrace {
             request_id: request_id.to_owned(),
             key_id: OnceLock::new(),
             model: OnceLock::new(),
+            model_label: OnceLock::new(),
             blocked: OnceLock::new(),
             failed: OnceLock::new(),
             tokens: OnceLock::new(),
@@ -224,6 +228,7 @@ impl RequestTrace {
                 .get()
                 .cloned()
                 .map_or_else(OnceLock::new, OnceLock::from),
+            model_label: copy(&self.model_label),
             blocked: OnceLock::new(),
             failed: OnceLock::new(),
             tokens: OnceLock::new(),
@@ -304,6 +309,16 @@ impl RequestTrace {
         }
     }
 
+    /// The `model` label of the request's metrics, once known.
+    pub fn note_model_label(&self, label: &'static str) {
+        let _ = self.model_label.set(label);
+    }
+
+    /// The `model` label of the request's metrics: `other` until the request was read.
+    pub fn model_label(&self) -> &'static str {
+        self.model_label.get().copied().unwrap_or("other")
+    }
+
     /// The model the request asks for (free text in the span; the access line too).
     pub fn note_model(&self, model: Option<&str>) {
         let Some(model) = model else { return };
@@ -349,6 +364,11 @@ impl RequestTrace {
             self.span.record("gen_ai.usage.output_tokens", n);
         }
         let _ = self.tokens.set((input, output));
+    }
+
+    /// Some token count is guardwire's estimate, not the provider's report.
+    pub fn note_usage_estimated(&self) {
+        self.span.record("guardwire.usage.source", "estimated");
     }
 
     /// Adds a wait on the upstream (for the overhead: the request's time minus these).

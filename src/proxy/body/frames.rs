@@ -7,7 +7,7 @@
 use super::{recycle, GuardedStream, Held};
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{RouteLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, RouteLabels, UpstreamErrorKind};
 use crate::protocol::FrameKind;
 use crate::proxy::check::{self, Needs};
 use crate::proxy::redact::{self, TextSpan};
@@ -75,10 +75,19 @@ impl GuardedStream {
             self.ctx
                 .metrics
                 .upstream_first_token
-                .get_or_create(&RouteLabels {
+                .get_or_create(&LatencyLabels {
                     route: self.ctx.route,
+                    model: self.ctx.traffic.model,
                 })
                 .observe(self.ctx.sent.elapsed().as_secs_f64());
+        }
+        for d in &deltas {
+            if let Delta::Text { text, .. } = d {
+                self.answer_bytes += text.len();
+                if self.answer_text.len() + text.len() <= crate::proxy::estimate::MAX_KEPT {
+                    self.answer_text.push_str(text);
+                }
+            }
         }
         let mut needs = Needs::new();
         let fallback = check::Fallback {
@@ -114,6 +123,10 @@ impl GuardedStream {
         }
         self.delta_scratch = recycle(deltas);
         drop(data);
+        if self.ctx.hide_usage && self.decoder.usage_only() {
+            // Asked for by guardwire alone: read (the guard has its usage), never released.
+            return;
+        }
         let texts = (!spans.is_empty()).then(|| Box::new((frame.clone(), spans)));
         match kind {
             FrameKind::Data | FrameKind::Passthrough => self.hold(frame.raw, needs, texts),
@@ -179,6 +192,7 @@ impl GuardedStream {
     pub(super) fn end_of_stream(&mut self) {
         // Monitor-mode latency budgets are judged here (enforced ones end the stream earlier).
         let elapsed = (tokio::time::Instant::now() - self.ctx.started).as_millis() as u64;
+        self.estimate_usage();
         let _span = self.ctx.trace.after_call_span().entered();
         let verdict = self
             .guard
@@ -227,7 +241,7 @@ impl GuardedStream {
     /// Sends a held frame: as it came, or with its redacted texts masked.
     pub(super) fn release(&mut self, h: Held) {
         let Some(texts) = h.texts else {
-            self.push_out(h.bytes);
+            self.push_frame(h.bytes);
             return;
         };
         let (frame, spans) = *texts;
@@ -238,7 +252,7 @@ impl GuardedStream {
                 .any(|r| r.channel == s.channel && r.start < s.end && r.end > s.start)
         };
         if !spans.iter().any(touched) {
-            self.push_out(h.bytes);
+            self.push_frame(h.bytes);
             return;
         }
         let data = frame
@@ -247,11 +261,22 @@ impl GuardedStream {
             .map(|d| d.into_owned())
             .unwrap_or_default();
         match redact::rewrite(&data, &spans, redactions) {
-            Ok(Some(new)) => self.push_out(frame.with_data(&new)),
-            Ok(None) => self.push_out(h.bytes),
+            Ok(Some(new)) => self.push_frame(frame.with_data(&new)),
+            Ok(None) => self.push_frame(h.bytes),
             Err(redact::Unmaskable) => self.terminate(GatewayError::Internal(
                 "a redaction could not be applied".into(),
             )),
         }
+    }
+
+    /// Queues a released upstream frame for the client; without the `"usage":null` member the
+    /// upstream added because guardwire (not the client) asked for usage.
+    fn push_frame(&mut self, bytes: Bytes) {
+        if self.ctx.hide_usage {
+            if let Some(plain) = crate::protocol::stream_usage::without_null_usage(&bytes) {
+                return self.push_out(Bytes::from(plain));
+            }
+        }
+        self.push_out(bytes)
     }
 }
