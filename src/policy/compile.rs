@@ -29,7 +29,7 @@ const TARGETS: [Target; 3] = [Target::Input, Target::Output, Target::Reasoning];
 
 #[derive(Debug, Default)]
 pub(super) struct TargetChecks {
-    pub(super) scan: TextScan,
+    pub(super) scan: Arc<TextScan>,
     /// (validator, max characters) — output: per choice over content and refusal; input: per message.
     pub(super) max_chars: Vec<(u32, u64)>,
     /// (validator, length limit counted as the text streams) — output: per answer and refusal
@@ -109,6 +109,20 @@ impl Policy {
                     compile_unscanned(i as u32, v, def, checks)?;
                 }
             }
+            // Reasoning is usually checked by exactly the answer's text checks: it shares their
+            // automata instead of compiling (and holding) a copy.
+            let scanned = |target: Target| -> Vec<usize> {
+                defs.iter()
+                    .enumerate()
+                    .filter(|(_, (v, def))| v.covers(target) && is_scanned(def))
+                    .map(|(i, _)| i)
+                    .collect()
+            };
+            if *target == Target::Reasoning && scanned(Target::Reasoning) == scanned(Target::Output)
+            {
+                policy.targets[t].scan = Arc::clone(&policy.targets[Target::Output as usize].scan);
+                continue;
+            }
             // One scan set per `normalize:` setting in use: each reads its own view.
             let mut lanes = Vec::new();
             for normalize in [Normalize::None, Normalize::Nfkc, Normalize::Full] {
@@ -117,7 +131,7 @@ impl Policy {
                     lanes.push(compile_scan(&defs, own, normalize)?);
                 }
             }
-            policy.targets[t].scan = TextScan::new(lanes);
+            policy.targets[t].scan = Arc::new(TextScan::new(lanes));
         }
         for (i, (v, def)) in defs.iter().enumerate() {
             let owner = i as u32;
@@ -210,8 +224,25 @@ impl Policy {
 
     /// Heap bytes of the compiled automata.
     pub fn memory_usage(&self) -> usize {
-        self.targets.iter().map(|t| t.scan.memory_usage()).sum()
+        let shared = Arc::ptr_eq(
+            &self.targets[Target::Reasoning as usize].scan,
+            &self.targets[Target::Output as usize].scan,
+        );
+        self.targets
+            .iter()
+            .enumerate()
+            .filter(|(t, _)| !(shared && *t == Target::Reasoning as usize))
+            .map(|(_, t)| t.scan.memory_usage())
+            .sum()
     }
+}
+
+/// The checks a [`TextScan`] runs (words and phrases, forbidden regexes, PII).
+fn is_scanned(def: &CheckDef) -> bool {
+    matches!(
+        def,
+        CheckDef::ContentExcludes { .. } | CheckDef::ForbidRegex { .. } | CheckDef::Pii { .. }
+    )
 }
 
 /// The checks of one validator on one target that are not scanned for spans: lengths, counts

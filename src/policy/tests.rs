@@ -1562,3 +1562,34 @@ fn literals_compare_under_full_case_folding() {
     assert!(stream(&p, &["ΛΌΓΟΣ"]).is_err());
     assert!(stream(&p, &["λόγοι"]).is_ok());
 }
+
+#[test]
+fn reasoning_shares_the_answers_automata_when_it_has_the_same_checks() {
+    use super::compile::Target;
+    let shared = |yaml: &str| {
+        let p = policy(yaml).unwrap();
+        Arc::ptr_eq(
+            &p.checks(Target::Reasoning).scan,
+            &p.checks(Target::Output).scan,
+        )
+    };
+    assert!(shared(
+        "validators:\n  - type: banned_words\n    params: { words: [apple] }\n"
+    ));
+    assert!(!shared(
+        "validators:\n  - type: banned_words\n    params: { words: [apple], reasoning: skip }\n"
+    ));
+    // Skipped reasoning is not checked by the answer's words.
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [apple], reasoning: skip }\n",
+    )
+    .unwrap();
+    let mut g = p.exchange_guard(Default::default(), None);
+    let thought = Delta::Text {
+        choice: 0,
+        channel: Channel::Reasoning,
+        text: Cow::Borrowed("an apple"),
+    };
+    assert!(g.on_chunk(&thought).is_ok());
+    assert!(g.after_call().is_ok());
+}
