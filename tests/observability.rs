@@ -49,7 +49,7 @@ fn alert_rules_pass_promtool_and_their_unit_tests() {
         &promtool,
         &["check", "rules", "deploy/prometheus/alerts.yaml"],
     );
-    assert!(out.contains("SUCCESS: 7 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 8 rules found"), "{out}");
     let out = run(
         &promtool,
         &["test", "rules", "deploy/prometheus/alerts_test.yaml"],
