@@ -110,7 +110,8 @@ async fn each_request_is_one_trace_with_genai_attributes_phases_and_verdict_even
     let config = format!(
         "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\npacks: [{:?}]\n\
          log: {{ format: json, access: true }}\n\
-         telemetry: {{ otlp_endpoint: \"{}/otlp\", service_name: gw-test }}\n",
+         telemetry: {{ otlp_endpoint: \"{}/otlp\", service_name: gw-test }}\n\
+         prices: {{ gpt-4o: {{ input_per_mtok: 2.5, output_per_mtok: 10 }} }}\n",
         upstream.base_url(),
         pack.to_str().unwrap(),
         receiver.base_url()
@@ -289,7 +290,8 @@ async fn each_request_is_one_trace_with_genai_attributes_phases_and_verdict_even
     assert_eq!(no["outcome"], "blocked");
     assert_eq!(no["validator"], "fruit-ban");
     assert_eq!(no["phase"], "stream");
-    // Blocked before its usage came: the tokens are guardwire's estimate of what arrived.
+    // Blocked before its usage came: the tokens are guardwire's estimate of what arrived (the
+    // model has a price, so its spend needs them).
     assert!(no["output_tokens"].as_u64().is_some(), "{no}");
     assert_eq!(
         value(&blocked_span.attributes, "guardwire.usage.source").as_deref(),

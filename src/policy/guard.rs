@@ -166,6 +166,14 @@ impl ExchangeGuard {
         self.price
     }
 
+    /// True when something reads this exchange's token counts beyond the count itself: a
+    /// price for the model (spend) or a `cost_budget`. Only then does guardwire estimate the
+    /// counts a provider did not report (tokenizing every answer costs more than the rest of a
+    /// stream's checks).
+    pub fn wants_usage(&self) -> bool {
+        self.price.is_some() || !self.policy.cost.is_empty()
+    }
+
     /// Findings carry the text that matched (for `audit.include_match`); off by default.
     pub fn keep_matches(&mut self) {
         self.keep_matches = true;

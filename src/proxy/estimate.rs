@@ -104,6 +104,9 @@ pub fn fill(
     input: impl FnOnce() -> Option<u64>,
     output: impl FnOnce() -> Option<u64>,
 ) -> Estimated {
+    if !guard.wants_usage() {
+        return Estimated::default();
+    }
     let (reported_in, reported_out) = guard.usage();
     let input_tokens = reported_in.is_none().then(input).flatten();
     let output_tokens = reported_out

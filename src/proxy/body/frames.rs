@@ -81,11 +81,13 @@ impl GuardedStream {
                 })
                 .observe(self.ctx.sent.elapsed().as_secs_f64());
         }
-        for d in &deltas {
-            if let Delta::Text { text, .. } = d {
-                self.answer_bytes += text.len();
-                if self.answer_text.len() + text.len() <= crate::proxy::estimate::MAX_KEPT {
-                    self.answer_text.push_str(text);
+        if self.guard.wants_usage() {
+            for d in &deltas {
+                if let Delta::Text { text, .. } = d {
+                    self.answer_bytes += text.len();
+                    if self.answer_text.len() + text.len() <= crate::proxy::estimate::MAX_KEPT {
+                        self.answer_text.push_str(text);
+                    }
                 }
             }
         }
