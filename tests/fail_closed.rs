@@ -20,6 +20,18 @@ use std::time::Duration;
 const PACK: &str =
     "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"] }\n";
 
+/// A POST of the JSON `body` to `path`.
+async fn post_json(addr: std::net::SocketAddr, path: &str, body: String) -> Answer {
+    send(
+        addr,
+        "POST",
+        path,
+        body,
+        &[("content-type", "application/json")],
+    )
+    .await
+}
+
 /// The protocol's own error frame for `err`, as guardwire renders it.
 fn error_frame(p: &Proto, err: &GatewayError) -> String {
     let protocol = guardwire::protocol::by_name(p.name).unwrap();
@@ -36,14 +48,7 @@ async fn ask(
 ) -> (Answer, String) {
     let mock = MockUpstream::start(move |_| reply()).await;
     let proxy = start_proxy_all(&mock.base_url(), pack, extra).await;
-    let a = send(
-        proxy.addr(),
-        "POST",
-        p.stream_path,
-        (p.stream_body)("hi"),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = post_json(proxy.addr(), p.stream_path, (p.stream_body)("hi")).await;
     let m = metrics(proxy.addr()).await;
     (a, m)
 }
@@ -311,14 +316,7 @@ async fn escaped_arguments_in_the_request_history_are_checked() {
         {"role":"tool","tool_call_id":"c1","content":"ok"}]})
     .to_string();
     assert!(body.contains(r#"\\u0066orbidden"#));
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/v1/chat/completions",
-        body,
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = post_json(proxy.addr(), "/v1/chat/completions", body).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
     assert_eq!(mock.request_count(), 0);
 }
@@ -735,14 +733,7 @@ async fn request_text_outside_the_modelled_fields_is_checked() {
         ),
     ];
     for (path, body) in cases {
-        let a = send(
-            proxy.addr(),
-            "POST",
-            path,
-            body.to_string(),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), path, body.to_string()).await;
         assert_eq!(
             a.status,
             StatusCode::BAD_REQUEST,
@@ -756,14 +747,7 @@ async fn request_text_outside_the_modelled_fields_is_checked() {
         {"type":"text","text":"what is this"},
         {"type":"image_url","image_url":{"url":"data:image/png;base64,Zm9yYmlkZGVuIGZydWl0"}}]}],
         "tools":[{"type":"function","function":{"name":"f","description":"looks things up"}}]});
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/v1/chat/completions",
-        clean.to_string(),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = post_json(proxy.addr(), "/v1/chat/completions", clean.to_string()).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
 }
 
@@ -886,14 +870,7 @@ async fn responses_echoes_of_the_request_are_exempt_only_where_they_echo() {
     for (body, ok) in [(whole.to_string(), true), (moved.to_string(), false)] {
         let mock = MockUpstream::start(move |_| Reply::json(200, &body)).await;
         let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
-        let a = send(
-            proxy.addr(),
-            "POST",
-            p.plain_path,
-            (p.plain_body)("hi"),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), p.plain_path, (p.plain_body)("hi")).await;
         assert_eq!(a.status == StatusCode::OK, ok, "{}", a.text());
     }
     // The stream: every event's `response` object carries the echo.
@@ -1072,14 +1049,7 @@ async fn request_strings_are_read_decoded_wherever_they_sit() {
     ];
     for (path, body) in cases {
         serde_json::from_str::<serde_json::Value>(&body).unwrap();
-        let a = send(
-            proxy.addr(),
-            "POST",
-            path,
-            body.clone(),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), path, body.clone()).await;
         assert_eq!(
             a.status,
             StatusCode::BAD_REQUEST,
@@ -1091,14 +1061,7 @@ async fn request_strings_are_read_decoded_wherever_they_sit() {
     // A message's parts are read one per line, as the model reads them: `x` and `bomb` of two
     // parts are two words, not `xbomb`.
     let parts = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"the letter x"},{"type":"text","text":"bomb is a word"}]}]}"#;
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/v1/chat/completions",
-        parts.to_owned(),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = post_json(proxy.addr(), "/v1/chat/completions", parts.to_owned()).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
     assert_eq!(mock.request_count(), 1);
 }
@@ -1110,14 +1073,7 @@ async fn refused_before_the_call(extra: &str, cases: &[(&str, serde_json::Value,
     let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
     let proxy = start_proxy_all(&mock.base_url(), both, extra).await;
     for (path, body, says) in cases {
-        let a = send(
-            proxy.addr(),
-            "POST",
-            path,
-            body.to_string(),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), path, body.to_string()).await;
         let text = a.text();
         assert_eq!(a.status, StatusCode::BAD_REQUEST, "{path} {body}: {text}");
         assert!(text.contains(says), "{path} {body}: {text}");
@@ -1248,14 +1204,7 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
         ),
     ];
     for (path, body) in &clean {
-        let a = send(
-            proxy.addr(),
-            "POST",
-            path,
-            body.to_string(),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), path, body.to_string()).await;
         assert_eq!(a.status, StatusCode::OK, "{path} {body}: {}", a.text());
     }
     assert_eq!(mock.request_count(), clean.len());
@@ -1270,14 +1219,7 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
             StatusCode::BAD_REQUEST,
         ),
     ] {
-        let a = send(
-            proxy.addr(),
-            "POST",
-            GEMINI,
-            body.to_string(),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), GEMINI, body.to_string()).await;
         assert_eq!(a.status, status, "{body}: {}", a.text());
     }
     assert_eq!(mock.request_count(), 1);
@@ -1334,14 +1276,7 @@ async fn references_to_provider_stored_content_follow_stored_context() {
     let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
     let proxy = start_proxy_all(&mock.base_url(), PACK, "stored_context: pass\n").await;
     for (path, body, _) in &cases {
-        let a = send(
-            proxy.addr(),
-            "POST",
-            path,
-            body.to_string(),
-            &[("content-type", "application/json")],
-        )
-        .await;
+        let a = post_json(proxy.addr(), path, body.to_string()).await;
         assert_eq!(a.status, StatusCode::OK, "{path} {body}: {}", a.text());
     }
     assert_eq!(mock.request_count(), cases.len());
@@ -1361,14 +1296,7 @@ async fn references_to_provider_stored_content_follow_stored_context() {
         mock.base_url()
     );
     let proxy = start_proxy_all(&mock.base_url(), PACK, &route).await;
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/strict/v1/responses",
-        cases[0].1.to_string(),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = post_json(proxy.addr(), "/strict/v1/responses", cases[0].1.to_string()).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
     assert_eq!(mock.request_count(), 0);
 }
@@ -1381,14 +1309,7 @@ async fn json_in_a_tool_result_is_read_decoded_whatever_unknown_content_says() {
     let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
     let proxy = start_proxy_all(&mock.base_url(), both, "unknown_content: pass\n").await;
     let body = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"status\":\"\\u0066orbidden fruit\"}"}]}"#;
-    let a = send(
-        proxy.addr(),
-        "POST",
-        "/v1/chat/completions",
-        body.to_owned(),
-        &[("content-type", "application/json")],
-    )
-    .await;
+    let a = post_json(proxy.addr(), "/v1/chat/completions", body.to_owned()).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
     assert_eq!(mock.request_count(), 0);
 }
