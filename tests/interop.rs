@@ -4,7 +4,10 @@
 //! `https` server (HTTP/1.1 over TLS, no ALPN) and hyper (the mock upstream). Each serves the
 //! same recorded answers; for every protocol a streamed answer and a whole one must arrive
 //! byte for byte, over one kept-alive upstream connection, and a stream carrying a banned
-//! phrase must end with the protocol's error frame.
+//! phrase must end with the protocol's error frame. uvicorn (vLLM's way) and Node (OpenAI's
+//! way, `"usage":null` in every chunk) also report a streamed Chat answer's usage when asked:
+//! guardwire asks on the client's behalf, counts the server's figures and relays the stream the
+//! client asked for, byte for byte.
 //!
 //! Every strict server answers 400 to an HTTP/1.1 request without `Host` or with an
 //! absolute-form target it does not serve; each also echoes the `Host` it saw and the client
@@ -18,7 +21,7 @@ mod common;
 
 use common::mock_upstream::{MockUpstream, Reply};
 use common::protocols::{all, Proto};
-use common::proxy::{send, start_config, Answer, Proxy};
+use common::proxy::{metrics, send, start_config, Answer, Proxy};
 use http::StatusCode;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
@@ -339,11 +342,68 @@ http {{
 }
 
 /// guardwire in front of the server at `base_url` (whose authority is `authority`), with
-/// `extra` config lines; every exchange, over reused connections.
-async fn through_guardwire(server: &str, base_url: &str, authority: &str, extra: &str) {
+/// `extra` config lines; every exchange, over reused connections. A server that reports usage
+/// when asked reports `usage` (prompt, completion tokens) for a streamed Chat answer.
+async fn through_guardwire(
+    server: &str,
+    base_url: &str,
+    authority: &str,
+    extra: &str,
+    usage: Option<(u64, u64)>,
+) {
     let proxy = guardwire_before(base_url, extra).await;
     let peers = exchanges(&proxy, server, authority).await;
     assert_reused(&peers);
+    if let Some(usage) = usage {
+        usage_on_every_stream(&proxy, server, usage).await;
+    }
+}
+
+/// guardwire asked the server for the streamed Chat answer's usage on the client's behalf (the
+/// client's bytes were compared with the recorded answer in [`exchanges`]: the usage chunk and
+/// any `"usage":null` members were kept from it) and counted the server's figures; a client
+/// that asks for usage itself gets the server's usage chunk.
+async fn usage_on_every_stream(proxy: &Proxy, server: &str, (input, output): (u64, u64)) {
+    let route = format!("guardwire_tokens_total{{route=\"{STREAM}-openai_chat\"");
+    let counted = |body: &str, kind: &str, n: u64| {
+        body.lines().any(|l| {
+            l.starts_with(&route)
+                && l.contains(&format!("kind=\"{kind}\",source=\"provider\"}}"))
+                && l.ends_with(&format!(" {n}"))
+        })
+    };
+    let mut body = String::new();
+    for _ in 0..200 {
+        body = metrics(proxy.addr()).await;
+        if counted(&body, "input", input) && counted(&body, "output", output) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        counted(&body, "input", input) && counted(&body, "output", output),
+        "{server}: provider usage {input}/{output} not counted:\n{body}"
+    );
+
+    let p = common::protocols::chat();
+    let asked = (p.stream_body)("hi");
+    let asked =
+        asked.trim_end_matches('}').to_owned() + r#","stream_options":{"include_usage":true}}"#;
+    let a = send(
+        proxy.addr(),
+        "POST",
+        &format!("/{STREAM}/{}{}", p.name, p.stream_path),
+        asked,
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{server}: {}", a.text());
+    let reported = format!(r#""usage":{{"prompt_tokens":{input},"completion_tokens":{output}"#);
+    assert!(
+        a.text().contains(&reported),
+        "{server}: the client asked for usage: {}",
+        a.text()
+    );
 }
 
 fn answers_dir() -> (tempfile::TempDir, PathBuf) {
@@ -362,7 +422,14 @@ async fn nginx_upstream() {
     let (dir, answers) = answers_dir();
     let (_nginx, port) = start_nginx(dir.path(), &answers);
     let authority = format!("127.0.0.1:{port}");
-    through_guardwire("nginx", &format!("http://{authority}"), &authority, "").await;
+    through_guardwire(
+        "nginx",
+        &format!("http://{authority}"),
+        &authority,
+        "",
+        None,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -377,7 +444,8 @@ async fn uvicorn_upstream() {
     cmd.arg("tests/interop/asgi_upstream.py").arg(&answers);
     let (_uvicorn, port) = Server::start_printing_port("uvicorn", cmd);
     let authority = format!("127.0.0.1:{port}");
-    through_guardwire("uvicorn", &format!("http://{authority}"), &authority, "").await;
+    let base = format!("http://{authority}");
+    through_guardwire("uvicorn", &base, &authority, "", Some((11, 17))).await;
 }
 
 #[tokio::test]
@@ -389,7 +457,8 @@ async fn node_http_upstream() {
     cmd.arg("tests/interop/node_upstream.mjs").arg(&answers);
     let (_node, port) = Server::start_printing_port("node http", cmd);
     let authority = format!("127.0.0.1:{port}");
-    through_guardwire("node http", &format!("http://{authority}"), &authority, "").await;
+    let base = format!("http://{authority}");
+    through_guardwire("node http", &base, &authority, "", Some((13, 19))).await;
 }
 
 /// HTTP/1.1 over TLS to a real server: Node's `https` offers no ALPN, so rustls and the server
@@ -417,6 +486,7 @@ async fn node_https_upstream_speaks_http1_over_tls() {
         &format!("https://{authority}"),
         &authority,
         &ca,
+        Some((13, 19)),
     )
     .await;
 }

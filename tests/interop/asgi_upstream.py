@@ -5,7 +5,9 @@ uvicorn (h11 for HTTP/1.1), for guardwire's interop tests (tests/interop.rs).
 
 binds 127.0.0.1 on a free port, prints the port on the first line of stdout, and serves until
 killed. Every POST is answered with the recorded answer at ANSWERS_DIR/<request path>: under
-/whole/ as one JSON body, anywhere else as an SSE stream sent one event per body chunk. The
+/whole/ as one JSON body, anywhere else as an SSE stream sent one event per body chunk. A
+streamed request with `stream_options.include_usage` gets vLLM's usage-only chunk (no choices;
+11 prompt and 17 completion tokens) before `data: [DONE]`, as vLLM sends it. The
 response carries the `Host` the server saw (x-upstream-saw-host) and the client's port
 (x-upstream-peer), so a test can check the request line and that connections are kept alive.
 uvicorn itself answers 400 to an HTTP/1.1 request without `Host`.
@@ -52,7 +54,7 @@ async def app(scope, receive, send):
         (b"x-upstream-peer", str(scope["client"][1]).encode()),
     ]
     try:
-        json.loads(body)
+        request = json.loads(body)
     except ValueError:
         error = b'{"error":{"message":"request body is not JSON"}}'
         return await answer(send, 400, b"application/json", [error], seen)
@@ -65,7 +67,27 @@ async def app(scope, receive, send):
     if scope["path"].startswith("/whole/"):
         return await answer(send, 200, b"application/json", [recorded], seen)
     events = [e + b"\n\n" for e in recorded.split(b"\n\n") if e]
+    if asks_for_usage(request):
+        events = with_usage(events)
     return await answer(send, 200, b"text/event-stream", events, seen)
+
+
+def asks_for_usage(request):
+    options = request.get("stream_options") if isinstance(request, dict) else None
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def with_usage(events):
+    """The usage-only chunk vLLM sends before `[DONE]` when asked (its other chunks carry no
+    `usage` member: vLLM leaves unset fields out)."""
+    usage = {"prompt_tokens": 11, "completion_tokens": 17, "total_tokens": 28}
+    first = json.loads(events[0][len(b"data: "):])
+    chunk = {k: first[k] for k in ("id", "object", "created", "model") if k in first}
+    chunk.update(choices=[], usage=usage)
+    line = b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+    done = [i for i, e in enumerate(events) if e.startswith(b"data: [DONE]")]
+    at = done[0] if done else len(events)
+    return events[:at] + [line] + events[at:]
 
 
 def main():
