@@ -19,8 +19,8 @@ validators:
 "#;
 
 /// The banned phrase as readers see it, spelled the ways an attacker (or a model told to)
-/// would: each renders as "forbidden fruit".
-const OBFUSCATED: [&str; 12] = [
+/// would: each renders as "forbidden fruit" (Markdown renders a single line break as a space).
+const OBFUSCATED: [&str; 14] = [
     "forbid\u{200b}den fruit",
     "\u{ff46}\u{ff4f}\u{ff52}\u{ff42}\u{ff49}\u{ff44}\u{ff44}\u{ff45}\u{ff4e} \u{ff46}\u{ff52}\u{ff55}\u{ff49}\u{ff54}",
     "forbidden\u{a0}fruit",
@@ -33,6 +33,8 @@ const OBFUSCATED: [&str; 12] = [
     "\u{a730}\u{1d0f}\u{280}\u{299}\u{26a}\u{1d05}\u{1d05}\u{1d07}\u{274} \u{a730}\u{280}\u{1d1c}\u{26a}\u{1d1b}",
     "forb\u{131}dden fr\u{3c5}\u{131}t",
     "forbi\u{fe0f}dden\u{2009}fr\u{200e}uit",
+    "forbidden   fruit",
+    "Forbidden\n\tfruit",
 ];
 
 /// `text` cut in two at its middle character.
@@ -154,6 +156,7 @@ async fn a_redaction_masks_the_obfuscating_characters_too() {
         for (head, tail) in [
             ("forbid\u{200b}den fr\u{ad}u", "\u{456}t now"),
             ("\u{ff46}orbidden\u{a0}fr", "uit now"),
+            ("forbidden\r\n", "\t fruit now"),
         ] {
             let (frames, _) = (p.text_frames)(&["Eat the ", head, tail]);
             let body = frames.concat();

@@ -6,7 +6,9 @@
 //! text, piece by piece as it streams, into a view where those spellings are the plain one:
 //! - default-ignorable code points (zero-width spaces and joiners, soft hyphen, word joiner,
 //!   BOM, bidi controls, variation selectors, tag characters, Hangul fillers) are removed;
-//! - every Unicode space becomes U+0020 (line and paragraph separators and NEL a line break);
+//! - a run of whitespace (spaces, tabs, line breaks, every Unicode space and separator) is one
+//!   U+0020, so a phrase matches however its words are spaced or wrapped (Markdown renders a
+//!   single line break as a space);
 //! - full case folding where simple folding falls short (`ß` is `ss`, final `ς` is `σ`);
 //! - compatibility decomposition (NFKD), with combining marks in canonical order. A decomposed
 //!   form needs no look-ahead (NFKC would wait for a mark that may follow any letter) and
@@ -32,7 +34,7 @@ use regex_syntax::hir::{
 };
 mod chars;
 
-use chars::{class, full_fold, is_ignorable, latin_twin, plain_space, Class};
+use chars::{class, full_fold, is_ascii_space, is_ignorable, latin_twin, plain_space, Class};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use unicode_normalization::char::{canonical_combining_class, decompose_compatible};
@@ -111,6 +113,8 @@ pub struct Normalizer {
     held: Vec<Unit>,
     /// `full`: the current word has a Latin letter.
     word_latin: bool,
+    /// The view's last character is the space of a whitespace run (the run's rest is dropped).
+    after_space: bool,
 }
 
 impl Normalizer {
@@ -123,6 +127,7 @@ impl Normalizer {
             marks: Vec::new(),
             held: Vec::new(),
             word_latin: false,
+            after_space: false,
         }
     }
 
@@ -148,89 +153,125 @@ impl Normalizer {
     }
 
     /// Normalises the next piece; the view of it is returned (borrowed when the piece is its
-    /// own view: ASCII with nothing waiting, the common case).
+    /// own view: ASCII with single spaces and nothing waiting, the common case). Plain ASCII
+    /// stretches of a piece are copied whole; the rest goes character by character.
     pub fn feed<'t>(&mut self, text: &'t str) -> Cow<'t, str> {
-        if self.marks.is_empty() && self.held.is_empty() && text.is_ascii() {
-            if self.mode == Normalize::Full {
-                self.ascii_word_state(text.as_bytes());
-            }
-            let len = text.len() as u64;
-            self.push_run(self.raw_len, self.raw_len + len, true, len);
-            self.raw_len += len;
+        let base = self.raw_len;
+        let plain = self.plain_prefix(text.as_bytes());
+        if plain == text.len() {
+            self.take_plain(base, text);
+            self.raw_len += text.len() as u64;
             return Cow::Borrowed(text);
         }
         let mut out = String::with_capacity(text.len());
-        for (i, c) in text.char_indices() {
-            let raw = self.raw_len + i as u64;
-            let raw_end = raw + c.len_utf8() as u64;
-            if c.is_ascii() {
-                self.starter(
-                    Unit {
-                        c,
-                        raw,
-                        raw_end,
-                        exact: true,
-                    },
-                    &mut out,
-                );
+        let mut i = 0;
+        while let Some(c) = text[i..].chars().next() {
+            let n = self.plain_prefix(&text.as_bytes()[i..]);
+            if n > 0 {
+                out.push_str(&text[i..i + n]);
+                self.take_plain(base + i as u64, &text[i..i + n]);
+                i += n;
                 continue;
             }
-            if is_ignorable(c) {
-                continue;
+            let raw = base + i as u64;
+            self.char(c, raw, raw + c.len_utf8() as u64, &mut out);
+            i += c.len_utf8();
+        }
+        self.raw_len += text.len() as u64;
+        Cow::Owned(out)
+    }
+
+    /// How many leading bytes of `bytes` are their own view: ASCII, no whitespace but single
+    /// spaces, with nothing waiting before them.
+    fn plain_prefix(&self, bytes: &[u8]) -> usize {
+        if !self.marks.is_empty() || !self.held.is_empty() {
+            return 0;
+        }
+        let mut after_space = self.after_space;
+        for (i, &b) in bytes.iter().enumerate() {
+            let space = b == b' ';
+            if b >= 0x80 || (space && after_space) || (!space && is_ascii_space(b)) {
+                return i;
             }
-            if let Some(folded) = full_fold(c) {
-                for f in folded.chars() {
-                    let unit = Unit {
-                        c: f,
-                        raw,
-                        raw_end,
-                        exact: false,
-                    };
-                    self.starter(unit, &mut out);
-                }
-                continue;
-            }
-            if let Some(space) = plain_space(c) {
-                self.starter(
-                    Unit {
-                        c: space,
-                        raw,
-                        raw_end,
-                        exact: false,
-                    },
-                    &mut out,
-                );
-                continue;
-            }
-            let mut parts = [char::default(); 18];
-            let mut n = 0;
-            decompose_compatible(c, |d| {
-                if let Some(slot) = parts.get_mut(n) {
-                    *slot = d;
-                    n += 1;
-                }
-            });
-            let exact = n == 1 && parts[0] == c;
-            for &d in &parts[..n] {
+            after_space = space;
+        }
+        bytes.len()
+    }
+
+    /// A plain ASCII stretch at raw position `raw`, copied as it is.
+    fn take_plain(&mut self, raw: u64, text: &str) {
+        let Some(&last) = text.as_bytes().last() else {
+            return;
+        };
+        if self.mode == Normalize::Full {
+            self.ascii_word_state(text.as_bytes());
+        }
+        self.after_space = last == b' ';
+        let len = text.len() as u64;
+        self.push_run(raw, raw + len, true, len);
+    }
+
+    /// One character that is not plain ASCII (or comes after something waiting).
+    fn char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        if c.is_ascii() {
+            let unit = Unit {
+                c,
+                raw,
+                raw_end,
+                exact: true,
+            };
+            return self.starter(unit, out);
+        }
+        if is_ignorable(c) {
+            return;
+        }
+        if let Some(folded) = full_fold(c) {
+            for f in folded.chars() {
                 let unit = Unit {
-                    c: d,
+                    c: f,
                     raw,
                     raw_end,
-                    exact,
+                    exact: false,
                 };
-                match canonical_combining_class(d) {
-                    0 => self.starter(unit, &mut out),
-                    ccc => {
-                        self.marks.push((unit, ccc));
-                        if self.marks.len() > MAX_HELD {
-                            self.flush_marks(&mut out);
-                        }
+                self.starter(unit, out);
+            }
+            return;
+        }
+        if let Some(space) = plain_space(c) {
+            let unit = Unit {
+                c: space,
+                raw,
+                raw_end,
+                exact: false,
+            };
+            return self.starter(unit, out);
+        }
+        let mut parts = [char::default(); 18];
+        let mut n = 0;
+        decompose_compatible(c, |d| {
+            if let Some(slot) = parts.get_mut(n) {
+                *slot = d;
+                n += 1;
+            }
+        });
+        let exact = n == 1 && parts[0] == c;
+        for &d in &parts[..n] {
+            let unit = Unit {
+                c: d,
+                raw,
+                raw_end,
+                exact,
+            };
+            match canonical_combining_class(d) {
+                0 => self.starter(unit, out),
+                ccc => {
+                    self.marks.push((unit, ccc));
+                    if self.marks.len() > MAX_HELD {
+                        self.flush_marks(out);
                     }
                 }
             }
         }
-        self.raw_len += text.len() as u64;
-        Cow::Owned(out)
     }
 
     /// The end of the text: whatever waited is written as it is.
@@ -239,6 +280,7 @@ impl Normalizer {
         self.flush_marks(&mut out);
         self.flush_held(false, &mut out);
         self.word_latin = false;
+        self.after_space = false;
         out
     }
 
@@ -339,7 +381,23 @@ impl Normalizer {
         self.held = held;
     }
 
+    /// Writes one character of the view; whitespace after a space is dropped (its raw bytes
+    /// stay inside any match around them, as an ignorable's do).
     fn emit(&mut self, unit: Unit, out: &mut String) {
+        let space = unit.c.is_ascii() && is_ascii_space(unit.c as u8);
+        if space && self.after_space {
+            return;
+        }
+        self.after_space = space;
+        let unit = if space && unit.c != ' ' {
+            Unit {
+                c: ' ',
+                exact: false,
+                ..unit
+            }
+        } else {
+            unit
+        };
         out.push(unit.c);
         let len = unit.c.len_utf8() as u64;
         self.push_run(unit.raw, unit.raw_end, unit.exact, len);

@@ -172,11 +172,12 @@ pub(super) fn full_fold(c: char) -> Option<&'static str> {
     }
 }
 
-/// A non-ASCII space or line separator, as the plain one.
+/// A non-ASCII space or line separator, as the plain space (a run of them is then one space).
 pub(super) fn plain_space(c: char) -> Option<char> {
-    match c {
-        '\u{85}' | '\u{2028}' | '\u{2029}' => Some('\n'),
-        c if c.is_whitespace() => Some(' '),
-        _ => None,
-    }
+    c.is_whitespace().then_some(' ')
+}
+
+/// ASCII whitespace: a run of it (with the other spaces) reads as one space.
+pub(super) fn is_ascii_space(b: u8) -> bool {
+    b == b' ' || (b'\t'..=b'\r').contains(&b)
 }

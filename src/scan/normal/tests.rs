@@ -70,6 +70,36 @@ fn single_script_words_are_left_alone() {
 }
 
 #[test]
+fn a_whitespace_run_reads_as_one_space() {
+    for spaced in [
+        "forbidden  fruit",
+        "forbidden\tfruit",
+        "forbidden\nfruit",
+        "forbidden\r\n\r\nfruit",
+        "forbidden \u{200b} fruit",
+        "forbidden\u{2028}fruit",
+        "forbidden\u{85}\u{3000} \tfruit",
+    ] {
+        assert_eq!(full(spaced), "forbidden fruit", "{spaced:?}");
+        assert_eq!(
+            normalize_str(spaced, Normalize::Nfkc),
+            "forbidden fruit",
+            "{spaced:?}"
+        );
+    }
+    assert_eq!(normalize_str("a\n\nb", Normalize::None), "a\n\nb");
+    // Across pieces, and mapped back: the match covers the whole raw run.
+    let raw = "forbidden \n\tfruit";
+    let (view, n) = view_of(raw, &[9, 10, 11], Normalize::Full);
+    assert_eq!(view, "forbidden fruit");
+    assert_eq!((n.raw_start(0), n.raw_end(15)), (0, raw.len() as u64));
+    // A single space stays borrowed; one after a space does not.
+    let mut n = Normalizer::new(Normalize::Full);
+    assert!(matches!(n.feed("a b "), Cow::Borrowed(_)));
+    assert_eq!(n.feed(" c"), "c");
+}
+
+#[test]
 fn nfkc_mode_keeps_look_alikes() {
     assert_eq!(
         normalize_str("f\u{43e}rbidden", Normalize::Nfkc),
@@ -174,6 +204,10 @@ fn texts() -> impl Strategy<Value = String> {
         "f",
         "x",
         " ",
+        "  ",
+        "\n",
+        "\t",
+        "\r\n",
         ".",
         "é",
         "e",
@@ -252,4 +286,25 @@ fn full_case_folding_where_simple_folding_falls_short() {
     assert_eq!(full("λόγος"), normalize_str("λόγοσ", Normalize::Full));
     assert_eq!(normalize_str("ß", Normalize::Nfkc), "ss");
     assert_eq!(normalize_str("ß", Normalize::None), "ß");
+}
+
+#[test]
+fn regex_literals_and_small_classes_read_the_view() {
+    let view_regex = |pattern: &str| {
+        let hir = regex_syntax::parse(pattern).unwrap();
+        regex_automata::meta::Regex::builder()
+            .build_from_hir(&normalize_hir(&hir, Normalize::Full))
+            .unwrap()
+    };
+    let text = full("alpha\n\n  beta, ｇａｍｍａ\tdelta");
+    assert_eq!(text, "alpha beta, gamma delta");
+    for pattern in [
+        r"alpha\n\nbeta",
+        r"alpha\s+beta",
+        r"gamma[\t ]delta",
+        "ｇａｍｍａ",
+    ] {
+        assert!(view_regex(pattern).is_match(&text), "{pattern}");
+    }
+    assert!(!view_regex(r"alpha\s{2}beta").is_match(&text));
 }
