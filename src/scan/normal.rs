@@ -495,25 +495,60 @@ pub fn normalize_str(text: &str, mode: Normalize) -> String {
     out
 }
 
-/// The forms of a literal pattern to look for in the view: its own view, and with `full`, its
-/// view with every look-alike letter read as Latin (how a mixed-script spelling of a Cyrillic
-/// or Greek pattern reads), when that differs.
+/// Words of a phrase whose mixed spellings are all looked for (2^n forms); a longer phrase gets
+/// its own view and its all-Latin form only.
+const MIXED_WORDS: usize = 4;
+
+/// The forms of a literal pattern to look for in the view: its own view, and with `full`, the
+/// forms where words with look-alike letters are read as Latin (how a mixed-script spelling of
+/// a Cyrillic or Greek word reads in the view) — every combination of such words for a phrase
+/// of up to [`MIXED_WORDS`] of them, since each word of the text is read on its own.
 pub fn normalize_pattern(pattern: &str, mode: Normalize) -> Vec<String> {
     let own = normalize_str(pattern, mode);
-    let mut forms = vec![own.clone()];
-    if mode == Normalize::Full {
-        let latin: String = own
-            .chars()
-            .map(|c| {
-                if class(c) == Class::LookAlike {
-                    latin_twin(c).unwrap_or(c)
-                } else {
-                    c
-                }
-            })
+    if mode != Normalize::Full {
+        return vec![own];
+    }
+    // The view cut into words and what lies between them, each word with its Latin form.
+    let mut pieces: Vec<(String, String)> = Vec::new();
+    let mut word = false;
+    for c in own.chars() {
+        let is_word = class(c) != Class::NotWord;
+        let latin = if class(c) == Class::LookAlike {
+            latin_twin(c).unwrap_or(c)
+        } else {
+            c
+        };
+        match pieces.last_mut() {
+            Some((o, l)) if is_word == word => {
+                o.push(c);
+                l.push(latin);
+            }
+            _ => pieces.push((c.to_string(), latin.to_string())),
+        }
+        word = is_word;
+    }
+    let varying: Vec<usize> = (0..pieces.len())
+        .filter(|&i| pieces[i].0 != pieces[i].1)
+        .collect();
+    let combos: Vec<u32> = if varying.len() <= MIXED_WORDS {
+        (0..1u32 << varying.len()).collect()
+    } else {
+        vec![0, (1u32 << MIXED_WORDS) - 1]
+    };
+    let mut forms = vec![own];
+    for combo in combos.into_iter().skip(1) {
+        let latin_at = |i: usize| match varying.iter().position(|&v| v == i) {
+            Some(k) if varying.len() <= MIXED_WORDS => combo & (1 << k) != 0,
+            Some(_) => true,
+            None => false,
+        };
+        let form: String = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, (o, l))| if latin_at(i) { l.as_str() } else { o.as_str() })
             .collect();
-        if latin != own {
-            forms.push(latin);
+        if !forms.contains(&form) {
+            forms.push(form);
         }
     }
     forms

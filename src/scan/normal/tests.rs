@@ -308,3 +308,31 @@ fn regex_literals_and_small_classes_read_the_view() {
     }
     assert!(!view_regex(r"alpha\s{2}beta").is_match(&text));
 }
+
+#[test]
+fn a_phrase_is_looked_for_with_any_of_its_words_mixed() {
+    let forms = normalize_pattern("сок вор", Normalize::Full);
+    // Each word of the text is read on its own: one mixed word, the other Cyrillic.
+    for text in [
+        "с\u{6f}к вор",
+        "сок в\u{6f}р",
+        "с\u{6f}к в\u{6f}р",
+        "сок вор",
+    ] {
+        let view = full(text);
+        assert!(
+            forms.contains(&view),
+            "{text:?} reads as {view:?}: {forms:?}"
+        );
+    }
+    assert_eq!(forms.len(), 4);
+    assert_eq!(
+        normalize_pattern("forbidden fruit", Normalize::Full).len(),
+        1
+    );
+    // A long phrase: its own form and the all-Latin one.
+    assert_eq!(
+        normalize_pattern("сок вор рок хор сор", Normalize::Full).len(),
+        2
+    );
+}
