@@ -18,6 +18,8 @@
 //!   (Cyrillic, Greek, Armenian, Cherokee, Coptic), each look-alike letter becomes the Latin
 //!   letter it is confusable with (UTS #39 skeletons, from `unicode-security`). Single-script
 //!   words are left alone, so Russian or Greek text never turns into Latin words.
+//!   Combining marks that decorate a Latin or look-alike letter (strike-through, overlays,
+//!   "Zalgo" stacks: marks that do not compose with it into a letter Unicode has) are dropped.
 //!
 //! Otherwise case is left to the matchers, as before (literals fold ASCII and simple Unicode
 //! case; regexes match as written), so a pattern means the same in the view as in raw text.
@@ -115,6 +117,8 @@ pub struct Normalizer {
     word_latin: bool,
     /// The view's last character is the space of a whitespace run (the run's rest is dropped).
     after_space: bool,
+    /// The last starter (the character the pending marks sit on).
+    base: Option<char>,
 }
 
 impl Normalizer {
@@ -128,6 +132,7 @@ impl Normalizer {
             held: Vec::new(),
             word_latin: false,
             after_space: false,
+            base: None,
         }
     }
 
@@ -207,6 +212,7 @@ impl Normalizer {
             self.ascii_word_state(text.as_bytes());
         }
         self.after_space = last == b' ';
+        self.base = Some(char::from(last));
         let len = text.len() as u64;
         self.push_run(raw, raw + len, true, len);
     }
@@ -281,6 +287,7 @@ impl Normalizer {
         self.flush_held(false, &mut out);
         self.word_latin = false;
         self.after_space = false;
+        self.base = None;
         out
     }
 
@@ -300,6 +307,7 @@ impl Normalizer {
 
     fn starter(&mut self, unit: Unit, out: &mut String) {
         self.flush_marks(out);
+        self.base = Some(unit.c);
         self.unit(unit, out);
     }
 
@@ -309,6 +317,12 @@ impl Normalizer {
             return;
         }
         let mut marks = std::mem::take(&mut self.marks);
+        if self.decorations(&marks) {
+            // Dropped like invisible characters: their raw bytes stay inside a match around.
+            marks.clear();
+            self.marks = marks;
+            return;
+        }
         let sorted = marks.windows(2).all(|w| w[0].1 <= w[1].1);
         if !sorted {
             marks.sort_by_key(|(_, ccc)| *ccc);
@@ -327,6 +341,36 @@ impl Normalizer {
             self.unit(u, out);
         }
         self.marks = marks;
+    }
+
+    /// `full`: whether `marks` decorate a letter rather than make one: on a Latin (or look-alike)
+    /// letter, marks that do not compose with it into one precomposed letter (strike-through,
+    /// overlays, "Zalgo" stacks) are read as not there. An accented letter Unicode has
+    /// (`é`, Vietnamese `ệ`, Cyrillic `й`) keeps its marks, so accented words stay themselves.
+    fn decorations(&self, marks: &[(Unit, u8)]) -> bool {
+        let Some(base) = self.base else {
+            return false;
+        };
+        if self.mode != Normalize::Full || !matches!(class(base), Class::Latin | Class::LookAlike) {
+            return false;
+        }
+        // No precomposed letter carries more than three marks (Greek `ᾇ`).
+        let mut sorted = [(0u8, '\0'); 4];
+        let Some(sorted) = sorted.get_mut(..marks.len()) else {
+            return true;
+        };
+        for (slot, (u, ccc)) in sorted.iter_mut().zip(marks) {
+            *slot = (*ccc, u.c);
+        }
+        sorted.sort_by_key(|(ccc, _)| *ccc);
+        let mut c = base;
+        for &(_, m) in sorted.iter() {
+            match unicode_normalization::char::compose(c, m) {
+                Some(composed) => c = composed,
+                None => return true,
+            }
+        }
+        false
     }
 
     /// One character of the view, through the look-alike stage (`full`).

@@ -336,3 +336,23 @@ fn a_phrase_is_looked_for_with_any_of_its_words_mixed() {
         2
     );
 }
+
+#[test]
+fn marks_that_decorate_a_letter_are_read_as_not_there() {
+    // Strike-through, underline, "Zalgo" stacks.
+    for decorated in [
+        "f\u{336}o\u{336}r\u{336}b\u{336}i\u{336}d\u{336}d\u{336}e\u{336}n\u{336} fruit",
+        "forbidden f\u{332}r\u{332}u\u{332}i\u{332}t\u{332}",
+        "f\u{337}\u{322}o\u{334}\u{300}\u{35c}r\u{338}bidde\u{335}\u{301}\u{30f}n fru\u{35d}\u{31b}it",
+    ] {
+        assert_eq!(full(decorated), "forbidden fruit", "{decorated:?}");
+    }
+    // Letters Unicode has keep their marks, whichever way they came.
+    for accented in ["café", "cafe\u{301}", "Việt", "ᾇ", "йод", "ǖ"] {
+        let nfkd = normalize_str(accented, Normalize::Nfkc);
+        assert_eq!(full(accented), nfkd, "{accented:?}");
+    }
+    // Marks on other scripts' letters are theirs (Arabic vowels, Devanagari signs).
+    assert_eq!(full("كَتَبَ"), normalize_str("كَتَبَ", Normalize::Nfkc));
+    assert_eq!(full("हिन्दी"), normalize_str("हिन्दी", Normalize::Nfkc));
+}
