@@ -342,7 +342,7 @@ fn compile_scan(
                     for form in normalize_pattern(p, normalize) {
                         if form.is_empty() {
                             return Err(fail(format!(
-                                "pattern {p:?} is empty once normalised (normalize: {}): it has only invisible characters",
+                                "pattern {p:?} is empty once normalised (normalize: {}): it has only characters the view drops (invisible ones, and with full Markdown's `*`, `~`, `` ` ``); use normalize: none to match them as written",
                                 normalize.name()
                             )));
                         }
@@ -354,8 +354,18 @@ fn compile_scan(
                     }
                 }
             }
-            CheckDef::ForbidRegex { hir, .. } => {
-                let hir = normalize_hir(hir, normalize);
+            CheckDef::ForbidRegex { hir: raw, .. } => {
+                let hir = normalize_hir(raw, normalize);
+                // Only characters the view drops (Markdown's `*`, invisible ones): it would match
+                // everywhere.
+                if hir.properties().minimum_len() == Some(0)
+                    && raw.properties().minimum_len() != Some(0)
+                {
+                    return Err(fail(format!(
+                        "pattern can match nothing but characters the normalised view drops (normalize: {}: invisible characters, and with full Markdown's `*`, `~`, `` ` ``); use normalize: none to match them as written",
+                        normalize.name()
+                    )));
+                }
                 let exact = v.mode == Mode::Redact;
                 if exact && !finders.iter().any(|(o, _)| *o == owner) {
                     let finder =

@@ -1496,6 +1496,14 @@ fn normalize_param_is_checked_and_named_in_errors() {
     let e = policy("validators:\n  - type: banned_words\n    params: { words: [\"\\u200b\"] }\n")
         .unwrap_err();
     assert!(e.contains("empty once normalised"), "{e}");
+    // A regex of Markdown marks only would match everywhere in the view; as written it loads.
+    let e = policy(
+        "validators:\n  - type: regex\n    params: { pattern: '\\*\\*+', expect_match: false }\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("characters the normalised view drops"), "{e}");
+    policy("validators:\n  - type: regex\n    params: { pattern: '\\*\\*+', expect_match: false, normalize: none }\n")
+        .unwrap();
     let p = policy(
         "validators:\n  - type: banned_words\n    params: { words: [a], normalize: nfkc }\n",
     )

@@ -19,7 +19,9 @@
 //!   letter it is confusable with (UTS #39 skeletons, from `unicode-security`). Single-script
 //!   words are left alone, so Russian or Greek text never turns into Latin words.
 //!   Combining marks that decorate a Latin or look-alike letter (strike-through, overlays,
-//!   "Zalgo" stacks: marks that do not compose with it into a letter Unicode has) are dropped.
+//!   "Zalgo" stacks: marks that do not compose with it into a letter Unicode has) are dropped,
+//!   and so are Markdown's emphasis, strike-through and code marks (`*`, `~`, `` ` ``), which a
+//!   rendered answer does not show (`for**bid**den`, `*forbidden* fruit`).
 //!
 //! Otherwise case is left to the matchers, as before (literals fold ASCII and simple Unicode
 //! case; regexes match as written), so a pattern means the same in the view as in raw text.
@@ -36,7 +38,9 @@ use regex_syntax::hir::{
 };
 mod chars;
 
-use chars::{class, full_fold, is_ascii_space, is_ignorable, latin_twin, plain_space, Class};
+use chars::{
+    class, full_fold, is_ascii_space, is_ignorable, is_markup, latin_twin, plain_space, Class,
+};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use unicode_normalization::char::{canonical_combining_class, decompose_compatible};
@@ -193,9 +197,14 @@ impl Normalizer {
             return 0;
         }
         let mut after_space = self.after_space;
+        let markup = self.mode == Normalize::Full;
         for (i, &b) in bytes.iter().enumerate() {
             let space = b == b' ';
-            if b >= 0x80 || (space && after_space) || (!space && is_ascii_space(b)) {
+            if b >= 0x80
+                || (space && after_space)
+                || (!space && is_ascii_space(b))
+                || (markup && is_markup(b))
+            {
                 return i;
             }
             after_space = space;
@@ -219,6 +228,9 @@ impl Normalizer {
 
     /// One character that is not plain ASCII (or comes after something waiting).
     fn char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        if self.mode == Normalize::Full && c.is_ascii() && is_markup(c as u8) {
+            return;
+        }
         if c.is_ascii() {
             let unit = Unit {
                 c,

@@ -177,6 +177,12 @@ pub(super) fn plain_space(c: char) -> Option<char> {
     c.is_whitespace().then_some(' ')
 }
 
+/// Markdown's emphasis, strike-through and code marks, which a rendered answer does not show
+/// (`for**bid**den` reads as `forbidden`); `_` stays, as it is part of names and keys.
+pub(super) fn is_markup(b: u8) -> bool {
+    matches!(b, b'*' | b'~' | b'`')
+}
+
 /// ASCII whitespace: a run of it (with the other spaces) reads as one space.
 pub(super) fn is_ascii_space(b: u8) -> bool {
     b == b' ' || (b'\t'..=b'\r').contains(&b)

@@ -356,3 +356,24 @@ fn marks_that_decorate_a_letter_are_read_as_not_there() {
     assert_eq!(full("كَتَبَ"), normalize_str("كَتَبَ", Normalize::Nfkc));
     assert_eq!(full("हिन्दी"), normalize_str("हिन्दी", Normalize::Nfkc));
 }
+
+#[test]
+fn markdown_marks_are_read_as_a_rendered_answer_shows_them() {
+    for marked in [
+        "for**bid**den fruit",
+        "*forbidden* ~~fruit~~",
+        "`forbidden` **fruit**",
+        "f*o*r*b*i*d*d*e*n fruit",
+    ] {
+        assert_eq!(full(marked), "forbidden fruit", "{marked:?}");
+        // Split anywhere, the same view.
+        for cut in 1..marked.len() {
+            assert_eq!(
+                view_of(marked, &[cut], Normalize::Full).0,
+                "forbidden fruit"
+            );
+        }
+    }
+    assert_eq!(normalize_str("a*b", Normalize::Nfkc), "a*b");
+    assert_eq!(full("snake_case"), "snake_case");
+}
