@@ -1,5 +1,6 @@
-//! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads and
-//! slow clients, and a graceful drain on shutdown. `connection.rs` watches each connection
+//! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads,
+//! slow clients, open connections (`limits.max_connections`) and HTTP/2 streams per connection
+//! (`limits.max_h2_streams`), and a graceful drain on shutdown. `connection.rs` watches each connection
 //! (first request in time, idle close, graceful stop).
 
 use crate::config::Config;
