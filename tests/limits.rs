@@ -354,3 +354,46 @@ async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_reload_keeps_counting_a_keys_requests_in_flight() {
+    let first_chunk = sse_data_frames(&[
+        r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"fine"},"finish_reason":null}]}"#,
+    ]);
+    let mock = MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("pack.yaml");
+    std::fs::write(&pack, PACK).unwrap();
+    let path = dir.path().join("guardwire.yaml");
+    let config = |limit: u32| {
+        format!(
+            "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\npacks: [\"{}\"]\nreload: {{ poll_ms: 0 }}\nkeys:\n  - {{ id: a, key: gw-a, max_concurrent_requests: {limit} }}\n",
+            mock.base_url(),
+            pack.display()
+        )
+    };
+    std::fs::write(&path, config(1)).unwrap();
+    let server = guardwire::server::start_from(
+        guardwire::config::Config::load(&path).unwrap(),
+        Some(path.clone()),
+    )
+    .await
+    .unwrap();
+    let addr = server.addr;
+    let first = head_of(addr, "/v1/chat/completions", "gw-a", STREAM).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    // A reload (the limit rewritten, same value) while the stream runs on the old runtime:
+    // the stream still counts against key a.
+    std::fs::write(&path, config(1) + "# reloaded\n").unwrap();
+    server.gateway.reload().await.unwrap();
+    let again = head_of(addr, "/v1/chat/completions", "gw-a", STREAM).await;
+    assert_eq!(again.status(), StatusCode::TOO_MANY_REQUESTS);
+    drop(first);
+    eventually("key a is admitted again once its stream ended", || async {
+        head_of(addr, "/v1/chat/completions", "gw-a", STREAM)
+            .await
+            .status()
+            == StatusCode::OK
+    })
+    .await;
+}
