@@ -428,7 +428,8 @@ pub struct Timeouts {
     /// HTTP/1 also has it for each later head, from the end of the previous answer on.
     pub client_header_ms: u64,
     /// Time a client has to send its request body, from the end of its head (408 after). The
-    /// in-flight permit is taken only once the body is in, so slow bodies do not hold one.
+    /// in-flight permit is taken only once the body is in, so slow bodies do not hold one
+    /// (only their share of `limits.max_buffered_request_bytes`).
     pub client_body_ms: u64,
     /// A client connection with no request in flight for this long is closed (HTTP/2 with a
     /// GOAWAY). For HTTP/1 the wait for the next head is also bounded by `client_header_ms`.

@@ -2,8 +2,10 @@
 //!
 //! 1. [`target`]: the method is POST and the route has an upstream;
 //! 2. [`authenticate`]: the caller's key (when keys are configured) picks the policy;
-//! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`;
-//! 4. [`RequestCtx::admit`]: an in-flight permit, taken only once the body is in;
+//! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`, its
+//!    bytes counted against `limits.max_buffered_request_bytes` before they are read;
+//! 4. [`RequestCtx::admit`]: an in-flight permit (the key's, then the total), taken only once
+//!    the body is in;
 //! 5. [`RequestCtx::before_call`]: the input checks (BeforeCall), before the provider is paid;
 //! 6. [`RequestCtx::upstream_request`]: the request as it goes upstream (path, headers, keys);
 //! 7. [`RequestCtx::response_head`]: its response head, within the head timeout and budget;
