@@ -57,7 +57,7 @@ pub struct Gateway {
     /// Request-body bytes held (`limits.max_buffered_request_bytes`).
     request_bytes: Arc<Budget>,
     /// Client connections open (`limits.max_connections`), counted by the accept loop.
-    pub connections: Arc<Budget>,
+    pub(crate) connections: Arc<Budget>,
     /// Set when shutdown begins: `/readyz` answers 503 so load balancers stop sending.
     draining: AtomicBool,
     /// Set when the drain deadline passes: open streams end with the protocol's error frame.
