@@ -40,6 +40,13 @@ pub enum GatewayError {
     /// More requests in flight than `limits.max_concurrent_requests`: try again shortly.
     #[error("too many requests in flight; retry shortly")]
     Overloaded,
+    /// Request bodies being held would pass `limits.max_buffered_request_bytes`: try again
+    /// shortly.
+    #[error("too many request bytes being read at once; retry shortly")]
+    BufferFull,
+    /// The caller's key has its `max_concurrent_requests` in flight: try again shortly.
+    #[error("too many requests in flight for this key; retry shortly")]
+    KeyLimit,
     /// guardwire is shutting down and its drain deadline passed.
     #[error("guardwire is shutting down; retry the request")]
     ShuttingDown,
@@ -60,9 +67,10 @@ impl GatewayError {
             GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             GatewayError::Upstream(_) | GatewayError::UpstreamIncomplete => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            GatewayError::Overloaded | GatewayError::ShuttingDown => {
+            GatewayError::Overloaded | GatewayError::BufferFull | GatewayError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            GatewayError::KeyLimit => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -81,7 +89,9 @@ impl GatewayError {
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
             GatewayError::UpstreamIncomplete => ("upstream_error", "upstream_incomplete"),
             GatewayError::HoldbackExceeded { .. } => ("guardrail_violation", "holdback_exceeded"),
-            GatewayError::Overloaded => ("server_error", "overloaded"),
+            GatewayError::Overloaded | GatewayError::BufferFull => ("server_error", "overloaded"),
+            // As OpenAI answers a rate limit.
+            GatewayError::KeyLimit => ("requests", "rate_limit_exceeded"),
             GatewayError::ShuttingDown => ("server_error", "shutting_down"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }

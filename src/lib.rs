@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod audit;
+pub mod budget;
 pub mod config;
 pub mod delta;
 pub mod error;

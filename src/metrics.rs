@@ -161,6 +161,42 @@ impl UpstreamErrorKind {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectedLabels {
+    pub reason: RejectReason,
+}
+
+/// Which limit turned a client away.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum RejectReason {
+    /// `limits.max_connections`: the connection was closed as it was accepted.
+    Connections,
+    /// `limits.max_concurrent_requests`: 503.
+    ConcurrentRequests,
+    /// `limits.max_buffered_request_bytes`: 503.
+    RequestBytes,
+    /// A key's `max_concurrent_requests`: 429.
+    KeyConcurrency,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 4] = [
+        RejectReason::Connections,
+        RejectReason::ConcurrentRequests,
+        RejectReason::RequestBytes,
+        RejectReason::KeyConcurrency,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Connections => "max_connections",
+            RejectReason::ConcurrentRequests => "max_concurrent_requests",
+            RejectReason::RequestBytes => "max_buffered_request_bytes",
+            RejectReason::KeyConcurrency => "key_max_concurrent_requests",
+        }
+    }
+}
+
 /// Label values as their lowercase names.
 macro_rules! label_value_as_str {
     ($($t:ty),*) => {$(
@@ -171,7 +207,7 @@ macro_rules! label_value_as_str {
         }
     )*};
 }
-label_value_as_str!(ReloadResult, UpstreamErrorKind);
+label_value_as_str!(ReloadResult, UpstreamErrorKind, RejectReason);
 
 pub struct Metrics {
     registry: Registry,
@@ -211,6 +247,13 @@ pub struct Metrics {
     pub requests_in_flight: Gauge,
     /// `limits.max_concurrent_requests` of the running config.
     pub max_concurrent_requests: Gauge,
+    /// Connections and requests turned away by a limit, by the limit.
+    pub rejected: Family<RejectedLabels, Counter>,
+    /// Client connections open (counted against `limits.max_connections`); set at each scrape.
+    pub connections_open: Gauge,
+    /// Request-body bytes held (counted against `limits.max_buffered_request_bytes`); set at
+    /// each scrape.
+    pub buffered_request_bytes: Gauge,
     /// A hash of the running config and the pack files it loaded (48 bits, so a float holds it
     /// exactly): replicas with different values run different policies.
     pub config_hash: Gauge,
@@ -256,6 +299,27 @@ impl Metrics {
             "max_concurrent_requests",
             "The running config's limits.max_concurrent_requests",
             max_concurrent_requests.clone(),
+        );
+        let rejected = Family::<RejectedLabels, Counter>::default();
+        for reason in RejectReason::ALL {
+            let _ = rejected.get_or_create(&RejectedLabels { reason });
+        }
+        registry.register(
+            "rejected",
+            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests: 429)",
+            rejected.clone(),
+        );
+        let connections_open = Gauge::default();
+        registry.register(
+            "connections_open",
+            "Client connections open, against limits.max_connections",
+            connections_open.clone(),
+        );
+        let buffered_request_bytes = Gauge::default();
+        registry.register(
+            "buffered_request_bytes",
+            "Request-body bytes held by requests, against limits.max_buffered_request_bytes",
+            buffered_request_bytes.clone(),
         );
         registry.register(
             "config_hash",
@@ -397,11 +461,21 @@ impl Metrics {
             stored_context,
             requests_in_flight,
             max_concurrent_requests,
+            rejected,
+            connections_open,
+            buffered_request_bytes,
             config_hash,
             config_last_reload_successful,
             config_last_reload_success_timestamp,
             process,
         }
+    }
+
+    /// Counts one refusal by `reason`.
+    pub fn reject(&self, reason: RejectReason) {
+        self.rejected
+            .get_or_create(&RejectedLabels { reason })
+            .inc();
     }
 
     /// Every metric in `format`.

@@ -292,6 +292,9 @@ pub struct EvalsConfig {
     /// Turns waiting; a turn that finds the queue full is dropped and counted
     /// (`guardwire_evals_dropped_total`), never waited for.
     pub max_queue: usize,
+    /// Bytes of the turns waiting or being evaluated (their conversations' and answers' text):
+    /// a turn that would take the queue past it is dropped and counted the same way.
+    pub max_queue_bytes: usize,
     /// Turns evaluated at once.
     pub max_concurrency: usize,
     /// The request header that names the session (`sample_sessions`, `sample_turns`); without
@@ -303,6 +306,8 @@ impl Default for EvalsConfig {
     fn default() -> Self {
         EvalsConfig {
             max_queue: 1000,
+            // 1,000 turns of 64 KiB: evals are a sample, their backlog need not hold more.
+            max_queue_bytes: 64 << 20,
             max_concurrency: 4,
             session_header: "x-session-id".into(),
         }
@@ -313,6 +318,9 @@ pub(super) fn validate_evals(e: &EvalsConfig) -> Result<(), ConfigError> {
     let at = |m: &str| ConfigError::Invalid(format!("evals: {m}"));
     if e.max_queue == 0 || e.max_queue > 1_000_000 {
         return Err(at("max_queue: must be from 1 to 1000000"));
+    }
+    if e.max_queue_bytes == 0 {
+        return Err(at("max_queue_bytes: must be at least 1"));
     }
     if e.max_concurrency == 0 || e.max_concurrency > 1024 {
         return Err(at("max_concurrency: must be from 1 to 1024"));

@@ -236,6 +236,11 @@ pub struct KeyConfig {
     /// client's. Without it no key is sent (local servers that need none).
     #[serde(default)]
     pub upstream_key_env: Option<String>,
+    /// Requests of this key proxied at once (streams until they end), so one key cannot take
+    /// every permit of `limits.max_concurrent_requests`; over it: 429 + `retry-after`.
+    /// Default: no limit of its own.
+    #[serde(default)]
+    pub max_concurrent_requests: Option<usize>,
 }
 
 impl KeyConfig {
@@ -373,6 +378,17 @@ pub struct Limits {
     pub max_holdback_bytes: usize,
     /// Requests proxied at once (streams count until they end); over it: 503 + `retry-after`.
     pub max_concurrent_requests: usize,
+    /// Client connections open at once; a connection over it is accepted and closed at once
+    /// (as Envoy's `max_downstream_connections`): the client learns right away instead of
+    /// waiting in the kernel's backlog, and the refusal is counted. Read at start.
+    pub max_connections: usize,
+    /// Streams an HTTP/2 client may open at once on one connection (the SETTINGS value
+    /// guardwire announces; hyper's own default is 200). Read at start.
+    pub max_h2_streams: u32,
+    /// Request-body bytes held at once, over every request: taken as a body is read (its
+    /// `content-length` up front when sent, else as bytes arrive) and given back when its
+    /// exchange ends. Over it: 503 + `retry-after`. At least `max_request_bytes`.
+    pub max_buffered_request_bytes: usize,
 }
 
 impl Default for Limits {
@@ -384,6 +400,16 @@ impl Default for Limits {
             max_frame_bytes: 1 << 20,
             max_holdback_bytes: 1 << 20,
             max_concurrent_requests: 10_000,
+            // Twice the requests in flight: keep-alive connections between requests fit, and
+            // 20,000 connections (each a descriptor and hyper's buffers, tens of KiB) stay
+            // well inside a pod's memory and a raised descriptor limit.
+            max_connections: 20_000,
+            // A client rarely needs more at once on one connection; a smaller window bounds
+            // what one connection can ask of the proxy before the in-flight limit applies.
+            max_h2_streams: 100,
+            // 32 bodies of the largest size, or thousands of typical chat bodies (tens of KiB),
+            // at once.
+            max_buffered_request_bytes: 256 << 20,
         }
     }
 }
@@ -402,7 +428,8 @@ pub struct Timeouts {
     /// HTTP/1 also has it for each later head, from the end of the previous answer on.
     pub client_header_ms: u64,
     /// Time a client has to send its request body, from the end of its head (408 after). The
-    /// in-flight permit is taken only once the body is in, so slow bodies do not hold one.
+    /// in-flight permit is taken only once the body is in, so slow bodies do not hold one
+    /// (only their share of `limits.max_buffered_request_bytes`).
     pub client_body_ms: u64,
     /// A client connection with no request in flight for this long is closed (HTTP/2 with a
     /// GOAWAY). For HTTP/1 the wait for the next head is also bounded by `client_header_ms`.
@@ -607,6 +634,9 @@ impl Config {
             ids.push(&k.id);
             k.secret().map_err(at)?;
             k.upstream_key().map_err(at)?;
+            if k.max_concurrent_requests == Some(0) {
+                return Err(at("max_concurrent_requests: must be at least 1".into()));
+            }
         }
         self.validate_durations()?;
         self.telemetry.validate()?;
@@ -624,6 +654,21 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "limits.max_header_bytes: must be at least 8192".into(),
             ));
+        }
+        let l = &self.limits;
+        for (key, value) in [
+            ("limits.max_connections", l.max_connections),
+            ("limits.max_h2_streams", l.max_h2_streams as usize),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
+            }
+        }
+        if l.max_buffered_request_bytes < l.max_request_bytes {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",
+                l.max_request_bytes
+            )));
         }
         Ok(())
     }

@@ -139,3 +139,32 @@ fn stored_context_is_refuse_by_default_and_set_per_route() {
         assert!(e.contains("stored_context"), "{e}");
     }
 }
+
+#[test]
+fn limits_in_total_are_validated_naming_the_key() {
+    let c = Config::from_yaml("keys: [{id: a, key: k, max_concurrent_requests: 3}]\n").unwrap();
+    assert_eq!(c.keys[0].max_concurrent_requests, Some(3));
+    assert_eq!(c.limits.max_connections, 20_000);
+    assert_eq!(c.limits.max_h2_streams, 100);
+    assert_eq!(c.limits.max_buffered_request_bytes, 256 << 20);
+    assert_eq!(c.evals.max_queue_bytes, 64 << 20);
+    for (yaml, key) in [
+        ("limits: { max_connections: 0 }", "limits.max_connections"),
+        ("limits: { max_h2_streams: 0 }", "limits.max_h2_streams"),
+        (
+            "limits: { max_request_bytes: 2000, max_buffered_request_bytes: 1000 }",
+            "limits.max_buffered_request_bytes",
+        ),
+        ("limits: { max_h2_streams: -1 }", "max_h2_streams"),
+        ("evals: { max_queue_bytes: 0 }", "max_queue_bytes"),
+        (
+            "keys: [{id: a, key: k, max_concurrent_requests: 0}]",
+            "keys[0] (a): max_concurrent_requests",
+        ),
+    ] {
+        let e = Config::from_yaml(&format!("{yaml}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key), "{yaml}: {e}");
+    }
+}

@@ -15,6 +15,7 @@
 mod run;
 
 use crate::audit::Audit;
+use crate::budget::{Budget, Held};
 use crate::config::{EvalsConfig, Price};
 use crate::delta::{Conversation, Role};
 use crate::judge::{Answer, JudgeEnv};
@@ -61,6 +62,45 @@ pub struct Turn {
     /// Tokens the provider reported, and the model's price (`cost_budget`).
     pub usage: (Option<u64>, Option<u64>),
     pub price: Option<Price>,
+}
+
+impl Turn {
+    /// The text it holds (conversation and answer): what it weighs in `evals.max_queue_bytes`.
+    pub fn text_bytes(&self) -> usize {
+        text_bytes(&self.conversation, self.answer.as_ref())
+    }
+}
+
+/// The bytes of text in a conversation and its answer.
+fn text_bytes(c: &Conversation, answer: Option<&Answer>) -> usize {
+    let messages: usize = c
+        .messages
+        .iter()
+        .map(|m| {
+            let text: usize = m.text.iter().map(String::len).sum();
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|t| t.id.as_ref().map_or(0, String::len) + t.name.len() + t.arguments.len())
+                .sum();
+            text + calls
+                + m.tool_call_id.as_ref().map_or(0, String::len)
+                + m.name.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    let tools: usize = c
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.as_ref().map_or(0, String::len))
+        .sum();
+    let answer = answer.map_or(0, |a| {
+        a.text.len()
+            + a.tool_calls
+                .iter()
+                .map(|(n, a)| n.len() + a.len())
+                .sum::<usize>()
+    });
+    messages + tools + answer
 }
 
 /// What the evals need of an exchange, gathered when its request is read; handed over, with
@@ -187,7 +227,9 @@ pub fn sampled(session: &str, turn_index: usize, percentage: f64) -> bool {
 pub struct EvalQueue {
     config: EvalsConfig,
     metrics: Arc<Metrics>,
-    sender: OnceLock<mpsc::Sender<Turn>>,
+    /// Turns waiting or being evaluated, with their share of `evals.max_queue_bytes`.
+    sender: OnceLock<mpsc::Sender<(Turn, Held)>>,
+    bytes: Arc<Budget>,
 }
 
 impl EvalQueue {
@@ -197,6 +239,7 @@ impl EvalQueue {
             config,
             metrics,
             sender: OnceLock::new(),
+            bytes: Budget::new(),
         }
     }
 
@@ -205,10 +248,23 @@ impl EvalQueue {
         &self.config.session_header
     }
 
-    /// Queues a turn; a full queue drops it (counted), never waits. The workers start with
-    /// the first turn, on its runtime; outside one (a stream dropped at shutdown) the turn is
-    /// dropped.
+    /// A share of `evals.max_queue_bytes` for a turn of `n` bytes; `None` (and the turn
+    /// counted as dropped) when the queue holds too much already.
+    fn take_bytes(&self, n: usize) -> Option<Held> {
+        let held = self.bytes.take(n, self.config.max_queue_bytes);
+        if held.is_none() {
+            self.metrics.evals.dropped.inc();
+        }
+        held
+    }
+
+    /// Queues a turn; a queue full (in turns or bytes) drops it (counted), never waits. The
+    /// workers start with the first turn, on its runtime; outside one (a stream dropped at
+    /// shutdown) the turn is dropped.
     pub fn submit(&self, turn: Turn) {
+        let Some(held) = self.take_bytes(turn.text_bytes()) else {
+            return;
+        };
         let sender = match self.sender.get() {
             Some(s) => s,
             None => {
@@ -229,7 +285,7 @@ impl EvalQueue {
         };
         // Counted before it can be taken, so the depth never reads below zero.
         self.metrics.evals.queue_depth.inc();
-        if sender.try_send(turn).is_err() {
+        if sender.try_send((turn, held)).is_err() {
             self.metrics.evals.queue_depth.dec();
             self.metrics.evals.dropped.inc();
         }
@@ -237,10 +293,10 @@ impl EvalQueue {
 }
 
 /// Takes turns in order, at most `concurrency` being evaluated at once; a turn waiting for a
-/// slot still counts in the queue's depth.
-async fn work(mut rx: mpsc::Receiver<Turn>, concurrency: usize, metrics: Arc<Metrics>) {
+/// slot still counts in the queue's depth, and its bytes until it is evaluated.
+async fn work(mut rx: mpsc::Receiver<(Turn, Held)>, concurrency: usize, metrics: Arc<Metrics>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
-    while let Some(turn) = rx.recv().await {
+    while let Some((turn, held)) = rx.recv().await {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
@@ -248,7 +304,7 @@ async fn work(mut rx: mpsc::Receiver<Turn>, concurrency: usize, metrics: Arc<Met
         let metrics = Arc::clone(&metrics);
         tokio::spawn(async move {
             run::evaluate(Arc::new(turn), &metrics).await;
-            drop(slot);
+            drop((slot, held));
         });
     }
 }
@@ -257,6 +313,40 @@ async fn work(mut rx: mpsc::Receiver<Turn>, concurrency: usize, metrics: Arc<Met
 mod tests {
     use super::*;
     use crate::delta::Message;
+
+    #[test]
+    fn a_turn_past_the_queue_bytes_is_dropped_and_counted() {
+        let config = EvalsConfig {
+            max_queue_bytes: 1000,
+            ..EvalsConfig::default()
+        };
+        let queue = EvalQueue::new(config, Arc::new(Metrics::new()));
+        let first = queue.take_bytes(600);
+        assert!(first.is_some());
+        assert!(queue.take_bytes(600).is_none(), "600 + 600 > 1000");
+        assert_eq!(queue.metrics.evals.dropped.get(), 1);
+        // Bytes come back once the first turn is evaluated (its share dropped).
+        drop(first);
+        assert!(queue.take_bytes(600).is_some());
+        assert_eq!(queue.metrics.evals.dropped.get(), 1);
+    }
+
+    #[test]
+    fn a_turn_weighs_its_text() {
+        let c = Conversation {
+            messages: vec![
+                Message::text(Role::System, vec!["be kind".into()]),
+                Message::text(Role::User, vec!["hello".into(), "there".into()]),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(text_bytes(&c, None), 7 + 5 + 5);
+        let answer = Answer {
+            text: "hi!".into(),
+            tool_calls: vec![("f".into(), "{}".into())],
+        };
+        assert_eq!(text_bytes(&c, Some(&answer)), 17 + 3 + 1 + 2);
+    }
 
     #[test]
     fn fnv1a_matches_the_reference_values() {

@@ -560,7 +560,9 @@ fn gemini_error_json(err: &GatewayError) -> String {
         | GatewayError::UpstreamIncomplete
         | GatewayError::Internal(_)
         | GatewayError::Overloaded
+        | GatewayError::BufferFull
         | GatewayError::ShuttingDown => "UNAVAILABLE",
+        GatewayError::KeyLimit => "RESOURCE_EXHAUSTED",
         GatewayError::UpstreamTimeout(_) | GatewayError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
         GatewayError::Blocked { .. }
         | GatewayError::InvalidRequest(_)

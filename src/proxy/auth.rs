@@ -1,6 +1,7 @@
 //! Client keys (virtual keys): who is calling, which packs apply, and the provider key that
 //! replaces theirs upstream. Keys are compared in constant time and never logged.
 
+use crate::budget::Budget;
 use crate::config::AuthHeader;
 use crate::policy::Policy;
 use http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
@@ -15,6 +16,11 @@ pub struct ClientKey {
     pub policy: Option<Arc<Policy>>,
     /// The provider key sent upstream in its place.
     pub upstream_key: Option<String>,
+    /// Its requests in flight: carried over from the runtime a reload replaces, so requests
+    /// still running on the old one keep counting.
+    pub in_flight: Arc<Budget>,
+    /// Its `max_concurrent_requests`, when it has one.
+    pub max_in_flight: Option<usize>,
 }
 
 impl ClientKey {
@@ -29,6 +35,8 @@ impl ClientKey {
             secret: secret.into_bytes(),
             policy,
             upstream_key,
+            in_flight: Budget::new(),
+            max_in_flight: None,
         }
     }
 }

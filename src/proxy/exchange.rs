@@ -2,8 +2,10 @@
 //!
 //! 1. [`target`]: the method is POST and the route has an upstream;
 //! 2. [`authenticate`]: the caller's key (when keys are configured) picks the policy;
-//! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`;
-//! 4. [`RequestCtx::admit`]: an in-flight permit, taken only once the body is in;
+//! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`, its
+//!    bytes counted against `limits.max_buffered_request_bytes` before they are read;
+//! 4. [`RequestCtx::admit`]: an in-flight permit (the key's, then the total), taken only once
+//!    the body is in;
 //! 5. [`RequestCtx::before_call`]: the input checks (BeforeCall), before the provider is paid;
 //! 6. [`RequestCtx::upstream_request`]: the request as it goes upstream (path, headers, keys);
 //! 7. [`RequestCtx::response_head`]: its response head, within the head timeout and budget;
@@ -21,6 +23,7 @@ use super::report::Reporter;
 use super::runtime::{Route, Runtime};
 use super::upstream::{UpstreamBase, UpstreamBody};
 use super::{auth, headers, Gateway, InFlight};
+use crate::budget::{Budget, Held};
 use crate::config::StoredContext;
 use crate::delta::Conversation;
 use crate::error::GatewayError;
@@ -30,9 +33,10 @@ use crate::policy::tools::ToolHistory;
 use crate::policy::{ExchangeGuard, Policy};
 use crate::protocol::{self, ParsedRequest, Protocol};
 use crate::telemetry::RequestTrace;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::request::Parts;
 use http::{header, HeaderValue, Method, Request, Response};
+use http_body::Body as _;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use std::sync::Arc;
@@ -54,6 +58,8 @@ pub struct Caller<'a> {
     pub policy: &'a Arc<Policy>,
     pub key_id: Option<&'static str>,
     pub upstream_key: Option<&'a str>,
+    /// Its key's requests in flight and `max_concurrent_requests`, when it has one.
+    pub key_limit: Option<(&'a Arc<Budget>, usize)>,
 }
 
 /// What a request is, by its route and path.
@@ -123,6 +129,7 @@ pub fn authenticate<'a>(
             policy: &route.policy,
             key_id: None,
             upstream_key: None,
+            key_limit: None,
         });
     }
     let key = auth::presented_key(&parts.headers, parts.uri.query())
@@ -137,6 +144,7 @@ pub fn authenticate<'a>(
         policy: key.policy.as_ref().unwrap_or(&route.policy),
         key_id: Some(key.id),
         upstream_key: key.upstream_key.as_deref(),
+        key_limit: key.max_in_flight.map(|max| (&key.in_flight, max)),
     })
 }
 
@@ -271,32 +279,65 @@ impl<'a> RequestCtx<'a> {
     }
 
     /// Step 3: the request body, at most `limits.max_request_bytes`, within
-    /// `timeouts.client_body_ms`.
-    pub async fn read_body(&self, body: Incoming) -> Result<Bytes, GatewayError> {
+    /// `timeouts.client_body_ms`, and its share of `limits.max_buffered_request_bytes`: taken
+    /// before a byte is read (its `content-length` when sent), grown as bytes arrive, given
+    /// back when the exchange ends (the body is kept until then).
+    pub async fn read_body(&self, body: Incoming) -> Result<(Bytes, Held), GatewayError> {
         let limit = self.rt.config.limits.max_request_bytes;
+        let budget = self.rt.config.limits.max_buffered_request_bytes;
         let ms = self.rt.config.timeouts.client_body_ms;
-        let read = async {
-            match Limited::new(body, limit).collect().await {
-                Ok(c) => Ok(c.to_bytes()),
-                Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                    Err(GatewayError::PayloadTooLarge { limit })
+        // A larger announced length fails at `limit` as it is read (413), as without one.
+        let announced = body
+            .size_hint()
+            .exact()
+            .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX).min(limit));
+        let mut held = self.gw.body_bytes(announced, budget)?;
+        let read = async move {
+            let mut body = body;
+            let mut parts: Vec<Bytes> = Vec::new();
+            let mut total = 0usize;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| {
+                    GatewayError::InvalidRequest(format!("could not read the request body: {e}"))
+                })?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                total = total.saturating_add(data.len());
+                if total > limit {
+                    return Err(GatewayError::PayloadTooLarge { limit });
                 }
-                Err(e) => Err(GatewayError::InvalidRequest(format!(
-                    "could not read the request body: {e}"
-                ))),
+                let more = total.saturating_sub(held.size());
+                self.gw.more_body_bytes(&mut held, more, budget)?;
+                parts.push(data);
             }
+            let body = match parts.len() {
+                0 => Bytes::new(),
+                1 => parts.swap_remove(0),
+                _ => {
+                    let mut all = BytesMut::with_capacity(total);
+                    for p in parts {
+                        all.extend_from_slice(&p);
+                    }
+                    all.freeze()
+                }
+            };
+            Ok((body, held))
         };
         tokio::time::timeout(Duration::from_millis(ms), read)
             .await
             .map_err(|_| GatewayError::BodyTimeout { ms })?
     }
 
-    /// Step 4: a permit against `limits.max_concurrent_requests`, taken only once the body is
-    /// in, so a slow client cannot hold one while others are turned away.
-    pub fn admit(&self) -> Result<InFlight, GatewayError> {
-        self.gw
-            .admit(self.rt.config.limits.max_concurrent_requests)
-            .ok_or(GatewayError::Overloaded)
+    /// Step 4: a permit against the key's `max_concurrent_requests` (429 over it) and
+    /// `limits.max_concurrent_requests` (503), taken only once the body is in, so a slow
+    /// client cannot hold one while others are turned away. It keeps the body's bytes.
+    pub fn admit(&self, body: Held) -> Result<InFlight, GatewayError> {
+        self.gw.admit(
+            self.rt.config.limits.max_concurrent_requests,
+            self.caller.key_limit,
+            body,
+        )
     }
 
     /// Before step 5: the request's references to provider-stored content (which no input

@@ -21,10 +21,11 @@ pub mod upstream;
 pub use report::Reporter;
 pub use runtime::{Route, Runtime};
 
+use crate::budget::{Budget, Held};
 use crate::config::{Config, UnknownContent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    Exposition, LatencyLabels, Metrics, ReloadLabels, ReloadResult, RequestLabels,
+    Exposition, LatencyLabels, Metrics, RejectReason, ReloadLabels, ReloadResult, RequestLabels,
     UpstreamErrorKind,
 };
 use crate::protocol::openai_chat::OpenAiChat;
@@ -37,7 +38,7 @@ use exchange::{Answered, Head, RequestCtx, Target};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -51,7 +52,12 @@ pub struct Gateway {
     config_path: Option<PathBuf>,
     /// Serialises reloads so two triggers at once cannot swap out of order.
     reloading: tokio::sync::Mutex<()>,
-    in_flight: Arc<AtomicUsize>,
+    /// Requests admitted (`limits.max_concurrent_requests`).
+    in_flight: Arc<Budget>,
+    /// Request-body bytes held (`limits.max_buffered_request_bytes`).
+    request_bytes: Arc<Budget>,
+    /// Client connections open (`limits.max_connections`), counted by the accept loop.
+    pub(crate) connections: Arc<Budget>,
     /// Set when shutdown begins: `/readyz` answers 503 so load balancers stop sending.
     draining: AtomicBool,
     /// Set when the drain deadline passes: open streams end with the protocol's error frame.
@@ -62,14 +68,13 @@ pub struct Gateway {
     evals: Arc<crate::evals::EvalQueue>,
 }
 
-/// One request counted against `limits.max_concurrent_requests`, released on drop (for a
-/// stream: when the stream ends).
-pub struct InFlight(Arc<AtomicUsize>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+/// One request counted against `limits.max_concurrent_requests` (and its key's
+/// `max_concurrent_requests`), with its body's bytes; all given back on drop (for a stream:
+/// when the stream ends).
+pub struct InFlight {
+    _request: Held,
+    _key: Option<Held>,
+    _body: Held,
 }
 
 impl Gateway {
@@ -88,7 +93,9 @@ impl Gateway {
             metrics,
             config_path,
             reloading: tokio::sync::Mutex::new(()),
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight: Budget::new(),
+            request_bytes: Budget::new(),
+            connections: Budget::new(),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
             operator_listener,
@@ -105,9 +112,51 @@ impl Gateway {
         self.stop_streams.send_replace(true);
     }
 
-    fn admit(&self, max: usize) -> Option<InFlight> {
-        let permit = InFlight(Arc::clone(&self.in_flight));
-        (self.in_flight.fetch_add(1, Ordering::AcqRel) < max).then_some(permit)
+    /// A permit for a request whose body (`body`) is in: first against its key's limit
+    /// (`key`: its count and limit), then against `max` requests in flight. Each refusal is
+    /// counted.
+    fn admit(
+        &self,
+        max: usize,
+        key: Option<(&Arc<Budget>, usize)>,
+        body: Held,
+    ) -> Result<InFlight, GatewayError> {
+        let key = match key {
+            None => None,
+            Some((count, max)) => match count.take(1, max) {
+                Some(held) => Some(held),
+                None => {
+                    self.metrics.reject(RejectReason::KeyConcurrency);
+                    return Err(GatewayError::KeyLimit);
+                }
+            },
+        };
+        let Some(request) = self.in_flight.take(1, max) else {
+            self.metrics.reject(RejectReason::ConcurrentRequests);
+            return Err(GatewayError::Overloaded);
+        };
+        Ok(InFlight {
+            _request: request,
+            _key: key,
+            _body: body,
+        })
+    }
+
+    /// A share of `limits.max_buffered_request_bytes` for a body about to be read: `n` bytes
+    /// now (its `content-length`, or 0), more with [`Gateway::more_body_bytes`] as it arrives.
+    fn body_bytes(&self, n: usize, max: usize) -> Result<Held, GatewayError> {
+        self.request_bytes.take(n, max).ok_or_else(|| {
+            self.metrics.reject(RejectReason::RequestBytes);
+            GatewayError::BufferFull
+        })
+    }
+
+    fn more_body_bytes(&self, held: &mut Held, n: usize, max: usize) -> Result<(), GatewayError> {
+        if held.grow(n, max) {
+            return Ok(());
+        }
+        self.metrics.reject(RejectReason::RequestBytes);
+        Err(GatewayError::BufferFull)
     }
 
     pub fn config_path(&self) -> Option<&Path> {
@@ -214,9 +263,12 @@ impl Gateway {
             }
             (&Method::POST, "/admin/reload") if privileged => self.admin_reload(req).await,
             (&Method::GET, "/metrics") if privileged => {
-                let in_flight = self.in_flight.load(Ordering::Acquire);
-                let in_flight = i64::try_from(in_flight).unwrap_or(i64::MAX);
-                self.metrics.requests_in_flight.set(in_flight);
+                let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+                let m = &self.metrics;
+                m.requests_in_flight.set(gauge(self.in_flight.used()));
+                m.buffered_request_bytes
+                    .set(gauge(self.request_bytes.used()));
+                m.connections_open.set(gauge(self.connections.used()));
                 let accept = req.headers().get(header::ACCEPT);
                 let format = Exposition::negotiate(accept.and_then(|a| a.to_str().ok()));
                 let mut r = plain(StatusCode::OK, self.metrics.render(format));
@@ -360,8 +412,8 @@ impl Gateway {
             id: request_id.to_str().unwrap_or(""),
             trace,
         };
-        let body = ctx.read_body(body).await?;
-        let permit = ctx.admit()?;
+        let (body, body_bytes) = ctx.read_body(body).await?;
+        let permit = ctx.admit(body_bytes)?;
         let base = match target {
             Target::Checked(base, _) => base,
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
@@ -512,7 +564,10 @@ pub fn error_response(protocol: &dyn Protocol, err: &GatewayError) -> Response<P
         GatewayError::Blocked { .. } | GatewayError::HoldbackExceeded { .. } => {
             h.insert("x-should-retry", HeaderValue::from_static("false"));
         }
-        GatewayError::Overloaded | GatewayError::ShuttingDown => {
+        GatewayError::Overloaded
+        | GatewayError::BufferFull
+        | GatewayError::KeyLimit
+        | GatewayError::ShuttingDown => {
             h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         _ => {}

@@ -95,12 +95,20 @@ impl Runtime {
         let eval_judges =
             crate::judge::Judges::build(&config, previous.map(|r| &*r.eval_judges), "eval:")
                 .map_err(StartError::Setup)?;
-        let runtime = Self::compile(
+        let mut runtime = Self::compile(
             config,
             PolicyLoader::new(previous.map(|r| &r.policies), refs),
             [Arc::new(judges), Arc::new(eval_judges)],
         );
         crate::heap::release_unused();
+        // A key's requests still running on the old runtime keep counting against its limit.
+        if let (Ok(rt), Some(previous)) = (&mut runtime, previous) {
+            for key in &mut rt.keys {
+                if let Some(was) = previous.keys.iter().find(|k| k.id == key.id) {
+                    key.in_flight = Arc::clone(&was.in_flight);
+                }
+            }
+        }
         runtime
     }
 
@@ -176,12 +184,14 @@ impl Runtime {
                 ),
                 None => None,
             };
-            keys.push(auth::ClientKey::new(
+            let mut key = auth::ClientKey::new(
                 &k.id,
                 k.secret().map_err(setup)?,
                 key_policy,
                 k.upstream_key().map_err(setup)?,
-            ));
+            );
+            key.max_in_flight = k.max_concurrent_requests;
+            keys.push(key);
         }
         let tls = match &config.tls {
             Some(t) => Some(crate::tls::server_config(t).map_err(StartError::Setup)?),

@@ -1,8 +1,10 @@
-//! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads and
-//! slow clients, and a graceful drain on shutdown. `connection.rs` watches each connection
+//! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads,
+//! slow clients, open connections (`limits.max_connections`) and HTTP/2 streams per connection
+//! (`limits.max_h2_streams`), and a graceful drain on shutdown. `connection.rs` watches each connection
 //! (first request in time, idle close, graceful stop).
 
 use crate::config::Config;
+use crate::metrics::RejectReason;
 use crate::proxy::{Gateway, Runtime};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -219,6 +221,7 @@ pub async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(config.limits.max_header_bytes).unwrap_or(u32::MAX))
+        .max_concurrent_streams(config.limits.max_h2_streams)
         // A peer that does not answer a ping within an interval is taken for dead.
         .keep_alive_interval(ping)
         .keep_alive_timeout(ping.unwrap_or(Duration::from_secs(20)));
@@ -236,6 +239,13 @@ pub async fn serve(
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
+                };
+                // Over `limits.max_connections` a connection is closed as it is accepted (not
+                // left in the backlog): the client learns at once, and the refusal is counted.
+                let Some(slot) = gateway.connections.take(1, config.limits.max_connections) else {
+                    gateway.metrics.reject(RejectReason::Connections);
+                    drop(stream);
+                    continue;
                 };
                 let opened = tokio::time::Instant::now();
                 let _ = stream.set_nodelay(true);
@@ -256,6 +266,7 @@ pub async fn serve(
                 let (builder, stop) = (builder.clone(), stop_rx.clone());
                 let tls = gateway.runtime().tls.clone();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let Some(tls) = tls else {
                         let conn = builder.serve_connection(TokioIo::new(stream), service);
                         connection::drive(conn, |c| c.graceful_shutdown(), activity, first_request, idle, stop).await;
