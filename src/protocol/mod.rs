@@ -176,6 +176,46 @@ pub trait StreamDecoder: Send {
     }
 }
 
+/// Request headers every protocol forwards: the body's type, what the client accepts, who it
+/// is, retry de-duplication and W3C trace context. Lowercase, like every allowlist here.
+pub const COMMON_HEADERS: [&str; 6] = [
+    "content-type",
+    "accept",
+    "user-agent",
+    "idempotency-key",
+    "traceparent",
+    "tracestate",
+];
+
+/// The request headers a protocol's clients send that go upstream. Anything else a client sends
+/// is dropped unless the operator lists it in `forward_headers`: a header the provider reads
+/// next to the operator's key (`X-Forwarded-For`, a beta switch of another provider, …) is the
+/// operator's decision, not the client's. Names are lowercase.
+#[derive(Debug)]
+pub struct HeaderAllowlist {
+    /// Headers that describe or shape the request (API version, beta features, SDK
+    /// telemetry): always forwarded.
+    pub names: &'static [&'static str],
+    /// Prefixes of such headers (`x-stainless-`, the SDK telemetry of the Stainless-built SDKs).
+    pub prefixes: &'static [&'static str],
+    /// The client's credential and the account it bills (`openai-organization`): forwarded
+    /// only while the client's own credential goes upstream, i.e. without `keys`. With keys
+    /// the operator's provider key is sent, and a client must not pick which of the
+    /// operator's organizations or projects pays.
+    pub client_account: &'static [&'static str],
+}
+
+impl HeaderAllowlist {
+    /// True when `name` (lowercase) goes upstream; `client_credential`: the client's own
+    /// credential does.
+    pub fn allows(&self, name: &str, client_credential: bool) -> bool {
+        COMMON_HEADERS.contains(&name)
+            || self.names.contains(&name)
+            || self.prefixes.iter().any(|p| name.starts_with(p))
+            || (client_credential && self.client_account.contains(&name))
+    }
+}
+
 /// Every protocol guardwire speaks, in [`ProtocolId::ALL`]'s order. A request goes to the first
 /// whose [`Protocol::matches`] accepts its path.
 pub fn all() -> [&'static dyn Protocol; ProtocolId::ALL.len()] {
@@ -244,6 +284,13 @@ pub trait Protocol: Send + Sync + 'static {
     /// `Bearer <key>`).
     fn auth_header(&self) -> AuthHeader {
         AuthHeader::Bearer
+    }
+
+    /// The request headers of this protocol's clients that go upstream (besides
+    /// [`COMMON_HEADERS`] and the route's `forward_headers`); by default the OpenAI SDKs'
+    /// ([`openai_chat::HEADERS`]), which every OpenAI-style protocol shares.
+    fn forward_headers(&self) -> &'static HeaderAllowlist {
+        &openai_chat::HEADERS
     }
 
     /// Whose `upstreams.<provider>` base URL this protocol's standard paths go to.

@@ -374,6 +374,19 @@ impl StreamDecoder for ChatStream {
     }
 }
 
+/// The OpenAI SDKs' request headers (openai-python, openai-node; Azure's `api-key`), shared by
+/// every OpenAI-style protocol.
+pub static HEADERS: super::HeaderAllowlist = super::HeaderAllowlist {
+    names: &["openai-beta"],
+    prefixes: &["x-stainless-"],
+    client_account: &[
+        "authorization",
+        "api-key",
+        "openai-organization",
+        "openai-project",
+    ],
+};
+
 impl Protocol for OpenAiChat {
     fn id(&self) -> ProtocolId {
         ProtocolId::OpenAiChat
