@@ -254,7 +254,7 @@ impl StreamDecoder for MessagesStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         let ev: Event<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed Anthropic event: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Anthropic event", &e))?;
         match &*ev.kind {
             "content_block_start" => {
                 let index = ev.index.unwrap_or(0);
@@ -495,7 +495,7 @@ impl Protocol for AnthropicMessages {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<(), DecodeError> {
         let msg: WholeMessage<'a> = serde_json::from_slice(body)
-            .map_err(|e| DecodeError(format!("malformed Anthropic message: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Anthropic message", &e))?;
         for (index, block) in msg.content.into_iter().enumerate() {
             let index = index as u32;
             match &*block.kind {

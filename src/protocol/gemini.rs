@@ -363,7 +363,7 @@ impl StreamDecoder for GeminiStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         let resp: Response<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed Gemini response chunk: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Gemini response chunk", &e))?;
         if resp.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
@@ -532,13 +532,13 @@ impl Protocol for Gemini {
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
         if first == Some(&b'[') {
             let all: Vec<Response<'a>> = serde_json::from_slice(body)
-                .map_err(|e| DecodeError(format!("malformed Gemini response: {e}")))?;
+                .map_err(|e| DecodeError::json("malformed Gemini response", &e))?;
             for r in all {
                 dec.response_deltas(r, out);
             }
         } else {
             let r: Response<'a> = serde_json::from_slice(body)
-                .map_err(|e| DecodeError(format!("malformed Gemini response: {e}")))?;
+                .map_err(|e| DecodeError::json("malformed Gemini response", &e))?;
             dec.response_deltas(r, out);
         }
         Ok(())

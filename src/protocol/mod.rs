@@ -122,6 +122,25 @@ pub enum FrameKind {
 #[error("{0}")]
 pub struct DecodeError(pub String);
 
+impl DecodeError {
+    /// `what` failed to parse, said by kind and position only: serde_json's own message can
+    /// quote the input (`invalid type: string "…"`), which is model output, and what reaches
+    /// the log never carries that.
+    pub fn json(what: &str, e: &serde_json::Error) -> DecodeError {
+        let kind = match e.classify() {
+            serde_json::error::Category::Io => "read error",
+            serde_json::error::Category::Syntax => "invalid JSON",
+            serde_json::error::Category::Data => "unexpected shape",
+            serde_json::error::Category::Eof => "JSON cut short",
+        };
+        DecodeError(format!(
+            "{what}: {kind} at line {}, column {}",
+            e.line(),
+            e.column()
+        ))
+    }
+}
+
 /// Parses a request body; a malformed one is the client's error (400).
 fn request_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, GatewayError> {
     serde_json::from_slice(body)
@@ -369,6 +388,40 @@ mod registry_tests {
         }
         assert_eq!(all().map(|p| p.id()), ProtocolId::ALL);
         assert!(by_name("soap").is_none());
+    }
+
+    #[test]
+    fn parse_errors_say_kind_and_position_never_content() {
+        const SECRET: &str = "sk-live-7f3a9c";
+        let frames = [
+            format!(r#"{{"choices":"{SECRET}"}}"#),
+            format!(r#"{{"choices":[{{"index":"{SECRET}","delta":{{}}}}]}}"#),
+            format!(r#"{{"type":"content_block_delta","index":"{SECRET}"}}"#),
+            format!(r#"{{"type":"response.output_text.delta","delta":["{SECRET}"]}}"#),
+            format!(r#"{{"candidates":"{SECRET}"}}"#),
+            format!(r#"{{"data":"{SECRET}"}}"#),
+            format!(r#""{SECRET}""#),
+            format!(r#"{{"choices":["{SECRET}"#),
+        ];
+        let mut errors = 0;
+        for p in all() {
+            for frame in &frames {
+                let mut out = Vec::new();
+                let events: [Option<&[u8]>; 2] = [None, Some(b"content_block_delta")];
+                for event in events {
+                    if let Err(e) = p.stream_decoder().decode(event, frame.as_bytes(), &mut out) {
+                        errors += 1;
+                        assert!(!e.to_string().contains(SECRET), "{}: {e}", p.name());
+                    }
+                    out.clear();
+                }
+                if let Err(e) = p.decode_response(frame.as_bytes(), &mut out) {
+                    errors += 1;
+                    assert!(!e.to_string().contains(SECRET), "{}: {e}", p.name());
+                }
+            }
+        }
+        assert!(errors >= 20, "only {errors} frames were refused");
     }
 
     #[test]

@@ -257,7 +257,7 @@ fn parse_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>, what: &str) -> Result<
         Ok(unread_text) => Ok(!unread_text),
         Err(Unsure) => {
             *chunk = serde_json::from_slice(data)
-                .map_err(|e| DecodeError(format!("malformed chat completion{what}: {e}")))?;
+                .map_err(|e| DecodeError::json(&format!("malformed chat completion{what}"), &e))?;
             Ok(false)
         }
     }
