@@ -275,10 +275,17 @@ async fn bodies_guardwire_cannot_read_as_json_get_415_in_the_providers_shape() {
     .await;
     assert_eq!(a.status, 415);
     assert_eq!(
-        (a.json()["error"]["code"].as_u64(), a.json()["error"]["status"].as_str()),
+        (
+            a.json()["error"]["code"].as_u64(),
+            a.json()["error"]["status"].as_str()
+        ),
         (Some(415), Some("INVALID_ARGUMENT"))
     );
-    assert_eq!(mock.request_count(), 0, "nothing refused reaches the upstream");
+    assert_eq!(
+        mock.request_count(),
+        0,
+        "nothing refused reaches the upstream"
+    );
 
     // No Content-Type: read as JSON, and sent upstream as JSON.
     let a = send(addr, "POST", "/v1/chat/completions", STREAM_REQUEST, &[]).await;

@@ -167,5 +167,8 @@ fn forward_headers_are_header_names_never_hop_by_hop() {
     let path = dir.path().join("g.yaml");
     std::fs::write(&path, "forward_headers: [keep-alive]\n").unwrap();
     let e = Config::load(&path).unwrap_err().to_string();
-    assert!(e.contains("g.yaml") && e.contains("`keep-alive` cannot be forwarded"), "{e}");
+    assert!(
+        e.contains("g.yaml") && e.contains("`keep-alive` cannot be forwarded"),
+        "{e}"
+    );
 }

@@ -220,7 +220,10 @@ mod tests {
             ("Content-Type", "application/json"),
             ("Accept", "application/json"),
             ("User-Agent", "OpenAI/Python 1.0"),
-            ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            (
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            ),
             ("X-Forwarded-For", "10.0.0.1"),
             ("anthropic-beta", "x"),
             ("X-Team", "search"),
@@ -331,9 +334,17 @@ mod tests {
         let mut h = map(&[("content-encoding", "identity")]);
         assert!(check_request_body_type(&mut h).is_ok());
         for (name, value, says) in [
-            ("content-type", "application/x-www-form-urlencoded", "application/json"),
+            (
+                "content-type",
+                "application/x-www-form-urlencoded",
+                "application/json",
+            ),
             ("content-type", "text/plain", "application/json"),
-            ("content-type", "multipart/form-data; boundary=x", "application/json"),
+            (
+                "content-type",
+                "multipart/form-data; boundary=x",
+                "application/json",
+            ),
             ("content-type", "application/json-seq", "application/json"),
             ("content-type", "application/json; charset=utf-16", "UTF-8"),
             ("content-encoding", "gzip", "uncompressed"),
