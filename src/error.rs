@@ -19,6 +19,9 @@ pub enum GatewayError {
     NotFound(String),
     #[error("{0}")]
     MethodNotAllowed(String),
+    /// A request body guardwire cannot read as its checks do (not JSON, or compressed).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("request body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     /// The client did not send its request body within `timeouts.client_body_ms`.
@@ -64,6 +67,7 @@ impl GatewayError {
             GatewayError::NotFound(_) => StatusCode::NOT_FOUND,
             GatewayError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             GatewayError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             GatewayError::Upstream(_) | GatewayError::UpstreamIncomplete => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -84,6 +88,9 @@ impl GatewayError {
             GatewayError::NotFound(_) => ("invalid_request_error", "not_found"),
             GatewayError::MethodNotAllowed(_) => ("invalid_request_error", "method_not_allowed"),
             GatewayError::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
+            GatewayError::UnsupportedMediaType(_) => {
+                ("invalid_request_error", "unsupported_media_type")
+            }
             GatewayError::BodyTimeout { .. } => ("invalid_request_error", "request_timeout"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_unavailable"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),

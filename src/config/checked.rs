@@ -86,6 +86,42 @@ impl AuthHeader {
     }
 }
 
+/// Request headers no config may forward: hop-by-hop ones (RFC 9110 §7.6.1), which describe one
+/// connection, `Host` (the upstream's is set from its base URL) and `Content-Length` (a
+/// re-framed body gets its own).
+pub const NEVER_FORWARDED: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+/// A header name of `forward_headers`: valid, lowercased (names are case-insensitive), and not
+/// one of [`NEVER_FORWARDED`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct ForwardHeader(pub http::HeaderName);
+
+impl TryFrom<String> for ForwardHeader {
+    type Error = String;
+    fn try_from(name: String) -> Result<ForwardHeader, String> {
+        let header = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| format!("`{name}` is not a header name"))?;
+        if NEVER_FORWARDED.contains(&header.as_str()) {
+            return Err(format!(
+                "`{name}` cannot be forwarded: hop-by-hop headers, Host and Content-Length belong to one connection or are set by guardwire"
+            ));
+        }
+        Ok(ForwardHeader(header))
+    }
+}
+
 /// A checked upstream base URL: `http` or `https`, a host (no user info), no query; the port
 /// dropped when it is the scheme's default, the path kept without a trailing slash.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -20,7 +20,7 @@ mod telemetry;
 
 use errors::format_figment_error;
 
-pub use checked::{AuthHeader, BaseUrl, ProtocolId, Provider};
+pub use checked::{AuthHeader, BaseUrl, ForwardHeader, ProtocolId, Provider, NEVER_FORWARDED};
 pub use judges::{
     BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
     JUDGE_PROTOCOLS,
@@ -96,6 +96,10 @@ pub struct Config {
     /// input checks never see; a route may set its own.
     #[serde(default)]
     pub stored_context: StoredContext,
+    /// Request headers forwarded upstream besides the protocol's allowlist (names,
+    /// case-insensitive); a route may set its own list instead.
+    #[serde(default)]
+    pub forward_headers: Vec<ForwardHeader>,
     /// The LLMs judged checks (`llm_judge`, ...) ask, by name.
     #[serde(default)]
     pub judges: Vec<JudgeConfig>,
@@ -193,6 +197,10 @@ pub struct RouteConfig {
     /// `stored_context` for this route (default: the top-level setting).
     #[serde(default)]
     pub stored_context: Option<StoredContext>,
+    /// Request headers forwarded besides the protocol's allowlist, instead of the top-level
+    /// `forward_headers` (default: those).
+    #[serde(default)]
+    pub forward_headers: Option<Vec<ForwardHeader>>,
     /// Streamed OpenAI Chat and Completions requests ask the upstream for usage
     /// (`stream_options.include_usage: true`), so tokens, spend and `cost_budget` work when the
     /// client did not ask; the usage chunk then is not relayed to it. `false` forwards requests
@@ -486,8 +494,9 @@ pub enum LogFormat {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 22] = [
+const TOP_LEVEL_KEYS: [&str; 23] = [
     "listen",
+    "forward_headers",
     "pack_env",
     "judges",
     "exec",

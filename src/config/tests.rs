@@ -168,3 +168,36 @@ fn limits_in_total_are_validated_naming_the_key() {
         assert!(e.contains(key), "{yaml}: {e}");
     }
 }
+
+#[test]
+fn forward_headers_are_header_names_never_hop_by_hop() {
+    let c = Config::from_yaml(
+        "forward_headers: [X-Tenant, x-forwarded-for]\nroutes: [{name: a, protocol: gemini, path_prefix: /a/, upstream: \"http://h\", forward_headers: [OpenAI-Organization]}]\n",
+    )
+    .unwrap();
+    let names: Vec<&str> = c.forward_headers.iter().map(|h| h.0.as_str()).collect();
+    assert_eq!(names, ["x-tenant", "x-forwarded-for"]);
+    let route = c.routes[0].forward_headers.as_ref().unwrap();
+    assert_eq!(route[0].0.as_str(), "openai-organization");
+    for (yaml, key) in [
+        ("forward_headers: [Connection]", "forward_headers"),
+        ("forward_headers: [x-a, host]", "forward_headers"),
+        ("forward_headers: [\"bad name\"]", "forward_headers"),
+        (
+            "routes: [{name: a, protocol: gemini, path_prefix: /a/, upstream: \"http://h\", forward_headers: [transfer-encoding]}]",
+            "routes.0.forward_headers",
+        ),
+    ] {
+        let e = Config::from_yaml(yaml).unwrap_err().to_string();
+        assert!(e.starts_with(key), "{yaml}: {e}");
+    }
+    // From a file: the file is named too.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.yaml");
+    std::fs::write(&path, "forward_headers: [keep-alive]\n").unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("g.yaml") && e.contains("`keep-alive` cannot be forwarded"),
+        "{e}"
+    );
+}

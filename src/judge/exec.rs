@@ -1,6 +1,8 @@
 //! `exec:` handlers: a subprocess per verdict, started without a shell, the check as JSON on
 //! stdin (`{type, params, content, context}`), exactly `{score, detail, data}` JSON expected
-//! on stdout; killed at the deadline (the child is killed when its future is dropped).
+//! on stdout; killed at the deadline. A handler runs in a process group of its own, and the
+//! whole group is killed when its run ends (deadline, cancelled request, or done), so a shell
+//! script's children do not outlive it.
 
 use super::gate::{AttemptError, Gate};
 use super::{ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
@@ -75,6 +77,8 @@ impl Handler {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);
         }
@@ -93,6 +97,9 @@ impl Handler {
         let mut child = cmd
             .spawn()
             .map_err(|e| failed(format!("cannot start `{}`: {e}", self.config.command)))?;
+        // Declared after `child`, so dropped before it: the group is killed while the
+        // handler's own process is not yet reaped.
+        let _group = ProcessGroup(child.id());
         let mut stdin = child
             .stdin
             .take()
@@ -126,6 +133,30 @@ impl Handler {
     }
 }
 
+/// A handler's process group (its id is the handler's pid), killed whole when dropped: at the
+/// deadline or a cancelled request (the run's future is dropped), and after a handler that
+/// answered, for what it left running.
+struct ProcessGroup(Option<u32>);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0.and_then(|id| libc::pid_t::try_from(id).ok()) {
+            // SAFETY: killpg takes plain integers and touches no memory of this process. The id
+            // names this handler's group: it stays taken while any member lives, and while the
+            // handler itself is not reaped — `ProcessGroup` is dropped before the `Child`,
+            // whose drop (`kill_on_drop`) reaps it on every path but a completed `wait`. After
+            // that, an empty group's id could only name another one if the kernel, which hands
+            // out pids in rising order, wrapped around to it in between. ESRCH (nothing left
+            // in the group) is expected and ignored.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Exactly one JSON object `{score, detail, data}` (PromptKit reads no prose around it).
 fn parse_output(out: &[u8]) -> Result<Verdict, String> {
     let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(out) else {
@@ -146,7 +177,85 @@ fn parse_output(out: &[u8]) -> Result<Verdict, String> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
-    use super::parse_output;
+    use super::*;
+
+    /// A handler running `script` under `sh -c`, with `$PIDFILE` set.
+    #[cfg(target_os = "linux")]
+    fn shell(script: &str, pidfile: &std::path::Path) -> Handler {
+        let config = ExecConfig {
+            command: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: vec![format!("PIDFILE={}", pidfile.display())],
+            timeout_ms: 30_000,
+            max_concurrency: 1,
+            max_queue: 1,
+        };
+        Handler::new("t", &config, "")
+    }
+
+    /// The pid the handler wrote, once it is there.
+    #[cfg(target_os = "linux")]
+    async fn written_pid(pidfile: &std::path::Path) -> u32 {
+        for _ in 0..1000 {
+            if let Some(pid) = std::fs::read_to_string(pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the handler never wrote its child's pid");
+    }
+
+    /// Whether `pid` is still a running process (a zombie waiting for its reaper is not).
+    #[cfg(target_os = "linux")]
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+            .is_some_and(|zombie| !zombie)
+    }
+
+    /// Waits (up to 10 s, polling) for `pid` to stop running.
+    #[cfg(target_os = "linux")]
+    async fn gone(pid: u32) -> bool {
+        for _ in 0..1000 {
+            if !running(pid) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_handler_is_killed_with_its_children() {
+        let dir = tempfile::tempdir().unwrap();
+        // Cut off (its future dropped, as at the deadline) while its child sleeps on.
+        let pidfile = dir.path().join("cut-off");
+        let h = shell("sleep 300 & echo $! > \"$PIDFILE\"; sleep 300", &pidfile);
+        let child = {
+            let run = h.run(b"{}");
+            tokio::pin!(run);
+            tokio::select! {
+                _ = &mut run => panic!("the handler answered"),
+                pid = written_pid(&pidfile) => pid,
+            }
+        };
+        assert!(gone(child).await, "the handler's child {child} outlived it");
+
+        // Answered, and left a child running in the background.
+        let pidfile = dir.path().join("answered");
+        let h = shell(
+            "sleep 300 >/dev/null 2>&1 & echo $! > \"$PIDFILE\"; echo '{\"score\": 1}'",
+            &pidfile,
+        );
+        assert!(h.run(b"{}").await.is_ok());
+        let child = written_pid(&pidfile).await;
+        assert!(gone(child).await, "the handler's child {child} outlived it");
+    }
 
     #[test]
     fn handler_output() {

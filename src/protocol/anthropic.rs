@@ -254,7 +254,7 @@ impl StreamDecoder for MessagesStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         let ev: Event<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed Anthropic event: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Anthropic event", &e))?;
         match &*ev.kind {
             "content_block_start" => {
                 let index = ev.index.unwrap_or(0);
@@ -362,6 +362,19 @@ struct WholeBlock<'a> {
     input: Option<&'a RawValue>,
 }
 
+/// The Anthropic SDKs' request headers: the API version and beta features they ask for, their
+/// telemetry, and their browser opt-in; the key (`x-api-key`, or a Bearer token) only when it
+/// is the client's own.
+static HEADERS: super::HeaderAllowlist = super::HeaderAllowlist {
+    names: &[
+        "anthropic-version",
+        "anthropic-beta",
+        "anthropic-dangerous-direct-browser-access",
+    ],
+    prefixes: &["x-stainless-"],
+    client_account: &["x-api-key", "authorization"],
+};
+
 impl Protocol for AnthropicMessages {
     fn id(&self) -> ProtocolId {
         ProtocolId::AnthropicMessages
@@ -373,6 +386,10 @@ impl Protocol for AnthropicMessages {
 
     fn serves(&self, path: &str) -> bool {
         path.ends_with("/messages")
+    }
+
+    fn forward_headers(&self) -> &'static super::HeaderAllowlist {
+        &HEADERS
     }
 
     fn auth_header(&self) -> AuthHeader {
@@ -478,7 +495,7 @@ impl Protocol for AnthropicMessages {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<(), DecodeError> {
         let msg: WholeMessage<'a> = serde_json::from_slice(body)
-            .map_err(|e| DecodeError(format!("malformed Anthropic message: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Anthropic message", &e))?;
         for (index, block) in msg.content.into_iter().enumerate() {
             let index = index as u32;
             match &*block.kind {
@@ -530,6 +547,7 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         | GatewayError::InvalidRequest(_)
         | GatewayError::MethodNotAllowed(_)
         | GatewayError::BodyTimeout { .. }
+        | GatewayError::UnsupportedMediaType(_)
         | GatewayError::HoldbackExceeded { .. } => "invalid_request_error",
         GatewayError::NotFound(_) => "not_found_error",
         GatewayError::Unauthorized(_) => "authentication_error",

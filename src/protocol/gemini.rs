@@ -363,7 +363,7 @@ impl StreamDecoder for GeminiStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         let resp: Response<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed Gemini response chunk: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Gemini response chunk", &e))?;
         if resp.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
@@ -408,6 +408,15 @@ fn generates(method: Option<&str>) -> bool {
     matches!(method, Some("generateContent" | "streamGenerateContent"))
 }
 
+/// google-genai's request headers: its telemetry and server-side timeout; the key
+/// (`x-goog-api-key`, or Vertex AI's Bearer token) and the project billed
+/// (`x-goog-user-project`) only when they are the client's own.
+static HEADERS: super::HeaderAllowlist = super::HeaderAllowlist {
+    names: &["x-goog-api-client", "x-server-timeout"],
+    prefixes: &[],
+    client_account: &["x-goog-api-key", "authorization", "x-goog-user-project"],
+};
+
 impl Protocol for Gemini {
     fn id(&self) -> ProtocolId {
         ProtocolId::Gemini
@@ -420,6 +429,10 @@ impl Protocol for Gemini {
     fn serves(&self, path: &str) -> bool {
         let last = path.rsplit('/').next().unwrap_or_default();
         generates(model_call(last).map(|(_, method)| method))
+    }
+
+    fn forward_headers(&self) -> &'static super::HeaderAllowlist {
+        &HEADERS
     }
 
     fn auth_header(&self) -> AuthHeader {
@@ -519,13 +532,13 @@ impl Protocol for Gemini {
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
         if first == Some(&b'[') {
             let all: Vec<Response<'a>> = serde_json::from_slice(body)
-                .map_err(|e| DecodeError(format!("malformed Gemini response: {e}")))?;
+                .map_err(|e| DecodeError::json("malformed Gemini response", &e))?;
             for r in all {
                 dec.response_deltas(r, out);
             }
         } else {
             let r: Response<'a> = serde_json::from_slice(body)
-                .map_err(|e| DecodeError(format!("malformed Gemini response: {e}")))?;
+                .map_err(|e| DecodeError::json("malformed Gemini response", &e))?;
             dec.response_deltas(r, out);
         }
         Ok(())
@@ -568,6 +581,7 @@ fn gemini_error_json(err: &GatewayError) -> String {
         | GatewayError::InvalidRequest(_)
         | GatewayError::MethodNotAllowed(_)
         | GatewayError::PayloadTooLarge { .. }
+        | GatewayError::UnsupportedMediaType(_)
         | GatewayError::HoldbackExceeded { .. } => "INVALID_ARGUMENT",
     };
     let body = Body {

@@ -122,6 +122,25 @@ pub enum FrameKind {
 #[error("{0}")]
 pub struct DecodeError(pub String);
 
+impl DecodeError {
+    /// `what` failed to parse, said by kind and position only: serde_json's own message can
+    /// quote the input (`invalid type: string "…"`), which is model output, and what reaches
+    /// the log never carries that.
+    pub fn json(what: &str, e: &serde_json::Error) -> DecodeError {
+        let kind = match e.classify() {
+            serde_json::error::Category::Io => "read error",
+            serde_json::error::Category::Syntax => "invalid JSON",
+            serde_json::error::Category::Data => "unexpected shape",
+            serde_json::error::Category::Eof => "JSON cut short",
+        };
+        DecodeError(format!(
+            "{what}: {kind} at line {}, column {}",
+            e.line(),
+            e.column()
+        ))
+    }
+}
+
 /// Parses a request body; a malformed one is the client's error (400).
 fn request_json<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, GatewayError> {
     serde_json::from_slice(body)
@@ -173,6 +192,46 @@ pub trait StreamDecoder: Send {
     /// the one [`stream_usage`] asks OpenAI-style upstreams for.
     fn usage_only(&self) -> bool {
         false
+    }
+}
+
+/// Request headers every protocol forwards: the body's type, what the client accepts, who it
+/// is, retry de-duplication and W3C trace context. Lowercase, like every allowlist here.
+pub const COMMON_HEADERS: [&str; 6] = [
+    "content-type",
+    "accept",
+    "user-agent",
+    "idempotency-key",
+    "traceparent",
+    "tracestate",
+];
+
+/// The request headers a protocol's clients send that go upstream. Anything else a client sends
+/// is dropped unless the operator lists it in `forward_headers`: a header the provider reads
+/// next to the operator's key (`X-Forwarded-For`, a beta switch of another provider, …) is the
+/// operator's decision, not the client's. Names are lowercase.
+#[derive(Debug)]
+pub struct HeaderAllowlist {
+    /// Headers that describe or shape the request (API version, beta features, SDK
+    /// telemetry): always forwarded.
+    pub names: &'static [&'static str],
+    /// Prefixes of such headers (`x-stainless-`, the SDK telemetry of the Stainless-built SDKs).
+    pub prefixes: &'static [&'static str],
+    /// The client's credential and the account it bills (`openai-organization`): forwarded
+    /// only while the client's own credential goes upstream, i.e. without `keys`. With keys
+    /// the operator's provider key is sent, and a client must not pick which of the
+    /// operator's organizations or projects pays.
+    pub client_account: &'static [&'static str],
+}
+
+impl HeaderAllowlist {
+    /// True when `name` (lowercase) goes upstream; `client_credential`: the client's own
+    /// credential does.
+    pub fn allows(&self, name: &str, client_credential: bool) -> bool {
+        COMMON_HEADERS.contains(&name)
+            || self.names.contains(&name)
+            || self.prefixes.iter().any(|p| name.starts_with(p))
+            || (client_credential && self.client_account.contains(&name))
     }
 }
 
@@ -244,6 +303,13 @@ pub trait Protocol: Send + Sync + 'static {
     /// `Bearer <key>`).
     fn auth_header(&self) -> AuthHeader {
         AuthHeader::Bearer
+    }
+
+    /// The request headers of this protocol's clients that go upstream (besides
+    /// [`COMMON_HEADERS`] and the route's `forward_headers`); by default the OpenAI SDKs'
+    /// ([`openai_chat::HEADERS`]), which every OpenAI-style protocol shares.
+    fn forward_headers(&self) -> &'static HeaderAllowlist {
+        &openai_chat::HEADERS
     }
 
     /// Whose `upstreams.<provider>` base URL this protocol's standard paths go to.
@@ -322,6 +388,40 @@ mod registry_tests {
         }
         assert_eq!(all().map(|p| p.id()), ProtocolId::ALL);
         assert!(by_name("soap").is_none());
+    }
+
+    #[test]
+    fn parse_errors_say_kind_and_position_never_content() {
+        const SECRET: &str = "sk-live-7f3a9c";
+        let frames = [
+            format!(r#"{{"choices":"{SECRET}"}}"#),
+            format!(r#"{{"choices":[{{"index":"{SECRET}","delta":{{}}}}]}}"#),
+            format!(r#"{{"type":"content_block_delta","index":"{SECRET}"}}"#),
+            format!(r#"{{"type":"response.output_text.delta","delta":["{SECRET}"]}}"#),
+            format!(r#"{{"candidates":"{SECRET}"}}"#),
+            format!(r#"{{"data":"{SECRET}"}}"#),
+            format!(r#""{SECRET}""#),
+            format!(r#"{{"choices":["{SECRET}"#),
+        ];
+        let mut errors = 0;
+        for p in all() {
+            for frame in &frames {
+                let mut out = Vec::new();
+                let events: [Option<&[u8]>; 2] = [None, Some(b"content_block_delta")];
+                for event in events {
+                    if let Err(e) = p.stream_decoder().decode(event, frame.as_bytes(), &mut out) {
+                        errors += 1;
+                        assert!(!e.to_string().contains(SECRET), "{}: {e}", p.name());
+                    }
+                    out.clear();
+                }
+                if let Err(e) = p.decode_response(frame.as_bytes(), &mut out) {
+                    errors += 1;
+                    assert!(!e.to_string().contains(SECRET), "{}: {e}", p.name());
+                }
+            }
+        }
+        assert!(errors >= 20, "only {errors} frames were refused");
     }
 
     #[test]

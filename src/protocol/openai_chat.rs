@@ -257,7 +257,7 @@ fn parse_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>, what: &str) -> Result<
         Ok(unread_text) => Ok(!unread_text),
         Err(Unsure) => {
             *chunk = serde_json::from_slice(data)
-                .map_err(|e| DecodeError(format!("malformed chat completion{what}: {e}")))?;
+                .map_err(|e| DecodeError::json(&format!("malformed chat completion{what}"), &e))?;
             Ok(false)
         }
     }
@@ -373,6 +373,19 @@ impl StreamDecoder for ChatStream {
         self.usage_only
     }
 }
+
+/// The OpenAI SDKs' request headers (openai-python, openai-node; Azure's `api-key`), shared by
+/// every OpenAI-style protocol.
+pub static HEADERS: super::HeaderAllowlist = super::HeaderAllowlist {
+    names: &["openai-beta"],
+    prefixes: &["x-stainless-"],
+    client_account: &[
+        "authorization",
+        "api-key",
+        "openai-organization",
+        "openai-project",
+    ],
+};
 
 impl Protocol for OpenAiChat {
     fn id(&self) -> ProtocolId {

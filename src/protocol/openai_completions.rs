@@ -113,7 +113,7 @@ fn chunk_deltas<'a>(chunk: Chunk<'a>, out: &mut Vec<Delta<'a>>) {
 }
 
 fn parse_chunk(data: &[u8]) -> Result<Chunk<'_>, DecodeError> {
-    serde_json::from_slice(data).map_err(|e| DecodeError(format!("malformed completion: {e}")))
+    serde_json::from_slice(data).map_err(|e| DecodeError::json("malformed completion", &e))
 }
 
 #[derive(Default)]

@@ -87,7 +87,7 @@ impl Protocol for OpenAiEmbeddings {
     ) -> Result<(), DecodeError> {
         serde_json::from_slice::<serde::de::IgnoredAny>(body)
             .map(|_| ())
-            .map_err(|e| DecodeError(format!("malformed embeddings response: {e}")))
+            .map_err(|e| DecodeError::json("malformed embeddings response", &e))
     }
 }
 

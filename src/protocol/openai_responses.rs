@@ -388,7 +388,7 @@ impl StreamDecoder for ResponsesStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         let ev: Event<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError(format!("malformed Responses event: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed Responses event", &e))?;
         let index = ev.output_index.unwrap_or(0);
         match &*ev.kind {
             "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
@@ -614,7 +614,7 @@ impl Protocol for OpenAiResponses {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<(), DecodeError> {
         let r: WholeResponse<'a> = serde_json::from_slice(body)
-            .map_err(|e| DecodeError(format!("malformed response object: {e}")))?;
+            .map_err(|e| DecodeError::json("malformed response object", &e))?;
         for (index, item) in r.output.into_iter().enumerate() {
             let index = index as u32;
             match item.kind.as_deref() {

@@ -382,8 +382,9 @@ impl<'a> RequestCtx<'a> {
         Ok(guard)
     }
 
-    /// Step 6: the request as it goes upstream: the route's path (prefix stripped), hop-by-hop
-    /// and client headers out, the provider key in (with keys), identity encoding asked for.
+    /// Step 6: the request as it goes upstream: the route's path (prefix stripped), only the
+    /// protocol's and the route's allowed headers, the client's key out and the provider key in
+    /// (with keys), credentials never indexed by HPACK, identity encoding asked for.
     pub fn upstream_request(
         &self,
         parts: &Parts,
@@ -394,8 +395,15 @@ impl<'a> RequestCtx<'a> {
             .route
             .forwarded(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
             .into_owned();
-        let mut up_headers = headers::forwardable(&parts.headers);
-        if !self.rt.keys.is_empty() {
+        // Without keys the client's own credential (and the account it names) goes upstream.
+        let client_credential = self.rt.keys.is_empty();
+        let mut up_headers = headers::for_upstream(
+            &parts.headers,
+            self.protocol.forward_headers(),
+            &self.route.forward_headers,
+            client_credential,
+        );
+        if !client_credential {
             // The client's guardwire key never goes upstream; the provider key takes its place.
             path_and_query = auth::without_key_param(&path_and_query);
             auth::strip_client_auth(&mut up_headers);
@@ -411,6 +419,7 @@ impl<'a> RequestCtx<'a> {
             HeaderValue::from_static("identity"),
         );
         up_headers.insert(&headers::REQUEST_ID, self.request_id.clone());
+        headers::mark_credentials_sensitive(&mut up_headers, self.route.auth_header.as_str());
         let mut up_req = Request::builder()
             .method(parts.method.clone())
             .uri(uri)
@@ -672,8 +681,8 @@ impl<'a> RequestCtx<'a> {
         Ok(r)
     }
 
-    /// A `passthrough_paths` request: forwarded as the client sent it (any method; keys
-    /// swapped as for any request) and its answer relayed untouched — unchecked, by the
+    /// A `passthrough_paths` request: forwarded as the client sent it (any method, any body;
+    /// headers allowed and keys swapped as for any request) and its answer relayed untouched — unchecked, by the
     /// operator's explicit choice.
     pub async fn passthrough(
         &self,

@@ -1,44 +1,155 @@
-//! Header hygiene between client and upstream.
+//! Header hygiene between client and upstream: what of a request's head goes upstream (the
+//! protocol's allowlist, [`crate::protocol::HeaderAllowlist`], and the route's
+//! `forward_headers`), which values HPACK must never index, which request bodies guardwire can
+//! read, and what of a response's head goes back.
 
+use crate::config::NEVER_FORWARDED;
+use crate::error::GatewayError;
+use crate::protocol::HeaderAllowlist;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-
-/// Headers that describe one connection, not the message: never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-];
 
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Copies `from` without hop-by-hop headers (and those named in `Connection`), without `Host`
-/// (the upstream's is set from config) and without `Content-Length` (re-framed bodies get their
-/// own).
-pub fn forwardable(from: &HeaderMap) -> HeaderMap {
-    let named: Vec<HeaderName> = from
-        .get_all(header::CONNECTION)
+/// True for headers no one may forward, whatever the config: hop-by-hop ones, `Host` and
+/// `Content-Length` ([`NEVER_FORWARDED`]; `forward_headers` naming one is refused at load).
+fn never_forwarded(name: &HeaderName) -> bool {
+    NEVER_FORWARDED.contains(&name.as_str())
+}
+
+/// The headers `Connection` names as hop-by-hop for this one message.
+fn connection_named(from: &HeaderMap) -> Vec<HeaderName> {
+    from.get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|n| HeaderName::try_from(n.trim()).ok())
-        .collect();
+        .collect()
+}
+
+/// A response head as it goes back to the client: `from` without hop-by-hop headers (and those
+/// named in `Connection`), `Host` and `Content-Length`.
+pub fn forwardable(from: &HeaderMap) -> HeaderMap {
+    let named = connection_named(from);
     let mut out = HeaderMap::with_capacity(from.len());
     for (name, value) in from {
-        if HOP_BY_HOP.contains(name)
-            || named.contains(name)
-            || name == header::HOST
-            || name == header::CONTENT_LENGTH
-        {
+        if never_forwarded(name) || named.contains(name) {
             continue;
         }
         out.append(name.clone(), value.clone());
     }
     out
+}
+
+/// A client's request head as it goes upstream: only the headers of the protocol's
+/// `allowlist` (its account and credential headers only while `client_credential`, the
+/// client's own credential, goes upstream) and the route's `extra` (`forward_headers`), never
+/// hop-by-hop ones (nor those named in `Connection`), `Host` or `Content-Length`.
+pub fn for_upstream(
+    from: &HeaderMap,
+    allowlist: &HeaderAllowlist,
+    extra: &[HeaderName],
+    client_credential: bool,
+) -> HeaderMap {
+    let named = connection_named(from);
+    let mut out = HeaderMap::with_capacity(from.len());
+    for (name, value) in from {
+        if never_forwarded(name) || named.contains(name) {
+            continue;
+        }
+        if allowlist.allows(name.as_str(), client_credential) || extra.contains(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// Headers that carry a credential by name.
+const CREDENTIALS: [&str; 6] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+];
+
+/// Marks every credential of `headers` sensitive, so HTTP/2's HPACK never indexes it on a
+/// connection shared by many clients' requests (an indexed value can be probed by its
+/// compressed size, and stays in the shared table). Credentials are the headers in
+/// [`CREDENTIALS`], `also` (the route's key header), and any name that says it holds a key,
+/// token, secret or cookie (an operator's `forward_headers` entry such as `x-tenant-token`).
+pub fn mark_credentials_sensitive(headers: &mut HeaderMap, also: &str) {
+    for (name, value) in headers.iter_mut() {
+        let n = name.as_str();
+        let secret = CREDENTIALS.contains(&n)
+            || n == also
+            || ["key", "token", "secret", "cookie", "auth", "password"]
+                .iter()
+                .any(|w| n.contains(w));
+        if secret {
+            value.set_sensitive(true);
+        }
+    }
+}
+
+/// Refuses (415) a request body guardwire could not read as its checks do: a `Content-Encoding`
+/// other than `identity`, or a `Content-Type` other than `application/json` (a `charset`
+/// parameter, if any, must be UTF-8). Without a `Content-Type` the body is read as JSON and
+/// forwarded as `application/json`, so the upstream reads what was checked.
+pub fn check_request_body_type(headers: &mut HeaderMap) -> Result<(), GatewayError> {
+    let refuse = |m: String| Err(GatewayError::UnsupportedMediaType(m));
+    if let Some(coding) = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .find(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"identity"))
+    {
+        return refuse(format!(
+            "request bodies with Content-Encoding `{}` cannot be checked; send the body uncompressed",
+            String::from_utf8_lossy(coding)
+        ));
+    }
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (types.next(), types.next()) else {
+        if headers.contains_key(header::CONTENT_TYPE) {
+            return refuse("a request must have one Content-Type".into());
+        }
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return Ok(());
+    };
+    let shown = || String::from_utf8_lossy(value.as_bytes()).into_owned();
+    let mut parts = value.as_bytes().split(|&b| b == b';');
+    let media = parts.next().unwrap_or_default().trim_ascii();
+    if !media.eq_ignore_ascii_case(b"application/json") {
+        return refuse(format!(
+            "Content-Type `{}` is not supported; send the body as application/json",
+            shown()
+        ));
+    }
+    for param in parts {
+        let Some(eq) = param.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (name, value) = (&param[..eq], &param[eq + 1..]);
+        let value = value.trim_ascii();
+        let value = value
+            .strip_prefix(b"\"")
+            .and_then(|v| v.strip_suffix(b"\""))
+            .unwrap_or(value);
+        if name.trim_ascii().eq_ignore_ascii_case(b"charset")
+            && !value.eq_ignore_ascii_case(b"utf-8")
+        {
+            return refuse(format!(
+                "Content-Type `{}` is not supported; JSON bodies must be UTF-8",
+                shown()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The client's `x-request-id` if it sent a usable one, else a fresh one.
@@ -76,7 +187,183 @@ fn fresh_request_id() -> uuid::Uuid {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::config::ProtocolId;
+    use crate::protocol::by_id;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    fn names(h: &HeaderMap) -> Vec<&str> {
+        let mut n: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        n.sort_unstable();
+        n
+    }
+
+    #[test]
+    fn requests_carry_only_the_protocols_headers_and_the_configured_ones() {
+        let client = map(&[
+            ("Authorization", "Bearer sk-client"),
+            ("OpenAI-Organization", "org-1"),
+            ("OpenAI-Project", "proj-1"),
+            ("OpenAI-Beta", "assistants=v2"),
+            ("X-Stainless-Lang", "python"),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json"),
+            ("User-Agent", "OpenAI/Python 1.0"),
+            (
+                "traceparent",
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            ),
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("anthropic-beta", "x"),
+            ("X-Team", "search"),
+            ("Host", "guardwire"),
+            ("Content-Length", "2"),
+            ("Connection", "x-team, keep-alive"),
+            ("Keep-Alive", "5"),
+        ]);
+        let chat = by_id(ProtocolId::OpenAiChat).forward_headers();
+        // The client's own credential: it, and the account it names, go along.
+        assert_eq!(
+            names(&for_upstream(&client, chat, &[], true)),
+            [
+                "accept",
+                "authorization",
+                "content-type",
+                "openai-beta",
+                "openai-organization",
+                "openai-project",
+                "traceparent",
+                "user-agent",
+                "x-stainless-lang",
+            ]
+        );
+        // The operator's key goes instead: no client credential, no choice of its account.
+        let without = for_upstream(&client, chat, &[], false);
+        for n in ["authorization", "openai-organization", "openai-project"] {
+            assert!(!without.contains_key(n), "{n}");
+        }
+        // An operator's header goes along, unless the client made it hop-by-hop.
+        let extra = [HeaderName::from_static("x-forwarded-for")];
+        assert!(for_upstream(&client, chat, &extra, false).contains_key("x-forwarded-for"));
+        let extra = [HeaderName::from_static("x-team")];
+        assert!(!for_upstream(&client, chat, &extra, false).contains_key("x-team"));
+
+        let client = map(&[
+            ("x-api-key", "sk-ant"),
+            ("anthropic-version", "2023-06-01"),
+            ("anthropic-beta", "prompt-caching-2024-07-31"),
+            ("openai-organization", "org-1"),
+            ("x-stainless-retry-count", "0"),
+        ]);
+        let anthropic = by_id(ProtocolId::AnthropicMessages).forward_headers();
+        assert_eq!(
+            names(&for_upstream(&client, anthropic, &[], false)),
+            [
+                "anthropic-beta",
+                "anthropic-version",
+                "x-stainless-retry-count"
+            ]
+        );
+        assert!(for_upstream(&client, anthropic, &[], true).contains_key("x-api-key"));
+
+        let client = map(&[
+            ("x-goog-api-key", "g"),
+            ("x-goog-api-client", "google-genai-sdk/1.0"),
+            ("x-goog-user-project", "p"),
+            ("x-stainless-lang", "python"),
+        ]);
+        let gemini = by_id(ProtocolId::Gemini).forward_headers();
+        assert_eq!(
+            names(&for_upstream(&client, gemini, &[], false)),
+            ["x-goog-api-client"]
+        );
+        assert_eq!(
+            names(&for_upstream(&client, gemini, &[], true)),
+            ["x-goog-api-client", "x-goog-api-key", "x-goog-user-project"]
+        );
+    }
+
+    #[test]
+    fn credentials_are_never_indexed() {
+        let mut h = map(&[
+            ("authorization", "Bearer sk"),
+            ("x-api-key", "k"),
+            ("x-goog-api-key", "g"),
+            ("api-key", "a"),
+            ("cookie", "c=1"),
+            ("proxy-authorization", "Basic x"),
+            ("x-tenant-token", "t"),
+            ("x-upstream-auth", "u"),
+            ("content-type", "application/json"),
+            ("x-stainless-lang", "python"),
+        ]);
+        mark_credentials_sensitive(&mut h, "x-upstream-auth");
+        for (name, value) in &h {
+            let secret = !matches!(name.as_str(), "content-type" | "x-stainless-lang");
+            assert_eq!(value.is_sensitive(), secret, "{name}");
+        }
+    }
+
+    #[test]
+    fn request_bodies_must_be_plain_json() {
+        for ok in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/json;charset=\"UTF-8\"",
+        ] {
+            let mut h = map(&[("content-type", ok)]);
+            assert!(check_request_body_type(&mut h).is_ok(), "{ok}");
+            assert_eq!(h["content-type"], ok);
+        }
+        // No type: read as JSON, and said to be JSON upstream.
+        let mut h = HeaderMap::new();
+        assert!(check_request_body_type(&mut h).is_ok());
+        assert_eq!(h["content-type"], "application/json");
+        let mut h = map(&[("content-encoding", "identity")]);
+        assert!(check_request_body_type(&mut h).is_ok());
+        for (name, value, says) in [
+            (
+                "content-type",
+                "application/x-www-form-urlencoded",
+                "application/json",
+            ),
+            ("content-type", "text/plain", "application/json"),
+            (
+                "content-type",
+                "multipart/form-data; boundary=x",
+                "application/json",
+            ),
+            ("content-type", "application/json-seq", "application/json"),
+            ("content-type", "application/json; charset=utf-16", "UTF-8"),
+            ("content-encoding", "gzip", "uncompressed"),
+            ("content-encoding", "identity, br", "uncompressed"),
+        ] {
+            let mut h = map(&[("content-type", "application/json"), (name, value)]);
+            if name == "content-type" {
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_str(value).unwrap());
+            }
+            let e = check_request_body_type(&mut h).unwrap_err();
+            assert_eq!(e.status(), http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            assert!(e.to_string().contains(says), "{value}: {e}");
+        }
+        let mut h = map(&[
+            ("content-type", "application/json"),
+            ("content-type", "text/plain"),
+        ]);
+        assert!(check_request_body_type(&mut h).is_err());
+    }
 
     #[test]
     fn fresh_request_ids_are_distinct_version_4_uuids() {

@@ -394,9 +394,14 @@ impl Gateway {
         trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let target = exchange::target(route, &req)?;
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let caller = exchange::authenticate(rt, route, &parts)?;
         trace.note_caller(caller.key_id);
+        // A checked body is read as JSON; one the upstream would read otherwise is refused
+        // before it is read.
+        if let Target::Checked(..) = target {
+            headers::check_request_body_type(&mut parts.headers)?;
+        }
         let protocol = match target {
             Target::Checked(_, p) => p,
             Target::Passthrough(_) => route.protocol,

@@ -33,6 +33,8 @@ pub struct Route {
     pub stored_context: StoredContext,
     /// Streamed OpenAI-style requests ask for usage (`routes[].request_usage`).
     pub request_usage: bool,
+    /// Request headers forwarded besides the protocol's allowlist (`forward_headers`).
+    pub forward_headers: Vec<http::HeaderName>,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -77,6 +79,10 @@ impl Route {
             format!("/{rest}").into()
         }
     }
+}
+
+fn header_names(list: &[crate::config::ForwardHeader]) -> Vec<http::HeaderName> {
+    list.iter().map(|h| h.0.clone()).collect()
 }
 
 impl Runtime {
@@ -153,6 +159,11 @@ impl Runtime {
                 unknown_content: rc.unknown_content.unwrap_or(config.unknown_content),
                 stored_context: rc.stored_context.unwrap_or(config.stored_context),
                 request_usage: rc.request_usage,
+                forward_headers: header_names(
+                    rc.forward_headers
+                        .as_deref()
+                        .unwrap_or(&config.forward_headers),
+                ),
             });
         }
         for protocol in crate::protocol::all() {
@@ -171,6 +182,7 @@ impl Runtime {
                 unknown_content: config.unknown_content,
                 stored_context: config.stored_context,
                 request_usage: true,
+                forward_headers: header_names(&config.forward_headers),
             });
         }
         let mut keys = Vec::new();

@@ -49,8 +49,15 @@ pub async fn start_config(upstream_lines: &str, pack_yaml: &str, extra: &str) ->
     } else {
         format!("upstreams:\n{upstream_lines}")
     };
+    // `x-split` tells the mock upstream where to cut its answer (protocols::split_mock); like
+    // any header outside a protocol's allowlist, it reaches the upstream only when configured.
+    let forward = if extra.contains("forward_headers:") {
+        ""
+    } else {
+        "forward_headers: [x-split]\n"
+    };
     let yaml = format!(
-        "listen: \"127.0.0.1:0\"\n{upstreams}packs: [\"{}\"]\n{extra}\n",
+        "listen: \"127.0.0.1:0\"\n{upstreams}packs: [\"{}\"]\n{forward}{extra}\n",
         pack.display()
     );
     let config = Config::from_yaml(&yaml).unwrap();
