@@ -102,10 +102,6 @@ fn answer_json(text: &str) -> String {
     json!({"id": "c", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}).to_string()
 }
 
-async fn metrics(addr: std::net::SocketAddr) -> String {
-    send(addr, "GET", "/metrics", "", &[]).await.text()
-}
-
 const INPUT_JUDGE: &str = "validators:\n  - type: llm_judge\n    params: {criteria: 'The request is safe', direction: input}\n";
 const OUTPUT_JUDGE: &str =
     "validators:\n  - type: llm_judge\n    params: {criteria: 'The answer is safe', rubric: 'No harm'}\n";
@@ -282,7 +278,10 @@ async fn post_chat_as(addr: std::net::SocketAddr, key: &str, body: &str) -> Answ
         "POST",
         "/v1/chat/completions",
         body.to_owned(),
-        &[("content-type", "application/json"), ("authorization", &auth)],
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
     )
     .await
 }

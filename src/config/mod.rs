@@ -314,15 +314,16 @@ impl Default for Reload {
     }
 }
 
-/// Admin endpoints (`POST /admin/reload`) answer only when a token is set, and only to
-/// `Authorization: Bearer <token>`.
+/// The operators' endpoints. `POST /admin/reload` answers only when a token is set, and only to
+/// `Authorization: Bearer <token>`. `/metrics` is served on `listen`; on the clients' listener
+/// it (and `/admin/*`) needs the token, and without one is not served there at all.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Admin {
     pub token: Option<String>,
     /// A listener of its own for the operators' endpoints (`/metrics`, `/admin/reload`,
-    /// `/healthz`, `/readyz`; plain HTTP/1.1): the main listener then no longer serves
-    /// `/metrics` and `/admin/reload` to clients. Read at start.
+    /// `/healthz`, `/readyz`; plain HTTP/1.1), where `/metrics` needs no token: keep it on
+    /// loopback or a network only operators reach. Read at start.
     #[serde(default)]
     pub listen: Option<SocketAddr>,
 }
