@@ -108,7 +108,10 @@ impl JudgeClient {
                     let mut vectors = embeddings(self.protocol, &reply)
                         .map_err(|e| AttemptError::input(ErrorKind::Malformed, e))?;
                     if vectors.len() != expected {
-                        return Err(AttemptError::input(ErrorKind::Malformed, "the embeddings reply has the wrong number of vectors"));
+                        return Err(AttemptError::input(
+                            ErrorKind::Malformed,
+                            "the embeddings reply has the wrong number of vectors",
+                        ));
                     }
                     let text_vector = vectors.pop().unwrap_or_default();
                     let reference = match known {
@@ -126,7 +129,10 @@ impl JudgeClient {
                         }
                     };
                     let sim = cosine(&reference, &text_vector).ok_or_else(|| {
-                        AttemptError::input(ErrorKind::Malformed, "the embeddings differ in length or are zero")
+                        AttemptError::input(
+                            ErrorKind::Malformed,
+                            "the embeddings differ in length or are zero",
+                        )
                     })?;
                     Ok(Verdict {
                         score: sim.max(0.0),
