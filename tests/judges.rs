@@ -774,6 +774,8 @@ async fn config_errors_name_the_key() {
         ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m}\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m}\n", "judges[1] (a): name"),
         ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m, retry: {base_delay_ms: 5000}}\n", "retry.base_delay_ms"),
         ("exec:\n  x: {command: ''}\n", "exec.x: command"),
+        ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m, max_concurrency_per_key: 0}\n", "judges[0] (a): max_concurrency_per_key: must be from 1 to max_concurrency (64)"),
+        ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m, max_queue: 8, max_queue_per_key: 9}\n", "judges[0] (a): max_queue_per_key: must be from 1 to max_queue (8)"),
     ] {
         let e = guardwire::config::Config::from_yaml(yaml).unwrap_err().to_string();
         assert!(e.contains(expected), "{yaml}: {e}");
