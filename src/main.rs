@@ -176,6 +176,11 @@ fn serve(path: &std::path::Path) -> ExitCode {
         tracing::info!(addr = %server.addr, "guardwire listening");
         if let Some(addr) = server.admin_addr {
             tracing::info!(addr = %addr, "operators' endpoints listening");
+        } else if server.gateway.runtime().config.admin.token.is_none() {
+            tracing::warn!(
+                "/metrics is served nowhere: set admin.listen (or admin.token, to serve it on \
+                 this listener to that bearer token)"
+            );
         }
         #[cfg(unix)]
         reload_on_sighup(hup, std::sync::Arc::clone(&server.gateway));

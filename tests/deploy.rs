@@ -155,3 +155,75 @@ fn the_kubernetes_configmap_loads_and_carries_the_default_pack() {
     assert!(text.contains("listen 0.0.0.0:8080"), "{text}");
     assert!(text.contains("pack config/packs/default.yaml"), "{text}");
 }
+
+/// The YAML documents of a file under deploy/.
+fn documents(file: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(file)).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .map(|doc| <serde_json::Value as serde::Deserialize>::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// The ServiceMonitor scrapes the operators' port (admin.listen), which only a Service of its
+/// own carries: the clients' Service has no /metrics to offer.
+#[test]
+fn the_service_monitor_scrapes_the_operators_port_not_the_clients() {
+    let manifests = documents("deploy/kubernetes.yaml");
+    let monitor = documents("deploy/kubernetes-servicemonitor.yaml");
+    let monitor = monitor
+        .iter()
+        .find(|d| d["kind"] == "ServiceMonitor")
+        .unwrap();
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["path"], "/metrics");
+    let port_name = endpoint["port"].as_str().unwrap();
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let services: Vec<&serde_json::Value> = manifests
+        .iter()
+        .filter(|d| d["kind"] == "Service")
+        .collect();
+    let selected: Vec<&&serde_json::Value> = services
+        .iter()
+        .filter(|s| {
+            selector
+                .iter()
+                .all(|(k, v)| s["metadata"]["labels"][k.as_str()] == *v)
+        })
+        .collect();
+    assert_eq!(selected.len(), 1, "the ServiceMonitor selects one Service");
+    let port = selected[0]["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == port_name)
+        .expect("the scraped port is on the selected Service");
+    let number = port["port"].as_u64().unwrap();
+    // That is admin.listen's port, and the container names it.
+    let configmap = manifests.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
+    let config: serde_json::Value =
+        serde_norway::from_str(configmap["data"]["guardwire.yaml"].as_str().unwrap()).unwrap();
+    let listen = config["admin"]["listen"].as_str().unwrap();
+    assert!(listen.ends_with(&format!(":{number}")), "{listen}");
+    assert!(
+        config["admin"]["token"].is_null(),
+        "no token: the clients' port serves no /metrics"
+    );
+    let deployment = manifests
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .unwrap();
+    let container_ports = &deployment["spec"]["template"]["spec"]["containers"][0]["ports"];
+    assert!(container_ports
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["containerPort"].as_u64() == Some(number) && p["name"] == port["targetPort"]));
+    // No other Service carries it.
+    for s in services.iter().filter(|s| !std::ptr::eq(**s, *selected[0])) {
+        for p in s["spec"]["ports"].as_array().unwrap() {
+            assert_ne!(p["port"].as_u64(), Some(number), "{s}");
+        }
+    }
+}

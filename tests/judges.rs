@@ -49,6 +49,9 @@ fn verdict_for(text: &str, calls: usize) -> Option<(u16, String, Duration)> {
         return Some((429, String::new(), Duration::ZERO));
     } else if text.contains("DOWN") {
         return Some((500, String::new(), Duration::ZERO));
+    } else if text.contains("TOOLONG") {
+        // What a judge answers to an input over its context window.
+        return Some((400, String::new(), Duration::ZERO));
     } else {
         (200, verdict(0.9), Duration::ZERO)
     })
@@ -97,10 +100,6 @@ fn chat_request(content: &str, stream: bool) -> String {
 
 fn answer_json(text: &str) -> String {
     json!({"id": "c", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}).to_string()
-}
-
-async fn metrics(addr: std::net::SocketAddr) -> String {
-    send(addr, "GET", "/metrics", "", &[]).await.text()
 }
 
 const INPUT_JUDGE: &str = "validators:\n  - type: llm_judge\n    params: {criteria: 'The request is safe', direction: input}\n";
@@ -269,6 +268,105 @@ async fn failures_in_a_row_open_the_breaker() {
         m.contains(r#"guardwire_judge_errors_total{judge="safety",kind="circuit_open"} 1"#),
         "{m}"
     );
+}
+
+/// A chat request with key `key`.
+async fn post_chat_as(addr: std::net::SocketAddr, key: &str, body: &str) -> Answer {
+    let auth = format!("Bearer {key}");
+    send(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        body.to_owned(),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn one_keys_flood_neither_opens_the_breaker_nor_starves_another_keys_checks() {
+    let judge = openai_judge().await;
+    let upstream = MockUpstream::start(|_| Reply::json(200, &answer_json("hello"))).await;
+    let config = judges_config(&judge, "openai_chat", "")
+        .replace("timeout_ms: 5000", "timeout_ms: 25000")
+        .replace(
+            "    retry: {max_retries: 2, base_delay_ms: 1, max_delay_ms: 5, exponential_base: 2}\n",
+            "    retry: {max_retries: 0}\n    breaker: {failures: 2, open_ms: 60000}\n    \
+             max_concurrency: 2\n    max_concurrency_per_key: 1\n    max_queue: 4\n",
+        );
+    let config = format!("{config}keys:\n  - {{id: a, key: gw-a}}\n  - {{id: b, key: gw-b}}\n");
+    let proxy = start_proxy(&upstream.base_url(), INPUT_JUDGE, &config).await;
+    let addr = proxy.addr();
+
+    // Key a provokes replies that are no verdict, and refusals of its input, well past the
+    // breaker's two failures: each of its requests fails closed...
+    for text in ["MALFORMED", "TOOLONG", "MALFORMED", "TOOLONG", "MALFORMED"] {
+        let r = post_chat_as(addr, "gw-a", &chat_request(text, false)).await;
+        assert_eq!(r.status, 400, "{text}: {}", r.text());
+    }
+    // ...but the breaker stays closed: key b's checks are asked and keep their verdicts.
+    let asked = judge.request_count();
+    let r = post_chat_as(addr, "gw-b", &chat_request("hello 1", false)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = post_chat_as(addr, "gw-b", &chat_request("EVIL 1", false)).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(judge.request_count(), asked + 2);
+    let m = metrics(addr).await;
+    assert!(
+        m.contains(r#"guardwire_judge_circuit_open{judge="safety"} 0"#)
+            || !m.contains("guardwire_judge_circuit_open{"),
+        "{m}"
+    );
+    assert!(!m.contains(r#"kind="circuit_open""#), "{m}");
+    for (kind, n) in [("malformed", 3), ("status", 2)] {
+        assert!(
+            m.contains(&format!(
+                r#"guardwire_judge_errors_total{{judge="safety",kind="{kind}"}} {n}"#
+            )),
+            "{kind}: {m}"
+        );
+    }
+    assert!(
+        m.contains(r#"guardwire_judged_verdicts_total{validator="llm_judge",result="fail"} 1"#),
+        "{m}"
+    );
+
+    // Key a floods with texts the judge is slow to answer: one runs (its share of the two
+    // slots), four wait in the queue, the sixth is turned away.
+    let mut flood = Vec::new();
+    for i in 0..6 {
+        flood.push(tokio::spawn(async move {
+            post_chat_as(addr, "gw-a", &chat_request(&format!("SLOW {i}"), false)).await
+        }));
+    }
+    for tries in 0.. {
+        let m = metrics(addr).await;
+        if m.contains(r#"guardwire_judge_queue_depth{judge="safety"} 4"#) {
+            break;
+        }
+        assert!(tries < 1000, "key a's flood never filled its queue: {m}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Key b is not behind a's flood: its checks run in its own share, with their verdicts.
+    let r = post_chat_as(addr, "gw-b", &chat_request("hello 2", false)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = post_chat_as(addr, "gw-b", &chat_request("EVIL 2", false)).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    let m = metrics(addr).await;
+    assert!(
+        m.contains(r#"guardwire_judged_verdicts_total{validator="llm_judge",result="fail"} 2"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"guardwire_judged_verdicts_total{validator="llm_judge",result="pass"} 2"#),
+        "{m}"
+    );
+    for f in flood {
+        f.abort();
+    }
 }
 
 #[tokio::test]
@@ -676,6 +774,8 @@ async fn config_errors_name_the_key() {
         ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m}\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m}\n", "judges[1] (a): name"),
         ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m, retry: {base_delay_ms: 5000}}\n", "retry.base_delay_ms"),
         ("exec:\n  x: {command: ''}\n", "exec.x: command"),
+        ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m, max_concurrency_per_key: 0}\n", "judges[0] (a): max_concurrency_per_key: must be from 1 to max_concurrency (64)"),
+        ("judges:\n  - {name: a, protocol: gemini, base_url: 'http://127.0.0.1:1', model: m, max_queue: 8, max_queue_per_key: 9}\n", "judges[0] (a): max_queue_per_key: must be from 1 to max_queue (8)"),
     ] {
         let e = guardwire::config::Config::from_yaml(yaml).unwrap_err().to_string();
         assert!(e.contains(expected), "{yaml}: {e}");

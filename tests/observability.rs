@@ -178,9 +178,11 @@ async fn every_dashboard_query_returns_data_from_a_live_prometheus() {
     let answer = openai_chat_stream_with_usage(&["card 4111 1111 1111 1111 ok"], 5, 9);
     let mock = MockUpstream::start(move |_| Reply::sse(&answer)).await;
     let pack = ONE_OF_EACH_MODE_PACK;
-    let extra = "prices: { gpt-4o: { input_per_mtok: 2.5, output_per_mtok: 10.0 } }";
+    // Scraped where deployments scrape it: the operators' listener.
+    let extra = "prices: { gpt-4o: { input_per_mtok: 2.5, output_per_mtok: 10.0 } }\n\
+                 admin: { listen: \"127.0.0.1:0\" }";
     let proxy = start_proxy(&mock.base_url(), pack, extra).await;
-    let prometheus = start_prometheus(proxy.addr()).await;
+    let prometheus = start_prometheus(proxy.server.admin_addr.unwrap()).await;
 
     let blocked = STREAM_REQUEST.replace("\"content\":\"", "\"content\":\"forbidden ");
     let queries = dashboard_queries();

@@ -459,12 +459,12 @@ async fn metrics_pass_promtool_and_openmetrics_is_served_when_asked_for() {
         );
     };
     let scrape = |addr, accept: &'static str| async move {
-        let headers: &[(&str, &str)] = if accept.is_empty() {
-            &[]
-        } else {
-            &[("accept", accept)]
-        };
-        send(addr, "GET", "/metrics", bytes::Bytes::new(), headers).await
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let mut headers = vec![("authorization", auth.as_str())];
+        if !accept.is_empty() {
+            headers.push(("accept", accept));
+        }
+        send(addr, "GET", "/metrics", bytes::Bytes::new(), &headers).await
     };
     // The answer ends with the provider's usage (5 tokens in, 9 out).
     let answer = openai_chat_stream_with_usage(&["card 4111 1111 1111 1111 ok"], 5, 9);
@@ -595,6 +595,50 @@ async fn the_overhead_is_observed_for_every_outcome() {
 }
 
 #[tokio::test]
+async fn without_a_token_metrics_are_served_only_on_the_operators_listener() {
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["hi"]))).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        "validators: []\n",
+        "admin: { listen: \"127.0.0.1:0\" }",
+    )
+    .await;
+    let (main, ops) = (proxy.addr(), proxy.server.admin_addr.unwrap());
+    assert_eq!(post_chat(main, STREAM_REQUEST).await.status, 200);
+    // The clients' listener: neither metrics nor the admin endpoints, whatever is presented,
+    // and the refusal says where they are.
+    for path in ["/metrics", "/admin/reload", "/admin/anything"] {
+        for method in ["GET", "POST"] {
+            for headers in [&[][..], &[("authorization", "Bearer x")][..]] {
+                let r = send(main, method, path, Bytes::new(), headers).await;
+                assert_eq!(r.status, 404, "{method} {path}");
+                assert!(r.text().contains("admin.listen"), "{}", r.text());
+                assert!(!r.text().contains("guardwire_"), "{}", r.text());
+            }
+        }
+    }
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(
+            send(main, "GET", probe, Bytes::new(), &[]).await.status,
+            200
+        );
+    }
+    // The operators' listener: metrics (counting the request above), the hash of the config;
+    // reload stays off without a token.
+    let m = send(ops, "GET", "/metrics", Bytes::new(), &[]).await;
+    assert_eq!(m.status, 200);
+    assert!(
+        m.text()
+            .contains("guardwire_requests_total{route=\"openai_chat\""),
+        "{}",
+        m.text()
+    );
+    assert!(m.text().contains("guardwire_config_hash "), "{}", m.text());
+    let r = send(ops, "POST", "/admin/reload", Bytes::new(), &[]).await;
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test]
 async fn with_admin_listen_metrics_and_reload_move_to_the_operators_listener() {
     let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["hi"]))).await;
     let proxy = start_proxy(
@@ -625,15 +669,24 @@ async fn with_admin_listen_metrics_and_reload_move_to_the_operators_listener() {
     let proxied = send(ops, "POST", "/v1/chat/completions", STREAM_REQUEST, &[]).await;
     assert_eq!(proxied.status, 404);
     assert_eq!(mock.request_count(), 0);
-    // The main listener: no metrics or reload for clients; probes and traffic as before.
-    assert_eq!(
-        send(main, "GET", "/metrics", Bytes::new(), &[])
-            .await
-            .status,
-        404
-    );
+    // The main listener: metrics and reload only with the token; probes and traffic as before.
+    for headers in [&[][..], &[("authorization", "Bearer s3cre")][..]] {
+        let m = send(main, "GET", "/metrics", Bytes::new(), headers).await;
+        assert_eq!(m.status, 401);
+        assert_eq!(m.headers["www-authenticate"], "Bearer");
+        assert!(!m.text().contains("guardwire_"), "{}", m.text());
+        let r = send(main, "POST", "/admin/reload", Bytes::new(), headers).await;
+        assert_eq!(r.status, 401);
+    }
+    let m = send(main, "GET", "/metrics", Bytes::new(), &bearer).await;
+    assert_eq!(m.status, 200);
+    assert!(m.text().contains("guardwire_build_info"), "{}", m.text());
     let r = send(main, "POST", "/admin/reload", Bytes::new(), &bearer).await;
-    assert_eq!(r.status, 404);
+    assert!(
+        r.status == 400 && r.text().contains("not started from a config file"),
+        "{}",
+        r.text()
+    );
     assert_eq!(
         send(main, "GET", "/healthz", Bytes::new(), &[])
             .await

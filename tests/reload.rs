@@ -95,7 +95,7 @@ async fn a_reload_swaps_the_policy_for_new_requests_only() {
     let server = start(&s.config).await;
     let addr = server.addr;
     assert!(blocked(&post_chat(addr, STREAM_REQUEST).await, "alpha"));
-    let hash_before = config_hash(&metrics(addr).await);
+    let hash_before = config_hash(&metrics_with_token(addr, "s3cret").await);
 
     // A stream starts under the old policy (ban alpha, allow beta)...
     let slow =
@@ -117,7 +117,7 @@ async fn a_reload_swaps_the_policy_for_new_requests_only() {
         "new requests get the new policy: {}",
         new.text()
     );
-    let after = metrics(addr).await;
+    let after = metrics_with_token(addr, "s3cret").await;
     assert!(after.contains(r#"guardwire_config_reload_total{result="success"} 1"#));
     assert!(
         after.contains("guardwire_config_last_reload_successful 1\n"),
@@ -144,7 +144,7 @@ async fn an_invalid_pack_keeps_the_running_policy() {
         "reload: { poll_ms: 0 }\nadmin: { token: s3cret }",
     );
     let server = start(&s.config).await;
-    let hash_before = config_hash(&metrics(server.addr).await);
+    let hash_before = config_hash(&metrics_with_token(server.addr, "s3cret").await);
     std::fs::write(
         &s.pack,
         "validators:\n  - type: regex\n    params: { pattern: '(' }\n",
@@ -164,7 +164,7 @@ async fn an_invalid_pack_keeps_the_running_policy() {
         &post_chat(server.addr, STREAM_REQUEST).await,
         "alpha"
     ));
-    let after = metrics(server.addr).await;
+    let after = metrics_with_token(server.addr, "s3cret").await;
     assert!(after.contains(r#"guardwire_config_reload_total{result="failure"} 1"#));
     assert!(
         after.contains("guardwire_config_last_reload_successful 0\n"),

@@ -30,6 +30,14 @@ pub struct JudgeConfig {
     pub max_concurrency: usize,
     #[serde(default = "default_max_queue")]
     pub max_queue: usize,
+    /// The most of `max_concurrency` one client key may hold; unset, a fair share: the limit
+    /// divided by the keys that have calls in flight or waiting (rounded up).
+    #[serde(default)]
+    pub max_concurrency_per_key: Option<usize>,
+    /// The most of `max_queue` one client key may fill; unset, a fair share as above (a key
+    /// over its share gives up its newest waiter to a key under it when the queue is full).
+    #[serde(default)]
+    pub max_queue_per_key: Option<usize>,
     #[serde(default)]
     pub breaker: BreakerConfig,
     #[serde(default)]
@@ -238,6 +246,19 @@ pub(super) fn validate_judges(judges: &mut [JudgeConfig]) -> Result<(), ConfigEr
         }
         if j.max_concurrency == 0 {
             return Err(at("max_concurrency: must be at least 1".into()));
+        }
+        for (name, value, limit) in [
+            (
+                "max_concurrency_per_key",
+                j.max_concurrency_per_key,
+                j.max_concurrency,
+            ),
+            ("max_queue_per_key", j.max_queue_per_key, j.max_queue),
+        ] {
+            if value.is_some_and(|v| v == 0 || v > limit) {
+                let whole = name.trim_end_matches("_per_key");
+                return Err(at(format!("{name}: must be from 1 to {whole} ({limit})")));
+            }
         }
         if j.breaker.failures == 0 {
             return Err(at("breaker.failures: must be at least 1".into()));

@@ -299,6 +299,31 @@ pub struct Price {
 }
 
 impl Config {
+    /// The config as `guardwire_config_hash` hashes it: every secret written in it (inline
+    /// client keys, the admin token, `exec` env values) replaced by its SHA-256. The hash still
+    /// changes when only a secret does — replicas with a rotated token differ — but what is
+    /// hashed holds no secret. (A key for the hash would hide that too, but a per-process key
+    /// makes replicas incomparable and a configured one is one more secret.)
+    pub fn with_secrets_digested(&self) -> Config {
+        let mut c = self.clone();
+        if let Some(token) = &mut c.admin.token {
+            *token = secret_digest(token);
+        }
+        for k in &mut c.keys {
+            if let Some(key) = &mut k.key {
+                *key = secret_digest(key);
+            }
+        }
+        for handler in c.exec.values_mut() {
+            for var in &mut handler.env {
+                if let Some((name, value)) = var.split_once('=') {
+                    *var = format!("{name}={}", secret_digest(value));
+                }
+            }
+        }
+        c
+    }
+
     /// The price of `model`: an exact entry, else the longest configured prefix of it (so
     /// `gpt-4o` also prices `gpt-4o-2024-08-06`).
     pub fn price(&self, model: &str) -> Option<Price> {
@@ -327,15 +352,16 @@ impl Default for Reload {
     }
 }
 
-/// Admin endpoints (`POST /admin/reload`) answer only when a token is set, and only to
-/// `Authorization: Bearer <token>`.
+/// The operators' endpoints. `POST /admin/reload` answers only when a token is set, and only to
+/// `Authorization: Bearer <token>`. `/metrics` is served on `listen`; on the clients' listener
+/// it (and `/admin/*`) needs the token, and without one is not served there at all.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Admin {
     pub token: Option<String>,
     /// A listener of its own for the operators' endpoints (`/metrics`, `/admin/reload`,
-    /// `/healthz`, `/readyz`; plain HTTP/1.1): the main listener then no longer serves
-    /// `/metrics` and `/admin/reload` to clients. Read at start.
+    /// `/healthz`, `/readyz`; plain HTTP/1.1), where `/metrics` needs no token: keep it on
+    /// loopback or a network only operators reach. Read at start.
     #[serde(default)]
     pub listen: Option<SocketAddr>,
 }
@@ -728,6 +754,13 @@ pub fn check_duration_ms(ms: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `sha256:` and the hex SHA-256 of `secret`.
+fn secret_digest(secret: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, secret.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 #[cfg(test)]

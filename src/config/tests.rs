@@ -201,3 +201,32 @@ fn forward_headers_are_header_names_never_hop_by_hop() {
         "{e}"
     );
 }
+
+#[test]
+fn the_hashed_config_holds_digests_of_its_secrets_not_the_secrets() {
+    let yaml = |token: &str| {
+        format!(
+            "listen: \"127.0.0.1:8080\"\npacks: [\"config/packs/default.yaml\"]\n\
+             admin: {{token: {token}}}\nkeys: [{{id: a, key: gw-inline-key-1}}]\n\
+             exec: {{h: {{command: x, env: [\"API_TOKEN=exec-secret-2\", PATH]}}}}\n"
+        )
+    };
+    let c = Config::from_yaml(&yaml("admin-secret-3")).unwrap();
+    let plain = format!("{c:?}");
+    // The config's own Debug shows them (it is never logged); the hashed form must not.
+    assert!(plain.contains("admin-secret-3"), "{plain}");
+    let hashed = format!("{:?}", c.with_secrets_digested());
+    for secret in ["gw-inline-key-1", "exec-secret-2", "admin-secret-3"] {
+        assert!(!hashed.contains(secret), "{secret}: {hashed}");
+    }
+    assert!(hashed.contains("API_TOKEN=sha256:"), "{hashed}");
+    assert!(hashed.contains("\"PATH\""), "{hashed}");
+    // A changed secret still changes what is hashed.
+    let other = Config::from_yaml(&yaml("admin-secret-4")).unwrap();
+    assert_ne!(hashed, format!("{:?}", other.with_secrets_digested()));
+    assert_eq!(
+        hashed,
+        format!("{:?}", c.clone().with_secrets_digested()),
+        "the same config hashes the same"
+    );
+}

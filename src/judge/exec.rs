@@ -61,7 +61,7 @@ impl Handler {
         .into_bytes();
         let key = env.judges.cache_key(&[self.name.as_bytes(), &input]);
         self.gate
-            .call(&env.metrics, Some(key), deadline, || {
+            .call(&env.metrics, env.tenant, Some(key), deadline, || {
                 let input = input.clone();
                 async move { self.run(&input).await }
             })
@@ -69,7 +69,9 @@ impl Handler {
     }
 
     async fn run(&self, input: &[u8]) -> Result<Verdict, AttemptError> {
-        let failed = |detail: String| AttemptError::new(ErrorKind::Process, detail, false);
+        // Cannot run: the handler's own failure. Ran and gave no verdict: about this input.
+        let failed = |detail: String| AttemptError::judge(ErrorKind::Process, detail, false);
+        let refused = |detail: String| AttemptError::input(ErrorKind::Process, detail);
         let mut cmd = tokio::process::Command::new(&self.config.command);
         cmd.args(&self.config.args)
             .env_clear()
@@ -127,9 +129,9 @@ impl Handler {
             .await
             .map_err(|e| failed(format!("waiting for the process: {e}")))?;
         if !status.success() {
-            return Err(failed(format!("exited with {status}")));
+            return Err(refused(format!("exited with {status}")));
         }
-        parse_output(&out).map_err(failed)
+        parse_output(&out).map_err(refused)
     }
 }
 

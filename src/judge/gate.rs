@@ -1,6 +1,13 @@
 //! What stands between a judged check and the party it asks: the verdict cache, the circuit
-//! breaker, the concurrency limit with its bounded queue, and retries with backoff — all within
-//! one deadline per verdict.
+//! breaker, the concurrency limit with its bounded queue shared fairly between client keys,
+//! and retries with backoff — all within one deadline per verdict.
+//!
+//! Tenants are kept apart in two ways. The breaker counts only the judge's own failures
+//! ([`Fault::Judge`]: connect errors, timeouts, 429, 5xx), never what a client's content can
+//! provoke ([`Fault::Input`]: other 4xx, a reply that is not a verdict, a handler that exits
+//! non-zero), so no key can open it for the others. And each key gets a share of the
+//! concurrency limit and of the queue ([`Capacity`]), so one key's flood waits behind its own
+//! calls, not in front of another key's.
 
 use super::{ErrorKind, JudgeError, Verdict};
 use crate::config::{BreakerConfig, CacheConfig, RetryConfig};
@@ -8,26 +15,92 @@ use crate::metrics::{JudgeErrorLabels, JudgeLabels, Metrics};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
+
+/// Whose call it is: the client key's id; `None` (no keys configured) is one tenant.
+pub type Tenant = Option<&'static str>;
+
+/// Who a failed attempt tells something about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The judge is down, slow or refusing work (connect errors, 429, 5xx, a process that
+    /// cannot start): counts towards opening the breaker.
+    Judge,
+    /// The judge answered, but about this input: a 4xx other than 429 (input too long, say), a
+    /// reply without a readable verdict, a handler that exited non-zero or wrote no verdict.
+    /// A client's content can provoke each of these, so they never open the shared breaker;
+    /// like a verdict, they show the judge is up.
+    Input,
+}
 
 /// How one attempt failed: retried when `retryable` (connect errors, 429, 5xx) and time is left.
 #[derive(Debug)]
 pub struct AttemptError {
     pub error: JudgeError,
     pub retryable: bool,
+    pub fault: Fault,
 }
 
 impl AttemptError {
-    pub fn new(kind: ErrorKind, detail: impl Into<String>, retryable: bool) -> Self {
+    /// A failure of the judge itself.
+    pub fn judge(kind: ErrorKind, detail: impl Into<String>, retryable: bool) -> Self {
         AttemptError {
             error: JudgeError::new(kind, detail),
             retryable,
+            fault: Fault::Judge,
         }
     }
+
+    /// An answer about the input that is no verdict (see [`Fault::Input`]); never retried.
+    pub fn input(kind: ErrorKind, detail: impl Into<String>) -> Self {
+        AttemptError {
+            error: JudgeError::new(kind, detail),
+            retryable: false,
+            fault: Fault::Input,
+        }
+    }
+}
+
+/// A gate's concurrency limit and queue, and each key's part of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub max_concurrency: usize,
+    pub max_queue: usize,
+    /// A key's most calls in flight; `None`: a fair share, `max_concurrency` divided by the
+    /// keys with calls in flight or waiting, rounded up.
+    pub concurrency_per_key: Option<usize>,
+    /// A key's most calls waiting; `None`: a fair share of `max_queue`, as above.
+    pub queue_per_key: Option<usize>,
+}
+
+impl Capacity {
+    /// Fair shares of `max_concurrency` and `max_queue`.
+    pub fn fair(max_concurrency: usize, max_queue: usize) -> Capacity {
+        Capacity {
+            max_concurrency,
+            max_queue,
+            concurrency_per_key: None,
+            queue_per_key: None,
+        }
+    }
+
+    fn concurrency_share(&self, active: usize) -> usize {
+        share(self.max_concurrency, self.concurrency_per_key, active)
+    }
+
+    fn queue_share(&self, active: usize) -> usize {
+        share(self.max_queue, self.queue_per_key, active)
+    }
+}
+
+fn share(limit: usize, fixed: Option<usize>, active: usize) -> usize {
+    fixed
+        .unwrap_or_else(|| limit.div_ceil(active.max(1)))
+        .max(1)
 }
 
 /// The gate of one judge, endpoint or handler, shared by every request that asks it.
@@ -36,12 +109,39 @@ pub struct Gate {
     pub label: String,
     retry: RetryConfig,
     breaker_config: BreakerConfig,
-    permits: Semaphore,
-    waiting: AtomicUsize,
-    max_queue: usize,
+    capacity: Capacity,
+    slots: Mutex<Slots>,
     breaker: Mutex<Breaker>,
     cache: Option<Mutex<Cache>>,
     jitter: AtomicU64,
+}
+
+/// The concurrency limit and its queue: a call runs when the limit and its key's share allow,
+/// else waits in its key's queue; freed slots go round the keys with waiters in turn.
+#[derive(Default)]
+struct Slots {
+    in_flight: usize,
+    waiting: usize,
+    /// Keys with calls in flight or waiting (and only those: the shares divide by their number).
+    tenants: HashMap<Tenant, TenantSlots>,
+    /// Keys with waiters, in the order they are next served.
+    turn: VecDeque<Tenant>,
+    next_id: u64,
+}
+
+#[derive(Default)]
+struct TenantSlots {
+    in_flight: usize,
+    queue: VecDeque<(u64, oneshot::Sender<Grant>)>,
+}
+
+/// What a waiting call is told.
+#[derive(Debug)]
+enum Grant {
+    /// A slot, already counted as in flight.
+    Run,
+    /// The queue was full and a key under its share needed the place.
+    PushedOut,
 }
 
 #[derive(Default)]
@@ -59,9 +159,25 @@ struct Cache {
     ttl: Duration,
 }
 
+/// What the breaker makes of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A verdict, or an answer about the input: the judge is up.
+    Answered,
+    /// The judge's own failure.
+    Failed,
+}
+
+fn overloaded() -> JudgeError {
+    JudgeError::new(
+        ErrorKind::Overloaded,
+        "the concurrency limit and its queue (or this key's share of them) are full",
+    )
+}
+
 impl Gate {
     /// A gate with the judges' default breaker and cache (for endpoints and handlers, which
-    /// `judges:` does not configure).
+    /// `judges:` does not configure), shared fairly between keys.
     pub fn with_defaults(
         label: String,
         retry: RetryConfig,
@@ -72,8 +188,7 @@ impl Gate {
             label,
             retry,
             BreakerConfig::default(),
-            max_concurrency,
-            max_queue,
+            Capacity::fair(max_concurrency, max_queue),
             &CacheConfig::default(),
         )
     }
@@ -82,17 +197,15 @@ impl Gate {
         label: String,
         retry: RetryConfig,
         breaker: BreakerConfig,
-        max_concurrency: usize,
-        max_queue: usize,
+        capacity: Capacity,
         cache: &CacheConfig,
     ) -> Gate {
         Gate {
             label,
             retry,
             breaker_config: breaker,
-            permits: Semaphore::new(max_concurrency.min(Semaphore::MAX_PERMITS)),
-            waiting: AtomicUsize::new(0),
-            max_queue,
+            capacity,
+            slots: Mutex::new(Slots::default()),
             breaker: Mutex::new(Breaker::default()),
             cache: (cache.entries > 0).then(|| {
                 Mutex::new(Cache {
@@ -113,10 +226,12 @@ impl Gate {
     }
 
     /// A verdict for `key` (a hash of everything the call sends; `None`: not cached), from the
-    /// cache or by calling `attempt` — retried as the retry policy allows — by `deadline`.
+    /// cache or by calling `attempt` — retried as the retry policy allows — by `deadline`,
+    /// within `tenant`'s share of the concurrency limit and queue.
     pub async fn call<F, Fut>(
         &self,
         metrics: &Metrics,
+        tenant: Tenant,
         key: Option<u64>,
         deadline: Instant,
         mut attempt: F,
@@ -133,7 +248,9 @@ impl Gate {
                 .inc();
             return Ok(v);
         }
-        let result = self.call_uncached(metrics, deadline, &mut attempt).await;
+        let result = self
+            .call_uncached(metrics, tenant, deadline, &mut attempt)
+            .await;
         match &result {
             Ok(v) => {
                 if let Some(k) = key {
@@ -157,6 +274,7 @@ impl Gate {
     async fn call_uncached<F, Fut>(
         &self,
         metrics: &Metrics,
+        tenant: Tenant,
         deadline: Instant,
         attempt: &mut F,
     ) -> Result<Verdict, JudgeError>
@@ -169,7 +287,7 @@ impl Gate {
             // Held by the breaker's one trial call, if this is it; dropped (a cancelled call)
             // it frees the trial for the next call.
             let trial = self.admit_through_breaker()?;
-            let permit = self.acquire(metrics, deadline).await?;
+            let permit = self.acquire(metrics, tenant, deadline).await?;
             let started = std::time::Instant::now();
             let outcome = tokio::time::timeout_at(deadline, attempt()).await;
             drop(permit);
@@ -180,11 +298,11 @@ impl Gate {
                 .observe(started.elapsed().as_secs_f64());
             let failed = match outcome {
                 Ok(Ok(verdict)) => {
-                    self.record(metrics, true, trial);
+                    self.record(metrics, Outcome::Answered, trial);
                     return Ok(verdict);
                 }
                 Err(_) => {
-                    self.record(metrics, false, trial);
+                    self.record(metrics, Outcome::Failed, trial);
                     return Err(JudgeError::new(
                         ErrorKind::Timeout,
                         "no verdict before the deadline",
@@ -192,7 +310,11 @@ impl Gate {
                 }
                 Ok(Err(failed)) => failed,
             };
-            self.record(metrics, false, trial);
+            let outcome = match failed.fault {
+                Fault::Judge => Outcome::Failed,
+                Fault::Input => Outcome::Answered,
+            };
+            self.record(metrics, outcome, trial);
             if !failed.retryable || tries >= self.retry.max_retries {
                 return Err(failed.error);
             }
@@ -206,32 +328,78 @@ impl Gate {
         }
     }
 
-    /// Waits for a concurrency permit in the bounded queue, until `deadline`.
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for `tenant` at once, or a place in its queue until `deadline`. Refused when the
+    /// tenant's queue holds its share, or the whole queue is full and no key over its share
+    /// can give up a place.
     async fn acquire(
         &self,
         metrics: &Metrics,
+        tenant: Tenant,
         deadline: Instant,
-    ) -> Result<tokio::sync::SemaphorePermit<'_>, JudgeError> {
-        if let Ok(p) = self.permits.try_acquire() {
-            return Ok(p);
-        }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_queue {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(JudgeError::new(
-                ErrorKind::Overloaded,
-                "the concurrency limit and its queue are full",
-            ));
-        }
+    ) -> Result<Permit<'_>, JudgeError> {
+        let (id, rx) = {
+            let mut s = self.slots();
+            let s = &mut *s;
+            s.tenants.entry(tenant).or_default();
+            let active = s.tenants.len();
+            let (own_in_flight, own_waiting) = s
+                .tenants
+                .get(&tenant)
+                .map_or((0, 0), |t| (t.in_flight, t.queue.len()));
+            if s.in_flight < self.capacity.max_concurrency
+                && own_in_flight < self.capacity.concurrency_share(active)
+                && own_waiting == 0
+            {
+                s.start(tenant);
+                return Ok(Permit { gate: self, tenant });
+            }
+            let queue_share = self.capacity.queue_share(active);
+            if own_waiting >= queue_share
+                || (s.waiting >= self.capacity.max_queue && !s.push_out(queue_share))
+            {
+                s.forget_if_idle(tenant);
+                return Err(overloaded());
+            }
+            let (tx, rx) = oneshot::channel();
+            let id = s.next_id;
+            s.next_id = s.next_id.wrapping_add(1);
+            if let Some(t) = s.tenants.get_mut(&tenant) {
+                if t.queue.is_empty() {
+                    s.turn.push_back(tenant);
+                }
+                t.queue.push_back((id, tx));
+            }
+            s.waiting += 1;
+            (id, rx)
+        };
         // Leaves the queue however the wait ends, a cancelled call included.
-        let _slot = QueueSlot::enter(self, metrics);
-        match tokio::time::timeout_at(deadline, self.permits.acquire()).await {
-            Ok(Ok(p)) => Ok(p),
+        let mut slot = QueueSlot::enter(self, metrics, tenant, id, rx);
+        let Some(rx) = slot.rx.as_mut() else {
+            return Err(overloaded());
+        };
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Grant::Run)) => {
+                slot.rx = None;
+                Ok(Permit { gate: self, tenant })
+            }
+            Ok(Ok(Grant::PushedOut)) => Err(overloaded()),
             Ok(Err(_)) => Err(JudgeError::new(ErrorKind::Overloaded, "the gate is closed")),
             Err(_) => Err(JudgeError::new(
                 ErrorKind::Timeout,
                 "no verdict before the deadline (waiting for the concurrency limit)",
             )),
         }
+    }
+
+    /// Gives back `tenant`'s slot and hands free slots to waiters.
+    fn release(&self, tenant: Tenant) {
+        let mut s = self.slots();
+        s.finish(tenant);
+        s.settle(tenant, &self.capacity);
     }
 
     /// Fails at once while the breaker is open; after `open_ms`, lets one trial call through
@@ -251,15 +419,16 @@ impl Gate {
         Ok(Some(Trial(self)))
     }
 
-    /// Counts a call's result: `failures` in a row open the breaker; a success closes it.
-    /// The trial's own result (and only it) ends the trial.
-    fn record(&self, metrics: &Metrics, ok: bool, trial: Option<Trial<'_>>) {
+    /// Counts a call's outcome: `failures` of the judge's own in a row open the breaker; an
+    /// answer (a verdict, or a reply about the input) closes it. The trial's own result (and
+    /// only it) ends the trial.
+    fn record(&self, metrics: &Metrics, outcome: Outcome, trial: Option<Trial<'_>>) {
         let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = trial {
             std::mem::forget(t);
             b.trial_in_flight = false;
         }
-        if ok {
+        if outcome == Outcome::Answered {
             b.failures = 0;
             if b.open_until.take().is_some() {
                 drop(b);
@@ -355,29 +524,174 @@ impl Drop for Trial<'_> {
     }
 }
 
-/// A place in a gate's queue, left on drop (a cancelled wait included).
+impl Slots {
+    fn start(&mut self, tenant: Tenant) {
+        self.in_flight += 1;
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            t.in_flight += 1;
+        }
+    }
+
+    fn finish(&mut self, tenant: Tenant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            t.in_flight = t.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Hands free slots to waiters: the first key in turn below its share is served and goes
+    /// to the back of the turn.
+    fn dispatch(&mut self, capacity: &Capacity) {
+        while self.in_flight < capacity.max_concurrency {
+            let share = capacity.concurrency_share(self.tenants.len());
+            let tenants = &self.tenants;
+            let Some(pos) = self.turn.iter().position(|t| {
+                tenants
+                    .get(t)
+                    .is_some_and(|t| t.in_flight < share && !t.queue.is_empty())
+            }) else {
+                return;
+            };
+            let Some(tenant) = self.turn.remove(pos) else {
+                return;
+            };
+            let Some(t) = self.tenants.get_mut(&tenant) else {
+                continue;
+            };
+            let Some((_, tx)) = t.queue.pop_front() else {
+                continue;
+            };
+            if !t.queue.is_empty() {
+                self.turn.push_back(tenant);
+            }
+            self.waiting = self.waiting.saturating_sub(1);
+            // A waiter leaves its queue before it drops its receiver, so this reaches it.
+            if tx.send(Grant::Run).is_ok() {
+                self.start(tenant);
+            }
+        }
+    }
+
+    /// Frees a place in the full queue for a key under `share`: the key with the longest
+    /// queue over its share gives up its newest waiter. False when no key is over it.
+    fn push_out(&mut self, share: usize) -> bool {
+        let Some((&victim, _)) = self
+            .tenants
+            .iter()
+            .filter(|(_, t)| t.queue.len() > share)
+            .max_by_key(|(_, t)| t.queue.len())
+        else {
+            return false;
+        };
+        let Some(t) = self.tenants.get_mut(&victim) else {
+            return false;
+        };
+        let Some((_, tx)) = t.queue.pop_back() else {
+            return false;
+        };
+        if t.queue.is_empty() {
+            self.turn.retain(|k| *k != victim);
+        }
+        self.waiting = self.waiting.saturating_sub(1);
+        let _ = tx.send(Grant::PushedOut);
+        true
+    }
+
+    /// Removes a waiter that is still queued (its wait ended otherwise); true if it was.
+    fn leave(&mut self, tenant: Tenant, id: u64) -> bool {
+        let Some(t) = self.tenants.get_mut(&tenant) else {
+            return false;
+        };
+        let Some(pos) = t.queue.iter().position(|(i, _)| *i == id) else {
+            return false;
+        };
+        t.queue.remove(pos);
+        if t.queue.is_empty() {
+            self.turn.retain(|k| *k != tenant);
+        }
+        self.waiting = self.waiting.saturating_sub(1);
+        true
+    }
+
+    /// After `tenant` gave something back: forgotten if idle (the others' shares grow), and
+    /// free slots handed out.
+    fn settle(&mut self, tenant: Tenant, capacity: &Capacity) {
+        self.forget_if_idle(tenant);
+        self.dispatch(capacity);
+    }
+
+    /// A key with nothing in flight or waiting no longer counts towards the shares.
+    fn forget_if_idle(&mut self, tenant: Tenant) {
+        if self
+            .tenants
+            .get(&tenant)
+            .is_some_and(|t| t.in_flight == 0 && t.queue.is_empty())
+        {
+            self.tenants.remove(&tenant);
+        }
+    }
+}
+
+/// A running call's slot, given back on drop.
+struct Permit<'a> {
+    gate: &'a Gate,
+    tenant: Tenant,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.gate.release(self.tenant);
+    }
+}
+
+/// A place in a gate's queue, left on drop (a cancelled wait included): still queued, it is
+/// removed; granted a slot it did not take (cancelled at that moment), the slot is given back.
 struct QueueSlot<'a> {
     gate: &'a Gate,
+    tenant: Tenant,
+    id: u64,
+    /// `None` once the slot was taken.
+    rx: Option<oneshot::Receiver<Grant>>,
     depth: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl<'a> QueueSlot<'a> {
-    /// Takes the place already counted in `waiting`.
-    fn enter(gate: &'a Gate, metrics: &Metrics) -> QueueSlot<'a> {
+    /// Takes the place already queued.
+    fn enter(
+        gate: &'a Gate,
+        metrics: &Metrics,
+        tenant: Tenant,
+        id: u64,
+        rx: oneshot::Receiver<Grant>,
+    ) -> QueueSlot<'a> {
         let depth = metrics
             .judges
             .queue_depth
             .get_or_create(&gate.labels())
             .clone();
         depth.inc();
-        QueueSlot { gate, depth }
+        QueueSlot {
+            gate,
+            tenant,
+            id,
+            rx: Some(rx),
+            depth,
+        }
     }
 }
 
 impl Drop for QueueSlot<'_> {
     fn drop(&mut self) {
         self.depth.dec();
-        self.gate.waiting.fetch_sub(1, Ordering::AcqRel);
+        let Some(mut rx) = self.rx.take() else {
+            return;
+        };
+        let mut s = self.gate.slots();
+        // Out of the queue already: granted (the grant still in the channel) or pushed out.
+        if !s.leave(self.tenant, self.id) && matches!(rx.try_recv(), Ok(Grant::Run)) {
+            s.finish(self.tenant);
+        }
+        s.settle(self.tenant, &self.gate.capacity);
     }
 }
 
@@ -399,8 +713,7 @@ mod tests {
                 failures,
                 open_ms: 60_000,
             },
-            2,
-            1,
+            Capacity::fair(2, 1),
             &CacheConfig {
                 entries: 2,
                 ttl_ms: 60_000,
@@ -426,14 +739,14 @@ mod tests {
         let g = gate(2, 100);
         let mut n = 0;
         let v = g
-            .call(&m, None, far(), || {
+            .call(&m, None, None, far(), || {
                 n += 1;
                 let ok = n == 3;
                 async move {
                     if ok {
                         Ok(verdict(0.9))
                     } else {
-                        Err(AttemptError::new(ErrorKind::Status, "429", true))
+                        Err(AttemptError::judge(ErrorKind::Status, "429", true))
                     }
                 }
             })
@@ -442,9 +755,9 @@ mod tests {
         assert_eq!(n, 3);
         let mut n = 0;
         let e = g
-            .call(&m, None, far(), || {
+            .call(&m, None, None, far(), || {
                 n += 1;
-                async { Err(AttemptError::new(ErrorKind::Malformed, "x", false)) }
+                async { Err(AttemptError::input(ErrorKind::Malformed, "x")) }
             })
             .await;
         assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::Malformed));
@@ -457,14 +770,14 @@ mod tests {
         let g = gate(0, 2);
         for _ in 0..2 {
             let _ = g
-                .call(&m, None, far(), || async {
-                    Err(AttemptError::new(ErrorKind::Status, "500", true))
+                .call(&m, None, None, far(), || async {
+                    Err(AttemptError::judge(ErrorKind::Status, "500", true))
                 })
                 .await;
         }
         let mut called = false;
         let e = g
-            .call(&m, None, far(), || {
+            .call(&m, None, None, far(), || {
                 called = true;
                 async { Ok(verdict(1.0)) }
             })
@@ -478,17 +791,23 @@ mod tests {
         let m = Metrics::new();
         let g = gate(0, 100);
         for (key, score) in [(1, 0.1), (2, 0.2), (3, 0.3)] {
-            g.call(&m, Some(key), far(), || async move { Ok(verdict(score)) })
-                .await
-                .ok();
+            g.call(
+                &m,
+                None,
+                Some(key),
+                far(),
+                || async move { Ok(verdict(score)) },
+            )
+            .await
+            .ok();
         }
         let again = g
-            .call(&m, Some(3), far(), || async { Ok(verdict(0.0)) })
+            .call(&m, None, Some(3), far(), || async { Ok(verdict(0.0)) })
             .await;
         assert_eq!(again.map(|v| v.score).ok(), Some(0.3));
         // Key 1 was evicted (two entries at most): asked again.
         let evicted = g
-            .call(&m, Some(1), far(), || async { Ok(verdict(0.5)) })
+            .call(&m, None, Some(1), far(), || async { Ok(verdict(0.5)) })
             .await;
         assert_eq!(evicted.map(|v| v.score).ok(), Some(0.5));
     }
@@ -506,21 +825,20 @@ mod tests {
                 failures: 1,
                 open_ms: 1,
             },
-            2,
-            4,
+            Capacity::fair(2, 4),
             &CacheConfig {
                 entries: 0,
                 ttl_ms: 1,
             },
         );
         let _ = g
-            .call(&m, None, far(), || async {
-                Err(AttemptError::new(ErrorKind::Status, "500", true))
+            .call(&m, None, None, far(), || async {
+                Err(AttemptError::judge(ErrorKind::Status, "500", true))
             })
             .await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         // The trial is cancelled mid-call.
-        let trial = g.call(&m, None, far(), || async {
+        let trial = g.call(&m, None, None, far(), || async {
             tokio::time::sleep(Duration::from_secs(30)).await;
             Ok(verdict(1.0))
         });
@@ -528,9 +846,13 @@ mod tests {
             .await
             .is_err());
         // The next call is the trial, and its success closes the breaker.
-        let v = g.call(&m, None, far(), || async { Ok(verdict(0.7)) }).await;
+        let v = g
+            .call(&m, None, None, far(), || async { Ok(verdict(0.7)) })
+            .await;
         assert_eq!(v.map(|v| v.score).ok(), Some(0.7));
-        let v = g.call(&m, None, far(), || async { Ok(verdict(0.6)) }).await;
+        let v = g
+            .call(&m, None, None, far(), || async { Ok(verdict(0.6)) })
+            .await;
         assert_eq!(v.map(|v| v.score).ok(), Some(0.6));
     }
 
@@ -541,23 +863,24 @@ mod tests {
             "t".into(),
             RetryConfig::default(),
             BreakerConfig::default(),
-            1,
-            1,
+            Capacity::fair(1, 1),
             &CacheConfig {
                 entries: 0,
                 ttl_ms: 1,
             },
         );
-        let permit = g.permits.try_acquire().unwrap();
+        let permit = g.acquire(&m, None, far()).await.unwrap();
         for _ in 0..3 {
-            let waiting = g.call(&m, None, far(), || async { Ok(verdict(1.0)) });
+            let waiting = g.call(&m, None, None, far(), || async { Ok(verdict(1.0)) });
             assert!(tokio::time::timeout(Duration::from_millis(10), waiting)
                 .await
                 .is_err());
         }
-        assert_eq!(g.waiting.load(Ordering::Acquire), 0);
+        assert_eq!(g.slots().waiting, 0);
         drop(permit);
-        let v = g.call(&m, None, far(), || async { Ok(verdict(1.0)) }).await;
+        let v = g
+            .call(&m, None, None, far(), || async { Ok(verdict(1.0)) })
+            .await;
         assert!(v.is_ok());
     }
 
@@ -568,6 +891,7 @@ mod tests {
         let e = g
             .call(
                 &m,
+                None,
                 None,
                 Instant::now() + Duration::from_millis(20),
                 || async {
@@ -589,7 +913,7 @@ mod tests {
         for _ in 0..3 {
             let (g, m, rx) = (g.clone(), m.clone(), rx.clone());
             holders.push(tokio::spawn(async move {
-                g.call(&m, None, far(), || {
+                g.call(&m, None, None, far(), || {
                     let mut rx = rx.clone();
                     async move {
                         let _ = rx.wait_for(|go| *go).await;
@@ -601,15 +925,232 @@ mod tests {
             }));
             tokio::task::yield_now().await;
         }
-        while g.waiting.load(Ordering::Acquire) < 1 {
+        while g.slots().waiting < 1 {
             tokio::task::yield_now().await;
         }
-        let e = g.call(&m, None, far(), || async { Ok(verdict(1.0)) }).await;
+        let e = g
+            .call(&m, None, None, far(), || async { Ok(verdict(1.0)) })
+            .await;
         assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::Overloaded));
         tx.send_replace(true);
         drop(rx);
         for h in holders {
             assert!(h.await.unwrap_or(false));
         }
+    }
+
+    #[tokio::test]
+    async fn answers_about_the_input_never_open_the_breaker() {
+        let m = Metrics::new();
+        let g = gate(0, 2);
+        for kind in [ErrorKind::Malformed, ErrorKind::Status, ErrorKind::Process] {
+            for _ in 0..3 {
+                let e = g
+                    .call(&m, Some("a"), None, far(), || async move {
+                        Err(AttemptError::input(kind, "x"))
+                    })
+                    .await;
+                assert_eq!(e.map_err(|e| e.kind).err(), Some(kind));
+            }
+        }
+        // One failure of the judge's own, then an answer about the input: the row is broken,
+        // so a second failure of its own does not open the breaker either.
+        for fault in [
+            AttemptError::judge(ErrorKind::Transport, "refused", true),
+            AttemptError::input(ErrorKind::Malformed, "x"),
+            AttemptError::judge(ErrorKind::Status, "503", true),
+        ] {
+            let mut fault = Some(fault);
+            let _ = g
+                .call(&m, Some("a"), None, far(), || {
+                    let f = fault.take();
+                    async move {
+                        Err(f.unwrap_or_else(|| AttemptError::input(ErrorKind::Malformed, "x")))
+                    }
+                })
+                .await;
+        }
+        let v = g
+            .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.8)) })
+            .await;
+        assert_eq!(v.map(|v| v.score).ok(), Some(0.8));
+        // Two of the judge's own in a row do.
+        for _ in 0..2 {
+            let _ = g
+                .call(&m, Some("a"), None, far(), || async {
+                    Err(AttemptError::judge(ErrorKind::Status, "500", true))
+                })
+                .await;
+        }
+        let e = g
+            .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.8)) })
+            .await;
+        assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::CircuitOpen));
+    }
+
+    /// A call of `tenant` that runs until `release` fires, reporting when it started.
+    fn held(
+        g: &std::sync::Arc<Gate>,
+        m: &std::sync::Arc<Metrics>,
+        tenant: Tenant,
+        started: tokio::sync::mpsc::UnboundedSender<Tenant>,
+    ) -> (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<Result<Verdict, JudgeError>>,
+    ) {
+        let (release, rx) = tokio::sync::oneshot::channel::<()>();
+        let (g, m) = (g.clone(), m.clone());
+        let task = tokio::spawn(async move {
+            let mut rx = Some(rx);
+            g.call(&m, tenant, None, far(), || {
+                let rx = rx.take();
+                let started = started.clone();
+                async move {
+                    let _ = started.send(tenant);
+                    if let Some(rx) = rx {
+                        let _ = rx.await;
+                    }
+                    Ok(verdict(1.0))
+                }
+            })
+            .await
+        });
+        (release, task)
+    }
+
+    async fn until(g: &Gate, what: impl Fn(&Slots) -> bool) {
+        while !what(&g.slots()) {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn queued(s: &Slots, tenant: Tenant) -> usize {
+        s.tenants.get(&tenant).map_or(0, |t| t.queue.len())
+    }
+
+    #[tokio::test]
+    async fn a_freed_slot_goes_to_the_key_under_its_share() {
+        let m = std::sync::Arc::new(Metrics::new());
+        let g = std::sync::Arc::new(Gate::new(
+            "t".into(),
+            RetryConfig::default(),
+            BreakerConfig::default(),
+            Capacity::fair(2, 8),
+            &CacheConfig {
+                entries: 0,
+                ttl_ms: 1,
+            },
+        ));
+        let (started, mut starts) = tokio::sync::mpsc::unbounded_channel();
+        // Key a alone takes both slots, then floods the queue.
+        let (a1, a1_task) = held(&g, &m, Some("a"), started.clone());
+        let (_a2, _a2_task) = held(&g, &m, Some("a"), started.clone());
+        until(&g, |s| s.in_flight == 2).await;
+        let mut flood = Vec::new();
+        for _ in 0..3 {
+            flood.push(held(&g, &m, Some("a"), started.clone()));
+        }
+        until(&g, |s| queued(s, Some("a")) == 3).await;
+        let (b1, b1_task) = held(&g, &m, Some("b"), started.clone());
+        until(&g, |s| queued(s, Some("b")) == 1).await;
+        assert_eq!(
+            [starts.recv().await, starts.recv().await],
+            [Some(Some("a")), Some(Some("a"))]
+        );
+        // One of a's calls ends: a is at its share (one of two), b below it, so b runs
+        // although a queued first.
+        a1.send(()).unwrap();
+        assert!(a1_task.await.unwrap().is_ok());
+        assert_eq!(starts.recv().await, Some(Some("b")));
+        assert_eq!(queued(&g.slots(), Some("a")), 3);
+        b1.send(()).unwrap();
+        assert!(b1_task.await.unwrap().is_ok());
+        // b gone, a gets its whole share back.
+        until(&g, |s| s.in_flight == 2 && queued(s, Some("a")) == 2).await;
+        // One at a time: a2 keeps one slot, the flood takes turns in the other.
+        for (release, task) in flood {
+            let _ = release.send(());
+            assert!(task.await.unwrap().is_ok());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_room_for_a_key_under_its_share() {
+        let m = std::sync::Arc::new(Metrics::new());
+        let g = std::sync::Arc::new(Gate::new(
+            "t".into(),
+            RetryConfig::default(),
+            BreakerConfig::default(),
+            Capacity::fair(1, 2),
+            &CacheConfig {
+                entries: 0,
+                ttl_ms: 1,
+            },
+        ));
+        let (started, _starts) = tokio::sync::mpsc::unbounded_channel();
+        let (a1, _a1_task) = held(&g, &m, Some("a"), started.clone());
+        until(&g, |s| s.in_flight == 1).await;
+        let (a2, a2_task) = held(&g, &m, Some("a"), started.clone());
+        until(&g, |s| s.waiting == 1).await;
+        let (_a3, a3_task) = held(&g, &m, Some("a"), started.clone());
+        until(&g, |s| s.waiting == 2).await;
+        // Full, and a alone: a's next call is refused.
+        let e = g
+            .call(&m, Some("a"), None, far(), || async { Ok(verdict(1.0)) })
+            .await;
+        assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::Overloaded));
+        // b's call takes the place of a's newest.
+        let (b1, b1_task) = held(&g, &m, Some("b"), started.clone());
+        let pushed_out = a3_task.await.unwrap();
+        assert_eq!(
+            pushed_out.map_err(|e| e.kind).err(),
+            Some(ErrorKind::Overloaded)
+        );
+        until(&g, |s| queued(s, Some("b")) == 1).await;
+        a1.send(()).unwrap();
+        a2.send(()).unwrap();
+        b1.send(()).unwrap();
+        assert!(a2_task.await.unwrap().is_ok());
+        assert!(b1_task.await.unwrap().is_ok());
+        let s = g.slots();
+        assert_eq!((s.in_flight, s.waiting, s.tenants.len()), (0, 0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_fixed_share_holds_a_key_below_the_limit() {
+        let m = std::sync::Arc::new(Metrics::new());
+        let g = std::sync::Arc::new(Gate::new(
+            "t".into(),
+            RetryConfig::default(),
+            BreakerConfig::default(),
+            Capacity {
+                max_concurrency: 4,
+                max_queue: 4,
+                concurrency_per_key: Some(1),
+                queue_per_key: Some(1),
+            },
+            &CacheConfig {
+                entries: 0,
+                ttl_ms: 1,
+            },
+        ));
+        let (started, _starts) = tokio::sync::mpsc::unbounded_channel();
+        let (a1, a1_task) = held(&g, &m, Some("a"), started.clone());
+        until(&g, |s| s.in_flight == 1).await;
+        // Room in the limit, none in a's share: a's second call waits, its third is refused.
+        let (a2, a2_task) = held(&g, &m, Some("a"), started.clone());
+        until(&g, |s| queued(s, Some("a")) == 1).await;
+        let e = g
+            .call(&m, Some("a"), None, far(), || async { Ok(verdict(1.0)) })
+            .await;
+        assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::Overloaded));
+        let b = g
+            .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.4)) })
+            .await;
+        assert_eq!(b.map(|v| v.score).ok(), Some(0.4));
+        a1.send(()).unwrap();
+        a2.send(()).unwrap();
+        assert!(a1_task.await.unwrap().is_ok());
+        assert!(a2_task.await.unwrap().is_ok());
     }
 }

@@ -2,7 +2,7 @@
 //! judge's protocol (asking for JSON where the protocol can), and the verdict read from the
 //! reply's text.
 
-use super::gate::{AttemptError, Gate};
+use super::gate::{AttemptError, Capacity, Gate};
 use super::{http_call, verdict, ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
 use crate::config::{JudgeConfig, ProtocolId};
 use crate::policy::judged::{Judged, LlmJudge, Reference, Scale, Similarity};
@@ -49,8 +49,12 @@ impl JudgeClient {
                 format!("{label_prefix}{}", config.name),
                 config.retry.clone(),
                 config.breaker.clone(),
-                config.max_concurrency,
-                config.max_queue,
+                Capacity {
+                    max_concurrency: config.max_concurrency,
+                    max_queue: config.max_queue,
+                    concurrency_per_key: config.max_concurrency_per_key,
+                    queue_per_key: config.max_queue_per_key,
+                },
                 &config.cache,
             ),
             config: config.clone(),
@@ -95,19 +99,18 @@ impl JudgeClient {
         let headers = self.headers();
         let verdict = self
             .gate
-            .call(&env.metrics, Some(key), deadline, || {
+            .call(&env.metrics, env.tenant, Some(key), deadline, || {
                 let (path, body, headers, known) =
                     (&path, body.clone(), headers.clone(), known.clone());
                 async move {
                     let reply =
                         http_call(env, &self.base, http::Method::POST, path, headers, body).await?;
                     let mut vectors = embeddings(self.protocol, &reply)
-                        .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
+                        .map_err(|e| AttemptError::input(ErrorKind::Malformed, e))?;
                     if vectors.len() != expected {
-                        return Err(AttemptError::new(
+                        return Err(AttemptError::input(
                             ErrorKind::Malformed,
                             "the embeddings reply has the wrong number of vectors",
-                            false,
                         ));
                     }
                     let text_vector = vectors.pop().unwrap_or_default();
@@ -126,10 +129,9 @@ impl JudgeClient {
                         }
                     };
                     let sim = cosine(&reference, &text_vector).ok_or_else(|| {
-                        AttemptError::new(
+                        AttemptError::input(
                             ErrorKind::Malformed,
                             "the embeddings differ in length or are zero",
-                            false,
                         )
                     })?;
                     Ok(Verdict {
@@ -191,15 +193,15 @@ impl JudgeClient {
         ]);
         let headers = self.headers();
         self.gate
-            .call(&env.metrics, Some(key), deadline, || {
+            .call(&env.metrics, env.tenant, Some(key), deadline, || {
                 let (path, body, headers) = (&path, body.clone(), headers.clone());
                 async move {
                     let reply =
                         http_call(env, &self.base, http::Method::POST, path, headers, body).await?;
                     let text = reply_text(self.protocol, &reply)
-                        .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
+                        .map_err(|e| AttemptError::input(ErrorKind::Malformed, e))?;
                     let mut verdict = verdict::parse(&text, check.scale, true)
-                        .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))?;
+                        .map_err(|e| AttemptError::input(ErrorKind::Malformed, e))?;
                     if logprobs {
                         // Only where the weighted token is the score the verdict gave.
                         let said = (verdict.score * 4.0 + 1.0).round();

@@ -166,10 +166,13 @@ impl Judges {
     }
 }
 
-/// What a judged check needs to make its call: the registry, the HTTP client, the metrics.
+/// What a judged check needs to make its call: the registry, whose call it is, the HTTP
+/// client, the metrics.
 #[derive(Clone)]
 pub struct JudgeEnv {
     pub judges: Arc<Judges>,
+    /// The client key the verdicts are for: its share of each gate's capacity.
+    pub tenant: gate::Tenant,
     pub client: Arc<UpstreamClient>,
     pub metrics: Arc<Metrics>,
 }
@@ -244,7 +247,7 @@ impl Judges {
 const MAX_REPLY_BYTES: usize = 1 << 20;
 
 /// One HTTP call of a judge or endpoint: its reply body on a 2xx status. Connect errors, 429
-/// and 5xx may be tried again; other statuses may not.
+/// and 5xx may be tried again (and count towards the breaker); other statuses may not.
 async fn http_call(
     env: &JudgeEnv,
     base: &UpstreamBase,
@@ -257,12 +260,12 @@ async fn http_call(
     use http_body_util::BodyExt;
     let uri = base
         .uri_for(path_and_query)
-        .map_err(|e| AttemptError::new(ErrorKind::Transport, format!("bad path: {e}"), false))?;
+        .map_err(|e| AttemptError::judge(ErrorKind::Transport, format!("bad path: {e}"), false))?;
     let mut req = http::Request::builder()
         .method(method)
         .uri(uri)
         .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .map_err(|e| AttemptError::new(ErrorKind::Transport, e.to_string(), false))?;
+        .map_err(|e| AttemptError::judge(ErrorKind::Transport, e.to_string(), false))?;
     *req.headers_mut() = headers;
     req.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -276,13 +279,13 @@ async fn http_call(
         .client
         .request(base, req)
         .await
-        .map_err(|e| AttemptError::new(ErrorKind::Transport, e.to_string(), true))?;
+        .map_err(|e| AttemptError::judge(ErrorKind::Transport, e.to_string(), true))?;
     let status = resp.status();
     let body = http_body_util::Limited::new(resp.into_body(), MAX_REPLY_BYTES)
         .collect()
         .await
         .map_err(|e| {
-            AttemptError::new(
+            AttemptError::judge(
                 ErrorKind::Transport,
                 format!("reading the reply: {e}"),
                 true,
@@ -290,12 +293,16 @@ async fn http_call(
         })?
         .to_bytes();
     if !status.is_success() {
-        let retryable = status == http::StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
-        return Err(AttemptError::new(
-            ErrorKind::Status,
-            format!("HTTP {}", status.as_u16()),
-            retryable,
-        ));
+        let detail = format!("HTTP {}", status.as_u16());
+        // 429 and 5xx: the judge's own trouble. Any other refusal is about this request (too
+        // long, say), which a client's content can provoke.
+        return Err(
+            if status == http::StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+                AttemptError::judge(ErrorKind::Status, detail, true)
+            } else {
+                AttemptError::input(ErrorKind::Status, detail)
+            },
+        );
     }
     Ok(body)
 }

@@ -47,7 +47,7 @@ pub async fn evaluate(
     }
     .to_string()
     .into_bytes();
-    gate.call(&env.metrics, Some(key), deadline, || {
+    gate.call(&env.metrics, env.tenant, Some(key), deadline, || {
         let (body, headers) = (body.clone(), headers.clone());
         async move {
             let reply = http_call(
@@ -65,7 +65,7 @@ pub async fn evaluate(
                 String::from_utf8_lossy(&reply).into_owned()
             };
             verdict::parse(&text, Scale::Unit, false)
-                .map_err(|e| AttemptError::new(ErrorKind::Malformed, e, false))
+                .map_err(|e| AttemptError::input(ErrorKind::Malformed, e))
         }
     })
     .await
@@ -122,14 +122,14 @@ fn a2a_request(check: &RestEval, context: &Value) -> Value {
 /// The text of an agent's JSON-RPC reply: a Task's status message, else its first artifact;
 /// or a Message's parts. A JSON-RPC error is a `status` error.
 fn a2a_reply_text(reply: &[u8]) -> Result<String, AttemptError> {
-    let malformed = |m: &str| AttemptError::new(ErrorKind::Malformed, m, false);
+    let malformed = |m: &str| AttemptError::input(ErrorKind::Malformed, m);
     let v: Value =
         serde_json::from_slice(reply).map_err(|_| malformed("the agent's reply is not JSON"))?;
     if let Some(code) = v.get("error").map(|e| e["code"].clone()) {
-        return Err(AttemptError::new(
+        // The agent's answer to this request (which its content may have provoked).
+        return Err(AttemptError::input(
             ErrorKind::Status,
             format!("the agent answered JSON-RPC error {code}"),
-            false,
         ));
     }
     let result = &v["result"];

@@ -39,6 +39,7 @@ impl RequestCtx<'_> {
     pub fn judge_env(&self) -> JudgeEnv {
         JudgeEnv {
             judges: Arc::clone(&self.rt.judges),
+            tenant: self.caller.key_id,
             client: Arc::clone(&self.gw.client),
             metrics: Arc::clone(&self.gw.metrics),
         }

@@ -62,8 +62,6 @@ pub struct Gateway {
     draining: AtomicBool,
     /// Set when the drain deadline passes: open streams end with the protocol's error frame.
     stop_streams: watch::Sender<bool>,
-    /// `admin.listen` was set at start: the operators' endpoints have a listener of their own.
-    operator_listener: bool,
     /// Where ended exchanges wait for the packs' `evals:` (configured at start).
     evals: Arc<crate::evals::EvalQueue>,
 }
@@ -82,7 +80,6 @@ impl Gateway {
         let client = UpstreamClient::for_config(&runtime.config)?;
         let metrics = Metrics::new();
         note_runtime(&metrics, &runtime);
-        let operator_listener = runtime.config.admin.listen.is_some();
         let metrics = Arc::new(metrics);
         let evals =
             crate::evals::EvalQueue::new(runtime.config.evals.clone(), Arc::clone(&metrics));
@@ -98,7 +95,6 @@ impl Gateway {
             connections: Budget::new(),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
-            operator_listener,
         })
     }
 
@@ -216,21 +212,37 @@ impl Gateway {
         label
     }
 
-    /// `POST /admin/reload`: only when `admin.token` is set, only with that bearer token.
-    async fn admin_reload(&self, req: &Request<Incoming>) -> Response<ProxyBody> {
+    /// `None` when `req` carries `Authorization: Bearer <admin.token>`; else the refusal: 404
+    /// without a token configured (`not_found` says where to look), 401 with one.
+    fn refuse_without_token(
+        &self,
+        req: &Request<Incoming>,
+        not_found: &'static str,
+    ) -> Option<Response<ProxyBody>> {
         let Some(token) = self.runtime.load().config.admin.token.clone() else {
-            return plain(StatusCode::NOT_FOUND, "not found\n");
+            return Some(plain(StatusCode::NOT_FOUND, not_found));
         };
         let presented = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
             .unwrap_or_default();
-        if !constant_time_eq(presented, token.as_bytes()) {
-            return plain(
-                StatusCode::UNAUTHORIZED,
-                "a valid admin token is required\n",
-            );
+        if constant_time_eq(presented, token.as_bytes()) {
+            return None;
+        }
+        let mut r = plain(
+            StatusCode::UNAUTHORIZED,
+            "a valid admin token is required\n",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        Some(r)
+    }
+
+    /// `POST /admin/reload`: only when `admin.token` is set, only with that bearer token.
+    async fn admin_reload(&self, req: &Request<Incoming>) -> Response<ProxyBody> {
+        if let Some(refusal) = self.refuse_without_token(req, "not found\n") {
+            return refusal;
         }
         match self.reload().await {
             Ok(()) => plain(StatusCode::OK, "reloaded\n"),
@@ -240,18 +252,41 @@ impl Gateway {
 
     /// The operators' listener (`admin.listen`): its endpoints, and 404 for anything else.
     pub async fn handle_operator(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
-        match self.operator_endpoint(&req, true).await {
+        match self.operator_endpoint(&req).await {
             Some(resp) => resp,
             None => plain(StatusCode::NOT_FOUND, "not found\n"),
         }
     }
 
-    /// `/healthz` and `/readyz`; with `privileged`, `/metrics` and `POST /admin/reload` too.
-    async fn operator_endpoint(
+    /// The operators' endpoints on the clients' listener: `/healthz` and `/readyz` for
+    /// anyone (orchestrators probe them there); `/metrics` and `/admin/*` only with the admin
+    /// token — without one configured they are not served here at all (404), only on
+    /// `admin.listen`. `None`: not an operators' path, a client request.
+    async fn operator_endpoint_for_clients(
         &self,
         req: &Request<Incoming>,
-        privileged: bool,
     ) -> Option<Response<ProxyBody>> {
+        let path = req.uri().path();
+        if path == "/metrics" || path == "/admin" || path.starts_with("/admin/") {
+            const ELSEWHERE: &str = "not found: /metrics and /admin/* are served on admin.listen \
+                                     (or here with admin.token)\n";
+            if let Some(refusal) = self.refuse_without_token(req, ELSEWHERE) {
+                return Some(refusal);
+            }
+            return Some(match self.operator_endpoint(req).await {
+                Some(resp) => resp,
+                None => plain(StatusCode::NOT_FOUND, "not found\n"),
+            });
+        }
+        match path {
+            "/healthz" | "/readyz" => self.operator_endpoint(req).await,
+            _ => None,
+        }
+    }
+
+    /// `/healthz`, `/readyz`, `/metrics` and `POST /admin/reload` (which needs the token
+    /// wherever it is asked).
+    async fn operator_endpoint(&self, req: &Request<Incoming>) -> Option<Response<ProxyBody>> {
         Some(match (req.method(), req.uri().path()) {
             (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n"),
             (&Method::GET, "/readyz") => {
@@ -261,8 +296,8 @@ impl Gateway {
                     plain(StatusCode::OK, "ready\n")
                 }
             }
-            (&Method::POST, "/admin/reload") if privileged => self.admin_reload(req).await,
-            (&Method::GET, "/metrics") if privileged => {
+            (&Method::POST, "/admin/reload") => self.admin_reload(req).await,
+            (&Method::GET, "/metrics") => {
                 let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
                 let m = &self.metrics;
                 m.requests_in_flight.set(gauge(self.in_flight.used()));
@@ -293,8 +328,7 @@ impl Gateway {
 
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();
-        // With a listener of their own (`admin.listen`), /metrics and /admin stay off this one.
-        if let Some(resp) = self.operator_endpoint(&req, !self.operator_listener).await {
+        if let Some(resp) = self.operator_endpoint_for_clients(&req).await {
             return resp;
         }
         let rt = self.runtime.load_full();

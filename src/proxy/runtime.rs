@@ -214,7 +214,8 @@ impl Runtime {
         let config_hash = {
             use std::hash::{Hash, Hasher};
             let mut h = std::hash::DefaultHasher::new();
-            format!("{config:?}").hash(&mut h);
+            // Secrets only as digests: the gauge is read by whoever scrapes /metrics.
+            format!("{:?}", config.with_secrets_digested()).hash(&mut h);
             policies.hash_sources(&mut h);
             h.finish() >> 16
         };

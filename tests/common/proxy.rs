@@ -38,8 +38,13 @@ pub async fn start_proxy_all(upstream: &str, pack_yaml: &str, extra: &str) -> Pr
     start_config(&upstreams, pack_yaml, extra).await
 }
 
+/// The admin token of proxies started here (unless `extra` sets `admin:` itself), so that
+/// [`metrics`] can scrape the clients' listener.
+pub const ADMIN_TOKEN: &str = "gw-test-admin-token";
+
 /// Starts guardwire on 127.0.0.1:0 with `upstreams:` lines (none: no provider configured),
-/// one pack (YAML text) and `extra` config lines (routes, limits, …).
+/// one pack (YAML text) and `extra` config lines (routes, limits, …); with the test
+/// [`ADMIN_TOKEN`] unless `extra` configures `admin:`.
 pub async fn start_config(upstream_lines: &str, pack_yaml: &str, extra: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("pack.yaml");
@@ -56,8 +61,13 @@ pub async fn start_config(upstream_lines: &str, pack_yaml: &str, extra: &str) ->
     } else {
         "forward_headers: [x-split]\n"
     };
+    let admin = if extra.contains("admin:") {
+        String::new()
+    } else {
+        format!("admin: {{ token: {ADMIN_TOKEN} }}\n")
+    };
     let yaml = format!(
-        "listen: \"127.0.0.1:0\"\n{upstreams}packs: [\"{}\"]\n{forward}{extra}\n",
+        "listen: \"127.0.0.1:0\"\n{upstreams}packs: [\"{}\"]\n{forward}{admin}{extra}\n",
         pack.display()
     );
     let config = Config::from_yaml(&yaml).unwrap();
@@ -155,10 +165,24 @@ pub fn frames(body: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// `/metrics` from the clients' listener of a proxy started here (with [`ADMIN_TOKEN`]).
 pub async fn metrics(addr: SocketAddr) -> String {
-    send(addr, "GET", "/metrics", Bytes::new(), &[])
-        .await
-        .text()
+    metrics_with_token(addr, ADMIN_TOKEN).await
+}
+
+/// `/metrics` from the clients' listener, with admin token `token`; panics on a refusal.
+pub async fn metrics_with_token(addr: SocketAddr, token: &str) -> String {
+    let auth = format!("Bearer {token}");
+    let a = send(
+        addr,
+        "GET",
+        "/metrics",
+        Bytes::new(),
+        &[("authorization", &auth)],
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "/metrics: {}", a.text());
+    a.text()
 }
 
 /// A pack with one validator of each mode: `no-forbidden` blocks the word on input,
