@@ -105,6 +105,16 @@ impl Gateway {
         self.stop_streams.send_replace(true);
     }
 
+    /// Turns true at the drain deadline (see [`Gateway::stop_streams`]).
+    pub fn streams_stopped(&self) -> watch::Receiver<bool> {
+        self.stop_streams.subscribe()
+    }
+
+    /// How long a write to a client may stay blocked (`timeouts.client_send_ms`).
+    pub fn client_send(&self) -> Duration {
+        Duration::from_millis(self.runtime.load().config.timeouts.client_send_ms)
+    }
+
     fn admit(&self, max: usize) -> Option<InFlight> {
         let permit = InFlight(Arc::clone(&self.in_flight));
         (self.in_flight.fetch_add(1, Ordering::AcqRel) < max).then_some(permit)
@@ -239,11 +249,16 @@ impl Gateway {
         self.runtime.load_full()
     }
 
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// Answers a client's request; returns the answer and the name of the route it took
+    /// (`operator` for `/healthz`, `/metrics` and the like).
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+    ) -> (Response<ProxyBody>, &'static str) {
         let started = Instant::now();
         // With a listener of their own (`admin.listen`), /metrics and /admin stay off this one.
         if let Some(resp) = self.operator_endpoint(&req, !self.operator_listener).await {
-            return resp;
+            return (resp, "operator");
         }
         let rt = self.runtime.load_full();
         let request_id = headers::request_id(req.headers());
@@ -328,7 +343,7 @@ impl Gateway {
                 status: resp.status().as_u16(),
             })
             .inc();
-        resp
+        (resp, route_name)
     }
 
     /// One proxied request, step by step (each step is in `exchange.rs`).
