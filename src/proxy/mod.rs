@@ -110,11 +110,6 @@ impl Gateway {
         self.stop_streams.subscribe()
     }
 
-    /// How long a write to a client may stay blocked (`timeouts.client_send_ms`).
-    pub fn client_send(&self) -> Duration {
-        Duration::from_millis(self.runtime.load().config.timeouts.client_send_ms)
-    }
-
     fn admit(&self, max: usize) -> Option<InFlight> {
         let permit = InFlight(Arc::clone(&self.in_flight));
         (self.in_flight.fetch_add(1, Ordering::AcqRel) < max).then_some(permit)

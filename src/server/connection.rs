@@ -3,8 +3,12 @@
 //!   handshake included): a peer that sends nothing, or stops inside the HTTP/2 preface or the
 //!   first head, is dropped. (Later HTTP/1 heads are timed by hyper's own header timeout.)
 //! - with no request in flight for `timeouts.client_idle_ms` it is closed: gracefully, so an
-//!   HTTP/2 peer gets a GOAWAY.
-//! - on shutdown it is asked to finish gracefully (requests in flight complete).
+//!   HTTP/2 peer gets a GOAWAY; still open `timeouts.client_send_ms` later (the last answer's
+//!   bytes wait for a client that does not read them), it is dropped.
+//! - on shutdown it is asked to finish gracefully (requests in flight complete); still open
+//!   [`DRAIN_FLUSH`] after the drain deadline, it is dropped.
+//! - a response its client stopped reading ends through the connection's `send_watch` (HTTP/1;
+//!   each HTTP/2 stream has its own): dropping the connection drops the response.
 //!
 //! Requests are tracked by a guard taken when the service is called and dropped with the
 //! response body (for a stream: when the stream ends), so a long, quiet stream is not idle.

@@ -1,6 +1,7 @@
 //! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads and
 //! slow clients, and a graceful drain on shutdown. `connection.rs` watches each connection
-//! (first request in time, idle close, graceful stop).
+//! (first request in time, idle close, graceful stop); `send_watch.rs` ends responses whose
+//! client stopped reading.
 
 use crate::config::Config;
 use crate::proxy::{Gateway, Runtime};
@@ -258,11 +259,11 @@ pub async fn serve(
                     let request = requests.begin();
                     let connection_slot = Arc::clone(&connection_slot);
                     Box::pin(async move {
-                        let (send, metrics) = (gw.client_send(), Arc::clone(&gw.metrics));
+                        let metrics = Arc::clone(&gw.metrics);
                         let (resp, route) = gw.handle(req).await;
                         let slot = send_watch::current(&connection_slot);
                         Ok::<_, Infallible>(resp.map(|b| {
-                            TrackedBody::new(b, request, slot, send, route, metrics)
+                            TrackedBody::new(b, request, slot, limits.send, route, metrics)
                         }))
                     })
                 });
