@@ -45,6 +45,12 @@ pub struct SendSlot {
 }
 
 const NO_DEADLINE: u64 = u64::MAX;
+
+/// A [`SendSlot`]'s state while a write waits on the client: odd.
+#[inline]
+fn blocked(state: u64) -> bool {
+    state & 1 == 1
+}
 const NOT_ENDED: u8 = 0;
 
 impl SendSlot {
@@ -76,7 +82,7 @@ impl SendSlot {
     #[inline]
     pub fn polled(&self) {
         let state = self.state.load(Ordering::Relaxed);
-        if state % 2 == 1 {
+        if blocked(state) {
             self.state.store(state + 1, Ordering::Relaxed);
         }
     }
@@ -85,7 +91,7 @@ impl SendSlot {
     #[inline]
     pub fn handed_over(&self) {
         let state = self.state.load(Ordering::Relaxed);
-        if state % 2 == 0 {
+        if !blocked(state) {
             // The next odd value: a new block.
             self.state.store(state + 1, Ordering::Relaxed);
         }
@@ -133,7 +139,7 @@ impl SendWatch {
     /// send limit, or past the total deadline. The caller then drops the writer.
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<ClientDeadline> {
         let state = self.slot.state.load(Ordering::Relaxed);
-        if state % 2 == 0 {
+        if !blocked(state) {
             // Not waiting on the client: the body's own timers rule (a stale timer may still
             // wake the task once).
             return Poll::Pending;
@@ -218,6 +224,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
