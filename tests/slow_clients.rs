@@ -214,3 +214,30 @@ async fn an_http2_stream_that_is_not_read_is_reset_and_its_connection_serves_on(
     let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
     assert_eq!(value(&m, send), Some(1), "{m}");
 }
+
+#[tokio::test]
+async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
+    let mock = megabytes_upstream().await;
+    // No other deadline can end this stream.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 600000 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let mut sock = never_reading_client(addr).await;
+    wait_for_series(addr, "guardwire_streams_in_flight", 1).await;
+    // Most likely blocked on the client by now (if not, the stream ends with its error frame,
+    // which also closes the connection).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The drain deadline passes at once; the stream's error frame cannot reach a client that
+    // does not read, so its connection is dropped.
+    proxy.server.shutdown(Duration::from_millis(100)).await;
+    // Before reading anything: reading would let the stream run and end by itself.
+    assert!(
+        mock.wait_for_cancelled(1, BOUND).await,
+        "the upstream request was not cancelled"
+    );
+    assert_closed(&mut sock).await;
+}
