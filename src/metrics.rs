@@ -197,6 +197,32 @@ impl RejectReason {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClientTimeoutLabels {
+    pub route: &'static str,
+    pub deadline: ClientDeadline,
+}
+
+/// Which deadline ended a response whose client stopped taking it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ClientDeadline {
+    /// A write stayed blocked for `timeouts.client_send_ms`.
+    Send,
+    /// `timeouts.total_ms` passed while a write was blocked.
+    Total,
+}
+
+impl ClientDeadline {
+    pub const ALL: [ClientDeadline; 2] = [ClientDeadline::Send, ClientDeadline::Total];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientDeadline::Send => "send",
+            ClientDeadline::Total => "total",
+        }
+    }
+}
+
 /// Label values as their lowercase names.
 macro_rules! label_value_as_str {
     ($($t:ty),*) => {$(
@@ -207,7 +233,7 @@ macro_rules! label_value_as_str {
         }
     )*};
 }
-label_value_as_str!(ReloadResult, UpstreamErrorKind, RejectReason);
+label_value_as_str!(ReloadResult, UpstreamErrorKind, RejectReason, ClientDeadline);
 
 pub struct Metrics {
     registry: Registry,
@@ -235,6 +261,9 @@ pub struct Metrics {
     pub streams_in_flight: Gauge,
     /// Upstream failures by kind (connect, timeout, reset, malformed, idle, total, encoded).
     pub upstream_errors: Family<UpstreamErrorLabels, Counter>,
+    /// Responses ended because the client stopped taking them, by route and the deadline that
+    /// passed while a write to it was blocked.
+    pub client_timeouts: Family<ClientTimeoutLabels, Counter>,
     /// Streams ended because a pending check held back more than `limits.max_holdback_bytes`.
     pub holdback_exceeded: Family<RouteLabels, Counter>,
     /// Config reloads by result; a failed one leaves the running policy in force.
@@ -386,6 +415,12 @@ impl Metrics {
         let streams_in_flight = Gauge::default();
         let upstream_errors = Family::<UpstreamErrorLabels, Counter>::default();
         let holdback_exceeded = Family::<RouteLabels, Counter>::default();
+        let client_timeouts = Family::<ClientTimeoutLabels, Counter>::default();
+        registry.register(
+            "client_timeouts",
+            "Responses ended because the client stopped reading them, by route and deadline (send: timeouts.client_send_ms; total: timeouts.total_ms passed while a write was blocked)",
+            client_timeouts.clone(),
+        );
         let config_reloads = Family::<ReloadLabels, Counter>::default();
         let stored_context = Family::<StoredContextLabels, Counter>::default();
         registry.register(
@@ -456,6 +491,7 @@ impl Metrics {
             spend,
             streams_in_flight,
             upstream_errors,
+            client_timeouts,
             holdback_exceeded,
             config_reloads,
             stored_context,

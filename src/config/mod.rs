@@ -471,6 +471,11 @@ pub struct Timeouts {
     /// HTTP/2 keep-alive: a ping every this often; a peer that does not answer one within the
     /// same time is taken for dead and its connection closed. 0 turns pings off.
     pub client_ping_ms: u64,
+    /// Longest a write to the client may stay blocked: the answer has bytes ready and the
+    /// client takes none of them (nginx's `send_timeout`). The response then ends without
+    /// more: the upstream request is cancelled, the permit released, the HTTP/1 connection
+    /// closed or the HTTP/2 stream reset.
+    pub client_send_ms: u64,
     /// Longest a whole exchange may take, streamed answer included (504, or an error frame).
     pub total_ms: u64,
 }
@@ -485,6 +490,7 @@ impl Default for Timeouts {
             client_body_ms: 60_000,
             client_idle_ms: 120_000,
             client_ping_ms: 30_000,
+            client_send_ms: 60_000,
             total_ms: 900_000,
         }
     }
@@ -722,6 +728,7 @@ impl Config {
             ("timeouts.client_body_ms", t.client_body_ms, false),
             ("timeouts.client_idle_ms", t.client_idle_ms, false),
             ("timeouts.client_ping_ms", t.client_ping_ms, true),
+            ("timeouts.client_send_ms", t.client_send_ms, false),
             ("timeouts.total_ms", t.total_ms, false),
             ("reload.poll_ms", self.reload.poll_ms, true),
             (

@@ -75,6 +75,7 @@ fn durations_that_could_overflow_a_deadline_or_are_zero_are_refused() {
         "client_body_ms",
         "client_idle_ms",
         "client_ping_ms",
+        "client_send_ms",
         "total_ms",
     ] {
         for ms in [u64::MAX, MAX_DURATION_MS + 1] {

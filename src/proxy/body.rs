@@ -27,7 +27,7 @@ use super::redact::TextSpan;
 use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
-use crate::metrics::{LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{ClientDeadline, LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
 use crate::policy::{ExchangeGuard, Finding};
 use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
@@ -278,6 +278,24 @@ impl GuardedStream {
             estimated: None,
             ctx,
         }
+    }
+
+    /// When the whole exchange must be over (`timeouts.total_ms` after the request arrived).
+    pub fn total_deadline(&self) -> tokio::time::Instant {
+        self.ctx.total_deadline
+    }
+
+    /// Its client stopped reading and `deadline` passed while a write waited (see
+    /// `server/send_watch.rs`): the stream is dropped without another byte, which cancels the
+    /// upstream request and releases the permit. Counted, logged, and the exchange's outcome.
+    pub fn client_timed_out(&mut self, deadline: ClientDeadline) {
+        self.ctx.trace.note_failure();
+        super::report::count_client_timeout(
+            &self.ctx.metrics,
+            self.ctx.route,
+            deadline,
+            Some(self.ctx.trace.request_id()),
+        );
     }
 
     /// True while the upstream is read (frames are still decoded and checked).

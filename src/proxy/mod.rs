@@ -108,6 +108,11 @@ impl Gateway {
         self.stop_streams.send_replace(true);
     }
 
+    /// Turns true at the drain deadline (see [`Gateway::stop_streams`]).
+    pub fn streams_stopped(&self) -> watch::Receiver<bool> {
+        self.stop_streams.subscribe()
+    }
+
     /// A permit for a request whose body (`body`) is in: first against its key's limit
     /// (`key`: its count and limit), then against `max` requests in flight. Each refusal is
     /// counted.
@@ -326,10 +331,15 @@ impl Gateway {
         self.runtime.load_full()
     }
 
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
+    /// Answers a client's request; returns the answer and the name of the route it took
+    /// (`operator` for `/healthz`, `/metrics` and the like).
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+    ) -> (Response<ProxyBody>, &'static str) {
         let started = Instant::now();
         if let Some(resp) = self.operator_endpoint_for_clients(&req).await {
-            return resp;
+            return (resp, "operator");
         }
         let rt = self.runtime.load_full();
         let request_id = headers::request_id(req.headers());
@@ -414,7 +424,7 @@ impl Gateway {
                 status: resp.status().as_u16(),
             })
             .inc();
-        resp
+        (resp, route_name)
     }
 
     /// One proxied request, step by step (each step is in `exchange.rs`).

@@ -5,8 +5,9 @@ use super::runtime::Runtime;
 use crate::audit::{Audit, AuditEvent};
 use crate::error::GatewayError;
 use crate::metrics::{
-    EvalLabels, EvalResultLabels, Metrics, ReloadLabels, ReloadResult, RouteLabels, SpendLabels,
-    TokenLabels, TrafficLabels, UpstreamErrorKind, UpstreamErrorLabels, VerdictLabels,
+    ClientDeadline, ClientTimeoutLabels, EvalLabels, EvalResultLabels, Metrics, ReloadLabels,
+    ReloadResult, RouteLabels, SpendLabels, TokenLabels, TrafficLabels, UpstreamErrorKind,
+    UpstreamErrorLabels, VerdictLabels,
 };
 use crate::policy::{ExchangeGuard, Finding, Mode, Phase, Policy};
 use crate::telemetry::RequestTrace;
@@ -96,6 +97,26 @@ pub fn count_upstream_error(metrics: &Metrics, route: &'static str, kind: Upstre
         .inc();
 }
 
+/// Counts a response ended because its client stopped reading, and says so in the log (who,
+/// which deadline; never a body).
+pub fn count_client_timeout(
+    metrics: &Metrics,
+    route: &'static str,
+    deadline: ClientDeadline,
+    request_id: Option<&str>,
+) {
+    metrics
+        .client_timeouts
+        .get_or_create(&ClientTimeoutLabels { route, deadline })
+        .inc();
+    tracing::warn!(
+        request_id,
+        route,
+        deadline = deadline.as_str(),
+        "the client stopped reading: response ended, upstream request cancelled"
+    );
+}
+
 /// Counts the tokens of one exchange (blocked or not: the provider charges them either way),
 /// as reported or as `estimated`, and, at the requested model's price, their cost.
 pub fn count_usage(
@@ -149,6 +170,15 @@ pub fn declare_series(metrics: &Metrics, rt: &Runtime) {
     for route in rt.routes.iter().filter(|r| r.upstream.is_some()) {
         let name = route.name;
         declare(&metrics.holdback_exceeded, &RouteLabels { route: name });
+        for deadline in ClientDeadline::ALL {
+            declare(
+                &metrics.client_timeouts,
+                &ClientTimeoutLabels {
+                    route: name,
+                    deadline,
+                },
+            );
+        }
         for kind in UpstreamErrorKind::ALL {
             declare(
                 &metrics.upstream_errors,

@@ -3,15 +3,22 @@
 //!   handshake included): a peer that sends nothing, or stops inside the HTTP/2 preface or the
 //!   first head, is dropped. (Later HTTP/1 heads are timed by hyper's own header timeout.)
 //! - with no request in flight for `timeouts.client_idle_ms` it is closed: gracefully, so an
-//!   HTTP/2 peer gets a GOAWAY.
-//! - on shutdown it is asked to finish gracefully (requests in flight complete).
+//!   HTTP/2 peer gets a GOAWAY; still open `timeouts.client_send_ms` later (the last answer's
+//!   bytes wait for a client that does not read them), it is dropped.
+//! - on shutdown it is asked to finish gracefully (requests in flight complete); still open
+//!   [`DRAIN_FLUSH`] after the drain deadline, it is dropped.
+//! - a response its client stopped reading ends through the connection's `send_watch` (HTTP/1;
+//!   each HTTP/2 stream has its own): dropping the connection drops the response.
 //!
 //! Requests are tracked by a guard taken when the service is called and dropped with the
 //! response body (for a stream: when the stream ends), so a long, quiet stream is not idle.
 //! The timers run in a small watch task of their own; the connection's task only reads the
 //! flag the watch sets, so relaying a stream's chunks does not poll them.
 
+use super::send_watch::{SendSlot, SendWatch};
+use crate::metrics::Metrics;
 use crate::proxy::body::ProxyBody;
+use crate::proxy::report::count_client_timeout;
 use atomic_waker::AtomicWaker;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -101,16 +108,38 @@ impl Drop for RequestGuard {
     }
 }
 
-/// A response body that keeps its request counted as in flight until it is dropped.
+/// A response body that keeps its request counted as in flight until it is dropped, and tells
+/// its writer's [`SendWatch`] when a write may be waiting on the client.
 pub struct TrackedBody {
     body: ProxyBody,
+    slot: Arc<SendSlot>,
+    /// For counting a response that is not a guarded stream (which counts its own).
+    route: &'static str,
+    metrics: Arc<Metrics>,
     _request: RequestGuard,
 }
 
 impl TrackedBody {
-    pub fn new(body: ProxyBody, request: RequestGuard) -> TrackedBody {
+    /// `slot` is the writer's ([`super::send_watch::current`]); a write of this body may stay blocked
+    /// for `send`, and a guarded stream's must end by its total deadline.
+    pub fn new(
+        body: ProxyBody,
+        request: RequestGuard,
+        slot: Arc<SendSlot>,
+        send: Duration,
+        route: &'static str,
+        metrics: Arc<Metrics>,
+    ) -> TrackedBody {
+        let total = match &body {
+            ProxyBody::Guarded(g) => Some(g.total_deadline()),
+            _ => None,
+        };
+        slot.arm(send, total);
         TrackedBody {
             body,
+            slot,
+            route,
+            metrics,
             _request: request,
         }
     }
@@ -124,7 +153,13 @@ impl Body for TrackedBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        let this = self.get_mut();
+        this.slot.polled();
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &frame {
+            this.slot.handed_over();
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -136,9 +171,21 @@ impl Body for TrackedBody {
     }
 }
 
+impl Drop for TrackedBody {
+    fn drop(&mut self) {
+        let Some(deadline) = self.slot.finish() else {
+            return;
+        };
+        match &mut self.body {
+            ProxyBody::Guarded(stream) => stream.client_timed_out(deadline),
+            _ => count_client_timeout(&self.metrics, self.route, deadline, None),
+        }
+    }
+}
+
 /// What the watch asks of the connection, read by the connection's task on each of its wakes:
-/// one atomic load (and a waker registration while nothing is asked), so a stream's chunk
-/// wakes cost next to nothing.
+/// one atomic load (and a waker registration while nothing new is asked), so a stream's chunk
+/// wakes cost next to nothing. Each value asks more than the one before.
 #[derive(Default)]
 struct Ask {
     what: AtomicU8,
@@ -148,8 +195,18 @@ struct Ask {
 const SERVE: u8 = 0;
 /// Finish what is in flight, then close (idle, or shutting down).
 const FINISH: u8 = 1;
-/// Close now: no request ever began.
-const DROP: u8 = 2;
+/// Close now; the reasons, for the log:
+/// no request ever began;
+const DROP_UNUSED: u8 = 2;
+/// asked to finish when idle, still open `timeouts.client_send_ms` later: the last answer's
+/// bytes wait for a client that does not read them;
+const DROP_UNREAD: u8 = 3;
+/// the drain deadline passed, and the streams' error frames had [`DRAIN_FLUSH`] to go out.
+const DROP_DRAINED: u8 = 4;
+
+/// After the drain deadline, how long the streams' error frames have to reach their clients
+/// before the connections still open are dropped (the shutdown waits 2 s for them).
+const DRAIN_FLUSH: Duration = Duration::from_secs(1);
 
 impl Ask {
     fn set(&self, what: u8) {
@@ -157,15 +214,16 @@ impl Ask {
         self.waker.wake();
     }
 
-    fn poll(&self, cx: &mut Context<'_>) -> Poll<u8> {
+    /// Ready with what is asked once it is more than `seen`.
+    fn poll(&self, cx: &mut Context<'_>, seen: u8) -> Poll<u8> {
         match self.what.load(Ordering::Acquire) {
-            SERVE => {}
-            what => return Poll::Ready(what),
+            what if what > seen => return Poll::Ready(what),
+            _ => {}
         }
         self.waker.register(cx.waker());
         match self.what.load(Ordering::Acquire) {
-            SERVE => Poll::Pending,
-            what => Poll::Ready(what),
+            what if what > seen => Poll::Ready(what),
+            _ => Poll::Pending,
         }
     }
 }
@@ -179,16 +237,30 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The limits a connection is held to (`timeouts.*`).
+#[derive(Clone, Copy)]
+pub struct Limits {
+    /// For the first request, from the accept (`client_header_ms`).
+    pub first: Duration,
+    /// With no request in flight (`client_idle_ms`).
+    pub idle: Duration,
+    /// For a blocked write (`client_send_ms`).
+    pub send: Duration,
+}
+
 /// Drives `conn` to its end under the rules in the module docs. `stop` turns true when the
 /// server shuts down; the server's drain waits until every connection has dropped its copy.
-/// `graceful` is hyper's graceful shutdown of the connection.
+/// `streams_stopped` turns true at the drain deadline. `graceful` is hyper's graceful shutdown
+/// of the connection. `slot` is the connection's own [`SendSlot`], for the responses it writes
+/// itself (HTTP/1).
 pub async fn drive<C, E>(
     conn: C,
     graceful: impl Fn(Pin<&mut C>),
     activity: Arc<Activity>,
-    first: Duration,
-    idle: Duration,
+    limits: Limits,
+    slot: Arc<SendSlot>,
     stop: watch::Receiver<bool>,
+    streams_stopped: watch::Receiver<bool>,
 ) where
     C: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
@@ -197,23 +269,34 @@ pub async fn drive<C, E>(
     let _watch = AbortOnDrop(tokio::spawn(watch_connection(
         activity,
         Arc::clone(&ask),
-        first,
-        idle,
+        limits,
         stop.clone(),
+        streams_stopped,
     )));
     // Held (never polled) until the connection ends, for the server's drain.
     let _alive = stop;
+    let mut send_watch = SendWatch::new(slot);
     tokio::pin!(conn);
     let mut asked = SERVE;
     std::future::poll_fn(|cx| {
-        if asked == SERVE {
-            if let Poll::Ready(what) = ask.poll(cx) {
+        if asked < DROP_UNUSED {
+            if let Poll::Ready(what) = ask.poll(cx, asked) {
                 asked = what;
-                if what == DROP {
-                    tracing::debug!("client sent no request in time: connection dropped");
-                    return Poll::Ready(());
+                match what {
+                    FINISH => graceful(conn.as_mut()),
+                    DROP_UNUSED => {
+                        tracing::debug!("client sent no request in time: connection dropped");
+                        return Poll::Ready(());
+                    }
+                    DROP_UNREAD => {
+                        tracing::debug!("client does not read its last answer: connection dropped");
+                        return Poll::Ready(());
+                    }
+                    _ => {
+                        tracing::debug!("drain deadline: connection dropped");
+                        return Poll::Ready(());
+                    }
                 }
-                graceful(conn.as_mut());
             }
         }
         match conn.as_mut().poll(cx) {
@@ -222,26 +305,45 @@ pub async fn drive<C, E>(
                 Poll::Ready(())
             }
             Poll::Ready(Ok(())) => Poll::Ready(()),
-            Poll::Pending => Poll::Pending,
+            // Dropping the connection drops the response it writes (see `send_watch`).
+            Poll::Pending => send_watch.poll_expired(cx).map(|_| ()),
         }
     })
     .await;
 }
 
 /// The connection's watch: asks it to close when it has been idle too long (or never sent a
-/// request), or to finish when the server stops.
+/// request), to finish when the server stops, and to close at the latest [`DRAIN_FLUSH`] after
+/// the drain deadline.
 async fn watch_connection(
     activity: Arc<Activity>,
     ask: Arc<Ask>,
-    first: Duration,
-    idle: Duration,
+    limits: Limits,
     mut stop: watch::Receiver<bool>,
+    mut streams_stopped: watch::Receiver<bool>,
 ) {
     tokio::select! {
-        any_request = activity.expired(first, idle) => {
-            ask.set(if any_request { FINISH } else { DROP });
+        any_request = activity.expired(limits.first, limits.idle) => {
+            if !any_request {
+                return ask.set(DROP_UNUSED);
+            }
+            // With nothing in flight a graceful close is immediate, unless the last answer's
+            // bytes still wait for the client to read them.
+            ask.set(FINISH);
+            tokio::time::sleep(limits.send).await;
+            ask.set(DROP_UNREAD);
         }
         // Also when the server is gone (sender dropped).
-        _ = stop.wait_for(|stopping| *stopping) => ask.set(FINISH),
+        _ = wait_true(&mut stop) => {
+            ask.set(FINISH);
+            wait_true(&mut streams_stopped).await;
+            tokio::time::sleep(DRAIN_FLUSH).await;
+            ask.set(DROP_DRAINED);
+        }
     }
+}
+
+/// Resolves when `rx` turns true, or its sender is gone.
+async fn wait_true(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
 }

@@ -1,13 +1,14 @@
 //! Accepting connections: HTTP/1.1 and HTTP/2 from clients, with limits on request heads,
 //! slow clients, open connections (`limits.max_connections`) and HTTP/2 streams per connection
-//! (`limits.max_h2_streams`), and a graceful drain on shutdown. `connection.rs` watches each connection
-//! (first request in time, idle close, graceful stop).
+//! (`limits.max_h2_streams`), and a graceful drain on shutdown. `connection.rs` watches each
+//! connection (first request in time, idle close, graceful stop); `send_watch.rs` ends
+//! responses whose client stopped reading.
 
 use crate::config::Config;
 use crate::metrics::RejectReason;
 use crate::proxy::{Gateway, Runtime};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,8 +21,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod connection;
+mod send_watch;
 
 use connection::TrackedBody;
+use send_watch::{SendSlot, StreamExecutor};
 
 pub use crate::error::StartError;
 
@@ -208,8 +211,12 @@ pub async fn serve(
     let config = gateway.runtime().config.clone();
     let timeouts = &config.timeouts;
     let first_request = Duration::from_millis(timeouts.client_header_ms);
-    let idle = Duration::from_millis(timeouts.client_idle_ms);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let limits = connection::Limits {
+        first: first_request,
+        idle: Duration::from_millis(timeouts.client_idle_ms),
+        send: Duration::from_millis(timeouts.client_send_ms),
+    };
+    let mut builder = auto::Builder::new(StreamExecutor);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -242,7 +249,7 @@ pub async fn serve(
                 };
                 // Over `limits.max_connections` a connection is closed as it is accepted (not
                 // left in the backlog): the client learns at once, and the refusal is counted.
-                let Some(slot) = gateway.connections.take(1, config.limits.max_connections) else {
+                let Some(open) = gateway.connections.take(1, config.limits.max_connections) else {
                     gateway.metrics.reject(RejectReason::Connections);
                     drop(stream);
                     continue;
@@ -252,24 +259,32 @@ pub async fn serve(
                 let activity = connection::Activity::new(opened);
                 let gw = Arc::clone(&gateway);
                 let requests = Arc::clone(&activity);
+                let slot = SendSlot::new();
+                let connection_slot = Arc::clone(&slot);
                 // Boxed: hyper keeps the space for a request's future as long as the connection
                 // lives, and this one is ≈ 5.6 KiB; boxed, it is freed once the response head is
                 // out, so an open stream does not carry it.
                 let service = service_fn(move |req| {
                     let gw = Arc::clone(&gw);
                     let request = requests.begin();
+                    let connection_slot = Arc::clone(&connection_slot);
                     Box::pin(async move {
-                        let resp = gw.handle(req).await;
-                        Ok::<_, Infallible>(resp.map(|b| TrackedBody::new(b, request)))
+                        let metrics = Arc::clone(&gw.metrics);
+                        let (resp, route) = gw.handle(req).await;
+                        let slot = send_watch::current(&connection_slot);
+                        Ok::<_, Infallible>(resp.map(|b| {
+                            TrackedBody::new(b, request, slot, limits.send, route, metrics)
+                        }))
                     })
                 });
                 let (builder, stop) = (builder.clone(), stop_rx.clone());
+                let streams_stopped = gateway.streams_stopped();
                 let tls = gateway.runtime().tls.clone();
                 tokio::spawn(async move {
-                    let _slot = slot;
+                    let _open = open;
                     let Some(tls) = tls else {
                         let conn = builder.serve_connection(TokioIo::new(stream), service);
-                        connection::drive(conn, |c| c.graceful_shutdown(), activity, first_request, idle, stop).await;
+                        connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, stop, streams_stopped).await;
                         return;
                     };
                     // The handshake counts against the time allowed for the first request.
@@ -283,7 +298,7 @@ pub async fn serve(
                         Err(_) => return,
                     };
                     let conn = builder.serve_connection(TokioIo::new(stream), service);
-                    connection::drive(conn, |c| c.graceful_shutdown(), activity, first_request, idle, stop).await;
+                    connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, stop, streams_stopped).await;
                 });
             }
             () = &mut shutdown => break,

@@ -1,0 +1,243 @@
+//! Clients that stop reading do not hold a stream: with a tiny receive buffer and not one
+//! read, against an upstream that streams megabytes, a stream still ends at its total deadline
+//! (`timeouts.total_ms`) or once a write to the client has been blocked for
+//! `timeouts.client_send_ms`: the upstream sees its request cancelled, the in-flight permits
+//! come back, the HTTP/1 connection is closed, the HTTP/2 stream reset (its connection serves
+//! on), and the ends are counted in `guardwire_client_timeouts_total`.
+//!
+//! No timing assertions: every wait is for a condition, failing only after [`BOUND`].
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use bytes::Bytes;
+use common::mock_upstream::{sse_data_frames, Chunk, MockUpstream, Reply};
+use common::proxy::{metrics, start_proxy, STREAM_REQUEST};
+use http::StatusCode;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+const PACK: &str = "validators: []\n";
+/// Far longer than any deadline under test: a condition not met by then never will be.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// 32 MiB of answer text in 64 KiB chunks, with no terminal event, and then the body stays
+/// open: only a deadline can end this stream, and no kernel buffer holds all of it.
+async fn megabytes_upstream() -> MockUpstream {
+    let text = "x".repeat(1000);
+    let frame = format!(
+        r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+    );
+    let frames: Vec<&str> = std::iter::repeat_n(frame.as_str(), 64).collect();
+    let chunk = Bytes::from(sse_data_frames(&frames));
+    MockUpstream::start(move |_| {
+        let chunks = (0..512).map(|_| Chunk::now(chunk.clone())).collect();
+        Reply::chunks(200, chunks)
+            .with_header("content-type", "text/event-stream")
+            .then_hang()
+    })
+    .await
+}
+
+/// Sends a streamed chat request over HTTP/1.1 from a socket with a tiny receive buffer, and
+/// never reads from it.
+async fn never_reading_client(addr: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2048).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        STREAM_REQUEST.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock.write_all(STREAM_REQUEST.as_bytes()).await.unwrap();
+    sock
+}
+
+/// The value of the series `series` (name and labels, as exposed), if present.
+fn value(metrics: &str, series: &str) -> Option<u64> {
+    metrics.lines().find_map(|l| {
+        let v = l.strip_prefix(series)?.strip_prefix(' ')?;
+        v.trim().parse().ok()
+    })
+}
+
+/// Polls `/metrics` until `series` reads `want`; panics with the last scrape after [`BOUND`].
+async fn wait_for_series(addr: SocketAddr, series: &str, want: u64) {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let m = metrics(addr).await;
+        if value(&m, series) == Some(want) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{series} never reached {want}:\n{m}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads whatever is buffered for `sock` until the peer closes it; panics if it stays open
+/// for [`BOUND`].
+async fn assert_closed(sock: &mut TcpStream) {
+    let closed = tokio::time::timeout(BOUND, async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the client connection is still open");
+}
+
+#[tokio::test]
+async fn clients_that_never_read_are_cut_at_the_total_deadline() {
+    let mock = megabytes_upstream().await;
+    // client_send_ms keeps its default (60 s): only the total deadline can end these in time.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { total_ms: 3000, idle_ms: 2000 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        clients.push(never_reading_client(addr).await);
+    }
+    assert!(
+        mock.wait_for_requests(5, BOUND).await,
+        "the streams never began"
+    );
+    wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
+    assert!(
+        mock.wait_for_cancelled(5, BOUND).await,
+        "only {} of 5 upstream requests were cancelled",
+        mock.cancelled_count()
+    );
+    for sock in &mut clients {
+        assert_closed(sock).await;
+    }
+    let m = metrics(addr).await;
+    let total = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"total\"}";
+    assert_eq!(value(&m, total), Some(5), "{m}");
+    assert_eq!(value(&m, "guardwire_streams_in_flight"), Some(0), "{m}");
+    // The proxy serves on.
+    let a = common::proxy::send(addr, "GET", "/healthz", Bytes::new(), &[]).await;
+    assert_eq!(a.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_write_blocked_for_client_send_ms_ends_the_stream() {
+    let mock = megabytes_upstream().await;
+    // The total and idle deadlines far away: only client_send_ms can end these.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        clients.push(never_reading_client(addr).await);
+    }
+    assert!(
+        mock.wait_for_requests(2, BOUND).await,
+        "the streams never began"
+    );
+    wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
+    assert!(
+        mock.wait_for_cancelled(2, BOUND).await,
+        "only {} of 2 upstream requests were cancelled",
+        mock.cancelled_count()
+    );
+    for sock in &mut clients {
+        assert_closed(sock).await;
+    }
+    let m = metrics(addr).await;
+    let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
+    assert_eq!(value(&m, send), Some(2), "{m}");
+}
+
+#[tokio::test]
+async fn an_http2_stream_that_is_not_read_is_reset_and_its_connection_serves_on() {
+    let mock = megabytes_upstream().await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    // A stream window of 16 KiB that is never released (the body is not read), and room in
+    // the connection's window for more streams.
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(16 * 1024)
+        .initial_connection_window_size(8 << 20)
+        .handshake::<_, Full<Bytes>>(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(STREAM_REQUEST.as_bytes())))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
+    assert!(
+        mock.wait_for_cancelled(1, BOUND).await,
+        "the upstream request was not cancelled"
+    );
+    // What was sent before the reset, then the reset: never a clean end.
+    let body = tokio::time::timeout(BOUND, resp.into_body().collect())
+        .await
+        .expect("the stream was neither reset nor ended");
+    assert!(body.is_err(), "the stream ended as if complete");
+    // The connection itself serves on.
+    let req = http::Request::get(format!("http://{addr}/healthz"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let m = metrics(addr).await;
+    let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
+    assert_eq!(value(&m, send), Some(1), "{m}");
+}
+
+#[tokio::test]
+async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
+    let mock = megabytes_upstream().await;
+    // No other deadline can end this stream.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 600000 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let mut sock = never_reading_client(addr).await;
+    wait_for_series(addr, "guardwire_streams_in_flight", 1).await;
+    // Most likely blocked on the client by now (if not, the stream ends with its error frame,
+    // which also closes the connection).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The drain deadline passes at once; the stream's error frame cannot reach a client that
+    // does not read, so its connection is dropped.
+    proxy.server.shutdown(Duration::from_millis(100)).await;
+    // Before reading anything: reading would let the stream run and end by itself.
+    assert!(
+        mock.wait_for_cancelled(1, BOUND).await,
+        "the upstream request was not cancelled"
+    );
+    assert_closed(&mut sock).await;
+}
