@@ -233,7 +233,12 @@ macro_rules! label_value_as_str {
         }
     )*};
 }
-label_value_as_str!(ReloadResult, UpstreamErrorKind, RejectReason, ClientDeadline);
+label_value_as_str!(
+    ReloadResult,
+    UpstreamErrorKind,
+    RejectReason,
+    ClientDeadline
+);
 
 pub struct Metrics {
     registry: Registry,
