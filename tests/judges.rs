@@ -270,22 +270,6 @@ async fn failures_in_a_row_open_the_breaker() {
     );
 }
 
-/// A chat request with key `key`.
-async fn post_chat_as(addr: std::net::SocketAddr, key: &str, body: &str) -> Answer {
-    let auth = format!("Bearer {key}");
-    send(
-        addr,
-        "POST",
-        "/v1/chat/completions",
-        body.to_owned(),
-        &[
-            ("content-type", "application/json"),
-            ("authorization", &auth),
-        ],
-    )
-    .await
-}
-
 #[tokio::test]
 async fn one_keys_flood_neither_opens_the_breaker_nor_starves_another_keys_checks() {
     let judge = openai_judge().await;

@@ -98,74 +98,53 @@ async fn assert_closed(sock: &mut TcpStream) {
     assert!(closed.is_ok(), "the client connection is still open");
 }
 
-#[tokio::test]
-async fn clients_that_never_read_are_cut_at_the_total_deadline() {
+/// `n` never-reading clients against guardwire with `timeouts`: every stream ends (upstream
+/// cancelled, permits back, connection closed), counted under `deadline`. Returns the proxy's
+/// metrics.
+async fn never_reading_clients_end(n: usize, timeouts: &str, deadline: &str) -> String {
     let mock = megabytes_upstream().await;
-    // client_send_ms keeps its default (60 s): only the total deadline can end these in time.
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
-        "timeouts: { total_ms: 3000, idle_ms: 2000 }\n",
-    )
-    .await;
+    let proxy = start_proxy(&mock.base_url(), PACK, timeouts).await;
     let addr = proxy.addr();
     let mut clients = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..n {
         clients.push(never_reading_client(addr).await);
     }
     assert!(
-        mock.wait_for_requests(5, BOUND).await,
+        mock.wait_for_requests(n, BOUND).await,
         "the streams never began"
     );
     wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
     assert!(
-        mock.wait_for_cancelled(5, BOUND).await,
-        "only {} of 5 upstream requests were cancelled",
+        mock.wait_for_cancelled(n, BOUND).await,
+        "only {} of {n} upstream requests were cancelled",
         mock.cancelled_count()
     );
     for sock in &mut clients {
         assert_closed(sock).await;
     }
     let m = metrics(addr).await;
-    let total = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"total\"}";
-    assert_eq!(value(&m, total), Some(5), "{m}");
-    assert_eq!(value(&m, "guardwire_streams_in_flight"), Some(0), "{m}");
+    let series =
+        format!("guardwire_client_timeouts_total{{route=\"openai_chat\",deadline=\"{deadline}\"}}");
+    assert_eq!(value(&m, &series), Some(n as u64), "{m}");
     // The proxy serves on.
     let a = common::proxy::send(addr, "GET", "/healthz", Bytes::new(), &[]).await;
     assert_eq!(a.status, StatusCode::OK);
+    m
+}
+
+#[tokio::test]
+async fn clients_that_never_read_are_cut_at_the_total_deadline() {
+    // client_send_ms keeps its default (60 s): only the total deadline can end these in time.
+    let timeouts = "timeouts: { total_ms: 3000, idle_ms: 2000 }\n";
+    let m = never_reading_clients_end(5, timeouts, "total").await;
+    assert_eq!(value(&m, "guardwire_streams_in_flight"), Some(0), "{m}");
 }
 
 #[tokio::test]
 async fn a_write_blocked_for_client_send_ms_ends_the_stream() {
-    let mock = megabytes_upstream().await;
     // The total and idle deadlines far away: only client_send_ms can end these.
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
-        "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n",
-    )
-    .await;
-    let addr = proxy.addr();
-    let mut clients = Vec::new();
-    for _ in 0..2 {
-        clients.push(never_reading_client(addr).await);
-    }
-    assert!(
-        mock.wait_for_requests(2, BOUND).await,
-        "the streams never began"
-    );
-    wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
-    assert!(
-        mock.wait_for_cancelled(2, BOUND).await,
-        "only {} of 2 upstream requests were cancelled",
-        mock.cancelled_count()
-    );
-    for sock in &mut clients {
-        assert_closed(sock).await;
-    }
-    let m = metrics(addr).await;
-    let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
-    assert_eq!(value(&m, send), Some(2), "{m}");
+    let timeouts = "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n";
+    never_reading_clients_end(2, timeouts, "send").await;
 }
 
 #[tokio::test]

@@ -119,6 +119,12 @@ pub async fn send(
 }
 
 pub async fn post_chat(addr: SocketAddr, body: &str) -> Answer {
+    post_chat_as(addr, "sk-client", body).await
+}
+
+/// A chat request sent with the client key `key`.
+pub async fn post_chat_as(addr: SocketAddr, key: &str, body: &str) -> Answer {
+    let auth = format!("Bearer {key}");
     send(
         addr,
         "POST",
@@ -126,7 +132,7 @@ pub async fn post_chat(addr: SocketAddr, body: &str) -> Answer {
         body.to_owned(),
         &[
             ("content-type", "application/json"),
-            ("authorization", "Bearer sk-client"),
+            ("authorization", &auth),
         ],
     )
     .await
