@@ -4,8 +4,10 @@
 //! for it on the client's behalf (`routes[].request_usage`), and when the client did not ask,
 //! that chunk is read by guardwire and not relayed: the client gets the stream it asked for.
 
+use memchr::memmem::Finder;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use std::sync::LazyLock;
 
 /// What asking for usage did to a streamed request's body.
 #[derive(Debug, PartialEq, Eq)]
@@ -122,11 +124,18 @@ fn object(entries: &[(String, &str)]) -> String {
 /// JSON strings are escaped, so these bytes can only be a member; frames without it are
 /// returned as they are.
 pub fn without_null_usage(raw: &[u8]) -> Option<Vec<u8>> {
-    for pattern in [&br#","usage":null"#[..], &br#", "usage": null"#[..]] {
-        if let Some(at) = memchr::memmem::find(raw, pattern) {
+    // Built once: `memmem::find` would build a searcher for every frame of every stream.
+    static MEMBERS: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
+        [
+            Finder::new(br#","usage":null"#),
+            Finder::new(br#", "usage": null"#),
+        ]
+    });
+    for member in MEMBERS.iter() {
+        if let Some(at) = member.find(raw) {
             let mut out = Vec::with_capacity(raw.len());
             out.extend_from_slice(&raw[..at]);
-            out.extend_from_slice(&raw[at + pattern.len()..]);
+            out.extend_from_slice(&raw[at + member.needle().len()..]);
             return Some(out);
         }
     }
