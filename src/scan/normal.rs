@@ -173,18 +173,21 @@ impl Normalizer {
             return Cow::Borrowed(text);
         }
         let mut out = String::with_capacity(text.len());
-        let mut i = 0;
-        while let Some(c) = text[i..].chars().next() {
-            let n = self.plain_prefix(&text.as_bytes()[i..]);
-            if n > 0 {
-                out.push_str(&text[i..i + n]);
-                self.take_plain(base + i as u64, &text[i..i + n]);
-                i += n;
-                continue;
+        let (mut i, mut plain) = (0, plain);
+        loop {
+            // A plain stretch is copied whole; the character after it is not plain.
+            if plain > 0 {
+                out.push_str(&text[i..i + plain]);
+                self.take_plain(base + i as u64, &text[i..i + plain]);
+                i += plain;
             }
+            let Some(c) = text[i..].chars().next() else {
+                break;
+            };
             let raw = base + i as u64;
             self.char(c, raw, raw + c.len_utf8() as u64, &mut out);
             i += c.len_utf8();
+            plain = self.plain_prefix(&text.as_bytes()[i..]);
         }
         self.raw_len += text.len() as u64;
         Cow::Owned(out)
