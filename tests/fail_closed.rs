@@ -507,6 +507,24 @@ async fn text_in_unmodelled_shapes_is_checked() {
     }
 }
 
+/// The fallback reads unmodelled text as the client decodes it and as a reader sees it: a
+/// `\u` escape, an invisible character and a look-alike letter in one phrase, with the stream
+/// split at every byte, on every unmodelled shape of every protocol.
+#[tokio::test]
+async fn escaped_obfuscated_text_in_unmodelled_shapes_is_checked_at_every_split() {
+    for (name, bad) in unknown_shapes("the forbidd\u{200b}en fru\u{456}t") {
+        let bad = bad.replace("forbid", "\\u0066orbid");
+        assert!(bad.contains("\\u0066orbid"), "{name}: {bad}");
+        let p = all().into_iter().find(|p| p.name == name).unwrap();
+        for split in 0..bad.len() {
+            let (a, _) = stream_through(&p, bad.clone(), vec![split]).await;
+            let text = a.text();
+            assert!(blocked(&text), "{name} split at {split}: {bad}\n=> {text}");
+            assert!(!text.contains("fru"), "{name} split at {split}: {text}");
+        }
+    }
+}
+
 /// Shapes decoded as tool calls now (legacy and custom calls, MCP calls) are not unknown.
 fn modelled(body: &str) -> bool {
     [
