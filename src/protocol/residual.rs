@@ -78,8 +78,10 @@ impl Structural {
 /// True when `name` is `step` or one of its `|`-separated spellings (a list is longer than
 /// any of its spellings, so a plain step costs one comparison).
 fn step_matches(step: &str, name: &[u8]) -> bool {
-    step.as_bytes() == name
-        || (step.len() > name.len() && step.split('|').any(|s| s.as_bytes() == name))
+    let step = step.as_bytes();
+    // Called for every key of every request against every free-form path: a byte split, not
+    // `str::split`'s char searcher (which cost ~5 % of a streamed answer's instructions).
+    step == name || (step.len() > name.len() && step.split(|&b| b == b'|').any(|s| s == name))
 }
 
 /// True when the container on top of `stack` is at `path` from the top.

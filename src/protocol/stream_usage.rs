@@ -124,20 +124,22 @@ fn object(entries: &[(String, &str)]) -> String {
 /// JSON strings are escaped, so these bytes can only be a member; frames without it are
 /// returned as they are.
 pub fn without_null_usage(raw: &[u8]) -> Option<Vec<u8>> {
-    // Built once: `memmem::find` would build a searcher for every frame of every stream.
-    static MEMBERS: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
-        [
-            Finder::new(br#","usage":null"#),
-            Finder::new(br#", "usage": null"#),
-        ]
-    });
-    for member in MEMBERS.iter() {
-        if let Some(at) = member.find(raw) {
-            let mut out = Vec::with_capacity(raw.len());
-            out.extend_from_slice(&raw[..at]);
-            out.extend_from_slice(&raw[at + member.needle().len()..]);
-            return Some(out);
-        }
+    // One searcher, built once, for the key both spellings share: the frame is scanned once
+    // (a searcher per spelling scanned every relayed frame twice).
+    static KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""usage":"#));
+    for at in KEY.find_iter(raw) {
+        let (before, after) = (&raw[..at], &raw[at + KEY.needle().len()..]);
+        let member = if before.ends_with(b",") && after.starts_with(b"null") {
+            (at - 1)..(at + KEY.needle().len() + 4)
+        } else if before.ends_with(b", ") && after.starts_with(b" null") {
+            (at - 2)..(at + KEY.needle().len() + 5)
+        } else {
+            continue;
+        };
+        let mut out = Vec::with_capacity(raw.len());
+        out.extend_from_slice(&raw[..member.start]);
+        out.extend_from_slice(&raw[member.end..]);
+        return Some(out);
     }
     None
 }
@@ -194,5 +196,21 @@ mod tests {
             b"data: {\"choices\": []}\n\n"
         );
         assert!(without_null_usage(b"data: {\"choices\":[]}\n\n").is_none());
+        // Before other members (OpenAI's `obfuscation` follows it), and after a usage-like text.
+        assert_eq!(
+            without_null_usage(
+                b"data: {\"c\":\"\\\"usage\\\":null\",\"usage\":null,\"obfuscation\":\"x\"}\n\n"
+            )
+            .unwrap(),
+            b"data: {\"c\":\"\\\"usage\\\":null\",\"obfuscation\":\"x\"}\n\n"
+        );
+        // A usage object, and separators of neither spelling, stay.
+        for kept in [
+            &b"data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n"[..],
+            b"data: {\"choices\":[],\"usage\": null}\n\n",
+            b"data: {\"usage\":null}\n\n",
+        ] {
+            assert!(without_null_usage(kept).is_none());
+        }
     }
 }
