@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long fuzz runs (README.md, "Fuzzing"): each target (all of them, or those named) for
+# The long fuzz runs (docs/testing.md, "Fuzzing"): each target (all of them, or those named) for
 # RUNS executions (default 10 million), optimised with AddressSanitizer, from its committed
 # corpus plus a scratch directory that keeps what the run finds (FUZZ_WORK, default
 # target/fuzz-work; the committed corpus is left alone). Prints one line per target: runs,

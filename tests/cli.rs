@@ -38,6 +38,19 @@ fn check_accepts_the_shipped_config_and_lists_what_it_loaded() {
     );
 }
 
+/// The README's offline tryout: its config loads, with the example pack, in front of the echo
+/// upstream (examples/echo_upstream.rs).
+#[test]
+fn check_accepts_the_tryout_config() {
+    let (ok, out) = run(&["check", "--config", "examples/tryout.yaml"], &[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("pack config/packs/default.yaml"), "{out}");
+    assert!(
+        out.contains("route openai_chat (openai_chat) -> http://127.0.0.1:8081"),
+        "{out}"
+    );
+}
+
 #[test]
 fn check_lists_the_policy_of_every_route_and_key() {
     let dir = tempfile::tempdir().unwrap();

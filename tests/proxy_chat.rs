@@ -355,6 +355,26 @@ async fn bad_input_gets_the_openai_error_shape() {
     let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
     assert_eq!(a.status, 502);
     assert_eq!(a.json()["error"]["code"], "upstream_unavailable");
+    // The client is told why, naming the configured upstream (not only the log).
+    let authority = dead_url.trim_start_matches("http://");
+    let message = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.starts_with(&format!(
+            "the upstream could not be reached: could not connect to {authority}: "
+        )),
+        "{message}"
+    );
+    // A name that does not resolve (`.invalid` never does, RFC 6761).
+    let proxy = start_proxy("http://no-such-upstream.invalid:8000", BANNED_PACK, "").await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.status, 502);
+    let message = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.starts_with(
+            "the upstream could not be reached: could not resolve no-such-upstream.invalid:8000: "
+        ),
+        "{message}"
+    );
 }
 
 #[tokio::test]

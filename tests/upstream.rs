@@ -217,6 +217,10 @@ async fn tls_upstream_round_trip(alpn: &[&[u8]], expect: Version) {
     let strict = start_proxy(&upstream, PACK, "").await;
     let a = post_chat(strict.addr(), STREAM_REQUEST).await;
     assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.text());
+    // The client is told it was TLS, with which upstream.
+    let message = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    let tls_failed = format!("TLS with localhost:{} failed: ", mock.addr.port());
+    assert!(message.contains(&tls_failed), "{message}");
     assert_eq!(mock.request_count(), 3);
 }
 

@@ -21,7 +21,7 @@ use super::check::{check_payload, Fallback, Needs, Stop};
 use super::redact;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
-use super::upstream::{UpstreamBase, UpstreamBody};
+use super::upstream::{UpstreamBase, UpstreamBody, UpstreamError};
 use super::{auth, headers, Gateway, InFlight};
 use crate::budget::{Budget, Held};
 use crate::config::StoredContext;
@@ -736,9 +736,15 @@ impl<'a> RequestCtx<'a> {
             Ok(Err(e)) => {
                 self.count_upstream_error(UpstreamErrorKind::Connect);
                 tracing::warn!(request_id = self.id, route = self.route.name, error = %e, "upstream request failed");
-                Err(GatewayError::Upstream(
-                    "the upstream could not be reached".into(),
-                ))
+                // The cause goes to the client too (resolve, connect, TLS: by the configured
+                // upstream's name), so whoever tries a config sees why without the log.
+                let why = match e {
+                    UpstreamError::Connect(why) => why,
+                    e => format!("{}: {e}", base.authority()),
+                };
+                Err(GatewayError::Upstream(format!(
+                    "the upstream could not be reached: {why}"
+                )))
             }
             Ok(Ok(resp)) => Ok(resp),
         }

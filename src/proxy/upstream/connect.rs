@@ -80,9 +80,16 @@ impl Connector {
 
     async fn open(&self, key: &Arc<PoolKey>) -> Result<Connected, UpstreamError> {
         let host = key.host();
-        let tcp = TcpStream::connect((host, key.port()))
+        // Resolved apart from connecting, so the error says which of the two failed.
+        let addrs: Vec<_> = tokio::net::lookup_host((host, key.port()))
             .await
-            .map_err(|e| UpstreamError::Connect(format!("{}: {e}", key.authority)))?;
+            .map_err(|e| {
+                UpstreamError::Connect(format!("could not resolve {}: {e}", key.authority))
+            })?
+            .collect();
+        let tcp = TcpStream::connect(&addrs[..]).await.map_err(|e| {
+            UpstreamError::Connect(format!("could not connect to {}: {e}", key.authority))
+        })?;
         tcp.set_nodelay(true)
             .map_err(|e| UpstreamError::Connect(format!("{}: {e}", key.authority)))?;
         if !key.tls {
@@ -90,11 +97,9 @@ impl Connector {
         }
         let name = ServerName::try_from(host.to_owned())
             .map_err(|e| UpstreamError::Connect(format!("{}: {e}", key.authority)))?;
-        let tls = self
-            .tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| UpstreamError::Connect(format!("{}: TLS: {e}", key.authority)))?;
+        let tls = self.tls.connect(name, tcp).await.map_err(|e| {
+            UpstreamError::Connect(format!("TLS with {} failed: {e}", key.authority))
+        })?;
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         let io = Io::Tls(Box::new(tls));
         if !h2 {
