@@ -395,9 +395,13 @@ fn main() {
     drop(nginx);
 
     println!("{report}");
+    // target/ may not exist in this checkout (CARGO_TARGET_DIR elsewhere): make it.
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/load-report.md");
-    if std::fs::write(&target, &report).is_ok() {
-        eprintln!("load: report written to {}", target.display());
+    let written = std::fs::create_dir_all(target.parent().unwrap())
+        .and_then(|()| std::fs::write(&target, &report));
+    match written {
+        Ok(()) => eprintln!("load: report written to {}", target.display()),
+        Err(e) => eprintln!("load: cannot write {}: {e}", target.display()),
     }
     rt.shutdown_timeout(Duration::from_secs(1));
 }
