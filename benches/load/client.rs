@@ -3,7 +3,7 @@
 use crate::clock::{epoch, STAMP_DIGITS};
 use crate::mock::{memchr_find, MockState};
 use crate::opts::Protocol;
-use crate::proxy::{cpu_seconds, rss_kib};
+use crate::proxy::Meter;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 /// What one worker measured (all times in ns).
 #[derive(Default)]
@@ -200,7 +199,7 @@ pub(super) async fn run_phase(
     warmup: Duration,
     duration: Duration,
     detail: bool,
-    pid: Option<u32>,
+    meter: Option<Meter>,
 ) -> PhaseResult {
     let body = p.request_body(false);
     let start = Instant::now();
@@ -213,11 +212,11 @@ pub(super) async fn run_phase(
     let next = Arc::new(AtomicU64::new(0));
     let cpu_at_start = Arc::new(Mutex::new(None::<(f64, f64)>));
     // Sample the proxy's CPU exactly at the start of the measured window.
-    let sampler = pid.map(|pid| {
+    let sampler = meter.map(|m| {
         let cell = Arc::clone(&cpu_at_start);
         tokio::spawn(async move {
             tokio::time::sleep_until(measure_from.into()).await;
-            *cell.lock().unwrap() = Some(cpu_seconds(pid));
+            *cell.lock().unwrap() = Some(m.cpu());
         })
     });
     let mut tasks = Vec::with_capacity(connections);
@@ -270,40 +269,39 @@ pub(super) async fn run_phase(
     // Rate = requests started in the measured window / its length (the ones started near its
     // end finish after it, and are counted: closed and paced loads are measured alike).
     let secs = duration.as_secs_f64();
-    let cpu = pid.and_then(|pid| {
+    let cpu = meter.and_then(|m| {
         let before = (*cpu_at_start.lock().unwrap())?;
-        let now = cpu_seconds(pid);
+        let now = m.cpu();
         Some((now.0 - before.0, now.1 - before.1))
     });
     PhaseResult {
         samples,
         secs,
         cpu,
-        rss_kib: pid.map(rss_kib),
+        rss_kib: meter.map(Meter::rss_kib),
     }
 }
 
-/// Opens `n` streams through `addr` that the mock holds open after their first event, samples
-/// the proxy's RSS once all are open, then releases them. Returns (RSS before, RSS with n open,
-/// streams actually open).
+/// Opens `n` concurrent streams through `addr`, which the mock keeps open after their first
+/// content delta, sending one delta every `--rss-gap-ms` until released (paced streams, read
+/// by the client as they come); samples the proxy's RSS once all are open, then releases them.
+/// Returns (RSS before, RSS with n open, streams actually open).
 pub(super) async fn open_streams_rss(
     addr: SocketAddr,
     p: Protocol,
     n: usize,
-    pid: u32,
+    meter: Meter,
     mock: &Arc<MockState>,
 ) -> (u64, u64, usize) {
-    let before = rss_kib(pid);
+    let before = meter.rss_kib();
     let body = p.request_body(true);
     let opened = Arc::new(AtomicUsize::new(0));
     let connect_gate = Arc::new(tokio::sync::Semaphore::new(256));
-    let (go_tx, go_rx) = watch::channel(false);
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
         let body = body.clone();
         let opened = Arc::clone(&opened);
         let gate = Arc::clone(&connect_gate);
-        let mut go = go_rx.clone();
         tasks.push(tokio::spawn(async move {
             let permit = gate.acquire_owned().await.ok()?;
             let mut send = connect(addr).await?;
@@ -316,7 +314,6 @@ pub(super) async fn open_streams_rss(
             b.frame().await?.ok()?;
             drop(permit);
             opened.fetch_add(1, Ordering::Relaxed);
-            let _ = go.wait_for(|g| *g).await;
             while let Some(f) = b.frame().await {
                 f.ok()?;
             }
@@ -330,16 +327,15 @@ pub(super) async fn open_streams_rss(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Let the proxy settle (buffers filled, nothing in flight) before sampling.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Let the proxy settle (every stream past its start, events flowing) before sampling.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let open = opened.load(Ordering::Relaxed);
-    let with = rss_kib(pid);
+    let with = meter.rss_kib();
     eprintln!(
         "load:   {open} streams open at the client, {} held at the mock",
         mock.held.load(Ordering::Relaxed)
     );
     mock.release.send_modify(|g| *g += 1);
-    let _ = go_tx.send(true);
     for t in tasks {
         let _ = t.await;
     }

@@ -16,3 +16,5 @@ pub(super) fn now_ns() -> u64 {
 pub(super) const STAMP: &str = "@T0000000000000000";
 pub(super) const STAMP_DIGITS: usize = 16;
 pub(super) const HOLD_MARK: &str = "gw-hold";
+/// A request naming this gets the flood answer: megabytes, as fast as the proxy takes them.
+pub(super) const FLOOD_MARK: &str = "gw-flood";

@@ -1,10 +1,13 @@
 //! End-to-end load harness: guardwire between a fast mock upstream and a load client, all on
-//! loopback, against the direct-to-mock baseline in the same run.
+//! loopback, against the direct-to-mock baseline and nginx (a plain reverse proxy, the anchor
+//! every CPU figure is also given as a ratio to) in the same run. docs/performance.md says what
+//! each mode and column means.
 //!
 //! Run: `cargo bench --bench load` (options after `--`: `--quick`, `--protocol chat|responses|
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
-//! `--gap-ms MS`, `--streams 1,100,1000,5000`, `--pii auto|on|off`, `--no-rss`, `--deltas N`,
-//! `--throughput-only`).
+//! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
+//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--soak N`, `--soak-send-ms MS`,
+//! `--no-soak`).
 //!
 //! Processes and threads:
 //! - guardwire runs as a child process (`target/release/guardwire serve`), twice: one with no
@@ -15,6 +18,11 @@
 //!   provider does,
 //!   either back to back (throughput) or one every `--gap-ms` (latency), and stamps each delta
 //!   with the time it handed it to hyper (so the client can measure each chunk's transit time).
+//! - nginx (`GUARDWIRE_NGINX`, `NGINX`, or the one on PATH or in /usr/sbin) runs as a child
+//!   process: master and one worker per core, `proxy_buffering off`, keep-alive HTTP/1.1 to the
+//!   mock. Its CPU and RSS are summed over the master and its workers. Without nginx the report
+//!   says so and has no ratios.
+//! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`.
 //! - The client runs on its own two-worker runtime: N keep-alive HTTP/1.1 connections, each
 //!   sending streaming requests one after another, timing the first body byte, every SSE event
 //!   and the end of each stream.
@@ -32,15 +40,20 @@ mod mock;
 mod opts;
 mod proxy;
 mod report;
+mod soak;
 
 use client::{open_streams_rss, run_phase, Load};
 use clock::epoch;
 use common::fixtures::{answer_deltas, realistic_pack};
 use common::free_port;
-use mock::{start_mock, stream_events, MockState};
-use opts::{parse_opts, Pii, Protocol};
-use proxy::{check, guardwire_bin, rss_kib, spawn_proxy, wait_ready, write_config};
-use report::{latency_table, machine_line, ms, raise_nofile, summarize, throughput_table};
+use mock::{flood_chunk, start_mock, stream_events, MockState};
+use opts::{parse_opts, Opts, Pii, Protocol};
+use proxy::{
+    check, guardwire_bin, rss_kib, spawn_proxy, start_nginx, wait_ready, write_config, Meter,
+};
+use report::{
+    latency_table, machine_line, ms, raise_nofile, ratio, summarize, throughput_table, Summary,
+};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -58,7 +71,13 @@ fn main() {
     }
     let opts = parse_opts();
     let _ = epoch();
-    let max_streams = opts.streams.iter().copied().max().unwrap_or(0);
+    let max_streams = opts
+        .streams
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(opts.soak + opts.paced_connections);
     let nofile = raise_nofile(max_streams);
     let machine = machine_line();
     eprintln!("load: {machine}");
@@ -74,8 +93,14 @@ fn main() {
             .iter()
             .map(|&p| (p, Arc::new(stream_events(p, &deltas))))
             .collect(),
+        hold_gap_ns: AtomicU64::new(0),
         held: AtomicUsize::new(0),
         accepted: AtomicUsize::new(0),
+        // 256 × ~75 KiB: megabytes no kernel buffer holds.
+        flood: flood_chunk(),
+        flood_chunks: 256,
+        flood_started: AtomicUsize::new(0),
+        flood_open: AtomicUsize::new(0),
     });
     let mock = start_mock(Arc::clone(&mock_state));
     eprintln!("load: mock upstream on {mock}");
@@ -84,13 +109,14 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let pack_path = dir.path().join("realistic.yaml");
     let (p_none, p_real) = (free_port(), free_port());
-    let none_cfg = write_config(dir.path(), "none.yaml", mock, None, p_none);
+    let none_cfg = write_config(dir.path(), "none.yaml", mock, None, p_none, "");
     let real_cfg = write_config(
         dir.path(),
         "realistic-cfg.yaml",
         mock,
         Some(&pack_path),
         p_real,
+        "",
     );
     let (with_pii, pii_note) = match opts.pii {
         Pii::Off => (false, "pii: off (--pii off)".to_owned()),
@@ -147,6 +173,32 @@ fn main() {
         opts.deltas
     );
 
+    let nginx = if opts.nginx {
+        start_nginx(dir.path(), mock, nofile)
+    } else {
+        Err("not run (--no-nginx)".to_owned())
+    };
+    match &nginx {
+        Ok(n) => {
+            eprintln!("load: nginx on {} ({} workers)", n.addr, n.workers);
+            let _ = writeln!(
+                report,
+                "\nAnchor: nginx ({}) as a plain reverse proxy in front of the same mock: {} \
+                 worker processes, `proxy_buffering off`, keep-alive HTTP/1.1 upstream; its CPU \
+                 and RSS are summed over the master and its workers. \"CPU × nginx\" = the row's \
+                 CPU per stream ÷ nginx's in the same phase (per KiB of text the ratio is the \
+                 same: every target relays the same stream).",
+                proxy::nginx_bin().map_or("?".into(), |p| p.display().to_string()),
+                n.workers
+            );
+        }
+        Err(e) => {
+            eprintln!("load: nginx: {e}; no ratios");
+            let _ = writeln!(report, "\nAnchor: **nginx {e}** — no ratios in this run.");
+        }
+    }
+    let nginx = nginx.ok();
+
     rt.block_on(async {
         let t_start = Instant::now();
         let mut none = spawn_proxy("no packs", &none_cfg, p_none);
@@ -156,6 +208,7 @@ fn main() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle_none = rss_kib(none.pid());
         let idle_real = rss_kib(real.pid());
+        let idle_nginx = nginx.as_ref().map(|n| n.meter().rss_kib());
         eprintln!(
             "load: proxies ready in {:.1} s; idle RSS: no packs {:.1} MiB, realistic pack {:.1} MiB",
             t_start.elapsed().as_secs_f64(),
@@ -163,43 +216,48 @@ fn main() {
             idle_real as f64 / 1024.0
         );
 
+        // Per protocol: (burst none, burst real, paced none, paced real) ratios, and nginx's CPU.
+        let mut ratios: Vec<(Protocol, [String; 4], [Option<f64>; 2])> = Vec::new();
         for &p in &opts.protocols {
             let _ = writeln!(report, "\n### {}\n", p.name());
-            let targets: [(&str, SocketAddr, Option<u32>); 3] = [
-                ("direct to mock", mock, None),
-                ("guardwire, no packs", none.addr, Some(none.pid())),
-                ("guardwire, realistic pack", real.addr, Some(real.pid())),
-            ];
+            let mut targets: Vec<(&str, SocketAddr, Option<Meter>)> =
+                vec![("direct to mock", mock, None)];
+            if let Some(n) = &nginx {
+                targets.push(("nginx (plain reverse proxy)", n.addr, Some(n.meter())));
+            }
+            targets.push((
+                "guardwire, no packs",
+                none.addr,
+                Some(Meter::Process(none.pid())),
+            ));
+            targets.push((
+                "guardwire, realistic pack",
+                real.addr,
+                Some(Meter::Process(real.pid())),
+            ));
+            let anchor_of = |rows: &[(&str, Summary)]| {
+                nginx.as_ref().and_then(|_| rows.get(1)).and_then(|r| r.1.cpu_ms())
+            };
+            let gw_ratios = |rows: &[(&str, Summary)], anchor| {
+                let n = rows.len();
+                [
+                    ratio(rows[n - 2].1.cpu_ms(), anchor),
+                    ratio(rows[n - 1].1.cpu_ms(), anchor),
+                ]
+            };
             // Throughput: no gaps.
             mock_state.gap_ns.store(0, Ordering::Relaxed);
             let mut rows = Vec::new();
-            for (name, addr, pid) in targets {
+            for &(name, addr, meter) in &targets {
                 eprintln!("load: {} throughput, {name} …", p.name());
-                let acc = mock_state.accepted.load(Ordering::Relaxed);
-                let r = run_phase(
-                    addr,
-                    p,
-                    Load::Closed {
-                        connections: opts.concurrency,
-                    },
-                    opts.warmup,
-                    opts.duration,
-                    false,
-                    pid,
-                )
-                .await;
-                let s = summarize(r);
-                eprintln!(
-                    "load:   {} streams, {:.0} req/s, {} errors, {} new upstream connections",
-                    s.reqs,
-                    s.rps,
-                    s.errors,
-                    mock_state.accepted.load(Ordering::Relaxed) - acc
-                );
+                let s = burst(addr, p, &opts, meter).await;
                 rows.push((name, s));
             }
-            throughput_table(&mut report, &rows, opts.concurrency, text_bytes);
+            let burst_anchor = anchor_of(&rows);
+            throughput_table(&mut report, &rows, opts.concurrency, text_bytes, burst_anchor);
+            let [b_none, b_real] = gw_ratios(&rows, burst_anchor);
             if opts.throughput_only {
+                ratios.push((p, [b_none, b_real, "—".into(), "—".into()], [burst_anchor, None]));
                 continue;
             }
             // Latency: paced, with gaps.
@@ -207,62 +265,98 @@ fn main() {
                 .gap_ns
                 .store(opts.gap.as_nanos() as u64, Ordering::Relaxed);
             let mut rows = Vec::new();
-            for (name, addr, pid) in targets {
+            for &(name, addr, meter) in &targets {
                 eprintln!("load: {} latency at {} req/s, {name} …", p.name(), opts.rate);
-                let r = run_phase(
-                    addr,
-                    p,
-                    Load::Paced {
-                        connections: opts.paced_connections,
-                        rate: opts.rate,
-                    },
-                    opts.warmup,
-                    opts.duration,
-                    true,
-                    pid,
-                )
-                .await;
-                let s = summarize(r);
-                eprintln!(
-                    "load:   {:.0} req/s, {} errors, TTFB p50 {} ms",
-                    s.rps,
-                    s.errors,
-                    ms(s.ttfb[0])
-                );
+                let s = paced(addr, p, &opts, meter).await;
                 rows.push((name, s));
             }
-            latency_table(&mut report, &rows, opts.rate, opts.gap);
+            let paced_anchor = anchor_of(&rows);
+            latency_table(
+                &mut report,
+                &rows,
+                opts.rate,
+                opts.gap,
+                "proxied minus direct",
+                paced_anchor,
+            );
+            let [p_none, p_real] = gw_ratios(&rows, paced_anchor);
+            ratios.push((p, [b_none, b_real, p_none, p_real], [burst_anchor, paced_anchor]));
             mock_state.gap_ns.store(0, Ordering::Relaxed);
+        }
+
+        if nginx.is_some() {
+            report.push_str(
+                "\n### guardwire's CPU per stream as a ratio to nginx's\n\n\
+                 | protocol | nginx ms/stream burst / paced | nginx µs per KiB burst / paced | burst, no packs | burst, realistic pack | paced, no packs | paced, realistic pack |\n\
+                 |---|---|---|---|---|---|---|\n",
+            );
+            for (p, r, a) in &ratios {
+                let per_kib =
+                    |v: Option<f64>| v.map(|v| v * 1e3 * 1024.0 / text_bytes as f64);
+                let _ = writeln!(
+                    report,
+                    "| {} | {} / {} | {} / {} | {} | {} | {} | {} |",
+                    p.name(),
+                    a[0].map_or("—".into(), |v| format!("{v:.4}")),
+                    a[1].map_or("—".into(), |v| format!("{v:.4}")),
+                    per_kib(a[0]).map_or("—".into(), |v| format!("{v:.1}")),
+                    per_kib(a[1]).map_or("—".into(), |v| format!("{v:.1}")),
+                    r[0],
+                    r[1],
+                    r[2],
+                    r[3]
+                );
+            }
         }
 
         // Memory by open streams.
         let _ = writeln!(
             report,
-            "\n### Proxy RSS by open streams ({})\n\nIdle after start: no packs {:.1} MiB, \
-             realistic pack {:.1} MiB. Streams are held open by the mock after their first \
-             event; \"per stream\" = (RSS with N open − RSS just before) / N. Open-files \
+            "\n### Proxy RSS by open streams ({})\n\nIdle after start: nginx {}, no packs {:.1} \
+             MiB, realistic pack {:.1} MiB. Each stream is held open by the mock after its first \
+             content delta and sent a delta every {} ms until released (paced streams, read as \
+             they come); \"per stream\" = (RSS with N open − RSS just before) / N, sampled \
+             once all N are open. nginx's RSS is its master's plus its workers'. Open-files \
              limit: {nofile}.\n",
             opts.protocols[0].name(),
+            idle_nginx.map_or("—".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
             idle_none as f64 / 1024.0,
             idle_real as f64 / 1024.0,
+            opts.rss_gap.as_secs_f64() * 1e3,
         );
         if opts.rss {
-            report.push_str("| open streams | no packs: RSS MiB | per stream KiB | realistic pack: RSS MiB | per stream KiB |\n|---|---|---|---|---|\n");
+            report.push_str("| open streams | nginx: RSS MiB | per stream KiB | no packs: RSS MiB | per stream KiB | realistic pack: RSS MiB | per stream KiB | no packs per stream ÷ nginx |\n|---|---|---|---|---|---|---|---|\n");
             let p = opts.protocols[0];
+            mock_state
+                .hold_gap_ns
+                .store(opts.rss_gap.as_nanos() as u64, Ordering::Relaxed);
+            let mut rss_targets: Vec<(&str, SocketAddr, Option<Meter>)> = vec![(
+                "nginx",
+                nginx.as_ref().map_or(mock, |n| n.addr),
+                nginx.as_ref().map(|n| n.meter()),
+            )];
+            rss_targets.push(("no packs", none.addr, Some(Meter::Process(none.pid()))));
+            rss_targets.push(("realistic pack", real.addr, Some(Meter::Process(real.pid()))));
             for &n in &opts.streams {
                 // Each stream: a client socket and a mock socket here, two in the proxy.
                 if (n as u64) * 2 + 256 > nofile {
                     let _ = writeln!(
                         report,
-                        "| {n} | skipped: open-files limit {nofile} is too low (raise `ulimit -n`) | | | |"
+                        "| {n} | skipped: open-files limit {nofile} is too low (raise `ulimit -n`) | | | | | | |"
                     );
                     continue;
                 }
                 let mut cells = Vec::new();
-                for proxy in [&none, &real] {
-                    eprintln!("load: {n} open streams through {} …", proxy.label);
+                let mut per_stream = Vec::new();
+                for &(label, addr, meter) in &rss_targets {
+                    let Some(meter) = meter else {
+                        cells.push("— | —".to_owned());
+                        per_stream.push(None);
+                        continue;
+                    };
+                    eprintln!("load: {n} open streams through {label} …");
                     let (before, with, open) =
-                        open_streams_rss(proxy.addr, p, n, proxy.pid(), &mock_state).await;
+                        open_streams_rss(addr, p, n, meter, &mock_state).await;
                     let per = (with.saturating_sub(before)) as f64 / open.max(1) as f64;
                     let note = if open < n {
                         format!(" (only {open} opened)")
@@ -270,12 +364,25 @@ fn main() {
                         String::new()
                     };
                     cells.push(format!("{:.1}{note} | {per:.1}", with as f64 / 1024.0));
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    per_stream.push(Some(per));
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
-                let _ = writeln!(report, "| {n} | {} | {} |", cells[0], cells[1]);
+                let _ = writeln!(
+                    report,
+                    "| {n} | {} | {} | {} | {} |",
+                    cells[0],
+                    cells[1],
+                    cells[2],
+                    ratio(per_stream[1], per_stream[0])
+                );
             }
+            mock_state.hold_gap_ns.store(0, Ordering::Relaxed);
         } else {
             report.push_str("(skipped: --no-rss)\n");
+        }
+
+        if opts.soak > 0 {
+            soak_section(&mut report, &opts, dir.path(), mock, &mock_state, text_bytes).await;
         }
         let _ = writeln!(
             report,
@@ -285,11 +392,185 @@ fn main() {
         drop(none);
         drop(real);
     });
+    drop(nginx);
 
     println!("{report}");
+    // target/ may not exist in this checkout (CARGO_TARGET_DIR elsewhere): make it.
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/load-report.md");
-    if std::fs::write(&target, &report).is_ok() {
-        eprintln!("load: report written to {}", target.display());
+    let written = std::fs::create_dir_all(target.parent().unwrap())
+        .and_then(|()| std::fs::write(&target, &report));
+    match written {
+        Ok(()) => eprintln!("load: report written to {}", target.display()),
+        Err(e) => eprintln!("load: cannot write {}: {e}", target.display()),
     }
     rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// The burst phase through `addr`: `--concurrency` connections, back to back.
+async fn burst(addr: SocketAddr, p: Protocol, opts: &Opts, meter: Option<Meter>) -> Summary {
+    let load = Load::Closed {
+        connections: opts.concurrency,
+    };
+    let s = summarize(run_phase(addr, p, load, opts.warmup, opts.duration, false, meter).await);
+    eprintln!(
+        "load:   {} streams, {:.0} req/s, {} errors",
+        s.reqs, s.rps, s.errors
+    );
+    s
+}
+
+/// The paced phase through `addr`: `--rate` requests a second, one event every `--gap-ms`
+/// (the caller sets the mock's gap).
+async fn paced(addr: SocketAddr, p: Protocol, opts: &Opts, meter: Option<Meter>) -> Summary {
+    let load = Load::Paced {
+        connections: opts.paced_connections,
+        rate: opts.rate,
+    };
+    let s = summarize(run_phase(addr, p, load, opts.warmup, opts.duration, true, meter).await);
+    eprintln!(
+        "load:   {:.0} req/s, {} errors, TTFB p50 {} ms",
+        s.rps,
+        s.errors,
+        ms(s.ttfb[0])
+    );
+    s
+}
+
+/// The never-reading-clients soak (soak.rs) against its own guardwire (no packs, a small
+/// `client_send_ms`, metrics on `admin.listen`): the normal client's burst and paced phases
+/// without the soak, then the same phases during it.
+async fn soak_section(
+    report: &mut String,
+    opts: &Opts,
+    dir: &Path,
+    mock: SocketAddr,
+    mock_state: &Arc<MockState>,
+    text_bytes: usize,
+) {
+    let p = opts.protocols[0];
+    let (port, admin_port) = (free_port(), free_port());
+    let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+    let extra = format!(
+        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n",
+        opts.soak_send_ms
+    );
+    let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
+    // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.
+    if let Err(e) = check(&cfg) {
+        let _ = writeln!(
+            report,
+            "\n### Soak: {} clients that never read\n\nskipped: this build rejects the soak's \
+             config ({e})",
+            opts.soak
+        );
+        return;
+    }
+    let mut gw = spawn_proxy("soak", &cfg, port);
+    wait_ready(&mut gw).await;
+    let meter = Some(Meter::Process(gw.pid()));
+    let addr = gw.addr;
+    let phases = |label: &'static str| async move {
+        eprintln!("load: soak: normal traffic, {label} …");
+        mock_state.gap_ns.store(0, Ordering::Relaxed);
+        let b = burst(addr, p, opts, meter).await;
+        let l = if opts.throughput_only {
+            None
+        } else {
+            mock_state
+                .gap_ns
+                .store(opts.gap.as_nanos() as u64, Ordering::Relaxed);
+            let l = paced(addr, p, opts, meter).await;
+            mock_state.gap_ns.store(0, Ordering::Relaxed);
+            Some(l)
+        };
+        (b, l)
+    };
+    let (b0, l0) = phases("no soak").await;
+    eprintln!("load: soak: {} never-reading clients …", opts.soak);
+    let ((b1, l1), r) = soak::soak(
+        addr,
+        admin,
+        gw.pid(),
+        opts.soak,
+        mock_state,
+        phases("during the soak"),
+    )
+    .await;
+    let _ = writeln!(
+        report,
+        "\n### Soak: {} clients that never read ({})\n\n\
+         Its own guardwire (no packs, `timeouts.client_send_ms: {}`, metrics on `admin.listen`). \
+         Each never-reading client sends a streaming Chat request from a socket with a 2 KiB \
+         receive buffer and reads nothing; the mock answers it with {} MiB as fast as guardwire \
+         takes them. In waves for as long as the normal traffic runs: a wave opens {} such \
+         clients and ends when guardwire has ended all their streams (its send-timeout counter \
+         grew by as many); their sockets are then dropped and the next wave opens.\n",
+        opts.soak,
+        p.name(),
+        opts.soak_send_ms,
+        (mock_state.flood.len() * mock_state.flood_chunks) >> 20,
+        opts.soak,
+    );
+    let first = r.first_wave_secs.map_or_else(
+        || {
+            format!(
+                "**only {} of {} ended in 60 s**",
+                r.first_wave_ended, r.clients
+            )
+        },
+        |s| {
+            format!(
+                "all {} streams ended by guardwire {s:.1} s after the wave began",
+                r.clients
+            )
+        },
+    );
+    let _ = writeln!(
+        report,
+        "| | |\n|---|---|\n\
+         | first wave | {first} |\n\
+         | never-reading clients opened in all | {} in {} waves ({} upstream requests began) |\n\
+         | guardwire_client_timeouts_total{{deadline=\"send\"}} during the soak | {:.0} |\n\
+         | guardwire_requests_in_flight, peak / after the soak | {:.0} / {} (after {:.1} s) |\n\
+         | upstream requests still open after the soak | {} |\n\
+         | guardwire RSS before / peak | {:.1} / {:.1} MiB |",
+        r.opened,
+        r.waves,
+        r.upstream_started,
+        r.send_timeouts,
+        r.in_flight_peak,
+        r.in_flight_after
+            .map_or("unknown (no /metrics)".into(), |v| format!("{v:.0}")),
+        r.drain_secs,
+        r.upstream_open_after,
+        r.rss_before_kib as f64 / 1024.0,
+        r.rss_peak_kib as f64 / 1024.0,
+    );
+    throughput_table(
+        report,
+        &[
+            ("normal traffic, no soak", b0),
+            ("normal traffic, during the soak", b1),
+        ],
+        opts.concurrency,
+        text_bytes,
+        None,
+    );
+    if let (Some(l0), Some(l1)) = (l0, l1) {
+        latency_table(
+            report,
+            &[
+                ("normal traffic, no soak", l0),
+                ("normal traffic, during the soak", l1),
+            ],
+            opts.rate,
+            opts.gap,
+            "during the soak minus no soak",
+            None,
+        );
+    }
+    report.push_str(
+        "\n(proxy CPU during the soak includes the never-reading clients' share: it is the \
+         whole process's.)\n",
+    );
 }

@@ -1,6 +1,6 @@
 //! The mock upstream: each protocol's stream, served on its own thread and runtime.
 
-use crate::clock::{now_ns, HOLD_MARK, STAMP, STAMP_DIGITS};
+use crate::clock::{now_ns, FLOOD_MARK, HOLD_MARK, STAMP, STAMP_DIGITS};
 use crate::opts::Protocol;
 use bytes::{Bytes, BytesMut};
 use http::{Request, Response, StatusCode};
@@ -10,6 +10,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,8 +40,28 @@ fn named(kind: &str, v: &serde_json::Value) -> Event {
     event(format!("event: {kind}\ndata: {v}\n\n"))
 }
 
+/// One protocol's answer: its events, and which of them are the content deltas.
+pub(super) struct Answer {
+    events: Vec<Event>,
+    deltas: Range<usize>,
+}
+
 /// The stream the mock sends for `p`: framing as the provider sends it, stamped text deltas.
-pub(super) fn stream_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
+pub(super) fn stream_events(p: Protocol, deltas: &[String]) -> Answer {
+    let events = answer_events(p, deltas);
+    let first = match p {
+        Protocol::Chat => 1,
+        Protocol::Responses => 4,
+        Protocol::Anthropic => 3,
+        Protocol::Gemini => 0,
+    };
+    Answer {
+        events,
+        deltas: first..first + deltas.len(),
+    }
+}
+
+fn answer_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
     use serde_json::json;
     let full: String = deltas.concat();
     match p {
@@ -185,21 +206,49 @@ pub(super) fn stream_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
     }
 }
 
+/// The chunk a flood answer repeats: 64 Chat chunks of 1,000 characters each (~75 KiB).
+pub(super) fn flood_chunk() -> Bytes {
+    let text = "x".repeat(1000);
+    let frame = serde_json::json!({
+        "id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]
+    });
+    Bytes::from(format!("data: {frame}\n\n").repeat(64))
+}
+
 /// Behaviour the bench switches between phases (read at the start of each upstream response).
 pub(super) struct MockState {
     /// Pause before every event but the first.
     pub(super) gap_ns: AtomicU64,
-    /// Held streams (request names [`HOLD_MARK`]) wait after their first event until this
-    /// moves past the value it had when they started.
+    /// Held streams (request names [`HOLD_MARK`]) stop after their first content delta until
+    /// this moves past the value it had when they started; meanwhile they repeat a content
+    /// delta every `hold_gap_ns` (0: silent).
     pub(super) release: watch::Sender<u64>,
-    pub(super) events: Vec<(Protocol, Arc<Vec<Event>>)>,
+    pub(super) hold_gap_ns: AtomicU64,
+    pub(super) events: Vec<(Protocol, Arc<Answer>)>,
     pub(super) held: AtomicUsize,
     /// Connections the mock accepted (from clients or from guardwire's pool).
     pub(super) accepted: AtomicUsize,
+    /// Flood answers (request names [`FLOOD_MARK`]): `flood_chunks` × [`flood_chunk`] of a
+    /// Chat stream that never ends cleanly. Started, and still open (not yet cancelled by the
+    /// proxy nor sent whole).
+    pub(super) flood: Bytes,
+    pub(super) flood_chunks: usize,
+    pub(super) flood_started: AtomicUsize,
+    pub(super) flood_open: AtomicUsize,
+}
+
+/// Counts a flood answer open until its body is dropped (sent whole, or cancelled).
+struct FloodOpen(Arc<MockState>);
+
+impl Drop for FloodOpen {
+    fn drop(&mut self) {
+        self.0.flood_open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl MockState {
-    fn events(&self, path: &str) -> Option<Arc<Vec<Event>>> {
+    fn events(&self, path: &str) -> Option<Arc<Answer>> {
         let p = if path.starts_with("/v1/chat/completions") {
             Protocol::Chat
         } else if path.starts_with("/v1/responses") {
@@ -251,35 +300,26 @@ async fn mock_handle(state: Arc<MockState>, req: Request<Incoming>) -> Response<
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let hold = path.contains(HOLD_MARK) || memchr_find(&body, HOLD_MARK.as_bytes());
-    let Some(events) = state.events(&path) else {
+    let Some(answer) = state.events(&path) else {
         let empty: MockBody = StreamBody::new(Box::pin(futures_util::stream::empty()));
         let mut r = Response::new(empty);
         *r.status_mut() = StatusCode::NOT_FOUND;
         return r;
     };
-    let gap = Duration::from_nanos(state.gap_ns.load(Ordering::Relaxed));
-    let mut release = state.release.subscribe();
-    let start_gen = *release.borrow_and_update();
-    let st = Arc::clone(&state);
-    let stream = futures_util::stream::unfold(0usize, move |i| {
-        let events = Arc::clone(&events);
-        let mut release = release.clone();
-        let st = Arc::clone(&st);
-        async move {
-            if i >= events.len() {
-                return None;
-            }
-            if i == 1 && hold {
-                st.held.fetch_add(1, Ordering::Relaxed);
-                let _ = release.wait_for(|g| *g > start_gen).await;
-                st.held.fetch_sub(1, Ordering::Relaxed);
-            } else if i > 0 && !gap.is_zero() {
-                tokio::time::sleep(gap).await;
-            }
-            Some((Ok(Frame::data(stamped(&events[i]))), i + 1))
-        }
-    })
-    .boxed();
+    let stream = if memchr_find(&body, FLOOD_MARK.as_bytes()) {
+        state.flood_started.fetch_add(1, Ordering::Relaxed);
+        state.flood_open.fetch_add(1, Ordering::Relaxed);
+        let open = FloodOpen(Arc::clone(&state));
+        let chunk = state.flood.clone();
+        futures_util::stream::iter(std::iter::repeat_n(chunk, state.flood_chunks))
+            .map(move |c| {
+                let _ = &open;
+                Ok(Frame::data(c))
+            })
+            .boxed()
+    } else {
+        held_or_paced(&state, answer, hold)
+    };
     let mut r = Response::new(StreamBody::new(stream));
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
@@ -290,6 +330,59 @@ async fn mock_handle(state: Arc<MockState>, req: Request<Incoming>) -> Response<
         http::HeaderValue::from_static("no-cache"),
     );
     r
+}
+
+/// An answer's events, one every `gap_ns` (none: back to back); a held one stops after its
+/// first content delta until released, repeating a delta every `hold_gap_ns` meanwhile.
+fn held_or_paced(
+    state: &Arc<MockState>,
+    answer: Arc<Answer>,
+    hold: bool,
+) -> std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send>> {
+    use futures_util::StreamExt;
+    let gap = Duration::from_nanos(state.gap_ns.load(Ordering::Relaxed));
+    let hold_gap = Duration::from_nanos(state.hold_gap_ns.load(Ordering::Relaxed));
+    let mut release = state.release.subscribe();
+    let start_gen = *release.borrow_and_update();
+    let st = Arc::clone(state);
+    let hold_at = answer.deltas.start + 1;
+    // State: next event, deltas repeated while held, released.
+    futures_util::stream::unfold((0usize, 0usize, false), move |(i, k, released)| {
+        let answer = Arc::clone(&answer);
+        let mut release = release.clone();
+        let st = Arc::clone(&st);
+        async move {
+            let events = &answer.events;
+            if i >= events.len() {
+                return None;
+            }
+            if hold && !released && i == hold_at {
+                if k == 0 {
+                    st.held.fetch_add(1, Ordering::Relaxed);
+                }
+                let done = if hold_gap.is_zero() {
+                    let _ = release.wait_for(|g| *g > start_gen).await;
+                    true
+                } else {
+                    tokio::select! {
+                        _ = release.wait_for(|g| *g > start_gen) => true,
+                        () = tokio::time::sleep(hold_gap) => false,
+                    }
+                };
+                if !done {
+                    let d = answer.deltas.start + k % answer.deltas.len();
+                    return Some((Ok(Frame::data(stamped(&events[d]))), (i, k + 1, false)));
+                }
+                st.held.fetch_sub(1, Ordering::Relaxed);
+                return Some((Ok(Frame::data(stamped(&events[i]))), (i + 1, k, true)));
+            }
+            if i > 0 && !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
+            Some((Ok(Frame::data(stamped(&events[i]))), (i + 1, k, released)))
+        }
+    })
+    .boxed()
 }
 
 pub(super) fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {

@@ -102,6 +102,14 @@ pub(super) struct Opts {
     pub(super) deltas: usize,
     /// Only the throughput phase: no paced latency phase, no RSS steps (long answers).
     pub(super) throughput_only: bool,
+    /// Pause between the events of the open streams in the RSS steps.
+    pub(super) rss_gap: Duration,
+    /// nginx as the anchor (unless `--no-nginx`).
+    pub(super) nginx: bool,
+    /// Never-reading clients in the soak (0: no soak), and guardwire's
+    /// `timeouts.client_send_ms` for it.
+    pub(super) soak: usize,
+    pub(super) soak_send_ms: u64,
 }
 
 fn usage() -> ! {
@@ -109,7 +117,8 @@ fn usage() -> ! {
         "usage: cargo bench --bench load -- [--quick] [--protocol chat|responses|anthropic|gemini|all]\n\
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
-         \x20      [--deltas N] [--throughput-only]\n\
+         \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx]\n\
+         \x20      [--soak N] [--soak-send-ms MS] [--no-soak]\n\
          env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
     );
     std::process::exit(2)
@@ -128,9 +137,9 @@ pub(super) fn parse_opts() -> Opts {
         paced_connections: 256,
         gap: Duration::from_millis(2),
         streams: if quick {
-            vec![1, 100, 1000]
+            vec![100, 1000]
         } else {
-            vec![1, 100, 1000, 5000]
+            vec![1000, 4000]
         },
         pii: match std::env::var("GUARDWIRE_LOAD_PII").as_deref() {
             Ok("on" | "1" | "true") => Pii::On,
@@ -140,6 +149,10 @@ pub(super) fn parse_opts() -> Opts {
         rss: true,
         deltas: 40,
         throughput_only: false,
+        rss_gap: Duration::from_millis(20),
+        nginx: true,
+        soak: if quick { 100 } else { 1000 },
+        soak_send_ms: 1000,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -148,6 +161,14 @@ pub(super) fn parse_opts() -> Opts {
             "--quick" => {}
             "--bench" => {} // cargo bench passes this to harness = false targets
             "--no-rss" => o.rss = false,
+            "--no-nginx" => o.nginx = false,
+            "--no-soak" => o.soak = 0,
+            "--soak" => o.soak = val().parse().unwrap_or_else(|_| usage()),
+            "--soak-send-ms" => o.soak_send_ms = val().parse().unwrap_or_else(|_| usage()),
+            "--rss-gap-ms" => {
+                o.rss_gap =
+                    Duration::from_secs_f64(val().parse::<f64>().unwrap_or_else(|_| usage()) / 1e3)
+            }
             "--throughput-only" => {
                 o.throughput_only = true;
                 o.rss = false;

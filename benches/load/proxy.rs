@@ -1,4 +1,6 @@
-//! guardwire as a child process: its config, start, readiness, and CPU and RSS from `/proc`.
+//! The proxies under test as child processes: guardwire (its config, start, readiness) and
+//! nginx as the anchor (a plain reverse proxy in front of the same mock), and their CPU and
+//! RSS from `/proc` — for nginx summed over the master and its workers.
 
 use crate::common;
 use crate::common::fixtures::yaml_quote;
@@ -37,6 +39,7 @@ pub(super) fn write_config(
     mock: SocketAddr,
     pack: Option<&Path>,
     port: u16,
+    extra: &str,
 ) -> PathBuf {
     let packs = pack.map_or("[]".to_owned(), |p| {
         format!("[{}]", yaml_quote(&p.display().to_string()))
@@ -47,7 +50,7 @@ pub(super) fn write_config(
          packs: {packs}\n\
          limits:\n  max_concurrent_requests: 20000\n\
          log:\n  level: warn\n\
-         reload:\n  poll_ms: 0\n"
+         reload:\n  poll_ms: 0\n{extra}"
     );
     let path = dir.join(name);
     std::fs::write(&path, yaml).unwrap();
@@ -137,4 +140,188 @@ pub(super) fn cpu_seconds(pid: u32) -> (f64, f64) {
 /// VmRSS of `pid` in KiB.
 pub(super) fn rss_kib(pid: u32) -> u64 {
     common::status_kib(pid, "VmRSS:")
+}
+
+/// What a phase measures CPU and memory of: one process (guardwire), or a process and its
+/// children (nginx's master and workers).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Meter {
+    Process(u32),
+    Tree(u32),
+}
+
+impl Meter {
+    fn pids(self) -> Vec<u32> {
+        match self {
+            Meter::Process(pid) => vec![pid],
+            Meter::Tree(pid) => {
+                let mut pids = vec![pid];
+                pids.extend(children(pid));
+                pids
+            }
+        }
+    }
+
+    /// (utime, stime) in seconds, summed over the processes.
+    pub(super) fn cpu(self) -> (f64, f64) {
+        self.pids()
+            .into_iter()
+            .map(cpu_seconds)
+            .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
+    /// VmRSS in KiB, summed over the processes (pages nginx's workers share with the master,
+    /// its code, count once per process: a difference between two samples cancels them).
+    pub(super) fn rss_kib(self) -> u64 {
+        self.pids().into_iter().map(rss_kib).sum()
+    }
+}
+
+/// The live children of `parent` (field 4 of `/proc/PID/stat`).
+fn children(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+            rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) == Some(parent)
+        })
+        .collect()
+}
+
+/// nginx running as a plain reverse proxy in front of the mock (`-g 'daemon off;'`, so the
+/// child is the master); killed with the bench.
+pub(super) struct Nginx {
+    child: Child,
+    pub(super) addr: SocketAddr,
+    pub(super) workers: usize,
+}
+
+impl Nginx {
+    pub(super) fn meter(&self) -> Meter {
+        Meter::Tree(self.child.id())
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM: the master stops its workers and exits; SIGKILL if it has not in 5 s.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The nginx binary: `GUARDWIRE_NGINX`, `NGINX`, or `nginx` on PATH or in the sbin
+/// directories (Debian's place, not on a normal user's PATH).
+pub(super) fn nginx_bin() -> Option<PathBuf> {
+    if let Some(p) = ["GUARDWIRE_NGINX", "NGINX"]
+        .iter()
+        .find_map(std::env::var_os)
+    {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file())
+}
+
+/// Starts nginx as a production-like plain reverse proxy in front of `mock`: one worker
+/// process per core, `proxy_buffering off` (every chunk relayed as it comes), HTTP/1.1
+/// keep-alive connections to the upstream, no access log. `nofile` sizes its connection
+/// table. Err with the reason when nginx is missing or does not start.
+pub(super) fn start_nginx(dir: &Path, mock: SocketAddr, nofile: u64) -> Result<Nginx, String> {
+    let bin = nginx_bin().ok_or("nginx not found (set GUARDWIRE_NGINX or NGINX)")?;
+    let prefix = dir.join("nginx");
+    std::fs::create_dir_all(prefix.join("tmp")).map_err(|e| e.to_string())?;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut last_error = String::new();
+    // The port is chosen before nginx binds it; another process may take it in between.
+    for _ in 0..5 {
+        let port = common::free_port();
+        let conf = format!(
+            r#"worker_processes {workers};
+worker_rlimit_nofile {nofile};
+error_log {prefix}/error.log error;
+pid {prefix}/nginx.pid;
+events {{ worker_connections {nofile}; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    upstream mock {{
+        server {mock};
+        keepalive 1024;
+        keepalive_requests 1000000;
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=8192;
+        location / {{
+            proxy_pass http://mock;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
+}}
+"#,
+            prefix = prefix.display(),
+        );
+        let conf_path = prefix.join("nginx.conf");
+        std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
+        // Its log goes to a file: a pipe nobody reads could fill and block a worker.
+        let child = Command::new(&bin)
+            .arg("-e")
+            .arg(prefix.join("error.log"))
+            .arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf_path)
+            .arg("-g")
+            .arg("daemon off;")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let mut nginx = Nginx {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            workers,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = nginx.child.try_wait() {
+                break;
+            }
+            if std::net::TcpStream::connect(nginx.addr).is_ok()
+                && children(nginx.child.id()).len() >= workers
+            {
+                return Ok(nginx);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = nginx.child.kill();
+        let _ = nginx.child.wait();
+        last_error = std::fs::read_to_string(prefix.join("error.log")).unwrap_or_default();
+    }
+    Err(format!("nginx did not start: {}", last_error.trim()))
 }

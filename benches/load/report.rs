@@ -26,6 +26,21 @@ pub(super) struct Summary {
     rss_mib: Option<f64>,
 }
 
+impl Summary {
+    /// Proxy CPU ms per request (user + system), when the phase measured a proxy.
+    pub(super) fn cpu_ms(&self) -> Option<f64> {
+        self.cpu_ms_per_req
+    }
+}
+
+/// "4.02×": a row's CPU per request as a multiple of the anchor's (nginx's).
+pub(super) fn ratio(v: Option<f64>, anchor: Option<f64>) -> String {
+    match (v, anchor) {
+        (Some(v), Some(a)) if a > 0.0 => format!("{:.2}×", v / a),
+        _ => "—".into(),
+    }
+}
+
 /// "0.466 (58 % sys)": proxy CPU per request and the kernel's share of it.
 fn cpu_cell(s: &Summary) -> String {
     match (s.cpu_ms_per_req, s.cpu_sys_share) {
@@ -107,43 +122,55 @@ pub(super) fn machine_line() -> String {
     format!("{cpus} CPUs ({model}), Linux {kernel}, load average at start {load}")
 }
 
+/// The throughput table; `anchor` is nginx's CPU ms per request (the "× nginx" column).
 pub(super) fn throughput_table(
     out: &mut String,
     rows: &[(&str, Summary)],
     c: usize,
     text_bytes: usize,
+    anchor: Option<f64>,
 ) {
     let _ = writeln!(
         out,
-        "\n**Throughput** — {c} connections, back-to-back streaming requests, mock sends the \
-         whole stream at once\n"
+        "\n**Throughput (burst)** — {c} connections, back-to-back streaming requests, mock sends \
+         the whole stream at once\n"
     );
-    out.push_str("| target | req/s | errors | TTFB p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req | proxy CPU µs per KiB of text | proxy RSS MiB |\n|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| target | req/s | errors | TTFB p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req | proxy CPU µs per KiB of text | CPU × nginx | proxy RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n");
     for (name, s) in rows {
         let per_kib = s.cpu_ms_per_req.map_or("—".into(), |v| {
             format!("{:.1}", v * 1e3 * 1024.0 / text_bytes as f64)
         });
         let _ = writeln!(
             out,
-            "| {name} | {:.0} | {} | {} | {} | {} | {per_kib} | {} |",
+            "| {name} | {:.0} | {} | {} | {} | {} | {per_kib} | {} | {} |",
             s.rps,
             s.errors,
             ms_list(&s.ttfb),
             ms_list(&s.total),
             cpu_cell(s),
+            ratio(s.cpu_ms_per_req, anchor),
             s.rss_mib.map_or("—".into(), |v| format!("{v:.1}")),
         );
     }
 }
 
-pub(super) fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u64, gap: Duration) {
+/// The paced table; "+" columns are each row minus `rows[0]` (`plus` says what that is), and
+/// `anchor` is nginx's CPU ms per request (the "× nginx" column).
+pub(super) fn latency_table(
+    out: &mut String,
+    rows: &[(&str, Summary)],
+    rate: u64,
+    gap: Duration,
+    plus: &str,
+    anchor: Option<f64>,
+) {
     let _ = writeln!(
         out,
-        "\n**Latency** — paced at {rate} req/s, mock sends one event every {} ms; all times ms; \
-         \"+\" = proxied minus direct at the same percentile\n",
+        "\n**Latency (paced)** — paced at {rate} req/s, mock sends one event every {} ms; all \
+         times ms; \"+\" = {plus} at the same percentile\n",
         gap.as_secs_f64() * 1e3
     );
-    out.push_str("| target | req/s | errors | TTFB p50 / p99 | +TTFB p50 / p99 | gap p50 / p99 | +gap p50 / p99 | chunk transit p50 / p99 | +transit p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| target | req/s | errors | TTFB p50 / p99 | +TTFB p50 / p99 | gap p50 / p99 | +gap p50 / p99 | chunk transit p50 / p99 | +transit p50 / p99 | total p50 / p99 / p999 | proxy CPU ms/req | CPU × nginx |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let base = &rows[0].1;
     for (i, (name, s)) in rows.iter().enumerate() {
         let plus = |v: &[Option<f64>; 2], b: &[Option<f64>; 2]| {
@@ -155,7 +182,7 @@ pub(super) fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u6
         };
         let _ = writeln!(
             out,
-            "| {name} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.rps,
             s.errors,
             ms_list(&s.ttfb),
@@ -166,12 +193,14 @@ pub(super) fn latency_table(out: &mut String, rows: &[(&str, Summary)], rate: u6
             plus(&s.transit, &base.transit),
             ms_list(&s.total),
             cpu_cell(s),
+            ratio(s.cpu_ms_per_req, anchor),
         );
     }
 }
 
 /// Raises the soft open-files limit toward what `streams` needs (client + mock + slack, all
-/// in this process; the proxy inherits it). Returns the limit in force.
+/// in this process; the proxies inherit it, and nginx sizes its connection table by it).
+/// Returns the limit in force.
 pub(super) fn raise_nofile(streams: usize) -> u64 {
     let want = (streams as u64) * 2 + 1024;
     match rlimit::getrlimit(rlimit::Resource::NOFILE) {
