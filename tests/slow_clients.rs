@@ -220,3 +220,71 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
     );
     assert_closed(&mut sock).await;
 }
+
+/// An answer guardwire relays without checking (a `passthrough_paths` path, an upstream error
+/// status) ends at the exchange's total deadline too, whoever stalls: here the upstream sends
+/// a little and then nothing, for ever. The client gets a cut answer (never one that looks
+/// whole), the upstream request is cancelled and the end is counted as a `total` upstream error.
+#[tokio::test]
+async fn a_relayed_answer_that_never_ends_is_cut_at_the_total_deadline() {
+    let mock = MockUpstream::start(|req| {
+        let status = if req.path_and_query == "/v1/models" {
+            200
+        } else {
+            429
+        };
+        Reply::chunks(status, vec![Chunk::now(r#"{"object":"list","data":["#)])
+            .with_header("content-type", "application/json")
+            .then_hang()
+    })
+    .await;
+    let extra = format!(
+        "timeouts: {{ total_ms: 1000 }}\nroutes:\n  - {{ name: relay, protocol: openai_chat, path_prefix: /r/, strip_prefix: /r, upstream: \"{}\", passthrough_paths: [/v1/models] }}\n",
+        mock.base_url()
+    );
+    let proxy = start_proxy(&mock.base_url(), PACK, &extra).await;
+    let addr = proxy.addr();
+    for (n, (method, path, body)) in [
+        ("GET", "/r/v1/models", ""),
+        ("POST", "/r/v1/chat/completions", STREAM_REQUEST),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut sock = TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        sock.write_all(head.as_bytes()).await.unwrap();
+        let got = tokio::time::timeout(BOUND, async {
+            let mut got = Vec::new();
+            let _ = sock.read_to_end(&mut got).await;
+            got
+        })
+        .await
+        .expect("the relayed answer was never cut");
+        let got = String::from_utf8_lossy(&got);
+        assert!(
+            got.contains(r#"{"object":"list","data":["#),
+            "{path}: {got}"
+        );
+        // Chunked and cut: the last chunk (`0\r\n\r\n`) never came.
+        assert!(got.contains("transfer-encoding: chunked"), "{path}: {got}");
+        assert!(!got.ends_with("0\r\n\r\n"), "{path}: {got}");
+        assert!(
+            mock.wait_for_cancelled(n + 1, BOUND).await,
+            "{path}: the upstream request was not cancelled"
+        );
+    }
+    wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
+    let m = metrics(addr).await;
+    assert_eq!(
+        value(
+            &m,
+            "guardwire_upstream_errors_total{route=\"relay\",kind=\"total\"}"
+        ),
+        Some(2),
+        "{m}"
+    );
+}

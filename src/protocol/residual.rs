@@ -71,7 +71,8 @@ impl Structural {
     fn free_tree(&self, stack: &[Level], data: &[u8], key: &[u8]) -> bool {
         self.free
             .iter()
-            .any(|(parent, k)| step_matches(k, key) && at_path(stack, data, parent))
+            // The path first: its depth check rejects most entries for the price of a compare.
+            .any(|(parent, k)| at_path(stack, data, parent) && step_matches(k, key))
     }
 }
 

@@ -112,6 +112,10 @@ impl Drop for RequestGuard {
 /// its writer's [`SendWatch`] when a write may be waiting on the client.
 pub struct TrackedBody {
     body: ProxyBody,
+    /// A relayed upstream body (passthrough paths, upstream error answers) ends at the
+    /// exchange's total deadline as a guarded stream does (which keeps its own): an upstream
+    /// that trickles, or never ends, does not hold the request for ever.
+    relay_deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     slot: Arc<SendSlot>,
     /// For counting a response that is not a guarded stream (which counts its own).
     route: &'static str,
@@ -121,22 +125,28 @@ pub struct TrackedBody {
 
 impl TrackedBody {
     /// `slot` is the writer's ([`super::send_watch::current`]); a write of this body may stay blocked
-    /// for `send`, and a guarded stream's must end by its total deadline.
+    /// for `send`, and a streamed body must end by its total deadline (a guarded stream's own,
+    /// `total_at` for a relayed one).
     pub fn new(
         body: ProxyBody,
         request: RequestGuard,
         slot: Arc<SendSlot>,
         send: Duration,
+        total_at: tokio::time::Instant,
         route: &'static str,
         metrics: Arc<Metrics>,
     ) -> TrackedBody {
         let total = match &body {
             ProxyBody::Guarded(g) => Some(g.total_deadline()),
-            _ => None,
+            ProxyBody::Upstream(_) => Some(total_at),
+            ProxyBody::Full(_) => None,
         };
         slot.arm(send, total);
+        let relay_deadline = matches!(body, ProxyBody::Upstream(_))
+            .then(|| Box::pin(tokio::time::sleep_until(total_at)));
         TrackedBody {
             body,
+            relay_deadline,
             slot,
             route,
             metrics,
@@ -145,17 +155,49 @@ impl TrackedBody {
     }
 }
 
+/// A relayed body reached the exchange's total deadline: the response is cut (an error to
+/// hyper, so the client sees an incomplete answer, never a short one that looks whole).
+#[derive(Debug)]
+pub struct RelayDeadline;
+
+impl std::fmt::Display for RelayDeadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the answer took longer than the total time allowed (timeouts.total_ms)")
+    }
+}
+
+impl std::error::Error for RelayDeadline {}
+
 impl Body for TrackedBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         this.slot.polled();
-        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if let Some(deadline) = &mut this.relay_deadline {
+            if deadline.as_mut().poll(cx).is_ready() {
+                this.relay_deadline = None;
+                // Dropping the body cancels the upstream request.
+                this.body = ProxyBody::Full(None);
+                crate::proxy::report::count_upstream_error(
+                    &this.metrics,
+                    this.route,
+                    crate::metrics::UpstreamErrorKind::Total,
+                );
+                tracing::warn!(
+                    route = this.route,
+                    "a relayed answer took longer than timeouts.total_ms: cut, upstream request cancelled"
+                );
+                return Poll::Ready(Some(Err(Box::new(RelayDeadline))));
+            }
+        }
+        let frame = Pin::new(&mut this.body)
+            .poll_frame(cx)
+            .map_err(|e| Box::new(e) as Self::Error);
         if let Poll::Ready(Some(Ok(_))) = &frame {
             this.slot.handed_over();
         }

@@ -270,10 +270,12 @@ pub async fn serve(
                     let connection_slot = Arc::clone(&connection_slot);
                     Box::pin(async move {
                         let metrics = Arc::clone(&gw.metrics);
+                        let total_at = tokio::time::Instant::now()
+                            + Duration::from_millis(gw.runtime().config.timeouts.total_ms);
                         let (resp, route) = gw.handle(req).await;
                         let slot = send_watch::current(&connection_slot);
                         Ok::<_, Infallible>(resp.map(|b| {
-                            TrackedBody::new(b, request, slot, limits.send, route, metrics)
+                            TrackedBody::new(b, request, slot, limits.send, total_at, route, metrics)
                         }))
                     })
                 });
