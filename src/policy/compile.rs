@@ -40,8 +40,13 @@ pub(super) struct TargetChecks {
 
 /// The rules of one scan set (one target, one `normalize:` view), as the streamed checks
 /// ([`Check::compile_scan`](super::checks::Check::compile_scan)) add them.
-#[derive(Default)]
 pub(super) struct ScanRules {
+    /// The validator whose rules are being added.
+    pub(super) owner: u32,
+    /// It redacts (`mode: redact`): its matches need exact spans.
+    pub(super) redact: bool,
+    /// The view the set reads.
+    pub(super) normalize: Normalize,
     pub(super) literals: Vec<LiteralRule>,
     pub(super) regexes: Vec<RegexRule>,
     pub(super) pii: Vec<PiiRule>,
@@ -244,15 +249,24 @@ fn compile_scan(
     own: impl Fn(&Validator) -> bool,
     normalize: Normalize,
 ) -> Result<ViewSet, PolicyError> {
-    let mut rules = ScanRules::default();
+    let mut rules = ScanRules {
+        owner: 0,
+        redact: false,
+        normalize,
+        literals: Vec::new(),
+        regexes: Vec::new(),
+        pii: Vec::new(),
+        finders: Vec::new(),
+    };
     let mut regex_owners = Vec::new();
     for (i, (v, def)) in defs.iter().enumerate() {
         if !own(v) {
             continue;
         }
         let before = rules.regexes.len();
+        (rules.owner, rules.redact) = (i as u32, v.mode == Mode::Redact);
         def.check()
-            .compile_scan(i as u32, v, normalize, &mut rules)
+            .compile_scan(&mut rules)
             .map_err(compile_error(v))?;
         regex_owners.resize(regex_owners.len() + rules.regexes.len() - before, i);
     }
@@ -261,6 +275,7 @@ fn compile_scan(
         regexes,
         pii,
         finders,
+        ..
     } = rules;
     let literals = if literals.is_empty() {
         None

@@ -5,9 +5,10 @@
 //! param named — never on the first request.
 
 mod evals;
+pub(super) mod params;
 
 use super::catalog;
-use super::checks::{params, Kind};
+use super::checks::{Kind, Named};
 use super::compile::Target;
 use super::evals::EvalDef;
 use super::judged::{CheckRefs, Judged, JudgedKind};
@@ -259,7 +260,14 @@ fn parse_validator(
         ));
     }
     let def = match check_type {
-        Some(t) => t.build(canonical, &type_name, &mut p, refs),
+        Some(t) => t.build(
+            &Named {
+                canonical,
+                type_name: &type_name,
+                refs,
+            },
+            &mut p,
+        ),
         None => Err(format!(
             "check type `{canonical}` is in the PromptKit catalog but not supported by guardwire yet"
         )),

@@ -1,13 +1,11 @@
 //! `content_excludes` / `banned_words` / `content_not_includes`: words or phrases the text must
 //! not hold, scanned as it streams (substrings, or whole words: `banned_words`' default).
 
-use super::params::Params;
-use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind};
+use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::ScanRules;
-use crate::policy::judged::CheckRefs;
-use crate::policy::Validator;
+use crate::policy::pack::params::Params;
 use crate::scan::normal::normalize_pattern;
-use crate::scan::{LiteralRule, Normalize};
+use crate::scan::LiteralRule;
 
 pub(in crate::policy) struct ContentExcludesType;
 pub(in crate::policy) const CONTENT_EXCLUDES: ContentExcludesType = ContentExcludesType;
@@ -17,13 +15,8 @@ impl CheckType for ContentExcludesType {
         &[("words", "patterns")]
     }
 
-    fn build(
-        &self,
-        _: &str,
-        type_name: &str,
-        p: &mut Params,
-        _: &CheckRefs,
-    ) -> Result<CheckDef, String> {
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        let type_name = ty.type_name;
         let patterns = non_empty_patterns(p.required_string_list("patterns")?)?;
         let default_mode = if type_name == "banned_words" {
             "word_boundary"
@@ -57,13 +50,8 @@ impl Check for ContentExcludes {
         Kind::Streamed
     }
 
-    fn compile_scan(
-        &self,
-        owner: u32,
-        _: &Validator,
-        normalize: Normalize,
-        rules: &mut ScanRules,
-    ) -> Result<(), String> {
+    fn compile_scan(&self, rules: &mut ScanRules) -> Result<(), String> {
+        let (owner, normalize) = (rules.owner, rules.normalize);
         for p in &self.patterns {
             for form in normalize_pattern(p, normalize) {
                 if form.is_empty() {

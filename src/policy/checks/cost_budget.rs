@@ -1,16 +1,15 @@
 //! `cost_budget`: the response's usage stays within a token count and a price.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::Policy;
-use crate::policy::judged::CheckRefs;
+use crate::policy::pack::params::Params;
 use crate::policy::Validator;
 
 pub(in crate::policy) struct CostBudgetType;
 pub(in crate::policy) const COST_BUDGET: CostBudgetType = CostBudgetType;
 
 impl CheckType for CostBudgetType {
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         let max_total_tokens = p.u64("max_total_tokens")?;
         let max_cost_usd = p.non_negative("max_cost_usd")?;
         if max_total_tokens.is_none() && max_cost_usd.is_none() {

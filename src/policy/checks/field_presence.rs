@@ -1,9 +1,7 @@
 //! `field_presence` / `required_fields`: the whole text is JSON with these fields.
 
-use super::params::Params;
-use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind};
-use crate::policy::compile::TargetChecks;
-use crate::policy::judged::CheckRefs;
+use super::{non_empty_patterns, CheckDef, CheckType, Named};
+use crate::policy::pack::params::Params;
 use crate::policy::structured;
 use crate::policy::whole::WholeText;
 
@@ -15,8 +13,8 @@ impl CheckType for FieldPresenceType {
         &[("required_fields", "fields")]
     }
 
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
-        Ok(CheckDef::new(FieldPresence {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        Ok(CheckDef::whole(FieldPresence {
             fields: non_empty_patterns(p.required_string_list("fields")?)?,
         }))
     }
@@ -25,17 +23,6 @@ impl CheckType for FieldPresenceType {
 #[derive(Debug, Clone)]
 struct FieldPresence {
     fields: Vec<String>,
-}
-
-impl Check for FieldPresence {
-    fn kind(&self) -> Kind {
-        Kind::Whole
-    }
-
-    fn compile_text(&self, owner: u32, checks: &mut TargetChecks) -> Result<(), String> {
-        checks.whole.push((owner, Box::new(self.clone())));
-        Ok(())
-    }
 }
 
 impl WholeText for FieldPresence {

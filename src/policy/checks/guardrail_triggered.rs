@@ -1,16 +1,15 @@
 //! `guardrail_triggered` (evals only): whether the validator whose type as written or id is
 //! `guardrail` fired on the exchange (`should_trigger`), on the request, the answer or either.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::evals::EvalCheck;
-use crate::policy::judged::CheckRefs;
+use crate::policy::pack::params::Params;
 
 pub(in crate::policy) struct GuardrailTriggeredType;
 pub(in crate::policy) const GUARDRAIL_TRIGGERED: GuardrailTriggeredType = GuardrailTriggeredType;
 
 impl CheckType for GuardrailTriggeredType {
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         let guardrail = match p.string("guardrail")? {
             Some(g) => g,
             None => match p.string("validator_type")? {

@@ -1,9 +1,7 @@
 //! `json_path`: what a JSONPath expression finds in the whole text (or the JSON it wraps).
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
-use crate::policy::compile::TargetChecks;
-use crate::policy::judged::CheckRefs;
+use super::{CheckDef, CheckType, Named};
+use crate::policy::pack::params::Params;
 use crate::policy::structured::{parse_path, PathCheck};
 use crate::policy::whole::WholeText;
 use serde_json::Value;
@@ -13,7 +11,7 @@ pub(in crate::policy) struct JsonPathType;
 pub(in crate::policy) const JSON_PATH: JsonPathType = JsonPathType;
 
 impl CheckType for JsonPathType {
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         let expression = p.required_string("expression")?;
         let path = parse_path(&expression).map_err(|e| format!("param 'expression': {e}"))?;
         let expected = p.take("expected").map(|(_, v)| v);
@@ -30,7 +28,7 @@ impl CheckType for JsonPathType {
                 ));
             }
         }
-        Ok(CheckDef::new(JsonPath(Arc::new(PathCheck {
+        Ok(CheckDef::whole(JsonPath(Arc::new(PathCheck {
             path,
             expected,
             contains,
@@ -43,17 +41,6 @@ impl CheckType for JsonPathType {
 
 #[derive(Debug, Clone)]
 struct JsonPath(Arc<PathCheck>);
-
-impl Check for JsonPath {
-    fn kind(&self) -> Kind {
-        Kind::Whole
-    }
-
-    fn compile_text(&self, owner: u32, checks: &mut TargetChecks) -> Result<(), String> {
-        checks.whole.push((owner, Box::new(self.clone())));
-        Ok(())
-    }
-}
 
 impl WholeText for JsonPath {
     fn passes(&self, text: &str, _: &mut Option<String>) -> bool {

@@ -3,14 +3,14 @@
 //! [`JudgedCheck`], the judge, endpoint or handler it names checked against the config. One
 //! family: every type compiles into the policy's judged checks of the request and the answer.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::{Policy, Target};
 use crate::policy::evals::EvalCheck;
 use crate::policy::judged::{
     go_duration_ms, CheckRefs, ContextSource, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge,
     Reference, RestEval, Scale, Similarity, Window,
 };
+use crate::policy::pack::params::Params;
 use crate::policy::Validator;
 use serde_json::Value;
 use std::sync::Arc;
@@ -24,25 +24,16 @@ pub(in crate::policy) struct ExecType;
 pub(in crate::policy) const EXEC: ExecType = ExecType;
 
 impl CheckType for JudgedType {
-    fn build(
-        &self,
-        canonical: &str,
-        _: &str,
-        p: &mut Params,
-        refs: &CheckRefs,
-    ) -> Result<CheckDef, String> {
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        let canonical = ty.canonical;
+        let refs = ty.refs;
         judged(canonical, p, refs).map(|c| CheckDef::new(JudgedDef(Arc::new(c))))
     }
 }
 
 impl CheckType for ExecType {
-    fn build(
-        &self,
-        _: &str,
-        type_name: &str,
-        p: &mut Params,
-        _: &CheckRefs,
-    ) -> Result<CheckDef, String> {
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        let type_name = ty.type_name;
         let mut params = std::mem::take(&mut p.map);
         let timeout_ms = match params.remove("timeout_ms") {
             None => None,

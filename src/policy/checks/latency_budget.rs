@@ -1,16 +1,15 @@
 //! `latency_budget`: the exchange completes within `max_ms` of the request's arrival.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::Policy;
-use crate::policy::judged::CheckRefs;
+use crate::policy::pack::params::Params;
 use crate::policy::Validator;
 
 pub(in crate::policy) struct LatencyBudgetType;
 pub(in crate::policy) const LATENCY_BUDGET: LatencyBudgetType = LatencyBudgetType;
 
 impl CheckType for LatencyBudgetType {
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         match p.u64("max_ms")? {
             Some(0) => Err("param 'max_ms': must be more than 0".into()),
             Some(max_ms) => match crate::config::check_duration_ms(max_ms) {

@@ -1,12 +1,11 @@
 //! `max_length` / `length`: at most `max` characters and/or `max_tokens` o200k tokens, the
 //! tokens counted as the answer streams.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::TargetChecks;
 use crate::policy::counters::{TokenCounter, TokenState};
-use crate::policy::judged::CheckRefs;
 use crate::policy::limits::{Limit, LimitState};
+use crate::policy::pack::params::Params;
 
 pub(in crate::policy) struct MaxLengthType;
 pub(in crate::policy) const MAX_LENGTH: MaxLengthType = MaxLengthType;
@@ -16,7 +15,7 @@ impl CheckType for MaxLengthType {
         &[("max_characters", "max"), ("max_chars", "max")]
     }
 
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         let max_chars = p.u64("max")?;
         let max_tokens = p.u64("max_tokens")?;
         if max_chars.is_none() && max_tokens.is_none() {

@@ -1,9 +1,7 @@
 //! `min_length`: at least `min` characters, on the whole text.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
-use crate::policy::compile::TargetChecks;
-use crate::policy::judged::CheckRefs;
+use super::{CheckDef, CheckType, Named};
+use crate::policy::pack::params::Params;
 use crate::policy::whole::WholeText;
 
 pub(in crate::policy) struct MinLengthType;
@@ -14,8 +12,8 @@ impl CheckType for MinLengthType {
         &[("min_characters", "min"), ("min_chars", "min")]
     }
 
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
-        Ok(CheckDef::new(MinLength {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        Ok(CheckDef::whole(MinLength {
             min_chars: p
                 .u64("min")?
                 .ok_or_else(|| "param 'min': required (characters)".to_owned())?,
@@ -26,17 +24,6 @@ impl CheckType for MinLengthType {
 #[derive(Debug, Clone, Copy)]
 struct MinLength {
     min_chars: u64,
-}
-
-impl Check for MinLength {
-    fn kind(&self) -> Kind {
-        Kind::Whole
-    }
-
-    fn compile_text(&self, owner: u32, checks: &mut TargetChecks) -> Result<(), String> {
-        checks.whole.push((owner, Box::new(*self)));
-        Ok(())
-    }
 }
 
 impl WholeText for MinLength {

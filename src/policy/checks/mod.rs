@@ -19,7 +19,6 @@ pub(super) mod judged;
 mod latency_budget;
 mod max_length;
 mod min_length;
-pub(super) mod params;
 mod pii;
 mod regex;
 mod sentence_count;
@@ -28,9 +27,9 @@ mod tools;
 use super::compile::{Policy, ScanRules, TargetChecks};
 use super::evals::EvalCheck;
 use super::judged::{CheckRefs, JudgedCheck};
+use super::pack::params::Params;
 use super::types::Validator;
-use crate::scan::Normalize;
-use params::Params;
+use super::whole::WholeText;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -166,16 +165,19 @@ pub(super) trait CheckType: Sync {
         &[]
     }
 
-    /// The check of a validator of this type (`canonical`, as the catalog names it;
-    /// `type_name` as written), from its params: every param it knows is taken from `p`
-    /// (what is left is unknown), each checked and named in the error.
-    fn build(
-        &self,
-        canonical: &str,
-        type_name: &str,
-        p: &mut Params,
-        refs: &CheckRefs,
-    ) -> Result<CheckDef, String>;
+    /// The check of a validator of this type, from its params: every param it knows is taken
+    /// from `p` (what is left is unknown), each checked and named in the error.
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String>;
+}
+
+/// The type a validator names, and what its params may refer to.
+pub(super) struct Named<'a> {
+    /// As the catalog names it (`exec` for an `exec:` handler).
+    pub(super) canonical: &'a str,
+    /// As written.
+    pub(super) type_name: &'a str,
+    /// The judges and `exec:` handlers of the config.
+    pub(super) refs: &'a CheckRefs,
 }
 
 /// What a check reads, which decides the directions, modes and params a validator of it may
@@ -219,14 +221,8 @@ pub(super) trait Check: Debug + Send + Sync {
         Ok(())
     }
 
-    /// Its rules of the scan set of one target and `normalize:` view.
-    fn compile_scan(
-        &self,
-        _owner: u32,
-        _v: &Validator,
-        _normalize: Normalize,
-        _rules: &mut ScanRules,
-    ) -> Result<(), String> {
+    /// Its rules of the scan set of one target and `normalize:` view (`rules.owner`).
+    fn compile_scan(&self, _rules: &mut ScanRules) -> Result<(), String> {
         Ok(())
     }
 
@@ -263,6 +259,26 @@ impl CheckDef {
 
     pub(super) fn judged(&self) -> Option<&Arc<JudgedCheck>> {
         self.0.judged()
+    }
+
+    /// A check on the whole text (input, output or both): `check` itself, compiled as is.
+    fn whole(check: impl WholeText + Clone + 'static) -> CheckDef {
+        CheckDef::new(Whole(check))
+    }
+}
+
+/// A [`Kind::Whole`] check that compiles into itself.
+#[derive(Debug)]
+struct Whole<T>(T);
+
+impl<T: WholeText + Clone + 'static> Check for Whole<T> {
+    fn kind(&self) -> Kind {
+        Kind::Whole
+    }
+
+    fn compile_text(&self, owner: u32, checks: &mut TargetChecks) -> Result<(), String> {
+        checks.whole.push((owner, Box::new(self.0.clone())));
+        Ok(())
     }
 }
 

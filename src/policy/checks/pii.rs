@@ -1,12 +1,10 @@
 //! `pii` / `pii_leakage`: the recognizers of these kinds (all when none is named), scanned as
 //! the text streams.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::ScanRules;
-use crate::policy::judged::CheckRefs;
-use crate::policy::Validator;
-use crate::scan::{Normalize, PiiKind, PiiRule};
+use crate::policy::pack::params::Params;
+use crate::scan::{PiiKind, PiiRule};
 
 pub(in crate::policy) struct PiiType;
 pub(in crate::policy) const PII: PiiType = PiiType;
@@ -16,7 +14,7 @@ impl CheckType for PiiType {
         &[("entities", "types")]
     }
 
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         let kinds = match p.string_list("types")? {
             None => Vec::new(),
             Some(names) => names
@@ -46,16 +44,10 @@ impl Check for Pii {
         Kind::Streamed
     }
 
-    fn compile_scan(
-        &self,
-        owner: u32,
-        _: &Validator,
-        _: Normalize,
-        rules: &mut ScanRules,
-    ) -> Result<(), String> {
+    fn compile_scan(&self, rules: &mut ScanRules) -> Result<(), String> {
         rules.pii.push(PiiRule {
             kinds: self.kinds.clone(),
-            owner,
+            owner: rules.owner,
         });
         Ok(())
     }

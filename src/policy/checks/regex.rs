@@ -1,21 +1,19 @@
 //! `regex` / `content_matches`: with `expect_match: false`, a pattern the text must not match,
 //! scanned as it streams; with `expect_match: true` (the default), one the whole text must match.
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::{ScanRules, TargetChecks};
-use crate::policy::judged::CheckRefs;
+use crate::policy::pack::params::Params;
 use crate::policy::whole::WholeText;
-use crate::policy::{Mode, Validator};
 use crate::scan::normal::normalize_hir;
-use crate::scan::{compile_hir, Normalize, RegexRule, SpanFinder};
+use crate::scan::{compile_hir, RegexRule, SpanFinder};
 use regex_syntax::hir::Hir;
 
 pub(in crate::policy) struct RegexType;
 pub(in crate::policy) const REGEX: RegexType = RegexType;
 
 impl CheckType for RegexType {
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         let pattern = p
             .string("pattern")?
             .ok_or_else(|| "param 'pattern': required".to_owned())?;
@@ -44,13 +42,8 @@ impl Check for ForbidRegex {
         Kind::Streamed
     }
 
-    fn compile_scan(
-        &self,
-        owner: u32,
-        v: &Validator,
-        normalize: Normalize,
-        rules: &mut ScanRules,
-    ) -> Result<(), String> {
+    fn compile_scan(&self, rules: &mut ScanRules) -> Result<(), String> {
+        let (owner, normalize) = (rules.owner, rules.normalize);
         let raw = &self.hir;
         let hir = normalize_hir(raw, normalize);
         // Only characters the view drops (Markdown's `*`, invisible ones): it would match
@@ -61,7 +54,7 @@ impl Check for ForbidRegex {
                 normalize.name()
             ));
         }
-        let exact = v.mode == Mode::Redact;
+        let exact = rules.redact;
         if exact && !rules.finders.iter().any(|(o, _)| *o == owner) {
             let finder = SpanFinder::new(&hir).map_err(|e| format!("param 'pattern': {e}"))?;
             rules.finders.push((owner, finder));

@@ -1,12 +1,11 @@
 //! `sentence_count` / `max_sentences`: at most `max` sentences, counted as the answer streams
 //! (see [`counters`](crate::policy::counters)).
 
-use super::params::Params;
-use super::{Check, CheckDef, CheckType, Kind};
+use super::{Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::TargetChecks;
 use crate::policy::counters::{count_sentences, SentenceState};
-use crate::policy::judged::CheckRefs;
 use crate::policy::limits::{Limit, LimitState};
+use crate::policy::pack::params::Params;
 
 pub(in crate::policy) struct SentenceCount;
 pub(in crate::policy) const SENTENCE_COUNT: SentenceCount = SentenceCount;
@@ -16,7 +15,7 @@ impl CheckType for SentenceCount {
         &[("max_sentences", "max")]
     }
 
-    fn build(&self, _: &str, _: &str, p: &mut Params, _: &CheckRefs) -> Result<CheckDef, String> {
+    fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
         Ok(CheckDef::new(MaxSentences {
             max: p
                 .u64("max")?

@@ -2,10 +2,9 @@
 //! tool calls. One family: every type compiles into the policy's tool checks and shares their
 //! capabilities; each type's params are read here.
 
-use super::params::Params;
-use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind};
+use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compile::Policy;
-use crate::policy::judged::CheckRefs;
+use crate::policy::pack::params::Params;
 use crate::policy::tools::workflow::{AccessRule, WorkflowCheck};
 use crate::policy::{Scope, ToolCheck, Validator};
 use crate::scan::compile_hir;
@@ -24,13 +23,8 @@ impl CheckType for ToolType {
         }
     }
 
-    fn build(
-        &self,
-        canonical: &str,
-        _: &str,
-        p: &mut Params,
-        _: &CheckRefs,
-    ) -> Result<CheckDef, String> {
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        let canonical = ty.canonical;
         tool_check(canonical, p).map(|check| CheckDef::new(Tool(check)))
     }
 }
