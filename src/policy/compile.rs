@@ -1,15 +1,14 @@
 //! Compiling packs into a [`Policy`]: the policy itself, its per-target checks (input, output,
 //! reasoning) and the accessors the hook phases share.
 
-use super::counters::TokenCounter;
+use super::checks::Kind;
 use super::evals::Eval;
 use super::judged::{JudgedCheck, Window};
-use super::limits::{Limit, MaxSentences, MaxTokens};
+use super::limits::Limit;
 use super::pack;
 use super::tools::ToolCheck;
 use super::types::{CheckDef, Mode, PolicyError, Validator};
-use super::whole::WholeCheck;
-use crate::scan::normal::{normalize_hir, normalize_pattern};
+use super::whole::WholeText;
 use crate::scan::{
     build_forbidden, LiteralMatcher, LiteralRule, Normalize, PiiMatcher, PiiRule, RegexRule,
     ScanSet, SpanFinder, TextScan, ViewSet,
@@ -36,7 +35,23 @@ pub(super) struct TargetChecks {
     /// channel; input: per message.
     pub(super) limits: Vec<(u32, Box<dyn Limit>)>,
     /// (validator, check) on the whole text.
-    pub(super) whole: Vec<(u32, WholeCheck)>,
+    pub(super) whole: Vec<(u32, Box<dyn WholeText>)>,
+}
+
+/// The rules of one scan set (one target, one `normalize:` view), as the streamed checks
+/// ([`Check::compile_scan`](super::checks::Check::compile_scan)) add them.
+pub(super) struct ScanRules {
+    /// The validator whose rules are being added.
+    pub(super) owner: u32,
+    /// It redacts (`mode: redact`): its matches need exact spans.
+    pub(super) redact: bool,
+    /// The view the set reads.
+    pub(super) normalize: Normalize,
+    pub(super) literals: Vec<LiteralRule>,
+    pub(super) regexes: Vec<RegexRule>,
+    pub(super) pii: Vec<PiiRule>,
+    /// (validator, span finder) of redacting regexes.
+    pub(super) finders: Vec<(u32, SpanFinder)>,
 }
 
 /// Every validator of a route's packs, compiled: one literal automaton and one regex DFA per
@@ -106,7 +121,9 @@ impl Policy {
             let checks = &mut policy.targets[t];
             for (i, (v, def)) in defs.iter().enumerate() {
                 if v.covers(*target) {
-                    compile_unscanned(i as u32, v, def, checks)?;
+                    def.check()
+                        .compile_text(i as u32, checks)
+                        .map_err(compile_error(v))?;
                 }
             }
             // Reasoning is usually checked by exactly the answer's text checks: it shares their
@@ -134,24 +151,7 @@ impl Policy {
             policy.targets[t].scan = Arc::new(TextScan::new(lanes));
         }
         for (i, (v, def)) in defs.iter().enumerate() {
-            let owner = i as u32;
-            match def {
-                CheckDef::Tool(t) => policy.tools.push((owner, t.clone())),
-                CheckDef::LatencyBudget { max_ms } => policy.latency.push((owner, *max_ms)),
-                CheckDef::CostBudget {
-                    max_total_tokens,
-                    max_cost_usd,
-                } => policy.cost.push((owner, *max_total_tokens, *max_cost_usd)),
-                CheckDef::Judged(check) => {
-                    if v.direction.covers(Target::Input) {
-                        policy.judged_input.push((owner, Arc::clone(check)));
-                    }
-                    if v.direction.covers(Target::Output) {
-                        policy.judged_output.push((owner, Arc::clone(check)));
-                    }
-                }
-                _ => {}
-            }
+            def.check().compile_exchange(i as u32, v, &mut policy);
             policy.buffer |= v.buffer;
             policy.redacts |= v.mode == Mode::Redact;
         }
@@ -239,80 +239,7 @@ impl Policy {
 
 /// The checks a [`TextScan`] runs (words and phrases, forbidden regexes, PII).
 fn is_scanned(def: &CheckDef) -> bool {
-    matches!(
-        def,
-        CheckDef::ContentExcludes { .. } | CheckDef::ForbidRegex { .. } | CheckDef::Pii { .. }
-    )
-}
-
-/// The checks of one validator on one target that are not scanned for spans: lengths, counts
-/// and whole-text checks.
-fn compile_unscanned(
-    owner: u32,
-    v: &Validator,
-    def: &CheckDef,
-    checks: &mut TargetChecks,
-) -> Result<(), PolicyError> {
-    let fail = compile_error(v);
-    match def {
-        CheckDef::RequireRegex { hir, .. } => {
-            let re = regex_automata::meta::Regex::builder()
-                .build_from_hir(hir)
-                .map_err(|e| fail(format!("param 'pattern': {e}")))?;
-            checks.whole.push((owner, WholeCheck::Regex(re)));
-        }
-        CheckDef::MaxLength {
-            max_chars,
-            max_tokens,
-        } => {
-            if let Some(max) = max_chars {
-                checks.max_chars.push((owner, *max));
-            }
-            if let Some(max) = max_tokens {
-                let counter = TokenCounter::o200k().map_err(|e| {
-                    fail(format!(
-                        "param 'max_tokens': cannot load the o200k tokenizer: {e}"
-                    ))
-                })?;
-                let max = *max;
-                checks
-                    .limits
-                    .push((owner, Box::new(MaxTokens { max, counter })));
-            }
-        }
-        CheckDef::SentenceCount { max } => {
-            let max = *max;
-            checks.limits.push((owner, Box::new(MaxSentences { max })));
-        }
-        CheckDef::Contains { patterns, any } => checks.whole.push((
-            owner,
-            WholeCheck::Contains {
-                patterns: patterns.iter().map(|p| p.to_lowercase()).collect(),
-                any: *any,
-            },
-        )),
-        CheckDef::MinLength { min_chars } => {
-            checks.whole.push((owner, WholeCheck::MinChars(*min_chars)))
-        }
-        CheckDef::JsonValid => checks.whole.push((owner, WholeCheck::JsonValid)),
-        CheckDef::FieldPresence { fields } => checks
-            .whole
-            .push((owner, WholeCheck::FieldPresence(fields.clone()))),
-        CheckDef::JsonSchema(c) => checks
-            .whole
-            .push((owner, WholeCheck::Schema(Arc::clone(c)))),
-        CheckDef::JsonPath(c) => checks.whole.push((owner, WholeCheck::Path(Arc::clone(c)))),
-        // Scanned (see `compile_scan`), or not a text check (collected by `Policy::compile`).
-        CheckDef::ContentExcludes { .. }
-        | CheckDef::ForbidRegex { .. }
-        | CheckDef::Pii { .. }
-        | CheckDef::Tool(_)
-        | CheckDef::LatencyBudget { .. }
-        | CheckDef::CostBudget { .. }
-        | CheckDef::Judged(_)
-        | CheckDef::GuardrailTriggered { .. } => {}
-    }
-    Ok(())
+    def.kind() == Kind::Streamed
 }
 
 /// The scan set of the validators `own` picks (one target, one `normalize:` setting), with its
@@ -322,66 +249,34 @@ fn compile_scan(
     own: impl Fn(&Validator) -> bool,
     normalize: Normalize,
 ) -> Result<ViewSet, PolicyError> {
-    let mut literals = Vec::new();
-    let mut regexes = Vec::new();
+    let mut rules = ScanRules {
+        owner: 0,
+        redact: false,
+        normalize,
+        literals: Vec::new(),
+        regexes: Vec::new(),
+        pii: Vec::new(),
+        finders: Vec::new(),
+    };
     let mut regex_owners = Vec::new();
-    let mut pii = Vec::new();
-    let mut finders = Vec::new();
     for (i, (v, def)) in defs.iter().enumerate() {
         if !own(v) {
             continue;
         }
-        let owner = i as u32;
-        let fail = compile_error(v);
-        match def {
-            CheckDef::ContentExcludes {
-                patterns,
-                word_boundary,
-            } => {
-                for p in patterns {
-                    for form in normalize_pattern(p, normalize) {
-                        if form.is_empty() {
-                            return Err(fail(format!(
-                                "pattern {p:?} is empty once normalised (normalize: {}): it has only characters the view drops (invisible ones, and with full Markdown's `*`, `~`, `` ` ``); use normalize: none to match them as written",
-                                normalize.name()
-                            )));
-                        }
-                        literals.push(LiteralRule {
-                            pattern: form,
-                            owner,
-                            word_boundary: *word_boundary,
-                        });
-                    }
-                }
-            }
-            CheckDef::ForbidRegex { hir: raw, .. } => {
-                let hir = normalize_hir(raw, normalize);
-                // Only characters the view drops (Markdown's `*`, invisible ones): it would match
-                // everywhere.
-                if hir.properties().minimum_len() == Some(0)
-                    && raw.properties().minimum_len() != Some(0)
-                {
-                    return Err(fail(format!(
-                        "pattern can match nothing but characters the normalised view drops (normalize: {}: invisible characters, and with full Markdown's `*`, `~`, `` ` ``); use normalize: none to match them as written",
-                        normalize.name()
-                    )));
-                }
-                let exact = v.mode == Mode::Redact;
-                if exact && !finders.iter().any(|(o, _)| *o == owner) {
-                    let finder =
-                        SpanFinder::new(&hir).map_err(|e| fail(format!("param 'pattern': {e}")))?;
-                    finders.push((owner, finder));
-                }
-                regexes.push(RegexRule { hir, owner, exact });
-                regex_owners.push(i);
-            }
-            CheckDef::Pii { kinds } => pii.push(PiiRule {
-                kinds: kinds.clone(),
-                owner,
-            }),
-            _ => {}
-        }
+        let before = rules.regexes.len();
+        (rules.owner, rules.redact) = (i as u32, v.mode == Mode::Redact);
+        def.check()
+            .compile_scan(&mut rules)
+            .map_err(compile_error(v))?;
+        regex_owners.resize(regex_owners.len() + rules.regexes.len() - before, i);
     }
+    let ScanRules {
+        literals,
+        regexes,
+        pii,
+        finders,
+        ..
+    } = rules;
     let literals = if literals.is_empty() {
         None
     } else {

@@ -187,23 +187,14 @@ pub(super) fn compile(defs: Vec<EvalDef>) -> Result<Vec<Eval>, PolicyError> {
                 )));
             }
         }
-        let check = match def.check {
-            CheckDef::Judged(c) => EvalCheck::Judged(c),
-            CheckDef::GuardrailTriggered {
-                guardrail,
-                should_trigger,
-                on_input,
-            } => EvalCheck::GuardrailTriggered {
-                guardrail,
-                should_trigger,
-                on_input,
-            },
-            other => {
+        let check = match def.check.check().eval() {
+            Some(check) => check,
+            None => {
                 // Run as an enforcing validator: its verdict is the phases' `Err`.
                 let mut alone = def.validator.clone();
                 alone.mode = Mode::Enforce;
                 alone.buffer = false;
-                EvalCheck::Replay(Arc::new(Policy::compile(vec![(alone, other)])?))
+                EvalCheck::Replay(Arc::new(Policy::compile(vec![(alone, def.check)])?))
             }
         };
         // The eval's `threshold` decides when it sets a score bound; else the params'.

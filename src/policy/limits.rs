@@ -5,9 +5,10 @@
 //! The guard feeds every state the channel's text, holds frames back to the states'
 //! [`LimitState::safe_pos`] and reports a hit where a state says the limit was crossed. A new
 //! streamed limit is one implementation of both traits (its counting in a file of its own, as
-//! in `counters/`) and one line in `compile.rs` that pushes it to the target's `limits`.
+//! in `counters/`), pushed to the target's `limits` by its check type's
+//! [`compile_text`](super::checks::Check::compile_text) (`checks/max_length.rs`,
+//! `checks/sentence_count.rs`).
 
-use super::counters::{count_sentences, SentenceState, TokenCounter, TokenState};
 use std::fmt::Debug;
 
 /// A validator's limit, compiled once and shared by every exchange.
@@ -27,76 +28,4 @@ pub(crate) trait LimitState: Debug + Send {
     fn safe_pos(&self) -> u64;
     /// Ends the text; true when it is over the limit (which can first be known here).
     fn finish(&mut self) -> bool;
-}
-
-/// At most `max` o200k_base tokens.
-#[derive(Debug)]
-pub(crate) struct MaxTokens {
-    pub(crate) max: u64,
-    pub(crate) counter: TokenCounter,
-}
-
-#[derive(Debug)]
-struct TokensSoFar {
-    counter: TokenCounter,
-    state: TokenState,
-}
-
-impl Limit for MaxTokens {
-    fn start(&self) -> Box<dyn LimitState> {
-        Box::new(TokensSoFar {
-            counter: self.counter.clone(),
-            state: TokenState::new(self.max),
-        })
-    }
-
-    fn exceeded_by(&self, text: &str) -> bool {
-        self.counter.count_whole(text) > self.max
-    }
-}
-
-impl LimitState for TokensSoFar {
-    fn feed(&mut self, text: &str) -> Option<u64> {
-        self.counter.feed(&mut self.state, text)
-    }
-
-    fn safe_pos(&self) -> u64 {
-        self.state.safe_pos()
-    }
-
-    fn finish(&mut self) -> bool {
-        self.counter.finish(&mut self.state);
-        self.state.violation().is_some()
-    }
-}
-
-/// At most `max` sentences.
-#[derive(Debug)]
-pub(crate) struct MaxSentences {
-    pub(crate) max: u64,
-}
-
-impl Limit for MaxSentences {
-    fn start(&self) -> Box<dyn LimitState> {
-        Box::new(SentenceState::new(self.max))
-    }
-
-    fn exceeded_by(&self, text: &str) -> bool {
-        count_sentences(text) > self.max
-    }
-}
-
-impl LimitState for SentenceState {
-    fn feed(&mut self, text: &str) -> Option<u64> {
-        SentenceState::feed(self, text)
-    }
-
-    fn safe_pos(&self) -> u64 {
-        SentenceState::safe_pos(self)
-    }
-
-    fn finish(&mut self) -> bool {
-        SentenceState::finish(self);
-        self.violation().is_some()
-    }
 }

@@ -25,12 +25,15 @@
 //! - `guard`: [`ExchangeGuard`], the phases' API and OnChunk and AfterCall; its tool calls (`guard/calls`) and budgets
 //!   (`guard/budgets`).
 //! - `redaction`: [`Redaction`] spans and how they merge.
-//! - `pack`, `catalog`: loading packs; `counters`, `json_args`, `structured`, `tools`: the check
+//! - `checks`: the check types, one file each (their params, capabilities and compile step);
+//!   `catalog`: the registry of type names and aliases.
+//! - `pack`: loading packs; `counters`, `json_args`, `structured`, `tools`: the check
 //!   engines; `cache`: the compiled policies shared across routes.
 
 mod before_call;
 mod cache;
 pub mod catalog;
+mod checks;
 mod compile;
 pub mod counters;
 pub mod evals;

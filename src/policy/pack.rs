@@ -4,18 +4,16 @@
 //! refused here, so a bad pack fails at start-up (or reload) with the file, the validator and the
 //! param named — never on the first request.
 
-mod checks;
 mod evals;
-mod judged_checks;
-mod params;
+pub(super) mod params;
 
 use super::catalog;
+use super::checks::{Kind, Named};
 use super::compile::Target;
 use super::evals::EvalDef;
 use super::judged::{CheckRefs, Judged, JudgedKind};
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
 use crate::scan::Normalize;
-use checks::build_check;
 use params::{as_bool, as_string, Params};
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -104,7 +102,7 @@ pub fn parse_pack(file: &str, doc: &Value, refs: &CheckRefs) -> Result<Pack, Pac
     let mut pack = Pack::default();
     for (index, entry) in list("validators")?.iter().enumerate() {
         let (validator, def, enabled) = parse_validator(file, "validators", index, entry, refs)?;
-        if matches!(def, CheckDef::GuardrailTriggered { .. }) {
+        if def.kind() == Kind::EvalOnly {
             return Err(PackError {
                 file: file.to_owned(),
                 location: format!("validators[{index}] (type: guardrail_triggered): "),
@@ -205,9 +203,10 @@ fn parse_validator(
                 "unknown check type `{type_name}` (neither in the catalog nor an `exec:` handler of the config)"
             ))
         })?;
+    let check_type = catalog::check_type(canonical);
     let mut p = Params {
         map: params,
-        aliases: catalog::param_aliases(canonical),
+        aliases: check_type.map_or(&[], |t| t.param_aliases(canonical)),
     };
     // `guardrail_triggered`'s direction is of the validator it asks about (its own param).
     let given = if canonical == "guardrail_triggered" {
@@ -260,8 +259,21 @@ fn parse_validator(
                 .into(),
         ));
     }
-    let def = build_check(canonical, &type_name, &mut p, refs).map_err(&at)?;
-    if let CheckDef::Judged(check) = &def {
+    let def = match check_type {
+        Some(t) => t.build(
+            &Named {
+                canonical,
+                type_name: &type_name,
+                refs,
+            },
+            &mut p,
+        ),
+        None => Err(format!(
+            "check type `{canonical}` is in the PromptKit catalog but not supported by guardwire yet"
+        )),
+    }
+    .map_err(&at)?;
+    if let Some(check) = def.judged() {
         // A judge's score passes at 0.5 unless the validator says otherwise.
         if threshold == Threshold::default() {
             threshold.min_score = Some(0.5);
@@ -290,49 +302,11 @@ fn parse_validator(
             ));
         }
     }
-    if matches!(
-        def,
-        CheckDef::Tool(_) | CheckDef::LatencyBudget { .. } | CheckDef::CostBudget { .. }
-    ) && direction != Direction::Output
-    {
-        return Err(at(
-            "param 'direction': this check is about the exchange, not a text; it takes no direction (use `scope: session` for the whole conversation's tool calls)"
-                .into(),
-        ));
-    }
-    if matches!(
-        def,
-        CheckDef::Contains { .. }
-            | CheckDef::MinLength { .. }
-            | CheckDef::JsonValid
-            | CheckDef::FieldPresence { .. }
-            | CheckDef::JsonSchema(_)
-            | CheckDef::JsonPath(_)
-    ) && matches!(direction, Direction::Reasoning | Direction::All)
-    {
-        return Err(at(
-            "param 'direction': whole-text checks of reasoning are not supported yet".into(),
-        ));
-    }
-    // Length limits and whole-text regexes count the answer (and refusal) only: a direction of
-    // reasoning alone would check nothing.
-    if matches!(
-        def,
-        CheckDef::MaxLength { .. } | CheckDef::SentenceCount { .. } | CheckDef::RequireRegex { .. }
-    ) && direction == Direction::Reasoning
-    {
-        return Err(at(
-            "param 'direction': this check reads the answer, not its reasoning (direction input, output, both or all)"
-                .into(),
-        ));
+    if let Some(refused) = direction_refused(def.kind(), direction) {
+        return Err(at(format!("param 'direction': {refused}")));
     }
     let reasoning = reasoning_scope(section, direction, &def, reasoning_param).map_err(&at)?;
-    if mode == Mode::Redact
-        && !matches!(
-            def,
-            CheckDef::ContentExcludes { .. } | CheckDef::Pii { .. } | CheckDef::ForbidRegex { .. }
-        )
-    {
+    if mode == Mode::Redact && !def.kind().streamed() {
         return Err(at(format!(
             "mode `redact` needs the exact span of each match: it applies to content_excludes, pii and regex with expect_match: false, not to `{type_name}`"
         )));
@@ -351,12 +325,7 @@ fn parse_validator(
     let normalize = match p.take("normalize") {
         None => Normalize::default(),
         Some((name, v)) => {
-            if !matches!(
-                def,
-                CheckDef::ContentExcludes { .. }
-                    | CheckDef::Pii { .. }
-                    | CheckDef::ForbidRegex { .. }
-            ) {
+            if !def.kind().streamed() {
                 return Err(at(format!(
                     "param '{name}': applies to the word, phrase, pattern and PII checks (content_excludes, banned_words, regex with expect_match: false, pii), not to `{type_name}`"
                 )));
@@ -416,10 +385,7 @@ fn reasoning_scope(
     def: &CheckDef,
     given: Option<(String, bool)>,
 ) -> Result<bool, String> {
-    let streamed_text = matches!(
-        def,
-        CheckDef::ContentExcludes { .. } | CheckDef::ForbidRegex { .. } | CheckDef::Pii { .. }
-    );
+    let streamed_text = def.kind().streamed();
     let Some((name, check)) = given else {
         return Ok(streamed_text && direction.covers(Target::Reasoning));
     };
@@ -442,5 +408,28 @@ fn reasoning_scope(
             if direction == Direction::All { "all" } else { "reasoning" }
         )),
         _ => Ok(check),
+    }
+}
+
+/// Why a check of this kind cannot take `direction` (judged checks: see `parse_validator`).
+fn direction_refused(kind: Kind, direction: Direction) -> Option<&'static str> {
+    match kind {
+        Kind::Exchange if direction != Direction::Output => Some(
+            "this check is about the exchange, not a text; it takes no direction (use `scope: session` for the whole conversation's tool calls)",
+        ),
+        Kind::Whole if matches!(direction, Direction::Reasoning | Direction::All) => {
+            Some("whole-text checks of reasoning are not supported yet")
+        }
+        // Length limits and whole-text regexes count the answer (and refusal) only: a
+        // direction of reasoning alone would check nothing.
+        Kind::Answer if direction == Direction::Reasoning => Some(
+            "this check reads the answer, not its reasoning (direction input, output, both or all)",
+        ),
+        Kind::Streamed
+        | Kind::Answer
+        | Kind::Whole
+        | Kind::Exchange
+        | Kind::Judged
+        | Kind::EvalOnly => None,
     }
 }

@@ -1,14 +1,9 @@
 //! The validator types: how a pack's validators are described once loaded (direction, mode,
 //! thresholds, what each checks), and what checking reports (phases, findings, errors).
 
+pub use super::checks::CheckDef;
 use super::compile::Target;
-use super::judged::JudgedCheck;
 use super::pack::PackError;
-use super::structured::{PathCheck, SchemaCheck};
-use super::tools::ToolCheck;
-use crate::scan::PiiKind;
-use regex_syntax::hir::Hir;
-use std::sync::Arc;
 
 /// Which text a validator looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,73 +111,6 @@ pub enum OnError {
     #[default]
     FailClosed,
     FailOpen,
-}
-
-/// What a validator checks, with its params validated.
-#[derive(Debug, Clone)]
-pub enum CheckDef {
-    /// `guardrail_triggered` (evals only): whether the validator whose type as written or id is
-    /// `guardrail` fired on the exchange (`should_trigger`), on the request (`Some(true)`), the
-    /// answer (`Some(false)`) or either (`None`).
-    GuardrailTriggered {
-        guardrail: String,
-        should_trigger: bool,
-        on_input: Option<bool>,
-    },
-    ContentExcludes {
-        patterns: Vec<String>,
-        word_boundary: bool,
-    },
-    /// `regex` with `expect_match: false`: streamed, incremental.
-    ForbidRegex {
-        pattern: String,
-        hir: Hir,
-    },
-    /// `regex` with `expect_match: true`: the whole text must match.
-    RequireRegex {
-        pattern: String,
-        hir: Hir,
-    },
-    /// `max_length`: characters and/or o200k tokens.
-    MaxLength {
-        max_chars: Option<u64>,
-        max_tokens: Option<u64>,
-    },
-    /// `pii` / `pii_leakage`: the recognizers of these kinds (all when empty), streamed.
-    Pii {
-        kinds: Vec<PiiKind>,
-    },
-    /// `sentence_count` / `max_sentences`: streamed maximum (see [`counters`](super::counters)).
-    SentenceCount {
-        max: u64,
-    },
-    /// `contains` (all patterns) / `contains_any` (one of them), case-insensitive, whole text.
-    Contains {
-        patterns: Vec<String>,
-        any: bool,
-    },
-    MinLength {
-        min_chars: u64,
-    },
-    JsonValid,
-    FieldPresence {
-        fields: Vec<String>,
-    },
-    JsonSchema(Arc<SchemaCheck>),
-    JsonPath(Arc<PathCheck>),
-    /// Tool checks on the turn or session: see [`ToolCheck`].
-    Tool(ToolCheck),
-    /// `latency_budget`: the exchange completes within `max_ms` of the request's arrival.
-    LatencyBudget {
-        max_ms: u64,
-    },
-    /// `cost_budget`: the response's usage stays within a token count and a price.
-    CostBudget {
-        max_total_tokens: Option<u64>,
-        max_cost_usd: Option<f64>,
-    },
-    /// A verdict from a judge, an HTTP endpoint or a subprocess (see [`super::judged`]).
-    Judged(Arc<JudgedCheck>),
 }
 
 /// The hook phase a verdict came from; also the `phase` metrics label.

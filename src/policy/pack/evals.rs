@@ -5,7 +5,7 @@ use super::params::{as_bool, as_string};
 use super::{parse_validator, PackError};
 use crate::policy::evals::{EvalDef, EvalHead, EvalMetric, MetricKind, Trigger, When};
 use crate::policy::judged::CheckRefs;
-use crate::policy::{CheckDef, Threshold};
+use crate::policy::Threshold;
 use serde_json::{Map, Value};
 
 /// PromptKit's default share of sampled turns or sessions, in percent.
@@ -76,7 +76,7 @@ pub(super) fn parse_eval(
     };
     let (validator, def, enabled) =
         parse_validator(file, "evals", index, &Value::Object(check), refs)?;
-    if let CheckDef::Judged(c) = &def {
+    if let Some(c) = def.judged() {
         if c.parallel || c.window.is_some() {
             return Err(at(
                 "params 'parallel' and 'window' place a validator on the request path; an eval runs off it"

@@ -7,14 +7,14 @@ use serde_json::{Map, Value};
 
 /// The params of one validator, with aliases folded in; taken keys are removed so the leftovers
 /// are exactly the unknown ones.
-pub(super) struct Params {
-    pub(super) map: Map<String, Value>,
-    pub(super) aliases: &'static [(&'static str, &'static str)],
+pub(in crate::policy) struct Params {
+    pub(in crate::policy) map: Map<String, Value>,
+    pub(in crate::policy) aliases: &'static [(&'static str, &'static str)],
 }
 
 impl Params {
     /// Removes `name` (or one of its aliases); returns the key as written and its value.
-    pub(super) fn take(&mut self, name: &str) -> Option<(String, Value)> {
+    pub(in crate::policy) fn take(&mut self, name: &str) -> Option<(String, Value)> {
         if let Some(v) = self.map.remove(name) {
             return Some((name.to_owned(), v));
         }
@@ -28,7 +28,7 @@ impl Params {
         None
     }
 
-    pub(super) fn string(&mut self, name: &str) -> Result<Option<String>, String> {
+    pub(in crate::policy) fn string(&mut self, name: &str) -> Result<Option<String>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((key, v)) => as_string(&v)
@@ -37,7 +37,7 @@ impl Params {
         }
     }
 
-    pub(super) fn bool(&mut self, name: &str) -> Result<Option<bool>, String> {
+    pub(in crate::policy) fn bool(&mut self, name: &str) -> Result<Option<bool>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((key, v)) => as_bool(&v)
@@ -46,7 +46,7 @@ impl Params {
         }
     }
 
-    pub(super) fn u64(&mut self, name: &str) -> Result<Option<u64>, String> {
+    pub(in crate::policy) fn u64(&mut self, name: &str) -> Result<Option<u64>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((key, v)) => v
@@ -56,12 +56,15 @@ impl Params {
         }
     }
 
-    pub(super) fn required_string(&mut self, name: &str) -> Result<String, String> {
+    pub(in crate::policy) fn required_string(&mut self, name: &str) -> Result<String, String> {
         self.string(name)?
             .ok_or_else(|| format!("param '{name}': required (a string)"))
     }
 
-    pub(super) fn string_list(&mut self, name: &str) -> Result<Option<Vec<String>>, String> {
+    pub(in crate::policy) fn string_list(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<Vec<String>>, String> {
         if self.take_peek(name) {
             self.required_string_list(name).map(Some)
         } else {
@@ -78,7 +81,10 @@ impl Params {
                 .any(|(alias, c)| *c == name && self.map.contains_key(*alias))
     }
 
-    pub(super) fn object(&mut self, name: &str) -> Result<Option<Map<String, Value>>, String> {
+    pub(in crate::policy) fn object(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<Map<String, Value>>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((_, Value::Object(m))) => Ok(Some(m)),
@@ -86,12 +92,15 @@ impl Params {
         }
     }
 
-    pub(super) fn required_object(&mut self, name: &str) -> Result<Map<String, Value>, String> {
+    pub(in crate::policy) fn required_object(
+        &mut self,
+        name: &str,
+    ) -> Result<Map<String, Value>, String> {
         self.object(name)?
             .ok_or_else(|| format!("param '{name}': required (a mapping)"))
     }
 
-    pub(super) fn non_negative(&mut self, name: &str) -> Result<Option<f64>, String> {
+    pub(in crate::policy) fn non_negative(&mut self, name: &str) -> Result<Option<f64>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((key, v)) => match v.as_f64() {
@@ -101,7 +110,7 @@ impl Params {
         }
     }
 
-    pub(super) fn fraction(&mut self, name: &str) -> Result<Option<f64>, String> {
+    pub(in crate::policy) fn fraction(&mut self, name: &str) -> Result<Option<f64>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((key, v)) => match v.as_f64() {
@@ -111,7 +120,7 @@ impl Params {
         }
     }
 
-    pub(super) fn scope(&mut self) -> Result<Scope, String> {
+    pub(in crate::policy) fn scope(&mut self) -> Result<Scope, String> {
         match self.string("scope")?.as_deref() {
             None | Some("turn") => Ok(Scope::Turn),
             Some("session") => Ok(Scope::Session),
@@ -121,7 +130,7 @@ impl Params {
         }
     }
 
-    pub(super) fn extract(&mut self) -> Result<Extract, String> {
+    pub(in crate::policy) fn extract(&mut self) -> Result<Extract, String> {
         Ok(Extract {
             allow_wrapped: self.bool("allow_wrapped")?.unwrap_or(false),
             extract_json: self.bool("extract_json")?.unwrap_or(false),
@@ -129,7 +138,7 @@ impl Params {
     }
 
     /// `patterns: [{sequence: [a, b], message: "…"}]`.
-    pub(super) fn anti_patterns(&mut self) -> Result<Vec<AntiPattern>, String> {
+    pub(in crate::policy) fn anti_patterns(&mut self) -> Result<Vec<AntiPattern>, String> {
         let (key, v) = self.take("patterns").ok_or_else(|| {
             "param 'patterns': required (a list of {sequence, message})".to_owned()
         })?;
@@ -169,7 +178,7 @@ impl Params {
             .collect()
     }
 
-    pub(super) fn score(&mut self, name: &str) -> Result<Option<f64>, String> {
+    pub(in crate::policy) fn score(&mut self, name: &str) -> Result<Option<f64>, String> {
         match self.take(name) {
             None => Ok(None),
             Some((key, v)) => match v.as_f64() {
@@ -179,7 +188,10 @@ impl Params {
         }
     }
 
-    pub(super) fn required_string_list(&mut self, name: &str) -> Result<Vec<String>, String> {
+    pub(in crate::policy) fn required_string_list(
+        &mut self,
+        name: &str,
+    ) -> Result<Vec<String>, String> {
         let (key, v) = self
             .take(name)
             .ok_or_else(|| format!("param '{name}': required (a list of strings)"))?;
@@ -199,10 +211,10 @@ impl Params {
     }
 }
 
-pub(super) fn as_string(v: &Value) -> Option<String> {
+pub(in crate::policy) fn as_string(v: &Value) -> Option<String> {
     v.as_str().map(str::to_owned)
 }
 
-pub(super) fn as_bool(v: &Value) -> Option<bool> {
+pub(in crate::policy) fn as_bool(v: &Value) -> Option<bool> {
     v.as_bool()
 }

@@ -1,25 +1,92 @@
 //! The per-type half of a judged validator (`llm_judge*`, the RAG checks, `rest_eval*`,
 //! `a2a_eval*`, `cosine_similarity`, `exec:` handlers): its params checked and turned into a
-//! [`CheckDef::Judged`], the judge, endpoint or handler it names checked against the config.
+//! [`JudgedCheck`], the judge, endpoint or handler it names checked against the config. One
+//! family: every type compiles into the policy's judged checks of the request and the answer.
 
-use super::params::Params;
+use super::{Check, CheckDef, CheckType, Kind, Named};
+use crate::policy::compile::{Policy, Target};
+use crate::policy::evals::EvalCheck;
 use crate::policy::judged::{
     go_duration_ms, CheckRefs, ContextSource, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge,
     Reference, RestEval, Scale, Similarity, Window,
 };
-use crate::policy::CheckDef;
+use crate::policy::pack::params::Params;
+use crate::policy::Validator;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// The judged check of type `canonical` (`type_name` as written: an `exec:` handler's name);
-/// `None` when the type is not a judged one.
-pub(super) fn build_judged(
-    canonical: &str,
-    type_name: &str,
-    p: &mut Params,
-    refs: &CheckRefs,
-) -> Result<Option<CheckDef>, String> {
-    let built = match canonical {
+/// `llm_judge*`, the RAG checks, `rest_eval*`, `a2a_eval*` and `cosine_similarity`.
+pub(in crate::policy) struct JudgedType;
+pub(in crate::policy) const JUDGED: JudgedType = JudgedType;
+
+/// An `exec:` handler of the config, a type of its own (named as written).
+pub(in crate::policy) struct ExecType;
+pub(in crate::policy) const EXEC: ExecType = ExecType;
+
+impl CheckType for JudgedType {
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        let canonical = ty.canonical;
+        let refs = ty.refs;
+        judged(canonical, p, refs).map(|c| CheckDef::new(JudgedDef(Arc::new(c))))
+    }
+}
+
+impl CheckType for ExecType {
+    fn build(&self, ty: &Named, p: &mut Params) -> Result<CheckDef, String> {
+        let type_name = ty.type_name;
+        let mut params = std::mem::take(&mut p.map);
+        let timeout_ms = match params.remove("timeout_ms") {
+            None => None,
+            Some(v) => Some(check_timeout(v.as_u64(), "timeout_ms")?),
+        };
+        let parallel = match params.remove("parallel") {
+            None => false,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| "param 'parallel': must be true or false".to_owned())?,
+        };
+        Ok(CheckDef::new(JudgedDef(Arc::new(JudgedCheck {
+            kind: JudgedKind::Exec(ExecCheck {
+                handler: type_name.to_owned(),
+                params,
+            }),
+            timeout_ms,
+            parallel,
+            window: None,
+        }))))
+    }
+}
+
+/// A judged check, compiled into the policy's judged checks of the directions it names.
+#[derive(Debug)]
+struct JudgedDef(Arc<JudgedCheck>);
+
+impl Check for JudgedDef {
+    fn kind(&self) -> Kind {
+        Kind::Judged
+    }
+
+    fn compile_exchange(&self, owner: u32, v: &Validator, policy: &mut Policy) {
+        if v.direction.covers(Target::Input) {
+            policy.judged_input.push((owner, Arc::clone(&self.0)));
+        }
+        if v.direction.covers(Target::Output) {
+            policy.judged_output.push((owner, Arc::clone(&self.0)));
+        }
+    }
+
+    fn judged(&self) -> Option<&Arc<JudgedCheck>> {
+        Some(&self.0)
+    }
+
+    fn eval(&self) -> Option<EvalCheck> {
+        Some(EvalCheck::Judged(Arc::clone(&self.0)))
+    }
+}
+
+/// The judged check of type `canonical`.
+fn judged(canonical: &str, p: &mut Params, refs: &CheckRefs) -> Result<JudgedCheck, String> {
+    match canonical {
         "llm_judge" | "llm_judge_session" | "llm_judge_tool_calls" => {
             let judged = match canonical {
                 "llm_judge" => Judged::Text,
@@ -152,10 +219,8 @@ pub(super) fn build_judged(
                 a2a,
             };
             let mut check = judged_check(p, JudgedKind::Rest(rest))?;
-            if let CheckDef::Judged(c) = &mut check {
-                if let (Some(ms), None) = (timeout_ms, c.timeout_ms) {
-                    Arc::make_mut(c).timeout_ms = Some(ms);
-                }
+            if let (Some(ms), None) = (timeout_ms, check.timeout_ms) {
+                check.timeout_ms = Some(ms);
             }
             Ok(check)
         }
@@ -200,31 +265,8 @@ pub(super) fn build_judged(
                 }),
             )
         }
-        "exec" => {
-            let mut params = std::mem::take(&mut p.map);
-            let timeout_ms = match params.remove("timeout_ms") {
-                None => None,
-                Some(v) => Some(check_timeout(v.as_u64(), "timeout_ms")?),
-            };
-            let parallel = match params.remove("parallel") {
-                None => false,
-                Some(v) => v
-                    .as_bool()
-                    .ok_or_else(|| "param 'parallel': must be true or false".to_owned())?,
-            };
-            Ok(CheckDef::Judged(Arc::new(JudgedCheck {
-                kind: JudgedKind::Exec(ExecCheck {
-                    handler: type_name.to_owned(),
-                    params,
-                }),
-                timeout_ms,
-                parallel,
-                window: None,
-            })))
-        }
-        _ => return Ok(None),
-    };
-    built.map(Some)
+        other => unreachable!("`{other}` is not a judged check"),
+    }
 }
 
 /// Headers that frame the message or the connection: never taken from a pack.
@@ -276,7 +318,7 @@ fn scale(p: &mut Params) -> Result<Scale, String> {
 }
 
 /// The common params of judged checks, then the check.
-fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
+fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<JudgedCheck, String> {
     let window = match p.take("window") {
         None => None,
         Some((_, Value::String(w))) if w == "sentence" => Some(Window::Sentence),
@@ -295,12 +337,12 @@ fn judged_check(p: &mut Params, kind: JudgedKind) -> Result<CheckDef, String> {
         None => None,
         Some(ms) => Some(check_timeout(Some(ms), "timeout_ms")?),
     };
-    Ok(CheckDef::Judged(Arc::new(JudgedCheck {
+    Ok(JudgedCheck {
         kind,
         timeout_ms,
         parallel: p.bool("parallel")?.unwrap_or(false),
         window,
-    })))
+    })
 }
 
 fn check_timeout(ms: Option<u64>, key: &str) -> Result<u64, String> {
