@@ -6,7 +6,7 @@ use super::gate::{AttemptError, Capacity, Gate};
 use super::{http_call, verdict, ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
 use crate::config::{JudgeConfig, ProtocolId};
 use crate::policy::judged::{Judged, LlmJudge, Reference, Scale, Similarity};
-use crate::proxy::upstream::UpstreamBase;
+use crate::upstream::UpstreamBase;
 use http::{HeaderMap, HeaderValue};
 use serde_json::{json, Value};
 use std::collections::HashMap;

@@ -15,8 +15,8 @@ pub mod headers;
 pub mod judged;
 pub mod redact;
 pub mod report;
+mod request;
 mod runtime;
-pub mod upstream;
 
 pub use report::Reporter;
 pub use runtime::{Route, Runtime};
@@ -31,18 +31,19 @@ use crate::metrics::{
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::{residual, stream_usage, Protocol};
 use crate::telemetry::RequestTrace;
+use crate::upstream::UpstreamClient;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
-use exchange::{Answered, Head, RequestCtx, Target};
+use exchange::{Answered, Head};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use request::{RequestCtx, Target};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use upstream::UpstreamClient;
 
 pub struct Gateway {
     runtime: ArcSwap<Runtime>,
@@ -437,9 +438,9 @@ impl Gateway {
         request_id: &HeaderValue,
         trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, GatewayError> {
-        let target = exchange::target(route, &req)?;
+        let target = request::target(route, &req)?;
         let (mut parts, body) = req.into_parts();
-        let caller = exchange::authenticate(rt, route, &parts)?;
+        let caller = request::authenticate(rt, route, &parts)?;
         trace.note_caller(caller.key_id);
         // A checked body is read as JSON; one the upstream would read otherwise is refused
         // before it is read.
@@ -570,7 +571,7 @@ impl Gateway {
             head_at,
             hide_usage,
         };
-        let kept = exchange::Kept {
+        let kept = request::Kept {
             conversation,
             evals,
             request,
