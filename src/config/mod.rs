@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod checked;
+pub mod error;
 mod errors;
 mod judges;
 mod sections;
@@ -23,6 +24,7 @@ use errors::format_figment_error;
 
 pub use crate::protocol::{AuthHeader, ProtocolId, Provider};
 pub use checked::{BaseUrl, ForwardHeader, NEVER_FORWARDED};
+pub use error::ConfigError;
 pub use judges::{
     BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
 };
@@ -385,14 +387,6 @@ fn env_overrides() -> Env {
 
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("config file {0}: not found")]
-    Missing(String),
-    #[error("{0}")]
-    Invalid(String),
 }
 
 impl Config {

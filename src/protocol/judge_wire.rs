@@ -113,18 +113,13 @@ impl JudgeWire for OpenAiResponses {
     }
 
     fn reply_texts<'v>(&self, reply: &'v Value) -> Vec<&'v str> {
-        reply["output"]
+        let parts = reply["output"]
             .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|i| i["content"].as_array())
-                    .flatten()
-                    .filter(|p| p["type"] == "output_text")
-                    .filter_map(|p| p["text"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["content"].as_array())
+            .flatten();
+        texts_of_type(parts, "output_text")
     }
 
     fn reply_logprobs(&self, reply: &Value) -> Vec<TokenLogprobs> {
@@ -156,16 +151,7 @@ impl JudgeWire for AnthropicMessages {
     }
 
     fn reply_texts<'v>(&self, reply: &'v Value) -> Vec<&'v str> {
-        reply["content"]
-            .as_array()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter(|p| p["type"] == "text")
-                    .filter_map(|p| p["text"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default()
+        texts_of_type(reply["content"].as_array().into_iter().flatten(), "text")
     }
 
     fn headers(&self) -> &'static [(&'static str, &'static str)] {
@@ -242,6 +228,14 @@ impl JudgeWire for Gemini {
             .map(|e| e.iter().map(|x| x["values"].clone()).collect())
             .unwrap_or_default()
     }
+}
+
+/// The `text` of the parts whose `type` is `kind`.
+fn texts_of_type<'v>(parts: impl Iterator<Item = &'v Value>, kind: &str) -> Vec<&'v str> {
+    parts
+        .filter(|p| p["type"] == kind)
+        .filter_map(|p| p["text"].as_str())
+        .collect()
 }
 
 /// OpenAI's `[{token, logprob, top_logprobs: [{token, logprob}]}]`.
