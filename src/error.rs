@@ -110,7 +110,7 @@ impl GatewayError {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::config::error::ConfigError),
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
     /// A pack list of the config: `origin` says which key named it, in which file.

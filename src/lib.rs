@@ -20,3 +20,4 @@ pub mod server;
 pub mod sse;
 pub mod telemetry;
 pub mod tls;
+pub mod upstream;

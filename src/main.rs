@@ -3,8 +3,8 @@
 use clap::{Parser, Subcommand};
 use guardwire::config::Config;
 use guardwire::policy::Policy;
-use guardwire::proxy::upstream::UpstreamClient;
 use guardwire::proxy::Runtime;
+use guardwire::upstream::UpstreamClient;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;

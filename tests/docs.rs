@@ -242,7 +242,7 @@ fn every_catalog_type_is_documented_and_every_documented_type_exists() {
     let words = code_words(&all);
     let names: BTreeSet<&str> = CATALOG
         .iter()
-        .flat_map(|(name, aliases)| std::iter::once(name).chain(aliases.iter()))
+        .flat_map(|e| std::iter::once(&e.name).chain(e.aliases.iter()))
         .copied()
         .collect();
     let missing: Vec<_> = names.iter().filter(|n| !words.contains(*n)).collect();

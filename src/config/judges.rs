@@ -176,14 +176,6 @@ fn default_exec_concurrency() -> usize {
     8
 }
 
-/// The protocols a judge may speak.
-pub const JUDGE_PROTOCOLS: [ProtocolId; 4] = [
-    ProtocolId::OpenAiChat,
-    ProtocolId::OpenAiResponses,
-    ProtocolId::AnthropicMessages,
-    ProtocolId::Gemini,
-];
-
 pub(super) fn validate_judges(judges: &mut [JudgeConfig]) -> Result<(), ConfigError> {
     let mut names: Vec<String> = Vec::new();
     for (i, j) in judges.iter_mut().enumerate() {
@@ -194,9 +186,9 @@ pub(super) fn validate_judges(judges: &mut [JudgeConfig]) -> Result<(), ConfigEr
         }
         names.push(j.name.clone());
         let protocol = ProtocolId::from_name(&j.protocol)
-            .filter(|p| JUDGE_PROTOCOLS.contains(p))
+            .filter(|p| p.judge_wire().is_some())
             .ok_or_else(|| {
-                let known: Vec<&str> = JUDGE_PROTOCOLS.iter().map(|p| p.as_str()).collect();
+                let known: Vec<&str> = ProtocolId::judges().map(|p| p.as_str()).collect();
                 at(format!(
                     "protocol: `{}` is not one of {}",
                     j.protocol,

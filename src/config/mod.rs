@@ -2,10 +2,10 @@
 //! (`GUARDWIRE_LISTEN`, `GUARDWIRE_UPSTREAMS__OPENAI`, `GUARDWIRE_LIMITS__MAX_REQUEST_BYTES`, …:
 //! `__` separates nesting levels). Unknown keys are errors that name the key and the file.
 //!
-//! A leaf module: it imports nothing else of guardwire. The file's values are checked and
-//! converted here, once — base URLs into [`BaseUrl`], protocol and header names into
-//! [`ProtocolId`] and [`AuthHeader`] — so nothing later parses a name again or can meet an
-//! invalid one.
+//! Of guardwire it imports only the protocols' registry (which names a protocol, a provider and
+//! a key header have). The file's values are checked and converted here, once — base URLs into
+//! [`BaseUrl`], protocol and header names into [`ProtocolId`] and [`AuthHeader`] — so nothing
+//! later parses a name again or can meet an invalid one.
 
 use figment::providers::{Env, Format};
 use figment::Figment;
@@ -14,17 +14,21 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod checked;
+pub mod error;
 mod errors;
 mod judges;
+mod sections;
 mod telemetry;
 
 use errors::format_figment_error;
 
-pub use checked::{AuthHeader, BaseUrl, ForwardHeader, ProtocolId, Provider, NEVER_FORWARDED};
+pub use crate::protocol::{AuthHeader, ProtocolId, Provider};
+pub use checked::{BaseUrl, ForwardHeader, NEVER_FORWARDED};
+pub use error::ConfigError;
 pub use judges::{
     BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
-    JUDGE_PROTOCOLS,
 };
+pub use sections::{Admin, Limits, Log, LogFormat, MetricsConfig, Reload, Timeouts, Upstreams};
 pub use telemetry::Telemetry;
 
 /// YAML through serde_norway, the maintained serde_yaml fork (figment's own YAML provider uses
@@ -337,194 +341,6 @@ impl Config {
     }
 }
 
-/// Live reload: the config file and every pack it names are re-read and swapped in atomically
-/// when they change, on SIGHUP, or on `POST /admin/reload`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Reload {
-    /// How often to look for changed files (modification time and size); 0 turns watching off.
-    pub poll_ms: u64,
-}
-
-impl Default for Reload {
-    fn default() -> Self {
-        Reload { poll_ms: 2000 }
-    }
-}
-
-/// The operators' endpoints. `POST /admin/reload` answers only when a token is set, and only to
-/// `Authorization: Bearer <token>`. `/metrics` is served on `listen`; on the clients' listener
-/// it (and `/admin/*`) needs the token, and without one is not served there at all.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Admin {
-    pub token: Option<String>,
-    /// A listener of its own for the operators' endpoints (`/metrics`, `/admin/reload`,
-    /// `/healthz`, `/readyz`; plain HTTP/1.1), where `/metrics` needs no token: keep it on
-    /// loopback or a network only operators reach. Read at start.
-    #[serde(default)]
-    pub listen: Option<SocketAddr>,
-}
-
-/// What `/metrics` labels traffic with.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsConfig {
-    /// Model names the `model` label may take, besides those in `prices`; a model is labelled
-    /// with the longest of them it starts with, else `other` (so the label stays bounded).
-    #[serde(default)]
-    pub models: Vec<String>,
-}
-
-/// Base URLs of the providers. An omitted provider's paths answer 404.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Upstreams {
-    pub openai: Option<BaseUrl>,
-    pub anthropic: Option<BaseUrl>,
-    pub gemini: Option<BaseUrl>,
-}
-
-impl Upstreams {
-    /// The configured base URL of `provider`.
-    pub fn get(&self, provider: Provider) -> Option<&BaseUrl> {
-        match provider {
-            Provider::OpenAi => self.openai.as_ref(),
-            Provider::Anthropic => self.anthropic.as_ref(),
-            Provider::Gemini => self.gemini.as_ref(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Largest request body accepted (413 above).
-    pub max_request_bytes: usize,
-    /// Largest non-streamed response body guardwire will buffer to check (502 above).
-    pub max_response_bytes: usize,
-    /// Largest request head (request line and headers).
-    pub max_header_bytes: usize,
-    /// Largest single SSE event from the upstream.
-    pub max_frame_bytes: usize,
-    /// Most bytes of a stream held back while a match may still be forming (only unbounded
-    /// patterns such as `a.*b` can need much). Past it the stream ends with an error frame.
-    pub max_holdback_bytes: usize,
-    /// Requests proxied at once (streams count until they end); over it: 503 + `retry-after`.
-    pub max_concurrent_requests: usize,
-    /// Client connections open at once; a connection over it is accepted and closed at once
-    /// (as Envoy's `max_downstream_connections`): the client learns right away instead of
-    /// waiting in the kernel's backlog, and the refusal is counted. Read at start.
-    pub max_connections: usize,
-    /// Streams an HTTP/2 client may open at once on one connection (the SETTINGS value
-    /// guardwire announces; hyper's own default is 200). Read at start.
-    pub max_h2_streams: u32,
-    /// Request-body bytes held at once, over every request: taken as a body is read (its
-    /// `content-length` up front when sent, else as bytes arrive) and given back when its
-    /// exchange ends. Over it: 503 + `retry-after`. At least `max_request_bytes`.
-    pub max_buffered_request_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_request_bytes: 8 << 20,
-            max_response_bytes: 32 << 20,
-            max_header_bytes: 64 << 10,
-            max_frame_bytes: 1 << 20,
-            max_holdback_bytes: 1 << 20,
-            max_concurrent_requests: 10_000,
-            // Twice the requests in flight: keep-alive connections between requests fit, and
-            // 20,000 connections (each a descriptor and hyper's buffers, tens of KiB) stay
-            // well inside a pod's memory and a raised descriptor limit.
-            max_connections: 20_000,
-            // A client rarely needs more at once on one connection; a smaller window bounds
-            // what one connection can ask of the proxy before the in-flight limit applies.
-            max_h2_streams: 100,
-            // 32 bodies of the largest size, or thousands of typical chat bodies (tens of KiB),
-            // at once.
-            max_buffered_request_bytes: 256 << 20,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Timeouts {
-    /// Connecting to the upstream (TCP + TLS).
-    pub connect_ms: u64,
-    /// From sending the request to the upstream's response headers (504 after).
-    pub response_headers_ms: u64,
-    /// Longest silence between two chunks of an upstream body.
-    pub idle_ms: u64,
-    /// Time a client has to send its request head (slow clients are cut off). A new connection
-    /// must bring its first request head (TLS handshake and HTTP/2 preface included) within it;
-    /// HTTP/1 also has it for each later head, from the end of the previous answer on.
-    pub client_header_ms: u64,
-    /// Time a client has to send its request body, from the end of its head (408 after). The
-    /// in-flight permit is taken only once the body is in, so slow bodies do not hold one
-    /// (only their share of `limits.max_buffered_request_bytes`).
-    pub client_body_ms: u64,
-    /// A client connection with no request in flight for this long is closed (HTTP/2 with a
-    /// GOAWAY). For HTTP/1 the wait for the next head is also bounded by `client_header_ms`.
-    pub client_idle_ms: u64,
-    /// HTTP/2 keep-alive: a ping every this often; a peer that does not answer one within the
-    /// same time is taken for dead and its connection closed. 0 turns pings off.
-    pub client_ping_ms: u64,
-    /// Longest a write to the client may stay blocked: the answer has bytes ready and the
-    /// client takes none of them (nginx's `send_timeout`). The response then ends without
-    /// more: the upstream request is cancelled, the permit released, the HTTP/1 connection
-    /// closed or the HTTP/2 stream reset.
-    pub client_send_ms: u64,
-    /// Longest a whole exchange may take, streamed answer included (504, or an error frame).
-    pub total_ms: u64,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect_ms: 10_000,
-            response_headers_ms: 300_000,
-            idle_ms: 120_000,
-            client_header_ms: 30_000,
-            client_body_ms: 60_000,
-            client_idle_ms: 120_000,
-            client_ping_ms: 30_000,
-            client_send_ms: 60_000,
-            total_ms: 900_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Log {
-    /// A tracing filter (`info`, `guardwire=debug`, …); `RUST_LOG` wins when set.
-    pub level: String,
-    /// `text` or `json`.
-    pub format: LogFormat,
-    /// One JSON line per request on stdout (`"log":"access"`): route, status, duration,
-    /// outcome, the validator that blocked, model, key id and tokens — never bodies or keys.
-    pub access: bool,
-}
-
-impl Default for Log {
-    fn default() -> Self {
-        Log {
-            level: "info".into(),
-            format: LogFormat::Text,
-            access: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
 /// Top-level config keys, the only ones environment variables may set.
 const TOP_LEVEL_KEYS: [&str; 23] = [
     "listen",
@@ -571,14 +387,6 @@ fn env_overrides() -> Env {
 
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("config file {0}: not found")]
-    Missing(String),
-    #[error("{0}")]
-    Invalid(String),
 }
 
 impl Config {

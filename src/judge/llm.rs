@@ -4,11 +4,13 @@
 
 use super::gate::{AttemptError, Capacity, Gate};
 use super::{http_call, verdict, ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
-use crate::config::{JudgeConfig, ProtocolId};
+use crate::config::{AuthHeader, JudgeConfig, ProtocolId};
 use crate::policy::judged::{Judged, LlmJudge, Reference, Scale, Similarity};
-use crate::proxy::upstream::UpstreamBase;
-use http::{HeaderMap, HeaderValue};
-use serde_json::{json, Value};
+use crate::protocol::judge_wire::{self, JudgeAsk, TokenLogprobs};
+use crate::protocol::{by_id, JudgeWire};
+use crate::upstream::UpstreamBase;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -146,21 +148,7 @@ impl JudgeClient {
     }
 
     fn embeddings_request(&self, model: &str, inputs: &[&str]) -> (String, Vec<u8>) {
-        let (path, body) = match self.protocol {
-            ProtocolId::Gemini => (
-                format!("/v1beta/models/{model}:batchEmbedContents"),
-                json!({
-                    "requests": inputs
-                        .iter()
-                        .map(|t| json!({"model": format!("models/{model}"), "content": {"parts": [{"text": t}]}}))
-                        .collect::<Vec<_>>(),
-                }),
-            ),
-            _ => (
-                "/v1/embeddings".to_owned(),
-                json!({"model": model, "input": inputs}),
-            ),
-        };
+        let (path, body) = wire(self.protocol).embeddings_request(model, inputs);
         (path, body.to_string().into_bytes())
     }
 
@@ -224,26 +212,16 @@ impl JudgeClient {
         let Some(key) = &self.api_key else {
             return h;
         };
-        let value = |v: String| HeaderValue::from_str(&v).ok();
-        match self.protocol {
-            ProtocolId::AnthropicMessages => {
-                if let Some(v) = value(key.clone()) {
-                    h.insert("x-api-key", v);
-                }
-            }
-            ProtocolId::Gemini => {
-                if let Some(v) = value(key.clone()) {
-                    h.insert("x-goog-api-key", v);
-                }
-            }
-            _ => {
-                if let Some(v) = value(format!("Bearer {key}")) {
-                    h.insert(http::header::AUTHORIZATION, v);
-                }
-            }
+        let auth = by_id(self.protocol).auth_header();
+        let value = match auth {
+            AuthHeader::Bearer => format!("Bearer {key}"),
+            _ => key.clone(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(HeaderName::from_static(auth.as_str()), v);
         }
-        if self.protocol == ProtocolId::AnthropicMessages {
-            h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+        for (name, value) in wire(self.protocol).headers() {
+            h.insert(*name, HeaderValue::from_static(value));
         }
         h
     }
@@ -252,75 +230,23 @@ impl JudgeClient {
     /// has a switch for it (Anthropic has none: the prompt asks, and the reply is read
     /// tolerantly).
     fn request(&self, model: &str, system: &str, user: &str, logprobs: bool) -> (String, Vec<u8>) {
-        let max_tokens = self.config.max_tokens;
-        let (path, mut body) = match self.protocol {
-            ProtocolId::AnthropicMessages => (
-                "/v1/messages".to_owned(),
-                json!({
-                    "model": model,
-                    "system": system,
-                    "messages": [{"role": "user", "content": user}],
-                    "max_tokens": max_tokens,
-                    "temperature": 0,
-                }),
-            ),
-            ProtocolId::OpenAiResponses => (
-                "/v1/responses".to_owned(),
-                json!({
-                    "model": model,
-                    "instructions": system,
-                    "input": user,
-                    "max_output_tokens": max_tokens,
-                    "temperature": 0,
-                    "text": {"format": {"type": "json_object"}},
-                }),
-            ),
-            ProtocolId::Gemini => (
-                format!("/v1beta/models/{}:generateContent", model),
-                json!({
-                    "systemInstruction": {"parts": [{"text": system}]},
-                    "contents": [{"role": "user", "parts": [{"text": user}]}],
-                    "generationConfig": {
-                        "temperature": 0,
-                        "maxOutputTokens": max_tokens,
-                        "responseMimeType": "application/json",
-                    },
-                }),
-            ),
-            _ => (
-                "/v1/chat/completions".to_owned(),
-                json!({
-                    "model": model,
-                    "messages": [
-                        {"role": "system", "content": system},
-                        {"role": "user", "content": user},
-                    ],
-                    "max_tokens": max_tokens,
-                    "temperature": 0,
-                    "response_format": {"type": "json_object"},
-                }),
-            ),
-        };
-        if logprobs {
-            match self.protocol {
-                ProtocolId::OpenAiChat => {
-                    body["logprobs"] = json!(true);
-                    body["top_logprobs"] = json!(TOP_LOGPROBS);
-                }
-                ProtocolId::OpenAiResponses => {
-                    body["include"] = json!(["message.output_text.logprobs"]);
-                    body["top_logprobs"] = json!(TOP_LOGPROBS);
-                }
-                ProtocolId::Gemini => {
-                    body["generationConfig"]["responseLogprobs"] = json!(true);
-                    body["generationConfig"]["logprobs"] = json!(TOP_LOGPROBS);
-                }
-                // Anthropic's protocol has no log probabilities.
-                _ => {}
-            }
-        }
+        let (path, body) = wire(self.protocol).request(&JudgeAsk {
+            model,
+            system,
+            user,
+            max_tokens: self.config.max_tokens,
+            top_logprobs: logprobs.then_some(TOP_LOGPROBS),
+        });
         (path, body.to_string().into_bytes())
     }
+}
+
+/// The judge shapes of `protocol` (config lets judges speak only protocols that have them;
+/// any other is read as OpenAI Chat's).
+fn wire(protocol: ProtocolId) -> &'static dyn JudgeWire {
+    by_id(protocol)
+        .judge_wire()
+        .unwrap_or(&judge_wire::OpenAiChat)
 }
 
 fn system_prompt(check: &LlmJudge) -> String {
@@ -358,69 +284,12 @@ fn user_prompt(check: &LlmJudge, content: &str) -> String {
 /// How many alternatives per token a G-Eval judge is asked for (the five scores fit).
 const TOP_LOGPROBS: u32 = 5;
 
-/// One generated token with its alternatives: (token, [(alternative, log probability)]).
-type TokenLogprobs = (String, Vec<(String, f64)>);
-
 /// The tokens of a reply with their alternatives, where the protocol reports them.
 pub fn reply_logprobs(protocol: ProtocolId, body: &[u8]) -> Vec<TokenLogprobs> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return Vec::new();
     };
-    let openai = |items: &Value| -> Vec<TokenLogprobs> {
-        items
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|t| {
-                        let top = alternatives(&t["top_logprobs"], "logprob");
-                        (t["token"].as_str().unwrap_or("").to_owned(), top)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    match protocol {
-        ProtocolId::OpenAiChat => openai(&v["choices"][0]["logprobs"]["content"]),
-        ProtocolId::OpenAiResponses => v["output"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|i| i["content"].as_array())
-            .flatten()
-            .flat_map(|p| openai(&p["logprobs"]))
-            .collect(),
-        ProtocolId::Gemini => {
-            let r = &v["candidates"][0]["logprobsResult"];
-            let chosen = r["chosenCandidates"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let top = r["topCandidates"].as_array().cloned().unwrap_or_default();
-            chosen
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let alts = top
-                        .get(i)
-                        .map(|t| alternatives(&t["candidates"], "logProbability"))
-                        .unwrap_or_default();
-                    (c["token"].as_str().unwrap_or("").to_owned(), alts)
-                })
-                .collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
-/// A list of `{token, <key>: log probability}` alternatives, those readable.
-fn alternatives(list: &Value, key: &str) -> Vec<(String, f64)> {
-    list.as_array()
-        .map(|alts| {
-            alts.iter()
-                .filter_map(|x| Some((x["token"].as_str()?.to_owned(), x[key].as_f64()?)))
-                .collect()
-        })
-        .unwrap_or_default()
+    wire(protocol).reply_logprobs(&v)
 }
 
 /// G-Eval's probability-weighted score (1 to 5): at the token that holds the reply's score
@@ -464,20 +333,7 @@ pub fn embeddings(protocol: ProtocolId, body: &[u8]) -> Result<Vec<Vec<f64>>, St
         serde_json::from_slice(body).map_err(|_| "the embeddings reply is not JSON".to_owned())?;
     let vector =
         |x: &Value| -> Option<Vec<f64>> { x.as_array()?.iter().map(Value::as_f64).collect() };
-    let items: Vec<Value> = match protocol {
-        ProtocolId::Gemini => v["embeddings"]
-            .as_array()
-            .map(|e| e.iter().map(|x| x["values"].clone()).collect())
-            .unwrap_or_default(),
-        _ => {
-            let mut data: Vec<&Value> = v["data"]
-                .as_array()
-                .map(|d| d.iter().collect())
-                .unwrap_or_default();
-            data.sort_by_key(|d| d["index"].as_u64().unwrap_or(0));
-            data.iter().map(|d| d["embedding"].clone()).collect()
-        }
-    };
+    let items = wire(protocol).embeddings(&v);
     if items.is_empty() {
         return Err("the embeddings reply has no vectors".into());
     }
@@ -504,38 +360,7 @@ pub fn cosine(a: &[f64], b: &[f64]) -> Option<f64> {
 pub fn reply_text(protocol: ProtocolId, body: &[u8]) -> Result<String, String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|_| "the judge's reply is not JSON".to_owned())?;
-    let texts: Vec<&str> = match protocol {
-        ProtocolId::AnthropicMessages => v["content"]
-            .as_array()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter(|p| p["type"] == "text")
-                    .filter_map(|p| p["text"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default(),
-        ProtocolId::OpenAiResponses => v["output"]
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|i| i["content"].as_array())
-                    .flatten()
-                    .filter(|p| p["type"] == "output_text")
-                    .filter_map(|p| p["text"].as_str())
-                    .collect()
-            })
-            .unwrap_or_default(),
-        ProtocolId::Gemini => v["candidates"][0]["content"]["parts"]
-            .as_array()
-            .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
-            .unwrap_or_default(),
-        _ => v["choices"][0]["message"]["content"]
-            .as_str()
-            .into_iter()
-            .collect(),
-    };
+    let texts = wire(protocol).reply_texts(&v);
     if texts.is_empty() {
         return Err("the judge's reply has no text".into());
     }

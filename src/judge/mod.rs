@@ -21,7 +21,7 @@ pub use subject::{Answer, Subject};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::policy::judged::{JudgedCheck, JudgedKind};
-use crate::proxy::upstream::{UpstreamBase, UpstreamClient};
+use crate::upstream::{UpstreamBase, UpstreamClient};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -7,7 +7,7 @@
 use super::gate::{AttemptError, Gate};
 use super::{http_call, verdict, ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
 use crate::policy::judged::{RestEval, Scale};
-use crate::proxy::upstream::UpstreamBase;
+use crate::upstream::UpstreamBase;
 use http::{HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 

@@ -7,7 +7,7 @@
 
 use super::documents::{Documents, StoredKind};
 use super::{text_delta, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::{AuthHeader, ProtocolId, Provider};
+use super::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;

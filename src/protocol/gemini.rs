@@ -6,8 +6,8 @@
 //! comments or `event:` lines here. Function calls arrive whole (`functionCall {name, args}`).
 
 use super::documents::{self, Documents, StoredKind};
+use super::{AuthHeader, ProtocolId, Provider};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;

@@ -1,23 +1,29 @@
 //! Provider wire protocols. Each one is a parser/renderer pair behind [`Protocol`]: it decodes
 //! requests into a [`Conversation`], streamed and whole responses into [`Delta`]s, and renders
 //! guardwire's errors in the provider's native shape. Nothing else in guardwire knows a wire
-//! format, so adding a protocol means adding a module here.
+//! format, so adding a protocol means adding a module here and its line in `registry.rs`
+//! (its name in config, its telemetry operation, its judge shapes).
 
 pub mod anthropic;
 pub mod documents;
 pub mod gemini;
+pub mod judge_wire;
 pub mod openai_chat;
 pub mod openai_completions;
 pub mod openai_embeddings;
 pub mod openai_responses;
+mod registry;
 pub mod residual;
 pub mod skim;
 pub mod stream_usage;
 
-use crate::config::{AuthHeader, ProtocolId, Provider};
+pub use judge_wire::JudgeWire;
+pub use registry::{AuthHeader, ProtocolId, Provider};
+
 use crate::delta::{Channel, Conversation, Delta};
 use crate::error::GatewayError;
 use bytes::Bytes;
+use registry::REGISTRY;
 use std::borrow::Cow;
 
 /// For `Option<Cow<str>>` fields: borrows the string from the input when it has no escapes.
@@ -241,20 +247,10 @@ pub fn all() -> [&'static dyn Protocol; ProtocolId::ALL.len()] {
     REGISTRY
 }
 
-/// The protocol of `id`: the registry, one entry per protocol module, in
-/// [`ProtocolId::ALL`]'s order.
+/// The protocol of `id` (its module, from the registry).
 pub fn by_id(id: ProtocolId) -> &'static dyn Protocol {
     *slot(id)
 }
-
-static REGISTRY: [&dyn Protocol; ProtocolId::ALL.len()] = [
-    &openai_chat::OpenAiChat,
-    &openai_responses::OpenAiResponses,
-    &anthropic::AnthropicMessages,
-    &gemini::Gemini,
-    &openai_completions::OpenAiCompletions,
-    &openai_embeddings::OpenAiEmbeddings,
-];
 
 fn slot(id: ProtocolId) -> &'static &'static dyn Protocol {
     &REGISTRY[ProtocolId::ALL.iter().position(|p| *p == id).unwrap_or(0)]
@@ -285,9 +281,21 @@ pub fn by_name(name: &str) -> Option<&'static dyn Protocol> {
 pub trait Protocol: Send + Sync + 'static {
     fn id(&self) -> ProtocolId;
 
-    /// Name used in logs, the `check` output and as the `route` metrics label.
+    /// Name used in config, logs, the `check` output and as the `route` metrics label (its
+    /// registry line).
     fn name(&self) -> &'static str {
         self.id().as_str()
+    }
+
+    /// The `gen_ai.operation.name` of this protocol's operation (its registry line).
+    fn operation(&self) -> &'static str {
+        self.id().operation()
+    }
+
+    /// What a judge speaking this protocol sends and reads; `None` when judges cannot speak
+    /// it (its registry line).
+    fn judge_wire(&self) -> Option<&'static dyn JudgeWire> {
+        self.id().judge_wire()
     }
 
     /// True when this protocol serves `path`.

@@ -9,7 +9,7 @@ use super::documents::{self, Documents, StoredKind};
 use super::residual::Structural;
 use super::skim::Unsure;
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::{ProtocolId, Provider};
+use super::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use fast::skim_chunk;

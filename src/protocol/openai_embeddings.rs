@@ -5,7 +5,7 @@
 use super::openai_completions::{separate_texts, TextsOrTokens};
 use super::residual::Structural;
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::config::{ProtocolId, Provider};
+use super::{ProtocolId, Provider};
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use serde::Deserialize;

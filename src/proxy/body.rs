@@ -24,13 +24,13 @@ mod windows;
 
 use super::check::{self, Needs};
 use super::redact::TextSpan;
-use super::upstream::UpstreamBody;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{ClientDeadline, LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
 use crate::policy::{ExchangeGuard, Finding};
 use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
+use crate::upstream::UpstreamBody;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;

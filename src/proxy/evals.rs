@@ -2,7 +2,7 @@
 //! with the request, submitted when the exchange ends — after a whole answer is released or
 //! blocked, when a stream's body is dropped, or when the request is blocked before the call.
 
-use super::exchange::RequestCtx;
+use super::request::RequestCtx;
 use crate::delta::Conversation;
 use crate::evals::{may_select, session_of, turn_index_of, EvalSeed};
 use crate::judge::{Answer, JudgeEnv};

@@ -1,188 +1,30 @@
-//! One exchange, as the steps a request goes through, in order:
+//! One exchange, as the steps a request goes through, in order: 1–6 (the request up to the
+//! call) in `request.rs`, then:
 //!
-//! 1. [`target`]: the method is POST and the route has an upstream;
-//! 2. [`authenticate`]: the caller's key (when keys are configured) picks the policy;
-//! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`, its
-//!    bytes counted against `limits.max_buffered_request_bytes` before they are read;
-//! 4. [`RequestCtx::admit`]: an in-flight permit (the key's, then the total), taken only once
-//!    the body is in;
-//! 5. [`RequestCtx::before_call`]: the input checks (BeforeCall), before the provider is paid;
-//! 6. [`RequestCtx::upstream_request`]: the request as it goes upstream (path, headers, keys);
-//! 7. [`RequestCtx::response_head`]: its response head, within the head timeout and budget;
+//! 7. [`RequestCtx::response_head`]: its response head, within the head timeout and budget
+//!    ([`RequestCtx::response_head_judged`] while `parallel: true` input checks are judged);
 //! 8. [`RequestCtx::relay_stream`] for an SSE answer (OnChunk per frame, AfterCall at its end,
 //!    in [`super::body::GuardedStream`]), or [`RequestCtx::check_whole`] for a whole one (the
 //!    same checks in one pass).
-//!
-//! Every step shares one [`RequestCtx`]: the route, the caller, the request's identity and
-//! clock, and where its verdicts are reported.
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
-use super::check::{check_payload, Fallback, Needs, Stop};
+use super::check::{check_payload, Needs, Stop};
 use super::redact;
-use super::report::Reporter;
-use super::runtime::{Route, Runtime};
-use super::upstream::{UpstreamBase, UpstreamBody, UpstreamError};
-use super::{auth, headers, Gateway, InFlight};
-use crate::budget::{Budget, Held};
-use crate::config::StoredContext;
+use super::request::{Kept, RequestCtx, Waited};
+use super::{headers, InFlight};
 use crate::delta::Conversation;
 use crate::error::GatewayError;
-use crate::evals::EvalSeed;
-use crate::metrics::{LatencyLabels, StoredContextLabels, TrafficLabels, UpstreamErrorKind};
+use crate::metrics::{LatencyLabels, TrafficLabels, UpstreamErrorKind};
 use crate::policy::tools::ToolHistory;
-use crate::policy::{ExchangeGuard, Policy};
-use crate::protocol::{self, ParsedRequest, Protocol};
-use crate::telemetry::RequestTrace;
-use bytes::{Bytes, BytesMut};
+use crate::policy::ExchangeGuard;
+use crate::upstream::{UpstreamBase, UpstreamBody};
+use bytes::Bytes;
 use http::request::Parts;
-use http::{header, HeaderValue, Method, Request, Response};
-use http_body::Body as _;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use http::{header, HeaderValue, Request, Response};
+use http_body_util::BodyExt;
+use http_body_util::{Full, Limited};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::Instrument;
-
-/// What of the request the answer's judged checks and the evals need: kept only when the
-/// policy has some.
-pub struct Kept {
-    pub conversation: Option<Arc<Conversation>>,
-    pub evals: Option<EvalSeed>,
-    /// The request as the client sent it: its input tokens are estimated from it when the
-    /// provider reports none.
-    pub request: super::estimate::RequestCopy,
-}
-
-/// Who a request is from, once its key is checked, and what that decides.
-pub struct Caller<'a> {
-    pub policy: &'a Arc<Policy>,
-    pub key_id: Option<&'static str>,
-    pub upstream_key: Option<&'a str>,
-    /// Its key's requests in flight and `max_concurrent_requests`, when it has one.
-    pub key_limit: Option<(&'a Arc<Budget>, usize)>,
-}
-
-/// What a request is, by its route and path.
-pub enum Target<'a> {
-    /// An operation of the route's protocol (or its family, see [`protocol::family`]): checked
-    /// in that protocol.
-    Checked(&'a UpstreamBase, &'static dyn Protocol),
-    /// One of the route's `passthrough_paths`: forwarded unchecked.
-    Passthrough(&'a UpstreamBase),
-}
-
-/// Step 1: the route's upstream is configured; a configured route serves only its protocol's
-/// operation (and its `passthrough_paths`); checked requests are POSTs.
-pub fn target<'a>(route: &'a Route, req: &Request<Incoming>) -> Result<Target<'a>, GatewayError> {
-    let base = route.upstream.as_ref().ok_or_else(|| {
-        GatewayError::NotFound(format!(
-            "no upstream is configured for {}",
-            req.uri().path()
-        ))
-    })?;
-    if route.prefix.is_some() {
-        let forwarded = route.forwarded(req.uri().path());
-        if route.passthrough.iter().any(|p| *p == forwarded) {
-            return Ok(Target::Passthrough(base));
-        }
-        // Empty and dot segments are refused: an upstream that merges or resolves them would
-        // run another operation than the one the path names here.
-        let odd = forwarded
-            .split('/')
-            .skip(1)
-            .any(|seg| seg.is_empty() || seg == "." || seg == "..");
-        let Some(&protocol) = protocol::family(route.protocol)
-            .iter()
-            .find(|p| !odd && p.serves(&forwarded))
-        else {
-            return Err(GatewayError::NotFound(format!(
-                "{} is not a {} endpoint of this route (list it in the route's passthrough_paths to forward it unchecked)",
-                req.uri().path(),
-                route.protocol.name()
-            )));
-        };
-        return post_only(req).map(|()| Target::Checked(base, protocol));
-    }
-    post_only(req).map(|()| Target::Checked(base, route.protocol))
-}
-
-/// Checked requests are POSTs.
-fn post_only(req: &Request<Incoming>) -> Result<(), GatewayError> {
-    if req.method() != Method::POST {
-        return Err(GatewayError::MethodNotAllowed(format!(
-            "{} is not allowed here; use POST",
-            req.method()
-        )));
-    }
-    Ok(())
-}
-
-/// Step 2: who is calling, before the body is read: a request without a valid key costs
-/// nothing.
-pub fn authenticate<'a>(
-    rt: &'a Runtime,
-    route: &'a Route,
-    parts: &Parts,
-) -> Result<Caller<'a>, GatewayError> {
-    if rt.keys.is_empty() {
-        return Ok(Caller {
-            policy: &route.policy,
-            key_id: None,
-            upstream_key: None,
-            key_limit: None,
-        });
-    }
-    let key = auth::presented_key(&parts.headers, parts.uri.query())
-        .and_then(|presented| auth::find_key(&rt.keys, presented))
-        .ok_or_else(|| {
-            GatewayError::Unauthorized(
-                "a valid guardwire key is required (Authorization: Bearer <key>, x-api-key or x-goog-api-key)"
-                    .into(),
-            )
-        })?;
-    Ok(Caller {
-        policy: key.policy.as_ref().unwrap_or(&route.policy),
-        key_id: Some(key.id),
-        upstream_key: key.upstream_key.as_deref(),
-        key_limit: key.max_in_flight.map(|max| (&key.in_flight, max)),
-    })
-}
-
-/// What the steps of one request share.
-pub struct RequestCtx<'a> {
-    pub gw: &'a Gateway,
-    pub rt: &'a Runtime,
-    pub route: &'a Route,
-    pub caller: Caller<'a>,
-    /// When the request arrived: `latency_budget` and `timeouts.total_ms` count from here.
-    pub started: Instant,
-    pub request_id: &'a HeaderValue,
-    /// The request id as text, for logs.
-    pub id: &'a str,
-    /// The operation's protocol (the route's, or one of its family).
-    pub protocol: &'static dyn Protocol,
-    /// The request's span and access-log facts.
-    pub trace: &'a RequestTrace,
-}
-
-impl RequestCtx<'_> {
-    /// How the checks treat strings of an answer that the decoder does not model.
-    fn fallback(&self) -> Fallback {
-        Fallback {
-            structural: self.protocol.structural(),
-            unknown: self.route.unknown_content,
-            fully_read: false,
-        }
-    }
-}
-
-/// How a wait for the upstream ended without an answer.
-enum Waited {
-    /// The step's own limit passed.
-    Limit,
-    /// An enforced `latency_budget` ran out first.
-    Budget,
-}
 
 /// The upstream's answer once its head is in: relayed as is (an error status), or to check.
 pub enum Head {
@@ -213,222 +55,6 @@ pub struct Answered {
 }
 
 impl<'a> RequestCtx<'a> {
-    pub fn report(&self) -> Reporter<'_> {
-        Reporter {
-            metrics: &self.gw.metrics,
-            audit: &self.rt.audit,
-            policy: self.caller.policy,
-            route: self.route.name,
-            key_id: self.caller.key_id,
-            request_id: self.id,
-            trace: self.trace,
-        }
-    }
-
-    fn count_upstream_error(&self, kind: UpstreamErrorKind) {
-        super::report::count_upstream_error(&self.gw.metrics, self.route.name, kind);
-    }
-
-    /// The labels this exchange's tokens and spend are counted under, for the model asked for.
-    pub fn traffic(&self, model: Option<&str>) -> TrafficLabels {
-        TrafficLabels {
-            route: self.route.name,
-            model: self.rt.model_label(model),
-            key_id: self.caller.key_id.unwrap_or("none"),
-        }
-    }
-
-    /// The guard of this exchange, with this caller's policy (`model`: the one asked for, for
-    /// its price).
-    fn guard(&self, history: ToolHistory, model: Option<&str>) -> ExchangeGuard {
-        let price = model.and_then(|m| self.rt.config.price(m));
-        let mut guard = self.caller.policy.exchange_guard(history, price);
-        if self.rt.config.audit.include_match {
-            guard.keep_matches();
-        }
-        guard
-    }
-
-    /// Waits for `fut` at most `limit`, and never past an enforced `latency_budget`.
-    async fn wait<T>(
-        &self,
-        limit: Duration,
-        fut: impl std::future::Future<Output = T>,
-    ) -> Result<T, Waited> {
-        let budget_left = self
-            .caller
-            .policy
-            .latency_budget()
-            .map(|(_, ms)| Duration::from_millis(ms).saturating_sub(self.started.elapsed()));
-        match tokio::time::timeout(budget_left.map_or(limit, |left| left.min(limit)), fut).await {
-            Ok(v) => Ok(v),
-            Err(_) if budget_left.is_some_and(|left| left <= limit) => Err(Waited::Budget),
-            Err(_) => Err(Waited::Limit),
-        }
-    }
-
-    /// The latency budget ran out while waiting: the budget's verdict (a block when enforced),
-    /// else the timeout `otherwise`.
-    fn budget_spent(&self, guard: &mut ExchangeGuard, otherwise: &str) -> GatewayError {
-        let verdict = guard.check_latency(self.started.elapsed().as_millis() as u64);
-        guard.take_findings(|monitored, _| self.report().monitor(monitored));
-        match verdict {
-            Err(finding) => self.report().block(finding),
-            Ok(()) => GatewayError::UpstreamTimeout(otherwise.into()),
-        }
-    }
-
-    /// Step 3: the request body, at most `limits.max_request_bytes`, within
-    /// `timeouts.client_body_ms`, and its share of `limits.max_buffered_request_bytes`: taken
-    /// before a byte is read (its `content-length` when sent), grown as bytes arrive, given
-    /// back when the exchange ends (the body is kept until then).
-    pub async fn read_body(&self, body: Incoming) -> Result<(Bytes, Held), GatewayError> {
-        let limit = self.rt.config.limits.max_request_bytes;
-        let budget = self.rt.config.limits.max_buffered_request_bytes;
-        let ms = self.rt.config.timeouts.client_body_ms;
-        // A larger announced length fails at `limit` as it is read (413), as without one.
-        let announced = body
-            .size_hint()
-            .exact()
-            .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX).min(limit));
-        let mut held = self.gw.body_bytes(announced, budget)?;
-        let read = async move {
-            let mut body = body;
-            let mut parts: Vec<Bytes> = Vec::new();
-            let mut total = 0usize;
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| {
-                    GatewayError::InvalidRequest(format!("could not read the request body: {e}"))
-                })?;
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                total = total.saturating_add(data.len());
-                if total > limit {
-                    return Err(GatewayError::PayloadTooLarge { limit });
-                }
-                let more = total.saturating_sub(held.size());
-                self.gw.more_body_bytes(&mut held, more, budget)?;
-                parts.push(data);
-            }
-            let body = match parts.len() {
-                0 => Bytes::new(),
-                1 => parts.swap_remove(0),
-                _ => {
-                    let mut all = BytesMut::with_capacity(total);
-                    for p in parts {
-                        all.extend_from_slice(&p);
-                    }
-                    all.freeze()
-                }
-            };
-            Ok((body, held))
-        };
-        tokio::time::timeout(Duration::from_millis(ms), read)
-            .await
-            .map_err(|_| GatewayError::BodyTimeout { ms })?
-    }
-
-    /// Step 4: a permit against the key's `max_concurrent_requests` (429 over it) and
-    /// `limits.max_concurrent_requests` (503), taken only once the body is in, so a slow
-    /// client cannot hold one while others are turned away. It keeps the body's bytes.
-    pub fn admit(&self, body: Held) -> Result<InFlight, GatewayError> {
-        self.gw.admit(
-            self.rt.config.limits.max_concurrent_requests,
-            self.caller.key_limit,
-            body,
-        )
-    }
-
-    /// Before step 5: the request's references to provider-stored content (which no input
-    /// check can read) are counted, and refused unless the route's `stored_context` is
-    /// `pass`: 400 naming the first one's field, nothing forwarded.
-    pub fn stored_context(
-        &self,
-        documents: &protocol::documents::Documents,
-    ) -> Result<(), GatewayError> {
-        for (kind, _) in &documents.stored {
-            self.gw
-                .metrics
-                .stored_context
-                .get_or_create(&StoredContextLabels {
-                    route: self.route.name,
-                    protocol: self.protocol.name(),
-                    kind: kind.as_str(),
-                })
-                .inc();
-        }
-        match documents.stored.first() {
-            Some((kind, path)) if self.route.stored_context == StoredContext::Refuse => {
-                Err(GatewayError::InvalidRequest(format!(
-                    "{path} refers to content stored at the provider ({}), which guardwire cannot check; send it inline (or set the route's stored_context: pass)",
-                    kind.as_str()
-                )))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the
-    /// exchange's guard, which checks the answer next (continuing from the tool history).
-    pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ExchangeGuard, GatewayError> {
-        let _span = self.trace.before_call_span().entered();
-        let history = self.caller.policy.tool_history(&parsed.conversation);
-        let mut guard = self.guard(history, parsed.model.as_deref());
-        guard.answer(parsed.stream);
-        let verdict = guard.before_call(&parsed.conversation);
-        guard.take_findings(|monitored, _| self.report().monitor(monitored));
-        verdict.map_err(|finding| self.report().block(finding))?;
-        Ok(guard)
-    }
-
-    /// Step 6: the request as it goes upstream: the route's path (prefix stripped), only the
-    /// protocol's and the route's allowed headers, the client's key out and the provider key in
-    /// (with keys), credentials never indexed by HPACK, identity encoding asked for.
-    pub fn upstream_request(
-        &self,
-        parts: &Parts,
-        base: &UpstreamBase,
-        body: Bytes,
-    ) -> Result<Request<Full<Bytes>>, GatewayError> {
-        let mut path_and_query = self
-            .route
-            .forwarded(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
-            .into_owned();
-        // Without keys the client's own credential (and the account it names) goes upstream.
-        let client_credential = self.rt.keys.is_empty();
-        let mut up_headers = headers::for_upstream(
-            &parts.headers,
-            self.protocol.forward_headers(),
-            &self.route.forward_headers,
-            client_credential,
-        );
-        if !client_credential {
-            // The client's guardwire key never goes upstream; the provider key takes its place.
-            path_and_query = auth::without_key_param(&path_and_query);
-            auth::strip_client_auth(&mut up_headers);
-            if let Some(k) = self.caller.upstream_key {
-                auth::set_upstream_key(&mut up_headers, self.route.auth_header, k);
-            }
-        }
-        let uri = base
-            .uri_for(&path_and_query)
-            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
-        up_headers.insert(
-            header::ACCEPT_ENCODING,
-            HeaderValue::from_static("identity"),
-        );
-        up_headers.insert(&headers::REQUEST_ID, self.request_id.clone());
-        headers::mark_credentials_sensitive(&mut up_headers, self.route.auth_header.as_str());
-        let mut up_req = Request::builder()
-            .method(parts.method.clone())
-            .uri(uri)
-            .body(Full::new(body))
-            .map_err(|e| GatewayError::Internal(e.to_string()))?;
-        *up_req.headers_mut() = up_headers;
-        Ok(up_req)
-    }
-
     /// Step 7: sends the request and waits for the response head. An error status is relayed
     /// as the provider sent it; an encoded body (which cannot be checked) is refused.
     pub async fn response_head(
@@ -479,6 +105,32 @@ impl<'a> RequestCtx<'a> {
             sent,
             at,
         })
+    }
+
+    /// Sends the request upstream and waits for the head (step 7) while the `parallel: true`
+    /// input checks are judged: a failing verdict drops the upstream call (cancelling it), and
+    /// no head is used before every verdict passed.
+    pub async fn response_head_judged(
+        &self,
+        base: &UpstreamBase,
+        up_req: Request<Full<Bytes>>,
+        guard: &mut ExchangeGuard,
+        conversation: &Arc<Conversation>,
+    ) -> Result<Head, GatewayError> {
+        let judging = self.judge_input(conversation, true);
+        let call = self.response_head(base, up_req, guard);
+        tokio::pin!(judging, call);
+        tokio::select! {
+            verdict = &mut judging => {
+                verdict?;
+                call.await
+            }
+            head = &mut call => {
+                let head = head?;
+                judging.await?;
+                Ok(head)
+            }
+        }
     }
 
     /// Step 8, streamed: the answer relayed frame by frame through a [`GuardedStream`], which
@@ -699,69 +351,6 @@ impl<'a> RequestCtx<'a> {
             .await?
             .into_parts();
         Ok(relay(parts, body))
-    }
-
-    /// Sends `up_req` and waits for the response head, within `timeouts.response_headers_ms`
-    /// and the latency budget (judged by the exchange's `guard`).
-    async fn send_upstream(
-        &self,
-        base: &UpstreamBase,
-        mut up_req: Request<Full<Bytes>>,
-        guard: &mut ExchangeGuard,
-    ) -> Result<Response<UpstreamBody>, GatewayError> {
-        let timeout = Duration::from_millis(self.rt.config.timeouts.response_headers_ms);
-        let method = up_req.method().clone();
-        let span =
-            self.trace
-                .upstream_span(&method, base.authority().as_str(), up_req.headers_mut());
-        let call = self
-            .gw
-            .client
-            .request(base, up_req)
-            .instrument(span.clone());
-        let answer = self.wait(timeout, call).await;
-        if let Ok(Ok(resp)) = &answer {
-            span.record("http.response.status_code", resp.status().as_u16());
-        }
-        match answer {
-            Err(Waited::Budget) => {
-                Err(self.budget_spent(guard, "the upstream did not answer in time"))
-            }
-            Err(Waited::Limit) => {
-                self.count_upstream_error(UpstreamErrorKind::Timeout);
-                Err(GatewayError::UpstreamTimeout(
-                    "the upstream did not answer in time".into(),
-                ))
-            }
-            Ok(Err(e)) => {
-                self.count_upstream_error(UpstreamErrorKind::Connect);
-                tracing::warn!(request_id = self.id, route = self.route.name, error = %e, "upstream request failed");
-                // The cause goes to the client too (resolve, connect, TLS: by the configured
-                // upstream's name), so whoever tries a config sees why without the log.
-                let why = match e {
-                    UpstreamError::Connect(why) => why,
-                    e => format!("{}: {e}", base.authority()),
-                };
-                Err(GatewayError::Upstream(format!(
-                    "the upstream could not be reached: {why}"
-                )))
-            }
-            Ok(Ok(resp)) => Ok(resp),
-        }
-    }
-
-    /// Counts what the proxy added to a whole answer (any other outcome is counted by
-    /// [`Gateway::handle`], from the request's upstream waits).
-    pub fn observe_overhead(&self, overhead: Duration) {
-        self.trace.overhead_observed();
-        self.gw
-            .metrics
-            .overhead
-            .get_or_create(&LatencyLabels {
-                route: self.route.name,
-                model: self.trace.model_label(),
-            })
-            .observe(overhead.as_secs_f64());
     }
 }
 

@@ -1,21 +1,16 @@
 //! Awaiting judged checks on the request path: every judged validator of one side (request
 //! or answer) asked at once, and their verdicts turned into findings — a score below the
 //! threshold fails, an error fails unless the validator fails open. Also the exchange's steps
-//! that await them (the request's, before or during the upstream call; a whole answer's);
-//! a stream's are in `body.rs` and `body/windows.rs`.
+//! that await them (the request's before the upstream call; a whole answer's); those during the
+//! call are in `exchange.rs`, a stream's in `body.rs` and `body/windows.rs`.
 
-use super::exchange::{Head, RequestCtx};
-use super::upstream::UpstreamBase;
+use super::request::RequestCtx;
 use crate::delta::Conversation;
 use crate::error::GatewayError;
 use crate::judge::{self, Answer, JudgeEnv, JudgeError, Subject, Verdict};
 use crate::metrics::JudgedVerdictLabels;
 use crate::policy::judged::JudgedCheck;
-use crate::policy::ExchangeGuard;
 use crate::policy::{Finding, Mode, OnError, Phase, Policy};
-use bytes::Bytes;
-use http::Request;
-use http_body_util::Full;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -72,32 +67,6 @@ impl RequestCtx<'_> {
         match judgement.block {
             Some(finding) => Err(self.report().block(finding)),
             None => Ok(()),
-        }
-    }
-
-    /// Sends the request upstream and waits for the head (step 7) while the `parallel: true`
-    /// input checks are judged: a failing verdict drops the upstream call (cancelling it), and
-    /// no head is used before every verdict passed.
-    pub async fn response_head_judged(
-        &self,
-        base: &UpstreamBase,
-        up_req: Request<Full<Bytes>>,
-        guard: &mut ExchangeGuard,
-        conversation: &Arc<Conversation>,
-    ) -> Result<Head, GatewayError> {
-        let judging = self.judge_input(conversation, true);
-        let call = self.response_head(base, up_req, guard);
-        tokio::pin!(judging, call);
-        tokio::select! {
-            verdict = &mut judging => {
-                verdict?;
-                call.await
-            }
-            head = &mut call => {
-                let head = head?;
-                judging.await?;
-                Ok(head)
-            }
         }
     }
 

@@ -4,6 +4,8 @@
 //! **BeforeCall** → forward to the configured upstream → either relay a guarded stream
 //! (**OnChunk** per delta, **AfterCall** at its end) or check a whole response (same hooks, one
 //! pass) → answer. Every failure is a [`GatewayError`] rendered in the route's provider shape.
+//! The steps are in `request.rs` (up to the call) and `exchange.rs` (the answer); the operators'
+//! endpoints and the reload in `operator.rs`.
 
 pub mod auth;
 pub mod body;
@@ -13,36 +15,35 @@ mod evals;
 mod exchange;
 pub mod headers;
 pub mod judged;
+mod operator;
 pub mod redact;
 pub mod report;
+mod request;
 mod runtime;
-pub mod upstream;
 
 pub use report::Reporter;
 pub use runtime::{Route, Runtime};
 
 use crate::budget::{Budget, Held};
-use crate::config::{Config, UnknownContent};
+use crate::config::UnknownContent;
 use crate::error::GatewayError;
-use crate::metrics::{
-    Exposition, LatencyLabels, Metrics, RejectReason, ReloadLabels, ReloadResult, RequestLabels,
-    UpstreamErrorKind,
-};
+use crate::metrics::{LatencyLabels, Metrics, RejectReason, RequestLabels, UpstreamErrorKind};
 use crate::protocol::openai_chat::OpenAiChat;
 use crate::protocol::{residual, stream_usage, Protocol};
 use crate::telemetry::RequestTrace;
+use crate::upstream::UpstreamClient;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
-use exchange::{Answered, Head, RequestCtx, Target};
-use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use exchange::{Answered, Head};
+use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use request::{RequestCtx, Target};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use upstream::UpstreamClient;
 
 pub struct Gateway {
     runtime: ArcSwap<Runtime>,
@@ -164,164 +165,6 @@ impl Gateway {
         self.config_path.as_deref()
     }
 
-    /// Re-reads the config file and every pack it names; if all is valid, swaps the new runtime
-    /// in (requests in flight finish on the old one), else keeps the running one. Either way
-    /// the result is counted and logged (with file and key on failure). Settings of the
-    /// listener itself (`listen`, `limits.max_header_bytes`, `timeouts.client_header_ms`,
-    /// `timeouts.connect_ms`) take effect on restart only.
-    pub async fn reload(&self) -> Result<(), String> {
-        let _one_at_a_time = self.reloading.lock().await;
-        let result = match &self.config_path {
-            None => Err("guardwire was not started from a config file".to_owned()),
-            Some(path) => {
-                let path = path.clone();
-                let running = self.runtime();
-                // Compiling packs is CPU work (automata): keep it off the request threads.
-                tokio::task::spawn_blocking(move || {
-                    let config = Config::load(&path).map_err(|e| e.to_string())?;
-                    Runtime::build_after(config, Some(&running)).map_err(|e| e.to_string())
-                })
-                .await
-                .map_err(|e| format!("reload task failed: {e}"))
-                .and_then(|r| r)
-            }
-        };
-        let label = match result {
-            Ok(runtime) => {
-                let validators = runtime
-                    .routes
-                    .first()
-                    .map_or(0, |r| r.policy.validators().len());
-                note_runtime(&self.metrics, &runtime);
-                self.metrics.config_last_reload_successful.set(1);
-                self.swap_runtime(runtime);
-                tracing::info!(validators, "config reloaded");
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "config reload failed; keeping the running policy");
-                self.metrics.config_last_reload_successful.set(0);
-                Err(e)
-            }
-        };
-        self.metrics
-            .config_reloads
-            .get_or_create(&ReloadLabels {
-                result: if label.is_ok() {
-                    ReloadResult::Success
-                } else {
-                    ReloadResult::Failure
-                },
-            })
-            .inc();
-        label
-    }
-
-    /// `None` when `req` carries `Authorization: Bearer <admin.token>`; else the refusal: 404
-    /// without a token configured (`not_found` says where to look), 401 with one.
-    fn refuse_without_token(
-        &self,
-        req: &Request<Incoming>,
-        not_found: &'static str,
-    ) -> Option<Response<ProxyBody>> {
-        let Some(token) = self.runtime.load().config.admin.token.clone() else {
-            return Some(plain(StatusCode::NOT_FOUND, not_found));
-        };
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-            .unwrap_or_default();
-        if constant_time_eq(presented, token.as_bytes()) {
-            return None;
-        }
-        let mut r = plain(
-            StatusCode::UNAUTHORIZED,
-            "a valid admin token is required\n",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        Some(r)
-    }
-
-    /// `POST /admin/reload`: only when `admin.token` is set, only with that bearer token.
-    async fn admin_reload(&self, req: &Request<Incoming>) -> Response<ProxyBody> {
-        if let Some(refusal) = self.refuse_without_token(req, "not found\n") {
-            return refusal;
-        }
-        match self.reload().await {
-            Ok(()) => plain(StatusCode::OK, "reloaded\n"),
-            Err(e) => plain(StatusCode::BAD_REQUEST, format!("reload failed: {e}\n")),
-        }
-    }
-
-    /// The operators' listener (`admin.listen`): its endpoints, and 404 for anything else.
-    pub async fn handle_operator(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
-        match self.operator_endpoint(&req).await {
-            Some(resp) => resp,
-            None => plain(StatusCode::NOT_FOUND, "not found\n"),
-        }
-    }
-
-    /// The operators' endpoints on the clients' listener: `/healthz` and `/readyz` for
-    /// anyone (orchestrators probe them there); `/metrics` and `/admin/*` only with the admin
-    /// token — without one configured they are not served here at all (404), only on
-    /// `admin.listen`. `None`: not an operators' path, a client request.
-    async fn operator_endpoint_for_clients(
-        &self,
-        req: &Request<Incoming>,
-    ) -> Option<Response<ProxyBody>> {
-        let path = req.uri().path();
-        if path == "/metrics" || path == "/admin" || path.starts_with("/admin/") {
-            const ELSEWHERE: &str = "not found: /metrics and /admin/* are served on admin.listen \
-                                     (or here with admin.token)\n";
-            if let Some(refusal) = self.refuse_without_token(req, ELSEWHERE) {
-                return Some(refusal);
-            }
-            return Some(match self.operator_endpoint(req).await {
-                Some(resp) => resp,
-                None => plain(StatusCode::NOT_FOUND, "not found\n"),
-            });
-        }
-        match path {
-            "/healthz" | "/readyz" => self.operator_endpoint(req).await,
-            _ => None,
-        }
-    }
-
-    /// `/healthz`, `/readyz`, `/metrics` and `POST /admin/reload` (which needs the token
-    /// wherever it is asked).
-    async fn operator_endpoint(&self, req: &Request<Incoming>) -> Option<Response<ProxyBody>> {
-        Some(match (req.method(), req.uri().path()) {
-            (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n"),
-            (&Method::GET, "/readyz") => {
-                if self.draining.load(Ordering::Acquire) {
-                    plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
-                } else {
-                    plain(StatusCode::OK, "ready\n")
-                }
-            }
-            (&Method::POST, "/admin/reload") => self.admin_reload(req).await,
-            (&Method::GET, "/metrics") => {
-                let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-                let m = &self.metrics;
-                m.requests_in_flight.set(gauge(self.in_flight.used()));
-                m.buffered_request_bytes
-                    .set(gauge(self.request_bytes.used()));
-                m.connections_open.set(gauge(self.connections.used()));
-                let accept = req.headers().get(header::ACCEPT);
-                let format = Exposition::negotiate(accept.and_then(|a| a.to_str().ok()));
-                let mut r = plain(StatusCode::OK, self.metrics.render(format));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(format.content_type()),
-                );
-                r
-            }
-            _ => return None,
-        })
-    }
-
     /// The runtime requests started from now on use; requests in flight keep theirs.
     pub fn swap_runtime(&self, runtime: Runtime) {
         self.runtime.store(Arc::new(runtime));
@@ -437,9 +280,9 @@ impl Gateway {
         request_id: &HeaderValue,
         trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, GatewayError> {
-        let target = exchange::target(route, &req)?;
+        let target = request::target(route, &req)?;
         let (mut parts, body) = req.into_parts();
-        let caller = exchange::authenticate(rt, route, &parts)?;
+        let caller = request::authenticate(rt, route, &parts)?;
         trace.note_caller(caller.key_id);
         // A checked body is read as JSON; one the upstream would read otherwise is refused
         // before it is read.
@@ -570,7 +413,7 @@ impl Gateway {
             head_at,
             hide_usage,
         };
-        let kept = exchange::Kept {
+        let kept = request::Kept {
             conversation,
             evals,
             request,

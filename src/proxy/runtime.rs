@@ -1,15 +1,15 @@
 //! What a request runs on, swapped as a whole on reload: the routes (configured ones, then one
 //! per protocol), their compiled policies, the client keys, the audit log and client TLS.
 
-use super::{auth, upstream};
+use super::auth;
 use crate::audit::Audit;
 use crate::config::{AuthHeader, Config, StoredContext, UnknownContent};
 use crate::error::StartError;
 use crate::policy::judged::CheckRefs;
 use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
 use crate::protocol::Protocol;
+use crate::upstream::UpstreamBase;
 use std::sync::Arc;
-use upstream::UpstreamBase;
 
 /// One path family served by one protocol and one upstream.
 pub struct Route {

@@ -10,7 +10,7 @@
 #[cfg(feature = "otel")]
 mod otel;
 
-use crate::config::{Config, LogFormat, ProtocolId, Provider};
+use crate::config::{Config, LogFormat};
 use crate::protocol::Protocol;
 use http::{HeaderMap, Method};
 use serde::Serialize;
@@ -76,27 +76,6 @@ pub fn init(config: &Config) -> Result<Tracing, String> {
     })
 }
 
-/// The `gen_ai.operation.name` of a protocol's operation (OpenTelemetry GenAI conventions).
-fn operation(protocol: ProtocolId) -> &'static str {
-    match protocol {
-        ProtocolId::Gemini => "generate_content",
-        ProtocolId::OpenAiCompletions => "text_completion",
-        ProtocolId::OpenAiEmbeddings => "embeddings",
-        ProtocolId::OpenAiChat | ProtocolId::OpenAiResponses | ProtocolId::AnthropicMessages => {
-            "chat"
-        }
-    }
-}
-
-/// The `gen_ai.provider.name` of the provider whose wire format a protocol is.
-fn provider_name(provider: Provider) -> &'static str {
-    match provider {
-        Provider::OpenAi => "openai",
-        Provider::Anthropic => "anthropic",
-        Provider::Gemini => "gcp.gemini",
-    }
-}
-
 /// How a request ended, for the access log and the span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -155,7 +134,7 @@ impl RequestTrace {
         request_id: &str,
     ) -> RequestTrace {
         let (op, provider) = match protocol {
-            Some(p) => (operation(p.id()), provider_name(p.provider())),
+            Some(p) => (p.operation(), p.provider().otel_name()),
             None => ("", ""),
         };
         let span = tracing::info_span!(

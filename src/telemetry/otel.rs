@@ -4,7 +4,7 @@
 
 use super::TARGET;
 use crate::config::{BaseUrl, Config};
-use crate::proxy::upstream::{UpstreamBase, UpstreamClient};
+use crate::upstream::{UpstreamBase, UpstreamClient};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full, Limited};

@@ -1,7 +1,7 @@
 //! Opening upstream connections: TCP (no Nagle), then rustls with ALPN `h2` and `http/1.1` for
 //! `https://`, then the hyper handshake for whichever HTTP version the upstream chose.
 
-use super::pool::{H1Conn, H2Sender, PoolKey};
+use super::conn::{H1Conn, H2Sender, Io, PoolKey};
 use super::UpstreamError;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -9,15 +9,10 @@ use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::io::{self, IoSlice};
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 /// A fresh connection, by the HTTP version the upstream speaks on it.
@@ -126,68 +121,4 @@ async fn h1(io: Io, key: &Arc<PoolKey>) -> Result<Connected, UpstreamError> {
         .await
         .map_err(UpstreamError::Http)?;
     Ok(Connected::H1(H1Conn::new(sender, conn, Arc::clone(key))))
-}
-
-/// A plain or TLS upstream socket.
-pub enum Io {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for Io {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Io {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Io::Plain(s) => s.is_write_vectored(),
-            Io::Tls(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_flush(cx),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
 }

@@ -2,10 +2,13 @@
 //! reaches them: rustls (webpki roots plus an optional extra CA file, certificate verification
 //! always on), HTTP/2 when the upstream offers it over TLS, else HTTP/1.1 with keep-alive.
 //!
-//! `connect.rs` opens connections, `pool.rs` keeps them between requests, `body.rs` is the
-//! response body that drives its HTTP/1 connection.
+//! `conn.rs` is one connection, `connect.rs` opens connections, `pool.rs` keeps them between
+//! requests, `body.rs` is the response body that drives its HTTP/1 connection. The proxy, the
+//! judges and the trace exporter all reach upstreams through this module; it knows none of
+//! them.
 
 mod body;
+mod conn;
 mod connect;
 mod pool;
 
@@ -13,11 +16,13 @@ pub use body::UpstreamBody;
 
 use crate::config::{BaseUrl, Config};
 use bytes::Bytes;
+use conn::{H1Conn, PoolKey, Unsent};
 use connect::{Connected, Connector};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::Full;
-use pool::{Pool, PoolKey, Unsent};
+use hyper::body::Incoming;
+use pool::Pool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,8 +69,8 @@ impl UpstreamClient {
             Err(unsent) => unsent,
         };
         while let Some(conn) = self.pool.take_idle(key) {
-            match conn.send(req, &self.pool).await {
-                Ok(resp) => return Ok(resp),
+            match conn.send(req).await {
+                Ok(sent) => return Ok(self.h1_body(sent)),
                 Err(Unsent {
                     request: Some(unsent),
                     error,
@@ -98,8 +103,9 @@ impl UpstreamClient {
             Connected::H1(conn) => {
                 self.pool.mark_h1(key);
                 drop(held);
-                conn.send(req, &self.pool)
+                conn.send(req)
                     .await
+                    .map(|sent| self.h1_body(sent))
                     .map_err(|unsent| unsent.error.into())
             }
             Connected::H2(mut sender) => {
@@ -109,6 +115,12 @@ impl UpstreamClient {
                 Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
             }
         }
+    }
+
+    /// An HTTP/1 response whose body drives its connection and hands it back to the pool.
+    fn h1_body(&self, (resp, conn): (Response<Incoming>, H1Conn)) -> Response<UpstreamBody> {
+        let pool = Arc::clone(&self.pool);
+        resp.map(|incoming| UpstreamBody::h1(incoming, conn, pool))
     }
 
     /// Sends `req` on the shared HTTP/2 connection to `key`, if there is a live one; hands the

@@ -1,7 +1,8 @@
 //! An upstream response body. Over HTTP/1 it carries its connection and drives it on every poll
 //! (see `pool.rs` for why); read to its end, it hands the connection back to the pool.
 
-use super::pool::{H1Conn, Pool};
+use super::conn::H1Conn;
+use super::pool::Pool;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
