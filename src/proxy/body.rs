@@ -20,7 +20,10 @@
 
 mod frames;
 mod judging;
+mod proxy_body;
 mod windows;
+
+pub use proxy_body::ProxyBody;
 
 use super::check::{self, Needs};
 use super::redact::TextSpan;
@@ -32,7 +35,7 @@ use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
 use crate::upstream::UpstreamBody;
 use bytes::{Bytes, BytesMut};
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -40,56 +43,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::time::Sleep;
-
-/// Every body guardwire answers with.
-pub enum ProxyBody {
-    /// A body known in full (error answers, checked non-streamed responses).
-    Full(Option<Bytes>),
-    /// The upstream's body relayed untouched (upstream error statuses).
-    Upstream(UpstreamBody),
-    Guarded(Box<GuardedStream>),
-}
-
-impl ProxyBody {
-    pub fn full(b: impl Into<Bytes>) -> Self {
-        ProxyBody::Full(Some(b.into()))
-    }
-}
-
-impl Body for ProxyBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.get_mut() {
-            ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ProxyBody::Upstream(inc) => Pin::new(inc).poll_frame(cx),
-            ProxyBody::Guarded(g) => g.poll_next(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ProxyBody::Full(b) => b.is_none(),
-            ProxyBody::Upstream(inc) => inc.is_end_stream(),
-            ProxyBody::Guarded(g) => {
-                !g.reading() && g.out.is_empty() && g.judging.is_none() && g.windows.is_none()
-            }
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
-            ProxyBody::Full(None) => SizeHint::with_exact(0),
-            ProxyBody::Upstream(inc) => inc.size_hint(),
-            ProxyBody::Guarded(_) => SizeHint::default(),
-        }
-    }
-}
 
 /// Where a stream reports what happened: metrics and the request's identity for logs.
 pub struct StreamContext {
@@ -654,22 +607,4 @@ impl Drop for GuardedStream {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_recycled_delta_list_is_emptied_and_keeps_its_allocation() {
-        let text = String::from("borrowed");
-        let mut deltas: Vec<Delta<'_>> = Vec::with_capacity(8);
-        deltas.push(Delta::Text {
-            choice: 0,
-            channel: crate::delta::Channel::Content,
-            text: std::borrow::Cow::Borrowed(&text),
-        });
-        let ptr = deltas.as_ptr() as usize;
-        let kept = recycle(deltas);
-        assert!(kept.is_empty());
-        assert_eq!(kept.as_ptr() as usize, ptr);
-        assert_eq!(kept.capacity(), 8);
-    }
-}
+mod tests;
