@@ -112,6 +112,14 @@ pub struct Message {
 }
 
 impl Message {
+    /// Every string of this message a decoder read: its text parts, then its tool calls'
+    /// arguments.
+    pub fn read_strings(&self) -> impl Iterator<Item = &String> {
+        self.text
+            .iter()
+            .chain(self.tool_calls.iter().map(|c| &c.arguments))
+    }
+
     /// A message with text only.
     pub fn text(role: Role, text: Vec<String>) -> Message {
         Message {

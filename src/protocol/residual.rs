@@ -417,11 +417,7 @@ pub fn add_request_residuals(
     let mut read: Vec<(&str, bool)> = conversation
         .messages
         .iter()
-        .flat_map(|m| {
-            m.text
-                .iter()
-                .chain(m.tool_calls.iter().map(|c| &c.arguments))
-        })
+        .flat_map(Message::read_strings)
         .map(|t| (t.as_str(), false))
         .collect();
     read.sort_unstable();
@@ -463,11 +459,7 @@ pub fn add_json_views(conversation: &mut crate::delta::Conversation) {
     use crate::delta::{Message, Role};
     let mut views = Vec::new();
     for m in &conversation.messages {
-        let texts = m
-            .text
-            .iter()
-            .chain(m.tool_calls.iter().map(|c| &c.arguments));
-        for t in texts {
+        for t in m.read_strings() {
             let mut view = String::new();
             json_view(t, 0, &mut view);
             if !view.is_empty() {

@@ -101,11 +101,7 @@ fn request_texts(protocol: &dyn crate::protocol::Protocol, path: &str, body: &st
         .conversation
         .messages
         .iter()
-        .flat_map(|m| {
-            m.text
-                .iter()
-                .chain(m.tool_calls.iter().map(|c| &c.arguments))
-        })
+        .flat_map(crate::delta::Message::read_strings)
         .cloned()
         .collect()
 }
