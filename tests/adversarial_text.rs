@@ -20,8 +20,8 @@ validators:
 
 /// The banned phrase as readers see it, spelled the ways an attacker (or a model told to)
 /// would: each renders as "forbidden fruit" (Markdown renders a single line break as a space,
-/// and shows no emphasis marks).
-const OBFUSCATED: [&str; 16] = [
+/// shows no emphasis marks, and renders character references as their characters).
+const OBFUSCATED: [&str; 20] = [
     "forbid\u{200b}den fruit",
     "\u{ff46}\u{ff4f}\u{ff52}\u{ff42}\u{ff49}\u{ff44}\u{ff44}\u{ff45}\u{ff4e} \u{ff46}\u{ff52}\u{ff55}\u{ff49}\u{ff54}",
     "forbidden\u{a0}fruit",
@@ -38,6 +38,10 @@ const OBFUSCATED: [&str; 16] = [
     "Forbidden\n\tfruit",
     "f\u{336}o\u{336}r\u{336}b\u{336}i\u{336}d\u{336}d\u{336}e\u{336}n\u{336} fr\u{337}\u{322}ui\u{35c}t",
     "for**bid**den *fruit*",
+    "_forbidden_ __fruit__",
+    "&#102;orbidden&nbsp;fruit",
+    "forbid&shy;den &#x46;ruit",
+    "&fopf;orbidden fr&#117;it",
 ];
 
 /// `text` cut in two at its middle character.

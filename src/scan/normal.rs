@@ -20,8 +20,11 @@
 //!   words are left alone, so Russian or Greek text never turns into Latin words.
 //!   Combining marks that decorate a Latin or look-alike letter (strike-through, overlays,
 //!   "Zalgo" stacks: marks that do not compose with it into a letter Unicode has) are dropped,
-//!   and so are Markdown's emphasis, strike-through and code marks (`*`, `~`, `` ` ``), which a
-//!   rendered answer does not show (`for**bid**den`, `*forbidden* fruit`).
+//!   and so are Markdown's emphasis, strike-through and code marks (`*`, `~`, `` ` ``, and `_`
+//!   at a word's edge), which a rendered answer does not show (`for**bid**den`,
+//!   `_forbidden_ fruit`; `snake_case` keeps its `_`, as Markdown does). Character references
+//!   (`&#102;`, `&#x66;`, `&nbsp;`, `&fopf;`), which Markdown and HTML render as the character,
+//!   read as that character (`markup.rs`).
 //!
 //! Otherwise case is left to the matchers, as before (literals fold ASCII and simple Unicode
 //! case; regexes match as written), so a pattern means the same in the view as in raw text.
@@ -31,12 +34,14 @@
 //! raw bytes — the obfuscating characters inside a match included. The view is decided char by
 //! char with state carried across pieces, so any split of a text gives the view (and the map)
 //! of the whole text; only a run of combining marks and, with `full`, a word's leading run of
-//! look-alike letters wait for what follows ([`Normalizer::pending_start`]).
+//! look-alike letters, a run of `_` and a character reference wait for what follows
+//! ([`Normalizer::pending_start`]).
 
-use regex_syntax::hir::{
-    self, Capture, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Literal, Repetition,
-};
 mod chars;
+mod markup;
+mod pattern;
+
+pub use pattern::{normalize_hir, normalize_pattern};
 
 use chars::{
     class, full_fold, is_ascii_space, is_ignorable, is_markup, latin_twin, plain_space, Class,
@@ -123,6 +128,16 @@ pub struct Normalizer {
     after_space: bool,
     /// The last starter (the character the pending marks sit on).
     base: Option<char>,
+    /// `full`: a run of `_` waiting for the character after it (Markdown emphasis at a word's
+    /// edge is dropped, inside a word it is text; `markup.rs`).
+    underscores: Vec<Unit>,
+    /// `full`: the character before the waiting `_` run is alphanumeric.
+    underscores_after_word: bool,
+    /// `full`: a character reference being read, from its `&` (`markup.rs`).
+    reference: Vec<Unit>,
+    /// A piece of a pattern (a regex's literal), whose `_` is text: what surrounds it in the
+    /// text is not known here, and inside a word (`sk_live_…`) the view keeps it.
+    fragment: bool,
 }
 
 impl Normalizer {
@@ -137,6 +152,18 @@ impl Normalizer {
             word_latin: false,
             after_space: false,
             base: None,
+            underscores: Vec::new(),
+            underscores_after_word: false,
+            reference: Vec::new(),
+            fragment: false,
+        }
+    }
+
+    /// A normaliser for a piece of a pattern (see [`Normalizer::fragment`]).
+    fn for_fragment(mode: Normalize) -> Self {
+        Normalizer {
+            fragment: true,
+            ..Normalizer::new(mode)
         }
     }
 
@@ -155,10 +182,12 @@ impl Normalizer {
     pub fn pending_start(&self) -> Option<u64> {
         let held = self.held.first().map(|u| u.raw);
         let marks = self.marks.iter().map(|(u, _)| u.raw).min();
-        match (held, marks) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let underscores = self.underscores.first().map(|u| u.raw);
+        let reference = self.reference.first().map(|u| u.raw);
+        [held, marks, underscores, reference]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Normalises the next piece; the view of it is returned (borrowed when the piece is its
@@ -196,7 +225,11 @@ impl Normalizer {
     /// How many leading bytes of `bytes` are their own view: ASCII, no whitespace but single
     /// spaces, with nothing waiting before them.
     fn plain_prefix(&self, bytes: &[u8]) -> usize {
-        if !self.marks.is_empty() || !self.held.is_empty() {
+        if !self.marks.is_empty()
+            || !self.held.is_empty()
+            || !self.underscores.is_empty()
+            || !self.reference.is_empty()
+        {
             return 0;
         }
         let mut after_space = self.after_space;
@@ -206,7 +239,7 @@ impl Normalizer {
             if b >= 0x80
                 || (space && after_space)
                 || (!space && is_ascii_space(b))
-                || (markup && is_markup(b))
+                || (markup && (is_markup(b) || b == b'_' || b == b'&'))
             {
                 return i;
             }
@@ -231,15 +264,24 @@ impl Normalizer {
 
     /// One character that is not plain ASCII (or comes after something waiting).
     fn char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
-        if self.mode == Normalize::Full && c.is_ascii() && is_markup(c as u8) {
+        if self.mode == Normalize::Full {
+            if !self.reference_char(c, raw, raw_end, out) {
+                self.markup_char(c, raw, raw_end, false, out);
+            }
             return;
         }
+        self.text_char(c, raw, raw_end, true, out);
+    }
+
+    /// One character past the Markdown stage; `literal` is false for a character a reference
+    /// spelled, whose view maps to the whole reference.
+    fn text_char(&mut self, c: char, raw: u64, raw_end: u64, literal: bool, out: &mut String) {
         if c.is_ascii() {
             let unit = Unit {
                 c,
                 raw,
                 raw_end,
-                exact: true,
+                exact: literal,
             };
             return self.starter(unit, out);
         }
@@ -275,7 +317,7 @@ impl Normalizer {
                 n += 1;
             }
         });
-        let exact = n == 1 && parts[0] == c;
+        let exact = literal && n == 1 && parts[0] == c;
         for &d in &parts[..n] {
             let unit = Unit {
                 c: d,
@@ -298,6 +340,7 @@ impl Normalizer {
     /// The end of the text: whatever waited is written as it is.
     pub fn finish(&mut self) -> String {
         let mut out = String::new();
+        self.finish_markup(&mut out);
         self.flush_marks(&mut out);
         self.flush_held(false, &mut out);
         self.word_latin = false;
@@ -528,7 +571,8 @@ impl Normalizer {
     pub fn heap_bytes(&self) -> usize {
         self.runs.capacity() * std::mem::size_of::<Run>()
             + self.marks.capacity() * std::mem::size_of::<(Unit, u8)>()
-            + self.held.capacity() * std::mem::size_of::<Unit>()
+            + (self.held.capacity() + self.underscores.capacity() + self.reference.capacity())
+                * std::mem::size_of::<Unit>()
     }
 }
 
@@ -545,131 +589,21 @@ fn as_latin(u: Unit) -> Unit {
 
 /// The view of a whole text.
 pub fn normalize_str(text: &str, mode: Normalize) -> String {
-    if mode == Normalize::None {
+    view_of_whole(Normalizer::new(mode), text)
+}
+
+/// The view of a regex's literal, which is a piece of the text it matches (its `_` stays).
+pub(super) fn normalize_fragment(text: &str, mode: Normalize) -> String {
+    view_of_whole(Normalizer::for_fragment(mode), text)
+}
+
+fn view_of_whole(mut n: Normalizer, text: &str) -> String {
+    if n.mode == Normalize::None {
         return text.to_owned();
     }
-    let mut n = Normalizer::new(mode);
     let mut out = n.feed(text).into_owned();
     out.push_str(&n.finish());
     out
-}
-
-/// Words of a phrase whose mixed spellings are all looked for (2^n forms); a longer phrase gets
-/// its own view and its all-Latin form only.
-const MIXED_WORDS: usize = 4;
-
-/// The forms of a literal pattern to look for in the view: its own view, and with `full`, the
-/// forms where words with look-alike letters are read as Latin (how a mixed-script spelling of
-/// a Cyrillic or Greek word reads in the view) — every combination of such words for a phrase
-/// of up to [`MIXED_WORDS`] of them, since each word of the text is read on its own.
-pub fn normalize_pattern(pattern: &str, mode: Normalize) -> Vec<String> {
-    let own = normalize_str(pattern, mode);
-    if mode != Normalize::Full {
-        return vec![own];
-    }
-    // The view cut into words and what lies between them, each word with its Latin form.
-    let mut pieces: Vec<(String, String)> = Vec::new();
-    let mut word = false;
-    for c in own.chars() {
-        let is_word = class(c) != Class::NotWord;
-        let latin = if class(c) == Class::LookAlike {
-            latin_twin(c).unwrap_or(c)
-        } else {
-            c
-        };
-        match pieces.last_mut() {
-            Some((o, l)) if is_word == word => {
-                o.push(c);
-                l.push(latin);
-            }
-            _ => pieces.push((c.to_string(), latin.to_string())),
-        }
-        word = is_word;
-    }
-    let varying: Vec<usize> = (0..pieces.len())
-        .filter(|&i| pieces[i].0 != pieces[i].1)
-        .collect();
-    let combos: Vec<u32> = if varying.len() <= MIXED_WORDS {
-        (0..1u32 << varying.len()).collect()
-    } else {
-        vec![0, (1u32 << MIXED_WORDS) - 1]
-    };
-    let mut forms = vec![own];
-    for combo in combos.into_iter().skip(1) {
-        let latin_at = |i: usize| match varying.iter().position(|&v| v == i) {
-            Some(k) if varying.len() <= MIXED_WORDS => combo & (1 << k) != 0,
-            Some(_) => true,
-            None => false,
-        };
-        let form: String = pieces
-            .iter()
-            .enumerate()
-            .map(|(i, (o, l))| if latin_at(i) { l.as_str() } else { o.as_str() })
-            .collect();
-        if !forms.contains(&form) {
-            forms.push(form);
-        }
-    }
-    forms
-}
-
-/// Classes of at most this many characters are rewritten for the view (larger ones, like
-/// `\w` or `[^x]`, already hold every form the view can have).
-const SMALL_CLASS: usize = 256;
-
-/// A regex as it must read the view: its literals in their view, and small classes whose
-/// characters change in the view (`[é]`, `(?i)é`) matching the view of those characters.
-pub fn normalize_hir(hir: &Hir, mode: Normalize) -> Hir {
-    if mode == Normalize::None {
-        return hir.clone();
-    }
-    let norm = |h: &Hir| normalize_hir(h, mode);
-    match hir.kind() {
-        HirKind::Empty | HirKind::Look(_) => hir.clone(),
-        HirKind::Literal(Literal(bytes)) => match std::str::from_utf8(bytes) {
-            Ok(text) => Hir::literal(normalize_str(text, mode).into_bytes()),
-            Err(_) => hir.clone(),
-        },
-        HirKind::Class(hir::Class::Unicode(class)) => {
-            let count: usize = class
-                .ranges()
-                .iter()
-                .map(|r| (r.end() as usize).saturating_sub(r.start() as usize) + 1)
-                .sum();
-            if count > SMALL_CLASS {
-                return hir.clone();
-            }
-            let mut same = Vec::new();
-            let mut changed = Vec::new();
-            for c in class.ranges().iter().flat_map(|r| r.start()..=r.end()) {
-                let view = normalize_str(c.encode_utf8(&mut [0; 4]), mode);
-                if view.is_empty() || view.chars().eq(std::iter::once(c)) {
-                    same.push(ClassUnicodeRange::new(c, c));
-                } else {
-                    changed.push(view);
-                }
-            }
-            if changed.is_empty() {
-                return hir.clone();
-            }
-            changed.sort();
-            changed.dedup();
-            let mut alternatives = vec![Hir::class(hir::Class::Unicode(ClassUnicode::new(same)))];
-            alternatives.extend(changed.into_iter().map(|v| Hir::literal(v.into_bytes())));
-            Hir::alternation(alternatives)
-        }
-        HirKind::Class(hir::Class::Bytes(_)) => hir.clone(),
-        HirKind::Repetition(r) => Hir::repetition(Repetition {
-            sub: Box::new(norm(&r.sub)),
-            ..r.clone()
-        }),
-        HirKind::Capture(c) => Hir::capture(Capture {
-            sub: Box::new(norm(&c.sub)),
-            ..c.clone()
-        }),
-        HirKind::Concat(subs) => Hir::concat(subs.iter().map(norm).collect()),
-        HirKind::Alternation(subs) => Hir::alternation(subs.iter().map(norm).collect()),
-    }
 }
 
 #[cfg(test)]

@@ -227,6 +227,15 @@ fn texts() -> impl Strategy<Value = String> {
         "\u{e0041}",
         "1",
         "_",
+        "__",
+        "&",
+        "&#",
+        "102",
+        "x66",
+        ";",
+        "&nbsp;",
+        "&amp;",
+        "*",
         "한",
         "東",
         "\u{2028}",
@@ -376,4 +385,80 @@ fn markdown_marks_are_read_as_a_rendered_answer_shows_them() {
     }
     assert_eq!(normalize_str("a*b", Normalize::Nfkc), "a*b");
     assert_eq!(full("snake_case"), "snake_case");
+}
+
+/// Every split of `text` gives `view` (and the whole text too).
+fn assert_view_at_every_split(text: &str, view: &str) {
+    assert_eq!(full(text), view, "{text:?}");
+    for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+        assert_eq!(
+            view_of(text, &[cut], Normalize::Full).0,
+            view,
+            "{text:?} cut at {cut}"
+        );
+    }
+}
+
+#[test]
+fn underscore_emphasis_at_a_word_edge_is_not_shown() {
+    for marked in [
+        "_forbidden_ fruit",
+        "__forbidden__ __fruit__",
+        "**_forbidden_** fruit",
+        "_\u{200b}forbidden_\u{200b} fruit",
+        "(_forbidden fruit_)",
+        "forbidden _fruit_",
+    ] {
+        assert_view_at_every_split(marked, &full(&marked.replace('_', "")));
+    }
+    assert_view_at_every_split("_forbidden_ fruit", "forbidden fruit");
+    // Inside a word, or between non-words, `_` is text, as Markdown renders it.
+    for text in ["snake_case_name", "a _ b", "x__y", "_ _", "1_000_000"] {
+        assert_view_at_every_split(text, text);
+    }
+    // A regex's literal keeps its `_` (it sits inside a word of the text it matches).
+    assert_eq!(
+        super::normalize_fragment("sk_live_", Normalize::Full),
+        "sk_live_"
+    );
+    assert_eq!(full("sk_live_abc"), "sk_live_abc");
+    // Only with `full`.
+    assert_eq!(normalize_str("_forbidden_", Normalize::Nfkc), "_forbidden_");
+}
+
+#[test]
+fn character_references_read_as_the_character_they_render() {
+    for (text, view) in [
+        ("&#102;orbidden fruit", "forbidden fruit"),
+        ("&#x66;orbidden&nbsp;fruit", "forbidden fruit"),
+        ("&#X66;orbidden&#32;fruit", "forbidden fruit"),
+        ("forbid&shy;den fruit", "forbidden fruit"),
+        ("forbid&ZeroWidthSpace;den fruit", "forbidden fruit"),
+        ("&fopf;orbidden fruit", "forbidden fruit"),
+        ("&#0000102;orbidden", "forbidden"),
+        ("_&#102;orbidden_ fruit", "forbidden fruit"),
+        // Decoded once: `&amp;` is `&`, and what follows it is text.
+        ("&amp;#102;orbidden", "&#102;orbidden"),
+        // A spelled `*` is a literal star, not emphasis.
+        ("&#42;x&#42;", "*x*"),
+        // Not references: no `;`, unknown names, too many digits, an empty number.
+        ("&#102 orbidden", "&#102 orbidden"),
+        ("AT&T; &bogus; &#; &#x; &", "AT&T; &bogus; &#; &#x; &"),
+        ("&#12345678;", "&#12345678;"),
+        // Code points no character has read as U+FFFD, as a browser shows them.
+        (
+            "&#0;&#xD800;&#x110000;&#x1100000;",
+            "\u{fffd}\u{fffd}\u{fffd}&#x1100000;",
+        ),
+    ] {
+        assert_view_at_every_split(text, view);
+    }
+    // A match on a spelled character maps to the whole reference.
+    let text = "&#102;orbidden";
+    let (view, n) = view_of(text, &[], Normalize::Full);
+    assert_eq!(view, "forbidden");
+    assert_eq!((n.raw_start(0), n.raw_end(1)), (0, 6));
+    assert_eq!(n.raw_end(view.len() as u64), text.len() as u64);
+    // Only with `full`.
+    assert_eq!(normalize_str("&#102;", Normalize::Nfkc), "&#102;");
 }

@@ -1,0 +1,209 @@
+//! `full`: the view reads Markdown as a rendered answer shows it, for the two marks that need a
+//! character of look-ahead.
+//!
+//! - **`_` emphasis.** A run of `_` at a word's edge (a letter or digit on exactly one side:
+//!   `_forbidden_`, `__forbidden__`) is emphasis and is not shown; inside a word (`snake_case`)
+//!   or between two non-words (`a _ b`) it is text, as Markdown renders it. The run waits for
+//!   the character after it; invisible characters and the other marks (`*`, `~`, `` ` ``) are
+//!   looked through.
+//! - **Character references.** `&#102;`, `&#x66;` and the HTML5 named references (`&nbsp;`,
+//!   `&shy;`, `&fopf;`) render as the character they name, in Markdown as in HTML, so they read
+//!   as it and go through the rest of the view (a `&nbsp;` is a space, a `&shy;` is dropped,
+//!   `&fopf;` is `f`). As in CommonMark a reference ends with `;` (numeric: 1–7 decimal or 1–6
+//!   hex digits; named: a name HTML5 defines); anything else is text as written. A character a
+//!   reference spells is not a mark (`&#42;` is a literal `*`) and starts no reference
+//!   (`&amp;#102;` reads `&#102;`, decoded once). Invalid code points read as U+FFFD, as a
+//!   browser shows them.
+//!
+//! Both wait at most a bounded run ([`MAX_HELD`](super::MAX_HELD) underscores, the longest
+//! reference), decided by the text alone, so every split of a text gives the same view.
+
+use super::{is_ignorable, is_markup, Normalizer, Unit, MAX_HELD};
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// HTML5's named character references: name (without `&` and `;`) to the text it names, from
+/// the WHATWG table in `entities.txt`.
+static NAMED: LazyLock<HashMap<&'static str, String>> = LazyLock::new(|| {
+    include_str!("entities.txt")
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let name = fields.next()?;
+            let text = fields
+                .map(|hex| u32::from_str_radix(hex, 16).ok().and_then(char::from_u32))
+                .collect::<Option<String>>()?;
+            Some((name, text))
+        })
+        .collect()
+});
+
+/// The longest reference read: `&` and 32 name characters (HTML5's longest name is 31) or
+/// `#x` and 6 hex digits, before the `;`.
+const MAX_REFERENCE: usize = 33;
+
+impl Normalizer {
+    /// The Markdown stage for one character: `_` runs wait, the other marks are dropped, and
+    /// a waiting `_` run is decided by this character. `spelled`: the character came from a
+    /// reference (so it is text, never a mark).
+    pub(super) fn markup_char(
+        &mut self,
+        c: char,
+        raw: u64,
+        raw_end: u64,
+        spelled: bool,
+        out: &mut String,
+    ) {
+        if !spelled && c == '_' && !self.fragment {
+            if self.underscores.is_empty() {
+                self.underscores_after_word = self.base.is_some_and(char::is_alphanumeric);
+            }
+            self.underscores.push(Unit {
+                c,
+                raw,
+                raw_end,
+                exact: true,
+            });
+            if self.underscores.len() > MAX_HELD {
+                self.flush_underscores(true, out);
+            }
+            return;
+        }
+        if !spelled && c.is_ascii() && is_markup(c as u8) {
+            return;
+        }
+        if !self.underscores.is_empty() && !is_ignorable(c) {
+            let keep = self.underscores_after_word == c.is_alphanumeric();
+            self.flush_underscores(keep, out);
+        }
+        self.text_char(c, raw, raw_end, !spelled, out);
+    }
+
+    /// Writes the waiting `_` run as text (`keep`) or drops it as emphasis.
+    fn flush_underscores(&mut self, keep: bool, out: &mut String) {
+        let mut run = std::mem::take(&mut self.underscores);
+        if keep {
+            for &u in &run {
+                self.text_char(u.c, u.raw, u.raw_end, true, out);
+            }
+        }
+        run.clear();
+        self.underscores = run;
+    }
+
+    /// The reference stage for one character: true when it was taken (it starts or continues
+    /// a reference, or ends one with `;`). A character that cannot continue the reference
+    /// read so far writes that text as it is and is then handled on its own.
+    pub(super) fn reference_char(
+        &mut self,
+        c: char,
+        raw: u64,
+        raw_end: u64,
+        out: &mut String,
+    ) -> bool {
+        if !self.reference.is_empty() {
+            if c == ';' {
+                if let Some(spelled) = self.resolve_reference() {
+                    let start = self.reference[0].raw;
+                    self.reference.clear();
+                    for d in spelled.chars() {
+                        self.markup_char(d, start, raw_end, true, out);
+                    }
+                    return true;
+                }
+            } else if self.continues_reference(c) {
+                self.reference.push(Unit {
+                    c,
+                    raw,
+                    raw_end,
+                    exact: true,
+                });
+                return true;
+            }
+            self.flush_reference(out);
+        }
+        if c == '&' {
+            self.reference.push(Unit {
+                c,
+                raw,
+                raw_end,
+                exact: true,
+            });
+            return true;
+        }
+        false
+    }
+
+    /// Whether `c` may come next in the reference read so far (`&`, then `#` and digits, `#x`
+    /// and hex digits, or a name), within [`MAX_REFERENCE`].
+    fn continues_reference(&self, c: char) -> bool {
+        if self.reference.len() >= MAX_REFERENCE || !c.is_ascii_alphanumeric() && c != '#' {
+            return false;
+        }
+        let body: Vec<char> = self.reference[1..].iter().map(|u| u.c).collect();
+        match body.as_slice() {
+            [] => true,
+            ['#'] => c.is_ascii_digit() || c == 'x' || c == 'X',
+            ['#', 'x' | 'X', hex @ ..] => c.is_ascii_hexdigit() && hex.len() < 6,
+            ['#', digits @ ..] => c.is_ascii_digit() && digits.len() < 7,
+            name => c.is_ascii_alphanumeric() && name.first() != Some(&'#'),
+        }
+    }
+
+    /// The text the reference read so far names, when `;` ends it here.
+    fn resolve_reference(&self) -> Option<String> {
+        let body: String = self.reference[1..].iter().map(|u| u.c).collect();
+        let number = |digits: &str, radix: u32| -> Option<String> {
+            if digits.is_empty() {
+                return None;
+            }
+            let code = u32::from_str_radix(digits, radix).ok()?;
+            let c = match code {
+                0 => char::REPLACEMENT_CHARACTER,
+                _ => char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
+            };
+            Some(c.to_string())
+        };
+        if let Some(hex) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {
+            return number(hex, 16);
+        }
+        if let Some(decimal) = body.strip_prefix('#') {
+            return number(decimal, 10);
+        }
+        NAMED.get(body.as_str()).cloned()
+    }
+
+    /// The reference read so far is text as written (its `&` starts nothing).
+    fn flush_reference(&mut self, out: &mut String) {
+        let mut read = std::mem::take(&mut self.reference);
+        for &u in &read {
+            self.markup_char(u.c, u.raw, u.raw_end, false, out);
+        }
+        read.clear();
+        self.reference = read;
+    }
+
+    /// The end of the text: a reference without its `;` is text, a waiting `_` run closes
+    /// emphasis after a word (and is text otherwise).
+    pub(super) fn finish_markup(&mut self, out: &mut String) {
+        self.flush_reference(out);
+        if !self.underscores.is_empty() {
+            let keep = !self.underscores_after_word;
+            self.flush_underscores(keep, out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_named_references_are_whatwgs() {
+        let named = &*super::NAMED;
+        assert_eq!(named.len(), 2125);
+        assert_eq!(named["nbsp"], "\u{a0}");
+        assert_eq!(named["fopf"], "\u{1d557}");
+        assert_eq!(named["NotEqualTilde"], "\u{2242}\u{338}");
+        assert!(named.keys().all(|k| k.len() < super::MAX_REFERENCE));
+    }
+}
