@@ -199,19 +199,19 @@ fn compute(stats: &Stats, effective_order: bool) -> f64 {
     let mut precisions = [0.0f64; MAX_ORDER];
     let mut smooth = 1.0f64;
     let mut eff_order = MAX_ORDER;
-    for n in 0..MAX_ORDER {
-        let total = stats.total[n] as f64;
-        if stats.total[n] == 0 {
+    for (n, precision) in precisions.iter_mut().enumerate() {
+        let (correct, total) = (stats.correct[n], stats.total[n]);
+        if total == 0 {
             break;
         }
         if effective_order {
             eff_order = n + 1;
         }
-        if stats.correct[n] == 0 {
+        if correct == 0 {
             smooth *= 2.0;
-            precisions[n] = 100.0 / (smooth * total);
+            *precision = 100.0 / (smooth * total as f64);
         } else {
-            precisions[n] = 100.0 * stats.correct[n] as f64 / total;
+            *precision = 100.0 * correct as f64 / total as f64;
         }
     }
     let sum: f64 = precisions[..eff_order].iter().map(|&p| my_log(p)).sum();

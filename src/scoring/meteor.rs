@@ -18,32 +18,15 @@
 //! over the references; 0 when nothing matches or a side has no token.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+pub use super::wordnet::MeteorError;
 use super::wordnet::WordNet;
 use super::{porter, py_split};
 
 const ALPHA: f64 = 0.9;
 const BETA: f64 = 3.0;
 const GAMMA: f64 = 0.5;
-
-/// Why WordNet could not be loaded. METEOR without its synonym stage would be a weaker, different
-/// metric, so a run or pack that asks for METEOR is refused with this error instead.
-#[derive(Debug, thiserror::Error)]
-pub enum MeteorError {
-    #[error(
-        "METEOR needs WordNet 3.0: cannot read {path}: {reason} (on Debian and Ubuntu: \
-         apt-get install wordnet-base; or point the WordNet folder at a copy of the WordNet 3.0 \
-         database files: index.*, data.*, *.exc)"
-    )]
-    Unreadable { path: PathBuf, reason: String },
-    #[error("METEOR needs WordNet 3.0: {path}, line {line}: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-}
 
 /// METEOR with WordNet loaded (about 0.2 s and 20 MB; see docs/metrics.md). Load it once and
 /// share it: scoring only reads it.

@@ -64,7 +64,7 @@ fn is_consonant(w: &[char], mut i: usize) -> bool {
             negate = !negate;
             i -= 1;
         }
-        return !is_vowel(w[i]) != negate;
+        return is_vowel(w[i]) == negate;
     }
     true
 }

@@ -208,3 +208,9 @@ fn meteor_refuses_a_missing_or_broken_wordnet() {
     std::fs::remove_file(dir.path().join("verb.exc")).unwrap();
     assert!(Meteor::load(dir.path()).is_err());
 }
+
+#[test]
+fn meteor_is_shared_across_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Meteor>();
+}

@@ -11,7 +11,23 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::meteor::MeteorError;
+/// Why WordNet could not be loaded. METEOR without its synonym stage would be a weaker, different
+/// metric, so a run or pack that asks for METEOR is refused with this error instead.
+#[derive(Debug, thiserror::Error)]
+pub enum MeteorError {
+    #[error(
+        "METEOR needs WordNet 3.0: cannot read {path}: {reason} (on Debian and Ubuntu: \
+         apt-get install wordnet-base; or point the WordNet folder at a copy of the WordNet 3.0 \
+         database files: index.*, data.*, *.exc)"
+    )]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("METEOR needs WordNet 3.0: {path}, line {line}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+}
 
 /// NLTK's POS_LIST order; `synsets(word)` visits the parts of speech in this order.
 const POS: [(&str, char); 4] = [("noun", 'n'), ("verb", 'v'), ("adj", 'a'), ("adv", 'r')];
@@ -46,11 +62,15 @@ const SUBSTITUTIONS: [&[(&str, &str)]; 4] = [
     &[],
 ];
 
+/// Inflected form → base forms (a `*.exc` file).
+type Exceptions = HashMap<Box<str>, Box<[Box<str>]>>;
+
 pub(crate) struct WordNet {
-    /// Per part of speech: lemma → its synsets (ids into `synsets`), in index order.
-    index: [HashMap<Box<str>, Box<[u32]>>; 4],
+    /// Per part of speech: lemma → its synsets, in index order, as a range of `index_synsets`.
+    index: [HashMap<Box<str>, (u32, u32)>; 4],
+    index_synsets: Vec<u32>,
     /// Per part of speech: inflected form → base forms.
-    exceptions: [HashMap<Box<str>, Box<[Box<str>]>>; 4],
+    exceptions: [Exceptions; 4],
     /// Synset i's lemma names are `names[synset_names[synset_start[i]..synset_start[i + 1]]]`.
     synset_start: Vec<u32>,
     synset_names: Vec<u32>,
@@ -100,8 +120,9 @@ impl WordNet {
         let mut names: Vec<Box<str>> = Vec::new();
         let mut synset_start: Vec<u32> = vec![0];
         let mut synset_names: Vec<u32> = Vec::new();
-        let mut index: [HashMap<Box<str>, Box<[u32]>>; 4] = Default::default();
-        let mut exceptions: [HashMap<Box<str>, Box<[Box<str>]>>; 4] = Default::default();
+        let mut index: [HashMap<Box<str>, (u32, u32)>; 4] = Default::default();
+        let mut index_synsets: Vec<u32> = Vec::new();
+        let mut exceptions: [Exceptions; 4] = Default::default();
         for (p, (suffix, pos_char)) in POS.iter().enumerate() {
             // data.<pos>: offset → synset id, and the synset's lemma names.
             let file = format!("data.{suffix}");
@@ -162,11 +183,13 @@ impl WordNet {
             // index.<pos>: lemma pos n_synsets n_pointers pointers… n_senses tagged offsets…
             let file = format!("index.{suffix}");
             let text = read(dir, &file)?;
+            let mut fields: Vec<&str> = Vec::new();
             for (number, line) in text.lines().enumerate() {
                 if line.starts_with(' ') || line.trim().is_empty() {
                     continue;
                 }
-                let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+                fields.clear();
+                fields.extend(line.split_ascii_whitespace());
                 let bad = |reason: &str| corrupt(dir, &file, number, reason);
                 let number_at = |i: usize| -> Result<usize, MeteorError> {
                     fields
@@ -176,19 +199,20 @@ impl WordNet {
                 };
                 let n_synsets = number_at(2)?;
                 let n_pointers = number_at(3)?;
-                let first = 4 + n_pointers + 2;
-                if fields.len() < first + n_synsets || n_synsets == 0 {
+                // The pointer symbols, then n_senses and tagsense_cnt, then the offsets.
+                let first = n_pointers.saturating_add(6);
+                if fields.len() < first.saturating_add(n_synsets) || n_synsets == 0 {
                     return Err(bad("fewer synset offsets than announced"));
                 }
-                let mut ids = Vec::with_capacity(n_synsets);
+                let start = index_synsets.len() as u32;
                 for field in &fields[first..first + n_synsets] {
                     let offset: u32 = field.parse().map_err(|_| bad("offset is not a number"))?;
                     let id = offsets
                         .get(&offset)
                         .ok_or_else(|| bad(&format!("offset {offset} is not in data.{suffix}")))?;
-                    ids.push(*id);
+                    index_synsets.push(*id);
                 }
-                index[p].insert(fields[0].into(), ids.into());
+                index[p].insert(fields[0].into(), (start, n_synsets as u32));
             }
             if index[p].is_empty() {
                 return Err(corrupt(dir, &file, 0, "no lemma"));
@@ -203,8 +227,12 @@ impl WordNet {
                 }
             }
         }
+        index_synsets.shrink_to_fit();
+        synset_names.shrink_to_fit();
+        names.shrink_to_fit();
         Ok(WordNet {
             index,
+            index_synsets,
             exceptions,
             synset_start,
             synset_names,
@@ -241,7 +269,10 @@ impl WordNet {
         let mut out = HashSet::new();
         for p in 0..POS.len() {
             for form in self.morphy(&lower, p) {
-                for &synset in self.index[p].get(form).map(|s| &s[..]).unwrap_or(&[]) {
+                let Some(&(start, len)) = self.index[p].get(form) else {
+                    continue;
+                };
+                for &synset in &self.index_synsets[start as usize..(start + len) as usize] {
                     let synset = synset as usize;
                     let range =
                         self.synset_start[synset] as usize..self.synset_start[synset + 1] as usize;
