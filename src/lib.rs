@@ -16,6 +16,7 @@ pub mod policy;
 pub mod protocol;
 pub mod proxy;
 pub mod scan;
+pub mod scoring;
 pub mod server;
 pub mod sse;
 pub mod telemetry;
