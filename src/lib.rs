@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod scan;
 pub mod server;
 pub mod sse;
+pub mod suite;
 pub mod telemetry;
 pub mod tls;
 pub mod upstream;
