@@ -1,0 +1,354 @@
+//! `guardwire eval --replay`: the real binary over recorded traffic with known blocks (the
+//! example under examples/eval/, and generated files of a few thousand lines), its exit
+//! statuses, reports and refusals.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
+
+/// Runs `guardwire eval` from the repository root: (exit code, stdout + stderr).
+fn eval(args: &[&str], stdin: Option<&[u8]>) -> (i32, String) {
+    let mut child = Command::new(BIN)
+        .arg("eval")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn validator<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["by_validator"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["validator"] == id)
+        .unwrap_or_else(|| panic!("no validator {id} in {report}"))
+}
+
+const CONFIG: &str = "examples/eval/replay.yaml";
+
+#[test]
+fn the_example_traffic_replays_with_its_known_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let junit = dir.path().join("r.xml");
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            "examples/eval/traffic.jsonl",
+            "--json",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{text}");
+    let r = read_json(&out);
+    assert_eq!(r["exchanges"], 11, "{r}");
+    assert_eq!(
+        (&r["passed"], &r["blocked"], &r["refused"]),
+        (&json!(5), &json!(5), &json!(1)),
+        "{r}"
+    );
+    assert_eq!(
+        (&r["redacted"], &r["monitored"], &r["request_only"]),
+        (&json!(1), &json!(1), &json!(1))
+    );
+    let stage = |s: &str| {
+        (
+            r["by_stage"][s]["blocked"].clone(),
+            r["by_stage"][s]["refused"].clone(),
+        )
+    };
+    assert_eq!(stage("before_call"), (json!(1), json!(0)));
+    assert_eq!(stage("on_chunk"), (json!(2), json!(0)));
+    assert_eq!(stage("after_call"), (json!(2), json!(1)));
+    let keys = validator(&r, "no-api-keys");
+    assert_eq!(keys["blocked"], 2);
+    assert_eq!(keys["examples"], json!(["key-in-prompt", "chatlog-key"]));
+    assert_eq!(
+        keys["blocked_by_stage"],
+        json!({"before_call": 1, "on_chunk": 1})
+    );
+    // Split across two stream frames, and hidden in a field no decoder models (the
+    // fallback reads it): both found.
+    assert_eq!(
+        validator(&r, "codenames")["examples"],
+        json!(["codename-stream", "smuggled-field"])
+    );
+    assert_eq!(validator(&r, "emails")["redacted"], 1);
+    assert_eq!(validator(&r, "refunds")["monitored"], 1);
+    assert_eq!(
+        validator(&r, "too-short")["blocked_by_stage"],
+        json!({"after_call": 1})
+    );
+    assert_eq!(
+        r["refusals"],
+        json!([{"reason": "the upstream stream ended before its terminal event", "count": 1, "examples": ["cut-stream"]}])
+    );
+    assert_eq!(r["by_route"]["anthropic_messages"]["passed"], 1);
+    // The terminal table says the same.
+    assert!(
+        text.contains("passed 5 (45.5%), blocked 5 (45.5%), refused 1 (9.1%)"),
+        "{text}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"6\" failures=\"4\""), "{xml}");
+}
+
+/// Generated traffic: line `i` is one of five kinds, so every count is known; the codename
+/// of the streamed kind is split at a different byte each time.
+fn generated(n: usize) -> (Vec<u8>, [u64; 5]) {
+    let codename = "project bluebird";
+    let mut out = Vec::new();
+    let mut kinds = [0u64; 5];
+    for i in 0..n {
+        let req = |text: &str, stream: bool| json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": text}]});
+        let whole = |text: &str| json!({"id": "c", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]});
+        let line = match i % 5 {
+            0 => {
+                json!({"id": format!("ok-{i}"), "request": req("hi", false), "response": whole("hello there, friend")})
+            }
+            1 => {
+                json!({"id": format!("key-{i}"), "request": req(&format!("key sk-{:024}", i), false)})
+            }
+            2 => {
+                let text = format!("The {codename} launch is soon.");
+                let cut = 4 + i % codename.len();
+                let mut sse = String::new();
+                for piece in [&text[..cut], &text[cut..]] {
+                    let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+                    sse.push_str(&format!("data: {chunk}\n\n"));
+                }
+                sse.push_str("data: [DONE]\n\n");
+                json!({"id": format!("stream-{i}"), "request": req("plan?", true), "response_sse": sse})
+            }
+            3 => {
+                json!({"id": format!("short-{i}"), "messages": [{"role": "user", "content": "ok?"}, {"role": "assistant", "content": "ok"}]})
+            }
+            _ => {
+                json!({"id": format!("mail-{i}"), "request": req("contact?", false), "response": whole(&format!("mail u{i}@example.com today"))})
+            }
+        };
+        kinds[i % 5] += 1;
+        out.extend_from_slice(line.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    (out, kinds)
+}
+
+#[test]
+fn generated_traffic_counts_the_same_on_one_worker_or_many_and_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (traffic, kinds) = generated(3000);
+    let file = dir.path().join("traffic.jsonl");
+    std::fs::write(&file, &traffic).unwrap();
+    let one = dir.path().join("one.json");
+    let many = dir.path().join("many.json");
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            file.to_str().unwrap(),
+            "--jobs",
+            "1",
+            "--json",
+            one.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            "-",
+            "--jobs",
+            "4",
+            "--json",
+            many.to_str().unwrap(),
+        ],
+        Some(&traffic),
+    );
+    assert_eq!(code, 0, "{text}");
+    let (mut one, mut many) = (read_json(&one), read_json(&many));
+    assert_eq!(one["exchanges"], 3000);
+    assert_eq!(one["passed"], kinds[0] + kinds[4]);
+    assert_eq!(validator(&one, "no-api-keys")["blocked"], kinds[1]);
+    assert_eq!(validator(&one, "codenames")["blocked"], kinds[2]);
+    assert_eq!(validator(&one, "too-short")["blocked"], kinds[3]);
+    assert_eq!(validator(&one, "emails")["redacted"], kinds[4]);
+    assert_eq!(one["request_only"], kinds[1]);
+    // The examples are the first lines of each kind, whichever worker saw them.
+    assert_eq!(
+        validator(&one, "codenames")["examples"],
+        json!([
+            "stream-2",
+            "stream-7",
+            "stream-12",
+            "stream-17",
+            "stream-22"
+        ])
+    );
+    one.as_object_mut().unwrap().remove("input");
+    many.as_object_mut().unwrap().remove("input");
+    assert_eq!(one, many);
+}
+
+#[test]
+fn thresholds_and_invalid_lines_fail_the_run_with_status_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            "examples/eval/traffic.jsonl",
+            "--fail-under",
+            "0.9",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("threshold pass_rate: 0.4545 (at least 0.9): FAILED"),
+        "{text}"
+    );
+    assert_eq!(read_json(&out)["thresholds"][0]["passed"], false);
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            "examples/eval/traffic.jsonl",
+            "--fail-under",
+            "0.4",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{text}");
+
+    // A line that is not JSON, a misspelt key, a route that does not exist, a line over the
+    // limit: each reported by line number (never its content), and the run fails.
+    let file = dir.path().join("bad.jsonl");
+    let long = format!("{{\"request\": {{\"pad\": \"{}\"}}}}", "x".repeat(5000));
+    std::fs::write(
+        &file,
+        format!(
+            "{{\"request\": {{\"messages\": []}}, \"respone\": {{}}}}\nnot json sk-secret\n\n{{\"route\": \"nope\", \"request\": {{}}}}\n{long}\n{{\"id\": \"fine\", \"request\": {{\"model\": \"m\", \"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}]}}}}\n"
+        ),
+    )
+    .unwrap();
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            file.to_str().unwrap(),
+            "--max-line-bytes",
+            "4096",
+            "--json",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    let r = read_json(&out);
+    assert_eq!(
+        (&r["invalid"], &r["exchanges"], &r["passed"]),
+        (&json!(4), &json!(1), &json!(1))
+    );
+    let lines: Vec<u64> = r["invalid_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [1, 2, 4, 5]);
+    assert!(text.contains("unknown key `respone`"), "{text}");
+    assert!(
+        text.contains("route \"nope\" is not in the config"),
+        "{text}"
+    );
+    assert!(
+        text.contains("longer than --max-line-bytes (4096)"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-secret"), "{text}");
+}
+
+#[test]
+fn what_cannot_run_is_refused_with_status_two() {
+    for (args, says) in [
+        (
+            vec![
+                "--replay",
+                "examples/eval/traffic.jsonl",
+                "--metric",
+                "bleu",
+            ],
+            "metric bleu: not available in this build",
+        ),
+        (
+            vec![
+                "--replay",
+                "examples/eval/traffic.jsonl",
+                "--metric",
+                "rouge",
+            ],
+            "metric rouge: not available in this build",
+        ),
+        (
+            vec!["--replay", "examples/eval/traffic.jsonl", "--route", "nope"],
+            "--route nope: no such route",
+        ),
+        (vec![], "nothing to evaluate"),
+        (
+            vec!["--replay", "does/not/exist.jsonl"],
+            "does/not/exist.jsonl",
+        ),
+    ] {
+        let mut all = vec!["--config", CONFIG];
+        all.extend(args);
+        let (code, text) = eval(&all, None);
+        assert_eq!(code, 2, "{all:?}: {text}");
+        assert!(text.contains(says), "{all:?}: {text}");
+    }
+}
