@@ -352,3 +352,79 @@ fn what_cannot_run_is_refused_with_status_two() {
         assert!(text.contains(says), "{all:?}: {text}");
     }
 }
+
+/// The JUnit file read by a real JUnit parser (Python's junitparser, pinned in
+/// tests/eval/requirements.txt; tests/run installs it and sets GUARDWIRE_EVAL_PYTHON), with ids
+/// full of markup and control characters: every case is there, failures carry their counts and
+/// the ids come back as written (bar the characters XML cannot carry).
+#[test]
+#[ignore = "needs junitparser: GUARDWIRE_EVAL_PYTHON (tests/run sets it)"]
+fn the_junit_report_reads_in_a_real_junit_parser() {
+    let python = std::env::var("GUARDWIRE_EVAL_PYTHON")
+        .expect("GUARDWIRE_EVAL_PYTHON: a Python with tests/eval/requirements.txt installed");
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = "<a href=\"x\">&amp;]]></a>'\u{1}";
+    let mut traffic = std::fs::read_to_string("examples/eval/traffic.jsonl").unwrap();
+    let line = json!({"id": hostile, "request": {"model": "m", "messages": [{"role": "user", "content": "sk-aaaaaaaaaaaaaaaaaaaaaaaaaaaa"}]}});
+    traffic.insert_str(0, &format!("{line}\n"));
+    let file = dir.path().join("traffic.jsonl");
+    std::fs::write(&file, traffic).unwrap();
+    let junit = dir.path().join("r.xml");
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--replay",
+            file.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--fail-under",
+            "0.9",
+        ],
+        None,
+    );
+    assert_eq!(code, 1, "{text}");
+    let out = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/eval/junit_summary.py"
+        ))
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let suites: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let suite = &suites[0];
+    // Five validators, one refusal reason, one threshold.
+    assert_eq!(
+        (&suite["tests"], &suite["failures"]),
+        (&json!(7), &json!(5)),
+        "{suite}"
+    );
+    assert_eq!(suite["failed"], 5);
+    let case = |name: &str| {
+        suite["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no case {name} in {suite}"))
+            .clone()
+    };
+    let keys = case("no-api-keys");
+    assert_eq!(keys["results"][0]["message"], "blocked 3 exchanges");
+    let detail = keys["results"][0]["text"].as_str().unwrap();
+    assert!(
+        detail.contains("<a href=\"x\">&amp;]]></a>'\u{fffd}, key-in-prompt"),
+        "{detail}"
+    );
+    assert_eq!(case("emails")["results"], json!([]));
+    assert_eq!(
+        case("pass_rate")["results"][0]["message"],
+        "pass_rate is 0.4167, below 0.9"
+    );
+}
