@@ -216,7 +216,7 @@ pub fn default_path(protocol: &dyn Protocol, streamed: bool, request: &[u8]) -> 
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
 
     #[test]
