@@ -51,6 +51,9 @@ struct EvalArgs {
     /// Recorded exchanges, one JSON object a line (`-`: standard input).
     #[arg(long, value_name = "FILE.jsonl")]
     replay: Option<PathBuf>,
+    /// Cases (JSONL) to check with the packs and score with the metrics.
+    #[arg(long, value_name = "FILE.jsonl")]
+    cases: Option<PathBuf>,
     /// Check every exchange under this route's policy (default: the line's `route`, else the
     /// first route of its protocol).
     #[arg(long, value_name = "NAME")]
@@ -64,7 +67,8 @@ struct EvalArgs {
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Fail (exit status 1) when the pass rate is below this (0–1).
+    /// Fail (exit status 1) when a pass rate (of the exchanges; of the cases, per assertion) is
+    /// below this (0–1).
     #[arg(long, value_name = "RATE")]
     fail_under: Option<f64>,
     /// Worker threads (default: one per core).
@@ -91,6 +95,7 @@ fn eval(a: EvalArgs) -> ExitCode {
     let opts = guardwire::suite::EvalOptions {
         config: a.config,
         replay: a.replay,
+        cases: a.cases,
         route: a.route,
         metrics: a.metrics,
         json: a.json,

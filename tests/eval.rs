@@ -428,3 +428,102 @@ fn the_junit_report_reads_in_a_real_junit_parser() {
         "pass_rate is 0.4167, below 0.9"
     );
 }
+
+#[test]
+fn cases_are_checked_by_the_packs_and_scored_by_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.json");
+    let junit = dir.path().join("c.xml");
+    let args = |fail_under: &'static str| {
+        vec![
+            "--config".to_owned(),
+            CONFIG.to_owned(),
+            "--cases".to_owned(),
+            "examples/eval/cases.jsonl".to_owned(),
+            "--metric".to_owned(),
+            "equals".to_owned(),
+            "--metric".to_owned(),
+            "contains".to_owned(),
+            "--json".to_owned(),
+            out.to_str().unwrap().to_owned(),
+            "--junit".to_owned(),
+            junit.to_str().unwrap().to_owned(),
+            "--fail-under".to_owned(),
+            fail_under.to_owned(),
+        ]
+    };
+    let run = |a: Vec<String>| eval(&a.iter().map(String::as_str).collect::<Vec<_>>(), None);
+    let (code, text) = run(args("0.5"));
+    assert_eq!(code, 0, "{text}");
+    let r = read_json(&out);
+    assert_eq!(
+        r["assertions"],
+        json!([
+            {"name": "pack", "passed": 3, "failed": 1, "mean": null},
+            {"name": "equals", "passed": 2, "failed": 2, "mean": 0.5},
+            {"name": "contains", "passed": 3, "failed": 1, "mean": 0.75},
+        ]),
+        "{r}"
+    );
+    let leak = &r["cases"][2];
+    assert_eq!(leak["id"], "leaks-key");
+    assert_eq!(
+        leak["pack"]["reason"],
+        "blocked at on_chunk by no-api-keys: An API key was about to be sent."
+    );
+    assert!(
+        text.contains("leaks-key: pack: blocked at on_chunk by no-api-keys"),
+        "{text}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    // Four cases × (pack, equals, contains), three thresholds.
+    assert!(xml.contains("tests=\"15\" failures=\"4\""), "{xml}");
+    let (code, text) = run(args("0.8"));
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("FAILED (at least 0.8)"), "{text}");
+
+    // Parameters are checked before any case runs: every case lacking what a metric needs is
+    // named, with the metric.
+    let cases = dir.path().join("cases.jsonl");
+    std::fs::write(
+        &cases,
+        "{\"id\": \"no-truth\", \"input\": \"hi\", \"actual_output\": \"hello\"}\n{\"id\": \"no-output\", \"input\": \"hi\", \"expected_output\": \"hello\"}\n",
+    )
+    .unwrap();
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--cases",
+            cases.to_str().unwrap(),
+            "--metric",
+            "equals",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("case \"no-truth\": metric equals needs expected_output (or ground_truth)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("case \"no-output\": metric equals needs actual_output"),
+        "{text}"
+    );
+    let (code, text) = eval(
+        &[
+            "--config",
+            CONFIG,
+            "--cases",
+            "examples/eval/cases.jsonl",
+            "--metric",
+            "meteor",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("metric meteor: not available in this build"),
+        "{text}"
+    );
+}

@@ -11,6 +11,7 @@
 //! - `metrics.rs`: the metrics a run may ask for, and the ones this build refuses;
 //! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
 
+pub mod cases;
 pub mod metrics;
 pub mod pool;
 pub mod record;
@@ -28,6 +29,8 @@ pub struct EvalOptions {
     pub config: PathBuf,
     /// Recorded exchanges to replay (JSONL).
     pub replay: Option<PathBuf>,
+    /// Cases to check and score (JSONL).
+    pub cases: Option<PathBuf>,
     /// Check every exchange under this route's policy, whatever its line says.
     pub route: Option<String>,
     /// Metrics asked for on the command line (`--metric`).
@@ -63,7 +66,7 @@ pub enum Verdict {
 
 /// Runs `guardwire eval`.
 pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
-    metrics::Registry::resolve(&opts.metrics).map_err(EvalError::Setup)?;
+    let metrics = metrics::Registry::resolve(&opts.metrics).map_err(EvalError::Setup)?;
     if let Some(rate) = opts.fail_under {
         if !(0.0..=1.0).contains(&rate) {
             return Err(EvalError::Setup(format!(
@@ -71,30 +74,23 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
             )));
         }
     }
-    let Some(file) = &opts.replay else {
-        return Err(EvalError::Setup(
-            "nothing to evaluate: give --replay FILE.jsonl (cases and live runs are not available in this build)"
-                .into(),
-        ));
+    let file = match (&opts.replay, &opts.cases) {
+        (Some(file), None) => file,
+        (None, Some(file)) => return run_cases(opts, file, &metrics),
+        (Some(_), Some(_)) => return Err(EvalError::Setup("--replay or --cases, not both".into())),
+        (None, None) => {
+            return Err(EvalError::Setup(
+                "nothing to evaluate: give --replay FILE.jsonl or --cases FILE.jsonl (live runs are not available in this build)"
+                    .into(),
+            ))
+        }
     };
     if !opts.metrics.is_empty() {
         return Err(EvalError::Setup(
-            "--metric: a replay checks the packs only; metrics score cases (not available in this build)"
-                .into(),
+            "--metric: a replay checks the packs only; metrics score cases (--cases)".into(),
         ));
     }
-    let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
-    let runtime = Runtime::build(config).map_err(|e| EvalError::Setup(e.to_string()))?;
-    if let Some(name) = &opts.route {
-        if !runtime.routes.iter().any(|r| r.name == name) {
-            let names: Vec<&str> = runtime.routes.iter().map(|r| r.name).collect();
-            return Err(EvalError::Setup(format!(
-                "--route {name}: no such route in {} (routes: {})",
-                opts.config.display(),
-                names.join(", ")
-            )));
-        }
-    }
+    let runtime = runtime(opts)?;
     let tally = pool::replay_file(&runtime, file, opts)?;
     let thresholds = report::thresholds(&tally, opts);
     let summary = report::Summary {
@@ -112,6 +108,73 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
     }
     let failed = thresholds.iter().any(|t| !t.passed) || tally.invalid > 0;
     Ok(if failed {
+        Verdict::ThresholdFailed
+    } else {
+        Verdict::Passed
+    })
+}
+
+/// The runtime `serve` would build from `--config`; `--route` must name one of its routes.
+fn runtime(opts: &EvalOptions) -> Result<Runtime, EvalError> {
+    let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let runtime = Runtime::build(config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    if let Some(name) = &opts.route {
+        if !runtime.routes.iter().any(|r| r.name == name) {
+            let names: Vec<&str> = runtime.routes.iter().map(|r| r.name).collect();
+            return Err(EvalError::Setup(format!(
+                "--route {name}: no such route in {} (routes: {})",
+                opts.config.display(),
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(runtime)
+}
+
+/// `--cases`: every case read and its metrics' parameters checked before any runs, then each
+/// case run (in order, on this thread: suites are small).
+fn run_cases(
+    opts: &EvalOptions,
+    file: &std::path::Path,
+    metrics: &[metrics::Metric],
+) -> Result<Verdict, EvalError> {
+    let io = |error| EvalError::Io {
+        path: file.display().to_string(),
+        error,
+    };
+    let size = std::fs::metadata(file).map_err(io)?.len();
+    if size > cases::MAX_CASES_BYTES {
+        return Err(EvalError::Setup(format!(
+            "{}: a cases file is read whole, at most {} bytes",
+            file.display(),
+            cases::MAX_CASES_BYTES
+        )));
+    }
+    let text = std::fs::read_to_string(file).map_err(io)?;
+    let all = cases::read_all(&text, metrics).map_err(|errors| {
+        EvalError::Setup(format!("{}:\n  {}", file.display(), errors.join("\n  ")))
+    })?;
+    let runtime = runtime(opts)?;
+    let results: Vec<cases::CaseResult> = all
+        .iter()
+        .map(|c| cases::run(&runtime, opts.route.as_deref(), c, metrics))
+        .collect();
+    let rows = report::cases::rows(&results, metrics);
+    let thresholds = report::cases::thresholds(&rows, opts.fail_under);
+    print!(
+        "{}",
+        report::cases::terminal(file, &results, &rows, &thresholds)
+    );
+    if let Some(path) = &opts.json {
+        report::write_file(
+            path,
+            &report::cases::json(file, &results, &rows, &thresholds),
+        )?;
+    }
+    if let Some(path) = &opts.junit {
+        report::write_file(path, &report::cases::junit(file, &results, &thresholds))?;
+    }
+    Ok(if thresholds.iter().any(|t| !t.passed) {
         Verdict::ThresholdFailed
     } else {
         Verdict::Passed

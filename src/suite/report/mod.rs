@@ -1,6 +1,7 @@
 //! What a run reports: the thresholds judged, the terminal table (`terminal.rs`), the JSON
 //! (`json.rs`) and JUnit XML (`junit.rs`) files, and the progress line (`progress.rs`).
 
+pub mod cases;
 pub mod json;
 pub mod junit;
 pub mod progress;

@@ -9,9 +9,14 @@ use std::fmt::Write as _;
 
 /// Text from the input, safe to print: control characters escaped, at most 60 characters.
 pub fn clean(s: &str) -> String {
+    clean_to(s, 60)
+}
+
+/// [`clean`], at most `max` characters.
+pub fn clean_to(s: &str, max: usize) -> String {
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i == 60 {
+        if i == max {
             out.push('…');
             break;
         }
