@@ -226,7 +226,7 @@ pub fn run(
                 Some(format!("refused at {}: {reason}", stage.as_str()))
             }
         })
-        .unwrap_or_else(|e| Some(e));
+        .unwrap_or_else(Some);
     let scores = metrics
         .iter()
         .map(|&m| {
