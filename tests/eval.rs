@@ -3,6 +3,9 @@
 //! statuses, reports and refusals.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
+use common::mock_upstream::{MockUpstream, Reply};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
@@ -526,4 +529,74 @@ fn cases_are_checked_by_the_packs_and_scored_by_the_metrics() {
         text.contains("metric meteor: not available in this build"),
         "{text}"
     );
+}
+
+/// The replay says what the proxy does: every OpenAI chat exchange of the example traffic is
+/// sent through a running proxy (same pack) to a mock upstream that answers as recorded, and
+/// the proxy's outcome — released or not, redacted or not — is the replay's for that line.
+#[tokio::test]
+async fn the_replay_agrees_with_the_proxy_on_every_example_exchange() {
+    let traffic = std::fs::read_to_string("examples/eval/traffic.jsonl").unwrap();
+    let lines: Vec<Value> = traffic
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l.get("request").is_some() && l.get("protocol").is_none())
+        .filter(|l| l.get("response").is_some() || l.get("response_sse").is_some())
+        .collect();
+    assert!(lines.len() >= 7, "{}", lines.len());
+    // The mock answers each request (told apart by its messages) as recorded.
+    let replies: std::collections::HashMap<String, (bool, String)> = lines
+        .iter()
+        .map(|l| {
+            let key = l["request"]["messages"].to_string();
+            match l.get("response_sse") {
+                Some(sse) => (key, (true, sse.as_str().unwrap().to_owned())),
+                None => (key, (false, l["response"].to_string())),
+            }
+        })
+        .collect();
+    let upstream = MockUpstream::start(move |req| {
+        let key = req.body_json().unwrap()["messages"].to_string();
+        match replies.get(&key) {
+            Some((true, sse)) => Reply::sse(sse.as_bytes()),
+            Some((false, body)) => Reply::json(200, body),
+            None => Reply::json(500, "{}"),
+        }
+    })
+    .await;
+    let pack = std::fs::read_to_string("examples/eval/pack.yaml").unwrap();
+    let proxy = common::proxy::start_proxy(&upstream.base_url(), &pack, "").await;
+    let dir = tempfile::tempdir().unwrap();
+    for line in &lines {
+        let id = line["id"].as_str().unwrap();
+        let answer = common::proxy::post_chat(proxy.addr(), &line["request"].to_string()).await;
+        let text = answer.text();
+        let proxy_passed = answer.status == 200 && !text.contains("\"error\"");
+        let proxy_redacted = text.contains("[REDACTED");
+
+        let file = dir.path().join("one.jsonl");
+        std::fs::write(&file, format!("{line}\n")).unwrap();
+        let out = dir.path().join("one.json");
+        let (code, report) = eval(
+            &[
+                "--config",
+                CONFIG,
+                "--replay",
+                file.to_str().unwrap(),
+                "--json",
+                out.to_str().unwrap(),
+            ],
+            None,
+        );
+        assert_eq!(code, 0, "{id}: {report}");
+        let r = read_json(&out);
+        assert_eq!(r["exchanges"], 1, "{id}");
+        assert_eq!(
+            r["passed"] == 1,
+            proxy_passed,
+            "{id}: the replay and the proxy disagree: proxy {} {text}; replay {r}",
+            answer.status
+        );
+        assert_eq!(r["redacted"] == 1, proxy_redacted, "{id}: {text}; {r}");
+    }
 }
