@@ -19,6 +19,7 @@ pub mod scan;
 pub mod scoring;
 pub mod server;
 pub mod sse;
+pub mod suite;
 pub mod telemetry;
 pub mod tls;
 pub mod upstream;

@@ -1,4 +1,5 @@
-//! The `guardwire` binary: `serve` runs the proxy, `check` validates a config and its packs.
+//! The `guardwire` binary: `serve` runs the proxy, `check` validates a config and its packs,
+//! `eval` runs them offline (src/suite/).
 
 use clap::{Parser, Subcommand};
 use guardwire::config::Config;
@@ -35,6 +36,50 @@ enum Command {
         #[arg(long, short, default_value = "config/guardwire.yaml")]
         config: PathBuf,
     },
+    /// Run the config's packs offline: `--replay FILE.jsonl` checks recorded exchanges (what
+    /// would the packs have blocked?) without calling any model. Exit status: 0 when every
+    /// threshold passed, 1 when one failed (or a line was invalid), 2 when the run could not
+    /// be done. See docs/evaluation.md.
+    Eval(EvalArgs),
+}
+
+#[derive(clap::Args)]
+struct EvalArgs {
+    /// Config file (YAML), loaded as `serve` loads it.
+    #[arg(long, short, default_value = "config/guardwire.yaml")]
+    config: PathBuf,
+    /// Recorded exchanges, one JSON object a line (`-`: standard input).
+    #[arg(long, value_name = "FILE.jsonl")]
+    replay: Option<PathBuf>,
+    /// Cases (JSONL) to check with the packs and score with the metrics.
+    #[arg(long, value_name = "FILE.jsonl")]
+    cases: Option<PathBuf>,
+    /// Check every exchange under this route's policy (default: the line's `route`, else the
+    /// first route of its protocol).
+    #[arg(long, value_name = "NAME")]
+    route: Option<String>,
+    /// A metric to score (repeatable).
+    #[arg(long = "metric", value_name = "NAME")]
+    metrics: Vec<String>,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write a JUnit XML report here.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Fail (exit status 1) when a pass rate (of the exchanges; of the cases, per assertion) is
+    /// below this (0–1).
+    #[arg(long, value_name = "RATE")]
+    fail_under: Option<f64>,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// The longest input line read; a longer line is reported invalid.
+    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    max_line_bytes: usize,
+    /// Example ids kept per count in the reports.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    examples: usize,
 }
 
 fn main() -> ExitCode {
@@ -42,6 +87,31 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { config } => check(&config),
         Command::Serve { config } => serve(&config),
+        Command::Eval(args) => eval(args),
+    }
+}
+
+fn eval(a: EvalArgs) -> ExitCode {
+    let opts = guardwire::suite::EvalOptions {
+        config: a.config,
+        replay: a.replay,
+        cases: a.cases,
+        route: a.route,
+        metrics: a.metrics,
+        json: a.json,
+        junit: a.junit,
+        fail_under: a.fail_under,
+        jobs: a.jobs,
+        max_line_bytes: a.max_line_bytes,
+        examples: a.examples,
+    };
+    match guardwire::suite::run(&opts) {
+        Ok(guardwire::suite::Verdict::Passed) => ExitCode::SUCCESS,
+        Ok(guardwire::suite::Verdict::ThresholdFailed) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -22,14 +22,14 @@ mod request;
 mod runtime;
 
 pub use report::Reporter;
+pub use request::{before_call, complete_input, exchange_guard, stored_refusal};
 pub use runtime::{Route, Runtime};
 
 use crate::budget::{Budget, Held};
-use crate::config::UnknownContent;
 use crate::error::GatewayError;
 use crate::metrics::{LatencyLabels, Metrics, RejectReason, RequestLabels, UpstreamErrorKind};
 use crate::protocol::openai_chat::OpenAiChat;
-use crate::protocol::{residual, stream_usage, Protocol};
+use crate::protocol::{stream_usage, Protocol};
 use crate::telemetry::RequestTrace;
 use crate::upstream::UpstreamClient;
 use arc_swap::ArcSwap;
@@ -312,25 +312,7 @@ impl Gateway {
         };
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
         ctx.stored_context(&parsed.documents)?;
-        if route.unknown_content != UnknownContent::Pass {
-            if parsed.unreadable_input {
-                return Err(GatewayError::InvalidRequest(
-                    "token-id prompts and inputs cannot be checked; send text (or set the route's unknown_content: pass)"
-                        .into(),
-                ));
-            }
-            if let Some(document) = parsed.documents.unreadable.first() {
-                return Err(GatewayError::InvalidRequest(format!(
-                    "{document}: a document guardwire cannot read as text cannot be checked; send it as text (or set the route's unknown_content: pass)"
-                )));
-            }
-            // What the decoder does not model is read by the input checks too.
-            residual::add_request_residuals(&body, &mut parsed.conversation).map_err(|_| {
-                GatewayError::InvalidRequest("the request body cannot be read".into())
-            })?;
-        }
-        // JSON held in the texts (tool results, arguments) is read decoded too.
-        residual::add_json_views(&mut parsed.conversation);
+        request::complete_input(route, &body, &mut parsed)?;
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         trace.note_model_label(traffic.model);

@@ -211,12 +211,7 @@ impl<'a> RequestCtx<'a> {
     /// The guard of this exchange, with this caller's policy (`model`: the one asked for, for
     /// its price).
     pub(super) fn guard(&self, history: ToolHistory, model: Option<&str>) -> ExchangeGuard {
-        let price = model.and_then(|m| self.rt.config.price(m));
-        let mut guard = self.caller.policy.exchange_guard(history, price);
-        if self.rt.config.audit.include_match {
-            guard.keep_matches();
-        }
-        guard
+        exchange_guard(self.rt, self.caller.policy, history, model)
     }
 
     /// Waits for `fut` at most `limit`, and never past an enforced `latency_budget`.
@@ -328,25 +323,14 @@ impl<'a> RequestCtx<'a> {
                 })
                 .inc();
         }
-        match documents.stored.first() {
-            Some((kind, path)) if self.route.stored_context == StoredContext::Refuse => {
-                Err(GatewayError::InvalidRequest(format!(
-                    "{path} refers to content stored at the provider ({}), which guardwire cannot check; send it inline (or set the route's stored_context: pass)",
-                    kind.as_str()
-                )))
-            }
-            _ => Ok(()),
-        }
+        stored_refusal(self.route, documents)
     }
 
     /// Step 5, BeforeCall: the input checks over the request's conversation. Returns the
     /// exchange's guard, which checks the answer next (continuing from the tool history).
     pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ExchangeGuard, GatewayError> {
         let _span = self.trace.before_call_span().entered();
-        let history = self.caller.policy.tool_history(&parsed.conversation);
-        let mut guard = self.guard(history, parsed.model.as_deref());
-        guard.answer(parsed.stream);
-        let verdict = guard.before_call(&parsed.conversation);
+        let (mut guard, verdict) = before_call(self.rt, self.caller.policy, parsed);
         guard.take_findings(|monitored, _| self.report().monitor(monitored));
         verdict.map_err(|finding| self.report().block(finding))?;
         Ok(guard)
@@ -461,4 +445,80 @@ impl<'a> RequestCtx<'a> {
             })
             .observe(overhead.as_secs_f64());
     }
+}
+
+/// The guard of one exchange under `policy` (`model`: the one asked for, for its price), as
+/// the proxy and `guardwire eval` start it.
+pub fn exchange_guard(
+    rt: &Runtime,
+    policy: &Arc<Policy>,
+    history: ToolHistory,
+    model: Option<&str>,
+) -> ExchangeGuard {
+    let price = model.and_then(|m| rt.config.price(m));
+    let mut guard = policy.exchange_guard(history, price);
+    if rt.config.audit.include_match {
+        guard.keep_matches();
+    }
+    guard
+}
+
+/// BeforeCall over a parsed request: the exchange's guard (continuing from the request's tool
+/// history, told how the answer comes) and the input checks' verdict. Monitor-mode findings
+/// wait in the guard ([`ExchangeGuard::take_findings`]).
+pub fn before_call(
+    rt: &Runtime,
+    policy: &Arc<Policy>,
+    parsed: &ParsedRequest,
+) -> (ExchangeGuard, Result<(), crate::policy::Finding>) {
+    let history = policy.tool_history(&parsed.conversation);
+    let mut guard = exchange_guard(rt, policy, history, parsed.model.as_deref());
+    guard.answer(parsed.stream);
+    let verdict = guard.before_call(&parsed.conversation);
+    (guard, verdict)
+}
+
+/// A request's references to provider-stored content, refused unless the route's
+/// `stored_context` is `pass` (the error names the first one's field).
+pub fn stored_refusal(
+    route: &Route,
+    documents: &protocol::documents::Documents,
+) -> Result<(), GatewayError> {
+    match documents.stored.first() {
+        Some((kind, path)) if route.stored_context == StoredContext::Refuse => {
+            Err(GatewayError::InvalidRequest(format!(
+                "{path} refers to content stored at the provider ({}), which guardwire cannot check; send it inline (or set the route's stored_context: pass)",
+                kind.as_str()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The parsed request as the input checks read it: unless the route's `unknown_content` is
+/// `pass`, input it cannot read is refused and the strings its decoder did not model join the
+/// conversation; JSON held in texts (tool results, arguments) is read decoded too.
+pub fn complete_input(
+    route: &Route,
+    body: &[u8],
+    parsed: &mut ParsedRequest,
+) -> Result<(), GatewayError> {
+    if route.unknown_content != crate::config::UnknownContent::Pass {
+        if parsed.unreadable_input {
+            return Err(GatewayError::InvalidRequest(
+                "token-id prompts and inputs cannot be checked; send text (or set the route's unknown_content: pass)"
+                    .into(),
+            ));
+        }
+        if let Some(document) = parsed.documents.unreadable.first() {
+            return Err(GatewayError::InvalidRequest(format!(
+                "{document}: a document guardwire cannot read as text cannot be checked; send it as text (or set the route's unknown_content: pass)"
+            )));
+        }
+        // What the decoder does not model is read by the input checks too.
+        protocol::residual::add_request_residuals(body, &mut parsed.conversation)
+            .map_err(|_| GatewayError::InvalidRequest("the request body cannot be read".into()))?;
+    }
+    protocol::residual::add_json_views(&mut parsed.conversation);
+    Ok(())
 }

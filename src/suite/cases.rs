@@ -1,0 +1,289 @@
+//! Cases (`--cases FILE.jsonl`): a test suite over recorded answers. Each case is checked by
+//! the packs as an exchange (the assertion `pack`: released, not blocked or refused — through
+//! [`super::replay::check`], the replay's code path) and scored by the metrics asked for
+//! (`--metric`). Every case is read and every metric's parameters checked before any case
+//! runs: a metric that needs an expected output on a case without one is an error naming both.
+//!
+//! A case, one JSON object a line:
+//! `{"id", "input": "text" | [messages], "actual_output": "text", "expected_output" |
+//! "ground_truth", "context" | "retrieval_context": [...], "tags": [...]}`; or, in place of
+//! `input`/`actual_output`, a recorded exchange's `request` (+ `protocol`, `path`, `route`) and
+//! `response` / `response_sse`, as in a replay file. Trajectory graders (`expected_tools`) are
+//! not available in this build and refused.
+
+use super::metrics::{Metric, Needs};
+use super::replay::{self, Verdict};
+use crate::proxy::Runtime;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// The largest cases file read (they are read whole, to check them before running).
+pub const MAX_CASES_BYTES: u64 = 256 << 20;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    actual_output: Option<String>,
+    #[serde(default, alias = "ground_truth")]
+    expected_output: Option<String>,
+    #[serde(default, alias = "retrieval_context")]
+    context: Option<Vec<String>>,
+    #[serde(default)]
+    expected_tools: Option<Value>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    route: Option<String>,
+    #[serde(default)]
+    protocol: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    request: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    response: Option<Box<serde_json::value::RawValue>>,
+    #[serde(default)]
+    response_sse: Option<String>,
+}
+
+/// One case, read and checked.
+pub struct Case {
+    pub line: u64,
+    pub id: String,
+    pub tags: Vec<String>,
+    pub expected: Option<String>,
+    pub context: Option<Vec<String>>,
+    pub output: Option<String>,
+    /// The exchange as a replay line (what the packs check).
+    exchange: Vec<u8>,
+}
+
+/// How one case came out.
+pub struct CaseResult {
+    pub id: String,
+    pub tags: Vec<String>,
+    /// The packs' verdict: `None` when released, else why not.
+    pub pack: Option<String>,
+    /// (metric, score, passed, message when failed or not scored).
+    pub scores: Vec<(Metric, Option<f64>, bool, Option<String>)>,
+}
+
+/// Reads every case of `text` (a JSONL file's contents) and checks that each has what every
+/// metric needs. `Err`: every problem found, by line and case.
+pub fn read_all(text: &str, metrics: &[Metric]) -> Result<Vec<Case>, Vec<String>> {
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i as u64 + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        match read_case(raw, n) {
+            Ok(case) => {
+                for m in metrics {
+                    for need in m.needs() {
+                        let has = match need {
+                            Needs::GroundTruth => case.expected.is_some(),
+                            Needs::Context => case.context.as_ref().is_some_and(|c| !c.is_empty()),
+                        };
+                        if !has {
+                            errors.push(format!(
+                                "line {n}: case {:?}: metric {} needs {}, which the case lacks",
+                                case.id,
+                                m.name(),
+                                need.as_str()
+                            ));
+                        }
+                    }
+                    if case.output.is_none() {
+                        errors.push(format!(
+                            "line {n}: case {:?}: metric {} needs actual_output, which the case lacks",
+                            case.id,
+                            m.name()
+                        ));
+                    }
+                }
+                cases.push(case);
+            }
+            Err(e) => errors.push(format!("line {n}: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(cases)
+    } else {
+        Err(errors)
+    }
+}
+
+fn read_case(raw: &str, n: u64) -> Result<Case, String> {
+    let l: Line = serde_json::from_str(raw).map_err(|e| {
+        let text = e.to_string();
+        match text.strip_prefix("unknown field ") {
+            Some(rest) => format!("unknown key {}", rest.split(',').next().unwrap_or(rest)),
+            None => format!(
+                "not a case: {}",
+                crate::protocol::DecodeError::json("line", &e)
+            ),
+        }
+    })?;
+    let id = match l.id {
+        None | Some(Value::Null) => format!("line {n}"),
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    };
+    if l.expected_tools.is_some() {
+        return Err(format!(
+            "case {id:?}: expected_tools: trajectory graders are not available in this build"
+        ));
+    }
+    let mut exchange = serde_json::Map::new();
+    exchange.insert("id".into(), json!(id));
+    for (k, v) in [
+        ("route", &l.route),
+        ("protocol", &l.protocol),
+        ("path", &l.path),
+    ] {
+        if let Some(v) = v {
+            exchange.insert(k.into(), json!(v));
+        }
+    }
+    let request: Value = match (l.input, l.request) {
+        (Some(_), Some(_)) => return Err(format!("case {id:?}: input or request, not both")),
+        (None, None) => return Err(format!("case {id:?}: no input (or request)")),
+        (Some(Value::String(text)), None) => {
+            json!({"model": "case", "messages": [{"role": "user", "content": text}]})
+        }
+        (Some(messages @ Value::Array(_)), None) => json!({"model": "case", "messages": messages}),
+        (Some(_), None) => {
+            return Err(format!(
+                "case {id:?}: input is a text or a list of chat messages"
+            ))
+        }
+        (None, Some(raw)) => serde_json::from_str(raw.get()).map_err(|e| e.to_string())?,
+    };
+    exchange.insert("request".into(), request);
+    let answers = [
+        l.actual_output.is_some(),
+        l.response.is_some(),
+        l.response_sse.is_some(),
+    ];
+    if answers.iter().filter(|a| **a).count() > 1 {
+        return Err(format!(
+            "case {id:?}: one of actual_output, response, response_sse"
+        ));
+    }
+    if let Some(text) = &l.actual_output {
+        exchange.insert(
+            "response".into(),
+            json!({"id": "case", "object": "chat.completion", "model": "case",
+                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}),
+        );
+    }
+    if let Some(raw) = l.response {
+        let v: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+        exchange.insert("response".into(), v);
+    }
+    if let Some(sse) = l.response_sse {
+        exchange.insert("response_sse".into(), json!(sse));
+    }
+    Ok(Case {
+        line: n,
+        id,
+        tags: l.tags,
+        expected: l.expected_output,
+        context: l.context,
+        output: l.actual_output,
+        exchange: Value::Object(exchange).to_string().into_bytes(),
+    })
+}
+
+/// Runs one case: the packs, then every metric.
+pub fn run(
+    rt: &Runtime,
+    forced_route: Option<&str>,
+    case: &Case,
+    metrics: &[Metric],
+) -> CaseResult {
+    let pack = super::record::read(&case.exchange, case.line)
+        .and_then(|ex| replay::check(rt, forced_route, &ex, case.line))
+        .map(|o| match o.verdict {
+            Verdict::Passed => None,
+            Verdict::Blocked {
+                stage,
+                validator,
+                message,
+            } => Some(format!(
+                "blocked at {} by {}: {message}",
+                stage.as_str(),
+                o.policy.validator(validator).label
+            )),
+            Verdict::Refused { stage, reason } => {
+                Some(format!("refused at {}: {reason}", stage.as_str()))
+            }
+        })
+        .unwrap_or_else(Some);
+    let scores = metrics
+        .iter()
+        .map(|&m| {
+            let refs: Vec<&str> = case.expected.as_deref().into_iter().collect();
+            let output = case.output.as_deref().unwrap_or_default();
+            match m.score(output, &refs) {
+                Ok(score) => {
+                    let passed = score >= 1.0;
+                    let why = (!passed).then(|| {
+                        format!(
+                            "{} scored {score}: the output does not {} the expected output",
+                            m.name(),
+                            if m == Metric::Equals {
+                                "equal"
+                            } else {
+                                "contain"
+                            }
+                        )
+                    });
+                    (m, Some(score), passed, why)
+                }
+                Err(e) => (m, None, false, Some(e)),
+            }
+        })
+        .collect();
+    CaseResult {
+        id: case.id.clone(),
+        tags: case.tags.clone(),
+        pack,
+        scores,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn parameters_are_checked_before_any_case_runs() {
+        let text = "{\"id\":\"a\",\"input\":\"hi\",\"actual_output\":\"hello\",\"expected_output\":\"hello\"}\n\
+                    {\"id\":\"b\",\"input\":\"hi\",\"actual_output\":\"hello\"}\n\
+                    {\"id\":\"c\",\"input\":\"hi\"}\n";
+        let errors = read_all(text, &[Metric::Equals]).err().unwrap();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].contains("case \"b\": metric equals needs expected_output"));
+        assert!(errors[2].contains("case \"c\": metric equals needs actual_output"));
+        assert_eq!(read_all(text, &[]).unwrap().len(), 3);
+        let tools = read_all("{\"input\":\"x\",\"expected_tools\":[\"a\"]}", &[])
+            .err()
+            .unwrap();
+        assert!(
+            tools[0].contains("not available in this build"),
+            "{tools:?}"
+        );
+        let case = &read_all("{\"input\":[{\"role\":\"user\",\"content\":\"q\"}],\"ground_truth\":\"a\",\"retrieval_context\":[\"c\"]}", &[]).unwrap()[0];
+        assert_eq!(case.expected.as_deref(), Some("a"));
+        assert!(String::from_utf8_lossy(&case.exchange).contains("\"content\":\"q\""));
+    }
+}

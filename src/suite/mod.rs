@@ -1,0 +1,182 @@
+//! `guardwire eval`: the packs run offline, on the runtime the proxy builds from the same
+//! config ([`crate::proxy::Runtime`]) and through the same decoders, guard and frame checker.
+//! Today: the replay of recorded exchanges ("what would this pack have blocked?"), its
+//! reports (terminal table, JSON, JUnit XML) and thresholds; see docs/evaluation.md.
+//!
+//! - `record.rs`: one line of a replay file → the route, protocol, request and answer;
+//! - `replay.rs`: one exchange through BeforeCall, OnChunk (per SSE frame or whole) and
+//!   AfterCall → its [`replay::Outcome`];
+//! - `pool.rs`: the file read line by line, the lines checked on every core;
+//! - `tally.rs`: outcomes counted per validator, phase and route (order-independent);
+//! - `metrics.rs`: the metrics a run may ask for, and the ones this build refuses;
+//! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
+
+pub mod cases;
+pub mod metrics;
+pub mod pool;
+pub mod record;
+pub mod replay;
+pub mod report;
+pub mod tally;
+
+use crate::config::Config;
+use crate::proxy::Runtime;
+use std::path::PathBuf;
+
+/// What `guardwire eval` was asked to do.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    pub config: PathBuf,
+    /// Recorded exchanges to replay (JSONL).
+    pub replay: Option<PathBuf>,
+    /// Cases to check and score (JSONL).
+    pub cases: Option<PathBuf>,
+    /// Check every exchange under this route's policy, whatever its line says.
+    pub route: Option<String>,
+    /// Metrics asked for on the command line (`--metric`).
+    pub metrics: Vec<String>,
+    pub json: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    /// The pass rate (exchanges the pack lets through unchanged or redacted) below which the
+    /// run fails.
+    pub fail_under: Option<f64>,
+    /// Worker threads (default: every core).
+    pub jobs: Option<usize>,
+    /// The longest line read; a longer one is an error for that line.
+    pub max_line_bytes: usize,
+    /// Example ids kept per count.
+    pub examples: usize,
+}
+
+/// Why a run could not be done (exit status 2), as opposed to a threshold that failed (1).
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+/// The end of a run: every threshold passed, or one failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Passed,
+    ThresholdFailed,
+}
+
+/// Runs `guardwire eval`.
+pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
+    let metrics = metrics::Registry::resolve(&opts.metrics).map_err(EvalError::Setup)?;
+    if let Some(rate) = opts.fail_under {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(EvalError::Setup(format!(
+                "--fail-under {rate}: a pass rate between 0 and 1"
+            )));
+        }
+    }
+    let file = match (&opts.replay, &opts.cases) {
+        (Some(file), None) => file,
+        (None, Some(file)) => return run_cases(opts, file, &metrics),
+        (Some(_), Some(_)) => return Err(EvalError::Setup("--replay or --cases, not both".into())),
+        (None, None) => {
+            return Err(EvalError::Setup(
+                "nothing to evaluate: give --replay FILE.jsonl or --cases FILE.jsonl (live runs are not available in this build)"
+                    .into(),
+            ))
+        }
+    };
+    if !opts.metrics.is_empty() {
+        return Err(EvalError::Setup(
+            "--metric: a replay checks the packs only; metrics score cases (--cases)".into(),
+        ));
+    }
+    let runtime = runtime(opts)?;
+    let tally = pool::replay_file(&runtime, file, opts)?;
+    let thresholds = report::thresholds(&tally, opts);
+    let summary = report::Summary {
+        config: &opts.config,
+        file,
+        tally: &tally,
+        thresholds: &thresholds,
+    };
+    report::terminal::print(&summary);
+    if let Some(path) = &opts.json {
+        report::write_file(path, &report::json::render(&summary))?;
+    }
+    if let Some(path) = &opts.junit {
+        report::write_file(path, &report::junit::render(&summary))?;
+    }
+    let failed = thresholds.iter().any(|t| !t.passed) || tally.invalid > 0;
+    Ok(if failed {
+        Verdict::ThresholdFailed
+    } else {
+        Verdict::Passed
+    })
+}
+
+/// The runtime `serve` would build from `--config`; `--route` must name one of its routes.
+fn runtime(opts: &EvalOptions) -> Result<Runtime, EvalError> {
+    let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let runtime = Runtime::build(config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    if let Some(name) = &opts.route {
+        if !runtime.routes.iter().any(|r| r.name == name) {
+            let names: Vec<&str> = runtime.routes.iter().map(|r| r.name).collect();
+            return Err(EvalError::Setup(format!(
+                "--route {name}: no such route in {} (routes: {})",
+                opts.config.display(),
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(runtime)
+}
+
+/// `--cases`: every case read and its metrics' parameters checked before any runs, then each
+/// case run (in order, on this thread: suites are small).
+fn run_cases(
+    opts: &EvalOptions,
+    file: &std::path::Path,
+    metrics: &[metrics::Metric],
+) -> Result<Verdict, EvalError> {
+    let io = |error| EvalError::Io {
+        path: file.display().to_string(),
+        error,
+    };
+    let size = std::fs::metadata(file).map_err(io)?.len();
+    if size > cases::MAX_CASES_BYTES {
+        return Err(EvalError::Setup(format!(
+            "{}: a cases file is read whole, at most {} bytes",
+            file.display(),
+            cases::MAX_CASES_BYTES
+        )));
+    }
+    let text = std::fs::read_to_string(file).map_err(io)?;
+    let all = cases::read_all(&text, metrics).map_err(|errors| {
+        EvalError::Setup(format!("{}:\n  {}", file.display(), errors.join("\n  ")))
+    })?;
+    let runtime = runtime(opts)?;
+    let results: Vec<cases::CaseResult> = all
+        .iter()
+        .map(|c| cases::run(&runtime, opts.route.as_deref(), c, metrics))
+        .collect();
+    let rows = report::cases::rows(&results, metrics);
+    let thresholds = report::cases::thresholds(&rows, opts.fail_under);
+    print!(
+        "{}",
+        report::cases::terminal(file, &results, &rows, &thresholds)
+    );
+    if let Some(path) = &opts.json {
+        report::write_file(
+            path,
+            &report::cases::json(file, &results, &rows, &thresholds),
+        )?;
+    }
+    if let Some(path) = &opts.junit {
+        report::write_file(path, &report::cases::junit(file, &results, &thresholds))?;
+    }
+    Ok(if thresholds.iter().any(|t| !t.passed) {
+        Verdict::ThresholdFailed
+    } else {
+        Verdict::Passed
+    })
+}

@@ -1,0 +1,204 @@
+//! The reports of a cases run: the terminal table per assertion (the packs, then each
+//! metric: mean, pass rate, threshold), the JSON file, and JUnit XML with one test case per
+//! case and assertion.
+
+use super::junit::escape;
+use super::terminal::{clean, clean_to};
+use super::Threshold;
+use crate::suite::cases::CaseResult;
+use crate::suite::metrics::Metric;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One assertion over the run: the packs or a metric.
+pub struct Row {
+    pub name: String,
+    pub scored: u64,
+    pub passed: u64,
+    /// Mean score over the cases scored (`None` for the packs).
+    pub mean: Option<f64>,
+}
+
+pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
+    let mut rows = vec![Row {
+        name: "pack".into(),
+        scored: results.len() as u64,
+        passed: results.iter().filter(|r| r.pack.is_none()).count() as u64,
+        mean: None,
+    }];
+    for (i, m) in metrics.iter().enumerate() {
+        let scores: Vec<f64> = results.iter().filter_map(|r| r.scores[i].1).collect();
+        rows.push(Row {
+            name: m.name().into(),
+            scored: results.len() as u64,
+            passed: results.iter().filter(|r| r.scores[i].2).count() as u64,
+            mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
+        });
+    }
+    rows
+}
+
+/// `--fail-under` on every assertion's pass rate.
+pub fn thresholds(rows: &[Row], fail_under: Option<f64>) -> Vec<Threshold> {
+    let Some(min) = fail_under else {
+        return Vec::new();
+    };
+    rows.iter()
+        .map(|r| {
+            let value = if r.scored == 0 {
+                1.0
+            } else {
+                r.passed as f64 / r.scored as f64
+            };
+            Threshold {
+                name: format!("{}.pass_rate", r.name),
+                min,
+                value,
+                passed: value >= min,
+            }
+        })
+        .collect()
+}
+
+pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{} cases from {}", results.len(), file.display());
+    let _ = writeln!(
+        o,
+        "\n{:<12} {:>7} {:>7} {:>9} {:>8}  threshold",
+        "assertion", "passed", "failed", "pass rate", "mean"
+    );
+    for r in rows {
+        let t = th
+            .iter()
+            .find(|t| t.name == format!("{}.pass_rate", r.name));
+        let _ = writeln!(
+            o,
+            "{:<12} {:>7} {:>7} {:>9} {:>8}  {}",
+            r.name,
+            r.passed,
+            r.scored - r.passed,
+            super::percent(r.passed, r.scored),
+            r.mean.map_or("-".into(), |m| format!("{m:.4}")),
+            t.map_or("-".into(), |t| format!(
+                "{} (at least {})",
+                if t.passed { "passed" } else { "FAILED" },
+                t.min
+            ))
+        );
+    }
+    let failed: Vec<&CaseResult> = results
+        .iter()
+        .filter(|r| r.pack.is_some() || r.scores.iter().any(|s| !s.2))
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(o, "\nfailed cases ({}):", failed.len());
+        for r in failed.iter().take(20) {
+            if let Some(why) = &r.pack {
+                let _ = writeln!(o, "  {}: pack: {}", clean(&r.id), clean_to(why, 300));
+            }
+            for (m, _, passed, why) in &r.scores {
+                if !passed {
+                    let _ = writeln!(
+                        o,
+                        "  {}: {}: {}",
+                        clean(&r.id),
+                        m.name(),
+                        clean_to(why.as_deref().unwrap_or(""), 300)
+                    );
+                }
+            }
+        }
+    }
+    o
+}
+
+pub fn json(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold]) -> String {
+    let cases: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            let scores: Vec<Value> = r
+                .scores
+                .iter()
+                .map(|(m, score, passed, why)| {
+                    json!({"metric": m.name(), "score": score, "passed": passed, "reason": why})
+                })
+                .collect();
+            json!({"id": r.id, "tags": r.tags, "pack": {"passed": r.pack.is_none(), "reason": r.pack}, "metrics": scores})
+        })
+        .collect();
+    let assertions: Vec<Value> = rows
+        .iter()
+        .map(|r| json!({"name": r.name, "passed": r.passed, "failed": r.scored - r.passed, "mean": r.mean}))
+        .collect();
+    let thresholds: Vec<Value> = th
+        .iter()
+        .map(|t| json!({"name": t.name, "min": t.min, "value": t.value, "passed": t.passed}))
+        .collect();
+    let v = json!({
+        "mode": "cases",
+        "input": file.display().to_string(),
+        "cases": cases,
+        "assertions": assertions,
+        "thresholds": thresholds,
+        "passed_thresholds": th.iter().all(|t| t.passed),
+    });
+    let mut text = serde_json::to_string_pretty(&v).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+pub fn junit(file: &Path, results: &[CaseResult], th: &[Threshold]) -> String {
+    let mut cases: Vec<(String, String, Option<String>)> = Vec::new();
+    for r in results {
+        cases.push((r.id.clone(), "pack".into(), r.pack.clone()));
+        for (m, _, passed, why) in &r.scores {
+            cases.push((
+                r.id.clone(),
+                m.name().into(),
+                (!passed).then(|| why.clone().unwrap_or_default()),
+            ));
+        }
+    }
+    for t in th {
+        cases.push((
+            "thresholds".into(),
+            t.name.clone(),
+            (!t.passed).then(|| format!("{} is {:.4}, below {}", t.name, t.value, t.min)),
+        ));
+    }
+    let failures = cases.iter().filter(|c| c.2.is_some()).count();
+    let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        o,
+        "<testsuites name=\"guardwire eval\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
+        cases.len()
+    );
+    let _ = writeln!(
+        o,
+        "  <testsuite name=\"cases of {}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        escape(&file.display().to_string()),
+        cases.len()
+    );
+    for (class, name, failure) in &cases {
+        let _ = write!(
+            o,
+            "    <testcase classname=\"{}\" name=\"{}\"",
+            escape(class),
+            escape(name)
+        );
+        match failure {
+            None => o.push_str("/>\n"),
+            Some(msg) => {
+                let _ = writeln!(
+                    o,
+                    ">\n      <failure message=\"{}\" type=\"guardwire\"/>\n    </testcase>",
+                    escape(msg)
+                );
+            }
+        }
+    }
+    o.push_str("  </testsuite>\n</testsuites>\n");
+    o
+}
