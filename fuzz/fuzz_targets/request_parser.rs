@@ -52,12 +52,12 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check_error_answers(proto: &dyn protocol::Protocol, err: &GatewayError) {
-    let answer = proto.error_body(err);
+    let answer = proto.error_body(err, &Default::default());
     assert!(
         serde_json::from_slice::<IgnoredAny>(&answer).is_ok(),
         "error body is not JSON: {answer:?}"
     );
-    let frame = proto.stream_error_frame(err);
+    let frame = proto.stream_error_frame(err, &Default::default());
     let mut framer = SseFramer::new(1 << 20);
     let mut frames = Vec::new();
     framer.push(&frame, &mut frames).expect("small frame");
