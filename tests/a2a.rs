@@ -7,6 +7,8 @@
 //! `a2a-sdk` agent (tests/a2a/agent.py) behind guardwire and drive it with the real `a2a-sdk`
 //! client (tests/a2a/client.py), which resolves the card through guardwire.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::mock_upstream::{MockUpstream, Reply};

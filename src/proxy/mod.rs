@@ -274,7 +274,9 @@ impl Gateway {
         (resp, route_name)
     }
 
-    /// One proxied request, step by step (each step is in `exchange.rs`).
+    /// One proxied request, step by step (each step is in `exchange.rs`). `reply_to` is set
+    /// once the body is read, for the error answer [`Gateway::handle`] renders.
+    #[allow(clippy::too_many_arguments)] // the request's parts, as `handle` holds them
     async fn exchange(
         &self,
         rt: &Runtime,
