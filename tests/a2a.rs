@@ -234,11 +234,13 @@ async fn a_blocked_message_never_reaches_the_agent() {
         assert_eq!(e["id"], id);
         assert_eq!(e["error"]["code"], BLOCKED, "{method}");
     }
-    // Refused before forwarding: push notifications, and what is not JSON-RPC.
+    // Refused before forwarding: push notifications, the extended card, files guardwire cannot
+    // read or fetch (unknown_content, stored_context), and what is not JSON-RPC 2.0.
     for req in [
         r#"{"jsonrpc":"2.0","id":9,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":"http://127.0.0.1:1/hook"}}"#,
         r#"{"jsonrpc":"2.0","id":9,"method":"GetExtendedAgentCard","params":{}}"#,
         r#"{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{"parts":[{"raw":"JVBERi0=","mediaType":"application/pdf"}]}}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"parts":[{"kind":"file","file":{"uri":"http://127.0.0.1:1/f.txt"}}]}}}"#,
         r#"{"id":9,"method":"SendMessage"}"#,
     ] {
         let a = post(proxy.addr(), req.into(), None).await;
