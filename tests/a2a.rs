@@ -252,10 +252,49 @@ async fn a_blocked_message_never_reaches_the_agent() {
     let a = post(proxy.addr(), "not json".into(), None).await;
     assert_eq!(a.json()["id"], Value::Null);
     assert_eq!(agent.request_count(), 0, "nothing was forwarded");
+    // Counted like any exchange's blocks, under the route's label.
+    let m = common::proxy::metrics(proxy.addr()).await;
+    let blocks = m
+        .lines()
+        .find(|l| {
+            l.starts_with("guardwire_blocked_total{")
+                && l.contains("route=\"agent\"")
+                && l.contains("phase=\"input\"")
+        })
+        .unwrap_or_else(|| panic!("no input blocks of route agent in:\n{m}"));
+    assert!(blocks.ends_with(" 4"), "{blocks}");
     // A clean call goes through.
     let a = post(proxy.addr(), call("SendMessage", "5", "hello"), None).await;
     assert_eq!(a.text(), HELLO);
     assert_eq!(agent.request_count(), 1);
+}
+
+#[tokio::test]
+async fn redactions_mask_text_across_appended_chunks() {
+    const REDACT: &str = "validators:\n  - id: codename\n    type: content_excludes\n    mode: redact\n    mask: \"[codename]\"\n    params: { patterns: [\"bluebird\"] }\n";
+    let body = artifact_stream("r1", &["project blue", "bird is on"]);
+    let agent = common::protocols::split_mock(body.clone()).await;
+    let proxy = start_config("", REDACT, &routes(&agent.base_url())).await;
+    for split in [None, Some(body.len() / 3), Some(body.len() / 2)] {
+        let a = post(
+            proxy.addr(),
+            call("SendStreamingMessage", "r1", "hi"),
+            split,
+        )
+        .await;
+        let text = a.text();
+        assert!(!text.contains("blue") && !text.contains("bird"), "{text}");
+        assert!(text.contains("[codename]"), "{text}");
+        assert!(
+            text.contains("TASK_STATE_COMPLETED"),
+            "the stream went on: {text}"
+        );
+        // Every event is still JSON-RPC the SDK reads.
+        for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            let v: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(v["id"], "r1");
+        }
+    }
 }
 
 #[tokio::test]
