@@ -488,6 +488,17 @@ async fn the_a2a_sdk_client_and_agent_through_guardwire() {
             );
         }
     }
+    for version in ["v1", "v03"] {
+        let get = case(&format!("{version} get clean"));
+        assert_eq!(get["error"], Value::Null, "{get}");
+        assert_eq!(get["text"], "hello from the agent", "{get}");
+    }
+    let list = case("v1 list");
+    assert!(
+        list["error"].as_str().unwrap().contains("banned-phrase"),
+        "{list}"
+    );
+    assert!(!list["error"].as_str().unwrap().contains("fruit"), "{list}");
     // The agent's own record: every call came through guardwire's routes, the clean and the
     // leaking ones arrived, and no banned message ever did.
     let record = std::fs::read_to_string(&log).unwrap();
@@ -504,16 +515,21 @@ async fn the_a2a_sdk_client_and_agent_through_guardwire() {
         .iter()
         .filter_map(|c| c["body"]["method"].as_str())
         .collect();
-    for m in [
-        "SendMessage",
-        "SendStreamingMessage",
-        "message/send",
-        "message/stream",
+    // Sent: clean and leak, streamed and whole, two more whole clean ones on 1.0 and one on
+    // 0.3; the banned messages never; then the reads.
+    for (m, n) in [
+        ("SendStreamingMessage", 2),
+        ("SendMessage", 4),
+        ("message/stream", 2),
+        ("message/send", 3),
+        ("GetTask", 1),
+        ("tasks/get", 1),
+        ("ListTasks", 1),
     ] {
         assert_eq!(
             methods.iter().filter(|x| **x == m).count(),
-            2,
-            "{m} (clean and leak): {methods:?}"
+            n,
+            "{m}: {methods:?}"
         );
     }
 }
