@@ -474,9 +474,6 @@ impl Config {
                     )));
                 }
                 BaseUrl::parse(url).map_err(|e| at(format!("public_url: {e}")))?;
-                if url.contains(['?', '#']) {
-                    return Err(at("public_url: must not have a query or fragment".into()));
-                }
             }
             let upstream_auth = match &r.upstream_auth {
                 None => None,
