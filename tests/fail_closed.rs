@@ -35,7 +35,12 @@ async fn post_json(addr: std::net::SocketAddr, path: &str, body: String) -> Answ
 /// The protocol's own error frame for `err`, as guardwire renders it.
 fn error_frame(p: &Proto, err: &GatewayError) -> String {
     let protocol = guardwire::protocol::by_name(p.name).unwrap();
-    String::from_utf8(protocol.stream_error_frame(err).to_vec()).unwrap()
+    String::from_utf8(
+        protocol
+            .stream_error_frame(err, &Default::default())
+            .to_vec(),
+    )
+    .unwrap()
 }
 
 /// guardwire (with `pack` and `extra` config) in front of a mock that answers every request

@@ -4,7 +4,7 @@
 //! `stream_decoder`); with bit 4 (0x10) set, the request path is the input's first line (up to
 //! `\n`), else the first standard path the protocol serves; the rest is the request body.
 //!
-//! Asserts: no panic in `matches`, `serves` or `parse_request`; for the parser's error when the
+//! Asserts: no panic in `matches`, `serves`, `reply_to` or `parse_request`; for the parser's error when the
 //! body is refused, and for a block whose message is the body's text: the error answer is JSON
 //! (`error_body`), and the in-band error frame (`stream_error_frame`) is one terminated SSE
 //! frame whose data is JSON.
@@ -43,21 +43,27 @@ fuzz_target!(|data: &[u8]| {
     };
     let _ = proto.matches(path);
     let _ = proto.serves(path);
+    // What an error answer repeats of the request (the JSON-RPC id): any body at all.
+    let to = proto.reply_to(body);
     if let Err(err) = proto.parse_request(body, path) {
-        check_error_answers(proto, &err);
+        check_error_answers(proto, &err, &to);
     }
     // A block's message comes from the pack (and a finding's text): any text at all.
     let message = String::from_utf8_lossy(body).into_owned();
-    check_error_answers(proto, &GatewayError::Blocked { message });
+    check_error_answers(proto, &GatewayError::Blocked { message }, &to);
 });
 
-fn check_error_answers(proto: &dyn protocol::Protocol, err: &GatewayError) {
-    let answer = proto.error_body(err);
+fn check_error_answers(
+    proto: &dyn protocol::Protocol,
+    err: &GatewayError,
+    to: &protocol::ReplyTo,
+) {
+    let answer = proto.error_body(err, to);
     assert!(
         serde_json::from_slice::<IgnoredAny>(&answer).is_ok(),
         "error body is not JSON: {answer:?}"
     );
-    let frame = proto.stream_error_frame(err);
+    let frame = proto.stream_error_frame(err, to);
     let mut framer = SseFramer::new(1 << 20);
     let mut frames = Vec::new();
     framer.push(&frame, &mut frames).expect("small frame");

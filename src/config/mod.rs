@@ -170,8 +170,8 @@ pub struct RouteConfig {
     /// Unique; the `route` label of metrics and logs.
     pub name: String,
     /// The wire format: `openai_chat` (also serving legacy Completions and Embeddings),
-    /// `openai_responses`, `anthropic_messages`, `gemini`, `openai_completions` or
-    /// `openai_embeddings`.
+    /// `openai_responses`, `anthropic_messages`, `gemini`, `openai_completions`,
+    /// `openai_embeddings` or `a2a` (an agent's JSON-RPC interface, `upstream` its base URL).
     /// Checked by [`Config::validate`], which fills [`RouteConfig::checked`].
     pub protocol: String,
     /// Requests whose path starts with this go to this route.
@@ -211,6 +211,11 @@ pub struct RouteConfig {
     /// unchanged (for an upstream that refuses the field). Default true.
     #[serde(default = "default_true")]
     pub request_usage: bool,
+    /// `a2a` routes: the URL at which clients reach this route's `path_prefix`
+    /// (`https://agents.example.com/billing`), put in the agent card's interface URLs. Default:
+    /// `http://` (`https://` with `tls`) + the request's `Host` + `path_prefix`.
+    #[serde(default)]
+    pub public_url: Option<String>,
     /// The names above, checked and converted (set by a successful [`Config::validate`]; a
     /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
     #[serde(skip)]
@@ -458,6 +463,18 @@ impl Config {
                 )));
             }
             let upstream = BaseUrl::parse(&r.upstream).map_err(|e| at(format!("upstream: {e}")))?;
+            if let Some(url) = &r.public_url {
+                if crate::protocol::by_id(protocol)
+                    .discovery_paths()
+                    .is_empty()
+                {
+                    return Err(at(format!(
+                        "public_url: only routes whose protocol serves discovery documents (a2a) use it, not {}",
+                        r.protocol
+                    )));
+                }
+                BaseUrl::parse(url).map_err(|e| at(format!("public_url: {e}")))?;
+            }
             let upstream_auth = match &r.upstream_auth {
                 None => None,
                 Some(h) => Some(AuthHeader::from_name(h).ok_or_else(|| {

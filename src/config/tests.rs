@@ -231,3 +231,25 @@ fn the_hashed_config_holds_digests_of_its_secrets_not_the_secrets() {
         "the same config hashes the same"
     );
 }
+
+#[test]
+fn public_url_is_for_a2a_routes_and_must_be_a_url() {
+    let route = |protocol: &str, url: &str| {
+        format!("routes: [{{name: r, protocol: {protocol}, path_prefix: /r, upstream: \"http://h:1\", public_url: \"{url}\"}}]\n")
+    };
+    assert!(Config::from_yaml(&route("a2a", "https://gw.example.com/r")).is_ok());
+    let e = Config::from_yaml(&route("openai_chat", "https://gw.example.com/r"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("routes[0] (r): public_url"), "{e}");
+    for bad in [
+        "gw.example.com/r",
+        "https://gw.example.com/r?x=1",
+        "ftp://gw/r",
+    ] {
+        let e = Config::from_yaml(&route("a2a", bad))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("public_url"), "{bad}: {e}");
+    }
+}

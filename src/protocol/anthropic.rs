@@ -531,11 +531,11 @@ impl Protocol for AnthropicMessages {
         Ok(())
     }
 
-    fn error_body(&self, err: &GatewayError) -> Bytes {
+    fn error_body(&self, err: &GatewayError, _to: &super::ReplyTo) -> Bytes {
         anthropic_error_json(err).into()
     }
 
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+    fn stream_error_frame(&self, err: &GatewayError, _to: &super::ReplyTo) -> Bytes {
         format!("event: error\ndata: {}\n\n", anthropic_error_json(err)).into()
     }
 }

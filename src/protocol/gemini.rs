@@ -544,11 +544,11 @@ impl Protocol for Gemini {
         Ok(())
     }
 
-    fn error_body(&self, err: &GatewayError) -> Bytes {
+    fn error_body(&self, err: &GatewayError, _to: &super::ReplyTo) -> Bytes {
         gemini_error_json(err).into()
     }
 
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+    fn stream_error_frame(&self, err: &GatewayError, _to: &super::ReplyTo) -> Bytes {
         format!("data: {}\n\n", gemini_error_json(err)).into()
     }
 }

@@ -4,6 +4,7 @@
 //! format, so adding a protocol means adding a module here and its line in `registry.rs`
 //! (its name in config, its telemetry operation, its judge shapes).
 
+pub mod a2a;
 pub mod anthropic;
 pub mod documents;
 pub mod gemini;
@@ -109,6 +110,17 @@ pub struct ParsedRequest {
     /// Inline documents the proxy cannot read (refused unless `unknown_content: pass`) and
     /// references to provider-stored content (the route's `stored_context`).
     pub documents: documents::Documents,
+}
+
+/// What an error answer to a request repeats of it, read from its body before it is parsed
+/// ([`Protocol::reply_to`]): the JSON-RPC id (A2A), so that the client's SDK pairs the error
+/// with its call — a whole error answer and the error frame that ends a stream alike. Empty for
+/// the provider protocols, and for requests answered before their body is read.
+#[derive(Debug, Clone, Default)]
+pub struct ReplyTo {
+    /// The request's JSON-RPC `id` as its JSON text (a string, a number or `null`); `None`:
+    /// not a JSON-RPC call.
+    pub rpc_id: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// What a decoded stream frame was.
@@ -301,6 +313,24 @@ pub trait Protocol: Send + Sync + 'static {
     /// True when this protocol serves `path`.
     fn matches(&self, path: &str) -> bool;
 
+    /// Paths (a configured route's, its prefix stripped) answered on GET with a discovery
+    /// document naming the upstream's own URLs, which guardwire fetches and serves with those
+    /// URLs rewritten to its own ([`Protocol::rewrite_discovery`]): A2A agent cards.
+    fn discovery_paths(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Rewrites a discovery document (see [`Protocol::discovery_paths`]): every URL of the
+    /// upstream it names goes through `map`, which returns guardwire's URL for it, or `None`
+    /// when it cannot be reached through the route. `Err` says why the document cannot be served.
+    fn rewrite_discovery(
+        &self,
+        _body: &[u8],
+        _map: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<u8>, String> {
+        Err(format!("{} has no discovery document", self.name()))
+    }
+
     /// True when `path` — a configured route's path, its prefix stripped, without query — is
     /// this protocol's operation under whatever prefix the upstream puts before it (Azure's
     /// `/openai/deployments/{d}/chat/completions`, a gateway's `/openai/v1/...`). Other paths of
@@ -345,15 +375,27 @@ pub trait Protocol: Send + Sync + 'static {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<(), DecodeError>;
 
+    /// What an error answer to the request in `body` repeats of it ([`ReplyTo`]); read before
+    /// the body is parsed, so that a request that fails to parse is answered in kind.
+    fn reply_to(&self, _body: &[u8]) -> ReplyTo {
+        ReplyTo::default()
+    }
+
+    /// The HTTP status of an error answer; by default the error's own (JSON-RPC answers its
+    /// calls' errors with 200).
+    fn error_status(&self, err: &GatewayError, _to: &ReplyTo) -> http::StatusCode {
+        err.status()
+    }
+
     /// The JSON body of an error answer in the provider's shape; by default OpenAI's
     /// ([`openai_error_json`]), which every OpenAI-style protocol shares.
-    fn error_body(&self, err: &GatewayError) -> Bytes {
+    fn error_body(&self, err: &GatewayError, _to: &ReplyTo) -> Bytes {
         openai_error_json(err).into()
     }
 
     /// The in-band error frame that ends a stream so the provider's SDK raises; by default an
     /// SSE `data:` event with OpenAI's error body.
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+    fn stream_error_frame(&self, err: &GatewayError, _to: &ReplyTo) -> Bytes {
         format!("data: {}\n\n", openai_error_json(err)).into()
     }
 }

@@ -472,7 +472,7 @@ impl Protocol for OpenAiResponses {
 
     /// An `error` event in both shapes seen in the wild (flat fields and a nested `error`
     /// object), so every openai SDK version finds what it reads.
-    fn stream_error_frame(&self, err: &GatewayError) -> Bytes {
+    fn stream_error_frame(&self, err: &GatewayError, _to: &super::ReplyTo) -> Bytes {
         let (kind, code) = err.type_and_code();
         let message = err.to_string();
         let body = serde_json::json!({

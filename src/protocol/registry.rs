@@ -7,7 +7,7 @@
 
 use super::judge_wire::{self, JudgeWire};
 use super::{
-    anthropic, gemini, openai_chat, openai_completions, openai_embeddings, openai_responses,
+    a2a, anthropic, gemini, openai_chat, openai_completions, openai_embeddings, openai_responses,
     Protocol,
 };
 
@@ -57,6 +57,7 @@ registry! {
     Gemini: "gemini", gemini::Gemini, "generate_content", Some(&judge_wire::Gemini);
     OpenAiCompletions: "openai_completions", openai_completions::OpenAiCompletions, "text_completion", None;
     OpenAiEmbeddings: "openai_embeddings", openai_embeddings::OpenAiEmbeddings, "embeddings", None;
+    A2a: "a2a", a2a::A2a, "invoke_agent", None;
 }
 
 impl ProtocolId {
@@ -78,6 +79,8 @@ pub enum Provider {
     OpenAi,
     Anthropic,
     Gemini,
+    /// An A2A agent: no standard base URL (`protocol: a2a` routes name theirs).
+    A2a,
 }
 
 impl Provider {
@@ -87,6 +90,7 @@ impl Provider {
             Provider::OpenAi => "openai",
             Provider::Anthropic => "anthropic",
             Provider::Gemini => "gcp.gemini",
+            Provider::A2a => "a2a",
         }
     }
 }

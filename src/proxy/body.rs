@@ -84,6 +84,8 @@ pub struct StreamContext {
     pub hide_usage: bool,
     /// The request, for an estimate of its input tokens when the provider reports none.
     pub request: super::estimate::RequestCopy,
+    /// What the error frame that ends the stream repeats of the request (its JSON-RPC id).
+    pub reply_to: crate::protocol::ReplyTo,
 }
 
 /// The answer's judged checks under way, once the rest of the stream passed.
@@ -499,7 +501,11 @@ impl GuardedStream {
         // Verdicts still under way no longer matter: dropping them cancels their calls.
         self.judging = None;
         self.windows = None;
-        self.push_out(self.ctx.protocol.stream_error_frame(&err));
+        let frame = self
+            .ctx
+            .protocol
+            .stream_error_frame(&err, &self.ctx.reply_to);
+        self.push_out(frame);
         self.lifecycle = Lifecycle::Draining(None);
     }
 

@@ -148,6 +148,7 @@ impl<'a> RequestCtx<'a> {
             conversation,
             evals,
             request,
+            reply_to,
         } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
@@ -177,6 +178,7 @@ impl<'a> RequestCtx<'a> {
             evals,
             hide_usage: answered.hide_usage,
             request,
+            reply_to,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, guard, ctx);
@@ -201,6 +203,7 @@ impl<'a> RequestCtx<'a> {
             conversation,
             evals,
             request,
+            ..
         } = kept;
         let head_at = answered.head_at;
         let waited = Instant::now();
@@ -355,7 +358,7 @@ impl<'a> RequestCtx<'a> {
 }
 
 /// The upstream's answer as it came (status, body), hop-by-hop headers dropped.
-fn relay(parts: http::response::Parts, body: UpstreamBody) -> Response<ProxyBody> {
+pub(super) fn relay(parts: http::response::Parts, body: UpstreamBody) -> Response<ProxyBody> {
     let mut r = Response::new(ProxyBody::Upstream(body));
     *r.status_mut() = parts.status;
     *r.headers_mut() = headers::forwardable(&parts.headers);

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod body;
 pub mod check;
+mod discovery;
 pub mod estimate;
 mod evals;
 mod exchange;
@@ -29,7 +30,7 @@ use crate::budget::{Budget, Held};
 use crate::error::GatewayError;
 use crate::metrics::{LatencyLabels, Metrics, RejectReason, RequestLabels, UpstreamErrorKind};
 use crate::protocol::openai_chat::OpenAiChat;
-use crate::protocol::{stream_usage, Protocol};
+use crate::protocol::{stream_usage, Protocol, ReplyTo};
 use crate::telemetry::RequestTrace;
 use crate::upstream::UpstreamClient;
 use arc_swap::ArcSwap;
@@ -201,6 +202,8 @@ impl Gateway {
             route.map(|r| r.protocol),
             request_id.to_str().unwrap_or(""),
         );
+        // What an error answer repeats of the request (its JSON-RPC id), once its body is read.
+        let mut reply_to = ReplyTo::default();
         let result = match route {
             None => Err(GatewayError::NotFound(format!(
                 "no route for {} {}",
@@ -209,7 +212,8 @@ impl Gateway {
             ))),
             Some(route) => {
                 let total = Duration::from_millis(rt.config.timeouts.total_ms);
-                let exchange = self.exchange(&rt, route, req, started, &request_id, &trace);
+                let exchange =
+                    self.exchange(&rt, route, req, started, &request_id, &trace, &mut reply_to);
                 match tokio::time::timeout(total, exchange).await {
                     Ok(result) => result,
                     Err(_) => {
@@ -232,7 +236,7 @@ impl Gateway {
             if !matches!(e, GatewayError::Blocked { .. }) {
                 trace.note_failure();
             }
-            error_response(protocol, &e)
+            error_response(protocol, &e, &reply_to)
         });
         resp.headers_mut().insert(&headers::REQUEST_ID, request_id);
         // A stream observes its own duration, and finishes its trace, when it ends.
@@ -270,7 +274,9 @@ impl Gateway {
         (resp, route_name)
     }
 
-    /// One proxied request, step by step (each step is in `exchange.rs`).
+    /// One proxied request, step by step (each step is in `exchange.rs`). `reply_to` is set
+    /// once the body is read, for the error answer [`Gateway::handle`] renders.
+    #[allow(clippy::too_many_arguments)] // the request's parts, as `handle` holds them
     async fn exchange(
         &self,
         rt: &Runtime,
@@ -279,6 +285,7 @@ impl Gateway {
         started: Instant,
         request_id: &HeaderValue,
         trace: &RequestTrace,
+        reply_to: &mut ReplyTo,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let target = request::target(route, &req)?;
         let (mut parts, body) = req.into_parts();
@@ -291,7 +298,7 @@ impl Gateway {
         }
         let protocol = match target {
             Target::Checked(_, p) => p,
-            Target::Passthrough(_) => route.protocol,
+            Target::Passthrough(_) | Target::Discovery(_) => route.protocol,
         };
         let ctx = RequestCtx {
             protocol,
@@ -309,7 +316,9 @@ impl Gateway {
         let base = match target {
             Target::Checked(base, _) => base,
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
+            Target::Discovery(base) => return ctx.discovery(&parts, base).await,
         };
+        *reply_to = protocol.reply_to(&body);
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
         ctx.stored_context(&parsed.documents)?;
         request::complete_input(route, &body, &mut parsed)?;
@@ -399,6 +408,7 @@ impl Gateway {
             conversation,
             evals,
             request,
+            reply_to: reply_to.clone(),
         };
         if sse {
             return Ok(ctx.relay_stream(head, body, guard, answered, permit, kept));
@@ -426,9 +436,13 @@ fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<ProxyBody> {
 }
 
 /// An error answer in `protocol`'s shape; blocks say the request must not be retried as is.
-pub fn error_response(protocol: &dyn Protocol, err: &GatewayError) -> Response<ProxyBody> {
-    let mut r = Response::new(ProxyBody::full(protocol.error_body(err)));
-    *r.status_mut() = err.status();
+pub fn error_response(
+    protocol: &dyn Protocol,
+    err: &GatewayError,
+    to: &ReplyTo,
+) -> Response<ProxyBody> {
+    let mut r = Response::new(ProxyBody::full(protocol.error_body(err, to)));
+    *r.status_mut() = protocol.error_status(err, to);
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

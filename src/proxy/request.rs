@@ -49,6 +49,9 @@ pub struct Kept {
     /// The request as the client sent it: its input tokens are estimated from it when the
     /// provider reports none.
     pub request: super::estimate::RequestCopy,
+    /// What an error answer repeats of the request (its JSON-RPC id): the error frame that
+    /// ends a stream carries it too.
+    pub reply_to: protocol::ReplyTo,
 }
 
 /// Who a request is from, once its key is checked, and what that decides.
@@ -67,6 +70,9 @@ pub enum Target<'a> {
     Checked(&'a UpstreamBase, &'static dyn Protocol),
     /// One of the route's `passthrough_paths`: forwarded unchecked.
     Passthrough(&'a UpstreamBase),
+    /// A GET of one of the protocol's discovery documents (an A2A agent card): fetched from
+    /// the upstream and served with its URLs rewritten to guardwire's.
+    Discovery(&'a UpstreamBase),
 }
 
 /// Step 1: the route's upstream is configured; a configured route serves only its protocol's
@@ -82,6 +88,14 @@ pub fn target<'a>(route: &'a Route, req: &Request<Incoming>) -> Result<Target<'a
         let forwarded = route.forwarded(req.uri().path());
         if route.passthrough.iter().any(|p| *p == forwarded) {
             return Ok(Target::Passthrough(base));
+        }
+        if req.method() == Method::GET
+            && route
+                .protocol
+                .discovery_paths()
+                .contains(&forwarded.as_ref())
+        {
+            return Ok(Target::Discovery(base));
         }
         // Empty and dot segments are refused: an upstream that merges or resolves them would
         // run another operation than the one the path names here.

@@ -35,6 +35,8 @@ pub struct Route {
     pub request_usage: bool,
     /// Request headers forwarded besides the protocol's allowlist (`forward_headers`).
     pub forward_headers: Vec<http::HeaderName>,
+    /// Where clients reach the route's prefix, for discovery documents (`routes[].public_url`).
+    pub public_url: Option<String>,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -164,6 +166,7 @@ impl Runtime {
                         .as_deref()
                         .unwrap_or(&config.forward_headers),
                 ),
+                public_url: rc.public_url.clone(),
             });
         }
         for protocol in crate::protocol::all() {
@@ -183,6 +186,7 @@ impl Runtime {
                 stored_context: config.stored_context,
                 request_usage: true,
                 forward_headers: header_names(&config.forward_headers),
+                public_url: None,
             });
         }
         let mut keys = Vec::new();

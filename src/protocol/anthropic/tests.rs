@@ -93,9 +93,12 @@ fn parses_system_messages_tools_and_results() {
 
 #[test]
 fn error_frame_keeps_the_event_name() {
-    let f = AnthropicMessages.stream_error_frame(&GatewayError::Blocked {
-        message: "no".into(),
-    });
+    let f = AnthropicMessages.stream_error_frame(
+        &GatewayError::Blocked {
+            message: "no".into(),
+        },
+        &crate::protocol::ReplyTo::default(),
+    );
     assert_eq!(
         &f[..],
         &b"event: error\ndata: {\"error\":{\"message\":\"no\",\"type\":\"invalid_request_error\"},\"type\":\"error\"}\n\n"[..]

@@ -108,9 +108,12 @@ fn streaming_comes_from_the_path() {
 
 #[test]
 fn error_frame_puts_error_first_with_an_integer_code() {
-    let f = Gemini.stream_error_frame(&GatewayError::Blocked {
-        message: "no".into(),
-    });
+    let f = Gemini.stream_error_frame(
+        &GatewayError::Blocked {
+            message: "no".into(),
+        },
+        &crate::protocol::ReplyTo::default(),
+    );
     assert_eq!(
         &f[..],
         &b"data: {\"error\":{\"code\":400,\"message\":\"no\",\"status\":\"INVALID_ARGUMENT\"}}\n\n"

@@ -160,9 +160,12 @@ fn file_parts_are_read_and_stored_files_noted() {
 
 #[test]
 fn error_frame_is_the_native_shape() {
-    let f = OpenAiChat.stream_error_frame(&GatewayError::Blocked {
-        message: "no".into(),
-    });
+    let f = OpenAiChat.stream_error_frame(
+        &GatewayError::Blocked {
+            message: "no".into(),
+        },
+        &crate::protocol::ReplyTo::default(),
+    );
     assert_eq!(
             &f[..],
             &b"data: {\"error\":{\"message\":\"no\",\"type\":\"guardrail_violation\",\"param\":null,\"code\":\"content_blocked\"}}\n\n"[..]

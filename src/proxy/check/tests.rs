@@ -74,6 +74,20 @@ fn base_frames(name: &str) -> Vec<(Option<&'static str>, Value)> {
                 json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"q\":\"x\"}"}}),
             ),
         ],
+        "a2a" => vec![
+            (
+                None,
+                json!({"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING","message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"hello"}]}}}}}),
+            ),
+            (
+                None,
+                json!({"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","append":true,"artifact":{"artifactId":"a","name":"n","parts":[{"text":"hello"},{"data":{"k":"v"}}]}}}}),
+            ),
+            (
+                Some("message"),
+                json!({"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"t","lastChunk":true,"artifact":{"artifactId":"b","parts":[{"kind":"text","text":"hi"},{"kind":"file","file":{"name":"f.txt","mimeType":"text/plain","bytes":"aGk="}}]}}}),
+            ),
+        ],
         _ => vec![(
             None,
             json!({"candidates":[{"content":{"role":"model","parts":[{"text":"hello"},{"functionCall":{"name":"f","args":{"q":"x"}}}]},"index":0}],"modelVersion":"g"}),
@@ -215,7 +229,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
     fn a_marker_in_any_string_is_found_unless_structural(
-        proto in 0usize..4,
+        proto in prop::sample::select(vec![
+            "openai_chat", "openai_responses", "anthropic_messages", "gemini", "a2a",
+        ]),
         frame in 0usize..8,
         graft_at in 0usize..64,
         extra in graft(),
@@ -223,7 +239,7 @@ proptest! {
         escape in any::<bool>(),
         as_json_string in any::<bool>(),
     ) {
-        let p = protocol::all()[proto];
+        let p = protocol::by_name(proto).unwrap();
         let mut frames = base_frames(p.name());
         let f = frame % frames.len();
         // Graft random JSON into a random object of the frame, then plant the marker in a

@@ -1,0 +1,184 @@
+//! A2A calls as guardwire reads them: the JSON-RPC envelope, the method, and a message's parts
+//! (1.0: `text`, `raw` + `mediaType`, `url`, `data`; 0.3: `kind` `text`, `file` with `bytes`
+//! or `uri`, `data`).
+
+use crate::delta::{Conversation, Message, Role};
+use crate::error::GatewayError;
+use crate::protocol::documents::{self, Documents, StoredKind};
+use crate::protocol::{ParsedRequest, ReplyTo};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// What a method is to guardwire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Sends a message (its parts are checked as input); `stream`: answered with SSE.
+    Send { stream: bool },
+    /// Reads or acts on a task: nothing to check in the call, the task in the answer.
+    Task { stream: bool },
+    /// Refused: the reason, said to the client.
+    Refused(&'static str),
+    /// Not an A2A method guardwire knows: forwarded, its strings read by the fallback.
+    Unknown,
+}
+
+const PUSH: &str = "push notifications deliver the agent's answers past guardwire, which cannot check them; they are not available through an a2a route";
+const EXTENDED_CARD: &str = "the extended agent card names the agent's own URLs, which guardwire cannot rewrite in a call; it is not available through an a2a route";
+
+pub fn method(name: &str) -> Method {
+    match name {
+        "SendMessage" | "message/send" => Method::Send { stream: false },
+        "SendStreamingMessage" | "message/stream" => Method::Send { stream: true },
+        "GetTask" | "tasks/get" | "CancelTask" | "tasks/cancel" | "ListTasks" | "tasks/list" => {
+            Method::Task { stream: false }
+        }
+        "SubscribeToTask" | "tasks/resubscribe" => Method::Task { stream: true },
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Method::Refused(PUSH),
+        n if n.starts_with("tasks/pushNotificationConfig/") => Method::Refused(PUSH),
+        "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => {
+            Method::Refused(EXTENDED_CARD)
+        }
+        _ => Method::Unknown,
+    }
+}
+
+/// The call's id, whatever else the body holds (`null` when it has none or is not JSON, as
+/// JSON-RPC answers what it cannot read).
+pub fn reply_to(body: &[u8]) -> ReplyTo {
+    #[derive(Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+    }
+    let id = serde_json::from_slice::<Id<'_>>(body)
+        .ok()
+        .and_then(|i| i.id)
+        // An id is a string, a number or null (JSON-RPC 2.0): anything else is answered null.
+        .filter(|id| !matches!(id.get().as_bytes().first(), Some(b'{' | b'[')))
+        .map_or_else(
+            || RawValue::from_string("null".into()),
+            |id| Ok(id.to_owned()),
+        );
+    ReplyTo { rpc_id: id.ok() }
+}
+
+#[derive(Deserialize)]
+struct Call {
+    jsonrpc: Option<String>,
+    method: String,
+    #[serde(default)]
+    params: Option<Value>,
+}
+
+fn invalid(m: impl Into<String>) -> GatewayError {
+    GatewayError::InvalidRequest(m.into())
+}
+
+pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        return Err(invalid(
+            "JSON-RPC batches are not supported on an a2a route; send one call per request",
+        ));
+    }
+    let call: Call = serde_json::from_slice(body)
+        .map_err(|e| invalid(format!("invalid JSON-RPC request: {e}")))?;
+    if call.jsonrpc.as_deref() != Some("2.0") {
+        return Err(invalid("a JSON-RPC request must say \"jsonrpc\": \"2.0\""));
+    }
+    let mut parsed = ParsedRequest::default();
+    match method(&call.method) {
+        Method::Refused(why) => return Err(invalid(why)),
+        Method::Task { stream } => parsed.stream = stream,
+        Method::Unknown => {}
+        Method::Send { stream } => {
+            parsed.stream = stream;
+            let params = call
+                .params
+                .as_ref()
+                .ok_or_else(|| invalid("params: a message is required"))?;
+            let config = params.get("configuration");
+            let push = config.and_then(|c| {
+                c.get("taskPushNotificationConfig")
+                    .or_else(|| c.get("pushNotificationConfig"))
+            });
+            if push.is_some_and(|p| !p.is_null()) {
+                return Err(invalid(PUSH));
+            }
+            let message = params
+                .get("message")
+                .ok_or_else(|| invalid("params.message is required"))?;
+            let texts = message_texts(message, "params.message", &mut parsed.documents)?;
+            parsed.conversation = conversation(texts);
+        }
+    }
+    Ok(parsed)
+}
+
+/// The message's text parts as the user's message; with more than one, their concatenation
+/// too, so a phrase split between parts is read as the agent reads it.
+fn conversation(texts: Vec<String>) -> Conversation {
+    let mut messages = Vec::new();
+    if texts.len() > 1 {
+        messages.push(Message::text(Role::User, vec![texts.concat()]));
+    }
+    messages.insert(0, Message::text(Role::User, texts));
+    Conversation {
+        messages,
+        tools: Vec::new(),
+    }
+}
+
+/// The texts of a message's parts: text parts, and inline files read as text (unreadable ones
+/// noted in `documents`, files by URL noted as stored content).
+fn message_texts(
+    message: &Value,
+    path: &str,
+    documents: &mut Documents,
+) -> Result<Vec<String>, GatewayError> {
+    let parts = match message.get("parts") {
+        Some(Value::Array(parts)) => parts,
+        Some(_) => return Err(invalid(format!("{path}.parts must be a list"))),
+        None => return Ok(Vec::new()),
+    };
+    let mut texts = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let at = format!("{path}.parts[{i}]");
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            texts.push(text.to_owned());
+        }
+        let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        // 1.0: raw bytes or a URL beside `mediaType` and `filename`.
+        if let Some(raw) = part.get("raw").and_then(Value::as_str) {
+            let name = str_of(part, "filename");
+            let media = str_of(part, "mediaType")
+                .or_else(|| documents::media_type_of_name(name.as_deref()).map(str::to_owned));
+            if let Some(t) = documents.base64(media.as_deref(), raw, &format!("{at}.raw"))? {
+                texts.push(t);
+            }
+        }
+        if part.get("url").and_then(Value::as_str).is_some() {
+            documents.stored(StoredKind::Url, format!("{at}.url"));
+        }
+        // 0.3: `file` with `bytes` or `uri` beside `mimeType` and `name`.
+        if let Some(file) = part.get("file") {
+            let name = str_of(file, "name");
+            let media = str_of(file, "mimeType")
+                .or_else(|| documents::media_type_of_name(name.as_deref()).map(str::to_owned));
+            if let Some(bytes) = file.get("bytes").and_then(Value::as_str) {
+                let path = format!("{at}.file.bytes");
+                if let Some(t) = documents.base64(media.as_deref(), bytes, &path)? {
+                    texts.push(t);
+                }
+            }
+            if file.get("uri").and_then(Value::as_str).is_some() {
+                documents.stored(StoredKind::Url, format!("{at}.file.uri"));
+            }
+        }
+    }
+    Ok(texts)
+}

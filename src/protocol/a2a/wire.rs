@@ -1,0 +1,321 @@
+//! The agent's answers: a JSON-RPC response (whole, or one SSE event of a stream) whose
+//! `result` is, in 1.0, `{"task"}`, `{"message"}`, `{"statusUpdate"}`, `{"artifactUpdate"}`,
+//! a bare task (`GetTask`, `CancelTask`) or `{"tasks": […]}` (`ListTasks`); in 0.3 a task,
+//! message, `status-update` or `artifact-update` object tagged with `kind`. One lenient shape
+//! reads them all ([`Event`]); an answer it cannot read in that shape yields no delta, and every
+//! string of it goes to the fallback.
+//!
+//! Texts: a message's text parts on choice 0, one message after another with a line break
+//! between; an artifact's text parts on choice `1 + n` (the `n`th artifact id seen), its
+//! appended chunks (`append: true`) continuing its text, a replacing chunk (no `append`) after a
+//! line break, and a line break once its last chunk (`lastChunk: true`, or a task's complete
+//! artifact) is in, so nothing after it waits on it. Inline files of a text media type are read
+//! as text; media files (images, audio) are exempt, as in requests; other files cannot be
+//! checked and fail the answer.
+
+use crate::delta::{Channel, Delta};
+use crate::protocol::documents::{self, Documents};
+use crate::protocol::{lenient_opt_str, DecodeError, FrameKind, StreamDecoder};
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// Artifacts one answer may carry (each has a channel); beyond, the answer fails closed.
+const MAX_ARTIFACTS: usize = 256;
+
+#[derive(Default)]
+pub struct A2aStream {
+    /// Artifact ids in the order first seen (their choice is `1 +` the index), and whether
+    /// their channel has text.
+    artifacts: Vec<(String, bool)>,
+    /// The task reached a state that ends a stream (or a message answered): the stream may end
+    /// here without being cut short.
+    done: bool,
+}
+
+/// A part: text, inline bytes (1.0 `raw`, 0.3 `file.bytes`) with a media type.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Part<'a> {
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    raw: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "mediaType", deserialize_with = "lenient_opt_str")]
+    media_type: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    filename: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    file: Option<File<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct File<'a> {
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    bytes: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "mimeType", deserialize_with = "lenient_opt_str")]
+    mime_type: Option<Cow<'a, str>>,
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    name: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Status<'a> {
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    state: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<Box<Event<'a>>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Artifact<'a> {
+    #[serde(borrow, rename = "artifactId", deserialize_with = "lenient_opt_str")]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    parts: Vec<Part<'a>>,
+}
+
+/// Any result object: the 1.0 wrappers, and the fields of a task, a message, a status update
+/// and an artifact update (1.0 inside their wrapper, 0.3 at the top).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Event<'a> {
+    #[serde(borrow)]
+    task: Option<Box<Event<'a>>>,
+    #[serde(borrow)]
+    message: Option<Box<Event<'a>>>,
+    #[serde(borrow, rename = "statusUpdate")]
+    status_update: Option<Box<Event<'a>>>,
+    #[serde(borrow, rename = "artifactUpdate")]
+    artifact_update: Option<Box<Event<'a>>>,
+    #[serde(borrow)]
+    tasks: Vec<Event<'a>>,
+    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    status: Option<Status<'a>>,
+    #[serde(borrow)]
+    artifacts: Vec<Artifact<'a>>,
+    #[serde(borrow)]
+    history: Vec<Event<'a>>,
+    #[serde(borrow)]
+    parts: Vec<Part<'a>>,
+    #[serde(borrow)]
+    artifact: Option<Artifact<'a>>,
+    append: Option<bool>,
+    #[serde(rename = "lastChunk")]
+    last_chunk: Option<bool>,
+    #[serde(rename = "final")]
+    is_final: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    result: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+/// States after which an agent's stream ends: terminal, or waiting on the client.
+fn ends_stream(state: &str) -> bool {
+    matches!(
+        state,
+        "TASK_STATE_COMPLETED"
+            | "TASK_STATE_FAILED"
+            | "TASK_STATE_CANCELED"
+            | "TASK_STATE_REJECTED"
+            | "TASK_STATE_INPUT_REQUIRED"
+            | "TASK_STATE_AUTH_REQUIRED"
+            | "completed"
+            | "failed"
+            | "canceled"
+            | "rejected"
+            | "input-required"
+            | "auth-required"
+    )
+}
+
+const BREAK: Cow<'static, str> = Cow::Borrowed("\n");
+
+impl A2aStream {
+    fn text<'a>(out: &mut Vec<Delta<'a>>, choice: u32, text: Cow<'a, str>) {
+        if !text.is_empty() {
+            out.push(Delta::Text {
+                choice,
+                channel: Channel::Content,
+                text,
+            });
+        }
+    }
+
+    /// The texts of `parts` on `choice`; true when there was any.
+    fn parts<'a>(
+        out: &mut Vec<Delta<'a>>,
+        choice: u32,
+        parts: Vec<Part<'a>>,
+    ) -> Result<bool, DecodeError> {
+        let before = out.len();
+        for p in parts {
+            if let Some(t) = p.text {
+                Self::text(out, choice, t);
+            }
+            let (bytes, media, name) = match (p.raw, p.file) {
+                (Some(raw), _) => (Some(raw), p.media_type, p.filename),
+                (None, Some(f)) => (f.bytes, f.mime_type, f.name),
+                (None, None) => (None, None, None),
+            };
+            let Some(bytes) = bytes else { continue };
+            let media = media
+                .as_deref()
+                .or_else(|| documents::media_type_of_name(name.as_deref()));
+            let mut docs = Documents::default();
+            match docs.base64(media, &bytes, "file") {
+                Ok(Some(text)) => Self::text(out, choice, Cow::Owned(text)),
+                Ok(None) if docs.unreadable.is_empty() => {} // an image or audio
+                _ => {
+                    return Err(DecodeError(format!(
+                        "the agent sent a file guardwire cannot read as text ({})",
+                        media.unwrap_or("no media type")
+                    )))
+                }
+            }
+        }
+        Ok(out.len() > before)
+    }
+
+    /// A message: its texts on choice 0, then a line break.
+    fn message<'a>(out: &mut Vec<Delta<'a>>, m: Event<'a>) -> Result<(), DecodeError> {
+        if Self::parts(out, 0, m.parts)? {
+            Self::text(out, 0, BREAK);
+        }
+        Ok(())
+    }
+
+    /// An artifact (or a chunk of one): on its own choice.
+    fn artifact<'a>(
+        &mut self,
+        out: &mut Vec<Delta<'a>>,
+        a: Artifact<'a>,
+        append: bool,
+        last: bool,
+    ) -> Result<(), DecodeError> {
+        let slot = match a
+            .id
+            .as_deref()
+            .and_then(|id| self.artifacts.iter().position(|(a, _)| a == id))
+        {
+            Some(slot) => slot,
+            None => {
+                if self.artifacts.len() >= MAX_ARTIFACTS {
+                    return Err(DecodeError(format!(
+                        "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
+                    )));
+                }
+                let id = a.id.as_deref().unwrap_or_default().to_owned();
+                self.artifacts.push((id, false));
+                self.artifacts.len() - 1
+            }
+        };
+        let choice = 1 + slot as u32;
+        if !append && self.artifacts[slot].1 {
+            // A chunk that replaces what came: a text of its own.
+            Self::text(out, choice, BREAK);
+        }
+        if Self::parts(out, choice, a.parts)? {
+            self.artifacts[slot].1 = true;
+        }
+        if last && self.artifacts[slot].1 {
+            Self::text(out, choice, BREAK);
+        }
+        Ok(())
+    }
+
+    fn event<'a>(&mut self, out: &mut Vec<Delta<'a>>, e: Event<'a>) -> Result<(), DecodeError> {
+        for wrapped in [e.task, e.status_update, e.artifact_update]
+            .into_iter()
+            .flatten()
+        {
+            self.event(out, *wrapped)?;
+        }
+        if let Some(m) = e.message {
+            // A message answers the call: nothing follows it.
+            self.done = true;
+            Self::message(out, *m)?;
+        }
+        for t in e.tasks {
+            self.event(out, t)?;
+        }
+        if e.is_final == Some(true) {
+            self.done = true;
+        }
+        if let Some(status) = e.status {
+            if status.state.as_deref().is_some_and(ends_stream) {
+                self.done = true;
+            }
+            if let Some(m) = status.message {
+                Self::message(out, *m)?;
+            }
+        }
+        for m in e.history {
+            Self::message(out, m)?;
+        }
+        for a in e.artifacts {
+            self.artifact(out, a, false, true)?;
+        }
+        if let Some(a) = e.artifact {
+            let append = e.append == Some(true);
+            self.artifact(out, a, append, e.last_chunk == Some(true))?;
+        }
+        if e.kind.as_deref() == Some("message") {
+            self.done = true;
+        }
+        if !e.parts.is_empty() {
+            Self::message(
+                out,
+                Event {
+                    parts: e.parts,
+                    ..Event::default()
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl StreamDecoder for A2aStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        let envelope: Envelope<'a> = serde_json::from_slice(data)
+            .map_err(|e| DecodeError::json("malformed A2A JSON-RPC response", &e))?;
+        if envelope.error.is_some() {
+            // The agent's own error: its message is read by the fallback; the stream ends.
+            self.done = true;
+            return Ok(FrameKind::UpstreamError);
+        }
+        let Some(result) = envelope.result else {
+            return Err(DecodeError(
+                "an A2A JSON-RPC response without result or error".into(),
+            ));
+        };
+        // A result in no shape guardwire reads yields no delta: the fallback reads it all.
+        if let Ok(event) = serde_json::from_str::<Event<'a>>(result.get()) {
+            let before = out.len();
+            if let Err(e) = self.event(out, event) {
+                out.truncate(before);
+                return Err(e);
+            }
+        }
+        Ok(FrameKind::Data)
+    }
+
+    fn complete_without_terminal(&self) -> bool {
+        self.done
+    }
+}
