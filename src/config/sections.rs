@@ -60,6 +60,7 @@ impl Upstreams {
             Provider::OpenAi => self.openai.as_ref(),
             Provider::Anthropic => self.anthropic.as_ref(),
             Provider::Gemini => self.gemini.as_ref(),
+            Provider::Mcp => None,
         }
     }
 }

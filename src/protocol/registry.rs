@@ -7,7 +7,7 @@
 
 use super::judge_wire::{self, JudgeWire};
 use super::{
-    anthropic, gemini, openai_chat, openai_completions, openai_embeddings, openai_responses,
+    anthropic, gemini, mcp, openai_chat, openai_completions, openai_embeddings, openai_responses,
     Protocol,
 };
 
@@ -57,6 +57,7 @@ registry! {
     Gemini: "gemini", gemini::Gemini, "generate_content", Some(&judge_wire::Gemini);
     OpenAiCompletions: "openai_completions", openai_completions::OpenAiCompletions, "text_completion", None;
     OpenAiEmbeddings: "openai_embeddings", openai_embeddings::OpenAiEmbeddings, "embeddings", None;
+    Mcp: "mcp", mcp::Mcp, "execute_tool", None;
 }
 
 impl ProtocolId {
@@ -78,6 +79,8 @@ pub enum Provider {
     OpenAi,
     Anthropic,
     Gemini,
+    /// No provider: an MCP server is always a configured route's upstream.
+    Mcp,
 }
 
 impl Provider {
@@ -87,6 +90,7 @@ impl Provider {
             Provider::OpenAi => "openai",
             Provider::Anthropic => "anthropic",
             Provider::Gemini => "gcp.gemini",
+            Provider::Mcp => "mcp",
         }
     }
 }

@@ -15,6 +15,7 @@ mod evals;
 mod exchange;
 pub mod headers;
 pub mod judged;
+mod mcp;
 mod operator;
 pub mod redact;
 pub mod report;
@@ -280,6 +281,11 @@ impl Gateway {
         request_id: &HeaderValue,
         trace: &RequestTrace,
     ) -> Result<Response<ProxyBody>, GatewayError> {
+        if route.protocol.id() == crate::protocol::ProtocolId::Mcp {
+            return self
+                .mcp_exchange(rt, route, req, started, request_id, trace)
+                .await;
+        }
         let target = request::target(route, &req)?;
         let (mut parts, body) = req.into_parts();
         let caller = request::authenticate(rt, route, &parts)?;
