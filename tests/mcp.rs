@@ -6,6 +6,8 @@
 //! on both sides: its MCPServer behind guardwire (SSE, JSON and stateless answers), its Client
 //! through it (tests/mcp/*.py).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use bytes::Bytes;
@@ -467,12 +469,14 @@ mod sdk {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
+            // Dropped (killed and waited for) on a failure too.
+            let server = Server { child, port, log };
             for _ in 0..200 {
                 if tokio::net::TcpStream::connect(("127.0.0.1", port))
                     .await
                     .is_ok()
                 {
-                    return Server { child, port, log };
+                    return server;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -244,16 +244,18 @@ impl Gateway {
         // Nothing of the POST is forwarded: each request gets its error.
         let mut errors = Vec::new();
         for (i, msg) in messages.iter().enumerate() {
-            if !matches!(msg.kind, Kind::Request(_)) && !(refusals.len() == 1 && !batch) {
-                continue;
-            }
-            let why = match refusals.iter().find(|(j, _)| *j == i) {
-                Some((_, why)) => why.clone(),
-                None if !matches!(msg.kind, Kind::Request(_)) => continue,
-                None => Refusal::new(
+            let refusal = refusals
+                .iter()
+                .find(|(j, _)| *j == i)
+                .map(|(_, w)| w.clone());
+            let why = match (refusal, &msg.kind) {
+                // A refused notification or response too: its error, without an id.
+                (Some(why), _) => why,
+                (None, Kind::Request(_)) => Refusal::new(
                     codes::REFUSED,
                     "not forwarded: another message of this batch was blocked",
                 ),
+                (None, _) => continue,
             };
             errors.push(why.json(&msg.id));
         }

@@ -108,7 +108,7 @@ pub fn one(value: Value) -> Result<Message, Invalid> {
     if body.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid(
             "jsonrpc must be \"2.0\"",
-            id_ok.then_some(id).unwrap_or_default(),
+            if id_ok { id } else { Value::Null },
         ));
     }
     let kind = match (body.get("method"), body.get("result"), body.get("error")) {
