@@ -398,6 +398,45 @@ async fn an_oversized_event_ends_the_stream_with_the_error() {
 }
 
 #[tokio::test]
+async fn keys_swap_the_servers_credential_and_pick_their_packs() {
+    std::env::set_var("GUARDWIRE_TEST_MCP_SERVER_TOKEN", "mcp-server-secret");
+    let mock = MockUpstream::start(|_| Reply::json(200, &result(1, "ok"))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let strict = dir.path().join("strict.yaml");
+    std::fs::write(
+        &strict,
+        "validators:\n  - id: no-hello\n    type: banned_words\n    params: { words: [hello] }\n",
+    )
+    .unwrap();
+    let keys = format!(
+        "keys:\n  - id: agent\n    key: gw-agent\n    upstream_key_env: GUARDWIRE_TEST_MCP_SERVER_TOKEN\n  - id: strict\n    key: gw-strict\n    packs: [\"{}\"]\n",
+        strict.display()
+    );
+    let p = proxy_for(&format!("{}/mcp", mock.base_url()), "", &keys).await;
+    let hello = call(1, "echo", json!({"text": "hello"}));
+    let a = post(&p, &hello, &[]).await;
+    assert_eq!(a.status, 401, "a guardwire key is needed: {}", a.text());
+    assert_eq!(a.json()["error"]["code"], -32013);
+    let a = post(&p, &hello, &[("authorization", "Bearer gw-agent")]).await;
+    assert_eq!(a.text(), result(1, "ok"));
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].header("authorization"),
+        Some("Bearer mcp-server-secret"),
+        "the client's guardwire key never reaches the server"
+    );
+    let a = post(&p, &hello, &[("authorization", "Bearer gw-strict")]).await;
+    assert_eq!(
+        a.json()["error"]["data"]["validator"],
+        "no-hello",
+        "{}",
+        a.text()
+    );
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
 async fn config_refuses_what_mcp_routes_do_not_use() {
     let yaml = |extra: &str| {
         format!("routes:\n  - name: t\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"http://127.0.0.1:1/mcp\"\n{extra}")

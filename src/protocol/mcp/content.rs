@@ -80,7 +80,7 @@ impl Texts {
     }
 
     fn walk_member(&mut self, key: &str, value: &Value, modelled: bool, path: &str) {
-        if value.is_string() && super::STRUCTURAL.is_structural_key(key.as_bytes()) {
+        if value.is_string() && is_structure(key) {
             return;
         }
         if FREE.contains(&key) {
@@ -119,6 +119,13 @@ impl Texts {
             _ => {}
         }
     }
+}
+
+/// True when a string under `key` is protocol structure wherever it appears: MCP's own
+/// structural keys ([`super::STRUCTURAL`]) and `type`, `role` and `id` — not the model APIs'
+/// other common keys (`status`, `model`, … are text an MCP server may fill with anything).
+pub fn is_structure(key: &str) -> bool {
+    matches!(key, "type" | "role" | "id") || super::STRUCTURAL.keys.contains(&key)
 }
 
 fn is_empty(v: &Value) -> bool {
