@@ -510,7 +510,8 @@ mod sdk {
                 .unwrap();
             // Dropped (killed and waited for) on a failure too.
             let server = Server { child, port, log };
-            for _ in 0..200 {
+            // Importing the SDK takes seconds, more on a busy machine.
+            for _ in 0..1200 {
                 if tokio::net::TcpStream::connect(("127.0.0.1", port))
                     .await
                     .is_ok()

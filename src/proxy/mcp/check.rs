@@ -255,6 +255,7 @@ impl Checker {
                 rest.remove("arguments");
                 let mut texts = Texts::of_value(&Value::Object(rest), "params");
                 texts.modelled.extend(params.iter().cloned());
+                self.trace.note_tool(name);
                 let what = format!("the call of tool '{name}'");
                 return self.output(Some((name, arguments)), texts, &what);
             }
