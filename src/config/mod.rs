@@ -135,6 +135,18 @@ pub enum UnknownContent {
     Pass,
 }
 
+/// What a `tools/list` answer on an MCP route does with a tool whose name, description or
+/// schemas fail the input checks (`routes[].poisoned_tools`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoisonedTools {
+    /// The tool is removed from the list; the others reach the client (default).
+    #[default]
+    Remove,
+    /// The whole list is answered with the block's JSON-RPC error.
+    Refuse,
+}
+
 /// What happens to a request that refers to provider-stored content (`stored_context`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -216,6 +228,10 @@ pub struct RouteConfig {
     /// `http://` (`https://` with `tls`) + the request's `Host` + `path_prefix`.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// `mcp` routes: a tool of a `tools/list` answer that fails the input checks is removed
+    /// from the list (`remove`, default) or the list is refused (`refuse`).
+    #[serde(default)]
+    pub poisoned_tools: Option<PoisonedTools>,
     /// The names above, checked and converted (set by a successful [`Config::validate`]; a
     /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
     #[serde(skip)]
@@ -461,6 +477,15 @@ impl Config {
                 return Err(at(format!(
                     "passthrough_paths: `{p}` must be a path starting with / and without a query"
                 )));
+            }
+            if protocol == ProtocolId::Mcp {
+                if r.strip_prefix.is_some() || !r.passthrough_paths.is_empty() {
+                    return Err(at(
+                        "strip_prefix, passthrough_paths: not used by mcp routes (the route's path_prefix is the MCP endpoint, forwarded to the upstream URL as it is)".into(),
+                    ));
+                }
+            } else if r.poisoned_tools.is_some() {
+                return Err(at("poisoned_tools: only mcp routes have it".into()));
             }
             let upstream = BaseUrl::parse(&r.upstream).map_err(|e| at(format!("upstream: {e}")))?;
             if let Some(url) = &r.public_url {

@@ -61,6 +61,7 @@ impl Upstreams {
             Provider::Anthropic => self.anthropic.as_ref(),
             Provider::Gemini => self.gemini.as_ref(),
             Provider::A2a => None,
+            Provider::Mcp => None,
         }
     }
 }

@@ -434,6 +434,14 @@ impl ExchangeGuard {
     /// AfterCall: ends every channel's scan (matches waiting on what follows them are decided)
     /// and runs the whole-response checks.
     pub fn after_call(&mut self) -> Result<(), Finding> {
+        self.end_texts()?;
+        self.after_texts()
+    }
+
+    /// The first half of AfterCall: ends every channel's scan (matches waiting on what
+    /// follows them are decided) and judges, without the whole-response and tool checks. For
+    /// texts that are no model answer (an MCP client's messages other than a tool call).
+    pub fn end_texts(&mut self) -> Result<(), Finding> {
         let policy = Arc::clone(&self.policy);
         for id in 0..self.channels.len() {
             let ch = &mut self.channels[id];
@@ -464,7 +472,13 @@ impl ExchangeGuard {
                 w.finish(&mut fields);
             }
         }
-        self.judge(self.chunk_phase)?;
+        self.judge(self.chunk_phase)
+    }
+
+    /// The second half of AfterCall: the whole-response checks, the tool checks of the turn and
+    /// the budgets.
+    fn after_texts(&mut self) -> Result<(), Finding> {
+        let policy = Arc::clone(&self.policy);
         let output = policy.checks(Target::Output);
         // Every choice that produced anything (choice 0 for an empty answer) is judged.
         for c in &self.calls {

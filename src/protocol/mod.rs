@@ -9,6 +9,7 @@ pub mod anthropic;
 pub mod documents;
 pub mod gemini;
 pub mod judge_wire;
+pub mod mcp;
 pub mod openai_chat;
 pub mod openai_completions;
 pub mod openai_embeddings;

@@ -7,8 +7,8 @@
 
 use super::judge_wire::{self, JudgeWire};
 use super::{
-    a2a, anthropic, gemini, openai_chat, openai_completions, openai_embeddings, openai_responses,
-    Protocol,
+    a2a, anthropic, gemini, mcp, openai_chat, openai_completions, openai_embeddings,
+    openai_responses, Protocol,
 };
 
 macro_rules! registry {
@@ -58,6 +58,7 @@ registry! {
     OpenAiCompletions: "openai_completions", openai_completions::OpenAiCompletions, "text_completion", None;
     OpenAiEmbeddings: "openai_embeddings", openai_embeddings::OpenAiEmbeddings, "embeddings", None;
     A2a: "a2a", a2a::A2a, "invoke_agent", None;
+    Mcp: "mcp", mcp::Mcp, "execute_tool", None;
 }
 
 impl ProtocolId {
@@ -81,6 +82,8 @@ pub enum Provider {
     Gemini,
     /// An A2A agent: no standard base URL (`protocol: a2a` routes name theirs).
     A2a,
+    /// No provider: an MCP server is always a configured route's upstream.
+    Mcp,
 }
 
 impl Provider {
@@ -91,6 +94,7 @@ impl Provider {
             Provider::Anthropic => "anthropic",
             Provider::Gemini => "gcp.gemini",
             Provider::A2a => "a2a",
+            Provider::Mcp => "mcp",
         }
     }
 }

@@ -16,6 +16,7 @@ mod evals;
 mod exchange;
 pub mod headers;
 pub mod judged;
+mod mcp;
 mod operator;
 pub mod redact;
 pub mod report;
@@ -287,6 +288,11 @@ impl Gateway {
         trace: &RequestTrace,
         reply_to: &mut ReplyTo,
     ) -> Result<Response<ProxyBody>, GatewayError> {
+        if route.protocol.id() == crate::protocol::ProtocolId::Mcp {
+            return self
+                .mcp_exchange(rt, route, req, started, request_id, trace)
+                .await;
+        }
         let target = request::target(route, &req)?;
         let (mut parts, body) = req.into_parts();
         let caller = request::authenticate(rt, route, &parts)?;

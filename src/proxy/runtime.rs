@@ -3,7 +3,7 @@
 
 use super::auth;
 use crate::audit::Audit;
-use crate::config::{AuthHeader, Config, StoredContext, UnknownContent};
+use crate::config::{AuthHeader, Config, PoisonedTools, StoredContext, UnknownContent};
 use crate::error::StartError;
 use crate::policy::judged::CheckRefs;
 use crate::policy::{Policy, PolicyCache, PolicyError, PolicyLoader};
@@ -37,6 +37,8 @@ pub struct Route {
     pub forward_headers: Vec<http::HeaderName>,
     /// Where clients reach the route's prefix, for discovery documents (`routes[].public_url`).
     pub public_url: Option<String>,
+    /// MCP routes: what a `tools/list` answer does with a tool that fails the checks.
+    pub poisoned_tools: PoisonedTools,
 }
 
 /// Everything a request needs that can be swapped as a whole on reload.
@@ -161,6 +163,7 @@ impl Runtime {
                 unknown_content: rc.unknown_content.unwrap_or(config.unknown_content),
                 stored_context: rc.stored_context.unwrap_or(config.stored_context),
                 request_usage: rc.request_usage,
+                poisoned_tools: rc.poisoned_tools.unwrap_or_default(),
                 forward_headers: header_names(
                     rc.forward_headers
                         .as_deref()
@@ -185,6 +188,7 @@ impl Runtime {
                 unknown_content: config.unknown_content,
                 stored_context: config.stored_context,
                 request_usage: true,
+                poisoned_tools: PoisonedTools::default(),
                 forward_headers: header_names(&config.forward_headers),
                 public_url: None,
             });

@@ -138,11 +138,11 @@ impl TrackedBody {
     ) -> TrackedBody {
         let total = match &body {
             ProxyBody::Guarded(g) => Some(g.total_deadline()),
-            ProxyBody::Upstream(_) => Some(total_at),
+            ProxyBody::Upstream(_) | ProxyBody::Mcp(_) => Some(total_at),
             ProxyBody::Full(_) => None,
         };
         slot.arm(send, total);
-        let relay_deadline = matches!(body, ProxyBody::Upstream(_))
+        let relay_deadline = matches!(body, ProxyBody::Upstream(_) | ProxyBody::Mcp(_))
             .then(|| Box::pin(tokio::time::sleep_until(total_at)));
         TrackedBody {
             body,

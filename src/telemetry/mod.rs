@@ -146,6 +146,7 @@ impl RequestTrace {
             gen_ai.operation.name = op,
             gen_ai.provider.name = provider,
             gen_ai.request.model = Empty,
+            gen_ai.tool.name = Empty,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
             guardwire.usage.source = Empty,
@@ -296,6 +297,15 @@ impl RequestTrace {
     /// The `model` label of the request's metrics: `other` until the request was read.
     pub fn model_label(&self) -> &'static str {
         self.model_label.get().copied().unwrap_or("other")
+    }
+
+    /// The tool an MCP `tools/call` calls (`execute_tool` spans).
+    pub fn note_tool(&self, name: &str) {
+        if !self.span.is_disabled() {
+            self.span.record("gen_ai.tool.name", name);
+            self.span
+                .record("otel.name", format!("{} {name}", self.operation).as_str());
+        }
     }
 
     /// The model the request asks for (free text in the span; the access line too).

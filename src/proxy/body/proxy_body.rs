@@ -15,6 +15,8 @@ pub enum ProxyBody {
     /// cut at the exchange's total deadline by the server's `TrackedBody`.
     Upstream(UpstreamBody),
     Guarded(Box<GuardedStream>),
+    /// An MCP server's SSE stream, checked message by message.
+    Mcp(Box<crate::proxy::mcp::stream::McpStream>),
 }
 
 impl ProxyBody {
@@ -35,6 +37,7 @@ impl Body for ProxyBody {
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Upstream(inc) => Pin::new(inc).poll_frame(cx),
             ProxyBody::Guarded(g) => g.poll_next(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Mcp(m) => m.poll_next(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
         }
     }
 
@@ -45,6 +48,7 @@ impl Body for ProxyBody {
             ProxyBody::Guarded(g) => {
                 !g.reading() && g.out.is_empty() && g.judging.is_none() && g.windows.is_none()
             }
+            ProxyBody::Mcp(m) => m.is_end(),
         }
     }
 
@@ -53,7 +57,7 @@ impl Body for ProxyBody {
             ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             ProxyBody::Full(None) => SizeHint::with_exact(0),
             ProxyBody::Upstream(inc) => inc.size_hint(),
-            ProxyBody::Guarded(_) => SizeHint::default(),
+            ProxyBody::Guarded(_) | ProxyBody::Mcp(_) => SizeHint::default(),
         }
     }
 }

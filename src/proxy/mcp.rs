@@ -1,0 +1,337 @@
+//! MCP routes (`routes[].protocol: mcp`): Streamable HTTP in front of an MCP server. The
+//! route's `path_prefix` is the MCP endpoint; requests go to the `upstream` URL as it is.
+//!
+//! - POST: the body's JSON-RPC messages are read whole and checked ([`check`]); one that
+//!   fails is answered with its JSON-RPC error and nothing is forwarded. The answer (JSON, or
+//!   an SSE stream of messages, [`stream`]) is checked message by message.
+//! - GET: the server's own SSE stream, checked the same way (server requests such as
+//!   `sampling/createMessage`, notifications).
+//! - DELETE: ends a session; forwarded.
+//!
+//! The steps shared with the model protocols are `request.rs`'s: authenticate, read the body
+//! (limits, timeouts), admit, the upstream request (headers allowlist, key swap) and its send.
+
+pub mod check;
+pub mod stream;
+
+use super::body::ProxyBody;
+use super::request::{self, RequestCtx};
+use super::runtime::{Route, Runtime};
+use super::{headers, Gateway};
+use crate::error::GatewayError;
+use crate::metrics::UpstreamErrorKind;
+use crate::policy::tools::ToolHistory;
+use crate::protocol::mcp::jsonrpc::{self, Kind};
+use crate::protocol::mcp::{codes, VERSIONS};
+use crate::telemetry::RequestTrace;
+use crate::upstream::UpstreamBody;
+use bytes::Bytes;
+use check::{Checker, Refusal, Verdict};
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// A JSON-RPC error answer of guardwire's own.
+fn rpc_response(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut r = Response::new(ProxyBody::full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn refused(status: StatusCode, id: &Value, why: &Refusal) -> Response<ProxyBody> {
+    rpc_response(status, why.json(id))
+}
+
+impl Gateway {
+    /// One request on an MCP route.
+    pub(super) async fn mcp_exchange(
+        &self,
+        rt: &Runtime,
+        route: &Route,
+        req: Request<Incoming>,
+        started: Instant,
+        request_id: &HeaderValue,
+        trace: &RequestTrace,
+    ) -> Result<Response<ProxyBody>, GatewayError> {
+        let base = route.upstream.as_ref().ok_or_else(|| {
+            GatewayError::NotFound("no upstream is configured for this MCP route".into())
+        })?;
+        let prefix = route.prefix.as_deref().unwrap_or("/");
+        let path = req.uri().path();
+        if path.trim_end_matches('/') != prefix.trim_end_matches('/') {
+            return Err(GatewayError::NotFound(format!(
+                "{path} is not this route's MCP endpoint ({prefix})"
+            )));
+        }
+        let (mut parts, body) = req.into_parts();
+        let caller = request::authenticate(rt, route, &parts)?;
+        trace.note_caller(caller.key_id);
+        if let Some(v) = parts.headers.get("mcp-protocol-version") {
+            let v = v.to_str().unwrap_or("?");
+            if !VERSIONS.contains(&v) {
+                let why = check::unsupported_version(v);
+                return Ok(refused(StatusCode::BAD_REQUEST, &Value::Null, &why));
+            }
+        }
+        let ctx = RequestCtx {
+            protocol: route.protocol,
+            gw: self,
+            rt,
+            route,
+            caller,
+            started,
+            request_id,
+            id: request_id.to_str().unwrap_or(""),
+            trace,
+        };
+        let mut checker = Checker {
+            policy: std::sync::Arc::clone(ctx.caller.policy),
+            metrics: std::sync::Arc::clone(&self.metrics),
+            audit: std::sync::Arc::clone(&rt.audit),
+            route: route.name,
+            key_id: ctx.caller.key_id,
+            trace: trace.for_stream(),
+            unknown: route.unknown_content,
+            poisoned_tools: route.poisoned_tools,
+            keep_matches: rt.config.audit.include_match,
+            pending: Vec::new(),
+        };
+        let (body, held) = match parts.method {
+            Method::POST => {
+                headers::check_request_body_type(&mut parts.headers)?;
+                ctx.read_body(body).await?
+            }
+            Method::GET | Method::DELETE => ctx.read_body(body).await?,
+            _ => {
+                return Err(GatewayError::MethodNotAllowed(format!(
+                    "{} is not an MCP method; use POST, GET or DELETE",
+                    parts.method
+                )))
+            }
+        };
+        let permit = ctx.admit(held)?;
+        if parts.method == Method::POST {
+            if let Some(answer) = self.mcp_check_post(&body, &parts.headers, &mut checker) {
+                return Ok(answer);
+            }
+        } else if !body.is_empty() {
+            return Err(GatewayError::InvalidRequest(format!(
+                "an MCP {} has no body",
+                parts.method
+            )));
+        }
+        // The MCP endpoint is the upstream URL itself; only the client's query is added.
+        let query = parts
+            .uri
+            .query()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
+        let mut up_req = ctx.upstream_request(&parts, base, body)?;
+        let uri = base
+            .uri_for(&query)
+            .ok()
+            .filter(|u| u.path().starts_with('/'))
+            .map_or_else(|| base.uri_for(&format!("/{query}")), Ok)
+            .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
+        *up_req.uri_mut() = uri;
+        let mut guard = ctx.guard(ToolHistory::default(), None);
+        guard.answer(false);
+        let (head, body) = ctx
+            .send_upstream(base, up_req, &mut guard)
+            .await?
+            .into_parts();
+        let encoded = head
+            .headers
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        if encoded {
+            ctx.count_upstream_error(UpstreamErrorKind::Encoded);
+            return Err(GatewayError::Upstream(
+                "the MCP server sent an encoded body that cannot be checked".into(),
+            ));
+        }
+        let content_type = head
+            .headers
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.as_bytes().to_ascii_lowercase())
+            .unwrap_or_default();
+        let mut out_headers = headers::forwardable(&head.headers);
+        if content_type.starts_with(b"text/event-stream") {
+            let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
+            let max_frame = rt.config.limits.max_frame_bytes;
+            let stream = stream::McpStream::new(body, checker, max_frame, idle, permit);
+            let mut r = Response::new(ProxyBody::Mcp(Box::new(stream)));
+            *r.status_mut() = head.status;
+            *r.headers_mut() = out_headers;
+            return Ok(r);
+        }
+        let whole = self
+            .mcp_whole(
+                &ctx,
+                body,
+                &mut checker,
+                content_type.starts_with(b"application/json"),
+            )
+            .await;
+        drop(permit);
+        let body = match whole {
+            Ok(body) => body,
+            Err(why) => {
+                // The server's own words are not relayed unchecked: its status stays.
+                let id = match checker.pending.as_slice() {
+                    [(id, _)] => id.clone(),
+                    _ => Value::Null,
+                };
+                why.json(&id).into()
+            }
+        };
+        out_headers.remove(header::CONTENT_LENGTH);
+        if !body.is_empty() {
+            out_headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        let mut r = Response::new(ProxyBody::full(body));
+        *r.status_mut() = head.status;
+        *r.headers_mut() = out_headers;
+        Ok(r)
+    }
+
+    /// Checks the messages of a POST. `Some`: the answer (nothing is forwarded).
+    fn mcp_check_post(
+        &self,
+        body: &[u8],
+        headers: &http::HeaderMap,
+        checker: &mut Checker,
+    ) -> Option<Response<ProxyBody>> {
+        let (messages, batch) = match jsonrpc::parse(body) {
+            Ok(m) => m,
+            Err(invalid) => {
+                let why = Refusal::new(invalid.code, invalid.message);
+                return Some(refused(StatusCode::BAD_REQUEST, &invalid.id, &why));
+            }
+        };
+        // The 2026-07-28 routing headers copy values of the body; what they carry is checked
+        // with it (a server that read them instead would see nothing unchecked).
+        let params: Vec<String> = headers
+            .iter()
+            .filter(|(n, _)| n.as_str().starts_with("mcp-param-") || n.as_str() == "mcp-name")
+            .filter_map(|(_, v)| v.to_str().ok().map(str::to_owned))
+            .collect();
+        let mut refusals = Vec::new();
+        for (i, msg) in messages.iter().enumerate() {
+            if let Err(why) = checker.client_message(msg, &params) {
+                refusals.push((i, why));
+            }
+        }
+        if refusals.is_empty() {
+            checker.pending = messages
+                .iter()
+                .filter_map(|m| match &m.kind {
+                    Kind::Request(method) => Some((m.id.clone(), method.clone())),
+                    _ => None,
+                })
+                .collect();
+            return None;
+        }
+        // Nothing of the POST is forwarded: each request gets its error.
+        let mut errors = Vec::new();
+        for (i, msg) in messages.iter().enumerate() {
+            let refusal = refusals
+                .iter()
+                .find(|(j, _)| *j == i)
+                .map(|(_, w)| w.clone());
+            let why = match (refusal, &msg.kind) {
+                // A refused notification or response too: its error, without an id.
+                (Some(why), _) => why,
+                (None, Kind::Request(_)) => Refusal::new(
+                    codes::REFUSED,
+                    "not forwarded: another message of this batch was blocked",
+                ),
+                (None, _) => continue,
+            };
+            errors.push(why.json(&msg.id));
+        }
+        let status = match messages.iter().any(|m| matches!(m.kind, Kind::Request(_))) {
+            true => StatusCode::OK,
+            // A notification or response has no answer of its own: the POST is refused.
+            false => StatusCode::BAD_REQUEST,
+        };
+        let body = match batch {
+            true => format!("[{}]", errors.join(",")),
+            false => errors.pop().unwrap_or_default(),
+        };
+        Some(rpc_response(status, body))
+    }
+
+    /// A whole answer (JSON, or anything else the server sent): read within the limits, each
+    /// message checked; `Err`: what replaces it.
+    async fn mcp_whole(
+        &self,
+        ctx: &RequestCtx<'_>,
+        body: UpstreamBody,
+        checker: &mut Checker,
+        json: bool,
+    ) -> Result<Bytes, Refusal> {
+        let idle = Duration::from_millis(ctx.rt.config.timeouts.idle_ms);
+        let limit = ctx.rt.config.limits.max_response_bytes;
+        let read = tokio::time::timeout(idle, Limited::new(body, limit).collect()).await;
+        let body = match read {
+            Ok(Ok(collected)) => collected.to_bytes(),
+            Err(_) => {
+                ctx.count_upstream_error(UpstreamErrorKind::Idle);
+                return Err(Refusal::new(
+                    codes::UPSTREAM,
+                    "the MCP server's answer stalled",
+                ));
+            }
+            Ok(Err(_)) => {
+                ctx.count_upstream_error(UpstreamErrorKind::Reset);
+                return Err(Refusal::new(
+                    codes::UPSTREAM,
+                    "the MCP server's answer failed or was larger than limits.max_response_bytes",
+                ));
+            }
+        };
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Bytes::new());
+        }
+        let parsed = match json {
+            true => jsonrpc::parse(&body).ok(),
+            false => None,
+        };
+        let Some((messages, batch)) = parsed else {
+            ctx.count_upstream_error(UpstreamErrorKind::Malformed);
+            return Err(Refusal::new(
+                codes::UPSTREAM,
+                "the MCP server answered something that is not JSON-RPC",
+            ));
+        };
+        let mut changed = false;
+        let mut out = Vec::with_capacity(messages.len());
+        for msg in &messages {
+            match checker.server_message(msg) {
+                Verdict::Pass => out.push(msg.to_json()),
+                Verdict::Replace(json) => {
+                    changed = true;
+                    out.push(json);
+                }
+                Verdict::Drop => changed = true,
+            }
+        }
+        if !changed {
+            return Ok(body);
+        }
+        Ok(match batch {
+            true => format!("[{}]", out.join(",")).into(),
+            false => out.pop().unwrap_or_default().into(),
+        })
+    }
+}

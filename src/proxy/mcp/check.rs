@@ -1,0 +1,379 @@
+//! The checks of MCP messages, each read whole before a byte of it leaves: what the client
+//! sends (data leaving: a `tools/call` is checked as the model's tool call — tool checks and
+//! output text checks — and every other message's texts by the output checks) and what the
+//! server sends (what the model or user will read: the input checks, BeforeCall). The same
+//! compiled policy and check code as the model protocols: `ExchangeGuard::before_call` for
+//! input, `check_payload` + `after_call` for output.
+
+use super::super::check::{check_payload, Fallback, Needs, Stop};
+use super::super::Reporter;
+use crate::audit::Audit;
+use crate::config::{PoisonedTools, UnknownContent};
+use crate::delta::{Channel, Conversation, Delta, Message as ConvMessage, Role};
+use crate::metrics::Metrics;
+use crate::policy::tools::ToolHistory;
+use crate::policy::{Finding, Policy};
+use crate::protocol::mcp::content::{json_text, Texts};
+use crate::protocol::mcp::jsonrpc::{error_json, Kind, Message};
+use crate::protocol::mcp::{codes, STRUCTURAL, VERSIONS};
+use crate::protocol::residual;
+use crate::telemetry::RequestTrace;
+use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Why a message does not pass: the JSON-RPC error that answers it.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl Refusal {
+    pub fn new(code: i64, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The error response for `id`.
+    pub fn json(&self, id: &Value) -> String {
+        error_json(id, self.code, &self.message, self.data.clone())
+    }
+}
+
+/// What becomes of a server message.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// Released as the server sent it.
+    Pass,
+    /// Released as this message instead (a JSON-RPC error for its id, or a filtered list).
+    Replace(String),
+    /// Not released (a notification that failed its checks).
+    Drop,
+}
+
+/// What checking one exchange's messages needs; owned, so a stream can keep it.
+pub struct Checker {
+    pub policy: Arc<Policy>,
+    pub metrics: Arc<Metrics>,
+    pub audit: Arc<Audit>,
+    pub route: &'static str,
+    pub key_id: Option<&'static str>,
+    pub trace: RequestTrace,
+    pub unknown: UnknownContent,
+    pub poisoned_tools: PoisonedTools,
+    pub keep_matches: bool,
+    /// The client's requests this answer may carry responses for: (id, method).
+    pub pending: Vec<(Value, String)>,
+}
+
+impl Checker {
+    fn report(&self) -> Reporter<'_> {
+        Reporter {
+            metrics: &self.metrics,
+            audit: &self.audit,
+            policy: &self.policy,
+            route: self.route,
+            key_id: self.key_id,
+            request_id: self.trace.request_id(),
+            trace: &self.trace,
+        }
+    }
+
+    /// Counts and logs a block; the error names the validator.
+    fn blocked(&self, finding: Finding, what: &str) -> Refusal {
+        let label = self.policy.validator(finding.validator).label.clone();
+        let phase = finding.phase.as_str();
+        let err = self.report().block(finding);
+        Refusal {
+            code: codes::BLOCKED,
+            message: format!("guardwire blocked {what} (validator '{label}'): {err}"),
+            data: Some(json!({"validator": label, "phase": phase})),
+        }
+    }
+
+    /// What cannot be read as text, or is not modelled under `unknown_content: block`.
+    fn readable(&self, texts: &Texts) -> Result<(), Refusal> {
+        if self.unknown == UnknownContent::Pass {
+            return Ok(());
+        }
+        if let Some(path) = &texts.unreadable {
+            return Err(Refusal::new(
+                codes::UNCHECKABLE,
+                format!("{path}: binary content guardwire cannot check as text (the route's unknown_content: pass relays it unchecked)"),
+            ));
+        }
+        if self.unknown == UnknownContent::Block && !texts.residual.is_empty() {
+            return Err(Refusal::new(
+                codes::UNCHECKABLE,
+                "the message carries fields guardwire does not model (unknown_content: block)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn strings(&self, texts: Texts) -> Vec<String> {
+        let mut all = texts.modelled;
+        if self.unknown == UnknownContent::Scan {
+            all.extend(texts.residual);
+        }
+        all
+    }
+
+    /// Input checks (BeforeCall) over what the model or user will read: each string a message
+    /// of its own, JSON in them read decoded too.
+    pub fn input(&self, texts: Texts, what: &str) -> Result<(), Refusal> {
+        self.readable(&texts)?;
+        let strings = self.strings(texts);
+        if strings.is_empty() {
+            return Ok(());
+        }
+        let mut conversation = Conversation {
+            messages: strings
+                .into_iter()
+                .map(|s| ConvMessage::text(Role::Tool, vec![s]))
+                .collect(),
+            tools: Vec::new(),
+        };
+        residual::add_json_views(&mut conversation);
+        let mut guard = self
+            .policy
+            .exchange_guard(self.policy.tool_history(&conversation), None);
+        if self.keep_matches {
+            guard.keep_matches();
+        }
+        let verdict = guard.before_call(&conversation);
+        guard.take_findings(|monitored, _| self.report().monitor(monitored));
+        verdict.map_err(|f| self.blocked(f, what))
+    }
+
+    /// Output checks over data leaving: a tool call (`tool`: name, arguments as JSON text) as
+    /// the model's, and the other strings as answer text; then AfterCall (tool checks of the
+    /// turn, whole-text checks).
+    pub fn output(
+        &self,
+        tool: Option<(&str, String)>,
+        texts: Texts,
+        what: &str,
+    ) -> Result<(), Refusal> {
+        self.readable(&texts)?;
+        let strings = self.strings(texts);
+        let mut guard = self.policy.exchange_guard(ToolHistory::default(), None);
+        if self.keep_matches {
+            guard.keep_matches();
+        }
+        guard.answer(false);
+        let mut deltas = Vec::new();
+        let called = tool.is_some();
+        if let Some((name, arguments)) = tool {
+            deltas.push(Delta::ToolCallStart {
+                choice: 0,
+                index: 0,
+                id: None,
+                name: Cow::Borrowed(name),
+            });
+            deltas.push(Delta::Text {
+                choice: 0,
+                channel: Channel::ToolArgs(0),
+                text: Cow::Owned(arguments),
+            });
+        }
+        for (i, s) in strings.into_iter().enumerate() {
+            deltas.push(Delta::Text {
+                choice: 0,
+                channel: Channel::Other(i as u32),
+                text: Cow::Owned(s),
+            });
+        }
+        deltas.push(Delta::Finish {
+            choice: 0,
+            reason: Cow::Borrowed(if called { "tool_calls" } else { "stop" }),
+        });
+        // Every string is a delta already: nothing is left for the fallback to walk.
+        let fallback = Fallback {
+            structural: &STRUCTURAL,
+            unknown: UnknownContent::Pass,
+            fully_read: true,
+        };
+        let verdict = match check_payload(
+            &mut guard,
+            &deltas,
+            b"",
+            fallback,
+            &mut Needs::new(),
+            &mut Vec::new(),
+        ) {
+            // A tool call is the model's turn: AfterCall whole. Any other message is no
+            // answer: its texts' scans end, without the answer's whole-text and turn checks.
+            Ok(()) if called => guard.after_call(),
+            Ok(()) => guard.end_texts(),
+            Err(Stop::Violation(f)) => Err(f),
+            Err(Stop::Unchecked(why)) => return Err(Refusal::new(codes::UNCHECKABLE, why)),
+        };
+        let redacts = !guard.redactions().is_empty();
+        guard.take_findings(|monitored, redacted| {
+            self.report().monitor(monitored);
+            self.report().redactions(redacted);
+        });
+        verdict.map_err(|f| self.blocked(f, what))?;
+        if redacts {
+            // A message is forwarded as the client sent it or not at all.
+            return Err(Refusal::new(
+                codes::BLOCKED,
+                format!("guardwire blocked {what}: a redact-mode validator matched, and MCP messages are not rewritten"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks one message of the client's POST (`params`: the values of its `Mcp-Param-*`
+    /// headers, sent beside it). `Err`: it is not forwarded.
+    pub fn client_message(&self, msg: &Message, params: &[String]) -> Result<(), Refusal> {
+        check_version(msg)?;
+        let what = match msg.method() {
+            Some(m) => format!("the client's {m}"),
+            None => "the client's response".into(),
+        };
+        if let Kind::Request(m) = &msg.kind {
+            if m == "tools/call" {
+                let p = msg.params().and_then(Value::as_object);
+                let Some(name) = p.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+                    return Err(Refusal::new(
+                        codes::INVALID_REQUEST,
+                        "tools/call needs params.name, a string",
+                    ));
+                };
+                let arguments = p
+                    .and_then(|p| p.get("arguments"))
+                    .map_or_else(|| "{}".into(), json_text);
+                let mut rest = p.cloned().unwrap_or_default();
+                rest.remove("name");
+                rest.remove("arguments");
+                let mut texts = Texts::of_value(&Value::Object(rest), "params");
+                texts.modelled.extend(params.iter().cloned());
+                self.trace.note_tool(name);
+                let what = format!("the call of tool '{name}'");
+                return self.output(Some((name, arguments)), texts, &what);
+            }
+        }
+        let mut texts = Texts::of_message(&msg.body);
+        texts.modelled.extend(params.iter().cloned());
+        self.output(None, texts, &what)
+    }
+
+    /// Checks one message of the server (a response to one of `pending`, or a request or
+    /// notification of its own).
+    pub fn server_message(&mut self, msg: &Message) -> Verdict {
+        let method = match msg.kind {
+            Kind::Response | Kind::Error => self
+                .pending
+                .iter()
+                .position(|(id, _)| *id == msg.id)
+                .map(|i| self.pending.swap_remove(i).1),
+            _ => None,
+        };
+        if let (Kind::Response, Some("tools/list")) = (&msg.kind, method.as_deref()) {
+            return self.tools_list(msg);
+        }
+        let what = match (&msg.kind, &method) {
+            (Kind::Request(m) | Kind::Notification(m), _) => format!("the server's {m}"),
+            (_, Some(m)) => format!("the result of {m}"),
+            _ => "the server's response".into(),
+        };
+        match self.input(Texts::of_message(&msg.body), &what) {
+            Ok(()) => Verdict::Pass,
+            Err(_) if matches!(msg.kind, Kind::Notification(_)) => Verdict::Drop,
+            Err(r) => Verdict::Replace(r.json(&msg.id)),
+        }
+    }
+
+    /// A `tools/list` result: each tool checked on its own (name, description, schemas,
+    /// annotations); a violating tool is removed, or the list refused (`poisoned_tools`).
+    fn tools_list(&self, msg: &Message) -> Verdict {
+        let mut body = msg.body.clone();
+        let Some(Value::Object(result)) = body.get_mut("result") else {
+            return self.whole(msg, "the tools/list result");
+        };
+        let tools = match result.remove("tools") {
+            Some(Value::Array(tools)) => tools,
+            other => {
+                if let Some(t) = other {
+                    result.insert("tools".into(), t);
+                }
+                return self.whole(msg, "the tools/list result");
+            }
+        };
+        if let Err(r) = self.input(
+            Texts::of_value(&Value::Object(result.clone()), "result"),
+            "the tools/list result",
+        ) {
+            return Verdict::Replace(r.json(&msg.id));
+        }
+        let mut kept = Vec::with_capacity(tools.len());
+        let mut removed = false;
+        for tool in tools {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or("?");
+            let what = format!("tool '{name}' of tools/list");
+            match self.input(Texts::of_value(&tool, "tool"), &what) {
+                Ok(()) => kept.push(tool),
+                Err(r) if self.poisoned_tools == PoisonedTools::Refuse => {
+                    return Verdict::Replace(r.json(&msg.id))
+                }
+                Err(_) => removed = true,
+            }
+        }
+        if !removed {
+            return Verdict::Pass;
+        }
+        result.insert("tools".into(), Value::Array(kept));
+        Verdict::Replace(serde_json::to_string(&body).unwrap_or_default())
+    }
+
+    fn whole(&self, msg: &Message, what: &str) -> Verdict {
+        match self.input(Texts::of_message(&msg.body), what) {
+            Ok(()) => Verdict::Pass,
+            Err(r) => Verdict::Replace(r.json(&msg.id)),
+        }
+    }
+}
+
+/// The revision a message names (an `initialize` request's offer, the 2026-07-28 envelope's
+/// `_meta`) must be one guardwire reads.
+fn check_version(msg: &Message) -> Result<(), Refusal> {
+    let params = msg.params();
+    let offered = params.and_then(|p| {
+        let meta = p
+            .get("_meta")
+            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"));
+        match msg.method() {
+            Some("initialize") => p.get("protocolVersion").or(meta),
+            _ => meta,
+        }
+    });
+    match offered {
+        None => Ok(()),
+        Some(Value::String(v)) if VERSIONS.contains(&v.as_str()) => Ok(()),
+        Some(v) => Err(unsupported_version(v.as_str().unwrap_or("?"))),
+    }
+}
+
+/// The refusal of a revision guardwire does not read.
+pub fn unsupported_version(v: &str) -> Refusal {
+    let legacy = if v == "2024-11-05" {
+        " (the 2024-11-05 HTTP+SSE transport is not proxied: use Streamable HTTP)"
+    } else {
+        ""
+    };
+    Refusal {
+        code: codes::UNSUPPORTED_VERSION,
+        message: format!(
+            "MCP protocol version '{v}' is not one guardwire checks{legacy}; supported: {}",
+            VERSIONS.join(", ")
+        ),
+        data: Some(json!({"supported": VERSIONS})),
+    }
+}
