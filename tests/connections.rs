@@ -1,7 +1,8 @@
 //! Client connections held to account: a peer that sends nothing (or stops inside the HTTP/2
 //! preface) is dropped after `timeouts.client_header_ms`; idle HTTP/1 and HTTP/2 connections
 //! are closed after `timeouts.client_idle_ms`; HTTP/2 pings find a dead peer; a slow request
-//! body gets 408 after `timeouts.client_body_ms` without holding an in-flight permit.
+//! body gets 408 after `timeouts.client_body_ms` without holding an in-flight permit. Each
+//! connection guardwire drops is counted in `guardwire_connections_dropped_total`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
