@@ -177,14 +177,17 @@ pub enum RejectReason {
     RequestBytes,
     /// A key's `max_concurrent_requests`: 429.
     KeyConcurrency,
+    /// `limits.max_h2_streams`: an HTTP/2 stream over the cap, reset with `REFUSED_STREAM`.
+    H2Streams,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 4] = [
+    pub const ALL: [RejectReason; 5] = [
         RejectReason::Connections,
         RejectReason::ConcurrentRequests,
         RejectReason::RequestBytes,
         RejectReason::KeyConcurrency,
+        RejectReason::H2Streams,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -193,6 +196,7 @@ impl RejectReason {
             RejectReason::ConcurrentRequests => "max_concurrent_requests",
             RejectReason::RequestBytes => "max_buffered_request_bytes",
             RejectReason::KeyConcurrency => "key_max_concurrent_requests",
+            RejectReason::H2Streams => "max_h2_streams",
         }
     }
 }
@@ -223,6 +227,34 @@ impl ClientDeadline {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DroppedLabels {
+    pub reason: DropReason,
+}
+
+/// Why guardwire dropped a client connection (closed it without a graceful end).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum DropReason {
+    /// No request (or, HTTP/1, no next request head) within `timeouts.client_header_ms`.
+    Header,
+    /// Idle, but its last answer still unread `timeouts.client_send_ms` after the close began.
+    Unread,
+    /// Still open at the drain deadline (plus the error frames' flush time).
+    Drain,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [DropReason::Header, DropReason::Unread, DropReason::Drain];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Header => "header",
+            DropReason::Unread => "unread",
+            DropReason::Drain => "drain",
+        }
+    }
+}
+
 /// Label values as their lowercase names.
 macro_rules! label_value_as_str {
     ($($t:ty),*) => {$(
@@ -237,7 +269,8 @@ label_value_as_str!(
     ReloadResult,
     UpstreamErrorKind,
     RejectReason,
-    ClientDeadline
+    ClientDeadline,
+    DropReason
 );
 
 pub struct Metrics {
@@ -283,6 +316,8 @@ pub struct Metrics {
     pub max_concurrent_requests: Gauge,
     /// Connections and requests turned away by a limit, by the limit.
     pub rejected: Family<RejectedLabels, Counter>,
+    /// Client connections guardwire dropped, by why.
+    pub connections_dropped: Family<DroppedLabels, Counter>,
     /// Client connections open (counted against `limits.max_connections`); set at each scrape.
     pub connections_open: Gauge,
     /// Request-body bytes held (counted against `limits.max_buffered_request_bytes`); set at
@@ -340,8 +375,17 @@ impl Metrics {
         }
         registry.register(
             "rejected",
-            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests: 429)",
+            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests: 429; max_h2_streams: HTTP/2 stream reset with REFUSED_STREAM)",
             rejected.clone(),
+        );
+        let connections_dropped = Family::<DroppedLabels, Counter>::default();
+        for reason in DropReason::ALL {
+            let _ = connections_dropped.get_or_create(&DroppedLabels { reason });
+        }
+        registry.register(
+            "connections_dropped",
+            "Client connections closed without a graceful end, by why (header: no request head within timeouts.client_header_ms; unread: idle with its last answer unread for timeouts.client_send_ms; drain: still open at the drain deadline)",
+            connections_dropped.clone(),
         );
         let connections_open = Gauge::default();
         registry.register(
@@ -503,6 +547,7 @@ impl Metrics {
             requests_in_flight,
             max_concurrent_requests,
             rejected,
+            connections_dropped,
             connections_open,
             buffered_request_bytes,
             config_hash,
@@ -510,6 +555,13 @@ impl Metrics {
             config_last_reload_success_timestamp,
             process,
         }
+    }
+
+    /// Counts one dropped connection by `reason`.
+    pub fn dropped(&self, reason: DropReason) {
+        self.connections_dropped
+            .get_or_create(&DroppedLabels { reason })
+            .inc();
     }
 
     /// Counts one refusal by `reason`.

@@ -1,16 +1,18 @@
 //! Client connections held to account: a peer that sends nothing (or stops inside the HTTP/2
 //! preface) is dropped after `timeouts.client_header_ms`; idle HTTP/1 and HTTP/2 connections
 //! are closed after `timeouts.client_idle_ms`; HTTP/2 pings find a dead peer; a slow request
-//! body gets 408 after `timeouts.client_body_ms` without holding an in-flight permit.
+//! body gets 408 after `timeouts.client_body_ms` without holding an in-flight permit. Each
+//! connection guardwire drops is counted in `guardwire_connections_dropped_total`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
 use bytes::Bytes;
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
-use common::proxy::{post_chat, start_proxy, Proxy, STREAM_REQUEST};
+use common::proxy::{post_chat, start_proxy, Proxy, PLAIN_REQUEST, STREAM_REQUEST};
+use guardwire::metrics::Exposition;
 use http::StatusCode;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -70,6 +72,12 @@ async fn clients_that_send_no_request_in_time_are_dropped() {
         sock.write_all(bytes).await.unwrap();
         read_until_closed(&mut sock, what).await;
     }
+    // Each drop is counted (before the socket is closed).
+    let rendered = proxy.server.gateway.metrics.render(Exposition::Text004);
+    assert!(
+        rendered.contains("guardwire_connections_dropped_total{reason=\"header\"} 4\n"),
+        "{rendered}"
+    );
     // A client that asks in time is served.
     let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
     assert_eq!(a.status, StatusCode::OK);
@@ -88,6 +96,59 @@ async fn idle_http1_connections_are_closed() {
     let text = String::from_utf8_lossy(&seen);
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
     assert!(text.ends_with("ok\n"), "{text}");
+}
+
+/// An HTTP/2 client that asks for a whole answer larger than its stream window and never reads
+/// it: guardwire hands the answer to h2, the request ends, the idle close (GOAWAY) begins and
+/// cannot finish (the answer's bytes wait for window the client never gives);
+/// `client_send_ms` later the connection is dropped, and counted.
+#[tokio::test]
+async fn an_idle_connection_whose_last_answer_is_not_read_is_dropped_and_counted() {
+    // ≈ 1 MiB: far more than the client's 16 KiB stream window.
+    let content = "fine ".repeat(200_000);
+    let answer = serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+    })
+    .to_string();
+    let mock = MockUpstream::start(move |_| Reply::json(200, &answer)).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300, client_send_ms: 300, client_ping_ms: 0 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(16 * 1024)
+        .handshake::<_, Full<Bytes>>(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = http::Request::post(format!("http://{addr}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(PLAIN_REQUEST.as_bytes())))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    // The body is held, never read.
+    let ended = tokio::time::timeout(BOUND, conn).await;
+    assert!(ended.is_ok(), "the connection is still open");
+    let rendered = proxy.server.gateway.metrics.render(Exposition::Text004);
+    assert!(
+        rendered.contains("guardwire_connections_dropped_total{reason=\"unread\"} 1\n"),
+        "{rendered}"
+    );
+    // The answer was whole when handed over: not a send timeout of a body being relayed.
+    assert!(
+        rendered.contains(
+            "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"} 0\n"
+        ),
+        "{rendered}"
+    );
+    drop(resp);
 }
 
 /// An HTTP/2 connection (prior knowledge) that asks once, then nothing.

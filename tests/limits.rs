@@ -192,6 +192,12 @@ async fn http2_streams_per_connection_are_capped() {
         7u32.to_be_bytes(),
         "RST_STREAM REFUSED_STREAM"
     );
+    // h2 refuses it inside hyper; guardwire counts it from the frame it writes.
+    let rendered = proxy.server.gateway.metrics.render(Exposition::Text004);
+    assert!(
+        rendered.contains("guardwire_rejected_total{reason=\"max_h2_streams\"} 1\n"),
+        "{rendered}"
+    );
 }
 
 /// A raw HTTP/1.1 request head announcing a body of `len` bytes (`None`: chunked) on a new

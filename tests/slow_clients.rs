@@ -212,6 +212,7 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     // The drain deadline passes at once; the stream's error frame cannot reach a client that
     // does not read, so its connection is dropped.
+    let gateway_metrics = std::sync::Arc::clone(&proxy.server.gateway.metrics);
     proxy.server.shutdown(Duration::from_millis(100)).await;
     // Before reading anything: reading would let the stream run and end by itself.
     assert!(
@@ -219,6 +220,11 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
         "the upstream request was not cancelled"
     );
     assert_closed(&mut sock).await;
+    let rendered = gateway_metrics.render(guardwire::metrics::Exposition::Text004);
+    assert!(
+        rendered.contains("guardwire_connections_dropped_total{reason=\"drain\"} 1\n"),
+        "{rendered}"
+    );
 }
 
 /// An answer guardwire relays without checking (a `passthrough_paths` path, an upstream error

@@ -16,7 +16,7 @@
 //! flag the watch sets, so relaying a stream's chunks does not poll them.
 
 use super::send_watch::{SendSlot, SendWatch};
-use crate::metrics::Metrics;
+use crate::metrics::{DropReason, Metrics};
 use crate::proxy::body::ProxyBody;
 use crate::proxy::report::count_client_timeout;
 use atomic_waker::AtomicWaker;
@@ -290,23 +290,33 @@ pub struct Limits {
     pub send: Duration,
 }
 
-/// Drives `conn` to its end under the rules in the module docs. `stop` turns true when the
-/// server shuts down; the server's drain waits until every connection has dropped its copy.
-/// `streams_stopped` turns true at the drain deadline. `graceful` is hyper's graceful shutdown
-/// of the connection. `slot` is the connection's own [`SendSlot`], for the responses it writes
-/// itself (HTTP/1).
-pub async fn drive<C, E>(
+/// The server's shutdown as a connection sees it: `stop` turns true when the server shuts down
+/// (the server's drain waits until every connection has dropped its copy); `streams_stopped`
+/// turns true at the drain deadline.
+pub struct Shutdown {
+    pub stop: watch::Receiver<bool>,
+    pub streams_stopped: watch::Receiver<bool>,
+}
+
+/// Drives `conn` to its end under the rules in the module docs. `graceful` is hyper's graceful
+/// shutdown of the connection. `slot` is the connection's own [`SendSlot`], for the responses
+/// it writes itself (HTTP/1). Connections it drops are counted in
+/// `guardwire_connections_dropped_total`.
+pub async fn drive<C>(
     conn: C,
     graceful: impl Fn(Pin<&mut C>),
     activity: Arc<Activity>,
     limits: Limits,
     slot: Arc<SendSlot>,
-    stop: watch::Receiver<bool>,
-    streams_stopped: watch::Receiver<bool>,
+    shutdown: Shutdown,
+    metrics: Arc<Metrics>,
 ) where
-    C: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
+    C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>>,
 {
+    let Shutdown {
+        stop,
+        streams_stopped,
+    } = shutdown;
     let ask = Arc::new(Ask::default());
     let _watch = AbortOnDrop(tokio::spawn(watch_connection(
         activity,
@@ -328,14 +338,17 @@ pub async fn drive<C, E>(
                     FINISH => graceful(conn.as_mut()),
                     DROP_UNUSED => {
                         tracing::debug!("client sent no request in time: connection dropped");
+                        metrics.dropped(DropReason::Header);
                         return Poll::Ready(());
                     }
                     DROP_UNREAD => {
                         tracing::debug!("client does not read its last answer: connection dropped");
+                        metrics.dropped(DropReason::Unread);
                         return Poll::Ready(());
                     }
                     _ => {
                         tracing::debug!("drain deadline: connection dropped");
+                        metrics.dropped(DropReason::Drain);
                         return Poll::Ready(());
                     }
                 }
@@ -343,6 +356,12 @@ pub async fn drive<C, E>(
         }
         match conn.as_mut().poll(cx) {
             Poll::Ready(Err(e)) => {
+                // hyper's own HTTP/1 head timeout (`client_header_ms` too): the same drop.
+                if e.downcast_ref::<hyper::Error>()
+                    .is_some_and(hyper::Error::is_timeout)
+                {
+                    metrics.dropped(DropReason::Header);
+                }
                 tracing::debug!(error = %e, "client connection ended with an error");
                 Poll::Ready(())
             }

@@ -5,7 +5,7 @@
 //! responses whose client stopped reading.
 
 use crate::config::Config;
-use crate::metrics::RejectReason;
+use crate::metrics::{DropReason, RejectReason};
 use crate::proxy::{Gateway, Runtime};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -21,9 +21,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod connection;
+mod h2_refusals;
 mod send_watch;
 
 use connection::TrackedBody;
+use h2_refusals::H2Refusals;
 use send_watch::{SendSlot, StreamExecutor};
 
 pub use crate::error::StartError;
@@ -280,13 +282,15 @@ pub async fn serve(
                     })
                 });
                 let (builder, stop) = (builder.clone(), stop_rx.clone());
-                let streams_stopped = gateway.streams_stopped();
+                let shutdown = connection::Shutdown { stop, streams_stopped: gateway.streams_stopped() };
+                let metrics = Arc::clone(&gateway.metrics);
                 let tls = gateway.runtime().tls.clone();
                 tokio::spawn(async move {
                     let _open = open;
                     let Some(tls) = tls else {
-                        let conn = builder.serve_connection(TokioIo::new(stream), service);
-                        connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, stop, streams_stopped).await;
+                        let io = TokioIo::new(H2Refusals::new(stream, metrics.clone()));
+                        let conn = builder.serve_connection(io, service);
+                        connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
                         return;
                     };
                     // The handshake counts against the time allowed for the first request.
@@ -297,10 +301,14 @@ pub async fn serve(
                             tracing::debug!(error = %e, "TLS handshake failed");
                             return;
                         }
-                        Err(_) => return,
+                        Err(_) => {
+                            metrics.dropped(DropReason::Header);
+                            return;
+                        }
                     };
-                    let conn = builder.serve_connection(TokioIo::new(stream), service);
-                    connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, stop, streams_stopped).await;
+                    let io = TokioIo::new(H2Refusals::new(stream, metrics.clone()));
+                    let conn = builder.serve_connection(io, service);
+                    connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
                 });
             }
             () = &mut shutdown => break,
