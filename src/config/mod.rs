@@ -17,6 +17,7 @@ mod checked;
 pub mod error;
 mod errors;
 mod judges;
+mod routes;
 mod sections;
 mod telemetry;
 
@@ -28,6 +29,7 @@ pub use error::ConfigError;
 pub use judges::{
     BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
 };
+pub use routes::{CheckedRoute, PoisonedTools, RouteConfig};
 pub use sections::{Admin, Limits, Log, LogFormat, MetricsConfig, Reload, Timeouts, Upstreams};
 pub use telemetry::Telemetry;
 
@@ -135,19 +137,6 @@ pub enum UnknownContent {
     Pass,
 }
 
-/// What a `tools/list` answer on an MCP route does with a tool whose name, description or
-/// schemas fail the input checks (`routes[].poisoned_tools`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PoisonedTools {
-    /// The tool is removed from the list; the others reach the client (default).
-    #[default]
-    Remove,
-    /// The whole list is answered with the block's JSON-RPC error.
-    Refuse,
-}
-
-/// What happens to a request that refers to provider-stored content (`stored_context`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoredContext {
@@ -173,81 +162,6 @@ pub struct TlsConfig {
 #[serde(deny_unknown_fields)]
 pub struct UpstreamTls {
     pub ca_path: Option<PathBuf>,
-}
-
-/// A configured route.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RouteConfig {
-    /// Unique; the `route` label of metrics and logs.
-    pub name: String,
-    /// The wire format: `openai_chat` (also serving legacy Completions and Embeddings),
-    /// `openai_responses`, `anthropic_messages`, `gemini`, `openai_completions`,
-    /// `openai_embeddings` or `a2a` (an agent's JSON-RPC interface, `upstream` its base URL).
-    /// Checked by [`Config::validate`], which fills [`RouteConfig::checked`].
-    pub protocol: String,
-    /// Requests whose path starts with this go to this route.
-    pub path_prefix: String,
-    /// Base URL of the upstream; the request path is appended (after `strip_prefix`).
-    pub upstream: String,
-    /// Removed from the front of the path before forwarding (`/vllm` serves `/vllm/v1/...` from
-    /// the upstream's `/v1/...`).
-    #[serde(default)]
-    pub strip_prefix: Option<String>,
-    /// Packs of this route (default: the top-level `packs`).
-    #[serde(default)]
-    pub packs: Option<Vec<PathBuf>>,
-    /// Paths (after `strip_prefix`, without query) forwarded *unchecked*, with any method: the
-    /// route's other endpoints a client needs (`/v1/models`). Every other path that is not the
-    /// protocol's operation answers 404.
-    #[serde(default)]
-    pub passthrough_paths: Vec<String>,
-    /// The header that carries a swapped-in provider key: `authorization` (Bearer, default for
-    /// OpenAI formats), `api-key` (Azure OpenAI), `x-api-key` (Anthropic), `x-goog-api-key`
-    /// (Gemini). Default: the protocol's.
-    #[serde(default)]
-    pub upstream_auth: Option<String>,
-    /// `unknown_content` for this route (default: the top-level setting).
-    #[serde(default)]
-    pub unknown_content: Option<UnknownContent>,
-    /// `stored_context` for this route (default: the top-level setting).
-    #[serde(default)]
-    pub stored_context: Option<StoredContext>,
-    /// Request headers forwarded besides the protocol's allowlist, instead of the top-level
-    /// `forward_headers` (default: those).
-    #[serde(default)]
-    pub forward_headers: Option<Vec<ForwardHeader>>,
-    /// Streamed OpenAI Chat and Completions requests ask the upstream for usage
-    /// (`stream_options.include_usage: true`), so tokens, spend and `cost_budget` work when the
-    /// client did not ask; the usage chunk then is not relayed to it. `false` forwards requests
-    /// unchanged (for an upstream that refuses the field). Default true.
-    #[serde(default = "default_true")]
-    pub request_usage: bool,
-    /// `a2a` routes: the URL at which clients reach this route's `path_prefix`
-    /// (`https://agents.example.com/billing`), put in the agent card's interface URLs. Default:
-    /// `http://` (`https://` with `tls`) + the request's `Host` + `path_prefix`.
-    #[serde(default)]
-    pub public_url: Option<String>,
-    /// `mcp` routes: a tool of a `tools/list` answer that fails the input checks is removed
-    /// from the list (`remove`, default) or the list is refused (`refuse`).
-    #[serde(default)]
-    pub poisoned_tools: Option<PoisonedTools>,
-    /// The names above, checked and converted (set by a successful [`Config::validate`]; a
-    /// `Config` from [`Config::load`] or [`Config::from_yaml`] always has it).
-    #[serde(skip)]
-    pub checked: Option<CheckedRoute>,
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// A route's protocol, upstream and key header, as checked values.
-#[derive(Debug, Clone)]
-pub struct CheckedRoute {
-    pub protocol: ProtocolId,
-    pub upstream: BaseUrl,
-    pub upstream_auth: Option<AuthHeader>,
 }
 
 /// A client key: what the client presents, and what guardwire does for requests with it.
