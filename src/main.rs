@@ -77,6 +77,9 @@ struct EvalArgs {
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Write a self-contained HTML report of a cases run here.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Fail (exit status 1) when a pass rate (of the exchanges; of the cases, per assertion) is
     /// below this (0–1).
     #[arg(long, value_name = "RATE")]
@@ -117,6 +120,7 @@ fn eval(a: EvalArgs) -> ExitCode {
         },
         json: a.json,
         junit: a.junit,
+        html: a.html,
         fail_under: a.fail_under,
         jobs: a.jobs,
         max_line_bytes: a.max_line_bytes,

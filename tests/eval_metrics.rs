@@ -299,3 +299,66 @@ fn meteor_scores_cases_with_wordnet_synonyms() {
     ]);
     assert_eq!(code, 1, "{text}");
 }
+
+/// `--html`: one self-contained page; every text from the cases file is escaped, so markup in
+/// an input, answer or id never becomes a tag.
+#[test]
+fn the_html_report_escapes_every_text_and_fetches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = dir.path().join("cases.jsonl");
+    let attack = "<script>alert(1)</script>";
+    let line = serde_json::json!({
+        "id": format!("id {attack}"),
+        "input": format!("input {attack}"),
+        "actual_output": format!("output {attack} \"quoted\" & more"),
+        "expected_output": "The cat sat on the mat.",
+    });
+    let second = serde_json::json!({"id": "close", "input": "q",
+        "actual_output": "The cat sat on the mat.", "expected_output": "The cat is sitting on the mat."});
+    std::fs::write(&cases, format!("{line}\n{second}\n")).unwrap();
+    let html = dir.path().join("r.html");
+    let (code, text) = eval(&[
+        "--cases",
+        cases.to_str().unwrap(),
+        "--metric",
+        "bleu",
+        "--metric",
+        "rouge",
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.to_lowercase().contains("<script"), "{page}");
+    for shown in [
+        "id &lt;script&gt;alert(1)&lt;/script&gt;",
+        "input &lt;script&gt;alert(1)&lt;/script&gt;",
+        "output &lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot; &amp; more",
+    ] {
+        assert!(page.contains(shown), "{shown} not in {page}");
+    }
+    // Nothing fetched: no link, image or source of any kind.
+    for fetch in ["src=", "href=", "@import", "url("] {
+        assert!(!page.contains(fetch), "{fetch} in {page}");
+    }
+    // The drill-down: a <details> per case, each metric with value, threshold and result.
+    assert_eq!(page.matches("<details").count(), 2);
+    assert!(
+        page.contains(
+            "<td>bleu</td><td>0.4238</td><td>0.5</td><td><span class=\"fail\">FAILED</span></td>"
+        ),
+        "{page}"
+    );
+    assert!(page.contains("(rouge1 "), "{page}");
+    let (code, text) = eval(&[
+        "--replay",
+        "examples/eval/traffic.jsonl",
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("--html: the HTML report is of a cases run"),
+        "{text}"
+    );
+}

@@ -59,6 +59,8 @@ pub struct Case {
     pub expected: Option<String>,
     pub context: Option<Vec<String>>,
     pub output: Option<String>,
+    /// The input as the reports show it: the text, or the messages or request as JSON.
+    pub input: String,
     /// The exchange as a replay line (what the packs check).
     exchange: Vec<u8>,
 }
@@ -67,6 +69,10 @@ pub struct Case {
 pub struct CaseResult {
     pub id: String,
     pub tags: Vec<String>,
+    /// The input, answer and expected output as the reports show them.
+    pub input: String,
+    pub output: Option<String>,
+    pub expected: Option<String>,
     /// The packs' verdict: `None` when released, else why not.
     pub pack: Option<String>,
     /// One per metric asked for, in the order asked.
@@ -166,6 +172,12 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
             exchange.insert(k.into(), json!(v));
         }
     }
+    let shown = match (&l.input, &l.request) {
+        (Some(Value::String(text)), _) => text.clone(),
+        (Some(v), _) => v.to_string(),
+        (None, Some(raw)) => raw.get().to_owned(),
+        (None, None) => String::new(),
+    };
     let request: Value = match (l.input, l.request) {
         (Some(_), Some(_)) => return Err(format!("case {id:?}: input or request, not both")),
         (None, None) => return Err(format!("case {id:?}: no input (or request)")),
@@ -212,6 +224,7 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
         expected: l.expected_output,
         context: l.context,
         output: l.actual_output,
+        input: shown,
         exchange: Value::Object(exchange).to_string().into_bytes(),
     })
 }
@@ -282,6 +295,9 @@ pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Score
     CaseResult {
         id: case.id.clone(),
         tags: case.tags.clone(),
+        input: case.input.clone(),
+        output: case.output.clone(),
+        expected: case.expected.clone(),
         pack,
         scores,
     }

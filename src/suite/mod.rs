@@ -39,6 +39,8 @@ pub struct EvalOptions {
     pub metric_options: metrics::MetricOptions,
     pub json: Option<PathBuf>,
     pub junit: Option<PathBuf>,
+    /// A self-contained HTML report of a cases run.
+    pub html: Option<PathBuf>,
     /// The pass rate (exchanges the pack lets through unchanged or redacted) below which the
     /// run fails.
     pub fail_under: Option<f64>,
@@ -91,6 +93,12 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
             ))
         }
     };
+    if opts.html.is_some() {
+        return Err(EvalError::Setup(
+            "--html: the HTML report is of a cases run (--cases); a replay writes --json and --junit"
+                .into(),
+        ));
+    }
     if !opts.metrics.is_empty() {
         return Err(EvalError::Setup(
             "--metric: a replay checks the packs only; metrics score cases (--cases)".into(),
@@ -180,6 +188,12 @@ fn run_cases(
     }
     if let Some(path) = &opts.junit {
         report::write_file(path, &report::cases::junit(file, &results, &thresholds))?;
+    }
+    if let Some(path) = &opts.html {
+        report::write_file(
+            path,
+            &report::html::render(file, &results, &rows, &thresholds),
+        )?;
     }
     Ok(if thresholds.iter().any(|t| !t.passed) {
         Verdict::ThresholdFailed
