@@ -40,7 +40,7 @@ enum Command {
     /// would the packs have blocked?) without calling any model. Exit status: 0 when every
     /// threshold passed, 1 when one failed (or a line was invalid), 2 when the run could not
     /// be done. See docs/evaluation.md.
-    Eval(EvalArgs),
+    Eval(Box<EvalArgs>),
 }
 
 #[derive(clap::Args)]
@@ -58,15 +58,28 @@ struct EvalArgs {
     /// first route of its protocol).
     #[arg(long, value_name = "NAME")]
     route: Option<String>,
-    /// A metric to score (repeatable).
-    #[arg(long = "metric", value_name = "NAME")]
+    /// A metric to score (repeatable), with the score a case needs to pass it after `:`
+    /// (default 1 for equals/contains, 0.5 for bleu/rouge/meteor).
+    #[arg(long = "metric", value_name = "NAME[:MIN]")]
     metrics: Vec<String>,
+    /// The ROUGE F-measure thresholded: rouge1, rouge2 or rougeL (all three are reported).
+    #[arg(long, value_name = "VARIANT", default_value = "rougeL")]
+    rouge_variant: String,
+    /// ROUGE with the Porter stemmer (rouge-score's `use_stemmer=True`).
+    #[arg(long)]
+    rouge_stem: bool,
+    /// The WordNet 3.0 folder METEOR reads (default: Debian's /usr/share/wordnet).
+    #[arg(long, value_name = "DIR")]
+    wordnet_dir: Option<PathBuf>,
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write a JUnit XML report here.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Write a self-contained HTML report of a cases run here.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Fail (exit status 1) when a pass rate (of the exchanges; of the cases, per assertion) is
     /// below this (0–1).
     #[arg(long, value_name = "RATE")]
@@ -87,7 +100,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { config } => check(&config),
         Command::Serve { config } => serve(&config),
-        Command::Eval(args) => eval(args),
+        Command::Eval(args) => eval(*args),
     }
 }
 
@@ -98,8 +111,16 @@ fn eval(a: EvalArgs) -> ExitCode {
         cases: a.cases,
         route: a.route,
         metrics: a.metrics,
+        metric_options: guardwire::suite::metrics::MetricOptions {
+            rouge_variant: a.rouge_variant,
+            rouge_stem: a.rouge_stem,
+            wordnet_dir: a
+                .wordnet_dir
+                .unwrap_or_else(|| guardwire::scoring::meteor::Meteor::default_dir().to_path_buf()),
+        },
         json: a.json,
         junit: a.junit,
+        html: a.html,
         fail_under: a.fail_under,
         jobs: a.jobs,
         max_line_bytes: a.max_line_bytes,

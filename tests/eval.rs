@@ -327,16 +327,7 @@ fn what_cannot_run_is_refused_with_status_two() {
                 "--metric",
                 "bleu",
             ],
-            "metric bleu: not available in this build",
-        ),
-        (
-            vec![
-                "--replay",
-                "examples/eval/traffic.jsonl",
-                "--metric",
-                "rouge",
-            ],
-            "metric rouge: not available in this build",
+            "--metric: a replay checks the packs only",
         ),
         (
             vec!["--replay", "examples/eval/traffic.jsonl", "--route", "nope"],
@@ -511,22 +502,6 @@ fn cases_are_checked_by_the_packs_and_scored_by_the_metrics() {
     );
     assert!(
         text.contains("case \"no-output\": metric equals needs actual_output"),
-        "{text}"
-    );
-    let (code, text) = eval(
-        &[
-            "--config",
-            CONFIG,
-            "--cases",
-            "examples/eval/cases.jsonl",
-            "--metric",
-            "meteor",
-        ],
-        None,
-    );
-    assert_eq!(code, 2, "{text}");
-    assert!(
-        text.contains("metric meteor: not available in this build"),
         "{text}"
     );
 }

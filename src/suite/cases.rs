@@ -11,7 +11,7 @@
 //! `response` / `response_sse`, as in a replay file. Trajectory graders (`expected_tools`) are
 //! not available in this build and refused.
 
-use super::metrics::{Metric, Needs};
+use super::metrics::{Metric, Needs, Scorer};
 use super::replay::{self, Verdict};
 use crate::proxy::Runtime;
 use serde::Deserialize;
@@ -59,6 +59,8 @@ pub struct Case {
     pub expected: Option<String>,
     pub context: Option<Vec<String>>,
     pub output: Option<String>,
+    /// The input as the reports show it: the text, or the messages or request as JSON.
+    pub input: String,
     /// The exchange as a replay line (what the packs check).
     exchange: Vec<u8>,
 }
@@ -67,10 +69,28 @@ pub struct Case {
 pub struct CaseResult {
     pub id: String,
     pub tags: Vec<String>,
+    /// The input, answer and expected output as the reports show them.
+    pub input: String,
+    pub output: Option<String>,
+    pub expected: Option<String>,
     /// The packs' verdict: `None` when released, else why not.
     pub pack: Option<String>,
-    /// (metric, score, passed, message when failed or not scored).
-    pub scores: Vec<(Metric, Option<f64>, bool, Option<String>)>,
+    /// One per metric asked for, in the order asked.
+    pub scores: Vec<MetricResult>,
+}
+
+/// One metric on one case.
+pub struct MetricResult {
+    pub metric: Metric,
+    /// The score the case needed.
+    pub min: f64,
+    /// `None`: not scored (the reason says why; the case fails the metric).
+    pub score: Option<f64>,
+    pub passed: bool,
+    /// Why it failed or was not scored.
+    pub reason: Option<String>,
+    /// Every F-measure by name, for ROUGE.
+    pub detail: Vec<(&'static str, f64)>,
 }
 
 /// Reads every case of `text` (a JSONL file's contents) and checks that each has what every
@@ -152,6 +172,12 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
             exchange.insert(k.into(), json!(v));
         }
     }
+    let shown = match (&l.input, &l.request) {
+        (Some(Value::String(text)), _) => text.clone(),
+        (Some(v), _) => v.to_string(),
+        (None, Some(raw)) => raw.get().to_owned(),
+        (None, None) => String::new(),
+    };
     let request: Value = match (l.input, l.request) {
         (Some(_), Some(_)) => return Err(format!("case {id:?}: input or request, not both")),
         (None, None) => return Err(format!("case {id:?}: no input (or request)")),
@@ -198,17 +224,13 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
         expected: l.expected_output,
         context: l.context,
         output: l.actual_output,
+        input: shown,
         exchange: Value::Object(exchange).to_string().into_bytes(),
     })
 }
 
 /// Runs one case: the packs, then every metric.
-pub fn run(
-    rt: &Runtime,
-    forced_route: Option<&str>,
-    case: &Case,
-    metrics: &[Metric],
-) -> CaseResult {
+pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Scorer) -> CaseResult {
     let pack = super::record::read(&case.exchange, case.line)
         .and_then(|ex| replay::check(rt, forced_route, &ex, case.line))
         .map(|o| match o.verdict {
@@ -227,16 +249,19 @@ pub fn run(
             }
         })
         .unwrap_or_else(Some);
-    let scores = metrics
+    let refs: Vec<&str> = case.expected.as_deref().into_iter().collect();
+    let output = case.output.as_deref().unwrap_or_default();
+    let scores = scorer
+        .asked
         .iter()
-        .map(|&m| {
-            let refs: Vec<&str> = case.expected.as_deref().into_iter().collect();
-            let output = case.output.as_deref().unwrap_or_default();
-            match m.score(output, &refs) {
-                Ok(score) => {
-                    let passed = score >= 1.0;
-                    let why = (!passed).then(|| {
-                        format!(
+        .map(|a| {
+            let m = a.metric;
+            match scorer.score(m, output, &refs) {
+                Ok(scored) => {
+                    let score = scored.value;
+                    let passed = score >= a.min;
+                    let reason = (!passed).then(|| match m {
+                        Metric::Equals | Metric::Contains => format!(
                             "{} scored {score}: the output does not {} the expected output",
                             m.name(),
                             if m == Metric::Equals {
@@ -244,17 +269,35 @@ pub fn run(
                             } else {
                                 "contain"
                             }
-                        )
+                        ),
+                        _ => format!("{} scored {score:.4}, below {}", m.name(), a.min),
                     });
-                    (m, Some(score), passed, why)
+                    MetricResult {
+                        metric: m,
+                        min: a.min,
+                        score: Some(score),
+                        passed,
+                        reason,
+                        detail: scored.detail,
+                    }
                 }
-                Err(e) => (m, None, false, Some(e)),
+                Err(e) => MetricResult {
+                    metric: m,
+                    min: a.min,
+                    score: None,
+                    passed: false,
+                    reason: Some(e),
+                    detail: Vec::new(),
+                },
             }
         })
         .collect();
     CaseResult {
         id: case.id.clone(),
         tags: case.tags.clone(),
+        input: case.input.clone(),
+        output: case.output.clone(),
+        expected: case.expected.clone(),
         pack,
         scores,
     }

@@ -1,8 +1,16 @@
 //! The metrics `guardwire eval` knows, by name: what each needs from a case (checked before
-//! any case runs) and how it scores. The reference text metrics (BLEU, ROUGE, METEOR) come
-//! from `crate::scoring` once it is part of the build; until then a run asking for one is
-//! refused by name, never scored as a pass. Adding one is an arm in [`Metric::by_name`],
-//! [`Metric::needs`] and [`Metric::score`].
+//! any case runs), its per-case threshold and how it scores. The reference text metrics (BLEU,
+//! ROUGE, METEOR) come from [`crate::scoring`]; METEOR's WordNet is loaded once per run, before
+//! any case runs, and a run asking for METEOR without a readable WordNet is refused. Adding a
+//! metric is an arm in [`Metric::by_name`], [`Metric::needs`] and [`Scorer::score`].
+
+use crate::scoring::{bleu, meteor::Meteor, rouge};
+use std::path::PathBuf;
+
+/// The longest text (answer or reference, in characters) a reference text metric scores:
+/// ROUGE-L's longest common subsequence is quadratic in the tokens. A longer text is not
+/// scored (the case fails that metric, with the reason), never truncated.
+pub const MAX_SCORED_CHARS: usize = 16 * 1024;
 
 /// What a metric reads from a case besides the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +27,25 @@ impl Needs {
             Needs::GroundTruth => "expected_output (or ground_truth)",
             Needs::Context => "context (or retrieval_context)",
         }
+    }
+}
+
+/// Which ROUGE F-measure is thresholded (all three are reported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RougeVariant {
+    Rouge1,
+    Rouge2,
+    RougeL,
+}
+
+impl RougeVariant {
+    pub fn by_name(name: &str) -> Option<RougeVariant> {
+        Some(match name {
+            "rouge1" => RougeVariant::Rouge1,
+            "rouge2" => RougeVariant::Rouge2,
+            "rougeL" => RougeVariant::RougeL,
+            _ => return None,
+        })
     }
 }
 
@@ -71,22 +98,122 @@ impl Metric {
         }
     }
 
-    /// `Err` names why this build cannot compute the metric.
-    pub fn available(self) -> Result<(), String> {
+    /// The per-case threshold when `--metric NAME` gives none.
+    pub fn default_min(self) -> f64 {
         match self {
-            Metric::Equals | Metric::Contains => Ok(()),
-            Metric::Bleu | Metric::Rouge | Metric::Meteor => Err(format!(
-                "metric {}: not available in this build (the reference text metrics are not compiled in)",
-                self.name()
-            )),
+            Metric::Equals | Metric::Contains => 1.0,
+            Metric::Bleu | Metric::Rouge | Metric::Meteor => 0.5,
         }
+    }
+}
+
+/// A metric asked for, with the score a case needs to pass it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Asked {
+    pub metric: Metric,
+    pub min: f64,
+}
+
+/// How the metrics of a run are set up (`--rouge-variant`, `--rouge-stem`, `--wordnet-dir`).
+#[derive(Debug, Clone)]
+pub struct MetricOptions {
+    pub rouge_variant: String,
+    pub rouge_stem: bool,
+    pub wordnet_dir: PathBuf,
+}
+
+impl Default for MetricOptions {
+    fn default() -> Self {
+        MetricOptions {
+            rouge_variant: "rougeL".into(),
+            rouge_stem: false,
+            wordnet_dir: Meteor::default_dir().to_path_buf(),
+        }
+    }
+}
+
+/// One score: the thresholded value and, for ROUGE, every F-measure by name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    pub value: f64,
+    pub detail: Vec<(&'static str, f64)>,
+}
+
+/// The metrics of a run, resolved and set up before anything runs.
+#[derive(Debug)]
+pub struct Scorer {
+    pub asked: Vec<Asked>,
+    rouge_variant: RougeVariant,
+    rouge_stem: bool,
+    meteor: Option<Meteor>,
+}
+
+impl Scorer {
+    /// Every `--metric NAME[:MIN]` resolved, WordNet loaded if METEOR is asked for; or the
+    /// first problem, explained.
+    pub fn resolve(names: &[String], opts: &MetricOptions) -> Result<Scorer, String> {
+        let asked = names
+            .iter()
+            .map(|spec| {
+                let (n, min) = match spec.split_once(':') {
+                    Some((n, min)) => (n, Some(min)),
+                    None => (spec.as_str(), None),
+                };
+                let metric = Metric::by_name(n)
+                    .ok_or_else(|| format!("unknown metric {n:?} (known: {})", NAMES.join(", ")))?;
+                let min = match min {
+                    None => metric.default_min(),
+                    Some(text) => text
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| (0.0..=1.0).contains(v))
+                        .ok_or_else(|| {
+                            format!(
+                                "--metric {spec}: the threshold after ':' is a number from 0 to 1"
+                            )
+                        })?,
+                };
+                Ok(Asked { metric, min })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let rouge_variant = RougeVariant::by_name(&opts.rouge_variant).ok_or_else(|| {
+            format!(
+                "--rouge-variant {:?}: rouge1, rouge2 or rougeL",
+                opts.rouge_variant
+            )
+        })?;
+        let meteor = if asked.iter().any(|a| a.metric == Metric::Meteor) {
+            Some(Meteor::load(&opts.wordnet_dir).map_err(|e| {
+                format!(
+                    "metric meteor (--wordnet-dir {}): {e}",
+                    opts.wordnet_dir.display()
+                )
+            })?)
+        } else {
+            None
+        };
+        Ok(Scorer {
+            asked,
+            rouge_variant,
+            rouge_stem: opts.rouge_stem,
+            meteor,
+        })
     }
 
     /// Scores `answer` against `references` (at least one; [`Metric::needs`] is checked
-    /// before a run starts).
-    pub fn score(self, answer: &str, references: &[&str]) -> Result<f64, String> {
-        self.available()?;
-        let answer = answer.trim();
+    /// before a run starts) with `metric`.
+    pub fn score(
+        &self,
+        metric: Metric,
+        answer: &str,
+        references: &[&str],
+    ) -> Result<Scored, String> {
+        let plain = |value| {
+            Ok(Scored {
+                value,
+                detail: Vec::new(),
+            })
+        };
         let hit = |f: &dyn Fn(&str) -> bool| {
             if references.iter().any(|r| f(r.trim())) {
                 1.0
@@ -94,31 +221,56 @@ impl Metric {
                 0.0
             }
         };
-        match self {
-            Metric::Equals => Ok(hit(&|r| answer == r)),
-            Metric::Contains => Ok(hit(&|r| answer.contains(r))),
-            Metric::Bleu | Metric::Rouge | Metric::Meteor => {
-                Err(format!("metric {}: not available", self.name()))
+        if matches!(metric, Metric::Bleu | Metric::Rouge | Metric::Meteor) {
+            for (what, text) in std::iter::once(("output", answer))
+                .chain(references.iter().map(|r| ("expected output", *r)))
+            {
+                let chars = text.chars().count();
+                if chars > MAX_SCORED_CHARS {
+                    return Err(format!(
+                        "metric {}: the {what} is {chars} characters, over the {MAX_SCORED_CHARS} a reference text metric scores",
+                        metric.name()
+                    ));
+                }
             }
         }
-    }
-}
-
-/// The metrics of a run, resolved by name before anything runs.
-pub struct Registry;
-
-impl Registry {
-    /// Every name known and available, or the first that is not, explained.
-    pub fn resolve(names: &[String]) -> Result<Vec<Metric>, String> {
-        names
-            .iter()
-            .map(|n| {
-                let m = Metric::by_name(n)
-                    .ok_or_else(|| format!("unknown metric {n:?} (known: {})", NAMES.join(", ")))?;
-                m.available()?;
-                Ok(m)
-            })
-            .collect()
+        match metric {
+            Metric::Equals => plain(hit(&|r| answer.trim() == r)),
+            Metric::Contains => plain(hit(&|r| answer.trim().contains(r))),
+            Metric::Bleu => plain(bleu::sentence_bleu(answer, references)),
+            Metric::Rouge => {
+                // rouge-score's `score_multi`: the best reference by the thresholded F-measure.
+                let best = references
+                    .iter()
+                    .map(|r| rouge::score(answer, r, self.rouge_stem))
+                    .map(|s| {
+                        let f = [s.rouge1.fmeasure, s.rouge2.fmeasure, s.rouge_l.fmeasure];
+                        let value = match self.rouge_variant {
+                            RougeVariant::Rouge1 => f[0],
+                            RougeVariant::Rouge2 => f[1],
+                            RougeVariant::RougeL => f[2],
+                        };
+                        (value, f)
+                    })
+                    .fold(None, |best: Option<(f64, [f64; 3])>, s| match best {
+                        Some(b) if b.0 >= s.0 => Some(b),
+                        _ => Some(s),
+                    })
+                    .unwrap_or((0.0, [0.0; 3]));
+                Ok(Scored {
+                    value: best.0,
+                    detail: vec![
+                        ("rouge1", best.1[0]),
+                        ("rouge2", best.1[1]),
+                        ("rougeL", best.1[2]),
+                    ],
+                })
+            }
+            Metric::Meteor => match &self.meteor {
+                Some(m) => plain(m.score(answer, references)),
+                None => Err("metric meteor: WordNet was not loaded for this run".into()),
+            },
+        }
     }
 }
 
@@ -127,30 +279,83 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn reference_metrics_are_refused_by_name_never_scored() {
-        for name in ["bleu", "rouge", "meteor"] {
-            let err = Registry::resolve(&[name.to_owned()]).unwrap_err();
-            assert!(err.contains(name) && err.contains("not available"), "{err}");
-            assert!(Metric::by_name(name).unwrap().score("a", &["a"]).is_err());
-        }
-        assert!(Registry::resolve(&["blue".into()])
-            .unwrap_err()
-            .contains("unknown metric"));
+    fn scorer(names: &[&str], opts: &MetricOptions) -> Result<Scorer, String> {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        Scorer::resolve(&names, opts)
     }
 
     #[test]
-    fn equals_and_contains_score_one_or_zero() {
-        assert_eq!(Metric::Equals.score(" Paris\n", &["Paris"]), Ok(1.0));
-        assert_eq!(Metric::Equals.score("Paris.", &["Paris"]), Ok(0.0));
-        assert_eq!(
-            Metric::Contains.score("It is Paris.", &["x", "Paris"]),
-            Ok(1.0)
+    fn names_thresholds_and_options_are_checked() {
+        let opts = MetricOptions::default();
+        assert!(scorer(&["blue"], &opts)
+            .unwrap_err()
+            .contains("unknown metric"));
+        for bad in ["bleu:x", "bleu:1.5", "bleu:-0.1"] {
+            assert!(
+                scorer(&[bad], &opts).unwrap_err().contains("threshold"),
+                "{bad}"
+            );
+        }
+        let s = scorer(&["equals", "bleu:0.25", "rouge"], &opts).unwrap();
+        let mins: Vec<f64> = s.asked.iter().map(|a| a.min).collect();
+        assert_eq!(mins, [1.0, 0.25, 0.5]);
+        let bad = MetricOptions {
+            rouge_variant: "rougeLsum".into(),
+            ..MetricOptions::default()
+        };
+        assert!(scorer(&["rouge"], &bad)
+            .unwrap_err()
+            .contains("--rouge-variant"));
+        let empty = tempfile::tempdir().unwrap();
+        let no_wordnet = MetricOptions {
+            wordnet_dir: empty.path().to_path_buf(),
+            ..MetricOptions::default()
+        };
+        let err = scorer(&["meteor"], &no_wordnet).unwrap_err();
+        assert!(
+            err.contains("metric meteor") && err.contains("WordNet"),
+            "{err}"
         );
-        assert_eq!(Metric::Contains.score("Lyon", &["Paris"]), Ok(0.0));
-        assert_eq!(
-            Registry::resolve(&["equals".into(), "contains".into()]),
-            Ok(vec![Metric::Equals, Metric::Contains])
+        // Without METEOR, WordNet is not read.
+        assert!(scorer(&["bleu"], &no_wordnet).is_ok());
+    }
+
+    #[test]
+    fn equals_contains_bleu_and_rouge_score() {
+        let s = scorer(&["equals"], &MetricOptions::default()).unwrap();
+        let v = |m, a, r: &[&str]| s.score(m, a, r).unwrap().value;
+        assert_eq!(v(Metric::Equals, " Paris\n", &["Paris"]), 1.0);
+        assert_eq!(v(Metric::Equals, "Paris.", &["Paris"]), 0.0);
+        assert_eq!(v(Metric::Contains, "It is Paris.", &["x", "Paris"]), 1.0);
+        assert_eq!(v(Metric::Contains, "Lyon", &["Paris"]), 0.0);
+        let close = v(
+            Metric::Bleu,
+            "The cat sat on the mat.",
+            &["The cat is sitting on the mat."],
         );
+        assert!((close - 0.4238365628278778).abs() < 1e-9, "{close}");
+        let r = s
+            .score(Metric::Rouge, "running dogs", &["the dog runs"])
+            .unwrap();
+        assert_eq!(r.value, 0.0);
+        let stemmed = scorer(
+            &["rouge"],
+            &MetricOptions {
+                rouge_variant: "rouge1".into(),
+                rouge_stem: true,
+                ..MetricOptions::default()
+            },
+        )
+        .unwrap();
+        let r = stemmed
+            .score(Metric::Rouge, "running dogs", &["zebra", "the dog runs"])
+            .unwrap();
+        assert!((r.value - 0.8).abs() < 1e-9);
+        assert_eq!(r.detail[2].0, "rougeL");
+        assert!((r.detail[2].1 - 0.4).abs() < 1e-9);
+        let long = "a ".repeat(MAX_SCORED_CHARS);
+        let err = s.score(Metric::Rouge, &long, &["a"]).unwrap_err();
+        assert!(err.contains("over the"), "{err}");
+        assert!(s.score(Metric::Meteor, "a", &["a"]).is_err());
     }
 }

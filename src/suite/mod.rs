@@ -8,7 +8,7 @@
 //!   AfterCall → its [`replay::Outcome`];
 //! - `pool.rs`: the file read line by line, the lines checked on every core;
 //! - `tally.rs`: outcomes counted per validator, phase and route (order-independent);
-//! - `metrics.rs`: the metrics a run may ask for, and the ones this build refuses;
+//! - `metrics.rs`: the metrics a run may ask for, their thresholds and scoring;
 //! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
 
 pub mod cases;
@@ -33,10 +33,14 @@ pub struct EvalOptions {
     pub cases: Option<PathBuf>,
     /// Check every exchange under this route's policy, whatever its line says.
     pub route: Option<String>,
-    /// Metrics asked for on the command line (`--metric`).
+    /// Metrics asked for on the command line (`--metric NAME[:MIN]`).
     pub metrics: Vec<String>,
+    /// `--rouge-variant`, `--rouge-stem`, `--wordnet-dir`.
+    pub metric_options: metrics::MetricOptions,
     pub json: Option<PathBuf>,
     pub junit: Option<PathBuf>,
+    /// A self-contained HTML report of a cases run.
+    pub html: Option<PathBuf>,
     /// The pass rate (exchanges the pack lets through unchanged or redacted) below which the
     /// run fails.
     pub fail_under: Option<f64>,
@@ -66,7 +70,6 @@ pub enum Verdict {
 
 /// Runs `guardwire eval`.
 pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
-    let metrics = metrics::Registry::resolve(&opts.metrics).map_err(EvalError::Setup)?;
     if let Some(rate) = opts.fail_under {
         if !(0.0..=1.0).contains(&rate) {
             return Err(EvalError::Setup(format!(
@@ -76,7 +79,12 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
     }
     let file = match (&opts.replay, &opts.cases) {
         (Some(file), None) => file,
-        (None, Some(file)) => return run_cases(opts, file, &metrics),
+        (None, Some(file)) => {
+            // Every metric resolved (and WordNet loaded for METEOR) before any case is read.
+            let scorer = metrics::Scorer::resolve(&opts.metrics, &opts.metric_options)
+                .map_err(EvalError::Setup)?;
+            return run_cases(opts, file, &scorer);
+        }
         (Some(_), Some(_)) => return Err(EvalError::Setup("--replay or --cases, not both".into())),
         (None, None) => {
             return Err(EvalError::Setup(
@@ -85,6 +93,12 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
             ))
         }
     };
+    if opts.html.is_some() {
+        return Err(EvalError::Setup(
+            "--html: the HTML report is of a cases run (--cases); a replay writes --json and --junit"
+                .into(),
+        ));
+    }
     if !opts.metrics.is_empty() {
         return Err(EvalError::Setup(
             "--metric: a replay checks the packs only; metrics score cases (--cases)".into(),
@@ -136,8 +150,9 @@ fn runtime(opts: &EvalOptions) -> Result<Runtime, EvalError> {
 fn run_cases(
     opts: &EvalOptions,
     file: &std::path::Path,
-    metrics: &[metrics::Metric],
+    scorer: &metrics::Scorer,
 ) -> Result<Verdict, EvalError> {
+    let metrics: Vec<metrics::Metric> = scorer.asked.iter().map(|a| a.metric).collect();
     let io = |error| EvalError::Io {
         path: file.display().to_string(),
         error,
@@ -151,15 +166,15 @@ fn run_cases(
         )));
     }
     let text = std::fs::read_to_string(file).map_err(io)?;
-    let all = cases::read_all(&text, metrics).map_err(|errors| {
+    let all = cases::read_all(&text, &metrics).map_err(|errors| {
         EvalError::Setup(format!("{}:\n  {}", file.display(), errors.join("\n  ")))
     })?;
     let runtime = runtime(opts)?;
     let results: Vec<cases::CaseResult> = all
         .iter()
-        .map(|c| cases::run(&runtime, opts.route.as_deref(), c, metrics))
+        .map(|c| cases::run(&runtime, opts.route.as_deref(), c, scorer))
         .collect();
-    let rows = report::cases::rows(&results, metrics);
+    let rows = report::cases::rows(&results, &metrics);
     let thresholds = report::cases::thresholds(&rows, opts.fail_under);
     print!(
         "{}",
@@ -173,6 +188,12 @@ fn run_cases(
     }
     if let Some(path) = &opts.junit {
         report::write_file(path, &report::cases::junit(file, &results, &thresholds))?;
+    }
+    if let Some(path) = &opts.html {
+        report::write_file(
+            path,
+            &report::html::render(file, &results, &rows, &thresholds),
+        )?;
     }
     Ok(if thresholds.iter().any(|t| !t.passed) {
         Verdict::ThresholdFailed

@@ -28,11 +28,11 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
         mean: None,
     }];
     for (i, m) in metrics.iter().enumerate() {
-        let scores: Vec<f64> = results.iter().filter_map(|r| r.scores[i].1).collect();
+        let scores: Vec<f64> = results.iter().filter_map(|r| r.scores[i].score).collect();
         rows.push(Row {
             name: m.name().into(),
             scored: results.len() as u64,
-            passed: results.iter().filter(|r| r.scores[i].2).count() as u64,
+            passed: results.iter().filter(|r| r.scores[i].passed).count() as u64,
             mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
         });
     }
@@ -90,7 +90,7 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
     }
     let failed: Vec<&CaseResult> = results
         .iter()
-        .filter(|r| r.pack.is_some() || r.scores.iter().any(|s| !s.2))
+        .filter(|r| r.pack.is_some() || r.scores.iter().any(|s| !s.passed))
         .collect();
     if !failed.is_empty() {
         let _ = writeln!(o, "\nfailed cases ({}):", failed.len());
@@ -98,14 +98,14 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
             if let Some(why) = &r.pack {
                 let _ = writeln!(o, "  {}: pack: {}", clean(&r.id), clean_to(why, 300));
             }
-            for (m, _, passed, why) in &r.scores {
-                if !passed {
+            for s in &r.scores {
+                if !s.passed {
                     let _ = writeln!(
                         o,
                         "  {}: {}: {}",
                         clean(&r.id),
-                        m.name(),
-                        clean_to(why.as_deref().unwrap_or(""), 300)
+                        s.metric.name(),
+                        clean_to(s.reason.as_deref().unwrap_or(""), 300)
                     );
                 }
             }
@@ -121,8 +121,14 @@ pub fn json(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold])
             let scores: Vec<Value> = r
                 .scores
                 .iter()
-                .map(|(m, score, passed, why)| {
-                    json!({"metric": m.name(), "score": score, "passed": passed, "reason": why})
+                .map(|s| {
+                    let mut v = json!({"metric": s.metric.name(), "score": s.score, "min": s.min, "passed": s.passed, "reason": s.reason});
+                    if !s.detail.is_empty() {
+                        let detail: serde_json::Map<String, Value> =
+                            s.detail.iter().map(|(k, f)| ((*k).to_owned(), json!(f))).collect();
+                        v["detail"] = Value::Object(detail);
+                    }
+                    v
                 })
                 .collect();
             json!({"id": r.id, "tags": r.tags, "pack": {"passed": r.pack.is_none(), "reason": r.pack}, "metrics": scores})
@@ -153,11 +159,11 @@ pub fn junit(file: &Path, results: &[CaseResult], th: &[Threshold]) -> String {
     let mut cases: Vec<(String, String, Option<String>)> = Vec::new();
     for r in results {
         cases.push((r.id.clone(), "pack".into(), r.pack.clone()));
-        for (m, _, passed, why) in &r.scores {
+        for s in &r.scores {
             cases.push((
                 r.id.clone(),
-                m.name().into(),
-                (!passed).then(|| why.clone().unwrap_or_default()),
+                s.metric.name().into(),
+                (!s.passed).then(|| s.reason.clone().unwrap_or_default()),
             ));
         }
     }

@@ -1,7 +1,9 @@
 //! What a run reports: the thresholds judged, the terminal table (`terminal.rs`), the JSON
-//! (`json.rs`) and JUnit XML (`junit.rs`) files, and the progress line (`progress.rs`).
+//! (`json.rs`) and JUnit XML (`junit.rs`) files, the HTML page of a cases run (`html.rs`),
+//! and the progress line (`progress.rs`).
 
 pub mod cases;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod progress;
