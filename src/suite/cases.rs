@@ -141,21 +141,9 @@ pub fn read_all(text: &str, metrics: &[Metric]) -> Result<Vec<Case>, Vec<String>
 }
 
 fn read_case(raw: &str, n: u64) -> Result<Case, String> {
-    let l: Line = serde_json::from_str(raw).map_err(|e| {
-        let text = e.to_string();
-        match text.strip_prefix("unknown field ") {
-            Some(rest) => format!("unknown key {}", rest.split(',').next().unwrap_or(rest)),
-            None => format!(
-                "not a case: {}",
-                crate::protocol::DecodeError::json("line", &e)
-            ),
-        }
-    })?;
-    let id = match l.id {
-        None | Some(Value::Null) => format!("line {n}"),
-        Some(Value::String(s)) => s,
-        Some(other) => other.to_string(),
-    };
+    let l: Line =
+        serde_json::from_str(raw).map_err(|e| super::line_error(&e, "not a case", None))?;
+    let id = super::line_id(l.id, n);
     if l.expected_tools.is_some() {
         return Err(format!(
             "case {id:?}: expected_tools: trajectory graders are not available in this build"

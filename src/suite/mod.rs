@@ -201,3 +201,29 @@ fn run_cases(
         Verdict::Passed
     })
 }
+
+/// Why a line of a cases or replay file did not parse, by position and kind, never by content
+/// (a log line may hold secrets); an unknown key is named (the line's structure), with the keys
+/// a line may have when `known` lists them.
+fn line_error(e: &serde_json::Error, what: &str, known: Option<&str>) -> String {
+    let text = e.to_string();
+    match text.strip_prefix("unknown field ") {
+        Some(rest) => {
+            let key = rest.split(',').next().unwrap_or(rest);
+            match known {
+                Some(known) => format!("unknown key {key} (known: {known})"),
+                None => format!("unknown key {key}"),
+            }
+        }
+        None => format!("{what}: {}", crate::protocol::DecodeError::json("line", e)),
+    }
+}
+
+/// A line's id: its own (a string as it is, any other JSON as its text), else `line N`.
+fn line_id(id: Option<serde_json::Value>, n: u64) -> String {
+    match id {
+        None | Some(serde_json::Value::Null) => format!("line {n}"),
+        Some(serde_json::Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    }
+}

@@ -69,28 +69,14 @@ struct Line<'a> {
     _tags: Option<&'a RawValue>,
 }
 
+/// The keys a replay line may have, named when a line has another.
+const KNOWN_KEYS: &str = "id, route, protocol, path, request, response, response_sse; messages, tools, parallel_tool_calls, model; metadata, tags";
+
 /// Reads one line (`n`: its number from 1, the id of a line without one).
 pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
-    let l: Line<'_> = serde_json::from_slice(line).map_err(|e| {
-        // The position and kind, never the content (a log line may hold secrets); an unknown
-        // key is named (the line's structure, not its content).
-        let text = e.to_string();
-        match text.strip_prefix("unknown field ") {
-            Some(rest) => format!(
-                "unknown key {} (known: id, route, protocol, path, request, response, response_sse; messages, tools, parallel_tool_calls, model; metadata, tags)",
-                rest.split(',').next().unwrap_or(rest)
-            ),
-            None => format!(
-                "not a replay line: {}",
-                crate::protocol::DecodeError::json("line", &e)
-            ),
-        }
-    })?;
-    let id = match l.id {
-        None | Some(Value::Null) => format!("line {n}"),
-        Some(Value::String(s)) => s,
-        Some(other) => other.to_string(),
-    };
+    let l: Line<'_> = serde_json::from_slice(line)
+        .map_err(|e| super::line_error(&e, "not a replay line", Some(KNOWN_KEYS)))?;
+    let id = super::line_id(l.id, n);
     let protocol = match &l.protocol {
         None => None,
         Some(name) => Some(protocol::by_name(name).ok_or_else(|| {
