@@ -62,6 +62,17 @@ impl SseFrame {
         })
     }
 
+    /// True when every line is a comment, a blank line or one of the fields the SSE standard
+    /// defines (`data`, `event`, `id`, `retry`). A frame with another field name (a `data`
+    /// behind a byte-order mark, which a client that drops the mark reads as data) cannot be
+    /// read as its client reads it.
+    pub fn has_only_standard_fields(&self) -> bool {
+        lines(&self.raw).all(|line| match field(line) {
+            None => true,
+            Some((name, _)) => matches!(name, b"data" | b"event" | b"id" | b"retry"),
+        })
+    }
+
     /// The same frame with its data replaced: other lines (event, id, comments) stay in place,
     /// the `data:` lines become the lines of `data`.
     pub fn with_data(&self, data: &[u8]) -> Bytes {

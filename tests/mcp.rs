@@ -436,6 +436,53 @@ async fn keys_swap_the_servers_credential_and_pick_their_packs() {
     assert_eq!(mock.request_count(), 1);
 }
 
+/// Review findings: a guardwire key in the query, a byte-order mark before the first event's
+/// `data`, a second Content-Encoding line: none reaches the other side.
+#[tokio::test]
+async fn hostile_queries_marks_and_encodings_do_not_pass() {
+    std::env::set_var("GUARDWIRE_TEST_MCP_QUERY_TOKEN", "mcp-server-secret");
+    let keys = "keys:\n  - id: agent\n    key: gw-agent\n    upstream_key_env: GUARDWIRE_TEST_MCP_QUERY_TOKEN\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, &result(1, "ok"))).await;
+    let p = proxy_for(&format!("{}/mcp", mock.base_url()), "", keys).await;
+    let hello = call(1, "echo", json!({"text": "hello"}));
+    let a = send(
+        p.addr(),
+        "POST",
+        "/mcp?key=gw-agent&page=2",
+        hello,
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+    )
+    .await;
+    assert_eq!(a.text(), result(1, "ok"));
+    let reqs = mock.requests();
+    assert!(
+        reqs[0].path_and_query.ends_with("/mcp?page=2"),
+        "the guardwire key stays here: {}",
+        reqs[0].path_and_query
+    );
+
+    let bom = format!("\u{feff}data: {}\n\n", result(3, "forbidden"));
+    let mock = MockUpstream::start(move |_| Reply::sse(bom.as_bytes())).await;
+    let p = proxy_for(&format!("{}/mcp", mock.base_url()), "", "").await;
+    let a = post(&p, &call(3, "leak", json!({})), &[]).await;
+    assert!(!a.text().contains("forbidden"), "{}", a.text());
+
+    let events = sse(&[result(4, "forbidden")]);
+    let mock = MockUpstream::start(move |_| {
+        Reply::sse(&events)
+            .with_header("content-encoding", "identity")
+            .with_header("content-encoding", "gzip")
+    })
+    .await;
+    let p = proxy_for(&format!("{}/mcp", mock.base_url()), "", "").await;
+    let a = post(&p, &call(4, "leak", json!({})), &[]).await;
+    assert!(!a.text().contains("forbidden"), "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], -32012, "{}", a.text());
+}
+
 #[tokio::test]
 async fn config_refuses_what_mcp_routes_do_not_use() {
     let yaml = |extra: &str| {

@@ -76,19 +76,13 @@ impl<'a> RequestCtx<'a> {
             .observe((at - sent).as_secs_f64());
         let (parts, body) = resp.into_parts();
         if !parts.status.is_success() {
+            if !self.protocol.relays_upstream_errors() {
+                return Err(unrelayed_error(parts.status));
+            }
             // The provider's own errors reach the client unchanged, body and all.
             return Ok(Head::Relay(relay(parts, body)));
         }
-        // Every coding of every Content-Encoding line: one that is not identity means bytes
-        // guardwire cannot read (and so cannot check).
-        let encoded = parts
-            .headers
-            .get_all(header::CONTENT_ENCODING)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-            .map(<[u8]>::trim_ascii)
-            .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case(b"identity"));
-        if encoded {
+        if headers::encoded(&parts.headers) {
             self.count_upstream_error(UpstreamErrorKind::Encoded);
             return Err(GatewayError::Upstream(
                 "the upstream sent an encoded body that cannot be checked".into(),
@@ -363,4 +357,11 @@ pub(super) fn relay(parts: http::response::Parts, body: UpstreamBody) -> Respons
     *r.status_mut() = parts.status;
     *r.headers_mut() = headers::forwardable(&parts.headers);
     r
+}
+
+/// The error that stands for an upstream's error answer its protocol does not relay
+/// ([`Protocol::relays_upstream_errors`](crate::protocol::Protocol::relays_upstream_errors)):
+/// its status is said, its body (unchecked text) is not.
+pub(super) fn unrelayed_error(status: http::StatusCode) -> GatewayError {
+    GatewayError::Upstream(format!("the upstream answered HTTP {}", status.as_u16()))
 }

@@ -192,6 +192,17 @@ fn fresh_request_id() -> uuid::Uuid {
     uuid::Builder::from_random_bytes(bits.to_le_bytes()).into_uuid()
 }
 
+/// Whether an answer's body is encoded: every coding of every Content-Encoding line counts,
+/// and one that is not identity means bytes guardwire cannot read (and so cannot check).
+pub fn encoded(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .any(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case(b"identity"))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -126,13 +126,14 @@ impl Gateway {
                 parts.method
             )));
         }
-        // The MCP endpoint is the upstream URL itself; only the client's query is added.
-        let query = parts
-            .uri
+        let mut up_req = ctx.upstream_request(&parts, base, body)?;
+        // The MCP endpoint is the upstream URL itself; only the client's query is added, as the
+        // upstream request has it (without a guardwire `key=` when keys are swapped).
+        let query = up_req
+            .uri()
             .query()
             .map(|q| format!("?{q}"))
             .unwrap_or_default();
-        let mut up_req = ctx.upstream_request(&parts, base, body)?;
         let uri = base
             .uri_for(&query)
             .ok()
@@ -146,11 +147,7 @@ impl Gateway {
             .send_upstream(base, up_req, &mut guard)
             .await?
             .into_parts();
-        let encoded = head
-            .headers
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        if encoded {
+        if headers::encoded(&head.headers) {
             ctx.count_upstream_error(UpstreamErrorKind::Encoded);
             return Err(GatewayError::Upstream(
                 "the MCP server sent an encoded body that cannot be checked".into(),

@@ -130,6 +130,15 @@ impl McpStream {
             ));
             return;
         }
+        if !f.has_only_standard_fields() {
+            // Fail closed: a line that is no SSE field (a leading byte-order mark makes `data`
+            // one) may still be read as data by a client.
+            self.end(Refusal::new(
+                codes::UPSTREAM,
+                "the MCP server sent an event with a field guardwire cannot read",
+            ));
+            return;
+        }
         let data = match fields.data {
             // An `id:` or `event:` alone (the SDKs' priming event for resumption) or an empty
             // data line carries no message.
