@@ -326,6 +326,31 @@ async fn a_stream_cut_short_before_the_task_ends_is_an_error() {
     assert_eq!(e["error"]["code"], -32093, "{}", a.text());
 }
 
+/// An agent's error answer (a non-2xx status) is its text too: it never reaches the client
+/// unchecked, as a call or as the card.
+#[tokio::test]
+async fn an_agents_error_answer_is_not_relayed() {
+    let agent = MockUpstream::start(|_| Reply::json(500, r#"{"detail":"forbidden fruit"}"#)).await;
+    let proxy = start_config("", PACK, &routes(&agent.base_url())).await;
+    let a = post(proxy.addr(), call("SendMessage", "e1", "hi"), None).await;
+    assert!(!a.text().contains("forbidden"), "{}", a.text());
+    let e = rpc_error(&a.text());
+    assert_eq!(e["id"], "e1");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("HTTP 500"),
+        "{e}"
+    );
+    let card = send(
+        proxy.addr(),
+        "GET",
+        "/agent/.well-known/agent-card.json",
+        String::new(),
+        &[],
+    )
+    .await;
+    assert!(!card.text().contains("forbidden"), "{}", card.text());
+}
+
 #[tokio::test]
 async fn the_agent_card_names_guardwire_and_other_gets_are_refused() {
     let agent = MockUpstream::start(|req| {

@@ -125,6 +125,10 @@ fn rpc_error_json(err: &GatewayError, to: &ReplyTo) -> String {
 }
 
 impl Protocol for A2a {
+    fn relays_upstream_errors(&self) -> bool {
+        false
+    }
+
     fn id(&self) -> ProtocolId {
         ProtocolId::A2a
     }

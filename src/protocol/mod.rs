@@ -382,6 +382,14 @@ pub trait Protocol: Send + Sync + 'static {
         ReplyTo::default()
     }
 
+    /// Whether the upstream's own error answers (a non-2xx status) reach the client unchanged,
+    /// body and all: a provider's errors do (its SDK reads them); a peer agent's do not (its
+    /// text is content like any other, and an error body is not checked), so they become
+    /// guardwire's error in this protocol's shape.
+    fn relays_upstream_errors(&self) -> bool {
+        true
+    }
+
     /// The HTTP status of an error answer; by default the error's own (JSON-RPC answers its
     /// calls' errors with 200).
     fn error_status(&self, err: &GatewayError, _to: &ReplyTo) -> http::StatusCode {

@@ -39,6 +39,9 @@ impl RequestCtx<'_> {
             .await?
             .into_parts();
         if !head.status.is_success() {
+            if !self.protocol.relays_upstream_errors() {
+                return Err(super::exchange::unrelayed_error(head.status));
+            }
             return Ok(super::exchange::relay(head, body));
         }
         let idle = Duration::from_millis(self.rt.config.timeouts.idle_ms);
@@ -141,6 +144,14 @@ fn map_url(
         None => return None,
     };
     let path = path.split(['?', '#']).next().unwrap_or_default();
+    // A dot segment (`..`, `%2e%2e`) would lead a client that resolves it to another route.
+    let dot = |seg: &str| {
+        let seg = seg.to_ascii_lowercase().replace("%2e", ".");
+        seg == "." || seg == ".."
+    };
+    if path.split('/').any(dot) {
+        return None;
+    }
     let rest = path.strip_prefix(base_path)?;
     let rest = match rest {
         "" => "/",
@@ -174,6 +185,10 @@ mod tests {
         );
         assert_eq!(m("http://a:9").as_deref(), Some("http://gw:8080/agent/"));
         assert_eq!(m("mailto:x"), None);
+        // Dot segments would lead a client elsewhere once it resolves them.
+        assert_eq!(m("http://a:9/../../other/a2a"), None);
+        assert_eq!(m("http://a:9/a2a/%2E%2e/x"), None);
+        assert_eq!(m("http://a:9/./a2a"), None);
         // Upstream with a base path: URLs outside it cannot be reached.
         let m = |url| map_url(url, "/v03", Some("/agent"), "/agent", root);
         assert_eq!(

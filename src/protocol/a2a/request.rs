@@ -34,11 +34,9 @@ pub fn method(name: &str) -> Method {
             Method::Task { stream: false }
         }
         "SubscribeToTask" | "tasks/resubscribe" => Method::Task { stream: true },
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Method::Refused(PUSH),
-        n if n.starts_with("tasks/pushNotificationConfig/") => Method::Refused(PUSH),
+        // Any other spelling of a push-notification method (SDKs differ: `Set…`, singular
+        // `List…Config`, 0.3's `tasks/pushNotificationConfig/…`) is refused too.
+        n if n.to_ascii_lowercase().contains("pushnotification") => Method::Refused(PUSH),
         "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => {
             Method::Refused(EXTENDED_CARD)
         }

@@ -52,6 +52,9 @@ fn push_notifications_batches_and_the_extended_card_are_refused() {
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"SetTaskPushNotificationConfig","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ListTaskPushNotificationConfig","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tasks/PUSHNOTIFICATIONCONFIG/list","params":{}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard","params":{}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[]},"configuration":{"taskPushNotificationConfig":{"url":"http://x"}}}}"#,
         r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}]"#,
