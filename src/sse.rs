@@ -24,6 +24,10 @@ pub struct SseFields<'a> {
     /// Values of the `data:` lines joined with `\n`; `None` when the frame has no data line
     /// (comments, keep-alives).
     pub data: Option<Cow<'a, [u8]>>,
+    /// Value of the last `id:` line, if any.
+    pub id: Option<&'a [u8]>,
+    /// Value of the last `retry:` line, if any.
+    pub retry: Option<&'a [u8]>,
 }
 
 impl SseFrame {
@@ -43,6 +47,8 @@ impl SseFrame {
                     })
                 }
                 b"event" => out.event = Some(value),
+                b"id" => out.id = Some(value),
+                b"retry" => out.retry = Some(value),
                 _ => {}
             }
         }

@@ -669,3 +669,8 @@ mod sdk {
         scenario("stateless", "2026-07-28").await;
     }
 }
+
+// ---- the security review: hostile peers (tests/mcp/hostile.rs) ----
+
+#[path = "mcp/hostile.rs"]
+mod hostile;

@@ -8,6 +8,7 @@
 
 pub mod content;
 pub mod jsonrpc;
+pub mod routing;
 
 use super::residual::Structural;
 use super::{DecodeError, FrameKind, HeaderAllowlist, ParsedRequest, Protocol, StreamDecoder};
@@ -34,6 +35,9 @@ pub mod codes {
     pub const UPSTREAM: i64 = -32012;
     /// Refused by guardwire for another reason (a key, a limit, a method).
     pub const REFUSED: i64 = -32013;
+    /// The routing headers do not match the body, or carry what guardwire cannot read
+    /// (spec-defined in 2026-07-28).
+    pub const HEADER_MISMATCH: i64 = -32020;
     /// The protocol revision is not one guardwire reads (spec-defined in 2026-07-28).
     pub const UNSUPPORTED_VERSION: i64 = -32022;
     pub const PARSE_ERROR: i64 = -32700;

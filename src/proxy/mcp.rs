@@ -22,7 +22,7 @@ use crate::error::GatewayError;
 use crate::metrics::UpstreamErrorKind;
 use crate::policy::tools::ToolHistory;
 use crate::protocol::mcp::jsonrpc::{self, Kind};
-use crate::protocol::mcp::{codes, VERSIONS};
+use crate::protocol::mcp::{codes, routing, VERSIONS};
 use crate::telemetry::RequestTrace;
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
@@ -125,6 +125,9 @@ impl Gateway {
                 "an MCP {} has no body",
                 parts.method
             )));
+        } else if let Err(bad) = routing::texts(&parts.headers, &[]) {
+            let why = Refusal::new(bad.code, bad.message);
+            return Ok(refused(StatusCode::BAD_REQUEST, &bad.id, &why));
         }
         let mut up_req = ctx.upstream_request(&parts, base, body)?;
         // The MCP endpoint is the upstream URL itself; only the client's query is added, as the
@@ -217,11 +220,13 @@ impl Gateway {
         };
         // The 2026-07-28 routing headers copy values of the body; what they carry is checked
         // with it (a server that read them instead would see nothing unchecked).
-        let params: Vec<String> = headers
-            .iter()
-            .filter(|(n, _)| n.as_str().starts_with("mcp-param-") || n.as_str() == "mcp-name")
-            .filter_map(|(_, v)| v.to_str().ok().map(str::to_owned))
-            .collect();
+        let params = match routing::texts(headers, &messages) {
+            Ok(p) => p,
+            Err(bad) => {
+                let why = Refusal::new(bad.code, bad.message);
+                return Some(refused(StatusCode::BAD_REQUEST, &bad.id, &why));
+            }
+        };
         let mut refusals = Vec::new();
         for (i, msg) in messages.iter().enumerate() {
             if let Err(why) = checker.client_message(msg, &params) {

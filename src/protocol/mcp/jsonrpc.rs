@@ -2,8 +2,15 @@
 //! batch array), an SSE event's data is one message. Each message is read whole and
 //! classified; anything that is not a valid JSON-RPC 2.0 message is refused with the JSON-RPC
 //! error for it, never forwarded.
+//!
+//! The bytes that are checked are the bytes that are forwarded, so a message must read the same
+//! to every JSON reader: an object with the same key twice (at any depth, however the key is
+//! escaped) is refused — serde_json keeps the last copy, other readers keep the first — in the
+//! same single pass that reads the message ([`Unique`]).
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::fmt;
 
 /// What a message is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,22 +72,111 @@ fn invalid(message: &str, id: Value) -> Invalid {
     }
 }
 
+/// The error [`Unique`] raises (serde_json adds the position).
+const DUPLICATE: &str = "duplicate key";
+
+/// A JSON value read in one pass, refusing an object that has a key twice: serde_json's own
+/// `Value` keeps the last copy silently. The nesting limit is serde_json's (128).
+pub struct Unique(pub Value);
+
+impl<'de> Deserialize<'de> for Unique {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Unique, D::Error> {
+        d.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> Visitor<'de> for UniqueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Unique::deserialize(d).map(|u| u.0)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(Unique(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let Unique(v) = map.next_value()?;
+            if out.insert(key, v).is_some() {
+                return Err(de::Error::custom(DUPLICATE));
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Reads JSON whole, refusing duplicate keys: the error to answer, never quoting the input.
+pub fn read_unique(data: &[u8]) -> Result<Value, Invalid> {
+    use serde_json::error::Category;
+    serde_json::from_slice::<Unique>(data)
+        .map(|u| u.0)
+        .map_err(|e| {
+            let (code, what) = match e.classify() {
+                // The only data error a `Unique` raises: any JSON is a value.
+                Category::Data => (
+                    super::codes::INVALID_REQUEST,
+                    "an object has the same key twice (readers disagree on which copy counts; the key is not quoted)",
+                ),
+                Category::Eof => (super::codes::PARSE_ERROR, "not JSON: cut short"),
+                _ => (super::codes::PARSE_ERROR, "not JSON: invalid"),
+            };
+            Invalid {
+                code,
+                // Kind and position only: the body is not quoted back.
+                message: format!("{what} at line {}, column {}", e.line(), e.column()),
+                id: Value::Null,
+            }
+        })
+}
+
 /// Reads a POST body or an event's data: one message or a non-empty batch array.
 pub fn parse(data: &[u8]) -> Result<(Vec<Message>, bool), Invalid> {
-    let value: Value = serde_json::from_slice(data).map_err(|e| Invalid {
-        code: super::codes::PARSE_ERROR,
-        // Kind and position only: the body is not quoted back.
-        message: format!(
-            "not JSON: {} at line {}, column {}",
-            match e.classify() {
-                serde_json::error::Category::Eof => "cut short",
-                _ => "invalid",
-            },
-            e.line(),
-            e.column()
-        ),
-        id: Value::Null,
-    })?;
+    let value = read_unique(data)?;
     match value {
         Value::Array(items) if items.is_empty() => Err(invalid(
             "an empty batch is not a JSON-RPC message",
@@ -209,5 +305,107 @@ mod tests {
         let e = parse(br#"{"jsonrpc":"2.0","id":1,"method":"sk-live-secret"#).unwrap_err();
         assert!(!e.message.contains("secret"));
         assert_eq!(e.code, crate::protocol::mcp::codes::PARSE_ERROR);
+    }
+
+    #[test]
+    fn a_key_twice_is_refused_at_any_depth_however_spelled() {
+        for bad in [
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":{"secret-key":1,"secret-key":2}}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"a","\u0074":"b"}}"#,
+            r#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b","params":[{"k":1,"k":1}]}]"#,
+        ] {
+            let e = parse(bad.as_bytes()).unwrap_err();
+            assert_eq!(
+                e.code,
+                crate::protocol::mcp::codes::INVALID_REQUEST,
+                "{bad}"
+            );
+            assert!(!e.message.contains("secret"), "{}", e.message);
+        }
+        // The same key in sibling objects is fine.
+        assert!(parse(
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":{"k":1},"b":{"k":1}}}"#
+        )
+        .is_ok());
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            "[a-z\u{e9}\"\\\\ ]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\u{e9}]{0,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Writes `v` as JSON; the `target`-th non-empty object (in document order) gets its first
+    /// member written once more after the others, its key spelled with `\u` escapes when
+    /// `escaped`. `seen` counts the non-empty objects.
+    fn write(v: &Value, target: usize, escaped: bool, seen: &mut usize, out: &mut String) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                let here = *seen == target;
+                *seen += 1;
+                out.push('{');
+                for (i, (k, v)) in m.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::to_string(k).unwrap());
+                    out.push(':');
+                    write(v, target, escaped, seen, out);
+                }
+                if here {
+                    let (k, v) = m.iter().next().unwrap();
+                    out.push(',');
+                    if escaped {
+                        out.push('"');
+                        for c in k.encode_utf16() {
+                            out.push_str(&format!("\\u{c:04x}"));
+                        }
+                        out.push('"');
+                    } else {
+                        out.push_str(&serde_json::to_string(k).unwrap());
+                    }
+                    out.push(':');
+                    out.push_str(&serde_json::to_string(v).unwrap());
+                }
+                out.push('}');
+            }
+            other => out.push_str(&serde_json::to_string(other).unwrap()),
+        }
+    }
+
+    proptest::proptest! {
+        /// What `read_unique` accepts, serde_json reads the same; a key written twice in any
+        /// object, at any depth, however escaped, is refused as an invalid request.
+        #[test]
+        fn duplicate_keys_are_found_wherever_they_are(
+            v in json_value(),
+            pick in 0usize..64,
+            escaped in proptest::bool::ANY,
+        ) {
+            let plain = serde_json::to_string(&v).unwrap();
+            proptest::prop_assert_eq!(read_unique(plain.as_bytes()).unwrap(), v.clone());
+            let mut objects = 0;
+            write(&v, usize::MAX, false, &mut objects, &mut String::new());
+            if objects > 0 {
+                let mut twice = String::new();
+                write(&v, pick % objects, escaped, &mut 0, &mut twice);
+                let e = read_unique(twice.as_bytes()).unwrap_err();
+                proptest::prop_assert_eq!(e.code, crate::protocol::mcp::codes::INVALID_REQUEST, "{}", twice);
+                // serde_json alone takes it: the case the review found.
+                proptest::prop_assert!(serde_json::from_str::<Value>(&twice).is_ok());
+            }
+        }
     }
 }

@@ -253,7 +253,7 @@ impl Checker {
                 let mut rest = p.cloned().unwrap_or_default();
                 rest.remove("name");
                 rest.remove("arguments");
-                let mut texts = Texts::of_value(&Value::Object(rest), "params");
+                let mut texts = Texts::of_value(&Value::Object(rest), &["params"]);
                 texts.modelled.extend(params.iter().cloned());
                 self.trace.note_tool(name);
                 let what = format!("the call of tool '{name}'");
@@ -268,6 +268,13 @@ impl Checker {
     /// Checks one message of the server (a response to one of `pending`, or a request or
     /// notification of its own).
     pub fn server_message(&mut self, msg: &Message) -> Verdict {
+        self.server_event(msg, None)
+    }
+
+    /// [`Checker::server_message`] for an SSE event's message: the event's `id` (text the
+    /// client keeps and may show or log) is read with it.
+    pub fn server_event(&mut self, msg: &Message, event_id: Option<&str>) -> Verdict {
+        let extra: Vec<String> = event_id.map(str::to_owned).into_iter().collect();
         let method = match msg.kind {
             Kind::Response | Kind::Error => self
                 .pending
@@ -277,14 +284,16 @@ impl Checker {
             _ => None,
         };
         if let (Kind::Response, Some("tools/list")) = (&msg.kind, method.as_deref()) {
-            return self.tools_list(msg);
+            return self.tools_list(msg, extra);
         }
         let what = match (&msg.kind, &method) {
             (Kind::Request(m) | Kind::Notification(m), _) => format!("the server's {m}"),
             (_, Some(m)) => format!("the result of {m}"),
             _ => "the server's response".into(),
         };
-        match self.input(Texts::of_message(&msg.body), &what) {
+        let mut texts = Texts::of_message(&msg.body);
+        texts.modelled.extend(extra);
+        match self.input(texts, &what) {
             Ok(()) => Verdict::Pass,
             Err(_) if matches!(msg.kind, Kind::Notification(_)) => Verdict::Drop,
             Err(r) => Verdict::Replace(r.json(&msg.id)),
@@ -293,10 +302,10 @@ impl Checker {
 
     /// A `tools/list` result: each tool checked on its own (name, description, schemas,
     /// annotations); a violating tool is removed, or the list refused (`poisoned_tools`).
-    fn tools_list(&self, msg: &Message) -> Verdict {
+    fn tools_list(&self, msg: &Message, extra: Vec<String>) -> Verdict {
         let mut body = msg.body.clone();
         let Some(Value::Object(result)) = body.get_mut("result") else {
-            return self.whole(msg, "the tools/list result");
+            return self.whole(msg, extra, "the tools/list result");
         };
         let tools = match result.remove("tools") {
             Some(Value::Array(tools)) => tools,
@@ -304,13 +313,12 @@ impl Checker {
                 if let Some(t) = other {
                     result.insert("tools".into(), t);
                 }
-                return self.whole(msg, "the tools/list result");
+                return self.whole(msg, extra, "the tools/list result");
             }
         };
-        if let Err(r) = self.input(
-            Texts::of_value(&Value::Object(result.clone()), "result"),
-            "the tools/list result",
-        ) {
+        let mut rest = Texts::of_value(&Value::Object(result.clone()), &["result"]);
+        rest.modelled.extend(extra);
+        if let Err(r) = self.input(rest, "the tools/list result") {
             return Verdict::Replace(r.json(&msg.id));
         }
         let mut kept = Vec::with_capacity(tools.len());
@@ -318,7 +326,7 @@ impl Checker {
         for tool in tools {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or("?");
             let what = format!("tool '{name}' of tools/list");
-            match self.input(Texts::of_value(&tool, "tool"), &what) {
+            match self.input(Texts::of_value(&tool, &["result", "tools"]), &what) {
                 Ok(()) => kept.push(tool),
                 Err(r) if self.poisoned_tools == PoisonedTools::Refuse => {
                     return Verdict::Replace(r.json(&msg.id))
@@ -333,8 +341,10 @@ impl Checker {
         Verdict::Replace(serde_json::to_string(&body).unwrap_or_default())
     }
 
-    fn whole(&self, msg: &Message, what: &str) -> Verdict {
-        match self.input(Texts::of_message(&msg.body), what) {
+    fn whole(&self, msg: &Message, extra: Vec<String>, what: &str) -> Verdict {
+        let mut texts = Texts::of_message(&msg.body);
+        texts.modelled.extend(extra);
+        match self.input(texts, what) {
             Ok(()) => Verdict::Pass,
             Err(r) => Verdict::Replace(r.json(&msg.id)),
         }

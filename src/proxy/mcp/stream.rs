@@ -7,6 +7,7 @@
 
 use super::check::{Checker, Refusal, Verdict};
 use crate::protocol::mcp::codes;
+use crate::protocol::mcp::content::{Texts, MAX_TOKEN};
 use crate::protocol::mcp::jsonrpc;
 use crate::proxy::InFlight;
 use crate::sse::{SseFrame, SseFramer};
@@ -18,6 +19,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// The longest `retry:` relayed (milliseconds, as digits).
+const MAX_RETRY_DIGITS: usize = 10;
+
+/// An SSE event id the client may keep: 1 to [`MAX_TOKEN`] bytes of printable ASCII (the
+/// SDKs' ids are stream ids, counters and UUIDs); `None`: not one.
+fn event_id(raw: &[u8]) -> Option<&str> {
+    let ok = (1..=MAX_TOKEN).contains(&raw.len()) && raw.iter().all(u8::is_ascii_graphic);
+    ok.then(|| std::str::from_utf8(raw).ok()).flatten()
+}
 
 pub struct McpStream {
     upstream: Option<UpstreamBody>,
@@ -119,7 +130,12 @@ impl McpStream {
 
     fn frame(&mut self, f: SseFrame) {
         if f.is_inert() {
-            self.out.push_back(f.raw);
+            // A keep-alive: its comment text is the server's, not relayed; a valid `retry:` is.
+            let retry = f.fields().retry.filter(|r| r.len() <= MAX_RETRY_DIGITS);
+            self.out.push_back(match retry {
+                Some(r) => Bytes::from([b"retry: ", r, b"\n\n"].concat()),
+                None => Bytes::from_static(b":\n\n"),
+            });
             return;
         }
         let fields = f.fields();
@@ -139,23 +155,90 @@ impl McpStream {
             ));
             return;
         }
-        let data = match fields.data {
-            // An `id:` or `event:` alone (the SDKs' priming event for resumption) or an empty
-            // data line carries no message.
-            None => None,
-            Some(d) if d.iter().all(u8::is_ascii_whitespace) => None,
-            Some(d) => Some(d.into_owned()),
-        };
-        let Some(data) = data else {
-            self.out.push_back(f.raw);
+        if fields.event.is_some_and(|e| e != b"message") {
+            // MCP's events are all `message`; another type is text guardwire does not read.
+            self.end(Refusal::new(
+                codes::UPSTREAM,
+                "the MCP server sent an SSE event type other than 'message'",
+            ));
             return;
+        }
+        let id = match fields.id.map(event_id) {
+            None => None,
+            Some(Some(id)) => Some(id),
+            Some(None) => {
+                self.end(Refusal::new(
+                    codes::UPSTREAM,
+                    format!("the MCP server sent an SSE event id that is not 1 to {MAX_TOKEN} bytes of printable ASCII"),
+                ));
+                return;
+            }
         };
-        let messages = match jsonrpc::parse(&data) {
+        let retry = fields.retry.filter(|r| {
+            !r.is_empty() && r.len() <= MAX_RETRY_DIGITS && r.iter().all(u8::is_ascii_digit)
+        });
+        // The event is written anew from what was read and checked: the server's comments are
+        // not relayed, its id only once checked.
+        let event = |id: Option<&str>, data: Option<&[u8]>| -> Bytes {
+            let mut out = Vec::with_capacity(64 + data.map_or(0, <[u8]>::len));
+            if fields.event.is_some() {
+                out.extend_from_slice(b"event: message\n");
+            }
+            if let Some(id) = id {
+                out.extend_from_slice(b"id: ");
+                out.extend_from_slice(id.as_bytes());
+                out.push(b'\n');
+            }
+            if let Some(r) = retry {
+                out.extend_from_slice(b"retry: ");
+                out.extend_from_slice(r);
+                out.push(b'\n');
+            }
+            for line in data.into_iter().flat_map(|d| d.split(|&b| b == b'\n')) {
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
+            out.push(b'\n');
+            out.into()
+        };
+        let data = match &fields.data {
+            // An `id:` or `event:` alone (the SDKs' priming event for resumption) or an empty
+            // data line carries no message: its id is read on its own.
+            Some(d) if !d.iter().all(u8::is_ascii_whitespace) => d.as_ref(),
+            blank => {
+                let blank = blank.as_deref();
+                let checked = id.filter(|id| {
+                    let texts = Texts {
+                        modelled: vec![id.to_string()],
+                        ..Texts::default()
+                    };
+                    self.checker
+                        .input(texts, "the server's SSE event id")
+                        .is_ok()
+                });
+                if checked.is_some() || blank.is_some() || id.is_none() {
+                    self.out.push_back(event(checked, blank));
+                }
+                return;
+            }
+        };
+        let messages = match jsonrpc::parse(data) {
             Ok((messages, false)) => messages,
-            _ => {
+            Ok(_) => {
                 self.end(Refusal::new(
                     codes::UPSTREAM,
                     "the MCP server sent an event that is not one JSON-RPC message",
+                ));
+                return;
+            }
+            Err(bad) => {
+                self.end(Refusal::new(
+                    codes::UPSTREAM,
+                    format!(
+                        "the MCP server sent an event that is not one JSON-RPC message ({})",
+                        bad.message
+                    ),
                 ));
                 return;
             }
@@ -163,9 +246,10 @@ impl McpStream {
         let Some(msg) = messages.first() else {
             return;
         };
-        match self.checker.server_message(msg) {
-            Verdict::Pass => self.out.push_back(f.raw),
-            Verdict::Replace(json) => self.out.push_back(f.with_data(json.as_bytes())),
+        match self.checker.server_event(msg, id) {
+            Verdict::Pass => self.out.push_back(event(id, Some(data))),
+            // The id is not relayed with a replacement: it may be what failed.
+            Verdict::Replace(json) => self.out.push_back(event(None, Some(json.as_bytes()))),
             Verdict::Drop => {}
         }
     }
