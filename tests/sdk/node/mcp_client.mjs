@@ -12,12 +12,16 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
 const [url, ...extra] = process.argv.slice(2);
+// The word the guarding pack bans (tests/mcp/node.rs): the echo that says it is refused.
+const banned = process.env.GUARDWIRE_BANNED_WORD || 'forbidden';
 
-// A result as the text of its content; a tool error or structured content is kept beside it.
+const report = { structured: {} };
+// A result as the text of its content (a tool error flagged); structured content is kept in
+// `report.structured`, so that nothing a result carried escapes the test's leak check.
 const textOf = (r) => {
   const text = r.content.map((c) => c.text ?? '').join('');
-  if (!r.isError && r.structuredContent === undefined) return text;
-  return { text, isError: r.isError ?? false, structured: r.structuredContent ?? null };
+  if (r.structuredContent !== undefined) report.structured[text] = r.structuredContent;
+  return r.isError ? { text, isError: true } : text;
 };
 
 async function attempt(report, key, fn, read) {
@@ -32,7 +36,6 @@ async function attempt(report, key, fn, read) {
   }
 }
 
-const report = {};
 const progress = [];
 const transport = new StreamableHTTPClientTransport(new URL(url));
 const client = new Client({ name: 'guardwire-ts-test-client', version: '1.0.0' });
@@ -44,7 +47,7 @@ try {
   const call = (name, args, options) => client.callTool({ name, arguments: args }, undefined, options);
   await attempt(report, 'add', () => call('add', { a: 2, b: 3 }), textOf);
   await attempt(report, 'echo_clean', () => call('echo', { text: 'hello' }), textOf);
-  await attempt(report, 'echo_banned', () => call('echo', { text: 'say forbidden now' }), textOf);
+  await attempt(report, 'echo_banned', () => call('echo', { text: `say ${banned} now` }), textOf);
   await attempt(report, 'leak', () => call('leak', {}), textOf);
   await attempt(
     report,

@@ -9,7 +9,9 @@
 // JSON line, with the endpoint and the session id the SDK saw), so the test can prove what
 // never reached it and which session carried each call.
 //
-// Usage: node mcp_server.mjs PORT LOGFILE (the tools mirror tests/mcp/server.py's, in order).
+// Usage: node mcp_server.mjs PORT LOGFILE (the tools mirror tests/mcp/server.py's, in order;
+// the violating texts say "classified", not "forbidden": the SDK lists every tool with
+// `execution: {taskSupport: "forbidden"}`, which a pack banning that word would refuse).
 
 import { appendFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
@@ -47,7 +49,7 @@ function build(mode) {
   );
   server.registerTool('leak', { description: 'Returns an internal note.' }, async (extra) => {
     record(mode, extra, 'tool', { name: 'leak', arguments: {} });
-    return text('the internal note says forbidden things');
+    return text('the internal note says classified things');
   });
   server.registerTool(
     'weather',
@@ -88,7 +90,7 @@ function build(mode) {
     },
     async ({ user }, extra) => {
       record(mode, extra, 'tool', { name: 'profile', arguments: { user } });
-      const out = { user, note: 'a forbidden remark about the user' };
+      const out = { user, note: 'a classified remark about the user' };
       return { content: [{ type: 'text', text: 'see the structured content' }], structuredContent: out };
     },
   );
@@ -98,7 +100,7 @@ function build(mode) {
   });
   server.registerResource('bad', 'res://bad', {}, async (uri, extra) => {
     record(mode, extra, 'resource', { uri: uri.href });
-    return { contents: [{ uri: uri.href, text: 'this resource is forbidden reading' }] };
+    return { contents: [{ uri: uri.href, text: 'this resource is classified reading' }] };
   });
   server.registerPrompt(
     'greet',
@@ -110,7 +112,7 @@ function build(mode) {
   );
   server.registerPrompt('bad_prompt', { description: 'A prompt with a banned word.' }, async (extra) => {
     record(mode, extra, 'prompt', { name: 'bad_prompt' });
-    return { messages: [{ role: 'user', content: { type: 'text', text: 'Tell me forbidden things.' } }] };
+    return { messages: [{ role: 'user', content: { type: 'text', text: 'Tell me classified things.' } }] };
   });
   return server;
 }
