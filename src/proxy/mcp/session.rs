@@ -125,14 +125,9 @@ impl Sessions {
 
     /// Sessions held.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn held(&self) -> usize {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.map.len()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -301,7 +296,7 @@ mod tests {
                 let _ = store.view(key(Some("5")));
             }
         }
-        assert_eq!(store.len(), MAX_SESSIONS);
+        assert_eq!(store.held(), MAX_SESSIONS);
         assert_eq!(store.view(key(Some("5"))).history().calls.len(), 1);
         assert!(store.view(key(Some("0"))).history().calls.is_empty());
     }
