@@ -498,14 +498,24 @@ async fn config_refuses_what_mcp_routes_do_not_use() {
     assert!(guardwire::config::Config::from_yaml(&yaml("    poisoned_tools: refuse\n")).is_ok());
 }
 
+// ---- tool checks across a session (tests/mcp/session.rs) ----
+
+#[path = "mcp/session.rs"]
+mod session;
+
+// ---- the official TypeScript SDK on both sides (tests/mcp/node.rs) ----
+
+#[path = "mcp/node.rs"]
+mod node;
+
 // ---- the official Python SDK on both sides ----
 
-mod sdk {
+pub(crate) mod sdk {
     use super::*;
     use std::path::PathBuf;
     use std::process::{Child, Command, Stdio};
 
-    fn python() -> PathBuf {
+    pub(crate) fn python() -> PathBuf {
         match std::env::var_os("GUARDWIRE_SDK_PYTHON") {
             Some(p) if !p.is_empty() => PathBuf::from(p),
             _ => panic!(
@@ -514,13 +524,13 @@ mod sdk {
         }
     }
 
-    fn script(name: &str) -> PathBuf {
+    pub(crate) fn script(name: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/mcp")
             .join(name)
     }
 
-    fn free_port() -> u16 {
+    pub(crate) fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -528,9 +538,9 @@ mod sdk {
             .port()
     }
 
-    struct Server {
+    pub(crate) struct Server {
         child: Child,
-        port: u16,
+        pub(crate) port: u16,
         log: tempfile::NamedTempFile,
     }
 
@@ -542,7 +552,7 @@ mod sdk {
     }
 
     impl Server {
-        async fn start(mode: &str) -> Server {
+        pub(crate) async fn start(mode: &str) -> Server {
             let port = free_port();
             let log = tempfile::NamedTempFile::new().unwrap();
             let child = Command::new(python())
@@ -570,7 +580,7 @@ mod sdk {
             panic!("the MCP server did not start on port {port}");
         }
 
-        fn log(&self) -> Vec<Value> {
+        pub(crate) fn log(&self) -> Vec<Value> {
             std::fs::read_to_string(self.log.path())
                 .unwrap()
                 .lines()
@@ -579,7 +589,7 @@ mod sdk {
         }
     }
 
-    async fn client(url: &str, mode: &str) -> Value {
+    pub(crate) async fn client(url: &str, mode: &str) -> Value {
         let (url, mode) = (url.to_owned(), mode.to_owned());
         let out = tokio::task::spawn_blocking(move || {
             Command::new(python())

@@ -12,6 +12,7 @@
 //! (limits, timeouts), admit, the upstream request (headers allowlist, key swap) and its send.
 
 pub mod check;
+pub mod session;
 pub mod stream;
 
 use super::body::ProxyBody;
@@ -48,6 +49,35 @@ fn refused(status: StatusCode, id: &Value, why: &Refusal) -> Response<ProxyBody>
     rpc_response(status, why.json(id))
 }
 
+/// Which session a request belongs to: its client key, the route, its `Mcp-Session-Id`.
+fn session_key(
+    headers: &http::HeaderMap,
+    key_id: Option<&'static str>,
+    route: &'static str,
+) -> Result<session::Key, GatewayError> {
+    let id = match headers.get("mcp-session-id") {
+        None => None,
+        Some(v) if v.len() > session::MAX_SESSION_ID_BYTES => {
+            return Err(GatewayError::InvalidRequest(format!(
+                "Mcp-Session-Id is longer than {} bytes",
+                session::MAX_SESSION_ID_BYTES
+            )))
+        }
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| {
+                    GatewayError::InvalidRequest("Mcp-Session-Id is not visible ASCII".into())
+                })?
+                .into(),
+        ),
+    };
+    Ok(session::Key {
+        key_id,
+        route,
+        session: id,
+    })
+}
+
 impl Gateway {
     /// One request on an MCP route.
     pub(super) async fn mcp_exchange(
@@ -79,6 +109,7 @@ impl Gateway {
                 return Ok(refused(StatusCode::BAD_REQUEST, &Value::Null, &why));
             }
         }
+        let session = session_key(&parts.headers, caller.key_id, route.name)?;
         let ctx = RequestCtx {
             protocol: route.protocol,
             gw: self,
@@ -101,6 +132,7 @@ impl Gateway {
             poisoned_tools: route.poisoned_tools,
             keep_matches: rt.config.audit.include_match,
             pending: Vec::new(),
+            session: self.mcp_sessions.view(session.clone()),
         };
         let (body, held) = match parts.method {
             Method::POST => {
@@ -120,6 +152,8 @@ impl Gateway {
             if let Some(answer) = self.mcp_check_post(&body, &parts.headers, &mut checker) {
                 return Ok(answer);
             }
+            // Forwarded: the session's later calls are checked with these.
+            checker.session.commit();
         } else if !body.is_empty() {
             return Err(GatewayError::InvalidRequest(format!(
                 "an MCP {} has no body",
@@ -150,6 +184,9 @@ impl Gateway {
             .send_upstream(base, up_req, &mut guard)
             .await?
             .into_parts();
+        if parts.method == Method::DELETE && head.status.is_success() {
+            self.mcp_sessions.end(&session);
+        }
         if headers::encoded(&head.headers) {
             ctx.count_upstream_error(UpstreamErrorKind::Encoded);
             return Err(GatewayError::Upstream(

@@ -67,6 +67,8 @@ pub struct Gateway {
     stop_streams: watch::Sender<bool>,
     /// Where ended exchanges wait for the packs' `evals:` (configured at start).
     evals: Arc<crate::evals::EvalQueue>,
+    /// MCP sessions' tool calls and removed tools (`mcp/session.rs`); kept across reloads.
+    mcp_sessions: Arc<mcp::session::Sessions>,
 }
 
 /// One request counted against `limits.max_concurrent_requests` (and its key's
@@ -98,6 +100,7 @@ impl Gateway {
             connections: Budget::new(),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
+            mcp_sessions: Arc::default(),
         })
     }
 

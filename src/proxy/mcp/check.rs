@@ -7,11 +7,11 @@
 
 use super::super::check::{check_payload, Fallback, Needs, Stop};
 use super::super::Reporter;
+use super::session::SessionView;
 use crate::audit::Audit;
 use crate::config::{PoisonedTools, UnknownContent};
 use crate::delta::{Channel, Conversation, Delta, Message as ConvMessage, Role};
 use crate::metrics::Metrics;
-use crate::policy::tools::ToolHistory;
 use crate::policy::{Finding, Policy};
 use crate::protocol::mcp::content::{json_text, Texts};
 use crate::protocol::mcp::jsonrpc::{error_json, Kind, Message};
@@ -69,6 +69,8 @@ pub struct Checker {
     pub keep_matches: bool,
     /// The client's requests this answer may carry responses for: (id, method).
     pub pending: Vec<(Value, String)>,
+    /// The MCP session's calls and removed tools (`session.rs`).
+    pub session: SessionView,
 }
 
 impl Checker {
@@ -162,7 +164,7 @@ impl Checker {
     ) -> Result<(), Refusal> {
         self.readable(&texts)?;
         let strings = self.strings(texts);
-        let mut guard = self.policy.exchange_guard(ToolHistory::default(), None);
+        let mut guard = self.policy.exchange_guard(self.session.history(), None);
         if self.keep_matches {
             guard.keep_matches();
         }
@@ -232,7 +234,7 @@ impl Checker {
 
     /// Checks one message of the client's POST (`params`: the values of its `Mcp-Param-*`
     /// headers, sent beside it). `Err`: it is not forwarded.
-    pub fn client_message(&self, msg: &Message, params: &[String]) -> Result<(), Refusal> {
+    pub fn client_message(&mut self, msg: &Message, params: &[String]) -> Result<(), Refusal> {
         check_version(msg)?;
         let what = match msg.method() {
             Some(m) => format!("the client's {m}"),
@@ -257,7 +259,12 @@ impl Checker {
                 texts.modelled.extend(params.iter().cloned());
                 self.trace.note_tool(name);
                 let what = format!("the call of tool '{name}'");
-                return self.output(Some((name, arguments)), texts, &what);
+                if let Some(validator) = self.session.removed_by(name) {
+                    return Err(removed_tool(name, validator));
+                }
+                self.output(Some((name, arguments.clone())), texts, &what)?;
+                self.session.called(name, &arguments);
+                return Ok(());
             }
         }
         let mut texts = Texts::of_message(&msg.body);
@@ -302,7 +309,7 @@ impl Checker {
 
     /// A `tools/list` result: each tool checked on its own (name, description, schemas,
     /// annotations); a violating tool is removed, or the list refused (`poisoned_tools`).
-    fn tools_list(&self, msg: &Message, extra: Vec<String>) -> Verdict {
+    fn tools_list(&mut self, msg: &Message, extra: Vec<String>) -> Verdict {
         let mut body = msg.body.clone();
         let Some(Value::Object(result)) = body.get_mut("result") else {
             return self.whole(msg, extra, "the tools/list result");
@@ -331,7 +338,12 @@ impl Checker {
                 Err(r) if self.poisoned_tools == PoisonedTools::Refuse => {
                     return Verdict::Replace(r.json(&msg.id))
                 }
-                Err(_) => removed = true,
+                Err(r) => {
+                    let validator = r.data.as_ref().and_then(|d| d["validator"].as_str());
+                    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+                    self.session.tool_removed(name, validator.unwrap_or("?"));
+                    removed = true;
+                }
             }
         }
         if !removed {
@@ -348,6 +360,18 @@ impl Checker {
             Ok(()) => Verdict::Pass,
             Err(r) => Verdict::Replace(r.json(&msg.id)),
         }
+    }
+}
+
+/// A call of a tool guardwire removed from the session's `tools/list`: the client was never
+/// told of it, so only a client that read the server some other way calls it.
+fn removed_tool(name: &str, validator: &str) -> Refusal {
+    Refusal {
+        code: codes::BLOCKED,
+        message: format!(
+            "guardwire blocked the call of tool '{name}': it was removed from this session's tools/list (validator '{validator}')"
+        ),
+        data: Some(json!({"validator": validator, "phase": "input", "removed_tool": name})),
     }
 }
 
