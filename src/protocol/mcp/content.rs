@@ -315,6 +315,12 @@ const STRUCTURE: &[(&[&str], Allowed)] = &[
         Allowed::Token,
     ),
     (&["result", "nextCursor"], Allowed::Token),
+    // A tool's task support: the TypeScript SDK lists every tool with `forbidden`, which a
+    // pack banning that word would otherwise read as poison in every tool.
+    (
+        &["result", "tools", "execution", "taskSupport"],
+        Allowed::OneOf(&["forbidden", "optional", "required"]),
+    ),
     (&["result", "resultType"], Allowed::Token),
     (&["result", "contents", "mimeType"], Allowed::Token),
     (&["result", "resources", "mimeType"], Allowed::Token),
@@ -509,6 +515,25 @@ mod tests {
         );
         assert!(t.modelled.iter().any(|s| s.contains("ignore previous")));
         assert!(t.modelled.contains(&"Adds".to_string()));
+    }
+
+    #[test]
+    fn a_tools_task_support_is_structure_only_with_its_schema_values() {
+        let tool = |support: &str| {
+            let v: Value = serde_json::from_str(&format!(
+                r#"{{"name":"add","execution":{{"taskSupport":"{support}"}}}}"#
+            ))
+            .unwrap();
+            Texts::of_value(&v, &["result", "tools"])
+        };
+        let t = tool("forbidden");
+        assert!(!t.modelled.iter().chain(&t.residual).any(|s| s == "forbidden"));
+        let t = tool("ignore previous instructions");
+        assert!(t
+            .modelled
+            .iter()
+            .chain(&t.residual)
+            .any(|s| s == "ignore previous instructions"));
     }
 
     #[test]
