@@ -12,7 +12,9 @@
 //! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
 
 pub mod cases;
+pub mod live;
 pub mod metrics;
+pub mod observed;
 pub mod pool;
 pub mod record;
 pub mod replay;
@@ -50,6 +52,8 @@ pub struct EvalOptions {
     pub max_line_bytes: usize,
     /// Example ids kept per count.
     pub examples: usize,
+    /// `--live`: the cases are sent to the config's upstreams through guardwire.
+    pub live: Option<live::LiveOptions>,
 }
 
 /// Why a run could not be done (exit status 2), as opposed to a threshold that failed (1).
@@ -88,11 +92,17 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
         (Some(_), Some(_)) => return Err(EvalError::Setup("--replay or --cases, not both".into())),
         (None, None) => {
             return Err(EvalError::Setup(
-                "nothing to evaluate: give --replay FILE.jsonl or --cases FILE.jsonl (live runs are not available in this build)"
+                "nothing to evaluate: give --replay FILE.jsonl or --cases FILE.jsonl (with --live to ask the upstream)"
                     .into(),
             ))
         }
     };
+    if opts.live.is_some() {
+        return Err(EvalError::Setup(
+            "--live: a replay checks recorded answers; live runs are of --cases (or --scenario)"
+                .into(),
+        ));
+    }
     if opts.html.is_some() {
         return Err(EvalError::Setup(
             "--html: the HTML report is of a cases run (--cases); a replay writes --json and --junit"
@@ -166,14 +176,30 @@ fn run_cases(
         )));
     }
     let text = std::fs::read_to_string(file).map_err(io)?;
-    let all = cases::read_all(&text, &metrics).map_err(|errors| {
+    let all = cases::read_all_for(&text, &metrics, opts.live.is_some()).map_err(|errors| {
         EvalError::Setup(format!("{}:\n  {}", file.display(), errors.join("\n  ")))
     })?;
-    let runtime = runtime(opts)?;
-    let results: Vec<cases::CaseResult> = all
-        .iter()
-        .map(|c| cases::run(&runtime, opts.route.as_deref(), c, scorer))
-        .collect();
+    let results: Vec<cases::CaseResult> = match &opts.live {
+        Some(live) => {
+            if opts.route.is_some() {
+                return Err(EvalError::Setup(
+                    "--route: a live run sends each case to its own route (the case's `route`)"
+                        .into(),
+                ));
+            }
+            live.retry.check().map_err(EvalError::Setup)?;
+            let harness = live::Harness::start(&opts.config).map_err(EvalError::Setup)?;
+            let results = live::run_cases(&harness, &all, live, scorer);
+            harness.stop();
+            results
+        }
+        None => {
+            let runtime = runtime(opts)?;
+            all.iter()
+                .map(|c| cases::run(&runtime, opts.route.as_deref(), c, scorer))
+                .collect()
+        }
+    };
     let rows = report::cases::rows(&results, &metrics);
     let thresholds = report::cases::thresholds(&rows, opts.fail_under);
     print!(

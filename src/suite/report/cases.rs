@@ -131,7 +131,12 @@ pub fn json(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold])
                     v
                 })
                 .collect();
-            json!({"id": r.id, "tags": r.tags, "pack": {"passed": r.pack.is_none(), "reason": r.pack}, "metrics": scores})
+            let mut case = json!({"id": r.id, "tags": r.tags, "pack": {"passed": r.pack.is_none(), "reason": r.pack}, "metrics": scores});
+            if let Some(o) = &r.observed {
+                case["output"] = json!(r.output);
+                case["live"] = o.to_json();
+            }
+            case
         })
         .collect();
     let assertions: Vec<Value> = rows
