@@ -118,9 +118,13 @@ struct EvalArgs {
     /// Live runs: ask every case for a streamed answer.
     #[arg(long)]
     stream: bool,
-    /// Live runs: the model of cases given as `input`.
+    /// Live runs: the model of cases given as `input`, and of scenarios' turns.
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
+    /// A PromptKit scenario file (YAML, `kind: Scenario`) to run live, turn by turn, with its
+    /// assertions (repeatable).
+    #[arg(long = "scenario", value_name = "FILE.yaml")]
+    scenarios: Vec<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -163,7 +167,7 @@ fn eval(a: EvalArgs) -> ExitCode {
         jobs: a.jobs,
         max_line_bytes: a.max_line_bytes,
         examples: a.examples,
-        live: a.live.then(|| guardwire::suite::live::LiveOptions {
+        live: (a.live || !a.scenarios.is_empty()).then(|| guardwire::suite::live::LiveOptions {
             concurrency: a.concurrency,
             timeout,
             retry: guardwire::suite::live::RetryConfig {
@@ -175,6 +179,7 @@ fn eval(a: EvalArgs) -> ExitCode {
             stream: a.stream,
             model: a.model,
         }),
+        scenarios: a.scenarios,
     };
     match guardwire::suite::run(&opts) {
         Ok(guardwire::suite::Verdict::Passed) => ExitCode::SUCCESS,

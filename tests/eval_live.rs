@@ -95,6 +95,24 @@ async fn upstream() -> (MockUpstream, Arc<AtomicUsize>) {
             },
             "weather" => Reply::sse_every(&tool_call_stream(), 5, ms),
             "hang" => Reply::Hang,
+            "What are your business hours?" => Reply::sse_every(
+                &openai_chat_stream_with_usage(&["We are open ", "Monday to Friday."], 9, 6),
+                4,
+                ms,
+            ),
+            // The second turn carries the first one and the assistant's answer to it.
+            "Do you offer weekend support?" => {
+                let m = &body["messages"];
+                let text = if m.as_array().map(Vec::len) == Some(3)
+                    && m[1]["role"] == "assistant"
+                    && m[1]["content"] == "We are open Monday to Friday."
+                {
+                    "No weekend support, sorry."
+                } else {
+                    "the conversation was lost"
+                };
+                Reply::sse(&openai_chat_stream_with_usage(&[text], 20, 5))
+            }
             other => Reply::json(200, &whole(&format!("unexpected prompt {other:?}"))),
         }
     })
@@ -313,4 +331,144 @@ fn live_runs_refuse_what_they_cannot_do() {
     );
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("needs --model"), "{out}");
+}
+
+const SCENARIO: &str = r#"apiVersion: promptkit.altairalabs.ai/v1alpha1
+kind: Scenario
+metadata:
+  name: support-hours
+  labels: {category: support}
+spec:
+  task_type: support
+  description: "Business hours, then a codename the pack blocks"
+  streaming: true
+  turns:
+    - role: user
+      content: "What are your business hours?"
+      assertions:
+        - type: content_includes
+          params: {patterns: ["Monday"], message: "Should mention business days"}
+        - type: banned_words
+          params: {words: ["Sunday"]}
+        - type: guardrail_triggered
+          params: {guardrail: codenames, should_trigger: false}
+    - role: user
+      content: "Do you offer weekend support?"
+      assertions:
+        - type: content_includes
+          params: {patterns: ["Saturday"], message: "Should mention weekend availability"}
+        - type: content_includes
+          params: {patterns: ["weekend"]}
+    - role: user
+      content: "Give me the codename"
+      assertions:
+        - type: guardrail_triggered
+          params: {guardrail: codenames, should_trigger: true}
+    - role: user
+      content: "And after that?"
+      assertions:
+        - type: min_length
+          params: {min: 1}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_runs_turn_by_turn_with_its_assertions() {
+    let (mock, _) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "live.yaml", &mock.base_url(), "");
+    let scenario = dir.path().join("support.yaml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let report = dir.path().join("report.json");
+    let junit = dir.path().join("report.xml");
+    let args: Vec<String> = [
+        "--config",
+        &config,
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--model",
+        "gpt-4o-mini",
+        "--retry-base-delay",
+        "0.05",
+        "--json",
+        report.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--fail-under",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&refs, &[])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("assert:content_includes"), "{out}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let turn = |n: usize| case_of(&r, &format!("support-hours#turn{n}")).clone();
+    let passed = |t: &Value| -> Vec<bool> {
+        t["live"]["assertions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["passed"].as_bool().unwrap())
+            .collect()
+    };
+    let t1 = turn(1);
+    assert_eq!(t1["output"], "We are open Monday to Friday.", "{t1}");
+    assert_eq!(passed(&t1), [true, true, true], "{t1}");
+    assert_eq!(t1["live"]["streamed"], true);
+    // The second turn saw the first and its answer (else the mock says so).
+    let t2 = turn(2);
+    assert_eq!(t2["output"], "No weekend support, sorry.", "{t2}");
+    assert_eq!(passed(&t2), [false, true], "{t2}");
+    assert_eq!(
+        t2["live"]["assertions"][0]["message"],
+        "Should mention weekend availability"
+    );
+    let t3 = turn(3);
+    assert_eq!(t3["live"]["blocked"], true, "{t3}");
+    assert_eq!(passed(&t3), [true], "{t3}");
+    // After a blocked turn the conversation stops: the rest is reported as not run.
+    let t4 = turn(4);
+    assert_eq!(passed(&t4), [false], "{t4}");
+    assert!(
+        t4["pack"]["reason"].as_str().unwrap().contains("not run"),
+        "{t4}"
+    );
+    assert!(mock
+        .requests()
+        .iter()
+        .all(|q| !q.body_str().contains("And after that?")));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("Should mention weekend availability"), "{xml}");
+
+    // What guardwire cannot run is refused before anything is sent, naming file and key.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        SCENARIO.replace(
+            "  streaming: true\n",
+            "  streaming: true\n  tool_policy: {tool_choice: none}\n",
+        ),
+    )
+    .unwrap();
+    let before = mock.request_count();
+    let (code, out) = eval(
+        &[
+            "--config",
+            &config,
+            "--scenario",
+            bad.to_str().unwrap(),
+            "--model",
+            "m",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("bad.yaml: spec.tool_policy"), "{out}");
+    assert_eq!(mock.request_count(), before);
 }

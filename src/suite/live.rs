@@ -20,6 +20,7 @@ use super::metrics::Scorer;
 use super::observed::{GuardVerdict, Observed};
 use super::record;
 use crate::config::Config;
+use crate::judge::Answer;
 use crate::protocol::{self, Protocol};
 use crate::proxy::Runtime;
 use crate::server::RunningServer;
@@ -220,6 +221,11 @@ impl Harness {
         &self.shared.runtime
     }
 
+    /// One exchange, now (a scenario's turns go one after the other).
+    pub fn send(&self, p: &Prepared, opts: &LiveOptions) -> (Observed, Answer) {
+        self.tokio.block_on(exchange(&self.shared, p, opts))
+    }
+
     /// Stops the server (open exchanges get a second).
     pub fn stop(mut self) {
         if let Some(server) = self.server.take() {
@@ -346,15 +352,16 @@ pub fn prepare_body(
     })
 }
 
-/// One exchange, with retries, within the timeout: what was observed and the answer's text.
-async fn exchange(shared: &Shared, p: &Prepared, opts: &LiveOptions) -> (Observed, String) {
+/// One exchange, with retries, within the timeout: what was observed and the answer (its
+/// text, its tool calls with their arguments).
+async fn exchange(shared: &Shared, p: &Prepared, opts: &LiveOptions) -> (Observed, Answer) {
     let started = Instant::now();
     let mut obs = Observed {
         streamed: p.streamed,
         ..Observed::default()
     };
-    let mut text = String::new();
-    let run = attempts(shared, p, opts, &mut obs, &mut text);
+    let mut answer = Answer::default();
+    let run = attempts(shared, p, opts, &mut obs, &mut answer);
     if tokio::time::timeout(opts.timeout, run).await.is_err() {
         obs.error = Some(format!(
             "timed out after {} ms (--timeout, retries included)",
@@ -363,7 +370,7 @@ async fn exchange(shared: &Shared, p: &Prepared, opts: &LiveOptions) -> (Observe
         obs.status = None;
     }
     obs.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-    (obs, text)
+    (obs, answer)
 }
 
 async fn attempts(
@@ -371,7 +378,7 @@ async fn attempts(
     p: &Prepared,
     opts: &LiveOptions,
     obs: &mut Observed,
-    text: &mut String,
+    answer: &mut Answer,
 ) {
     let limits = &shared.runtime.config.limits;
     // What guardwire may send back: the answer, and its own framing around it.
@@ -400,8 +407,9 @@ async fn attempts(
             send::Reply::Answer { status, sse, body } => {
                 obs.status = Some(status);
                 let read = send::read(p.protocol, status, sse, &body, limits.max_frame_bytes);
-                *text = read.text;
-                obs.tool_calls = read.tool_calls;
+                answer.text = read.text;
+                obs.tool_calls = read.tool_calls.iter().map(|c| c.1.clone()).collect();
+                answer.tool_calls = read.tool_calls.into_iter().map(|c| (c.1, c.2)).collect();
                 obs.input_tokens = read.input_tokens;
                 obs.output_tokens = read.output_tokens;
                 obs.error = read.error;
@@ -423,7 +431,7 @@ pub fn run_cases(
 ) -> Vec<CaseResult> {
     let prepared: Vec<Result<Prepared, String>> =
         all.iter().map(|c| prepare(h.runtime(), c, opts)).collect();
-    let observed: Vec<Option<(Observed, String)>> = h.tokio.block_on(async {
+    let observed: Vec<Option<(Observed, Answer)>> = h.tokio.block_on(async {
         let limit = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
         let mut tasks = tokio::task::JoinSet::new();
         for (i, p) in prepared.iter().enumerate() {
@@ -439,7 +447,7 @@ pub fn run_cases(
                 (i, exchange(&shared, &p, &opts).await)
             });
         }
-        let mut out: Vec<Option<(Observed, String)>> = vec![None; prepared.len()];
+        let mut out: Vec<Option<(Observed, Answer)>> = vec![None; prepared.len()];
         while let Some(done) = tasks.join_next().await {
             if let Ok((i, r)) = done {
                 out[i] = Some(r);
@@ -451,13 +459,13 @@ pub fn run_cases(
         .zip(prepared)
         .zip(observed)
         .map(|((case, p), o)| {
-            let (obs, text) = match (p, o) {
+            let (obs, answer) = match (p, o) {
                 (Err(e), _) => (
                     Observed {
                         error: Some(e),
                         ..Observed::default()
                     },
-                    String::new(),
+                    Answer::default(),
                 ),
                 (Ok(_), Some(r)) => r,
                 (Ok(_), None) => (
@@ -465,10 +473,10 @@ pub fn run_cases(
                         error: Some("the case's task ended without a result".into()),
                         ..Observed::default()
                     },
-                    String::new(),
+                    Answer::default(),
                 ),
             };
-            result(case, obs, text, scorer)
+            result(case, obs, answer.text, scorer)
         })
         .collect()
 }

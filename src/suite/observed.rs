@@ -39,6 +39,18 @@ pub struct Observed {
     /// Why the case has no complete answer besides a block (upstream error, timeout, a stream
     /// cut short), after the retries.
     pub error: Option<String>,
+    /// A scenario turn's assertions, in the file's order.
+    pub assertions: Vec<AssertionResult>,
+}
+
+/// One assertion of a scenario turn.
+#[derive(Debug, Clone)]
+pub struct AssertionResult {
+    /// The type as written (`content_includes`).
+    pub check: String,
+    pub passed: bool,
+    /// The assertion's `message` (what it expects), and for a failure why.
+    pub message: Option<String>,
 }
 
 impl Observed {
@@ -65,6 +77,7 @@ impl Observed {
             "verdicts": verdicts,
             "blocked": self.blocked().is_some(),
             "error": self.error,
+            "assertions": self.assertions.iter().map(|a| json!({"type": a.check, "passed": a.passed, "message": a.message})).collect::<Vec<_>>(),
         })
     }
 }

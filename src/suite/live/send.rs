@@ -96,7 +96,8 @@ async fn try_send(
 pub(super) struct Read {
     /// The text of choice 0 (content channel), assembled.
     pub text: String,
-    pub tool_calls: Vec<String>,
+    /// The tool calls of choice 0: (index, name, arguments as JSON text).
+    pub tool_calls: Vec<(u32, String, String)>,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     /// Why the answer is not a complete one (an error status, an error event, a stream cut
@@ -113,8 +114,22 @@ impl Read {
                 text,
             } => self.text.push_str(text),
             Delta::ToolCallStart {
-                choice: 0, name, ..
-            } => self.tool_calls.push(name.to_string()),
+                choice: 0,
+                index,
+                name,
+                ..
+            } => self
+                .tool_calls
+                .push((*index, name.to_string(), String::new())),
+            Delta::Text {
+                choice: 0,
+                channel: Channel::ToolArgs(n),
+                text,
+            } => {
+                if let Some(call) = self.tool_calls.iter_mut().rev().find(|c| c.0 == *n) {
+                    call.2.push_str(text);
+                }
+            }
             Delta::Usage {
                 input_tokens,
                 output_tokens,

@@ -36,7 +36,27 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
             mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
         });
     }
+    // A scenario's assertions: a row per type, in the order first met.
+    for a in results.iter().flat_map(assertions) {
+        let name = format!("assert:{}", a.check);
+        match rows.iter_mut().find(|r| r.name == name) {
+            Some(row) => {
+                row.scored += 1;
+                row.passed += u64::from(a.passed);
+            }
+            None => rows.push(Row {
+                name,
+                scored: 1,
+                passed: u64::from(a.passed),
+                mean: None,
+            }),
+        }
+    }
     rows
+}
+
+fn assertions(r: &CaseResult) -> &[crate::suite::observed::AssertionResult] {
+    r.observed.as_ref().map_or(&[], |o| &o.assertions[..])
 }
 
 /// `--fail-under` on every assertion's pass rate.
@@ -90,13 +110,26 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
     }
     let failed: Vec<&CaseResult> = results
         .iter()
-        .filter(|r| r.pack.is_some() || r.scores.iter().any(|s| !s.passed))
+        .filter(|r| {
+            r.pack.is_some()
+                || r.scores.iter().any(|s| !s.passed)
+                || assertions(r).iter().any(|a| !a.passed)
+        })
         .collect();
     if !failed.is_empty() {
         let _ = writeln!(o, "\nfailed cases ({}):", failed.len());
         for r in failed.iter().take(20) {
             if let Some(why) = &r.pack {
                 let _ = writeln!(o, "  {}: pack: {}", clean(&r.id), clean_to(why, 300));
+            }
+            for a in assertions(r).iter().filter(|a| !a.passed) {
+                let _ = writeln!(
+                    o,
+                    "  {}: assert:{}: {}",
+                    clean(&r.id),
+                    clean(&a.check),
+                    clean_to(a.message.as_deref().unwrap_or("failed"), 300)
+                );
             }
             for s in &r.scores {
                 if !s.passed {
@@ -164,6 +197,13 @@ pub fn junit(file: &Path, results: &[CaseResult], th: &[Threshold]) -> String {
     let mut cases: Vec<(String, String, Option<String>)> = Vec::new();
     for r in results {
         cases.push((r.id.clone(), "pack".into(), r.pack.clone()));
+        for (i, a) in assertions(r).iter().enumerate() {
+            cases.push((
+                r.id.clone(),
+                format!("assertions[{i}] {}", a.check),
+                (!a.passed).then(|| a.message.clone().unwrap_or_else(|| "failed".into())),
+            ));
+        }
         for s in &r.scores {
             cases.push((
                 r.id.clone(),
