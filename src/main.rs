@@ -167,7 +167,7 @@ fn eval(a: EvalArgs) -> ExitCode {
         jobs: a.jobs,
         max_line_bytes: a.max_line_bytes,
         examples: a.examples,
-        live: (a.live || !a.scenarios.is_empty()).then(|| guardwire::suite::live::LiveOptions {
+        live: (a.live || !a.scenarios.is_empty()).then_some(guardwire::suite::live::LiveOptions {
             concurrency: a.concurrency,
             timeout,
             retry: guardwire::suite::live::RetryConfig {

@@ -84,10 +84,16 @@ pub fn thresholds(rows: &[Row], fail_under: Option<f64>) -> Vec<Threshold> {
 pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{} cases from {}", results.len(), file.display());
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(12);
     let _ = writeln!(
         o,
-        "\n{:<12} {:>7} {:>7} {:>9} {:>8}  threshold",
-        "assertion", "passed", "failed", "pass rate", "mean"
+        "\n{:<w$} {:>7} {:>7} {:>9} {:>8}  threshold",
+        "assertion",
+        "passed",
+        "failed",
+        "pass rate",
+        "mean",
+        w = width
     );
     for r in rows {
         let t = th
@@ -95,7 +101,7 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
             .find(|t| t.name == format!("{}.pass_rate", r.name));
         let _ = writeln!(
             o,
-            "{:<12} {:>7} {:>7} {:>9} {:>8}  {}",
+            "{:<w$} {:>7} {:>7} {:>9} {:>8}  {}",
             r.name,
             r.passed,
             r.scored - r.passed,
@@ -105,7 +111,8 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
                 "{} (at least {})",
                 if t.passed { "passed" } else { "FAILED" },
                 t.min
-            ))
+            )),
+            w = width
         );
     }
     let failed: Vec<&CaseResult> = results
