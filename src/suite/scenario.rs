@@ -405,7 +405,7 @@ mod tests {
         assert!(e.contains("spec.turns[0].assertions[0]"), "{e}");
         let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: contains, params: {patternz: [x]}}]\n");
         assert!(
-            e.contains("spec.turns[0].assertions[0]") && e.contains("patternz"),
+            e.contains("spec.turns[0].assertions[0]") && e.contains("param 'patterns'"),
             "{e}"
         );
         let e = parse("s.yaml", "kind: Arena\nspec: {}\n").err().unwrap();
