@@ -76,6 +76,13 @@ impl Audit {
         })
     }
 
+    /// Lines go to `sink` (`guardwire eval`'s live runs read each exchange's verdicts back).
+    pub fn to_writer(sink: Box<dyn Write + Send>) -> Audit {
+        Audit {
+            sink: Some(Mutex::new(sink)),
+        }
+    }
+
     pub fn enabled(&self) -> bool {
         self.sink.is_some()
     }

@@ -93,6 +93,38 @@ struct EvalArgs {
     /// Example ids kept per count in the reports.
     #[arg(long, value_name = "N", default_value_t = 5)]
     examples: usize,
+    /// Send each case to its route's configured upstream through guardwire (started in
+    /// process), instead of checking a recorded answer.
+    #[arg(long)]
+    live: bool,
+    /// Live runs: cases in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    concurrency: usize,
+    /// Live runs: the longest a case may take, retries and their waits included (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    timeout: f64,
+    /// Live runs: retries after a 429, a 5xx or a connection error (HoloDeck's max_retries).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    max_retries: u32,
+    /// Live runs: the wait before the first retry (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    retry_base_delay: f64,
+    /// Live runs: the longest wait between retries (seconds).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    retry_max_delay: f64,
+    /// Live runs: each retry waits this many times longer than the one before.
+    #[arg(long, value_name = "X", default_value_t = 2.0)]
+    retry_exponential_base: f64,
+    /// Live runs: ask every case for a streamed answer.
+    #[arg(long)]
+    stream: bool,
+    /// Live runs: the model of cases given as `input`, and of scenarios' turns.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// A PromptKit scenario file (YAML, `kind: Scenario`) to run live, turn by turn, with its
+    /// assertions (repeatable).
+    #[arg(long = "scenario", value_name = "FILE.yaml")]
+    scenarios: Vec<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -105,6 +137,16 @@ fn main() -> ExitCode {
 }
 
 fn eval(a: EvalArgs) -> ExitCode {
+    let Some(timeout) = std::time::Duration::try_from_secs_f64(a.timeout)
+        .ok()
+        .filter(|d| !d.is_zero())
+    else {
+        eprintln!(
+            "error: --timeout {}: a positive number of seconds",
+            a.timeout
+        );
+        return ExitCode::from(2);
+    };
     let opts = guardwire::suite::EvalOptions {
         config: a.config,
         replay: a.replay,
@@ -125,6 +167,19 @@ fn eval(a: EvalArgs) -> ExitCode {
         jobs: a.jobs,
         max_line_bytes: a.max_line_bytes,
         examples: a.examples,
+        live: (a.live || !a.scenarios.is_empty()).then_some(guardwire::suite::live::LiveOptions {
+            concurrency: a.concurrency,
+            timeout,
+            retry: guardwire::suite::live::RetryConfig {
+                max_retries: a.max_retries,
+                base_delay: a.retry_base_delay,
+                max_delay: a.retry_max_delay,
+                exponential_base: a.retry_exponential_base,
+            },
+            stream: a.stream,
+            model: a.model,
+        }),
+        scenarios: a.scenarios,
     };
     match guardwire::suite::run(&opts) {
         Ok(guardwire::suite::Verdict::Passed) => ExitCode::SUCCESS,

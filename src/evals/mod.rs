@@ -14,6 +14,8 @@
 
 mod run;
 
+pub use run::check_turn;
+
 use crate::audit::Audit;
 use crate::budget::{Budget, Held};
 use crate::config::{EvalsConfig, Price};

@@ -124,12 +124,33 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
 /// Runs a deterministic check's one-validator policy over the recorded turn, as a whole
 /// answer goes through BeforeCall, OnChunk and AfterCall: true when it passes.
 fn replay(policy: &Arc<Policy>, turn: &Turn) -> bool {
-    let mut guard = policy.exchange_guard(policy.tool_history(&turn.conversation), turn.price);
+    check_turn(
+        policy,
+        &turn.conversation,
+        turn.answer.as_ref(),
+        turn.usage,
+        turn.price,
+        turn.elapsed_ms,
+    )
+}
+
+/// A deterministic check's one-validator policy over one turn (the request's conversation,
+/// the answer, its usage, price and time): true when it passes. The evals' path, also taken by
+/// `guardwire eval`'s scenario assertions.
+pub fn check_turn(
+    policy: &Arc<Policy>,
+    conversation: &crate::delta::Conversation,
+    answer: Option<&crate::judge::Answer>,
+    usage: (Option<u64>, Option<u64>),
+    price: Option<crate::config::Price>,
+    elapsed_ms: u64,
+) -> bool {
+    let mut guard = policy.exchange_guard(policy.tool_history(conversation), price);
     guard.answer(false);
-    if guard.before_call(&turn.conversation).is_err() {
+    if guard.before_call(conversation).is_err() {
         return false;
     }
-    let Some(answer) = &turn.answer else {
+    let Some(answer) = answer else {
         return true;
     };
     let mut deltas = vec![Delta::Text {
@@ -151,8 +172,8 @@ fn replay(policy: &Arc<Policy>, turn: &Turn) -> bool {
         });
     }
     deltas.push(Delta::Usage {
-        input_tokens: turn.usage.0,
-        output_tokens: turn.usage.1,
+        input_tokens: usage.0,
+        output_tokens: usage.1,
     });
     deltas.push(Delta::Finish {
         choice: 0,
@@ -164,7 +185,7 @@ fn replay(policy: &Arc<Policy>, turn: &Turn) -> bool {
     });
     deltas.iter().all(|d| guard.on_chunk(d).is_ok())
         && guard.after_call().is_ok()
-        && guard.check_latency(turn.elapsed_ms).is_ok()
+        && guard.check_latency(elapsed_ms).is_ok()
 }
 
 fn record(turn: &Turn, metrics: &Metrics, eval: &Eval, scored: Scored) {

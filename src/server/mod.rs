@@ -66,8 +66,17 @@ pub async fn start_from(
     config: Config,
     config_path: Option<PathBuf>,
 ) -> Result<RunningServer, StartError> {
-    let poll = Duration::from_millis(config.reload.poll_ms);
     let runtime = Runtime::build(config)?;
+    start_runtime(runtime, config_path).await
+}
+
+/// Like [`start_from`], on a runtime already built (`guardwire eval`'s live runs put an audit
+/// sink of their own in it).
+pub async fn start_runtime(
+    runtime: Runtime,
+    config_path: Option<PathBuf>,
+) -> Result<RunningServer, StartError> {
+    let poll = Duration::from_millis(runtime.config.reload.poll_ms);
     let listen = runtime.config.listen;
     let gateway = Arc::new(Gateway::new(runtime, config_path).map_err(StartError::Upstream)?);
     let listener = TcpListener::bind(listen)

@@ -49,6 +49,9 @@ struct Line {
     response: Option<Box<serde_json::value::RawValue>>,
     #[serde(default)]
     response_sse: Option<String>,
+    /// Live runs: ask for a streamed answer (`"stream": true` in the request).
+    #[serde(default)]
+    stream: Option<bool>,
 }
 
 /// One case, read and checked.
@@ -61,8 +64,10 @@ pub struct Case {
     pub output: Option<String>,
     /// The input as the reports show it: the text, or the messages or request as JSON.
     pub input: String,
-    /// The exchange as a replay line (what the packs check).
-    exchange: Vec<u8>,
+    /// A recorded answer came with the case (`actual_output`, `response`, `response_sse`).
+    pub(super) answered: bool,
+    /// The exchange as a replay line (what the packs check; what a live run sends).
+    pub(super) exchange: Vec<u8>,
 }
 
 /// How one case came out.
@@ -77,6 +82,8 @@ pub struct CaseResult {
     pub pack: Option<String>,
     /// One per metric asked for, in the order asked.
     pub scores: Vec<MetricResult>,
+    /// What a live run observed (`None` for a case checked offline).
+    pub observed: Option<super::observed::Observed>,
 }
 
 /// One metric on one case.
@@ -96,6 +103,12 @@ pub struct MetricResult {
 /// Reads every case of `text` (a JSONL file's contents) and checks that each has what every
 /// metric needs. `Err`: every problem found, by line and case.
 pub fn read_all(text: &str, metrics: &[Metric]) -> Result<Vec<Case>, Vec<String>> {
+    read_all_for(text, metrics, false)
+}
+
+/// Like [`read_all`]; `live`: the answers come from the run (a case needs no `actual_output`,
+/// and may not bring one).
+pub fn read_all_for(text: &str, metrics: &[Metric], live: bool) -> Result<Vec<Case>, Vec<String>> {
     let mut cases = Vec::new();
     let mut errors = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -105,6 +118,12 @@ pub fn read_all(text: &str, metrics: &[Metric]) -> Result<Vec<Case>, Vec<String>
         }
         match read_case(raw, n) {
             Ok(case) => {
+                if live && (case.output.is_some() || case.answered) {
+                    errors.push(format!(
+                        "line {n}: case {:?}: a live run asks the upstream: actual_output, response and response_sse are for --cases without --live",
+                        case.id
+                    ));
+                }
                 for m in metrics {
                     for need in m.needs() {
                         let has = match need {
@@ -120,7 +139,7 @@ pub fn read_all(text: &str, metrics: &[Metric]) -> Result<Vec<Case>, Vec<String>
                             ));
                         }
                     }
-                    if case.output.is_none() {
+                    if case.output.is_none() && !live {
                         errors.push(format!(
                             "line {n}: case {:?}: metric {} needs actual_output, which the case lacks",
                             case.id,
@@ -180,6 +199,10 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
         }
         (None, Some(raw)) => serde_json::from_str(raw.get()).map_err(|e| e.to_string())?,
     };
+    let mut request = request;
+    if let (Some(stream), Some(body)) = (l.stream, request.as_object_mut()) {
+        body.insert("stream".into(), json!(stream));
+    }
     exchange.insert("request".into(), request);
     let answers = [
         l.actual_output.is_some(),
@@ -191,6 +214,7 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
             "case {id:?}: one of actual_output, response, response_sse"
         ));
     }
+    let answered = answers.iter().any(|a| *a);
     if let Some(text) = &l.actual_output {
         exchange.insert(
             "response".into(),
@@ -213,6 +237,7 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
         context: l.context,
         output: l.actual_output,
         input: shown,
+        answered,
         exchange: Value::Object(exchange).to_string().into_bytes(),
     })
 }
@@ -237,9 +262,24 @@ pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Score
             }
         })
         .unwrap_or_else(Some);
-    let refs: Vec<&str> = case.expected.as_deref().into_iter().collect();
     let output = case.output.as_deref().unwrap_or_default();
-    let scores = scorer
+    let scores = score(scorer, output, case.expected.as_deref());
+    CaseResult {
+        id: case.id.clone(),
+        tags: case.tags.clone(),
+        input: case.input.clone(),
+        output: case.output.clone(),
+        expected: case.expected.clone(),
+        pack,
+        scores,
+        observed: None,
+    }
+}
+
+/// Every metric asked for on one answer (`expected`: the case's expected output).
+pub fn score(scorer: &Scorer, output: &str, expected: Option<&str>) -> Vec<MetricResult> {
+    let refs: Vec<&str> = expected.into_iter().collect();
+    scorer
         .asked
         .iter()
         .map(|a| {
@@ -279,16 +319,7 @@ pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Score
                 },
             }
         })
-        .collect();
-    CaseResult {
-        id: case.id.clone(),
-        tags: case.tags.clone(),
-        input: case.input.clone(),
-        output: case.output.clone(),
-        expected: case.expected.clone(),
-        pack,
-        scores,
-    }
+        .collect()
 }
 
 #[cfg(test)]

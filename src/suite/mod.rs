@@ -12,11 +12,14 @@
 //! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
 
 pub mod cases;
+pub mod live;
 pub mod metrics;
+pub mod observed;
 pub mod pool;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod scenario;
 pub mod tally;
 
 use crate::config::Config;
@@ -50,6 +53,10 @@ pub struct EvalOptions {
     pub max_line_bytes: usize,
     /// Example ids kept per count.
     pub examples: usize,
+    /// `--live`: the cases are sent to the config's upstreams through guardwire.
+    pub live: Option<live::LiveOptions>,
+    /// `--scenario`: PromptKit scenario files, run live turn by turn.
+    pub scenarios: Vec<PathBuf>,
 }
 
 /// Why a run could not be done (exit status 2), as opposed to a threshold that failed (1).
@@ -77,6 +84,9 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
             )));
         }
     }
+    if !opts.scenarios.is_empty() {
+        return run_scenarios(opts);
+    }
     let file = match (&opts.replay, &opts.cases) {
         (Some(file), None) => file,
         (None, Some(file)) => {
@@ -88,11 +98,17 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
         (Some(_), Some(_)) => return Err(EvalError::Setup("--replay or --cases, not both".into())),
         (None, None) => {
             return Err(EvalError::Setup(
-                "nothing to evaluate: give --replay FILE.jsonl or --cases FILE.jsonl (live runs are not available in this build)"
+                "nothing to evaluate: give --replay FILE.jsonl or --cases FILE.jsonl (with --live to ask the upstream)"
                     .into(),
             ))
         }
     };
+    if opts.live.is_some() {
+        return Err(EvalError::Setup(
+            "--live: a replay checks recorded answers; live runs are of --cases (or --scenario)"
+                .into(),
+        ));
+    }
     if opts.html.is_some() {
         return Err(EvalError::Setup(
             "--html: the HTML report is of a cases run (--cases); a replay writes --json and --junit"
@@ -166,33 +182,103 @@ fn run_cases(
         )));
     }
     let text = std::fs::read_to_string(file).map_err(io)?;
-    let all = cases::read_all(&text, &metrics).map_err(|errors| {
+    let all = cases::read_all_for(&text, &metrics, opts.live.is_some()).map_err(|errors| {
         EvalError::Setup(format!("{}:\n  {}", file.display(), errors.join("\n  ")))
     })?;
-    let runtime = runtime(opts)?;
-    let results: Vec<cases::CaseResult> = all
-        .iter()
-        .map(|c| cases::run(&runtime, opts.route.as_deref(), c, scorer))
-        .collect();
-    let rows = report::cases::rows(&results, &metrics);
+    let results: Vec<cases::CaseResult> = match &opts.live {
+        Some(live) => {
+            if opts.route.is_some() {
+                return Err(EvalError::Setup(
+                    "--route: a live run sends each case to its own route (the case's `route`)"
+                        .into(),
+                ));
+            }
+            live.retry.check().map_err(EvalError::Setup)?;
+            let harness = live::Harness::start(&opts.config).map_err(EvalError::Setup)?;
+            let results = live::run_cases(&harness, &all, live, scorer);
+            harness.stop();
+            results
+        }
+        None => {
+            let runtime = runtime(opts)?;
+            all.iter()
+                .map(|c| cases::run(&runtime, opts.route.as_deref(), c, scorer))
+                .collect()
+        }
+    };
+    report_cases(opts, file, &results, &metrics)
+}
+
+/// `--scenario`: every file read and its assertions compiled before any turn is sent.
+fn run_scenarios(opts: &EvalOptions) -> Result<Verdict, EvalError> {
+    if opts.replay.is_some() || opts.cases.is_some() {
+        return Err(EvalError::Setup(
+            "--scenario runs on its own: not with --replay or --cases".into(),
+        ));
+    }
+    if !opts.metrics.is_empty() {
+        return Err(EvalError::Setup(
+            "--metric: a scenario's turns are checked by their own assertions".into(),
+        ));
+    }
+    let Some(live) = &opts.live else {
+        return Err(EvalError::Setup(
+            "--scenario: a live run's options are missing".into(),
+        ));
+    };
+    live.retry.check().map_err(EvalError::Setup)?;
+    if live.model.is_none() {
+        return Err(EvalError::Setup(
+            "--scenario: give --model, the model every turn asks for".into(),
+        ));
+    }
+    let mut scenarios = Vec::new();
+    let mut errors = Vec::new();
+    for path in &opts.scenarios {
+        match scenario::load(path) {
+            Ok(s) => scenarios.push(s),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(EvalError::Setup(errors.join("\n")));
+    }
+    let harness = live::Harness::start(&opts.config).map_err(EvalError::Setup)?;
+    let results = scenario::run(&harness, &scenarios, opts.route.as_deref(), live);
+    harness.stop();
+    let label = match &opts.scenarios[..] {
+        [one] => one.clone(),
+        _ => PathBuf::from(format!("{} scenario files", opts.scenarios.len())),
+    };
+    report_cases(opts, &label, &results, &[])
+}
+
+/// The reports of a cases or scenario run, and its verdict.
+fn report_cases(
+    opts: &EvalOptions,
+    file: &std::path::Path,
+    results: &[cases::CaseResult],
+    metrics: &[metrics::Metric],
+) -> Result<Verdict, EvalError> {
+    let rows = report::cases::rows(results, metrics);
     let thresholds = report::cases::thresholds(&rows, opts.fail_under);
     print!(
         "{}",
-        report::cases::terminal(file, &results, &rows, &thresholds)
+        report::cases::terminal(file, results, &rows, &thresholds)
     );
     if let Some(path) = &opts.json {
         report::write_file(
             path,
-            &report::cases::json(file, &results, &rows, &thresholds),
+            &report::cases::json(file, results, &rows, &thresholds),
         )?;
     }
     if let Some(path) = &opts.junit {
-        report::write_file(path, &report::cases::junit(file, &results, &thresholds))?;
+        report::write_file(path, &report::cases::junit(file, results, &thresholds))?;
     }
     if let Some(path) = &opts.html {
         report::write_file(
             path,
-            &report::html::render(file, &results, &rows, &thresholds),
+            &report::html::render(file, results, &rows, &thresholds),
         )?;
     }
     Ok(if thresholds.iter().any(|t| !t.passed) {

@@ -75,7 +75,7 @@ pub struct Outcome {
 
 /// The route an exchange is checked under: `forced` (`--route`), else the line's, else the
 /// first route of the line's protocol (OpenAI chat when it names none).
-fn route<'r>(
+pub(super) fn route<'r>(
     rt: &'r Runtime,
     forced: Option<&str>,
     ex: &Exchange<'_>,

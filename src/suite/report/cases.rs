@@ -36,7 +36,27 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
             mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
         });
     }
+    // A scenario's assertions: a row per type, in the order first met.
+    for a in results.iter().flat_map(assertions) {
+        let name = format!("assert:{}", a.check);
+        match rows.iter_mut().find(|r| r.name == name) {
+            Some(row) => {
+                row.scored += 1;
+                row.passed += u64::from(a.passed);
+            }
+            None => rows.push(Row {
+                name,
+                scored: 1,
+                passed: u64::from(a.passed),
+                mean: None,
+            }),
+        }
+    }
     rows
+}
+
+fn assertions(r: &CaseResult) -> &[crate::suite::observed::AssertionResult] {
+    r.observed.as_ref().map_or(&[], |o| &o.assertions[..])
 }
 
 /// `--fail-under` on every assertion's pass rate.
@@ -64,10 +84,16 @@ pub fn thresholds(rows: &[Row], fail_under: Option<f64>) -> Vec<Threshold> {
 pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{} cases from {}", results.len(), file.display());
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(12);
     let _ = writeln!(
         o,
-        "\n{:<12} {:>7} {:>7} {:>9} {:>8}  threshold",
-        "assertion", "passed", "failed", "pass rate", "mean"
+        "\n{:<w$} {:>7} {:>7} {:>9} {:>8}  threshold",
+        "assertion",
+        "passed",
+        "failed",
+        "pass rate",
+        "mean",
+        w = width
     );
     for r in rows {
         let t = th
@@ -75,7 +101,7 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
             .find(|t| t.name == format!("{}.pass_rate", r.name));
         let _ = writeln!(
             o,
-            "{:<12} {:>7} {:>7} {:>9} {:>8}  {}",
+            "{:<w$} {:>7} {:>7} {:>9} {:>8}  {}",
             r.name,
             r.passed,
             r.scored - r.passed,
@@ -85,18 +111,32 @@ pub fn terminal(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Thresho
                 "{} (at least {})",
                 if t.passed { "passed" } else { "FAILED" },
                 t.min
-            ))
+            )),
+            w = width
         );
     }
     let failed: Vec<&CaseResult> = results
         .iter()
-        .filter(|r| r.pack.is_some() || r.scores.iter().any(|s| !s.passed))
+        .filter(|r| {
+            r.pack.is_some()
+                || r.scores.iter().any(|s| !s.passed)
+                || assertions(r).iter().any(|a| !a.passed)
+        })
         .collect();
     if !failed.is_empty() {
         let _ = writeln!(o, "\nfailed cases ({}):", failed.len());
         for r in failed.iter().take(20) {
             if let Some(why) = &r.pack {
                 let _ = writeln!(o, "  {}: pack: {}", clean(&r.id), clean_to(why, 300));
+            }
+            for a in assertions(r).iter().filter(|a| !a.passed) {
+                let _ = writeln!(
+                    o,
+                    "  {}: assert:{}: {}",
+                    clean(&r.id),
+                    clean(&a.check),
+                    clean_to(a.message.as_deref().unwrap_or("failed"), 300)
+                );
             }
             for s in &r.scores {
                 if !s.passed {
@@ -131,7 +171,12 @@ pub fn json(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold])
                     v
                 })
                 .collect();
-            json!({"id": r.id, "tags": r.tags, "pack": {"passed": r.pack.is_none(), "reason": r.pack}, "metrics": scores})
+            let mut case = json!({"id": r.id, "tags": r.tags, "pack": {"passed": r.pack.is_none(), "reason": r.pack}, "metrics": scores});
+            if let Some(o) = &r.observed {
+                case["output"] = json!(r.output);
+                case["live"] = o.to_json();
+            }
+            case
         })
         .collect();
     let assertions: Vec<Value> = rows
@@ -159,6 +204,13 @@ pub fn junit(file: &Path, results: &[CaseResult], th: &[Threshold]) -> String {
     let mut cases: Vec<(String, String, Option<String>)> = Vec::new();
     for r in results {
         cases.push((r.id.clone(), "pack".into(), r.pack.clone()));
+        for (i, a) in assertions(r).iter().enumerate() {
+            cases.push((
+                r.id.clone(),
+                format!("assertions[{i}] {}", a.check),
+                (!a.passed).then(|| a.message.clone().unwrap_or_else(|| "failed".into())),
+            ));
+        }
         for s in &r.scores {
             cases.push((
                 r.id.clone(),

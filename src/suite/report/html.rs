@@ -73,7 +73,10 @@ pub fn render(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold
     }
     o.push_str("</table>\n<h2>Cases</h2>\n");
     for r in results {
-        let passed = r.pack.is_none() && r.scores.iter().all(|s| s.passed);
+        let asserted = r.observed.as_ref().map_or(&[][..], |o| &o.assertions[..]);
+        let passed = r.pack.is_none()
+            && r.scores.iter().all(|s| s.passed)
+            && asserted.iter().all(|a| a.passed);
         let _ = write!(
             o,
             "<details{}><summary>{} {}</summary>\n<h3>Input</h3><pre>{}</pre>\n<h3>Output</h3><pre>{}</pre>\n<h3>Expected output</h3><pre>{}</pre>\n",
@@ -103,6 +106,15 @@ pub fn render(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold
                 s.min,
                 verdict(s.passed),
                 s.reason.as_deref().map_or(String::new(), shown)
+            );
+        }
+        for a in asserted {
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>-</td><td>-</td><td>{}</td><td>{}</td></tr>",
+                escape(&a.check),
+                verdict(a.passed),
+                a.message.as_deref().map_or(String::new(), shown)
             );
         }
         o.push_str("</table></details>\n");

@@ -1,0 +1,423 @@
+//! PromptKit scenario files (`guardwire eval --scenario FILE.yaml`): a conversation of user
+//! turns, each sent live through guardwire ([`super::live`]) with the conversation so far (every
+//! earlier turn and the assistant's answer to it), each answer checked by the turn's
+//! `assertions:`. The assertions are compiled by the pack compiler as a pack's `evals:` and run
+//! by the evals' own path ([`crate::evals::check_turn`]), so an assertion means what the same
+//! type means in a pack; `guardrail_triggered` reads the guard's verdicts on the turn.
+//!
+//! What guardwire cannot run is refused when the file is read, naming the file and the key:
+//! other kinds than `Scenario`, spec keys it does not apply (`fixtures`, `system_template`,
+//! `tool_policy`, `required_capabilities`, …), turns of other roles or with `parts`, judged
+//! assertions (`llm_judge`, `rest_eval`, …) and the catalog types it does not implement.
+
+use super::cases::CaseResult;
+use super::live::{self, Harness, LiveOptions};
+use super::observed::{AssertionResult, Observed};
+use crate::policy::evals::EvalCheck;
+use crate::policy::judged::CheckRefs;
+use crate::policy::Policy;
+use crate::protocol::{self, Protocol};
+use serde_json::{json, Map, Value};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The largest scenario file read.
+pub const MAX_SCENARIO_BYTES: u64 = 4 << 20;
+
+/// One scenario, read and its assertions compiled.
+pub struct Scenario {
+    pub file: String,
+    pub name: String,
+    pub labels: Vec<String>,
+    streaming: bool,
+    turns: Vec<Turn>,
+}
+
+struct Turn {
+    content: String,
+    /// The turn's assertions compiled as one pack's evals, in the file's order.
+    policy: Arc<Policy>,
+    /// Each assertion's type as written and `message`.
+    written: Vec<(String, Option<String>)>,
+}
+
+const TOP_KEYS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
+const SPEC_KEYS: &[&str] = &["id", "task_type", "description", "streaming", "turns"];
+const TURN_KEYS: &[&str] = &["role", "content", "assertions"];
+const ASSERTION_KEYS: &[&str] = &["type", "params", "message"];
+
+/// Reads and checks a scenario file: every key known, every assertion compiled.
+pub fn load(path: &Path) -> Result<Scenario, String> {
+    let file = path.display().to_string();
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("{file}: {e}"))?
+        .len();
+    if size > MAX_SCENARIO_BYTES {
+        return Err(format!(
+            "{file}: a scenario file is at most {MAX_SCENARIO_BYTES} bytes"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
+    parse(&file, &text)
+}
+
+fn keys(file: &str, at: &str, v: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
+    match v.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "{file}: {at}{k}: not run by guardwire eval (known here: {})",
+            known.join(", ")
+        )),
+    }
+}
+
+fn object<'a>(file: &str, at: &str, v: &'a Value) -> Result<&'a Map<String, Value>, String> {
+    v.as_object()
+        .ok_or_else(|| format!("{file}: {at}: a mapping"))
+}
+
+/// Parses a scenario's YAML text (`file` names it in errors).
+pub fn parse(file: &str, text: &str) -> Result<Scenario, String> {
+    let doc: Value =
+        serde_norway::from_str(text).map_err(|e| format!("{file}: invalid YAML: {e}"))?;
+    let top = object(file, "the scenario", &doc)?;
+    keys(file, "", top, TOP_KEYS)?;
+    match top.get("kind").and_then(Value::as_str) {
+        Some("Scenario") => {}
+        other => {
+            return Err(format!(
+                "{file}: kind: {other:?}: guardwire eval runs `kind: Scenario` files"
+            ))
+        }
+    }
+    let meta = match top.get("metadata") {
+        None => Map::new(),
+        Some(m) => object(file, "metadata", m)?.clone(),
+    };
+    let spec = object(file, "spec", top.get("spec").unwrap_or(&Value::Null))?;
+    keys(file, "spec.", spec, SPEC_KEYS)?;
+    let name = meta
+        .get("name")
+        .or_else(|| spec.get("id"))
+        .and_then(Value::as_str)
+        .unwrap_or(file)
+        .to_owned();
+    let labels = match meta.get("labels") {
+        Some(Value::Object(l)) => l
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_owned)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let streaming = match spec.get("streaming") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(format!("{file}: spec.streaming: true or false")),
+    };
+    let turns = spec
+        .get("turns")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("{file}: spec.turns: a list of user turns"))?;
+    let turns = turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| turn(file, i, t))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Scenario {
+        file: file.to_owned(),
+        name,
+        labels,
+        streaming,
+        turns,
+    })
+}
+
+fn turn(file: &str, i: usize, t: &Value) -> Result<Turn, String> {
+    let at = format!("spec.turns[{i}]");
+    let t = object(file, &at, t)?;
+    keys(file, &format!("{at}."), t, TURN_KEYS)?;
+    match t.get("role").and_then(Value::as_str) {
+        Some("user") => {}
+        other => {
+            return Err(format!(
+                "{file}: {at}.role: {other:?}: guardwire eval sends user turns (the assistant's come from the upstream)"
+            ))
+        }
+    }
+    let content = t
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{file}: {at}.content: the user's message, a text"))?
+        .to_owned();
+    let list = match t.get("assertions") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(a)) => &a[..],
+        Some(_) => return Err(format!("{file}: {at}.assertions: a list")),
+    };
+    let mut evals = Vec::new();
+    let mut written = Vec::new();
+    for (j, a) in list.iter().enumerate() {
+        let at = format!("{at}.assertions[{j}]");
+        let a = object(file, &at, a)?;
+        keys(file, &format!("{at}."), a, ASSERTION_KEYS)?;
+        let ty = a
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{file}: {at}.type: missing"))?;
+        let mut params = match a.get("params") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(_) => return Err(format!("{file}: {at}.params: a mapping")),
+        };
+        // PromptKit puts an assertion's message among its params.
+        let message = a
+            .get("message")
+            .or_else(|| params.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        params.remove("message");
+        evals.push(
+            json!({"id": format!("a{j}"), "type": ty, "trigger": "every_turn", "params": params}),
+        );
+        written.push((ty.to_owned(), message));
+    }
+    let doc = json!({"name": format!("{file} {at}"), "evals": evals});
+    let pack = crate::policy::pack::parse_pack(file, &doc, &CheckRefs::default()).map_err(|e| {
+        // The pack's `evals[j]` is this turn's `assertions[j]`.
+        let location = e
+            .location
+            .replacen("evals[", &format!("{at}.assertions["), 1);
+        format!("{file}: {location}{}", e.message)
+    })?;
+    let policy = Policy::compile_packs(vec![pack]).map_err(|e| format!("{file}: {at}: {e}"))?;
+    for (j, e) in policy.evals().iter().enumerate() {
+        if let EvalCheck::Judged(_) = e.check {
+            return Err(format!(
+                "{file}: {at}.assertions[{j}] (type: {}): judged assertions are not run by scenarios in this build",
+                written[j].0
+            ));
+        }
+    }
+    if policy.evals().len() != written.len() {
+        return Err(format!(
+            "{file}: {at}.assertions: `enabled: false` is not an assertion's key"
+        ));
+    }
+    Ok(Turn {
+        content,
+        policy: Arc::new(policy),
+        written,
+    })
+}
+
+/// The body of a turn's request for `protocol`: the conversation so far.
+fn body(
+    protocol: &dyn Protocol,
+    model: &str,
+    messages: &[Value],
+    file: &str,
+) -> Result<Value, String> {
+    match protocol.name() {
+        "openai_chat" => Ok(json!({"model": model, "messages": messages})),
+        "anthropic_messages" => {
+            Ok(json!({"model": model, "max_tokens": 1024, "messages": messages}))
+        }
+        other => Err(format!(
+            "{file}: scenarios are sent as OpenAI chat or Anthropic messages; the route's protocol is {other}"
+        )),
+    }
+}
+
+/// Runs every scenario live, turn by turn: one result per turn.
+pub fn run(
+    h: &Harness,
+    scenarios: &[Scenario],
+    route: Option<&str>,
+    opts: &LiveOptions,
+) -> Vec<CaseResult> {
+    let mut out = Vec::new();
+    for s in scenarios {
+        run_one(h, s, route, opts, &mut out);
+    }
+    out
+}
+
+fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
+    CaseResult {
+        id: format!("{}#turn{}", s.name, i + 1),
+        tags: s.labels.clone(),
+        input: t.content.clone(),
+        output: None,
+        expected: None,
+        pack: Some(why.clone()),
+        scores: Vec::new(),
+        observed: Some(Observed {
+            error: Some(why.clone()),
+            assertions: t
+                .written
+                .iter()
+                .map(|(check, _)| AssertionResult {
+                    check: check.clone(),
+                    passed: false,
+                    message: Some(why.clone()),
+                })
+                .collect(),
+            ..Observed::default()
+        }),
+    }
+}
+
+fn run_one(
+    h: &Harness,
+    s: &Scenario,
+    route: Option<&str>,
+    opts: &LiveOptions,
+    out: &mut Vec<CaseResult>,
+) {
+    let rt = h.runtime();
+    let chat = protocol::by_name("openai_chat");
+    let model = opts.model.as_deref().unwrap_or_default();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut stopped: Option<String> = None;
+    for (i, t) in s.turns.iter().enumerate() {
+        if let Some(why) = &stopped {
+            out.push(not_run(s, i, t, why.clone()));
+            continue;
+        }
+        messages.push(json!({"role": "user", "content": t.content}));
+        let route_protocol = match route {
+            Some(name) => rt
+                .routes
+                .iter()
+                .find(|r| r.name == name)
+                .map(|r| r.protocol),
+            None => chat,
+        };
+        let prepared = route_protocol
+            .ok_or_else(|| format!("no route {}", route.unwrap_or("openai_chat")))
+            .and_then(|p| body(p, model, &messages, &s.file).map(|b| (p, b)))
+            .and_then(|(p, b)| {
+                live::prepare_body(rt, route, Some(p), None, b, opts.stream || s.streaming)
+            });
+        let p = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                stopped = Some(format!("not run: {e}"));
+                out.push(not_run(s, i, t, format!("not run: {e}")));
+                continue;
+            }
+        };
+        let (mut obs, answer) = h.send(&p, opts);
+        let pack = live::pack_verdict(&obs);
+        // The conversation as the proxy reads it: the request, by its protocol's parser.
+        let conversation = p
+            .protocol
+            .parse_request(&p.body, &p.path)
+            .map(|r| r.conversation);
+        obs.assertions = t
+            .policy
+            .evals()
+            .iter()
+            .zip(&t.written)
+            .map(|(e, (check, message))| {
+                let passed = match (&e.check, &conversation) {
+                    (
+                        EvalCheck::GuardrailTriggered {
+                            guardrail,
+                            should_trigger,
+                            on_input,
+                        },
+                        _,
+                    ) => {
+                        let canonical = crate::policy::catalog::canonical(guardrail);
+                        let fired = obs.verdicts.iter().any(|v| {
+                            (v.validator == *guardrail
+                                || v.validator.split('#').next() == Some(guardrail.as_str())
+                                || canonical == Some(v.check.as_str()))
+                                && on_input.is_none_or(|i| i == (v.phase == "input"))
+                        });
+                        Ok(fired == *should_trigger)
+                    }
+                    _ if obs.error.is_some() && obs.blocked().is_none() => Err(format!(
+                        "the turn has no answer: {}",
+                        obs.error.as_deref().unwrap_or("")
+                    )),
+                    (EvalCheck::Replay(policy), Ok(conversation)) => Ok(crate::evals::check_turn(
+                        policy,
+                        conversation,
+                        Some(&answer),
+                        (obs.input_tokens, obs.output_tokens),
+                        None,
+                        obs.duration_ms as u64,
+                    )),
+                    (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
+                    (EvalCheck::Judged(_), _) => Err("judged assertions are not run".into()),
+                };
+                AssertionResult {
+                    check: check.clone(),
+                    passed: passed.as_ref().is_ok_and(|p| *p),
+                    message: match passed {
+                        Ok(true) => message.clone(),
+                        Ok(false) => Some(message.clone().unwrap_or_else(|| "failed".into())),
+                        Err(e) => Some(e),
+                    },
+                }
+            })
+            .collect();
+        if let Some(why) = &pack {
+            stopped = Some(format!("not run: turn {} was {why}", i + 1));
+        }
+        messages.push(json!({"role": "assistant", "content": answer.text}));
+        out.push(CaseResult {
+            id: format!("{}#turn{}", s.name, i + 1),
+            tags: s.labels.clone(),
+            input: t.content.clone(),
+            output: Some(answer.text),
+            expected: None,
+            pack,
+            scores: Vec::new(),
+            observed: Some(obs),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const HEAD: &str =
+        "apiVersion: promptkit.altairalabs.ai/v1alpha1\nkind: Scenario\nmetadata: {name: t}\n";
+
+    #[test]
+    fn what_cannot_run_is_refused_naming_file_and_key() {
+        let err = |spec: &str| parse("s.yaml", &format!("{HEAD}{spec}")).err().unwrap();
+        let e = err("spec:\n  fixtures: {a: 1}\n  turns: [{role: user, content: hi}]\n");
+        assert!(e.starts_with("s.yaml: spec.fixtures:"), "{e}");
+        let e = err("spec:\n  turns: [{role: assistant, content: hi}]\n");
+        assert!(e.contains("spec.turns[0].role"), "{e}");
+        let e = err("spec:\n  turns: [{role: user, parts: []}]\n");
+        assert!(e.contains("spec.turns[0].parts"), "{e}");
+        let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: llm_judge, params: {criteria: x, judge: j}}]\n");
+        assert!(e.contains("spec.turns[0].assertions[0]"), "{e}");
+        let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: image_format, params: {formats: [png]}}]\n");
+        assert!(e.contains("spec.turns[0].assertions[0]"), "{e}");
+        let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: contains, params: {patternz: [x]}}]\n");
+        assert!(
+            e.contains("spec.turns[0].assertions[0]") && e.contains("param 'patterns'"),
+            "{e}"
+        );
+        let e = parse("s.yaml", "kind: Arena\nspec: {}\n").err().unwrap();
+        assert!(e.contains("kind"), "{e}");
+        let ok = parse(
+            "s.yaml",
+            &format!("{HEAD}spec:\n  task_type: support\n  turns:\n    - role: user\n      content: hi\n      assertions:\n        - type: content_includes\n          params: {{patterns: [hello], message: greets}}\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            ok.turns[0].written[0],
+            ("content_includes".into(), Some("greets".into()))
+        );
+    }
+}
