@@ -74,6 +74,7 @@ pub static STRUCTURAL: Structural = Structural {
     nested: &[],
     text_keys: &[],
     free: &[],
+    schema: None,
 };
 
 impl Protocol for Mcp {
