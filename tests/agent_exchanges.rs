@@ -111,7 +111,8 @@ async fn mcp_and_a2a_blocks_and_evals_are_audited_with_route_and_protocol() {
     let mcp_block = block("tools");
     assert_eq!(mcp_block["protocol"], "mcp", "{mcp_block}");
     assert_eq!(mcp_block["validator"], "banned-words", "{mcp_block}");
-    assert_eq!(mcp_block["phase"], "input", "{mcp_block}");
+    // Tool-call arguments are data leaving: the `response` phase (docs/mcp.md).
+    assert_eq!(mcp_block["phase"], "response", "{mcp_block}");
     let a2a_block = block("agent");
     assert_eq!(a2a_block["protocol"], "a2a", "{a2a_block}");
     assert_eq!(a2a_block["validator"], "banned-words", "{a2a_block}");

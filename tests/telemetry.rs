@@ -385,7 +385,7 @@ async fn an_mcp_tool_call_is_an_execute_tool_span_naming_the_tool() {
     let pack = dir.path().join("pack.yaml");
     std::fs::write(&pack, PACK).unwrap();
     let config = format!(
-        "listen: \"127.0.0.1:0\"\npacks: [{:?}]\n\
+        "listen: \"127.0.0.1:0\"\npacks: [{:?}]\nlog: {{ format: json }}\n\
          telemetry: {{ otlp_endpoint: \"{}/otlp\", service_name: gw-test }}\n\
          routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"{}/mcp\"\n\
          \x20 - name: agent\n    protocol: a2a\n    path_prefix: /agent\n    strip_prefix: /agent\n    upstream: \"{}\"\n",
