@@ -269,6 +269,7 @@ pub static CARD_SCHEMA: Schema = Schema {
 };
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::protocol::residual::{residual_strings, schema_strings};
