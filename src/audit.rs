@@ -31,6 +31,8 @@ pub struct AuditEvent<'a> {
     pub ts: String,
     pub request_id: &'a str,
     pub route: &'a str,
+    /// The route's protocol (`openai_chat`, `mcp`, `a2a`…).
+    pub protocol: &'a str,
     /// The client key's id, when the route authenticates clients.
     pub key_id: Option<&'a str>,
     pub validator: &'a str,

@@ -358,3 +358,91 @@ fn telemetry_settings_are_checked_at_load() {
         assert!(text.contains(expected), "{telemetry}: {text}");
     }
 }
+
+/// An MCP `tools/call` is an `execute_tool` span naming the tool (`gen_ai.tool.name`), its
+/// name "execute_tool {tool}"; an A2A message an `invoke_agent` span (provider `a2a`).
+#[tokio::test]
+async fn an_mcp_tool_call_is_an_execute_tool_span_naming_the_tool() {
+    let upstream = MockUpstream::start(|req: &RecordedRequest| {
+        if req.path_and_query.starts_with("/mcp") {
+            Reply::json(
+                200,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"5"}],"isError":false}}"#,
+            )
+        } else {
+            Reply::json(
+                200,
+                r#"{"jsonrpc":"2.0","id":"1","result":{"message":{"messageId":"r","parts":[{"text":"hi"}]}}}"#,
+            )
+        }
+    })
+    .await;
+    let receiver = MockUpstream::start(|_: &RecordedRequest| {
+        Reply::chunks(200, Vec::new()).with_header("content-type", "application/x-protobuf")
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("pack.yaml");
+    std::fs::write(&pack, PACK).unwrap();
+    let config = format!(
+        "listen: \"127.0.0.1:0\"\npacks: [{:?}]\nlog: {{ format: json }}\n\
+         telemetry: {{ otlp_endpoint: \"{}/otlp\", service_name: gw-test }}\n\
+         routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"{}/mcp\"\n\
+         \x20 - name: agent\n    protocol: a2a\n    path_prefix: /agent\n    strip_prefix: /agent\n    upstream: \"{}\"\n",
+        pack.to_str().unwrap(),
+        receiver.base_url(),
+        upstream.base_url(),
+        upstream.base_url(),
+    );
+    let (gw, _dir) = serve(&config).await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":2,"b":3}}}"#;
+    let a = send(
+        gw.addr,
+        "POST",
+        "/mcp",
+        call.to_owned(),
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.text().contains("\"5\""), "{}", a.text());
+    let message = r#"{"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hello"}]}}}"#;
+    let a = send(
+        gw.addr,
+        "POST",
+        "/agent/a2a",
+        message.to_owned(),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let _ = gw.stop().await;
+    let spans: Vec<Span> = exported(&receiver).into_iter().map(|(_, s)| s).collect();
+    let server = |route: &str| {
+        spans
+            .iter()
+            .find(|s| {
+                s.kind == SpanKind::Server as i32
+                    && value(&s.attributes, "guardwire.route").as_deref() == Some(route)
+            })
+            .unwrap_or_else(|| panic!("no server span of route {route}: {spans:#?}"))
+    };
+    let tool = server("tools");
+    let a = &tool.attributes;
+    assert_eq!(
+        value(a, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(value(a, "gen_ai.tool.name").as_deref(), Some("add"));
+    assert_eq!(tool.name, "execute_tool add");
+    let agent = server("agent");
+    let a = &agent.attributes;
+    assert_eq!(
+        value(a, "gen_ai.operation.name").as_deref(),
+        Some("invoke_agent")
+    );
+    assert_eq!(value(a, "gen_ai.provider.name").as_deref(), Some("a2a"));
+}

@@ -55,8 +55,9 @@ pub struct Turn {
     /// The session id sampling hashes (`session_of`), and the turn's number in it.
     pub session: String,
     pub turn_index: usize,
-    /// The `route` label, and the request's identity for audit lines.
+    /// The `route` label, its protocol, and the request's identity for audit lines.
     pub route: &'static str,
+    pub protocol: &'static str,
     pub request_id: String,
     pub key_id: Option<&'static str>,
     /// From the request's arrival to the exchange's end (`latency_budget`).
@@ -118,6 +119,7 @@ pub struct EvalSeed {
     pub conversation: Arc<Conversation>,
     pub session: String,
     pub route: &'static str,
+    pub protocol: &'static str,
     pub request_id: String,
     pub key_id: Option<&'static str>,
     /// When the request arrived (the turn's `elapsed_ms` counts from here).
@@ -148,6 +150,7 @@ impl EvalSeed {
             fired,
             session: self.session,
             route: self.route,
+            protocol: self.protocol,
             request_id: self.request_id,
             key_id: self.key_id,
             usage,

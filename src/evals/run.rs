@@ -225,6 +225,7 @@ fn record(turn: &Turn, metrics: &Metrics, eval: &Eval, scored: Scored) {
             ts: crate::audit::now_rfc3339(),
             request_id: &turn.request_id,
             route: turn.route,
+            protocol: turn.protocol,
             key_id: turn.key_id,
             validator: &eval.id,
             check: eval.validator.canonical,

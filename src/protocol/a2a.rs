@@ -8,16 +8,18 @@
 //! status-update messages, a task's history) on choice 0, each artifact on a choice of its own
 //! (`1 +` its order of appearance), so the appended chunks of one streamed artifact
 //! (`append: true`) are one text under the zero-leak hold-back, whatever else streams between
-//! them. Data parts, metadata and unknown fields go to the fallback (`unknown_content`).
+//! them. Data parts, metadata and unknown fields go to the fallback (`unknown_content`), whose
+//! exemptions (ids, kinds, states) hold only where A2A's schema puts them (`schema.rs`).
 //! Push notifications (which deliver answers past guardwire) and the extended agent card
 //! (whose URLs guardwire cannot rewrite in band) are refused. The agent card itself is a
 //! discovery document (`card.rs`). Requests are read in `request.rs`, answers in `wire.rs`.
 
 mod card;
 mod request;
+mod schema;
 mod wire;
 
-use super::residual::Structural;
+use super::residual::{schema_strings, Structural};
 use super::{
     DecodeError, FrameKind, HeaderAllowlist, ParsedRequest, Protocol, ProtocolId, Provider,
     ReplyTo, StreamDecoder,
@@ -38,31 +40,6 @@ pub static HEADERS: HeaderAllowlist = HeaderAllowlist {
 
 /// The agent card's well-known paths: 1.0 (and late 0.3) and the older 0.2/0.3 name.
 pub const CARD_PATHS: &[&str] = &["/.well-known/agent-card.json", "/.well-known/agent.json"];
-
-/// String values that are structure in A2A answers: ids, kinds, states, media types.
-pub static STRUCTURAL: Structural = Structural {
-    keys: &[
-        "jsonrpc",
-        "method",
-        "kind",
-        "messageId",
-        "contextId",
-        "taskId",
-        "artifactId",
-        "referenceTaskIds",
-        "state",
-        "timestamp",
-        "mediaType",
-        "mimeType",
-        "protocolVersion",
-        "tenant",
-        "nextPageToken",
-        "extensions",
-    ],
-    nested: &[],
-    text_keys: &[],
-    free: &[],
-};
 
 /// The JSON-RPC error codes guardwire answers with (besides JSON-RPC's own, -32600 for a
 /// request it cannot read or refuses, -32603 for its internal errors). In the range JSON-RPC
@@ -164,7 +141,30 @@ impl Protocol for A2a {
     }
 
     fn structural(&self) -> &'static Structural {
-        &STRUCTURAL
+        &schema::ANSWERS
+    }
+
+    /// A known method's call by its schema; an unknown method's params are all text.
+    fn request_structural(&self, body: &[u8]) -> &'static Structural {
+        match request::method_of(body).map(|m| request::method(&m)) {
+            Some(request::Method::Send { .. } | request::Method::Task { .. }) => &schema::CALLS,
+            _ => &schema::UNKNOWN_CALLS,
+        }
+    }
+
+    /// The card's names, descriptions, skills, provider and every unknown field: what a
+    /// client's model reads about the agent.
+    fn discovery_texts(&self, body: &[u8]) -> Result<Vec<(String, bool)>, String> {
+        let mut left = Vec::new();
+        schema_strings(body, &schema::CARD_SCHEMA, &[], &mut left)
+            .map_err(|_| "the agent card is not JSON guardwire can read".to_owned())?;
+        left.into_iter()
+            .map(|l| {
+                serde_json::from_slice::<String>(&body[l.literal])
+                    .map(|t| (t, l.known))
+                    .map_err(|_| "the agent card is not JSON guardwire can read".to_owned())
+            })
+            .collect()
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

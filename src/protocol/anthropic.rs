@@ -402,6 +402,7 @@ impl Protocol for AnthropicMessages {
             nested: &[],
             text_keys: &[],
             free: &[],
+            schema: None,
         }
     }
 

@@ -476,6 +476,7 @@ impl Protocol for Gemini {
             ],
             text_keys: &[],
             free: &[],
+            schema: None,
         }
     }
 

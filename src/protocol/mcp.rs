@@ -78,6 +78,7 @@ pub static STRUCTURAL: Structural = Structural {
     nested: &[],
     text_keys: &[],
     free: &[],
+    schema: None,
 };
 
 impl Protocol for Mcp {

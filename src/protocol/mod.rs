@@ -358,6 +358,20 @@ pub trait Protocol: Send + Sync + 'static {
     /// fallback ([`residual`]) checks every other string a decoder did not turn into a delta.
     fn structural(&self) -> &'static residual::Structural;
 
+    /// The same for the request `body` (by default the keys every provider's requests share,
+    /// [`residual::REQUEST_STRUCTURAL`]): what the input checks read besides the decoder's
+    /// conversation.
+    fn request_structural(&self, _body: &[u8]) -> &'static residual::Structural {
+        &residual::REQUEST_STRUCTURAL
+    }
+
+    /// The texts of a discovery document (`body`, as the upstream sent it) that the client's
+    /// model may read, checked as input before the document is served: each with whether the
+    /// protocol knows its place (false: an unknown field, which follows `unknown_content`).
+    fn discovery_texts(&self, _body: &[u8]) -> Result<Vec<(String, bool)>, String> {
+        Ok(Vec::new())
+    }
+
     /// Reads a request body (JSON) into the conversation; `path` is the request path.
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError>;
 

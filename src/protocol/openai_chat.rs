@@ -247,6 +247,7 @@ static STRUCTURAL: Structural = Structural {
     ],
     text_keys: &[],
     free: &[],
+    schema: None,
 };
 
 /// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json. Returns

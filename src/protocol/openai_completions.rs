@@ -153,6 +153,7 @@ static STRUCTURAL: Structural = Structural {
     // `logprobs.top_logprobs` maps each alternative token to its log-probability.
     text_keys: &[&["choices", "[]", "logprobs", "top_logprobs", "[]"]],
     free: &[],
+    schema: None,
 };
 
 impl Protocol for OpenAiCompletions {

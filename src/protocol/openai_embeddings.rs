@@ -39,6 +39,7 @@ static STRUCTURAL: Structural = Structural {
     nested: &[],
     text_keys: &[],
     free: &[],
+    schema: None,
 };
 
 impl Protocol for OpenAiEmbeddings {

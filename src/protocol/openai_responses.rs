@@ -367,6 +367,7 @@ impl Protocol for OpenAiResponses {
             ],
             text_keys: &[],
             free: &[],
+            schema: None,
         }
     }
 

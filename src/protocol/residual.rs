@@ -14,6 +14,9 @@
 
 use std::ops::Range;
 
+mod schema;
+pub use schema::{schema_strings, Left, Node, Schema, Slot};
+
 /// The keys whose string values are structure, not text, for one protocol.
 pub struct Structural {
     /// Keys whose *string* value is exempt wherever they appear (an object or array under
@@ -33,6 +36,9 @@ pub struct Structural {
     /// anywhere inside it, no nested exemption applies, and its object keys are text, reported
     /// with the strings. A step may list alternative spellings (`functionCall|function_call`).
     pub free: &'static [(&'static [&'static str], &'static str)],
+    /// The protocol's schema: when set, exemptions are by position ([`schema`]) and the four
+    /// lists above are not used.
+    pub schema: Option<&'static Schema>,
 }
 
 /// Keys that are structure in every protocol guardwire speaks.
@@ -146,6 +152,12 @@ pub fn residual_strings(
     known: &[Range<usize>],
     out: &mut Vec<(Range<usize>, u32)>,
 ) -> Result<(), Unwalkable> {
+    if let Some(schema) = structural.schema {
+        let mut left = Vec::new();
+        schema_strings(data, schema, known, &mut left)?;
+        out.extend(left.into_iter().map(|l| (l.literal, l.path)));
+        return Ok(());
+    }
     let mut stack: Vec<Level> = Vec::with_capacity(8);
     let mut known_at = 0;
     let mut i = 0;
@@ -340,6 +352,7 @@ pub static REQUEST_STRUCTURAL: Structural = Structural {
         (&["system", "[]", "source"], "data"),
     ],
     text_keys: &[],
+    schema: None,
     // Free-form JSON the model reads: tool parameter schemas, response schemas, tool calls'
     // arguments and tools' results given as JSON values.
     free: &[
@@ -404,11 +417,12 @@ const GEMINI_CONFIG: &[&str] = &["generationConfig|generation_config"];
 /// checks read everything the model will.
 pub fn add_request_residuals(
     body: &[u8],
+    structural: &Structural,
     conversation: &mut crate::delta::Conversation,
 ) -> Result<(), Unwalkable> {
     use crate::delta::{Message, Role};
     let mut left = Vec::new();
-    residual_strings(body, &REQUEST_STRUCTURAL, &[], &mut left)?;
+    residual_strings(body, structural, &[], &mut left)?;
     if left.is_empty() {
         return Ok(());
     }

@@ -9,12 +9,18 @@
 //! for the client path `strip_prefix` + that rest; a URL whose path is not under the base path,
 //! or whose client path would not come back to this route, cannot be reached through it (the
 //! protocol drops it, or refuses the document).
+//!
+//! Before that, the document's own texts (an agent card's name, description and skills) are
+//! checked as input with the route's packs: a violating document is not served.
 
 use super::body::ProxyBody;
 use super::request::{RequestCtx, Waited};
+use crate::config::UnknownContent;
+use crate::delta::{Conversation, Message, Role};
 use crate::error::GatewayError;
 use crate::metrics::UpstreamErrorKind;
 use crate::policy::tools::ToolHistory;
+use crate::protocol::ParsedRequest;
 use crate::upstream::UpstreamBase;
 use bytes::Bytes;
 use http::request::Parts;
@@ -64,6 +70,7 @@ impl RequestCtx<'_> {
                 ));
             }
         };
+        self.check_discovery(&body)?;
         let route = self.route;
         let prefix = route.prefix.as_deref().unwrap_or("/");
         let map = |url: &str| {
@@ -90,6 +97,47 @@ impl RequestCtx<'_> {
         );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         Ok(r)
+    }
+
+    /// The document's texts as input (BeforeCall, the route's packs): a violation refuses the
+    /// document (a client's model would read them: an agent card's skill descriptions are what
+    /// tool descriptions are to MCP). Texts of fields the protocol does not model follow
+    /// `unknown_content`: checked (`scan`), the document refused (`block`), or skipped (`pass`).
+    fn check_discovery(&self, body: &[u8]) -> Result<(), GatewayError> {
+        let texts = self.protocol.discovery_texts(body).map_err(|why| {
+            self.count_upstream_error(UpstreamErrorKind::Malformed);
+            GatewayError::Upstream(why)
+        })?;
+        let mut messages = Vec::with_capacity(texts.len());
+        for (text, known) in texts {
+            if text.is_empty() {
+                continue;
+            }
+            if !known {
+                match self.route.unknown_content {
+                    UnknownContent::Pass => continue,
+                    UnknownContent::Block => {
+                        return Err(GatewayError::Upstream(
+                            "the upstream's discovery document has fields guardwire does not model (unknown_content: block)"
+                                .into(),
+                        ))
+                    }
+                    UnknownContent::Scan => {}
+                }
+            }
+            messages.push(Message::text(Role::Other("agent_card".into()), vec![text]));
+        }
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let parsed = ParsedRequest {
+            conversation: Conversation {
+                messages,
+                tools: Vec::new(),
+            },
+            ..ParsedRequest::default()
+        };
+        self.before_call(&parsed).map(drop)
     }
 
     /// guardwire's URL for the route's `path_prefix`: `public_url`, or the scheme it listens

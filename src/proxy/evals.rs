@@ -44,6 +44,7 @@ impl RequestCtx<'_> {
             conversation: Arc::clone(conversation),
             session,
             route: self.route.name,
+            protocol: self.protocol.name(),
             request_id: self.id.to_owned(),
             key_id: self.caller.key_id,
             started: self.started,

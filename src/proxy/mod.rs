@@ -330,7 +330,7 @@ impl Gateway {
         *reply_to = protocol.reply_to(&body);
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
         ctx.stored_context(&parsed.documents)?;
-        request::complete_input(route, &body, &mut parsed)?;
+        request::complete_input(route, protocol, &body, &mut parsed)?;
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         trace.note_model_label(traffic.model);

@@ -76,6 +76,7 @@ impl Reporter<'_> {
                 ts: crate::audit::now_rfc3339(),
                 request_id,
                 route,
+                protocol: self.trace.protocol(),
                 key_id: self.key_id,
                 validator: &v.label,
                 check: v.canonical,

@@ -514,6 +514,7 @@ pub fn stored_refusal(
 /// conversation; JSON held in texts (tool results, arguments) is read decoded too.
 pub fn complete_input(
     route: &Route,
+    protocol: &dyn Protocol,
     body: &[u8],
     parsed: &mut ParsedRequest,
 ) -> Result<(), GatewayError> {
@@ -530,7 +531,8 @@ pub fn complete_input(
             )));
         }
         // What the decoder does not model is read by the input checks too.
-        protocol::residual::add_request_residuals(body, &mut parsed.conversation)
+        let structural = protocol.request_structural(body);
+        protocol::residual::add_request_residuals(body, structural, &mut parsed.conversation)
             .map_err(|_| GatewayError::InvalidRequest("the request body cannot be read".into()))?;
     }
     protocol::residual::add_json_views(&mut parsed.conversation);

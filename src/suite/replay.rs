@@ -185,7 +185,7 @@ fn run(
         Err(e) => return refused(Stage::BeforeCall, e.to_string()),
     };
     if let Err(e) = crate::proxy::stored_refusal(route, &parsed.documents)
-        .and_then(|()| crate::proxy::complete_input(route, &ex.request, &mut parsed))
+        .and_then(|()| crate::proxy::complete_input(route, protocol, &ex.request, &mut parsed))
     {
         return refused(Stage::BeforeCall, e.to_string());
     }

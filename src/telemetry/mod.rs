@@ -97,6 +97,8 @@ pub struct RequestTrace {
     access: bool,
     /// `gen_ai.operation.name`, for the span name.
     operation: &'static str,
+    /// The protocol's config name (`a2a`, `mcp`, `openai_chat`…; empty before routing).
+    protocol: &'static str,
     started: Instant,
     method: Method,
     /// The request path (kept only for the access line).
@@ -133,9 +135,9 @@ impl RequestTrace {
         protocol: Option<&'static dyn Protocol>,
         request_id: &str,
     ) -> RequestTrace {
-        let (op, provider) = match protocol {
-            Some(p) => (p.operation(), p.provider().otel_name()),
-            None => ("", ""),
+        let (op, provider, protocol) = match protocol {
+            Some(p) => (p.operation(), p.provider().otel_name(), p.name()),
+            None => ("", "", ""),
         };
         let span = tracing::info_span!(
             target: TARGET,
@@ -166,6 +168,7 @@ impl RequestTrace {
             span,
             access,
             operation: op,
+            protocol,
             started,
             method: method.clone(),
             path: if access {
@@ -197,6 +200,7 @@ impl RequestTrace {
             span: self.span.clone(),
             access: self.access,
             operation: self.operation,
+            protocol: self.protocol,
             started: self.started,
             method: self.method.clone(),
             path: self.path.clone(),
@@ -287,6 +291,11 @@ impl RequestTrace {
             let _ = self.key_id.set(id);
             self.span.record("guardwire.key_id", id);
         }
+    }
+
+    /// The protocol's config name, for audit lines (empty when no route matched).
+    pub fn protocol(&self) -> &'static str {
+        self.protocol
     }
 
     /// The `model` label of the request's metrics, once known.

@@ -72,6 +72,18 @@ struct Call {
     params: Option<Value>,
 }
 
+/// The call's method, when the body is a JSON-RPC call guardwire can read.
+pub fn method_of(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Name<'a> {
+        #[serde(borrow)]
+        method: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_slice::<Name<'_>>(body)
+        .ok()
+        .map(|n| n.method.into_owned())
+}
+
 fn invalid(m: impl Into<String>) -> GatewayError {
     GatewayError::InvalidRequest(m.into())
 }

@@ -6,6 +6,7 @@ const NONE: Structural = Structural {
     nested: &[(&["response"], "instructions"), (&["x", "[]"], "data")],
     text_keys: &[&["m", "[]"]],
     free: &[],
+    schema: None,
 };
 
 fn residual(data: &str, known: &[Range<usize>]) -> Vec<String> {
@@ -82,7 +83,7 @@ fn a_request_message_name_is_still_read_by_the_input_checks() {
         parsed.conversation.messages[0].name.as_deref(),
         Some("evil-bot")
     );
-    add_request_residuals(body, &mut parsed.conversation).unwrap();
+    add_request_residuals(body, &REQUEST_STRUCTURAL, &mut parsed.conversation).unwrap();
     let texts: Vec<&String> = parsed
         .conversation
         .messages
@@ -95,7 +96,12 @@ fn a_request_message_name_is_still_read_by_the_input_checks() {
 /// Every text the input checks read for `body` of `protocol` (decoder and fallback).
 fn request_texts(protocol: &dyn crate::protocol::Protocol, path: &str, body: &str) -> Vec<String> {
     let mut parsed = protocol.parse_request(body.as_bytes(), path).unwrap();
-    add_request_residuals(body.as_bytes(), &mut parsed.conversation).unwrap();
+    add_request_residuals(
+        body.as_bytes(),
+        &REQUEST_STRUCTURAL,
+        &mut parsed.conversation,
+    )
+    .unwrap();
     add_json_views(&mut parsed.conversation);
     parsed
         .conversation

@@ -135,6 +135,9 @@ fn at<'v>(v: &'v mut Value, path: &[Step]) -> &'v mut Value {
 /// exemption's object path followed by its key.
 fn exempt(p: &dyn Protocol, path: &[Step]) -> bool {
     let s = p.structural();
+    if let Some(schema) = s.schema {
+        return schema_exempt(schema, path);
+    }
     let own = matches!(path.last(), Some(Step::Key(k)) if s.is_structural_key(k.as_bytes()));
     own || (0..path.len()).any(|i| {
         let Step::Key(k) = &path[i] else { return false };
@@ -150,6 +153,23 @@ fn exempt(p: &dyn Protocol, path: &[Step]) -> bool {
                     })
         })
     })
+}
+
+/// The rule of a protocol with a schema: the slot the path leads to is an exempt one (a member
+/// the schema does not name, or anything under free-form data, is read).
+fn schema_exempt(schema: &crate::protocol::residual::Schema, path: &[Step]) -> bool {
+    use crate::protocol::residual::Slot;
+    let slot = path
+        .iter()
+        .fold(Slot::Node(schema.top), |slot, step| match (slot, step) {
+            (Slot::Node(n), Step::Key(k)) => schema.nodes[usize::from(n)]
+                .iter()
+                .find(|(name, _)| name == k)
+                .map_or(Slot::Read, |&(_, s)| s),
+            (Slot::Exempt | Slot::Read, Step::Key(_)) => Slot::Read,
+            (s, Step::Index(_)) => s,
+        });
+    slot == Slot::Exempt
 }
 
 /// Runs the frames through the protocol's decoder and the frame checker, as a stream does:
