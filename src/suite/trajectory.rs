@@ -100,6 +100,7 @@ impl Spec {
 }
 
 /// A grader's result: 1 or 0, and why.
+#[derive(Debug)]
 pub struct Graded {
     pub score: f64,
     pub reason: String,
