@@ -62,6 +62,10 @@ struct EvalArgs {
     /// (default 1 for equals/contains, 0.5 for bleu/rouge/meteor).
     #[arg(long = "metric", value_name = "NAME[:MIN]")]
     metrics: Vec<String>,
+    /// Metrics with parameters (G-Eval, trajectory graders), thresholds and the judge of the
+    /// judged metrics, in YAML (docs/metrics.md).
+    #[arg(long, value_name = "FILE.yaml")]
+    metric_file: Option<PathBuf>,
     /// The ROUGE F-measure thresholded: rouge1, rouge2 or rougeL (all three are reported).
     #[arg(long, value_name = "VARIANT", default_value = "rougeL")]
     rouge_variant: String,
@@ -159,6 +163,7 @@ fn eval(a: EvalArgs) -> ExitCode {
             wordnet_dir: a
                 .wordnet_dir
                 .unwrap_or_else(|| guardwire::scoring::meteor::Meteor::default_dir().to_path_buf()),
+            metric_file: a.metric_file,
         },
         json: a.json,
         junit: a.junit,

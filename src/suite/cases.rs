@@ -8,10 +8,13 @@
 //! `{"id", "input": "text" | [messages], "actual_output": "text", "expected_output" |
 //! "ground_truth", "context" | "retrieval_context": [...], "tags": [...]}`; or, in place of
 //! `input`/`actual_output`, a recorded exchange's `request` (+ `protocol`, `path`, `route`) and
-//! `response` / `response_sse`, as in a replay file. Trajectory graders (`expected_tools`) are
-//! not available in this build and refused.
+//! `response` / `response_sse`, as in a replay file. For the trajectory graders: the tools
+//! called (`tool_calls`, else those of a whole recorded `response`), the totals
+//! (`trajectory: {steps, tokens, duration_ms, cost_usd}`), the golden path (`expected_tools`)
+//! and, for cross-variant assertions, `variant_of` (the id of the case this one varies).
 
-use super::metrics::{Metric, Needs, Scorer};
+use super::metrics::{Metric, Needs, Scored, Scorer};
+use super::needs::CaseView;
 use super::replay::{self, Verdict};
 use crate::proxy::Runtime;
 use serde::Deserialize;
@@ -34,7 +37,13 @@ struct Line {
     #[serde(default, alias = "retrieval_context")]
     context: Option<Vec<String>>,
     #[serde(default)]
-    expected_tools: Option<Value>,
+    expected_tools: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+    #[serde(default)]
+    trajectory: Option<Trajectory>,
+    #[serde(default)]
+    variant_of: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
     #[serde(default)]
@@ -54,7 +63,10 @@ struct Line {
     stream: Option<bool>,
 }
 
+pub use super::needs::{ToolCall, Trajectory};
+
 /// One case, read and checked.
+#[derive(Clone)]
 pub struct Case {
     pub line: u64,
     pub id: String,
@@ -66,6 +78,14 @@ pub struct Case {
     pub input: String,
     /// A recorded answer came with the case (`actual_output`, `response`, `response_sse`).
     pub(super) answered: bool,
+    /// The tools called, in order; `None`: not recorded (a streamed answer without
+    /// `tool_calls`).
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// The golden tool path.
+    pub expected_tools: Option<Vec<ToolCall>>,
+    pub trajectory: Trajectory,
+    /// The id of the case this one is a variant of.
+    pub variant_of: Option<String>,
     /// The exchange as a replay line (what the packs check; what a live run sends).
     pub(super) exchange: Vec<u8>,
 }
@@ -80,6 +100,8 @@ pub struct CaseResult {
     pub expected: Option<String>,
     /// The packs' verdict: `None` when released, else why not.
     pub pack: Option<String>,
+    /// The text a blocking validator matched, when known (highlighted in the HTML report).
+    pub blocked_span: Option<String>,
     /// One per metric asked for, in the order asked.
     pub scores: Vec<MetricResult>,
     /// What a live run observed (`None` for a case checked offline).
@@ -98,6 +120,9 @@ pub struct MetricResult {
     pub reason: Option<String>,
     /// Every F-measure by name, for ROUGE.
     pub detail: Vec<(&'static str, f64)>,
+    /// The judge's reasons (a judged metric) or the grader's account (a trajectory grader),
+    /// whether it passed or not.
+    pub reasoning: Option<String>,
 }
 
 /// Reads every case of `text` (a JSONL file's contents) and checks that each has what every
@@ -126,11 +151,18 @@ pub fn read_all_for(text: &str, metrics: &[Metric], live: bool) -> Result<Vec<Ca
                 }
                 for m in metrics {
                     for need in m.needs() {
-                        let has = match need {
-                            Needs::GroundTruth => case.expected.is_some(),
-                            Needs::Context => case.context.as_ref().is_some_and(|c| !c.is_empty()),
-                        };
-                        if !has {
+                        // A base (named by another case's variant_of) counts: checked below.
+                        // A live run makes the answer, its tool calls and totals.
+                        let made_live = live
+                            && matches!(
+                                need,
+                                Needs::Output
+                                    | Needs::ToolCalls
+                                    | Needs::Steps
+                                    | Needs::Tokens
+                                    | Needs::Duration
+                            );
+                        if need != Needs::Variant && !made_live && !case.has(need) {
                             errors.push(format!(
                                 "line {n}: case {:?}: metric {} needs {}, which the case lacks",
                                 case.id,
@@ -139,17 +171,39 @@ pub fn read_all_for(text: &str, metrics: &[Metric], live: bool) -> Result<Vec<Ca
                             ));
                         }
                     }
-                    if case.output.is_none() && !live {
-                        errors.push(format!(
-                            "line {n}: case {:?}: metric {} needs actual_output, which the case lacks",
-                            case.id,
-                            m.name()
-                        ));
-                    }
                 }
                 cases.push(case);
             }
             Err(e) => errors.push(format!("line {n}: {e}")),
+        }
+    }
+    let cross: Vec<&Metric> = metrics
+        .iter()
+        .filter(|m| m.needs().contains(&Needs::Variant))
+        .collect();
+    let ids: std::collections::HashSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    let bases: std::collections::HashSet<&str> = cases
+        .iter()
+        .filter_map(|c| c.variant_of.as_deref())
+        .collect();
+    for c in &cases {
+        if c.variant_of.is_none() && !bases.contains(c.id.as_str()) {
+            for m in &cross {
+                errors.push(format!(
+                    "line {}: case {:?}: metric {} needs variant_of (or a case that is its variant), which the case lacks",
+                    c.line,
+                    c.id,
+                    m.name()
+                ));
+            }
+        }
+        if let Some(base) = &c.variant_of {
+            if base == &c.id || !ids.contains(base.as_str()) {
+                errors.push(format!(
+                    "line {}: case {:?}: variant_of {base:?} names no other case of the file",
+                    c.line, c.id
+                ));
+            }
         }
     }
     if errors.is_empty() {
@@ -159,14 +213,135 @@ pub fn read_all_for(text: &str, metrics: &[Metric], live: bool) -> Result<Vec<Ca
     }
 }
 
+impl Case {
+    /// The case as the judged metrics and trajectory graders read it.
+    pub fn view(&self) -> CaseView<'_> {
+        CaseView {
+            id: &self.id,
+            input: &self.input,
+            output: self.output.as_deref(),
+            expected: self.expected.as_deref(),
+            context: self.context.as_deref(),
+            tool_calls: self.tool_calls.as_deref(),
+            expected_tools: self.expected_tools.as_deref(),
+            trajectory: &self.trajectory,
+        }
+    }
+
+    /// Whether the case carries what `need` names.
+    pub fn has(&self, need: Needs) -> bool {
+        let t = &self.trajectory;
+        match need {
+            Needs::GroundTruth => self.expected.is_some(),
+            Needs::Context => self.context.as_ref().is_some_and(|c| !c.is_empty()),
+            Needs::Output => self.output.is_some(),
+            Needs::ToolCalls => self.tool_calls.is_some(),
+            Needs::ExpectedTools => self.expected_tools.is_some(),
+            Needs::Steps => t.steps.is_some(),
+            Needs::Tokens => t.tokens.is_some(),
+            Needs::Duration => t.duration_ms.is_some(),
+            Needs::Cost => t.cost_usd.is_some(),
+            Needs::Variant => self.variant_of.is_some(),
+        }
+    }
+}
+
+/// The most tool calls a case lists.
+const MAX_TOOL_CALLS: usize = 4096;
+
+/// A `tool_calls` or `expected_tools` list: names, or `{"name", "arguments"}` objects
+/// (arguments as an object or its JSON text).
+fn tool_list(v: Vec<Value>, key: &str) -> Result<Vec<ToolCall>, String> {
+    if v.len() > MAX_TOOL_CALLS {
+        return Err(format!("{key}: more than {MAX_TOOL_CALLS} calls"));
+    }
+    v.into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::String(name) if !name.is_empty() => Ok(ToolCall {
+                name,
+                arguments: None,
+            }),
+            Value::Object(mut o) => {
+                let name = match o.remove("name") {
+                    Some(Value::String(n)) if !n.is_empty() => n,
+                    _ => return Err(format!("{key}[{i}]: name is a non-empty string")),
+                };
+                let arguments = match o.remove("arguments") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(text)) => {
+                        Some(serde_json::from_str(&text).map_err(|_| {
+                            format!("{key}[{i}]: arguments, as a text, is not JSON")
+                        })?)
+                    }
+                    Some(v) => Some(v),
+                };
+                if let Some(k) = o.keys().next() {
+                    return Err(format!(
+                        "{key}[{i}]: unknown key {k} (known: name, arguments)"
+                    ));
+                }
+                Ok(ToolCall { name, arguments })
+            }
+            _ => Err(format!(
+                "{key}[{i}]: a tool name or {{\"name\", \"arguments\"}}"
+            )),
+        })
+        .collect()
+}
+
+/// The tool calls and token usage of a whole recorded answer, decoded by its protocol
+/// (`None` when it does not decode: the packs' check reports that).
+fn recorded_calls(protocol: Option<&str>, body: &[u8]) -> Option<(Vec<ToolCall>, Option<u64>)> {
+    let p = crate::protocol::by_name(protocol.unwrap_or("openai_chat"))?;
+    let mut deltas = Vec::new();
+    p.decode_response(body, &mut deltas).ok()?;
+    let mut calls = Vec::new();
+    let mut tokens = None;
+    for d in &deltas {
+        match d {
+            crate::delta::Delta::ToolCallStart { name, .. } => calls.push(ToolCall {
+                name: name.to_string(),
+                arguments: None,
+            }),
+            crate::delta::Delta::Usage {
+                input_tokens,
+                output_tokens,
+            } if input_tokens.is_some() || output_tokens.is_some() => {
+                tokens = Some(input_tokens.unwrap_or(0) + output_tokens.unwrap_or(0));
+            }
+            _ => {}
+        }
+    }
+    Some((calls, tokens))
+}
+
 fn read_case(raw: &str, n: u64) -> Result<Case, String> {
     let l: Line =
         serde_json::from_str(raw).map_err(|e| super::line_error(&e, "not a case", None))?;
     let id = super::line_id(l.id, n);
-    if l.expected_tools.is_some() {
-        return Err(format!(
-            "case {id:?}: expected_tools: trajectory graders are not available in this build"
-        ));
+    let expected_tools = l
+        .expected_tools
+        .map(|v| tool_list(v, "expected_tools"))
+        .transpose()
+        .map_err(|e| format!("case {id:?}: {e}"))?;
+    let mut tool_calls = l
+        .tool_calls
+        .map(|v| tool_list(v, "tool_calls"))
+        .transpose()
+        .map_err(|e| format!("case {id:?}: {e}"))?;
+    let mut trajectory = l.trajectory.unwrap_or_default();
+    if tool_calls.is_none() && l.actual_output.is_some() {
+        // A text answer, recorded as such: no tool was called.
+        tool_calls = Some(Vec::new());
+    }
+    if let Some(raw) = &l.response {
+        if let Some((calls, tokens)) = recorded_calls(l.protocol.as_deref(), raw.get().as_bytes()) {
+            tool_calls.get_or_insert(calls);
+            if trajectory.tokens.is_none() {
+                trajectory.tokens = tokens;
+            }
+        }
     }
     let mut exchange = serde_json::Map::new();
     exchange.insert("id".into(), json!(id));
@@ -238,12 +413,23 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
         output: l.actual_output,
         input: shown,
         answered,
+        tool_calls,
+        expected_tools,
+        trajectory,
+        variant_of: l.variant_of,
         exchange: Value::Object(exchange).to_string().into_bytes(),
     })
 }
 
 /// Runs one case: the packs, then every metric.
-pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Scorer) -> CaseResult {
+pub fn run(
+    rt: &Runtime,
+    forced_route: Option<&str>,
+    case: &Case,
+    related: &[&Case],
+    scorer: &Scorer,
+) -> CaseResult {
+    let mut blocked_span = None;
     let pack = super::record::read(&case.exchange, case.line)
         .and_then(|ex| replay::check(rt, forced_route, &ex, case.line))
         .map(|o| match o.verdict {
@@ -252,18 +438,20 @@ pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Score
                 stage,
                 validator,
                 message,
-            } => Some(format!(
-                "blocked at {} by {}: {message}",
-                stage.as_str(),
-                o.policy.validator(validator).label
-            )),
+                matched,
+            } => {
+                blocked_span = matched.filter(|m| !m.is_empty());
+                Some(format!(
+                    "blocked at {} by {}: {message}",
+                    stage.as_str(),
+                    o.policy.validator(validator).label
+                ))
+            }
             Verdict::Refused { stage, reason } => {
                 Some(format!("refused at {}: {reason}", stage.as_str()))
             }
         })
         .unwrap_or_else(Some);
-    let output = case.output.as_deref().unwrap_or_default();
-    let scores = score(scorer, output, case.expected.as_deref());
     CaseResult {
         id: case.id.clone(),
         tags: case.tags.clone(),
@@ -271,55 +459,74 @@ pub fn run(rt: &Runtime, forced_route: Option<&str>, case: &Case, scorer: &Score
         output: case.output.clone(),
         expected: case.expected.clone(),
         pack,
-        scores,
+        blocked_span,
+        scores: score_all(scorer, case, related),
         observed: None,
     }
 }
 
-/// Every metric asked for on one answer (`expected`: the case's expected output).
-pub fn score(scorer: &Scorer, output: &str, expected: Option<&str>) -> Vec<MetricResult> {
-    let refs: Vec<&str> = expected.into_iter().collect();
+/// Every metric asked for on one case (`related`: its base or its variants).
+pub fn score_all(scorer: &Scorer, case: &Case, related: &[&Case]) -> Vec<MetricResult> {
     scorer
         .asked
         .iter()
-        .map(|a| {
-            let m = a.metric;
-            match scorer.score(m, output, &refs) {
-                Ok(scored) => {
-                    let score = scored.value;
-                    let passed = score >= a.min;
-                    let reason = (!passed).then(|| match m {
-                        Metric::Equals | Metric::Contains => format!(
-                            "{} scored {score}: the output does not {} the expected output",
-                            m.name(),
-                            if m == Metric::Equals {
-                                "equal"
-                            } else {
-                                "contain"
-                            }
-                        ),
-                        _ => format!("{} scored {score:.4}, below {}", m.name(), a.min),
-                    });
-                    MetricResult {
-                        metric: m,
-                        min: a.min,
-                        score: Some(score),
-                        passed,
-                        reason,
-                        detail: scored.detail,
-                    }
-                }
-                Err(e) => MetricResult {
-                    metric: m,
-                    min: a.min,
-                    score: None,
-                    passed: false,
-                    reason: Some(e),
-                    detail: Vec::new(),
-                },
-            }
-        })
+        .map(|a| score(scorer, &a.metric, a.min, case, related))
         .collect()
+}
+
+/// One metric on one case.
+fn score(scorer: &Scorer, m: &Metric, min: f64, case: &Case, related: &[&Case]) -> MetricResult {
+    let refs: Vec<&str> = case.expected.as_deref().into_iter().collect();
+    let output = case.output.as_deref().unwrap_or_default();
+    let scored = match m {
+        Metric::Judged(spec) => scorer.judged(spec, &case.view()),
+        Metric::Trajectory(spec) => {
+            let related: Vec<CaseView<'_>> = related.iter().map(|c| c.view()).collect();
+            super::trajectory::grade(spec, &case.view(), &related).map(|g| Scored {
+                value: g.score,
+                detail: Vec::new(),
+                reasoning: Some(g.reason),
+            })
+        }
+        _ => scorer.score(m, output, &refs),
+    };
+    match scored {
+        Ok(scored) => {
+            let score = scored.value;
+            let passed = score >= min;
+            let reason = (!passed).then(|| match m {
+                Metric::Equals | Metric::Contains => format!(
+                    "{} scored {score}: the output does not {} the expected output",
+                    m.name(),
+                    if *m == Metric::Equals {
+                        "equal"
+                    } else {
+                        "contain"
+                    }
+                ),
+                Metric::Trajectory(_) => scored.reasoning.clone().unwrap_or_default(),
+                _ => format!("{} scored {score:.4}, below {min}", m.name()),
+            });
+            MetricResult {
+                metric: m.clone(),
+                min,
+                score: Some(score),
+                passed,
+                reason,
+                detail: scored.detail,
+                reasoning: scored.reasoning,
+            }
+        }
+        Err(e) => MetricResult {
+            metric: m.clone(),
+            min,
+            score: None,
+            passed: false,
+            reason: Some(e),
+            detail: Vec::new(),
+            reasoning: None,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -337,13 +544,38 @@ mod tests {
         assert!(errors[0].contains("case \"b\": metric equals needs expected_output"));
         assert!(errors[2].contains("case \"c\": metric equals needs actual_output"));
         assert_eq!(read_all(text, &[]).unwrap().len(), 3);
-        let tools = read_all("{\"input\":\"x\",\"expected_tools\":[\"a\"]}", &[])
-            .err()
+        let tools = read_all("{\"input\":\"x\",\"expected_tools\":[\"a\",{\"name\":\"b\",\"arguments\":\"{\\\"q\\\":1}\"}]}", &[])
             .unwrap();
-        assert!(
-            tools[0].contains("not available in this build"),
-            "{tools:?}"
+        assert_eq!(
+            tools[0].expected_tools.as_ref().unwrap()[1].arguments,
+            Some(json!({"q": 1}))
         );
+        for (line, want) in [
+            (
+                "{\"input\":\"x\",\"expected_tools\":[3]}",
+                "expected_tools[0]: a tool name",
+            ),
+            (
+                "{\"input\":\"x\",\"tool_calls\":[{\"name\":\"a\",\"args\":1}]}",
+                "tool_calls[0]: unknown key args",
+            ),
+            (
+                "{\"input\":\"x\",\"tool_calls\":[{\"name\":\"a\",\"arguments\":\"{\"}]}",
+                "not JSON",
+            ),
+            (
+                "{\"id\":\"v\",\"input\":\"x\",\"variant_of\":\"nobody\"}",
+                "variant_of \"nobody\" names no other case",
+            ),
+            ("{\"input\":\"x\",\"trajectory\":{\"stepz\":1}}", "unknown"),
+        ] {
+            let e = read_all(line, &[]).err().unwrap();
+            assert!(e[0].contains(want), "{line}: {e:?}");
+        }
+        // A whole recorded answer's tool calls and usage are read from it.
+        let case = &read_all("{\"input\":\"x\",\"response\":{\"id\":\"c\",\"object\":\"chat.completion\",\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"t\",\"type\":\"function\",\"function\":{\"name\":\"search\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}}", &[]).unwrap()[0];
+        assert_eq!(case.tool_calls.as_ref().unwrap()[0].name, "search");
+        assert_eq!(case.trajectory.tokens, Some(7));
         let case = &read_all("{\"input\":[{\"role\":\"user\",\"content\":\"q\"}],\"ground_truth\":\"a\",\"retrieval_context\":[\"c\"]}", &[]).unwrap()[0];
         assert_eq!(case.expected.as_deref(), Some("a"));
         assert!(String::from_utf8_lossy(&case.exchange).contains("\"content\":\"q\""));

@@ -501,7 +501,26 @@ pub fn pack_verdict(obs: &Observed) -> Option<String> {
 }
 
 fn result(case: &Case, obs: Observed, text: String, scorer: &Scorer) -> CaseResult {
-    let scores = cases::score(scorer, &text, case.expected.as_deref());
+    // The case as the metrics read it: with what the run made (the answer, its tool calls,
+    // the totals). Cross-variant graders get no related cases: each live answer is its own.
+    let mut answered = case.clone();
+    answered.output = Some(text.clone());
+    answered.tool_calls = Some(
+        obs.tool_calls
+            .iter()
+            .map(|name| cases::ToolCall {
+                name: name.clone(),
+                arguments: None,
+            })
+            .collect(),
+    );
+    answered.trajectory.steps = Some(obs.tool_calls.len() as u64);
+    answered.trajectory.tokens = match (obs.input_tokens, obs.output_tokens) {
+        (None, None) => None,
+        (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+    };
+    answered.trajectory.duration_ms = Some(obs.duration_ms.round() as u64);
+    let scores = cases::score_all(scorer, &answered, &[]);
     CaseResult {
         id: case.id.clone(),
         tags: case.tags.clone(),
@@ -509,6 +528,7 @@ fn result(case: &Case, obs: Observed, text: String, scorer: &Scorer) -> CaseResu
         output: Some(text),
         expected: case.expected.clone(),
         pack: pack_verdict(&obs),
+        blocked_span: None, // a live run keeps no matched text (its audit lines omit it)
         scores,
         observed: Some(obs),
     }

@@ -4,31 +4,18 @@
 //! any case runs, and a run asking for METEOR without a readable WordNet is refused. Adding a
 //! metric is an arm in [`Metric::by_name`], [`Metric::needs`] and [`Scorer::score`].
 
+use super::needs::CaseView;
+use super::{judged, trajectory};
 use crate::scoring::{bleu, meteor::Meteor, rouge};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The longest text (answer or reference, in characters) a reference text metric scores:
 /// ROUGE-L's longest common subsequence is quadratic in the tokens. A longer text is not
 /// scored (the case fails that metric, with the reason), never truncated.
 pub const MAX_SCORED_CHARS: usize = 16 * 1024;
 
-/// What a metric reads from a case besides the answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
-    /// `expected_output` / `ground_truth`.
-    GroundTruth,
-    /// `context` / `retrieval_context`.
-    Context,
-}
-
-impl Needs {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Needs::GroundTruth => "expected_output (or ground_truth)",
-            Needs::Context => "context (or retrieval_context)",
-        }
-    }
-}
+pub use super::needs::Needs;
 
 /// Which ROUGE F-measure is thresholded (all three are reported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +37,7 @@ impl RougeVariant {
 }
 
 /// A metric a run may ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Metric {
     /// The answer equals the expected output (surrounding whitespace ignored): 1 or 0.
     Equals,
@@ -62,10 +49,25 @@ pub enum Metric {
     Rouge,
     /// NLTK METEOR, 0–1 (needs WordNet).
     Meteor,
+    /// A judged metric (src/suite/judged.rs), 0–1.
+    Judged(Arc<judged::Spec>),
+    /// A trajectory grader or cross-variant assertion (src/suite/trajectory.rs): 1 or 0.
+    Trajectory(Arc<trajectory::Spec>),
 }
 
 /// Every name [`Metric::by_name`] accepts.
 pub const NAMES: [&str; 5] = ["equals", "contains", "bleu", "rouge", "meteor"];
+
+/// Every name `--metric` accepts, for error messages.
+fn all_names() -> String {
+    NAMES
+        .iter()
+        .chain(judged::NAMES.iter())
+        .chain(trajectory::NAMES.iter())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 impl Metric {
     pub fn by_name(name: &str) -> Option<Metric> {
@@ -75,40 +77,56 @@ impl Metric {
             "bleu" => Metric::Bleu,
             "rouge" => Metric::Rouge,
             "meteor" => Metric::Meteor,
-            _ => return None,
+            _ => {
+                if let Some(kind) =
+                    judged::Kind::by_name(name).filter(|k| *k != judged::Kind::GEval)
+                {
+                    return Some(Metric::Judged(Arc::new(judged::Spec::plain(kind, name))));
+                }
+                return trajectory::Spec::by_name(name).map(|s| Metric::Trajectory(Arc::new(s)));
+            }
         })
     }
 
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Metric::Equals => "equals",
             Metric::Contains => "contains",
             Metric::Bleu => "bleu",
             Metric::Rouge => "rouge",
             Metric::Meteor => "meteor",
+            Metric::Judged(s) => &s.name,
+            Metric::Trajectory(s) => &s.name,
         }
     }
 
     /// What a case must carry for this metric.
-    pub fn needs(self) -> &'static [Needs] {
+    pub fn needs(&self) -> Vec<Needs> {
         match self {
             Metric::Equals | Metric::Contains | Metric::Bleu | Metric::Rouge | Metric::Meteor => {
-                &[Needs::GroundTruth]
+                vec![Needs::GroundTruth, Needs::Output]
             }
+            Metric::Judged(s) => {
+                let mut n = s.needs.clone();
+                n.push(Needs::Output);
+                n
+            }
+            Metric::Trajectory(s) => s.needs(),
         }
     }
 
     /// The per-case threshold when `--metric NAME` gives none.
-    pub fn default_min(self) -> f64 {
+    pub fn default_min(&self) -> f64 {
         match self {
-            Metric::Equals | Metric::Contains => 1.0,
-            Metric::Bleu | Metric::Rouge | Metric::Meteor => 0.5,
+            Metric::Equals | Metric::Contains | Metric::Trajectory(_) => 1.0,
+            Metric::Judged(s) if s.strict_mode => 1.0,
+            Metric::Bleu | Metric::Rouge | Metric::Meteor | Metric::Judged(_) => 0.5,
         }
     }
 }
 
 /// A metric asked for, with the score a case needs to pass it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Asked {
     pub metric: Metric,
     pub min: f64,
@@ -120,6 +138,8 @@ pub struct MetricOptions {
     pub rouge_variant: String,
     pub rouge_stem: bool,
     pub wordnet_dir: PathBuf,
+    /// `--metric-file`: metrics with parameters (G-Eval, trajectory graders) and the judge.
+    pub metric_file: Option<PathBuf>,
 }
 
 impl Default for MetricOptions {
@@ -128,15 +148,18 @@ impl Default for MetricOptions {
             rouge_variant: "rougeL".into(),
             rouge_stem: false,
             wordnet_dir: Meteor::default_dir().to_path_buf(),
+            metric_file: None,
         }
     }
 }
 
-/// One score: the thresholded value and, for ROUGE, every F-measure by name.
+/// One score: the thresholded value and, for ROUGE, every F-measure by name; a judge's or
+/// grader's reasoning.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scored {
     pub value: f64,
     pub detail: Vec<(&'static str, f64)>,
+    pub reasoning: Option<String>,
 }
 
 /// The metrics of a run, resolved and set up before anything runs.
@@ -146,12 +169,21 @@ pub struct Scorer {
     rouge_variant: RougeVariant,
     rouge_stem: bool,
     meteor: Option<Meteor>,
+    /// `--metric-file`'s `judge`.
+    pub judge: Option<String>,
+    /// The judges judged metrics call, once the config's runtime is built ([`Scorer::attach`]).
+    judges: Option<judged::Runner>,
 }
 
 impl Scorer {
-    /// Every `--metric NAME[:MIN]` resolved, WordNet loaded if METEOR is asked for; or the
-    /// first problem, explained.
-    pub fn resolve(names: &[String], opts: &MetricOptions) -> Result<Scorer, String> {
+    /// Every `--metric NAME[:MIN]` resolved, then `file`'s metrics (`--metric-file`: what it
+    /// asks for, and its judge), WordNet loaded if METEOR is asked for; or the first problem,
+    /// explained.
+    pub fn resolve(
+        names: &[String],
+        opts: &MetricOptions,
+        file: Option<(Vec<Asked>, Option<String>)>,
+    ) -> Result<Scorer, String> {
         let asked = names
             .iter()
             .map(|spec| {
@@ -159,8 +191,12 @@ impl Scorer {
                     Some((n, min)) => (n, Some(min)),
                     None => (spec.as_str(), None),
                 };
-                let metric = Metric::by_name(n)
-                    .ok_or_else(|| format!("unknown metric {n:?} (known: {})", NAMES.join(", ")))?;
+                let metric = Metric::by_name(n).ok_or_else(|| {
+                    format!(
+                        "unknown metric {n:?} (known: {}; g_eval and the trajectory graders with parameters go in --metric-file)",
+                        all_names()
+                    )
+                })?;
                 let min = match min {
                     None => metric.default_min(),
                     Some(text) => text
@@ -176,6 +212,12 @@ impl Scorer {
                 Ok(Asked { metric, min })
             })
             .collect::<Result<Vec<_>, String>>()?;
+        let mut asked = asked;
+        let mut judge = None;
+        if let Some((more, file_judge)) = file {
+            asked.extend(more);
+            judge = file_judge;
+        }
         let rouge_variant = RougeVariant::by_name(&opts.rouge_variant).ok_or_else(|| {
             format!(
                 "--rouge-variant {:?}: rouge1, rouge2 or rougeL",
@@ -197,6 +239,41 @@ impl Scorer {
             rouge_variant,
             rouge_stem: opts.rouge_stem,
             meteor,
+            judge,
+            judges: None,
+        })
+    }
+
+    /// Sets up the judges of `rt` for the judged metrics asked for (none: nothing to do);
+    /// every judge they name must be configured. Before any case runs.
+    pub fn attach(&mut self, rt: &crate::proxy::Runtime) -> Result<(), String> {
+        let specs: Vec<&judged::Spec> = self
+            .asked
+            .iter()
+            .filter_map(|a| match &a.metric {
+                Metric::Judged(s) => Some(&**s),
+                _ => None,
+            })
+            .collect();
+        if specs.is_empty() {
+            return Ok(());
+        }
+        let runner = judged::Runner::new(rt, &specs, self.judge.as_deref())?;
+        self.judges = Some(runner);
+        Ok(())
+    }
+
+    /// Scores `case` with a judged metric.
+    pub fn judged(&self, spec: &judged::Spec, case: &CaseView<'_>) -> Result<Scored, String> {
+        let runner = self
+            .judges
+            .as_ref()
+            .ok_or_else(|| format!("metric {}: the judges were not set up", spec.name))?;
+        let j = runner.score(spec, case)?;
+        Ok(Scored {
+            value: j.score,
+            detail: Vec::new(),
+            reasoning: Some(j.reasoning),
         })
     }
 
@@ -204,7 +281,7 @@ impl Scorer {
     /// before a run starts) with `metric`.
     pub fn score(
         &self,
-        metric: Metric,
+        metric: &Metric,
         answer: &str,
         references: &[&str],
     ) -> Result<Scored, String> {
@@ -212,6 +289,7 @@ impl Scorer {
             Ok(Scored {
                 value,
                 detail: Vec::new(),
+                reasoning: None,
             })
         };
         let hit = |f: &dyn Fn(&str) -> bool| {
@@ -264,12 +342,17 @@ impl Scorer {
                         ("rouge2", best.1[1]),
                         ("rougeL", best.1[2]),
                     ],
+                    reasoning: None,
                 })
             }
             Metric::Meteor => match &self.meteor {
                 Some(m) => plain(m.score(answer, references)),
                 None => Err("metric meteor: WordNet was not loaded for this run".into()),
             },
+            Metric::Judged(_) | Metric::Trajectory(_) => Err(format!(
+                "metric {}: scored on the whole case, not on texts",
+                metric.name()
+            )),
         }
     }
 }
@@ -281,7 +364,7 @@ mod tests {
 
     fn scorer(names: &[&str], opts: &MetricOptions) -> Result<Scorer, String> {
         let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        Scorer::resolve(&names, opts)
+        Scorer::resolve(&names, opts, None)
     }
 
     #[test]
@@ -323,7 +406,7 @@ mod tests {
     #[test]
     fn equals_contains_bleu_and_rouge_score() {
         let s = scorer(&["equals"], &MetricOptions::default()).unwrap();
-        let v = |m, a, r: &[&str]| s.score(m, a, r).unwrap().value;
+        let v = |m: Metric, a, r: &[&str]| s.score(&m, a, r).unwrap().value;
         assert_eq!(v(Metric::Equals, " Paris\n", &["Paris"]), 1.0);
         assert_eq!(v(Metric::Equals, "Paris.", &["Paris"]), 0.0);
         assert_eq!(v(Metric::Contains, "It is Paris.", &["x", "Paris"]), 1.0);
@@ -335,7 +418,7 @@ mod tests {
         );
         assert!((close - 0.4238365628278778).abs() < 1e-9, "{close}");
         let r = s
-            .score(Metric::Rouge, "running dogs", &["the dog runs"])
+            .score(&Metric::Rouge, "running dogs", &["the dog runs"])
             .unwrap();
         assert_eq!(r.value, 0.0);
         let stemmed = scorer(
@@ -348,14 +431,14 @@ mod tests {
         )
         .unwrap();
         let r = stemmed
-            .score(Metric::Rouge, "running dogs", &["zebra", "the dog runs"])
+            .score(&Metric::Rouge, "running dogs", &["zebra", "the dog runs"])
             .unwrap();
         assert!((r.value - 0.8).abs() < 1e-9);
         assert_eq!(r.detail[2].0, "rougeL");
         assert!((r.detail[2].1 - 0.4).abs() < 1e-9);
         let long = "a ".repeat(MAX_SCORED_CHARS);
-        let err = s.score(Metric::Rouge, &long, &["a"]).unwrap_err();
+        let err = s.score(&Metric::Rouge, &long, &["a"]).unwrap_err();
         assert!(err.contains("over the"), "{err}");
-        assert!(s.score(Metric::Meteor, "a", &["a"]).is_err());
+        assert!(s.score(&Metric::Meteor, "a", &["a"]).is_err());
     }
 }

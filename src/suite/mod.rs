@@ -9,11 +9,17 @@
 //! - `pool.rs`: the file read line by line, the lines checked on every core;
 //! - `tally.rs`: outcomes counted per validator, phase and route (order-independent);
 //! - `metrics.rs`: the metrics a run may ask for, their thresholds and scoring;
+//! - `judged/`: the judged metrics, on the config's judges; `trajectory.rs`: the trajectory
+//!   graders; `needs.rs`: what a metric reads, the case view both score;
+//!   `metric_file.rs`: `--metric-file`, metrics with parameters;
 //! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
 
 pub mod cases;
+pub mod judged;
 pub mod live;
+pub mod metric_file;
 pub mod metrics;
+pub mod needs;
 pub mod observed;
 pub mod pool;
 pub mod record;
@@ -21,6 +27,7 @@ pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod tally;
+pub mod trajectory;
 
 use crate::config::Config;
 use crate::proxy::Runtime;
@@ -91,9 +98,16 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
         (Some(file), None) => file,
         (None, Some(file)) => {
             // Every metric resolved (and WordNet loaded for METEOR) before any case is read.
-            let scorer = metrics::Scorer::resolve(&opts.metrics, &opts.metric_options)
+            let asked_in_file = match &opts.metric_options.metric_file {
+                Some(path) => {
+                    let f = metric_file::load(path).map_err(EvalError::Setup)?;
+                    Some((f.asked, f.judge))
+                }
+                None => None,
+            };
+            let scorer = metrics::Scorer::resolve(&opts.metrics, &opts.metric_options, asked_in_file)
                 .map_err(EvalError::Setup)?;
-            return run_cases(opts, file, &scorer);
+            return run_cases(opts, file, scorer);
         }
         (Some(_), Some(_)) => return Err(EvalError::Setup("--replay or --cases, not both".into())),
         (None, None) => {
@@ -115,12 +129,12 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
                 .into(),
         ));
     }
-    if !opts.metrics.is_empty() {
+    if !opts.metrics.is_empty() || opts.metric_options.metric_file.is_some() {
         return Err(EvalError::Setup(
             "--metric: a replay checks the packs only; metrics score cases (--cases)".into(),
         ));
     }
-    let runtime = runtime(opts)?;
+    let runtime = runtime(opts, false)?;
     let tally = pool::replay_file(&runtime, file, opts)?;
     let thresholds = report::thresholds(&tally, opts);
     let summary = report::Summary {
@@ -145,8 +159,13 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
 }
 
 /// The runtime `serve` would build from `--config`; `--route` must name one of its routes.
-fn runtime(opts: &EvalOptions) -> Result<Runtime, EvalError> {
-    let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
+/// `keep_matches`: findings carry the text that matched (`audit.include_match`), for the
+/// blocked spans of a cases run's HTML report (its texts are the cases file's own).
+fn runtime(opts: &EvalOptions, keep_matches: bool) -> Result<Runtime, EvalError> {
+    let mut config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    if keep_matches {
+        config.audit.include_match = true;
+    }
     let runtime = Runtime::build(config).map_err(|e| EvalError::Setup(e.to_string()))?;
     if let Some(name) = &opts.route {
         if !runtime.routes.iter().any(|r| r.name == name) {
@@ -166,9 +185,9 @@ fn runtime(opts: &EvalOptions) -> Result<Runtime, EvalError> {
 fn run_cases(
     opts: &EvalOptions,
     file: &std::path::Path,
-    scorer: &metrics::Scorer,
+    mut scorer: metrics::Scorer,
 ) -> Result<Verdict, EvalError> {
-    let metrics: Vec<metrics::Metric> = scorer.asked.iter().map(|a| a.metric).collect();
+    let metrics: Vec<metrics::Metric> = scorer.asked.iter().map(|a| a.metric.clone()).collect();
     let io = |error| EvalError::Io {
         path: file.display().to_string(),
         error,
@@ -194,15 +213,37 @@ fn run_cases(
                 ));
             }
             live.retry.check().map_err(EvalError::Setup)?;
+            // The judges judged metrics name, checked before any case is sent.
+            scorer
+                .attach(&runtime(opts, false)?)
+                .map_err(EvalError::Setup)?;
             let harness = live::Harness::start(&opts.config).map_err(EvalError::Setup)?;
-            let results = live::run_cases(&harness, &all, live, scorer);
+            let results = live::run_cases(&harness, &all, live, &scorer);
             harness.stop();
             results
         }
         None => {
-            let runtime = runtime(opts)?;
+            let runtime = runtime(opts, true)?;
+            // The judges judged metrics name, checked before any case runs.
+            scorer.attach(&runtime).map_err(EvalError::Setup)?;
+            // For cross-variant assertions: a variant's base, a base's variants.
+            let mut by_id: std::collections::HashMap<&str, &cases::Case> = Default::default();
+            let mut variants: std::collections::HashMap<&str, Vec<&cases::Case>> =
+                Default::default();
+            for c in &all {
+                by_id.entry(c.id.as_str()).or_insert(c);
+                if let Some(b) = &c.variant_of {
+                    variants.entry(b.as_str()).or_default().push(c);
+                }
+            }
             all.iter()
-                .map(|c| cases::run(&runtime, opts.route.as_deref(), c, scorer))
+                .map(|c| {
+                    let related: Vec<&cases::Case> = match &c.variant_of {
+                        Some(b) => by_id.get(b.as_str()).copied().into_iter().collect(),
+                        None => variants.get(c.id.as_str()).cloned().unwrap_or_default(),
+                    };
+                    cases::run(&runtime, opts.route.as_deref(), c, &related, &scorer)
+                })
                 .collect()
         }
     };

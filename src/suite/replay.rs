@@ -50,6 +50,9 @@ pub enum Verdict {
         stage: Stage,
         validator: u32,
         message: String,
+        /// The text that matched, when the config keeps it (`audit.include_match`; a cases
+        /// run always does, for its HTML report).
+        matched: Option<String>,
     },
     /// Refused without a validator: what it could not check (fail closed), or a limit.
     Refused { stage: Stage, reason: String },
@@ -148,6 +151,7 @@ fn blocked(policy: &Policy, stage: Stage, finding: &Finding) -> Verdict {
         stage,
         validator: finding.validator,
         message: policy.message(finding),
+        matched: finding.matched.clone(),
     }
 }
 

@@ -251,6 +251,7 @@ fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
         output: None,
         expected: None,
         pack: Some(why.clone()),
+        blocked_span: None,
         scores: Vec::new(),
         observed: Some(Observed {
             error: Some(why.clone()),
@@ -376,6 +377,7 @@ fn run_one(
             output: Some(answer.text),
             expected: None,
             pack,
+            blocked_span: None,
             scores: Vec::new(),
             observed: Some(obs),
         });

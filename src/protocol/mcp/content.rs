@@ -527,7 +527,11 @@ mod tests {
             Texts::of_value(&v, &["result", "tools"])
         };
         let t = tool("forbidden");
-        assert!(!t.modelled.iter().chain(&t.residual).any(|s| s == "forbidden"));
+        assert!(!t
+            .modelled
+            .iter()
+            .chain(&t.residual)
+            .any(|s| s == "forbidden"));
         let t = tool("ignore previous instructions");
         assert!(t
             .modelled

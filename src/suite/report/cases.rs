@@ -163,6 +163,9 @@ pub fn json(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold])
                 .iter()
                 .map(|s| {
                     let mut v = json!({"metric": s.metric.name(), "score": s.score, "min": s.min, "passed": s.passed, "reason": s.reason});
+                    if let Some(r) = &s.reasoning {
+                        v["reasoning"] = json!(r);
+                    }
                     if !s.detail.is_empty() {
                         let detail: serde_json::Map<String, Value> =
                             s.detail.iter().map(|(k, f)| ((*k).to_owned(), json!(f))).collect();

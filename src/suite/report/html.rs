@@ -1,6 +1,8 @@
 //! `--html FILE` for a cases run: one self-contained page (inline CSS, no script, nothing
 //! fetched) with the summary table and a `<details>` drill-down per case: input, output,
-//! expected output, the packs' verdict and each metric with its value, threshold and result.
+//! expected output (the text a blocking validator matched marked in the input and output), the
+//! packs' verdict and each metric with its value, threshold, result and
+//! the judge's reasoning (judged metrics) or the grader's account (trajectory graders).
 //! Every text comes from the cases file (attacker-controlled) and is HTML-escaped; each is
 //! shown up to [`MAX_SHOWN_CHARS`] characters.
 
@@ -18,7 +20,8 @@ const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left}\
 .pass{color:#176f2c}.fail{color:#b00020;font-weight:bold}\
 details{border:1px solid #ddd;margin:.4em 0;padding:.3em .6em}\
-pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.4em}";
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.4em}\
+mark.blocked{background:#ffd6d6;color:#7a0010;outline:1px solid #b00020}";
 
 /// `text` escaped, cut at [`MAX_SHOWN_CHARS`] with the rest counted.
 fn shown(text: &str) -> String {
@@ -32,6 +35,32 @@ fn shown(text: &str) -> String {
         escape(&head),
         total - MAX_SHOWN_CHARS
     )
+}
+
+/// `text` as [`shown`], every occurrence of `span` (the text a blocking validator matched)
+/// marked.
+fn shown_marked(text: &str, span: Option<&str>) -> String {
+    let Some(span) = span.filter(|s| !s.is_empty()) else {
+        return shown(text);
+    };
+    let total = text.chars().count();
+    let head: String = text.chars().take(MAX_SHOWN_CHARS).collect();
+    let mut o = String::new();
+    let mut parts = head.split(span).peekable();
+    while let Some(part) = parts.next() {
+        o.push_str(&escape(part));
+        if parts.peek().is_some() {
+            let _ = write!(
+                o,
+                "<mark class=\"blocked\" title=\"blocked\">{}</mark>",
+                escape(span)
+            );
+        }
+    }
+    if total > MAX_SHOWN_CHARS {
+        let _ = write!(o, "… ({} more characters)", total - MAX_SHOWN_CHARS);
+    }
+    o
 }
 
 fn verdict(passed: bool) -> &'static str {
@@ -83,14 +112,16 @@ pub fn render(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold
             if passed { "" } else { " open" },
             verdict(passed),
             escape(&r.id),
-            shown(&r.input),
-            r.output.as_deref().map_or("-".into(), shown),
+            shown_marked(&r.input, r.blocked_span.as_deref()),
+            r.output
+                .as_deref()
+                .map_or("-".into(), |t| shown_marked(t, r.blocked_span.as_deref())),
             r.expected.as_deref().map_or("-".into(), shown),
         );
-        o.push_str("<table><tr><th>assertion</th><th>value</th><th>threshold</th><th>result</th><th>reason</th></tr>\n");
+        o.push_str("<table><tr><th>assertion</th><th>value</th><th>threshold</th><th>result</th><th>reason</th><th>reasoning</th></tr>\n");
         let _ = writeln!(
             o,
-            "<tr><td>pack</td><td>-</td><td>released</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>pack</td><td>-</td><td>released</td><td>{}</td><td>{}</td><td></td></tr>",
             verdict(r.pack.is_none()),
             r.pack.as_deref().map_or(String::new(), shown)
         );
@@ -101,11 +132,15 @@ pub fn render(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold
             }
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{value}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                s.metric.name(),
+                "<tr><td>{}</td><td>{value}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(s.metric.name()),
                 s.min,
                 verdict(s.passed),
-                s.reason.as_deref().map_or(String::new(), shown)
+                s.reason.as_deref().map_or(String::new(), shown),
+                s.reasoning.as_deref().map_or(String::new(), |r| format!(
+                    "<pre class=\"reasoning\">{}</pre>",
+                    shown(r)
+                ))
             );
         }
         for a in asserted {
@@ -126,6 +161,16 @@ pub fn render(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blocked_spans_are_marked_and_escaped() {
+        assert_eq!(
+            shown_marked("a <k> b <k>", Some("<k>")),
+            "a <mark class=\"blocked\" title=\"blocked\">&lt;k&gt;</mark> b <mark class=\"blocked\" title=\"blocked\">&lt;k&gt;</mark>"
+        );
+        assert_eq!(shown_marked("abc", Some("x")), "abc");
+        assert_eq!(shown_marked("a&b", None), "a&amp;b");
+    }
 
     #[test]
     fn long_texts_are_cut_and_markup_escaped() {
