@@ -7,7 +7,7 @@
 
 use super::documents::{self, Documents, StoredKind};
 use super::residual::Structural;
-use super::skim::Unsure;
+use super::skim::{Holes, Unsure};
 use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use super::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
@@ -15,6 +15,7 @@ use crate::error::GatewayError;
 use fast::skim_chunk;
 use serde::Deserialize;
 use std::borrow::Cow;
+use template::Template;
 
 pub struct OpenAiChat;
 
@@ -253,13 +254,18 @@ static STRUCTURAL: Structural = Structural {
 /// A chunk (or whole response) into `chunk`, by the fast path, else by serde_json. Returns
 /// true when every string of `data` is known to be read or structural (the fast path saw no
 /// other): then the fallback need not read it again.
-fn parse_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>, what: &str) -> Result<bool, DecodeError> {
+/// The holes are those of the fast path (`None` when serde_json read it).
+fn parse_chunk<'a>(
+    data: &'a [u8],
+    chunk: &mut Chunk<'a>,
+    what: &str,
+) -> Result<(bool, Option<Holes>), DecodeError> {
     match skim_chunk(data, chunk) {
-        Ok(unread_text) => Ok(!unread_text),
+        Ok((unread_text, holes)) => Ok((!unread_text, Some(holes))),
         Err(Unsure) => {
             *chunk = serde_json::from_slice(data)
                 .map_err(|e| DecodeError::json(&format!("malformed chat completion{what}"), &e))?;
-            Ok(false)
+            Ok((false, None))
         }
     }
 }
@@ -341,6 +347,9 @@ struct ChatStream {
     fully_read: bool,
     /// The last frame was a usage-only chunk.
     usage_only: bool,
+    /// The stream's last plain text chunk, which the next ones most likely repeat but for
+    /// their text.
+    template: Option<Template>,
 }
 
 impl StreamDecoder for ChatStream {
@@ -356,10 +365,27 @@ impl StreamDecoder for ChatStream {
             self.fully_read = true;
             return Ok(FrameKind::Terminal);
         }
+        if let Some(template) = &self.template {
+            if let Some(text) = template.text(data) {
+                self.fully_read = template.fully_read();
+                if !text.is_empty() {
+                    out.push(Delta::Text {
+                        choice: template.choice(),
+                        channel: Channel::Content,
+                        text,
+                    });
+                }
+                return Ok(FrameKind::Data);
+            }
+        }
         let mut chunk = Chunk::default();
-        self.fully_read = parse_chunk(data, &mut chunk, " chunk")?;
+        let holes;
+        (self.fully_read, holes) = parse_chunk(data, &mut chunk, " chunk")?;
         if chunk.error.is_some() {
             return Ok(FrameKind::UpstreamError);
+        }
+        if let Some(holes) = holes {
+            Template::record(&mut self.template, data, &chunk, &holes, self.fully_read);
         }
         self.usage_only = chunk.choices.is_empty() && chunk.usage.is_some();
         chunk_deltas(&mut chunk, out);
@@ -492,6 +518,9 @@ impl Protocol for OpenAiChat {
 mod fast;
 #[cfg(test)]
 mod skim_tests;
+mod template;
+#[cfg(test)]
+mod template_tests;
 
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,53 @@ pub struct Skim<'a> {
     depth: u32,
     /// A value skipped by [`Skim::skip_unread`] may carry text.
     unread_text: bool,
+    /// Where the strings are whose content the parse does not depend on.
+    holes: Holes,
+}
+
+/// The string values of one input, in order, whose bytes change nothing else the reader
+/// decides: those skipped under a structural key, and the ones a caller marks
+/// ([`Skim::mark_hole`]) because it keeps their value. Another input with the same bytes
+/// around other valid strings in these places reads the same but for those strings — what
+/// the chat decoder's per-stream template relies on (`openai_chat/template.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holes {
+    /// `[opening quote, after the closing quote)` of each string.
+    spans: [(u32, u32); Holes::MAX],
+    len: u8,
+    /// Bit `k`: hole `k` was marked by the caller (its value is kept).
+    marked: u8,
+    /// More holes than [`Holes::MAX`] (or an input over 4 GiB): unusable as a template.
+    overflow: bool,
+}
+
+impl Holes {
+    const MAX: usize = 8;
+
+    fn push(&mut self, start: usize, end: usize, marked: bool) {
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(end)) else {
+            self.overflow = true;
+            return;
+        };
+        match self.spans.get_mut(usize::from(self.len)) {
+            Some(slot) => {
+                *slot = (start, end);
+                self.marked |= u8::from(marked) << self.len;
+                self.len += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// The holes in order, each with whether the caller marked it; `None` after an overflow.
+    pub fn spans(&self) -> Option<impl Iterator<Item = (usize, usize, bool)> + '_> {
+        (!self.overflow).then(|| {
+            self.spans[..usize::from(self.len)]
+                .iter()
+                .enumerate()
+                .map(|(k, &(s, e))| (s as usize, e as usize, self.marked >> k & 1 == 1))
+        })
+    }
 }
 
 impl<'a> Skim<'a> {
@@ -36,7 +83,42 @@ impl<'a> Skim<'a> {
             i: 0,
             depth: 0,
             unread_text: false,
+            holes: Holes::default(),
         }
+    }
+
+    /// A reader positioned at byte `at` of `b` (which the caller knows to be a value's start).
+    pub fn at(b: &'a [u8], at: usize) -> Self {
+        let mut s = Skim::new(b);
+        s.i = at;
+        s
+    }
+
+    /// The position of the next byte to read.
+    pub fn pos(&self) -> usize {
+        self.i
+    }
+
+    /// Where the next value starts (whitespace skipped).
+    pub fn value_start(&mut self) -> usize {
+        self.peek();
+        self.i
+    }
+
+    /// Marks the string value read from `start` to here as a hole the caller keeps.
+    pub fn mark_hole(&mut self, start: usize) {
+        self.holes.push(start, self.i, true);
+    }
+
+    /// The holes seen so far.
+    pub fn holes(&self) -> Holes {
+        self.holes
+    }
+
+    /// A string, checked and not kept.
+    pub fn skip_str(&mut self) -> Skimmed<()> {
+        self.eat(b'"')?;
+        self.string_body().map(|_| ())
     }
 
     fn peek(&mut self) -> Option<u8> {
@@ -205,7 +287,9 @@ impl<'a> Skim<'a> {
         self.skip()?;
         // A structural key exempts a string value only (see `residual::Structural`).
         let exempt = self.b[start] == b'"' && structural(key);
-        if !self.unread_text && !exempt && memchr::memchr(b'"', &self.b[start..self.i]).is_some() {
+        if exempt {
+            self.holes.push(start, self.i, false);
+        } else if !self.unread_text && memchr::memchr(b'"', &self.b[start..self.i]).is_some() {
             self.unread_text = true;
         }
         Ok(())
@@ -348,9 +432,10 @@ fn plain_run(b: &[u8], non_ascii: &mut bool) -> usize {
             | zero_byte(x ^ (ONES * u64::from(b'\\')));
         if stop != 0 {
             // The lowest flagged byte is exact (borrows only run upwards).
-            let at = i + (stop.trailing_zeros() / 8) as usize;
-            *non_ascii |= b[i..at].iter().any(|&c| c >= 0x80);
-            return at;
+            let bit = stop.trailing_zeros();
+            // The bytes before the flagged one: their high bits, from the word in hand.
+            *non_ascii |= x & HIGH & ((1u64 << (bit & !7)) - 1) != 0;
+            return i + (bit / 8) as usize;
         }
         *non_ascii |= x & HIGH != 0;
         i += 8;

@@ -216,8 +216,17 @@ impl Gateway {
             ))),
             Some(route) => {
                 let total = Duration::from_millis(rt.config.timeouts.total_ms);
-                let exchange =
-                    self.exchange(&rt, route, req, started, &request_id, &trace, &mut reply_to);
+                // Boxed: the exchange's future is kilobytes, and each layer that held it by
+                // value (the timeout, this future, hyper's service future) copied it whole.
+                let exchange = Box::pin(self.exchange(
+                    &rt,
+                    route,
+                    req,
+                    started,
+                    &request_id,
+                    &trace,
+                    &mut reply_to,
+                ));
                 match tokio::time::timeout(total, exchange).await {
                     Ok(result) => result,
                     Err(_) => {

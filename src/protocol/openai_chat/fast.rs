@@ -4,7 +4,7 @@
 //! twice, unexpected types) goes to serde_json instead, so both paths read the same.
 
 use super::{ChoiceDelta, Chunk, ChunkChoice, CustomDelta, FunctionDelta, ToolCallDelta, Usage};
-use crate::protocol::skim::{Skim, Skimmed, Unsure};
+use crate::protocol::skim::{Holes, Skim, Skimmed, Unsure};
 
 /// [`crate::protocol::residual::Structural::is_structural_key`] for chat, as one `match`: the fast path asks it for every
 /// member it skips, and a scan of the two lists costs ~5 % of a streamed answer's CPU. The
@@ -29,7 +29,9 @@ pub(super) fn structural(key: &[u8]) -> bool {
 
 /// Fills `chunk` from a chunk or whole response read with [`Skim`], in place (the structs are
 /// large enough that moving them shows in the profile); [`Unsure`] sends it to serde_json.
-pub(super) fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<bool> {
+/// Returns whether a skipped value may carry text, and the strings the reading does not depend
+/// on (the content text's marked) for the stream's template.
+pub(super) fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<(bool, Holes)> {
     let mut s = Skim::new(data);
     let mut seen = Seen::default();
     s.object(|s, key| match key {
@@ -54,7 +56,7 @@ pub(super) fn skim_chunk<'a>(data: &'a [u8], chunk: &mut Chunk<'a>) -> Skimmed<b
         _ => s.skip_unread(key, structural),
     })?;
     s.end()?;
-    Ok(s.unread_text())
+    Ok((s.unread_text(), s.holes()))
 }
 
 fn skim_choice<'a>(s: &mut Skim<'a>, choice: &mut ChunkChoice<'a>) -> Skimmed<()> {
@@ -86,7 +88,15 @@ fn skim_delta<'a>(s: &mut Skim<'a>, d: &mut ChoiceDelta<'a>) -> Skimmed<()> {
     let mut seen = Seen::default();
     s.object(|s, key| {
         let (bit, slot) = match key {
-            b"content" => (0, &mut d.content),
+            b"content" => {
+                seen.once(0)?;
+                let start = s.value_start();
+                d.content = s.opt_str()?;
+                if d.content.is_some() {
+                    s.mark_hole(start);
+                }
+                return Ok(());
+            }
             b"refusal" => (1, &mut d.refusal),
             b"reasoning_content" => (2, &mut d.reasoning_content),
             b"reasoning" => (3, &mut d.reasoning),
