@@ -1,6 +1,7 @@
 //! The stream template against reading every chunk in full: a decoder that has seen a plain
 //! text chunk must decode the next chunk — the same bytes with other strings in its holes,
 //! anything in them, corrupted or not — exactly as a decoder that reads it from scratch.
+#![allow(clippy::unwrap_used)]
 
 use super::skim_tests::{Gen, Rng};
 use super::*;
@@ -96,7 +97,7 @@ fn refill(g: &mut Gen, base: &str, rough: bool) -> Option<String> {
         }
         g.out.clear();
         match g.rng.below(if rough { 8 } else { 1 }) {
-            0 | 1 | 2 => g.string(),
+            0..=2 => g.string(),
             3 => g.out.push_str("null"),
             4 => g.out.push_str("\"unterminated"),
             5 => g.out.push_str("\"ends in a backslash\\\""),
