@@ -366,3 +366,58 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         );
     }
 }
+
+#[test]
+fn tool_checks_an_mcp_session_cannot_judge_are_refused_on_mcp_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let per_call = write(
+        "per_call.yaml",
+        "validators:\n  - type: tools_not_called\n    params: { tool_names: [shell] }\n  - type: tool_call_count\n    params: { max: 3 }\n",
+    );
+    let turn_end = write(
+        "turn_end.yaml",
+        "validators:\n  - id: must-search\n    type: tools_called\n    params: { tool_names: [search] }\n",
+    );
+    let results = write("results.yaml", "validators:\n  - type: no_tool_errors\n");
+    let config = |packs: &str, key_packs: Option<&str>| {
+        let keys = key_packs.map_or(String::new(), |k| {
+            format!("keys:\n  - id: team\n    key_env: GW_TEST_KEY_MCP\n    packs: [\"{k}\"]\n")
+        });
+        write(
+            "g.yaml",
+            &format!(
+                "routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"http://127.0.0.1:9/mcp\"\n    packs: [\"{packs}\"]\n{keys}"
+            ),
+        )
+    };
+    let check = |path: String| {
+        run(
+            &["check", "--config", &path],
+            &[("GW_TEST_KEY_MCP", "secret-key-of-the-mcp-team")],
+        )
+    };
+    // Checks judged call by call run on MCP.
+    let (ok, out) = check(config(&per_call, None));
+    assert!(ok, "{out}");
+    // A check judged at the end of a turn is refused, naming route, validator and why.
+    let (ok, out) = check(config(&turn_end, None));
+    assert!(!ok);
+    assert!(
+        out.contains("the packs of MCP route tools")
+            && out.contains("validator 'must-search' cannot run on an MCP route")
+            && out.contains("end of a turn"),
+        "{out}"
+    );
+    // So is one reading tool results as outcomes; in a key's packs too.
+    let (ok, out) = check(config(&per_call, Some(&results)));
+    assert!(!ok);
+    assert!(
+        out.contains("keys (team).packs") && out.contains("tool results"),
+        "{out}"
+    );
+}

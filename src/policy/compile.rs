@@ -188,6 +188,16 @@ impl Policy {
         &self.validators[index as usize]
     }
 
+    /// The first tool check an MCP route cannot judge: its validator's label and why
+    /// ([`ToolCheck::unjudged_on_mcp`]).
+    pub fn unjudged_on_mcp(&self) -> Option<(&str, &'static str)> {
+        self.tools.iter().find_map(|(v, check)| {
+            check
+                .unjudged_on_mcp()
+                .map(|why| (self.validator(*v).label.as_str(), why))
+        })
+    }
+
     /// The pack files this policy was loaded from.
     pub fn packs(&self) -> &[String] {
         &self.packs

@@ -227,6 +227,40 @@ impl ToolCheck {
         )
     }
 
+    /// Why an MCP session cannot judge this check, if it cannot: MCP has no end of a turn (a
+    /// session just stops), and guardwire reads tool results there as text, not as a call's
+    /// outcome. Such checks are refused on MCP routes when the config loads, rather than
+    /// never firing.
+    pub fn unjudged_on_mcp(&self) -> Option<&'static str> {
+        const TURN_END: &str = "it is judged at the end of a turn, and an MCP session has none";
+        const RESULTS: &str =
+            "it reads tool results as a call's outcome, and on MCP guardwire reads them as text";
+        match self {
+            ToolCheck::Called { .. }
+            | ToolCheck::Sequence { .. }
+            | ToolCheck::Chain { .. }
+            | ToolCheck::CallsWithArgs { .. }
+            | ToolCheck::AgentResponseContains { .. }
+            | ToolCheck::SkillActivated { .. }
+            | ToolCheck::SkillOrder { .. } => Some(TURN_END),
+            ToolCheck::Count { min: Some(_), .. } => {
+                Some("its `min` is judged at the end of a turn, and an MCP session has none")
+            }
+            ToolCheck::Args { .. } => Some(
+                "that the tool is called at all is judged at the end of a turn, and an MCP session has none",
+            ),
+            ToolCheck::NoErrors | ToolCheck::ResultIncludes { .. } | ToolCheck::ResultMatches { .. } => {
+                Some(RESULTS)
+            }
+            ToolCheck::Efficiency {
+                max_errors,
+                max_error_rate,
+                ..
+            } if max_errors.is_some() || max_error_rate.is_some() => Some(RESULTS),
+            _ => None,
+        }
+    }
+
     /// BeforeCall: what the history alone decides.
     pub fn before_call(&self, h: &ToolHistory) -> Outcome {
         let turn = h.turn();

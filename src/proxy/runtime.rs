@@ -213,6 +213,7 @@ impl Runtime {
             key.max_in_flight = k.max_concurrent_requests;
             keys.push(key);
         }
+        check_mcp_tool_checks(&config, &routes, &keys)?;
         let tls = match &config.tls {
             Some(t) => Some(crate::tls::server_config(t).map_err(StartError::Setup)?),
             None => None,
@@ -319,6 +320,47 @@ fn check_eval_metrics(policies: &PolicyCache) -> Result<(), StartError> {
 }
 
 /// Names the config key (and the file) of a pack list that failed to load.
+/// Tool checks an MCP session cannot judge are refused on MCP routes — in the route's packs,
+/// and in every key's own packs (a key's packs apply on every route) — rather than never
+/// firing there.
+fn check_mcp_tool_checks(
+    config: &Config,
+    routes: &[Route],
+    keys: &[auth::ClientKey],
+) -> Result<(), StartError> {
+    let mut mcp = routes
+        .iter()
+        .filter(|r| r.protocol.id() == crate::protocol::ProtocolId::Mcp);
+    let Some(first) = mcp.next() else {
+        return Ok(());
+    };
+    let in_file = match &config.file {
+        Some(file) => format!(" in {}", file.display()),
+        None => String::new(),
+    };
+    let of_routes = std::iter::once(first)
+        .chain(mcp)
+        .map(|r| (format!("the packs of MCP route {}", r.name), &*r.policy));
+    let of_keys = keys.iter().filter_map(|k| {
+        let p = k.policy.as_deref()?;
+        Some((
+            format!(
+                "keys ({}).packs, which apply on MCP route {}",
+                k.id, first.name
+            ),
+            p,
+        ))
+    });
+    for (origin, policy) in of_routes.chain(of_keys) {
+        if let Some((label, why)) = policy.unjudged_on_mcp() {
+            return Err(StartError::Setup(format!(
+                "{origin}{in_file}: validator '{label}' cannot run on an MCP route: {why} (docs/mcp.md, Sessions)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn packs_error(config: &Config, key: String) -> impl FnOnce(PolicyError) -> StartError + '_ {
     move |source| StartError::Packs {
         origin: match &config.file {
