@@ -328,9 +328,10 @@ fn check_mcp_tool_checks(
     routes: &[Route],
     keys: &[auth::ClientKey],
 ) -> Result<(), StartError> {
+    // The built-in route of each protocol has no upstream unless the config names one.
     let mut mcp = routes
         .iter()
-        .filter(|r| r.protocol.id() == crate::protocol::ProtocolId::Mcp);
+        .filter(|r| r.protocol.id() == crate::protocol::ProtocolId::Mcp && r.upstream.is_some());
     let Some(first) = mcp.next() else {
         return Ok(());
     };
