@@ -156,6 +156,12 @@ pub fn read_unique(data: &[u8]) -> Result<Value, Invalid> {
     serde_json::from_slice::<Unique>(data)
         .map(|u| u.0)
         .map_err(|e| {
+            // A duplicate found before a syntax error further on: the body is no JSON at all,
+            // and is answered as such (the error path only reads it twice).
+            let e = match e.classify() {
+                Category::Data => serde_json::from_slice::<de::IgnoredAny>(data).err().unwrap_or(e),
+                _ => e,
+            };
             let (code, what) = match e.classify() {
                 // The only data error a `Unique` raises: any JSON is a value.
                 Category::Data => (
@@ -305,6 +311,15 @@ mod tests {
         let e = parse(br#"{"jsonrpc":"2.0","id":1,"method":"sk-live-secret"#).unwrap_err();
         assert!(!e.message.contains("secret"));
         assert_eq!(e.code, crate::protocol::mcp::codes::PARSE_ERROR);
+    }
+
+    #[test]
+    fn a_key_twice_before_a_syntax_error_is_answered_as_no_json() {
+        // Found by the fuzz target: the duplicate comes first, the body is not JSON.
+        let e = parse(br#"[{"jsonrpc":"2.0","method":"a","params":{"x":[{"k":{"z":1,"z":2}}]2}]"#)
+            .unwrap_err();
+        assert_eq!(e.code, crate::protocol::mcp::codes::PARSE_ERROR);
+        assert!(e.message.starts_with("not JSON"), "{}", e.message);
     }
 
     #[test]
