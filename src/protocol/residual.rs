@@ -82,6 +82,26 @@ impl Structural {
     }
 }
 
+/// The end (after the closing quote) of the JSON string literal whose opening quote is at
+/// `start`: escapes skipped, not checked.
+pub(super) fn string_end(data: &[u8], start: usize) -> Result<usize, Unwalkable> {
+    let mut i = start + 1;
+    loop {
+        let Some(at) = memchr::memchr2(b'"', b'\\', &data[i..]) else {
+            return Err(Unwalkable);
+        };
+        i += at;
+        if data[i] == b'\\' {
+            i += 2;
+            if i > data.len() {
+                return Err(Unwalkable);
+            }
+        } else {
+            return Ok(i + 1);
+        }
+    }
+}
+
 /// True when `name` is `step` or one of its `|`-separated spellings (a list is longer than
 /// any of its spellings, so a plain step costs one comparison).
 fn step_matches(step: &str, name: &[u8]) -> bool {
@@ -185,22 +205,7 @@ pub fn residual_strings(
         match data[i] {
             b'"' => {
                 let start = i;
-                i += 1;
-                loop {
-                    let Some(at) = memchr::memchr2(b'"', b'\\', &data[i..]) else {
-                        return Err(Unwalkable);
-                    };
-                    i += at;
-                    if data[i] == b'\\' {
-                        i += 2;
-                        if i > data.len() {
-                            return Err(Unwalkable);
-                        }
-                    } else {
-                        i += 1;
-                        break;
-                    }
-                }
+                i = string_end(data, i)?;
                 let lit = start..i.min(data.len());
                 let in_key = stack.last().is_some_and(|l| l.object && l.expect_key);
                 if in_key {

@@ -92,22 +92,7 @@ pub fn schema_strings(
         match data[i] {
             b'"' => {
                 let start = i;
-                i += 1;
-                loop {
-                    let Some(at) = memchr::memchr2(b'"', b'\\', &data[i..]) else {
-                        return Err(Unwalkable);
-                    };
-                    i += at;
-                    if data[i] == b'\\' {
-                        i += 2;
-                        if i > data.len() {
-                            return Err(Unwalkable);
-                        }
-                    } else {
-                        i += 1;
-                        break;
-                    }
-                }
+                i = super::string_end(data, i)?;
                 let literal = start..i.min(data.len());
                 let depth = stack.len();
                 let in_key = stack.last().is_some_and(|l| l.object && l.expect_key);
