@@ -21,7 +21,7 @@ use super::observed::{GuardVerdict, Observed};
 use super::record;
 use crate::config::Config;
 use crate::judge::Answer;
-use crate::protocol::{self, Protocol};
+use crate::protocol::Protocol;
 use crate::proxy::Runtime;
 use crate::server::RunningServer;
 use bytes::Bytes;
@@ -294,20 +294,7 @@ pub fn prepare_body(
             route.name
         ));
     }
-    let protocol: &'static dyn Protocol = match protocol {
-        None => route.protocol,
-        Some(p) => *protocol::family(route.protocol)
-            .iter()
-            .find(|f| f.name() == p.name())
-            .ok_or_else(|| {
-                format!(
-                    "route {} ({}) does not serve protocol {}",
-                    route.name,
-                    route.protocol.name(),
-                    p.name()
-                )
-            })?,
-    };
+    let protocol = super::replay::protocol_on(route, protocol)?;
     let gemini = protocol.name() == "gemini";
     if stream && !gemini {
         if let Some(o) = body.as_object_mut() {

@@ -78,6 +78,29 @@ pub struct Outcome {
 
 /// The route an exchange is checked under: `forced` (`--route`), else the line's, else the
 /// first route of the line's protocol (OpenAI chat when it names none).
+/// The protocol an exchange speaks on `route`: the route's own, or the one `asked` names if
+/// the route's family serves it.
+pub(super) fn protocol_on(
+    route: &Route,
+    asked: Option<&dyn Protocol>,
+) -> Result<&'static dyn Protocol, String> {
+    let Some(p) = asked else {
+        return Ok(route.protocol);
+    };
+    protocol::family(route.protocol)
+        .iter()
+        .find(|f| f.name() == p.name())
+        .copied()
+        .ok_or_else(|| {
+            format!(
+                "route {} ({}) does not serve protocol {}",
+                route.name,
+                route.protocol.name(),
+                p.name()
+            )
+        })
+}
+
 pub(super) fn route<'r>(
     rt: &'r Runtime,
     forced: Option<&str>,
@@ -109,20 +132,7 @@ pub fn check(
     line: u64,
 ) -> Result<Outcome, String> {
     let route = route(rt, forced_route, ex)?;
-    let protocol: &'static dyn Protocol = match ex.protocol {
-        None => route.protocol,
-        Some(p) => *protocol::family(route.protocol)
-            .iter()
-            .find(|f| f.name() == p.name())
-            .ok_or_else(|| {
-                format!(
-                    "route {} ({}) does not serve protocol {}",
-                    route.name,
-                    route.protocol.name(),
-                    p.name()
-                )
-            })?,
-    };
+    let protocol = protocol_on(route, ex.protocol)?;
     let policy = &route.policy;
     let mut out = Outcome {
         line,
