@@ -7,7 +7,7 @@
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
 //! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
 //! `--deltas N`, `--throughput-only`, `--no-nginx`, `--soak N`, `--soak-send-ms MS`,
-//! `--no-soak`).
+//! `--soak-send-buffer BYTES`, `--no-soak`).
 //!
 //! Processes and threads:
 //! - guardwire runs as a child process (`target/release/guardwire serve`), twice: one with no
@@ -455,10 +455,17 @@ async fn soak_section(
     let p = opts.protocols[0];
     let (port, admin_port) = (free_port(), free_port());
     let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
-    let extra = format!(
+    let mut extra = format!(
         "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n",
         opts.soak_send_ms
     );
+    if opts.soak_send_buffer > 0 {
+        let _ = writeln!(
+            extra,
+            "limits:\n  client_send_buffer_bytes: {}",
+            opts.soak_send_buffer
+        );
+    }
     let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
     // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.
     if let Err(e) = check(&cfg) {
@@ -504,7 +511,8 @@ async fn soak_section(
     let _ = writeln!(
         report,
         "\n### Soak: {} clients that never read ({})\n\n\
-         Its own guardwire (no packs, `timeouts.client_send_ms: {}`, metrics on `admin.listen`). \
+         Its own guardwire (no packs, `timeouts.client_send_ms: {}`, {}, metrics on \
+         `admin.listen`). \
          Each never-reading client sends a streaming Chat request from a socket with a 2 KiB \
          receive buffer and reads nothing; the mock answers it with {} MiB as fast as guardwire \
          takes them. In waves for as long as the normal traffic runs: a wave opens {} such \
@@ -513,6 +521,10 @@ async fn soak_section(
         opts.soak,
         p.name(),
         opts.soak_send_ms,
+        match opts.soak_send_buffer {
+            0 => "client send buffers autotuned by the kernel".to_string(),
+            n => format!("`limits.client_send_buffer_bytes: {n}`"),
+        },
         (mock_state.flood.len() * mock_state.flood_chunks) >> 20,
         opts.soak,
     );

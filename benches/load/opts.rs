@@ -110,6 +110,8 @@ pub(super) struct Opts {
     /// `timeouts.client_send_ms` for it.
     pub(super) soak: usize,
     pub(super) soak_send_ms: u64,
+    /// guardwire's `limits.client_send_buffer_bytes` in the soak (0: the kernel's autotuning).
+    pub(super) soak_send_buffer: usize,
 }
 
 fn usage() -> ! {
@@ -118,7 +120,7 @@ fn usage() -> ! {
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
          \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx]\n\
-         \x20      [--soak N] [--soak-send-ms MS] [--no-soak]\n\
+         \x20      [--soak N] [--soak-send-ms MS] [--soak-send-buffer BYTES] [--no-soak]\n\
          env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
     );
     std::process::exit(2)
@@ -153,6 +155,7 @@ pub(super) fn parse_opts() -> Opts {
         nginx: true,
         soak: if quick { 100 } else { 1000 },
         soak_send_ms: 1000,
+        soak_send_buffer: 0,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -165,6 +168,7 @@ pub(super) fn parse_opts() -> Opts {
             "--no-soak" => o.soak = 0,
             "--soak" => o.soak = val().parse().unwrap_or_else(|_| usage()),
             "--soak-send-ms" => o.soak_send_ms = val().parse().unwrap_or_else(|_| usage()),
+            "--soak-send-buffer" => o.soak_send_buffer = val().parse().unwrap_or_else(|_| usage()),
             "--rss-gap-ms" => {
                 o.rss_gap =
                     Duration::from_secs_f64(val().parse::<f64>().unwrap_or_else(|_| usage()) / 1e3)

@@ -469,6 +469,13 @@ impl Config {
                 return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }
         }
+        if l.client_send_buffer_bytes != 0
+            && !(4096..=1 << 30).contains(&l.client_send_buffer_bytes)
+        {
+            return Err(ConfigError::Invalid(
+                "limits.client_send_buffer_bytes: must be 0 (the kernel's autotuning) or between 4096 and 1073741824".into(),
+            ));
+        }
         if l.max_buffered_request_bytes < l.max_request_bytes {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",

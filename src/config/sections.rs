@@ -93,6 +93,11 @@ pub struct Limits {
     /// `content-length` up front when sent, else as bytes arrive) and given back when its
     /// exchange ends. Over it: 503 + `retry-after`. At least `max_request_bytes`.
     pub max_buffered_request_bytes: usize,
+    /// The kernel send buffer of each client connection (`SO_SNDBUF`, as nginx's `sndbuf`); 0
+    /// leaves it to the kernel's autotuning (up to megabytes). A smaller buffer bounds what
+    /// guardwire reads, checks and writes for a client that stops reading before its write
+    /// blocks and `timeouts.client_send_ms` runs. Read at start.
+    pub client_send_buffer_bytes: usize,
 }
 
 impl Default for Limits {
@@ -114,6 +119,9 @@ impl Default for Limits {
             // 32 bodies of the largest size, or thousands of typical chat bodies (tens of KiB),
             // at once.
             max_buffered_request_bytes: 256 << 20,
+            // Autotuning: a fixed size also caps a fast client's throughput (one buffer per
+            // round trip).
+            client_send_buffer_bytes: 0,
         }
     }
 }

@@ -147,6 +147,7 @@ fn limits_in_total_are_validated_naming_the_key() {
     assert_eq!(c.keys[0].max_concurrent_requests, Some(3));
     assert_eq!(c.limits.max_connections, 20_000);
     assert_eq!(c.limits.max_h2_streams, 100);
+    assert_eq!(c.limits.client_send_buffer_bytes, 0);
     assert_eq!(c.limits.max_buffered_request_bytes, 256 << 20);
     assert_eq!(c.evals.max_queue_bytes, 64 << 20);
     for (yaml, key) in [
@@ -157,6 +158,14 @@ fn limits_in_total_are_validated_naming_the_key() {
             "limits.max_buffered_request_bytes",
         ),
         ("limits: { max_h2_streams: -1 }", "max_h2_streams"),
+        (
+            "limits: { client_send_buffer_bytes: 100 }",
+            "limits.client_send_buffer_bytes",
+        ),
+        (
+            "limits: { client_send_buffer_bytes: 2147483648 }",
+            "limits.client_send_buffer_bytes",
+        ),
         ("evals: { max_queue_bytes: 0 }", "max_queue_bytes"),
         (
             "keys: [{id: a, key: k, max_concurrent_requests: 0}]",

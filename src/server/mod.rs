@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -79,12 +79,11 @@ pub async fn start_runtime(
     let poll = Duration::from_millis(runtime.config.reload.poll_ms);
     let listen = runtime.config.listen;
     let gateway = Arc::new(Gateway::new(runtime, config_path).map_err(StartError::Upstream)?);
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: listen,
-            source,
-        })?;
+    let send_buffer = gateway.runtime().config.limits.client_send_buffer_bytes;
+    let listener = bind_clients(listen, send_buffer).map_err(|source| StartError::Bind {
+        addr: listen,
+        source,
+    })?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: listen,
         source,
@@ -146,6 +145,24 @@ fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
             (p, modified, len)
         })
         .collect()
+}
+
+/// Binds the client listener as `TcpListener::bind` does (address reuse, a backlog of 1024),
+/// with `limits.client_send_buffer_bytes` set on the listening socket: Linux gives every
+/// accepted socket the listener's buffer sizes, so no call per connection is needed.
+fn bind_clients(addr: SocketAddr, send_buffer: usize) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if send_buffer > 0 {
+        // Checked at load to be at most 1 GiB.
+        socket.set_send_buffer_size(u32::try_from(send_buffer).unwrap_or(u32::MAX))?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// Polls the files behind the running config and reloads when any of them changes. Polling
@@ -327,4 +344,29 @@ pub async fn serve(
     drop(stop_rx);
     let _ = stop.send(true);
     stop.closed().await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::bind_clients;
+
+    /// The send buffer an accepted connection gets from a listener bound with `size`.
+    async fn accepted_send_buffer(size: usize) -> usize {
+        let listener = bind_clients("127.0.0.1:0".parse().unwrap(), size).unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let (accepted, _client) = tokio::join!(listener.accept(), client);
+        let stream = accepted.unwrap().0.into_std().unwrap();
+        socket2::SockRef::from(&stream).send_buffer_size().unwrap()
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_get_the_configured_send_buffer() {
+        // Linux doubles the value asked for (bookkeeping overhead) and autotunes from
+        // `tcp_wmem`'s default (16 KiB) when nothing is asked.
+        let small = accepted_send_buffer(4096).await;
+        let large = accepted_send_buffer(1 << 20).await;
+        assert!((4096..=8192 + 1024).contains(&small), "{small}");
+        assert!(large >= 1 << 20, "{large}");
+    }
 }
