@@ -132,16 +132,16 @@ async fn mcp_and_a2a_blocks_and_evals_are_audited_with_route_and_protocol() {
     }
 }
 
-const MCP_EVAL_PACK: &str = r#"
-validators:
-  - id: banned-words
-    type: banned_words
-    params: { words: ["forbidden"], direction: both }
-evals:
-  - {id: args-city, type: banned_words, trigger: every_turn, metric: {name: mcp_args_clean}, params: {words: ["paris"]}}
-  - {id: result-weather, type: banned_words, trigger: every_turn, params: {words: ["sunny"], direction: input}}
-  - {id: no-blocks, type: guardrail_triggered, trigger: every_turn, params: {guardrail: banned-words, should_trigger: false}}
-"#;
+/// The pack above with evals of the MCP call: of its arguments (the answer), of its result
+/// (the input), and of the blocks.
+fn mcp_eval_pack() -> String {
+    format!(
+        "{PACK}  - {{id: args-city, type: banned_words, trigger: every_turn, metric: {{name: mcp_args_clean}}, params: {{words: [\"paris\"]}}}}
+  - {{id: result-weather, type: banned_words, trigger: every_turn, params: {{words: [\"sunny\"], direction: input}}}}
+  - {{id: no-blocks, type: guardrail_triggered, trigger: every_turn, params: {{guardrail: banned-words, should_trigger: false}}}}
+"
+    )
+}
 
 /// The value of the metric line that starts with `prefix`.
 fn metric_value(m: &str, prefix: &str) -> Option<f64> {
@@ -174,7 +174,7 @@ async fn an_mcp_tool_call_is_a_turn_for_the_evals() {
         audit.display(),
         upstream.base_url()
     );
-    let proxy = start_config("", MCP_EVAL_PACK, &config).await;
+    let proxy = start_config("", &mcp_eval_pack(), &config).await;
     for (id, city) in [(1, "paris"), (2, "oslo"), (3, "forbidden")] {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"weather","arguments":{{"city":"{city}"}}}}}}"#
@@ -234,7 +234,8 @@ async fn an_mcp_tool_call_is_a_turn_for_the_evals() {
     );
     let lines = audit_lines(&audit);
     let evals: Vec<&Value> = lines.iter().filter(|l| l["mode"] == "eval").collect();
-    assert_eq!(evals.len(), 9, "{lines:#?}");
+    // The three evals above and the pack's `short`, on each of the three turns.
+    assert_eq!(evals.len(), 12, "{lines:#?}");
     for l in &evals {
         assert_eq!(l["route"], "tools", "{l}");
         assert_eq!(l["protocol"], "mcp", "{l}");

@@ -273,15 +273,10 @@ async fn sse_comments_are_dropped_and_ids_checked() {
 /// SDKs' shape are structure; any other id is still checked with its message.
 #[tokio::test]
 async fn event_ids_of_the_sdks_shape_are_structure_others_text() {
-    const ID_PACK: &str = r#"
-validators:
-  - id: banned-words
-    type: banned_words
-    params: { words: ["forbidden"], direction: both }
-  - id: no-ssn
-    type: regex
-    params: { pattern: "\\d{3}-\\d{2}-\\d{4}", expect_match: false, direction: input }
-"#;
+    // The route's pack, and a pattern that matches ids like social security numbers.
+    let pack = format!(
+        "{PACK}  - id: no-ssn\n    type: regex\n    params: {{ pattern: \"\\\\d{{3}}-\\\\d{{2}}-\\\\d{{4}}\", expect_match: false, direction: input }}\n"
+    );
     let stream = format!(
         "id: 987-65-4321\ndata: \n\n\
          id: 123-45-6789\ndata: {}\n\n\
@@ -296,7 +291,7 @@ validators:
         "routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"{}/mcp\"\n",
         mock.base_url()
     );
-    let p = common::proxy::start_config("", ID_PACK, &routes).await;
+    let p = common::proxy::start_config("", &pack, &routes).await;
     let batch = format!(
         "[{},{},{}]",
         call(1, "a", json!({})),
