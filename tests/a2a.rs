@@ -328,6 +328,51 @@ async fn a_stream_cut_short_before_the_task_ends_is_an_error() {
 
 /// An agent's error answer (a non-2xx status) is its text too: it never reaches the client
 /// unchecked, as a call or as the card.
+/// JSON readers disagree on which copy of a key counts (serde_json keeps the last, others the
+/// first): a call or an answer with an object holding a key twice is refused, as on MCP routes.
+#[tokio::test]
+async fn a_key_twice_is_refused_in_calls_and_answers() {
+    // Clean copies both: only the duplicate is wrong (the first event is fine).
+    const WHOLE: &str = r#"{"jsonrpc":"2.0","id":"d1","result":{"message":{"messageId":"r1","messageId":"r2","parts":[{"text":"ok"}]}}}"#;
+    const FIRST: &str = r#"{"jsonrpc":"2.0","id":"d2","result":{"task":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_WORKING"}}}}"#;
+    const TWICE: &str = r#"{"jsonrpc":"2.0","id":"d2","result":{"statusUpdate":{"taskId":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED","message":{"messageId":"m2","role":"ROLE_AGENT","parts":[{"text":"done","text":"done twice"}]}}}}}"#;
+    let agent = MockUpstream::start(|req| {
+        if req.body_str().contains("SendStreamingMessage") {
+            Reply::sse(format!("data: {FIRST}\n\ndata: {TWICE}\n\n").as_bytes())
+        } else {
+            Reply::json(200, WHOLE)
+        }
+    })
+    .await;
+    let proxy = start_config("", PACK, &routes(&agent.base_url())).await;
+    // The agent's reader may take the first copy, which the checks never read.
+    let req = r#"{"jsonrpc":"2.0","id":"c1","method":"SendMessage","params":{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"give me the forbidden fruit","te\u0078t":"hello"}]}}}"#;
+    let a = post(proxy.addr(), req.into(), None).await;
+    let e = a.json();
+    assert_eq!(e["id"], "c1", "{e}");
+    assert_eq!(e["error"]["code"], -32600, "{e}");
+    assert!(!a.text().contains("forbidden"), "{}", a.text());
+    assert_eq!(agent.request_count(), 0, "nothing was forwarded");
+
+    let a = post(proxy.addr(), call("SendMessage", "d1", "hi"), None).await;
+    assert_eq!(a.status, 200);
+    let e = a.json();
+    assert_eq!(e["id"], "d1", "{e}");
+    assert_eq!(e["error"]["code"], -32093, "{e}");
+    assert!(!a.text().contains("r2"), "{}", a.text());
+
+    let a = post(proxy.addr(), call("SendStreamingMessage", "d2", "hi"), None).await;
+    let text = a.text();
+    assert!(text.contains("TASK_STATE_WORKING"), "{text}");
+    assert!(
+        !text.contains("done"),
+        "the event with a key twice is not relayed: {text}"
+    );
+    let e = rpc_error(&text);
+    assert_eq!(e["id"], "d2", "{e}");
+    assert_eq!(e["error"]["code"], -32093, "{e}");
+}
+
 #[tokio::test]
 async fn an_agents_error_answer_is_not_relayed() {
     let agent = MockUpstream::start(|_| Reply::json(500, r#"{"detail":"forbidden fruit"}"#)).await;

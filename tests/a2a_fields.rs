@@ -137,6 +137,25 @@ async fn a_card_whose_texts_violate_the_packs_is_refused() {
     assert_eq!(a.json()["skills"][0]["examples"][0], "refund invoice 42");
 }
 
+/// A card with a key twice is refused: the client's reader may keep the copy guardwire's
+/// rewrite dropped (here an interface that goes around guardwire).
+#[tokio::test]
+async fn a_card_with_a_key_twice_is_refused() {
+    let agent = MockUpstream::start(|req| {
+        let base = format!("http://{}", req.header("host").unwrap_or("agent"));
+        let clean = card(&base, json!({})).to_string();
+        let around = r#"{"supportedInterfaces":[{"url":"http://elsewhere.example/a2a","protocolBinding":"JSONRPC"}],"#;
+        Reply::json(200, &format!("{around}{}", &clean[1..]))
+    })
+    .await;
+    let proxy = start_config("", PACK, &routes(&agent.base_url(), "")).await;
+    let a = get_card(proxy.addr()).await;
+    let text = a.text();
+    assert_eq!(a.status, 502, "{text}");
+    assert!(!text.contains("elsewhere"), "{text}");
+    assert_eq!(a.json()["error"]["code"], -32093, "{text}");
+}
+
 #[tokio::test]
 async fn a_cards_unknown_fields_follow_unknown_content() {
     let unknown: fn(&str) -> Value = |b| card(b, json!({"x-notes": "forbidden fruit"}));

@@ -108,6 +108,7 @@ fn text_bytes(c: &Conversation, answer: Option<&Answer>) -> usize {
 
 /// What the evals need of an exchange, gathered when its request is read; handed over, with
 /// the answer, when the exchange ends.
+#[derive(Clone)]
 pub struct EvalSeed {
     /// Where the turn goes.
     pub queue: Arc<EvalQueue>,

@@ -18,20 +18,33 @@ impl RequestCtx<'_> {
         headers: &HeaderMap,
         conversation: &Arc<Conversation>,
     ) -> Option<EvalSeed> {
-        let queue = &self.gw.evals;
+        let mut seed = self.eval_template()?;
+        let session = session_of(self.eval_session_header(headers), conversation);
+        if !may_select(&seed.policy, &session, turn_index_of(conversation)) {
+            return None;
+        }
+        seed.conversation = Arc::clone(conversation);
+        seed.session = session;
+        Some(seed)
+    }
+
+    /// The `evals.session_header` value the request sent, if any.
+    pub fn eval_session_header<'h>(&self, headers: &'h HeaderMap) -> Option<&'h str> {
+        headers
+            .get(self.gw.evals.session_header())
+            .and_then(|v| v.to_str().ok())
+            .filter(|h| !h.is_empty())
+    }
+
+    /// A seed whose conversation and session are filled in later (an MCP POST's tool calls
+    /// each make a turn of their own); `None` when the policy has no evals.
+    pub fn eval_template(&self) -> Option<EvalSeed> {
         let policy = self.caller.policy;
         if policy.evals().is_empty() {
             return None;
         }
-        let header = headers
-            .get(queue.session_header())
-            .and_then(|v| v.to_str().ok());
-        let session = session_of(header, conversation);
-        if !may_select(policy, &session, turn_index_of(conversation)) {
-            return None;
-        }
         Some(EvalSeed {
-            queue: Arc::clone(queue),
+            queue: Arc::clone(&self.gw.evals),
             policy: Arc::clone(policy),
             // The evals' own gates: their calls never hold the request path's permits or
             // open its breakers.
@@ -41,8 +54,8 @@ impl RequestCtx<'_> {
             },
             audit: Arc::clone(&self.rt.audit),
             keep_reasons: self.rt.config.audit.include_match,
-            conversation: Arc::clone(conversation),
-            session,
+            conversation: Arc::default(),
+            session: String::new(),
             route: self.route.name,
             protocol: self.protocol.name(),
             request_id: self.id.to_owned(),

@@ -12,6 +12,7 @@
 //! (limits, timeouts), admit, the upstream request (headers allowlist, key swap) and its send.
 
 pub mod check;
+pub mod evals;
 pub mod session;
 pub mod stream;
 
@@ -133,6 +134,11 @@ impl Gateway {
             keep_matches: rt.config.audit.include_match,
             pending: Vec::new(),
             session: self.mcp_sessions.view(session.clone()),
+            evals: ctx.eval_template().map(|t| {
+                let header = ctx.eval_session_header(&parts.headers);
+                let id = session.session.as_deref();
+                evals::ToolEvals::new(t, header.or(id).map(str::to_owned))
+            }),
         };
         let (body, held) = match parts.method {
             Method::POST => {

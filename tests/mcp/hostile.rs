@@ -140,7 +140,7 @@ async fn unknown_fields_are_checked_everywhere() {
 }
 
 /// Fails before the fix: an encoded or non-ASCII `Mcp-Param-*` / `Mcp-Name` went up unread,
-/// and an `Mcp-Method` other than the body's was forwarded.
+/// and an `Mcp-Method` or `Mcp-Name` other than the body's was forwarded.
 #[tokio::test]
 async fn routing_headers_are_read_decoded_or_refused() {
     let mock = MockUpstream::start(|_| Reply::json(200, &result(1, "ok"))).await;
@@ -148,13 +148,14 @@ async fn routing_headers_are_read_decoded_or_refused() {
     let clean = call(1, "echo", json!({"text": "hello"}));
     // "say forbidden" as the SDKs wrap a value that is not plain ASCII.
     let wrapped = "=?base64?c2F5IGZvcmJpZGRlbg==?=";
-    for (name, value) in [("mcp-param-text", wrapped), ("mcp-name", wrapped)] {
-        let a = post(&p, &clean, &[(name, value)]).await;
-        assert_eq!(a.json()["error"]["code"], BLOCKED, "{name}: {}", a.text());
-    }
+    let a = post(&p, &clean, &[("mcp-param-text", wrapped)]).await;
+    assert_eq!(a.json()["error"]["code"], BLOCKED, "{}", a.text());
+    // `Mcp-Name` is what the server routes by: it must be the body's name (decoded).
     for (name, value) in [
         ("mcp-method", "tools/list"),
         ("mcp-param-text", "=?base64?not*base64?="),
+        ("mcp-name", "other"),
+        ("mcp-name", wrapped),
     ] {
         let a = post(&p, &clean, &[(name, value)]).await;
         assert_eq!(a.status, 400);
@@ -198,6 +199,17 @@ async fn routing_headers_are_read_decoded_or_refused() {
     assert_eq!(a.text(), result(1, "ok"));
     let reqs = mock.requests();
     assert_eq!(reqs[0].header("mcp-param-text"), Some("hello"));
+    // The SDKs' wrapping of "echo" is the same name.
+    let a = post(&p, &clean, &[("mcp-name", "=?base64?ZWNobw==?=")]).await;
+    assert_eq!(a.text(), result(1, "ok"));
+    let read = r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a"}}"#;
+    let a = post(&p, read, &[("mcp-name", "file:///b")]).await;
+    assert_eq!(a.json()["error"]["code"], HEADER_MISMATCH, "{}", a.text());
+    assert_eq!(
+        mock.request_count(),
+        2,
+        "the mismatched read was not forwarded"
+    );
 }
 
 /// Fails before the fix: comments and ids came through as the server wrote them.
@@ -208,7 +220,7 @@ async fn sse_comments_are_dropped_and_ids_checked() {
         ": forbidden keep-alive\n\n\
          id: ev-0\ndata: \n\n\
          : a forbidden comment\nevent: message\nid: ev-1\ndata: {clean}\n\n\
-         id: forbidden\ndata: {}\n\n",
+         id: <forbidden>\ndata: {}\n\n",
         result(2, "also fine")
     );
     let mock = MockUpstream::start(move |_| Reply::sse(stream.as_bytes())).await;
@@ -228,7 +240,7 @@ async fn sse_comments_are_dropped_and_ids_checked() {
     assert_eq!(msgs[1]["id"], 2);
     assert_eq!(
         msgs[1]["error"]["code"], BLOCKED,
-        "the id is checked with its message"
+        "an id outside the SDKs' id shape is checked with its message"
     );
     // An id guardwire will not relay (a space, a control byte, too long) ends the stream.
     for id in ["two words", "bell\u{7}", &"x".repeat(2000)] {
@@ -254,6 +266,49 @@ async fn sse_comments_are_dropped_and_ids_checked() {
     .await;
     assert_eq!(a.text(), "id: s_7\ndata: \n\n");
     assert_eq!(mock.requests()[0].header("last-event-id"), Some("s_6"));
+}
+
+/// Fails before the fix: an event id was always checked as text, so a pattern matching an
+/// SDK's random id (digits like a social security number) replaced the event. Ids of the
+/// SDKs' shape are structure; any other id is still checked with its message.
+#[tokio::test]
+async fn event_ids_of_the_sdks_shape_are_structure_others_text() {
+    // The route's pack, and a pattern that matches ids like social security numbers.
+    let pack = format!(
+        "{PACK}  - id: no-ssn\n    type: regex\n    params: {{ pattern: \"\\\\d{{3}}-\\\\d{{2}}-\\\\d{{4}}\", expect_match: false, direction: input }}\n"
+    );
+    let stream = format!(
+        "id: 987-65-4321\ndata: \n\n\
+         id: 123-45-6789\ndata: {}\n\n\
+         id: 123-45-6789+x\ndata: {}\n\n\
+         id: forbidden@example\ndata: {}\n\n",
+        result(1, "fine"),
+        result(2, "fine too"),
+        result(3, "also fine")
+    );
+    let mock = MockUpstream::start(move |_| Reply::sse(stream.as_bytes())).await;
+    let routes = format!(
+        "routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"{}/mcp\"\n",
+        mock.base_url()
+    );
+    let p = common::proxy::start_config("", &pack, &routes).await;
+    let batch = format!(
+        "[{},{},{}]",
+        call(1, "a", json!({})),
+        call(2, "b", json!({})),
+        call(3, "c", json!({}))
+    );
+    let a = post(&p, &batch, &[]).await;
+    let text = a.text();
+    assert!(text.contains("id: 987-65-4321\n"), "the priming id: {text}");
+    assert!(text.contains("id: 123-45-6789\n"), "{text}");
+    assert!(!text.contains("+x"), "{text}");
+    assert!(!text.contains("forbidden@"), "{text}");
+    let msgs = sse_messages(&a.body);
+    assert_eq!(msgs.len(), 3, "{text}");
+    assert_eq!(msgs[0]["result"]["content"][0]["text"], "fine", "{text}");
+    assert_eq!(msgs[1]["error"]["code"], BLOCKED, "{text}");
+    assert_eq!(msgs[2]["error"]["code"], BLOCKED, "{text}");
 }
 
 /// The server's SSE answer split in two at every byte (and one byte per read): the clean

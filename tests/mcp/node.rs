@@ -2,8 +2,9 @@
 //! tests/sdk/node/package-lock.json; `tests/run` installs it with `npm ci`) on both sides of
 //! guardwire: its McpServer behind it (tests/sdk/node/mcp_server.mjs, one process serving the
 //! SDK's four transport modes: stateful or stateless, SSE or JSON answers) and its Client
-//! through it (tests/sdk/node/mcp_client.mjs), and the TypeScript client to the Python server. The servers log every call they
-//! serve, which proves what never reached them. `#[ignore]`d: they need `$GUARDWIRE_SDK_NODE`
+//! through it (tests/sdk/node/mcp_client.mjs), the TypeScript client to the Python server and
+//! the Python client (tests/mcp/client.py) to the TypeScript server. The servers log every call
+//! they serve, which proves what never reached them. `#[ignore]`d: they need `$GUARDWIRE_SDK_NODE`
 //! (and `$GUARDWIRE_SDK_PYTHON` for the Python side).
 
 use super::sdk::{self, free_port};
@@ -252,4 +253,40 @@ async fn typescript_client_through_guardwire_to_the_python_server() {
     assert!(r["session_id"].is_string(), "{ctx}: {r}");
     assert_eq!(r["terminate"]["ok"], true, "{ctx}: {r}");
     assert_server_log(&server.log(), &Value::Null, ctx);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the MCP TypeScript SDK (GUARDWIRE_SDK_NODE, node_modules from tests/run) and the Python SDK (GUARDWIRE_SDK_PYTHON)"]
+async fn python_client_through_guardwire_to_the_typescript_server() {
+    let server = TsServer::start().await;
+    // Both words banned: the Python client's violating argument says "forbidden", the
+    // TypeScript server's texts "classified" — and the SDK's `execution.taskSupport:
+    // "forbidden"` on every listed tool is structure, so the list comes whole.
+    let pack = PACK.replace(
+        r#"["forbidden"]"#,
+        &format!(r#"["forbidden", "{TS_BANNED}"]"#),
+    );
+    assert_ne!(pack, PACK);
+    // Stateful with SSE answers (progress), and stateless with JSON answers.
+    let modes = ["sse", "stateless"];
+    let mut proxies = Vec::new();
+    for mode in modes {
+        let routes = format!(
+            "routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"{}\"\n",
+            server.url(mode)
+        );
+        proxies.push(start_config("", &pack, &routes).await);
+    }
+    let runs = proxies.iter().map(|p| {
+        let url = format!("http://{}/mcp", p.addr());
+        async move { sdk::client(&url, "legacy").await }
+    });
+    let reports = futures_util::future::join_all(runs).await;
+    let tools = ["add", "echo", "leak", "count", "profile"];
+    for (mode, r) in modes.iter().zip(&reports) {
+        let ctx = format!("Python client, TypeScript server /{mode}");
+        assert_guarded(r, TS_BANNED, &tools, *mode == "sse", &ctx);
+        assert!(!r.to_string().contains("forbidden"), "{ctx}: {r}");
+        assert_server_log(&server.log(mode), &Value::Null, &ctx);
+    }
 }

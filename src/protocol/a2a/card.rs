@@ -15,13 +15,18 @@
 //! Signatures (`signatures`) are kept: a client that verifies them rejects the rewritten card,
 //! which fails closed.
 
-use serde_json::{Map, Value};
+use crate::protocol::mcp::jsonrpc::read_unique;
+use serde_json::Value;
 
 const JSONRPC: &str = "JSONRPC";
 
 pub fn rewrite(body: &[u8], map: &dyn Fn(&str) -> Option<String>) -> Result<Vec<u8>, String> {
-    let mut card: Map<String, Value> = serde_json::from_slice(body)
-        .map_err(|_| "the agent card is not a JSON object".to_owned())?;
+    // A key twice is refused: the client's reader may keep the copy this rewrite drops.
+    let card = read_unique(body)
+        .map_err(|e| format!("the agent card is not JSON guardwire reads: {}", e.message))?;
+    let Value::Object(mut card) = card else {
+        return Err("the agent card is not a JSON object".to_owned());
+    };
     let mut reachable = 0;
     // 1.0
     if let Some(list) = card.get_mut("supportedInterfaces") {

@@ -5,6 +5,7 @@
 use crate::delta::{Conversation, Message, Role};
 use crate::error::GatewayError;
 use crate::protocol::documents::{self, Documents, StoredKind};
+use crate::protocol::mcp::jsonrpc::read_unique;
 use crate::protocol::{ParsedRequest, ReplyTo};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -95,7 +96,11 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
             "JSON-RPC batches are not supported on an a2a route; send one call per request",
         ));
     }
-    let call: Call = serde_json::from_slice(body)
+    // A key twice, at any depth, is refused as on MCP routes: serde_json keeps the last copy,
+    // an agent's reader may take the first, which then went unchecked.
+    let value = read_unique(body)
+        .map_err(|e| invalid(format!("invalid JSON-RPC request: {}", e.message)))?;
+    let call: Call = serde_json::from_value(value)
         .map_err(|e| invalid(format!("invalid JSON-RPC request: {e}")))?;
     if call.jsonrpc.as_deref() != Some("2.0") {
         return Err(invalid("a JSON-RPC request must say \"jsonrpc\": \"2.0\""));

@@ -15,6 +15,7 @@
 
 use crate::delta::{Channel, Delta};
 use crate::protocol::documents::{self, Documents};
+use crate::protocol::mcp::jsonrpc::read_unique;
 use crate::protocol::{lenient_opt_str, DecodeError, FrameKind, StreamDecoder};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -292,6 +293,14 @@ impl StreamDecoder for A2aStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
+        // A key twice at any depth fails the answer: the client's reader may take the copy
+        // the checks did not read as the text it is (as on MCP routes).
+        if let Err(e) = read_unique(data) {
+            return Err(DecodeError(format!(
+                "the agent's answer is not JSON guardwire reads: {}",
+                e.message
+            )));
+        }
         let envelope: Envelope<'a> = serde_json::from_slice(data)
             .map_err(|e| DecodeError::json("malformed A2A JSON-RPC response", &e))?;
         if envelope.error.is_some() {

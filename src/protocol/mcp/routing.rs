@@ -4,8 +4,9 @@
 //! them instead of the body, so what they carry is read as the body's text: a value wrapped as
 //! `=?base64?…?=` (the SDKs' encoding of what is not printable ASCII) is decoded, and a value
 //! guardwire cannot read — raw bytes outside printable ASCII, a wrapping that is not canonical
-//! base64 of UTF-8 — is refused, as is an `Mcp-Method` that is not the body's method. Nothing
-//! of a refused POST is forwarded.
+//! base64 of UTF-8 — is refused, as is an `Mcp-Method` that is not the body's method or an
+//! `Mcp-Name` that is not the name (or URI) the body carries. Nothing of a refused POST is
+//! forwarded.
 
 use super::codes;
 use super::jsonrpc::{Invalid, Message};
@@ -51,6 +52,21 @@ pub fn decode(raw: &[u8]) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// What `Mcp-Name` mirrors of a message: `Some(value)` for the methods that name something
+/// (`None` inside when the body lacks it), `None` for the others.
+fn named_in_body(m: &Message) -> Option<Option<&str>> {
+    let field = match m.method()? {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    Some(
+        m.params()
+            .and_then(|p| p.get(field))
+            .and_then(Value::as_str),
+    )
+}
+
 /// The texts the routing headers of a POST carry (each header's name suffix and decoded
 /// value), after checking them against `messages`; `Err`: the error that answers the POST.
 pub fn texts(headers: &HeaderMap, messages: &[Message]) -> Result<Vec<String>, Invalid> {
@@ -69,6 +85,24 @@ pub fn texts(headers: &HeaderMap, messages: &[Message]) -> Result<Vec<String>, I
         if !same {
             return Err(mismatch(
                 "the Mcp-Method header does not match the body's method; nothing was forwarded"
+                    .into(),
+                &id,
+            ));
+        }
+    }
+    let mut names = headers.get_all("mcp-name").iter();
+    if let Some(named) = names.next() {
+        // The value the server routes by must be the one the body carries (and checked).
+        let same = names.next().is_none()
+            && decode(named.as_bytes()).is_some_and(|named| {
+                messages.iter().all(|m| match named_in_body(m) {
+                    Some(body) => body == Some(named.as_str()),
+                    None => true,
+                })
+            });
+        if !same {
+            return Err(mismatch(
+                "the Mcp-Name header does not match the body's name (params.name of tools/call and prompts/get, params.uri of resources/read); nothing was forwarded"
                     .into(),
                 &id,
             ));
@@ -164,5 +198,36 @@ mod tests {
         assert!(texts(&headers(&[("mcp-name", b"a")]), &[]).is_err());
         let p = headers(&[("mcp-param-region", b"=?base64?ZXU=?=")]);
         assert_eq!(texts(&p, &msgs).unwrap(), ["region", "eu"]);
+    }
+
+    #[test]
+    fn the_name_header_must_be_the_bodys_name_or_uri() {
+        let one = |body: &[u8]| parse(body).unwrap().0;
+        let call = one(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#);
+        let prompt =
+            one(br#"{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p"}}"#);
+        let read = one(
+            br#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///x"}}"#,
+        );
+        let unnamed = one(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#);
+        let wrapped_a = b"=?base64?YQ==?=";
+        assert_eq!(
+            texts(&headers(&[("mcp-name", wrapped_a)]), &call).unwrap(),
+            ["a"]
+        );
+        assert!(texts(&headers(&[("mcp-name", b"p")]), &prompt).is_ok());
+        assert!(texts(&headers(&[("mcp-name", b"file:///x")]), &read).is_ok());
+        for (h, msgs) in [
+            (headers(&[("mcp-name", b"b")]), &call),
+            (headers(&[("mcp-name", b"a"), ("mcp-name", b"a")]), &call),
+            (headers(&[("mcp-name", b"a ")]), &call),
+            (headers(&[("mcp-name", b"q")]), &prompt),
+            (headers(&[("mcp-name", b"file:///y")]), &read),
+            (headers(&[("mcp-name", b"a")]), &unnamed),
+        ] {
+            let e = texts(&h, msgs).unwrap_err();
+            assert_eq!(e.code, codes::HEADER_MISMATCH, "{h:?}");
+            assert_eq!(e.id, msgs[0].id);
+        }
     }
 }

@@ -7,6 +7,7 @@
 
 use super::super::check::{check_payload, Fallback, Needs, Stop};
 use super::super::Reporter;
+use super::evals::ToolEvals;
 use super::session::SessionView;
 use crate::audit::Audit;
 use crate::config::{PoisonedTools, UnknownContent};
@@ -71,6 +72,8 @@ pub struct Checker {
     pub pending: Vec<(Value, String)>,
     /// The MCP session's calls and removed tools (`session.rs`).
     pub session: SessionView,
+    /// The packs' evals, when they have any: each `tools/call` a turn (`evals.rs`).
+    pub evals: Option<ToolEvals>,
 }
 
 impl Checker {
@@ -259,10 +262,16 @@ impl Checker {
                 texts.modelled.extend(params.iter().cloned());
                 self.trace.note_tool(name);
                 let what = format!("the call of tool '{name}'");
-                if let Some(validator) = self.session.removed_by(name) {
-                    return Err(removed_tool(name, validator));
+                let checked = match self.session.removed_by(name) {
+                    Some(validator) => Err(removed_tool(name, validator)),
+                    None => self.output(Some((name, arguments.clone())), texts, &what),
+                };
+                if let Some(evals) = &mut self.evals {
+                    let refused = checked.is_err().then(|| self.trace.fired());
+                    let history = self.session.history();
+                    evals.call(&msg.id, name, &arguments, &history, refused);
                 }
-                self.output(Some((name, arguments.clone())), texts, &what)?;
+                checked?;
                 self.session.called(name, &arguments);
                 return Ok(());
             }
@@ -300,11 +309,25 @@ impl Checker {
         };
         let mut texts = Texts::of_message(&msg.body);
         texts.modelled.extend(extra);
-        match self.input(texts, &what) {
+        let result = match &self.evals {
+            Some(e) if method.as_deref() == Some("tools/call") && e.waits_for(&msg.id) => {
+                Some(self.strings(texts.clone()))
+            }
+            _ => None,
+        };
+        let verdict = match self.input(texts, &what) {
             Ok(()) => Verdict::Pass,
             Err(_) if matches!(msg.kind, Kind::Notification(_)) => Verdict::Drop,
             Err(r) => Verdict::Replace(r.json(&msg.id)),
+        };
+        if let (Some(texts), Some(evals)) = (result, &mut self.evals) {
+            let is_error = msg.kind == Kind::Error
+                || msg.body.get("result").and_then(|r| r.get("isError"))
+                    == Some(&Value::Bool(true));
+            let blocked = verdict != Verdict::Pass;
+            evals.result(&msg.id, texts, is_error, blocked, self.trace.fired());
         }
+        verdict
     }
 
     /// A `tools/list` result: each tool checked on its own (name, description, schemas,

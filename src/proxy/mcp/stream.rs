@@ -30,6 +30,20 @@ fn event_id(raw: &[u8]) -> Option<&str> {
     ok.then(|| std::str::from_utf8(raw).ok()).flatten()
 }
 
+/// The longest event id read as structure ([`is_structure_id`]).
+const MAX_STRUCTURE_ID: usize = 128;
+
+/// An event id of the shape the SDKs give (stream ids, counters, UUIDs, timestamps: up to
+/// [`MAX_STRUCTURE_ID`] bytes of ASCII letters, digits and `. _ : / -`) is structure, not text: a
+/// pattern that happens to match a random id (a phone-like run of digits) must not replace the
+/// event. Any other id guardwire relays is checked as text with its event's message.
+fn is_structure_id(id: &str) -> bool {
+    id.len() <= MAX_STRUCTURE_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/_-".contains(&b))
+}
+
 pub struct McpStream {
     upstream: Option<UpstreamBody>,
     framer: SseFramer,
@@ -209,6 +223,9 @@ impl McpStream {
             blank => {
                 let blank = blank.as_deref();
                 let checked = id.filter(|id| {
+                    if is_structure_id(id) {
+                        return true;
+                    }
                     let texts = Texts {
                         modelled: vec![id.to_string()],
                         ..Texts::default()
@@ -246,7 +263,10 @@ impl McpStream {
         let Some(msg) = messages.first() else {
             return;
         };
-        match self.checker.server_event(msg, id) {
+        match self
+            .checker
+            .server_event(msg, id.filter(|id| !is_structure_id(id)))
+        {
             Verdict::Pass => self.out.push_back(event(id, Some(data))),
             // The id is not relayed with a replacement: it may be what failed.
             Verdict::Replace(json) => self.out.push_back(event(None, Some(json.as_bytes()))),
@@ -269,5 +289,34 @@ impl McpStream {
                 .push_back(format!("event: message\ndata: {json}\n\n").into());
         }
         self.upstream = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sdk_ids_are_structure_and_others_text() {
+        for id in [
+            "ev-0",
+            "s_7",
+            "123-45-6789",
+            "0b7c2f1e-5d3a-4c2b-9e8f-1a2b3c4d5e6f",
+            "_GET_stream_1732612345678_ab12",
+            "2026-11-26T13:00:00.000Z",
+            &"a".repeat(MAX_STRUCTURE_ID),
+        ] {
+            assert!(is_structure_id(id), "{id}");
+        }
+        for id in [
+            "a@b.example",
+            "<forbidden>",
+            "x+y",
+            "caf\u{e9}",
+            &"a".repeat(MAX_STRUCTURE_ID + 1),
+        ] {
+            assert!(!is_structure_id(id), "{id}");
+        }
     }
 }
