@@ -330,6 +330,14 @@ impl Gateway {
             trace,
         };
         let (body, body_bytes) = ctx.read_body(body).await?;
+        if let (Some(capture), Target::Checked(..)) = (&rt.capture, &target) {
+            let path = parts.uri.path();
+            if let Some(c) = capture.start(route.name, protocol.name(), path, ctx.id, &self.metrics)
+            {
+                c.request(&body);
+                trace.capture_into(c);
+            }
+        }
         let permit = ctx.admit(body_bytes)?;
         let base = match target {
             Target::Checked(base, _) => base,

@@ -179,6 +179,7 @@ impl Harness {
         cfg.admin.listen = None;
         cfg.log.access = false;
         cfg.audit.include_match = false;
+        cfg.capture.path = None;
         let mut runtime = Runtime::build(cfg).map_err(|e| e.to_string())?;
         let verdicts = Arc::new(Verdicts::default());
         runtime.audit = Arc::new(crate::audit::Audit::to_writer(Box::new(Sink {

@@ -166,6 +166,8 @@ fn runtime(opts: &EvalOptions, keep_matches: bool) -> Result<Runtime, EvalError>
     if keep_matches {
         config.audit.include_match = true;
     }
+    // A run writes its reports, not the proxy's body capture.
+    config.capture.path = None;
     let runtime = Runtime::build(config).map_err(|e| EvalError::Setup(e.to_string()))?;
     if let Some(name) = &opts.route {
         if !runtime.routes.iter().any(|r| r.name == name) {
