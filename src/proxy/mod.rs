@@ -25,7 +25,7 @@ mod runtime;
 
 pub use report::Reporter;
 pub use request::{before_call, complete_input, exchange_guard, stored_refusal};
-pub use runtime::{Route, Runtime};
+pub use runtime::{check_refs, Route, Runtime};
 
 use crate::budget::{Budget, Held};
 use crate::error::GatewayError;

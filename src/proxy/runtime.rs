@@ -284,7 +284,8 @@ impl Runtime {
 }
 
 /// The judges and `exec:` handlers packs may name; a handler may not take a catalog type's name.
-fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
+/// The names the config's packs may refer to (judges, `exec:` handlers, embedders, `pack_env`).
+pub fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
     if let Some(name) = config
         .exec
         .keys()

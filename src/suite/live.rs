@@ -222,6 +222,11 @@ impl Harness {
         &self.shared.runtime
     }
 
+    /// Runs `f` to its end on the run's runtime (a scenario's judged assertions).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.tokio.block_on(f)
+    }
+
     /// One exchange, now (a scenario's turns go one after the other).
     pub fn send(&self, p: &Prepared, opts: &LiveOptions) -> (Observed, Answer) {
         self.tokio.block_on(exchange(&self.shared, p, opts))

@@ -277,8 +277,11 @@ fn run_scenarios(opts: &EvalOptions) -> Result<Verdict, EvalError> {
     }
     let mut scenarios = Vec::new();
     let mut errors = Vec::new();
+    // Judged assertions name the config's judges.
+    let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let refs = crate::proxy::check_refs(&config).map_err(|e| EvalError::Setup(e.to_string()))?;
     for path in &opts.scenarios {
-        match scenario::load(path) {
+        match scenario::load(path, &refs) {
             Ok(s) => scenarios.push(s),
             Err(e) => errors.push(e),
         }
