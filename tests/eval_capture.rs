@@ -6,14 +6,13 @@
 
 mod common;
 
+use common::binary::eval;
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
 use common::proxy::{metrics, post_chat, start_proxy};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
 /// The replay example's config and pack (docs/evaluation.md): the pack the proxy runs here.
 const CONFIG: &str = "examples/eval/replay.yaml";
 const PACK: &str = "examples/eval/pack.yaml";
@@ -78,21 +77,8 @@ async fn lines(path: &Path, n: usize) -> Vec<Value> {
 }
 
 fn replay(file: &Path, out: &Path) -> (i32, String) {
-    let o = Command::new(BIN)
-        .args(["eval", "--config", CONFIG, "--replay"])
-        .arg(file)
-        .arg("--json")
-        .arg(out)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.code().unwrap_or(-1), text)
+    let (file, out) = (file.to_str().unwrap(), out.to_str().unwrap());
+    eval(&["--config", CONFIG, "--replay", file, "--json", out])
 }
 
 fn counter(metrics: &str, result: &str) -> u64 {

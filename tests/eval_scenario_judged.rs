@@ -6,28 +6,9 @@
 
 mod common;
 
+use common::binary::eval;
 use common::mock_upstream::{MockUpstream, Reply};
 use serde_json::{json, Value};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
-
-fn eval(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .arg("eval")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("GUARDWIRE_EVAL_KEY")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
 
 fn whole(text: &str) -> String {
     json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
