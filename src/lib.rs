@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod budget;
+pub mod capture;
 pub mod config;
 pub mod delta;
 pub mod error;

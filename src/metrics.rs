@@ -1,11 +1,13 @@
 //! Prometheus metrics (`GET /metrics`). One registry per process, no global state.
 //! `exposition`: the text formats; `process`: the standard `process_*` metrics.
 
+mod capture;
 mod evals;
 mod exposition;
 mod judges;
 mod process;
 
+pub use capture::{CaptureLabels, CaptureMetrics};
 pub use evals::{EvalLabels, EvalMetrics, EvalResultLabels, RESERVED_EVAL_METRICS};
 use exposition::openmetrics_to_text004;
 pub use exposition::Exposition;
@@ -328,6 +330,8 @@ pub struct Metrics {
     pub config_hash: Gauge,
     /// Judged checks: calls, errors, retries, breakers, queues, verdicts.
     pub judges: JudgeMetrics,
+    /// The body capture: records written and dropped.
+    pub capture: CaptureMetrics,
     /// Production evals: scores, results, the queue, the packs' own metrics.
     pub evals: EvalMetrics,
     /// 1 when the last reload succeeded (or none was tried), 0 when it failed.
@@ -523,9 +527,11 @@ impl Metrics {
             upstream_errors.clone(),
         );
         let judges = JudgeMetrics::register(registry);
+        let capture = CaptureMetrics::register(registry);
         let evals = EvalMetrics::register(registry);
         Metrics {
             judges,
+            capture,
             evals,
             registry: root,
             requests,

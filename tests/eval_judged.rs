@@ -8,28 +8,11 @@
 
 mod common;
 
+use common::binary::eval;
 use common::mock_upstream::{MockUpstream, RecordedRequest, Reply};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
-
-fn eval(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .arg("eval")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
 
 /// The prompt's user message: "Content to evaluate: … Criteria: …".
 fn prompt(req: &RecordedRequest) -> String {

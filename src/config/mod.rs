@@ -13,6 +13,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod capture;
 mod checked;
 pub mod error;
 mod errors;
@@ -24,6 +25,7 @@ mod telemetry;
 use errors::format_figment_error;
 
 pub use crate::protocol::{AuthHeader, ProtocolId, Provider};
+pub use capture::CaptureConfig;
 pub use checked::{BaseUrl, ForwardHeader, NEVER_FORWARDED};
 pub use error::ConfigError;
 pub use judges::{
@@ -73,6 +75,9 @@ pub struct Config {
     pub admin: Admin,
     #[serde(default)]
     pub audit: AuditConfig,
+    /// Opt-in body capture for `guardwire eval --replay` (off unless `capture.path` is set).
+    #[serde(default)]
+    pub capture: CaptureConfig,
     /// TLS for clients (optional); without it guardwire listens in plain HTTP (h1 and h2c).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
@@ -277,7 +282,7 @@ impl Config {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 23] = [
+const TOP_LEVEL_KEYS: [&str; 24] = [
     "listen",
     "forward_headers",
     "pack_env",
@@ -297,6 +302,7 @@ const TOP_LEVEL_KEYS: [&str; 23] = [
     "admin",
     "prices",
     "audit",
+    "capture",
     "routes",
     "keys",
     "tls",
@@ -445,6 +451,7 @@ impl Config {
         }
         self.validate_durations()?;
         self.telemetry.validate()?;
+        self.capture.validate(&self.routes)?;
         judges::validate_judges(&mut self.judges)?;
         judges::validate_exec(&self.exec)?;
         judges::validate_evals(&self.evals)?;

@@ -74,7 +74,15 @@ impl<'a> RequestCtx<'a> {
                 model: self.trace.model_label(),
             })
             .observe((at - sent).as_secs_f64());
-        let (parts, body) = resp.into_parts();
+        let (parts, mut body) = resp.into_parts();
+        let sse = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if let Some(c) = self.trace.capture() {
+            c.response_head(parts.status.as_u16(), sse);
+            body.set_tap(Arc::clone(c) as Arc<dyn crate::upstream::Tap>);
+        }
         if !parts.status.is_success() {
             if !self.protocol.relays_upstream_errors() {
                 return Err(unrelayed_error(parts.status));
@@ -88,10 +96,6 @@ impl<'a> RequestCtx<'a> {
                 "the upstream sent an encoded body that cannot be checked".into(),
             ));
         }
-        let sse = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
         Ok(Head::Check {
             parts,
             body,

@@ -25,7 +25,7 @@ mod runtime;
 
 pub use report::Reporter;
 pub use request::{before_call, complete_input, exchange_guard, stored_refusal};
-pub use runtime::{Route, Runtime};
+pub use runtime::{check_refs, Route, Runtime};
 
 use crate::budget::{Budget, Held};
 use crate::error::GatewayError;
@@ -330,6 +330,14 @@ impl Gateway {
             trace,
         };
         let (body, body_bytes) = ctx.read_body(body).await?;
+        if let (Some(capture), Target::Checked(..)) = (&rt.capture, &target) {
+            let path = parts.uri.path();
+            if let Some(c) = capture.start(route.name, protocol.name(), path, ctx.id, &self.metrics)
+            {
+                c.request(&body);
+                trace.capture_into(c);
+            }
+        }
         let permit = ctx.admit(body_bytes)?;
         let base = match target {
             Target::Checked(base, _) => base,

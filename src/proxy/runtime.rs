@@ -47,6 +47,8 @@ pub struct Runtime {
     /// Configured routes (longest prefix first), then one per protocol.
     pub routes: Vec<Route>,
     pub audit: Arc<Audit>,
+    /// The body capture (`capture:`), when `capture.path` is set.
+    pub capture: Option<Arc<crate::capture::Capture>>,
     /// Client keys; when not empty, every proxied request needs one.
     pub keys: Vec<auth::ClientKey>,
     /// TLS for client connections, when configured.
@@ -118,6 +120,18 @@ impl Runtime {
                     key.in_flight = Arc::clone(&was.in_flight);
                 }
             }
+        }
+        // The body capture's writer goes on across a reload that leaves `capture:` as it was.
+        if let Ok(rt) = &mut runtime {
+            let running = previous
+                .and_then(|p| p.capture.as_ref())
+                .filter(|c| c.settings == rt.config.capture);
+            rt.capture = match running {
+                Some(c) => Some(Arc::clone(c)),
+                None => {
+                    crate::capture::Capture::open(&rt.config.capture).map_err(StartError::Setup)?
+                }
+            };
         }
         runtime
     }
@@ -241,6 +255,7 @@ impl Runtime {
             config,
             routes,
             audit,
+            capture: None,
             keys,
             tls,
             judges,
@@ -269,7 +284,8 @@ impl Runtime {
 }
 
 /// The judges and `exec:` handlers packs may name; a handler may not take a catalog type's name.
-fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
+/// The names the config's packs may refer to (judges, `exec:` handlers, embedders, `pack_env`).
+pub fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
     if let Some(name) = config
         .exec
         .keys()

@@ -179,6 +179,7 @@ impl Harness {
         cfg.admin.listen = None;
         cfg.log.access = false;
         cfg.audit.include_match = false;
+        cfg.capture.path = None;
         let mut runtime = Runtime::build(cfg).map_err(|e| e.to_string())?;
         let verdicts = Arc::new(Verdicts::default());
         runtime.audit = Arc::new(crate::audit::Audit::to_writer(Box::new(Sink {
@@ -219,6 +220,11 @@ impl Harness {
     /// The runtime the in-process guardwire serves with.
     pub fn runtime(&self) -> &Runtime {
         &self.shared.runtime
+    }
+
+    /// Runs `f` to its end on the run's runtime (a scenario's judged assertions).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.tokio.block_on(f)
     }
 
     /// One exchange, now (a scenario's turns go one after the other).

@@ -166,6 +166,8 @@ fn runtime(opts: &EvalOptions, keep_matches: bool) -> Result<Runtime, EvalError>
     if keep_matches {
         config.audit.include_match = true;
     }
+    // A run writes its reports, not the proxy's body capture.
+    config.capture.path = None;
     let runtime = Runtime::build(config).map_err(|e| EvalError::Setup(e.to_string()))?;
     if let Some(name) = &opts.route {
         if !runtime.routes.iter().any(|r| r.name == name) {
@@ -275,8 +277,11 @@ fn run_scenarios(opts: &EvalOptions) -> Result<Verdict, EvalError> {
     }
     let mut scenarios = Vec::new();
     let mut errors = Vec::new();
+    // Judged assertions name the config's judges.
+    let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
+    let refs = crate::proxy::check_refs(&config).map_err(|e| EvalError::Setup(e.to_string()))?;
     for path in &opts.scenarios {
-        match scenario::load(path) {
+        match scenario::load(path, &refs) {
             Ok(s) => scenarios.push(s),
             Err(e) => errors.push(e),
         }

@@ -2,7 +2,9 @@
 //!
 //! - a recorded exchange: `{"id", "route"?, "protocol"?, "path"?, "request": {...},
 //!   "response": {...}}`, or `"response_sse": "data: ...\n\n..."` for a streamed answer (the
-//!   body as the provider sent it), or neither (the request alone: BeforeCall only);
+//!   body as the provider sent it), or `"response_body": "..."` for a whole answer that is
+//!   not JSON (as text), or none (the request alone: BeforeCall only) — the shape of the
+//!   proxy's body capture (`crate::capture`), whose `metadata` a replay ignores;
 //! - an OpenAI-format chat log: `{"id"?, "messages": [...], "tools"?, "model"?}`: the last
 //!   `assistant` message is the answer, the messages before it the request (OpenAI chat).
 //!
@@ -53,6 +55,9 @@ struct Line<'a> {
     response: Option<&'a RawValue>,
     #[serde(default)]
     response_sse: Option<String>,
+    /// A whole answer that is not JSON, as text (a capture of a malformed upstream answer).
+    #[serde(default)]
+    response_body: Option<String>,
     // The chat-log shape.
     #[serde(default)]
     messages: Option<Vec<Value>>,
@@ -70,7 +75,7 @@ struct Line<'a> {
 }
 
 /// The keys a replay line may have, named when a line has another.
-const KNOWN_KEYS: &str = "id, route, protocol, path, request, response, response_sse; messages, tools, parallel_tool_calls, model; metadata, tags";
+const KNOWN_KEYS: &str = "id, route, protocol, path, request, response, response_sse, response_body; messages, tools, parallel_tool_calls, model; metadata, tags";
 
 /// Reads one line (`n`: its number from 1, the id of a line without one).
 pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
@@ -87,7 +92,11 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
         })?),
     };
     if let Some(messages) = l.messages {
-        if l.request.is_some() || l.response.is_some() || l.response_sse.is_some() {
+        if l.request.is_some()
+            || l.response.is_some()
+            || l.response_sse.is_some()
+            || l.response_body.is_some()
+        {
             return Err("a line has either messages (a chat log) or request/response".into());
         }
         if protocol.is_some_and(|p| p.name() != "openai_chat") {
@@ -113,11 +122,16 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
     let request = l
         .request
         .ok_or("no request (a line has request and response, or messages)")?;
-    let answer = match (l.response, l.response_sse) {
-        (Some(_), Some(_)) => return Err("a line has response or response_sse, not both".into()),
-        (Some(r), None) => Answer::Whole(Cow::Borrowed(r.get().as_bytes())),
-        (None, Some(s)) => Answer::Sse(s),
-        (None, None) => Answer::None,
+    let answer = match (l.response, l.response_sse, l.response_body) {
+        (Some(r), None, None) => Answer::Whole(Cow::Borrowed(r.get().as_bytes())),
+        (None, Some(s), None) => Answer::Sse(s),
+        (None, None, Some(b)) => Answer::Whole(Cow::Owned(b.into_bytes())),
+        (None, None, None) => Answer::None,
+        _ => {
+            return Err(
+                "a line has one of response, response_sse and response_body, not several".into(),
+            )
+        }
     };
     Ok(Exchange {
         id,
@@ -228,6 +242,9 @@ mod tests {
         assert!(read(br#"{"messages":[],"request":{}}"#, 1).is_err());
         assert!(read(br#"{"request":{},"response":{},"response_sse":""}"#, 1).is_err());
         assert!(read(br#"{"request":{},"protocol":"nope"}"#, 1).is_err());
+        assert!(read(br#"{"request":{},"response":{},"response_body":"x"}"#, 1).is_err());
+        let ex = read(br#"{"request":{},"response_body":"not json"}"#, 1).unwrap();
+        assert!(matches!(ex.answer, Answer::Whole(b) if &*b == b"not json"));
         let ex = read(br#"{"id":42,"request":{"a":1}}"#, 1).unwrap();
         assert_eq!(ex.id, "42");
         assert!(matches!(ex.answer, Answer::None));

@@ -7,14 +7,20 @@
 //!
 //! What guardwire cannot run is refused when the file is read, naming the file and the key:
 //! other kinds than `Scenario`, spec keys it does not apply (`fixtures`, `system_template`,
-//! `tool_policy`, `required_capabilities`, …), turns of other roles or with `parts`, judged
-//! assertions (`llm_judge`, `rest_eval`, …) and the catalog types it does not implement.
+//! `tool_policy`, `required_capabilities`, …), turns of other roles or with `parts`, the
+//! catalog types it does not implement, and judged assertions naming a judge the config lacks.
+//! Judged assertions (`llm_judge`, `rest_eval`, …) are asked of the config's judges as the
+//! packs' evals ask them ([`crate::judge::verdict`]).
 
 use super::cases::CaseResult;
 use super::live::{self, Harness, LiveOptions};
 use super::observed::{AssertionResult, Observed};
-use crate::policy::evals::EvalCheck;
+use crate::delta::Conversation;
+use crate::judge::{Answer, JudgeEnv, Subject};
+use crate::policy::evals::{Eval, EvalCheck};
 use crate::policy::judged::CheckRefs;
+use crate::policy::judged::JudgedCheck;
+use crate::policy::Direction;
 use crate::policy::Policy;
 use crate::protocol::{self, Protocol};
 use serde_json::{json, Map, Value};
@@ -47,7 +53,7 @@ const TURN_KEYS: &[&str] = &["role", "content", "assertions"];
 const ASSERTION_KEYS: &[&str] = &["type", "params", "message"];
 
 /// Reads and checks a scenario file: every key known, every assertion compiled.
-pub fn load(path: &Path) -> Result<Scenario, String> {
+pub fn load(path: &Path, refs: &CheckRefs) -> Result<Scenario, String> {
     let file = path.display().to_string();
     let size = std::fs::metadata(path)
         .map_err(|e| format!("{file}: {e}"))?
@@ -58,7 +64,7 @@ pub fn load(path: &Path) -> Result<Scenario, String> {
         ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
-    parse(&file, &text)
+    parse_with(&file, &text, refs)
 }
 
 fn keys(file: &str, at: &str, v: &Map<String, Value>, known: &[&str]) -> Result<(), String> {
@@ -78,6 +84,12 @@ fn object<'a>(file: &str, at: &str, v: &'a Value) -> Result<&'a Map<String, Valu
 
 /// Parses a scenario's YAML text (`file` names it in errors).
 pub fn parse(file: &str, text: &str) -> Result<Scenario, String> {
+    parse_with(file, text, &CheckRefs::default())
+}
+
+/// [`parse`], with the names (judges, handlers) the config's packs may refer to: judged
+/// assertions name the config's judges.
+pub fn parse_with(file: &str, text: &str, refs: &CheckRefs) -> Result<Scenario, String> {
     let doc: Value =
         serde_norway::from_str(text).map_err(|e| format!("{file}: invalid YAML: {e}"))?;
     let top = object(file, "the scenario", &doc)?;
@@ -122,7 +134,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, String> {
     let turns = turns
         .iter()
         .enumerate()
-        .map(|(i, t)| turn(file, i, t))
+        .map(|(i, t)| turn(file, i, t, refs))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Scenario {
         file: file.to_owned(),
@@ -133,7 +145,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, String> {
     })
 }
 
-fn turn(file: &str, i: usize, t: &Value) -> Result<Turn, String> {
+fn turn(file: &str, i: usize, t: &Value, refs: &CheckRefs) -> Result<Turn, String> {
     let at = format!("spec.turns[{i}]");
     let t = object(file, &at, t)?;
     keys(file, &format!("{at}."), t, TURN_KEYS)?;
@@ -183,7 +195,7 @@ fn turn(file: &str, i: usize, t: &Value) -> Result<Turn, String> {
         written.push((ty.to_owned(), message));
     }
     let doc = json!({"name": format!("{file} {at}"), "evals": evals});
-    let pack = crate::policy::pack::parse_pack(file, &doc, &CheckRefs::default()).map_err(|e| {
+    let pack = crate::policy::pack::parse_pack(file, &doc, refs).map_err(|e| {
         // The pack's `evals[j]` is this turn's `assertions[j]`.
         let location = e
             .location
@@ -191,14 +203,6 @@ fn turn(file: &str, i: usize, t: &Value) -> Result<Turn, String> {
         format!("{file}: {location}{}", e.message)
     })?;
     let policy = Policy::compile_packs(vec![pack]).map_err(|e| format!("{file}: {at}: {e}"))?;
-    for (j, e) in policy.evals().iter().enumerate() {
-        if let EvalCheck::Judged(_) = e.check {
-            return Err(format!(
-                "{file}: {at}.assertions[{j}] (type: {}): judged assertions are not run by scenarios in this build",
-                written[j].0
-            ));
-        }
-    }
     if policy.evals().len() != written.len() {
         return Err(format!(
             "{file}: {at}.assertions: `enabled: false` is not an assertion's key"
@@ -237,10 +241,33 @@ pub fn run(
     opts: &LiveOptions,
 ) -> Vec<CaseResult> {
     let mut out = Vec::new();
+    let env = super::judged::env(h.runtime());
     for s in scenarios {
-        run_one(h, s, route, opts, &mut out);
+        run_one(h, &env, s, route, opts, &mut out);
     }
     out
+}
+
+/// A judged assertion on a turn: one verdict of the config's judge, asked as the packs' evals
+/// ask it (`crate::judge::verdict` on the turn's conversation and, unless the check reads the
+/// input only, its answer); it passes as the eval's threshold says.
+fn judged(
+    h: &Harness,
+    env: &Result<JudgeEnv, String>,
+    e: &Eval,
+    check: &JudgedCheck,
+    conversation: &Conversation,
+    answer: &Answer,
+) -> Result<bool, String> {
+    let env = env.as_ref().map_err(|e| format!("no judge client: {e}"))?;
+    let subject = Subject {
+        conversation: Arc::new(conversation.clone()),
+        answer: (e.validator.direction != Direction::Input).then(|| answer.clone()),
+    };
+    let v = h
+        .block_on(crate::judge::verdict(env, check, &subject))
+        .map_err(|e| format!("the judge gave no verdict: {e}"))?;
+    Ok(e.passes(v.score))
 }
 
 fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
@@ -271,6 +298,7 @@ fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
 
 fn run_one(
     h: &Harness,
+    env: &Result<JudgeEnv, String>,
     s: &Scenario,
     route: Option<&str>,
     opts: &LiveOptions,
@@ -353,7 +381,9 @@ fn run_one(
                         obs.duration_ms as u64,
                     )),
                     (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
-                    (EvalCheck::Judged(_), _) => Err("judged assertions are not run".into()),
+                    (EvalCheck::Judged(check), Ok(conversation)) => {
+                        judged(h, env, e, check, conversation, &answer)
+                    }
                 };
                 AssertionResult {
                     check: check.clone(),
@@ -403,6 +433,17 @@ mod tests {
         assert!(e.contains("spec.turns[0].parts"), "{e}");
         let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: llm_judge, params: {criteria: x, judge: j}}]\n");
         assert!(e.contains("spec.turns[0].assertions[0]"), "{e}");
+        // Judged assertions naming a judge of the config are read (and run on it).
+        let refs = CheckRefs {
+            judges: ["j".to_owned()].into_iter().collect(),
+            ..CheckRefs::default()
+        };
+        let judged = format!("{HEAD}spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{{type: llm_judge, params: {{criteria: x, judge: j}}}}]\n");
+        let s = parse_with("s.yaml", &judged, &refs).unwrap();
+        assert!(matches!(
+            s.turns[0].policy.evals()[0].check,
+            EvalCheck::Judged(_)
+        ));
         let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: image_format, params: {formats: [png]}}]\n");
         assert!(e.contains("spec.turns[0].assertions[0]"), "{e}");
         let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: contains, params: {patternz: [x]}}]\n");

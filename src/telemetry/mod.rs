@@ -16,7 +16,7 @@ use http::{HeaderMap, Method};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 use tracing::field::Empty;
 use tracing::Span;
@@ -89,6 +89,16 @@ pub enum Outcome {
     Error,
 }
 
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Blocked => "blocked",
+            Outcome::Error => "error",
+        }
+    }
+}
+
 /// One request's span and the facts its access line reports, gathered as the steps learn
 /// them (set-once cells: the steps share the trace by reference).
 pub struct RequestTrace {
@@ -119,6 +129,8 @@ pub struct RequestTrace {
     overhead_observed: AtomicBool,
     /// The validators that fired (any mode), for evals' `guardrail_triggered`.
     fired: std::sync::Mutex<Vec<crate::evals::Fired>>,
+    /// The exchange's body capture record (`capture:`), when it is captured.
+    capture: OnceLock<Arc<crate::capture::Exchange>>,
 }
 
 impl RequestTrace {
@@ -187,6 +199,7 @@ impl RequestTrace {
             upstream_wait_ns: AtomicU64::new(0),
             overhead_observed: AtomicBool::new(false),
             fired: std::sync::Mutex::default(),
+            capture: OnceLock::new(),
         }
     }
 
@@ -219,7 +232,22 @@ impl RequestTrace {
             upstream_wait_ns: AtomicU64::new(0),
             overhead_observed: AtomicBool::new(false),
             fired: std::sync::Mutex::new(self.fired()),
+            capture: self
+                .capture
+                .get()
+                .cloned()
+                .map_or_else(OnceLock::new, OnceLock::from),
         }
+    }
+
+    /// The exchange is captured into `record` (its verdicts and end are noted there).
+    pub fn capture_into(&self, record: Arc<crate::capture::Exchange>) {
+        let _ = self.capture.set(record);
+    }
+
+    /// The exchange's capture record, when it is captured.
+    pub fn capture(&self) -> Option<&Arc<crate::capture::Exchange>> {
+        self.capture.get()
     }
 
     /// An enforced validator stopped the exchange.
@@ -345,6 +373,9 @@ impl RequestTrace {
         if mode == "enforce" {
             let _ = self.blocked.set((validator.to_owned(), phase));
         }
+        if let Some(c) = self.capture.get() {
+            c.verdict(validator, phase, mode);
+        }
     }
 
     /// The exchange failed for another reason than a block (its stream ended with the error
@@ -398,16 +429,12 @@ impl RequestTrace {
         } else {
             Outcome::Ok
         };
+        if let Some(c) = self.capture.get() {
+            c.finish(status, outcome.as_str());
+        }
         if !self.span.is_disabled() {
             self.span.record("http.response.status_code", status);
-            self.span.record(
-                "guardwire.outcome",
-                match outcome {
-                    Outcome::Ok => "ok",
-                    Outcome::Blocked => "blocked",
-                    Outcome::Error => "error",
-                },
-            );
+            self.span.record("guardwire.outcome", outcome.as_str());
             if outcome == Outcome::Error || status >= 500 {
                 self.span.record("otel.status_code", "ERROR");
             }

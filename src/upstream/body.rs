@@ -15,6 +15,13 @@ pub struct UpstreamBody {
     incoming: Incoming,
     /// The HTTP/1 connection this body arrives on, until the body has ended.
     h1: Option<(H1Conn, Arc<Pool>)>,
+    /// Shown every data frame read (the body capture).
+    tap: Option<Arc<dyn Tap>>,
+}
+
+/// What is shown a body's bytes as they are read (`capture:` records the upstream's answer).
+pub trait Tap: Send + Sync {
+    fn data(&self, bytes: &[u8]);
 }
 
 impl UpstreamBody {
@@ -22,11 +29,21 @@ impl UpstreamBody {
         UpstreamBody {
             incoming,
             h1: Some((conn, pool)),
+            tap: None,
         }
     }
 
     pub(super) fn h2(incoming: Incoming) -> UpstreamBody {
-        UpstreamBody { incoming, h1: None }
+        UpstreamBody {
+            incoming,
+            h1: None,
+            tap: None,
+        }
+    }
+
+    /// Shows `tap` every data frame read from now on.
+    pub fn set_tap(&mut self, tap: Arc<dyn Tap>) {
+        self.tap = Some(tap);
     }
 
     /// For a body whose content is complete (the stream's terminal event arrived) but whose end
@@ -71,6 +88,11 @@ impl Body for UpstreamBody {
             conn.drive(cx);
         }
         let polled = Pin::new(&mut this.incoming).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(tap)) = (&polled, &this.tap) {
+            if let Some(data) = frame.data_ref() {
+                tap.data(data);
+            }
+        }
         if let Poll::Ready(None) = polled {
             if let Some((conn, pool)) = this.h1.take() {
                 pool.put_idle(conn);

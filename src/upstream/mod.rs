@@ -12,7 +12,7 @@ mod conn;
 mod connect;
 mod pool;
 
-pub use body::UpstreamBody;
+pub use body::{Tap, UpstreamBody};
 
 use crate::config::{BaseUrl, Config};
 use bytes::Bytes;

@@ -69,3 +69,22 @@ impl Serve {
         self.lines.await.unwrap()
     }
 }
+
+/// `guardwire eval ARGS` from the repository, without standard input or `GUARDWIRE_EVAL_KEY`:
+/// (exit status, stdout and stderr).
+pub fn eval(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("eval")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("GUARDWIRE_EVAL_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}

@@ -194,6 +194,18 @@ pub struct Judgement {
     pub reasoning: String,
 }
 
+/// What a run calls the config's judges with: the evals' judges and gates (`eval_judges`),
+/// built as the proxy builds them, and an upstream client of the config's.
+pub fn env(rt: &crate::proxy::Runtime) -> Result<JudgeEnv, String> {
+    let client = crate::upstream::UpstreamClient::for_config(&rt.config)?;
+    Ok(JudgeEnv {
+        judges: Arc::clone(&rt.eval_judges),
+        tenant: None,
+        client: Arc::new(client),
+        metrics: Arc::new(crate::metrics::Metrics::new()),
+    })
+}
+
 /// What judged metrics need to call the judges: the run's tokio runtime and the judges of the
 /// config, built as the proxy builds them.
 pub struct Runner {
@@ -255,15 +267,9 @@ impl Runner {
             .enable_all()
             .build()
             .map_err(|e| format!("judged metrics: cannot start the runtime: {e}"))?;
-        let client = crate::upstream::UpstreamClient::for_config(&rt.config)?;
         Ok(Runner {
             tokio,
-            env: JudgeEnv {
-                judges: Arc::clone(&rt.eval_judges),
-                tenant: None,
-                client: Arc::new(client),
-                metrics: Arc::new(crate::metrics::Metrics::new()),
-            },
+            env: env(rt)?,
             default_judge,
         })
     }

@@ -1,0 +1,507 @@
+//! The opt-in body capture (`capture:`, docs/capture.md): one JSON line per exchange, in the
+//! shape `guardwire eval --replay` reads — the client's request body, the upstream's answer as
+//! guardwire read it (whole, or the SSE text: a replay runs it through the stream path again),
+//! and what guardwire did (status, outcome, verdicts) under `metadata`. Never a header, so
+//! never a key; the path without its query (Gemini's `?key=`).
+//!
+//! Off the request path and bounded: an exchange gathers its record in memory (at most
+//! `max_record_bytes`, then it stops gathering), hands it to a bounded queue when its last
+//! holder drops — the request's trace, the stream's, the upstream body's tap — without ever
+//! waiting (a full queue drops the record, counted), and one writer thread appends the
+//! lines, rotating the file at `max_file_bytes`.
+
+use crate::config::CaptureConfig;
+use crate::metrics::Metrics;
+use crate::upstream::Tap;
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+/// One line for the writer, and where to count what became of it.
+struct Line {
+    bytes: Vec<u8>,
+    metrics: Arc<Metrics>,
+}
+
+/// The capture of a runtime: which exchanges are captured, and the writer's queue.
+pub struct Capture {
+    pub settings: CaptureConfig,
+    tx: SyncSender<Line>,
+    /// Exchanges offered so far, for `sample`.
+    offered: AtomicU64,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("path", &self.settings.path)
+            .finish()
+    }
+}
+
+impl Capture {
+    /// Opens `settings.path` (appended to, created with mode 0600: it holds bodies) and starts
+    /// the writer; `None` when capture is off.
+    pub fn open(settings: &CaptureConfig) -> Result<Option<Arc<Capture>>, String> {
+        let Some(path) = settings.path.clone() else {
+            return Ok(None);
+        };
+        let file =
+            open_file(&path).map_err(|e| format!("capture.path: cannot open {path}: {e}"))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let (tx, rx) = sync_channel(settings.queue);
+        let writer = Writer {
+            path,
+            file: Some(file),
+            size,
+            max_file_bytes: settings.max_file_bytes,
+            max_files: settings.max_files,
+        };
+        std::thread::Builder::new()
+            .name("guardwire-capture".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| format!("capture: cannot start the writer: {e}"))?;
+        Ok(Some(Arc::new(Capture {
+            settings: settings.clone(),
+            tx,
+            offered: AtomicU64::new(0),
+        })))
+    }
+
+    /// The record of an exchange on `route`, when the route is captured and the sample takes
+    /// it (every n-th exchange, n = 1 / `sample`).
+    pub fn start(
+        &self,
+        route: &'static str,
+        protocol: &'static str,
+        path: &str,
+        request_id: &str,
+        metrics: &Arc<Metrics>,
+    ) -> Option<Arc<Exchange>> {
+        let s = &self.settings;
+        if !s.routes.is_empty() && !s.routes.iter().any(|r| r == route) {
+            return None;
+        }
+        let n = self.offered.fetch_add(1, Ordering::Relaxed);
+        if ((n + 1) as f64 * s.sample).floor() <= (n as f64 * s.sample).floor() {
+            return None;
+        }
+        Some(Arc::new(Exchange {
+            tx: self.tx.clone(),
+            metrics: Arc::clone(metrics),
+            max: s.max_record_bytes,
+            id: request_id.to_owned(),
+            route,
+            protocol,
+            path: path.to_owned(),
+            started: crate::audit::now_rfc3339(),
+            state: Mutex::default(),
+        }))
+    }
+}
+
+fn open_file(path: &str) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+/// One exchange's record, gathered as the exchange goes; written when its last holder drops.
+pub struct Exchange {
+    tx: SyncSender<Line>,
+    metrics: Arc<Metrics>,
+    max: usize,
+    id: String,
+    route: &'static str,
+    protocol: &'static str,
+    path: String,
+    started: String,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    request: Option<Bytes>,
+    /// The upstream's body as read; `Some` once a success head arrived (`sse`: streamed).
+    response: Option<(bool, Vec<u8>)>,
+    upstream_status: Option<u16>,
+    /// Over `max_record_bytes`: nothing more is gathered, and nothing is written.
+    too_large: bool,
+    verdicts: Vec<Verdict>,
+    finished: Option<(u16, &'static str)>,
+}
+
+#[derive(Serialize)]
+struct Verdict {
+    validator: String,
+    phase: &'static str,
+    mode: &'static str,
+}
+
+impl Exchange {
+    fn with(&self, f: impl FnOnce(&mut State)) {
+        if let Ok(mut s) = self.state.lock() {
+            f(&mut s);
+        }
+    }
+
+    fn grow(&self, s: &mut State, more: usize) -> bool {
+        let held = s.request.as_ref().map_or(0, Bytes::len)
+            + s.response.as_ref().map_or(0, |(_, b)| b.len());
+        if s.too_large || held + more > self.max {
+            s.too_large = true;
+            s.request = None;
+            s.response = None;
+            return false;
+        }
+        true
+    }
+
+    /// The request body, as the client sent it.
+    pub fn request(&self, body: &Bytes) {
+        self.with(|s| {
+            if self.grow(s, body.len()) {
+                s.request = Some(body.clone());
+            }
+        });
+    }
+
+    /// The upstream's response head: its status, and whether its body (read through
+    /// [`Tap::data`]) is an SSE stream. An error status's body is not recorded.
+    pub fn response_head(&self, status: u16, sse: bool) {
+        self.with(|s| {
+            s.upstream_status = Some(status);
+            if (200..300).contains(&status) && !s.too_large {
+                s.response = Some((sse, Vec::new()));
+            }
+        });
+    }
+
+    pub fn verdict(&self, validator: &str, phase: &'static str, mode: &'static str) {
+        self.with(|s| {
+            s.verdicts.push(Verdict {
+                validator: validator.to_owned(),
+                phase,
+                mode,
+            })
+        });
+    }
+
+    /// What the client was answered: the status and `ok`, `blocked` or `error` (a stream's
+    /// end overrides its head's).
+    pub fn finish(&self, status: u16, outcome: &'static str) {
+        self.with(|s| s.finished = Some((status, outcome)));
+    }
+
+    /// The record's line, or why there is none.
+    fn line(&self, s: &State) -> Result<Vec<u8>, &'static str> {
+        if s.too_large {
+            return Err("too_large");
+        }
+        let request = s.request.as_deref().ok_or("unreadable")?;
+        let request: &RawValue = serde_json::from_slice(request).map_err(|_| "unreadable")?;
+        let (mut response, mut response_sse, mut response_body) = (None, None, None);
+        match &s.response {
+            None => {}
+            Some((true, body)) => {
+                response_sse = Some(std::str::from_utf8(body).map_err(|_| "unreadable")?);
+            }
+            Some((false, body)) => match serde_json::from_slice::<&RawValue>(body) {
+                Ok(raw) => response = Some(raw),
+                Err(_) => {
+                    response_body = Some(std::str::from_utf8(body).map_err(|_| "unreadable")?)
+                }
+            },
+        }
+        let (status, outcome) = s.finished.unwrap_or((0, "unfinished"));
+        let record = Record {
+            id: &self.id,
+            route: self.route,
+            protocol: self.protocol,
+            path: &self.path,
+            request,
+            response,
+            response_sse,
+            response_body,
+            metadata: Metadata {
+                captured_by: "guardwire",
+                started: &self.started,
+                ended: crate::audit::now_rfc3339(),
+                status,
+                outcome,
+                upstream_status: s.upstream_status,
+                verdicts: &s.verdicts,
+            },
+        };
+        let mut line = serde_json::to_vec(&record).map_err(|_| "unreadable")?;
+        line.push(b'\n');
+        if line.len() > self.max {
+            return Err("too_large");
+        }
+        Ok(line)
+    }
+}
+
+impl Tap for Exchange {
+    /// Bytes of the upstream's body, as guardwire read them.
+    fn data(&self, bytes: &[u8]) {
+        self.with(|s| {
+            if s.response.is_some() && self.grow(s, bytes.len()) {
+                if let Some((_, body)) = &mut s.response {
+                    body.extend_from_slice(bytes);
+                }
+            }
+        });
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let line = match self.state.lock() {
+            Ok(s) => self.line(&s),
+            Err(_) => Err("unreadable"),
+        };
+        let bytes = match line {
+            Ok(bytes) => bytes,
+            Err(why) => return self.metrics.capture.count(why),
+        };
+        let line = Line {
+            bytes,
+            metrics: Arc::clone(&self.metrics),
+        };
+        match self.tx.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => self.metrics.capture.count("queue_full"),
+            Err(TrySendError::Disconnected(_)) => self.metrics.capture.count("write_error"),
+        }
+    }
+}
+
+/// A record: the replay file's recorded-exchange shape (docs/evaluation.md), `metadata` being
+/// what a replay ignores.
+#[derive(Serialize)]
+struct Record<'a> {
+    id: &'a str,
+    route: &'static str,
+    protocol: &'static str,
+    path: &'a str,
+    request: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_sse: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_body: Option<&'a str>,
+    metadata: Metadata<'a>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    captured_by: &'static str,
+    started: &'a str,
+    ended: String,
+    /// The status the client was answered with (a stream: 200, its end said by `outcome`).
+    status: u16,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_status: Option<u16>,
+    verdicts: &'a [Verdict],
+}
+
+/// The writer thread: appends each line, rotating at `max_file_bytes`.
+struct Writer {
+    path: String,
+    /// `None` after a failed rotation: lines are dropped (counted) until the next one works.
+    file: Option<File>,
+    size: u64,
+    max_file_bytes: u64,
+    max_files: u32,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Line>) {
+        while let Ok(line) = rx.recv() {
+            let result = self.write(&line.bytes);
+            line.metrics.capture.count(result);
+            if result == "written" {
+                line.metrics.capture.bytes.inc_by(line.bytes.len() as u64);
+            }
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> &'static str {
+        let len = bytes.len() as u64;
+        if self.file.is_none() || self.size + len > self.max_file_bytes {
+            if self.max_files == 0 {
+                return "files_full";
+            }
+            if let Err(e) = self.rotate() {
+                tracing::warn!(error = %e, path = %self.path, "cannot rotate the capture file");
+                self.file = None;
+                return "write_error";
+            }
+        }
+        let Some(file) = &mut self.file else {
+            return "write_error";
+        };
+        match file.write_all(bytes) {
+            Ok(()) => {
+                self.size += len;
+                "written"
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, path = %self.path, "cannot write the capture file");
+                "write_error"
+            }
+        }
+    }
+
+    /// `path.N-1` → `path.N`, …, `path` → `path.1`, and a new `path`.
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.file = None;
+        for k in (1..self.max_files).rev() {
+            let from = format!("{}.{k}", self.path);
+            match std::fs::rename(&from, format!("{}.{}", self.path, k + 1)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        match std::fs::rename(&self.path, format!("{}.1", self.path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        self.file = Some(open_file(&self.path)?);
+        self.size = 0;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::Value;
+
+    /// A capture whose writer never reads: `(capture, its queue)`.
+    fn stalled(queue: usize) -> (Capture, Receiver<Line>) {
+        let (tx, rx) = sync_channel(queue);
+        let settings = CaptureConfig {
+            path: Some("unused".into()),
+            queue,
+            ..CaptureConfig::default()
+        };
+        let capture = Capture {
+            settings,
+            tx,
+            offered: AtomicU64::new(0),
+        };
+        (capture, rx)
+    }
+
+    fn count(metrics: &Metrics, result: &'static str) -> u64 {
+        metrics
+            .capture
+            .records
+            .get_or_create(&crate::metrics::CaptureLabels { result })
+            .get()
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_record_without_waiting() {
+        let metrics = Arc::new(Metrics::new());
+        let (capture, rx) = stalled(1);
+        for i in 0..3 {
+            let c = capture
+                .start(
+                    "openai_chat",
+                    "openai_chat",
+                    "/v1/chat/completions",
+                    &format!("r{i}"),
+                    &metrics,
+                )
+                .unwrap();
+            c.request(&Bytes::from_static(br#"{"model":"m","messages":[]}"#));
+            c.response_head(200, false);
+            c.data(br#"{"choices":"#);
+            c.data(br#"[]}"#);
+            c.finish(200, "ok");
+        }
+        assert_eq!(count(&metrics, "queue_full"), 2);
+        let line: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        assert_eq!(line["id"], "r0");
+        assert_eq!(line["response"], serde_json::json!({"choices": []}));
+        assert_eq!(line["metadata"]["status"], 200);
+    }
+
+    #[test]
+    fn unreadable_and_oversized_exchanges_are_counted_not_written() {
+        let metrics = Arc::new(Metrics::new());
+        let (capture, rx) = stalled(8);
+        let start = || {
+            capture
+                .start(
+                    "openai_chat",
+                    "openai_chat",
+                    "/v1/chat/completions",
+                    "r",
+                    &metrics,
+                )
+                .unwrap()
+        };
+        // Not JSON: no request a replay could read.
+        start().request(&Bytes::from_static(b"not json"));
+        // An answer over max_record_bytes (1 MiB).
+        let c = start();
+        c.request(&Bytes::from_static(b"{}"));
+        c.response_head(200, true);
+        for _ in 0..20 {
+            c.data(&[b'x'; 64 * 1024]);
+        }
+        drop(c);
+        // A whole answer that is not JSON is kept as text; an error status's body is not.
+        let c = start();
+        c.request(&Bytes::from_static(b"{}"));
+        c.response_head(200, false);
+        c.data(b"<html>oops</html>");
+        drop(c);
+        let c = start();
+        c.request(&Bytes::from_static(b"{}"));
+        c.response_head(503, false);
+        c.data(b"overloaded");
+        drop(c);
+        assert_eq!(count(&metrics, "unreadable"), 1);
+        assert_eq!(count(&metrics, "too_large"), 1);
+        let text: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        assert_eq!(text["response_body"], "<html>oops</html>");
+        let error: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        assert!(error.get("response_body").is_none() && error.get("response").is_none());
+        assert_eq!(error["metadata"]["upstream_status"], 503);
+        assert_eq!(error["metadata"]["outcome"], "unfinished");
+    }
+
+    #[test]
+    fn every_nth_exchange_is_sampled() {
+        let metrics = Arc::new(Metrics::new());
+        let (mut capture, _rx) = stalled(64);
+        capture.settings.sample = 0.25;
+        let taken = (0..40)
+            .filter(|_| {
+                capture
+                    .start("openai_chat", "openai_chat", "/p", "r", &metrics)
+                    .is_some()
+            })
+            .count();
+        assert_eq!(taken, 10);
+        capture.settings.routes = vec!["other".into()];
+        assert!(capture
+            .start("openai_chat", "openai_chat", "/p", "r", &metrics)
+            .is_none());
+    }
+}

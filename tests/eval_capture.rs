@@ -1,0 +1,299 @@
+//! The body capture (`capture:`) end to end: guardwire in front of the mock upstream writes one
+//! record per exchange — clean and violating, streamed and whole, blocked before the call —
+//! and `guardwire eval --replay` of that file with the same pack gives the proxy's own
+//! outcomes; and its bounds (sample, record size, rotation, no keys written).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::binary::eval;
+use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::proxy::{metrics, post_chat, start_proxy};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+/// The replay example's config and pack (docs/evaluation.md): the pack the proxy runs here.
+const CONFIG: &str = "examples/eval/replay.yaml";
+const PACK: &str = "examples/eval/pack.yaml";
+
+/// The answer the mock gives to a prompt: whole, or streamed in the pieces given.
+fn answer_for(prompt: &str) -> Vec<&'static str> {
+    match prompt {
+        "What is the capital of France?" => vec!["Paris is the capital of France."],
+        "Tell me about Lyon" => vec!["Lyon is a city ", "in France."],
+        "What is the plan?" => vec!["The plan is project bluebird, launching soon."],
+        // The codename split across two frames.
+        "Any news?" => vec!["News: project blu", "ebird ships today."],
+        "Contact?" => vec!["Write to jane@example.com ", "please."],
+        _ => vec!["Something else entirely."],
+    }
+}
+
+async fn mock() -> MockUpstream {
+    MockUpstream::start(|req| {
+        let body = req.body_json().unwrap();
+        let prompt = body["messages"][0]["content"].as_str().unwrap().to_owned();
+        let pieces = answer_for(&prompt);
+        if body["stream"] == true {
+            // A few bytes a read: the capture sees the stream as guardwire read it.
+            Reply::sse_every(&openai_chat_stream(&pieces), 7, Duration::ZERO)
+        } else {
+            let whole = json!({
+                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": pieces.concat()}}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+            });
+            Reply::json(200, &whole.to_string())
+        }
+    })
+    .await
+}
+
+fn request(prompt: &str, stream: bool) -> String {
+    json!({"model": "gpt-4o", "stream": stream, "messages": [{"role": "user", "content": prompt}]})
+        .to_string()
+}
+
+/// The lines of `path` once there are `n` (records are written off the request path, when an
+/// exchange's last part is done).
+async fn lines(path: &Path, n: usize) -> Vec<Value> {
+    for _ in 0..400 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().count() >= n {
+            return text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "{}: fewer than {n} records: {:?}",
+        path.display(),
+        std::fs::read_to_string(path)
+    );
+}
+
+fn replay(file: &Path, out: &Path) -> (i32, String) {
+    let (file, out) = (file.to_str().unwrap(), out.to_str().unwrap());
+    eval(&["--config", CONFIG, "--replay", file, "--json", out])
+}
+
+fn counter(metrics: &str, result: &str) -> u64 {
+    let name = format!("guardwire_capture_records_total{{result=\"{result}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&name))
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_capture_replays_to_the_proxys_own_verdicts() {
+    let upstream = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("capture.jsonl");
+    let pack = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(PACK)).unwrap();
+    let extra = format!("capture:\n  path: \"{}\"\n", file.display());
+    let proxy = start_proxy(&upstream.base_url(), &pack, &extra).await;
+
+    // (prompt, streamed, released by the proxy)
+    let traffic = [
+        ("What is the capital of France?", false, true),
+        ("Tell me about Lyon", true, true),
+        ("What is the plan?", false, false),
+        ("Any news?", true, false),
+        ("Contact?", true, true),
+        ("my key is sk-abcdefghijklmnopqrstuvwxyz0123", false, false),
+    ];
+    for (prompt, stream, released) in traffic {
+        let a = post_chat(proxy.addr(), &request(prompt, stream)).await;
+        let text = a.text();
+        let passed = a.status == 200 && !text.contains("\"error\"");
+        assert_eq!(passed, released, "{prompt}: {} {text}", a.status);
+    }
+    // The request with a key in its prompt was blocked before the call.
+    assert_eq!(upstream.request_count(), 5);
+
+    let records = lines(&file, traffic.len()).await;
+    assert_eq!(records.len(), traffic.len());
+    let raw = std::fs::read_to_string(&file).unwrap();
+    // No header is written: neither the client's key nor any header name.
+    assert!(!raw.contains("sk-client"), "{raw}");
+    assert!(!raw.to_ascii_lowercase().contains("authorization"), "{raw}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o077,
+            0,
+            "the capture is readable by others: {mode:o}"
+        );
+    }
+    let by_prompt = |p: &str| {
+        records
+            .iter()
+            .find(|r| r["request"]["messages"][0]["content"] == p)
+            .unwrap_or_else(|| panic!("no record of {p}: {raw}"))
+    };
+    // A stream is recorded as the upstream sent it (the raw SSE), not as relayed.
+    let lyon = by_prompt("Tell me about Lyon");
+    assert_eq!(
+        lyon["response_sse"].as_str().unwrap().as_bytes(),
+        openai_chat_stream(&answer_for("Tell me about Lyon"))
+    );
+    assert_eq!(lyon["route"], "openai_chat");
+    assert_eq!(lyon["protocol"], "openai_chat");
+    assert_eq!(lyon["path"], "/v1/chat/completions");
+    assert_eq!(lyon["metadata"]["outcome"], "ok");
+    // The client's request, not the one sent upstream (which asked for usage).
+    assert!(lyon["request"].get("stream_options").is_none(), "{lyon}");
+    let plan = by_prompt("What is the plan?");
+    assert_eq!(plan["metadata"]["outcome"], "blocked");
+    assert_eq!(plan["metadata"]["status"], 400);
+    assert_eq!(plan["metadata"]["verdicts"][0]["validator"], "codenames");
+    assert!(plan["response"]["choices"].is_array(), "{plan}");
+    let news = by_prompt("Any news?");
+    assert_eq!(news["metadata"]["outcome"], "blocked");
+    let key = by_prompt("my key is sk-abcdefghijklmnopqrstuvwxyz0123");
+    assert!(key.get("response").is_none() && key.get("response_sse").is_none());
+    assert_eq!(key["metadata"]["verdicts"][0]["phase"], "input");
+    let contact = by_prompt("Contact?");
+    assert_eq!(contact["metadata"]["verdicts"][0]["mode"], "redact");
+
+    let m = metrics(proxy.addr()).await;
+    assert_eq!(counter(&m, "written"), traffic.len() as u64, "{m}");
+    assert_eq!(counter(&m, "queue_full"), 0);
+
+    // The replay of the capture, with the same pack: the proxy's outcomes, counted.
+    let out = dir.path().join("replay.json");
+    let (code, text) = replay(&file, &out);
+    assert_eq!(code, 0, "{text}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(r["exchanges"], 6, "{r}");
+    assert_eq!(r["passed"], 3, "{r}");
+    assert_eq!(r["blocked"], 3, "{r}");
+    assert_eq!(r["refused"], 0, "{r}");
+    assert_eq!(r["redacted"], 1, "{r}");
+    assert_eq!(r["request_only"], 1, "{r}");
+    assert_eq!(r["invalid"], 0, "{r}");
+    let blocked_by = |id: &str| {
+        r["by_validator"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["validator"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {r}"))["blocked"]
+            .clone()
+    };
+    assert_eq!(blocked_by("no-api-keys"), 1, "{r}");
+    assert_eq!(blocked_by("codenames"), 2, "{r}");
+}
+
+#[tokio::test]
+async fn a_capture_stays_within_its_bounds() {
+    let upstream = mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.jsonl");
+    // Every second exchange; records over 2 KiB dropped; files of 3 KiB, one rotated kept.
+    let extra = format!(
+        "capture:\n  path: \"{}\"\n  sample: 0.5\n  max_record_bytes: 2048\n  max_file_bytes: 3072\n  max_files: 1\n",
+        file.display()
+    );
+    let proxy = start_proxy(&upstream.base_url(), "validators: []\n", &extra).await;
+    let long = "x".repeat(3000);
+    // 12 exchanges: every second one sampled (from the second on); the first sampled one is
+    // too large.
+    for i in 0..12 {
+        let prompt = if i == 1 {
+            long.clone()
+        } else {
+            format!("What is the capital of France? {i}")
+        };
+        let a = post_chat(proxy.addr(), &request(&prompt, i % 3 == 0)).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    let mut written = 0;
+    for _ in 0..400 {
+        let m = metrics(proxy.addr()).await;
+        written = counter(&m, "written");
+        if written + counter(&m, "too_large") >= 6 {
+            assert_eq!(counter(&m, "too_large"), 1, "{m}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(written, 5);
+    let rotated = dir.path().join("c.jsonl.1");
+    let (a, b) = (
+        std::fs::read_to_string(&file).unwrap(),
+        std::fs::read_to_string(&rotated).unwrap(),
+    );
+    assert!(!dir.path().join("c.jsonl.2").exists(), "max_files: 1");
+    assert!(
+        a.len() <= 3072 && b.len() <= 3072,
+        "{} {}",
+        a.len(),
+        b.len()
+    );
+    // Rotated away: the oldest records, once the kept file was full again.
+    let kept = a.lines().count() + b.lines().count();
+    assert!((2..=5).contains(&kept), "{kept}: {b}\n{a}");
+    for line in a.lines().chain(b.lines()) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert!(line.len() <= 2048, "{line}");
+        assert!(!line.contains(&long), "the too large record was written");
+        assert!(v["request"]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("What is the capital"));
+    }
+}
+
+#[tokio::test]
+async fn capture_settings_are_checked_at_load() {
+    let upstream = mock().await;
+    for (extra, says) in [
+        ("capture:\n  path: c.jsonl\n  sample: 1.5\n", "capture.sample"),
+        (
+            "capture:\n  path: c.jsonl\n  routes: [nowhere]\n",
+            "capture.routes[0]: `nowhere` is neither",
+        ),
+        (
+            "routes:\n  - { name: tools, protocol: mcp, path_prefix: /mcp, upstream: \"http://127.0.0.1:9\" }\ncapture:\n  path: c.jsonl\n  routes: [openai_chat, tools]\n",
+            "capture.routes[1]: `tools` is an MCP route",
+        ),
+        (
+            "capture:\n  path: c.jsonl\n  max_record_bytes: 4096\n  max_file_bytes: 1024\n",
+            "capture.max_file_bytes",
+        ),
+        ("capture:\n  path: c.jsonl\n  querue: 3\n", "querue"),
+    ] {
+        let yaml = format!(
+            "upstreams:\n  openai: \"{}\"\n{extra}",
+            upstream.base_url()
+        );
+        let err = guardwire::config::Config::from_yaml(&yaml).unwrap_err().to_string();
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+    // A file that cannot be opened stops the start, naming the key.
+    let yaml = format!(
+        "listen: \"127.0.0.1:0\"\nupstreams:\n  openai: \"{}\"\ncapture:\n  path: /nonexistent-dir/c.jsonl\n",
+        upstream.base_url()
+    );
+    let config = guardwire::config::Config::from_yaml(&yaml).unwrap();
+    let err = guardwire::server::start(config)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("capture.path: cannot open /nonexistent-dir/c.jsonl"),
+        "{err}"
+    );
+}
