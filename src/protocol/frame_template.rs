@@ -144,6 +144,21 @@ impl FrameTemplate {
         t.residual_empty = None;
     }
 
+    /// Reads `data` from `slot`'s template if it matches: its delta into `out`, and its kind
+    /// with whether the fallback has nothing left to read ([`FrameTemplate::fully_read`]).
+    pub fn read<'a>(
+        slot: &mut Option<FrameTemplate>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+        structural: &Structural,
+    ) -> Option<(FrameKind, bool)> {
+        let t = slot.as_mut()?;
+        let text = t.text(data)?;
+        let fully = t.fully_read(&text, structural);
+        out.extend(t.delta(text));
+        Some((t.kind, fully))
+    }
+
     /// The text of `data` if it is this template with other values in its holes.
     pub fn text<'a>(&self, data: &'a [u8]) -> Option<Cow<'a, str>> {
         let mut text = None;
@@ -187,10 +202,6 @@ impl FrameTemplate {
             channel: self.channel,
             text,
         })
-    }
-
-    pub fn kind(&self) -> FrameKind {
-        self.kind
     }
 
     /// Whether the fallback has nothing to read in an event that matched with `text` (see the

@@ -9,7 +9,6 @@ use super::openai_chat::skim_tests::{Gen, Rng};
 use super::residual::{residual_strings, Structural};
 use super::{FrameKind, StreamDecoder};
 use crate::delta::Delta;
-use std::ops::Range;
 
 /// One protocol under test.
 pub(crate) struct Subject<D> {
@@ -23,7 +22,7 @@ pub(crate) struct Subject<D> {
 
 /// What a decoder reports for one event (then for the probe), comparable.
 type Outcome = (
-    Result<(FrameKind, Vec<String>, Vec<Range<usize>>), ()>,
+    Result<(FrameKind, Vec<String>, Vec<(usize, usize)>), ()>,
     String,
     bool,
 );
@@ -35,9 +34,9 @@ fn finding(
     deltas: &[Delta<'_>],
     fully_read: bool,
     s: &Structural,
-) -> Vec<Range<usize>> {
+) -> Vec<(usize, usize)> {
     if fully_read {
-        return Vec::from([0..0]); // nothing left, nothing delivered by value
+        return vec![(0, 0)]; // nothing left, nothing delivered by value
     }
     let mut known = Vec::new();
     for d in deltas {
@@ -70,10 +69,10 @@ fn finding(
     known.sort_unstable_by_key(|r| r.start);
     let mut left = Vec::new();
     if residual_strings(data, s, &known, &mut left).is_err() {
-        return Vec::from([usize::MAX..usize::MAX]); // unwalkable
+        return vec![(usize::MAX, usize::MAX)]; // unwalkable
     }
-    let mut found: Vec<Range<usize>> = left.into_iter().map(|(r, _)| r).collect();
-    found.push(by_value..by_value);
+    let mut found: Vec<(usize, usize)> = left.into_iter().map(|(r, _)| (r.start, r.end)).collect();
+    found.push((by_value, by_value));
     found
 }
 

@@ -116,13 +116,10 @@ impl StreamDecoder for MessagesStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
-        self.fully_read = false;
-        if let Some(t) = &mut self.template {
-            if let Some(text) = t.text(data) {
-                self.fully_read = t.fully_read(&text, &STRUCTURAL);
-                out.extend(t.delta(text));
-                return Ok(t.kind());
-            }
+        let read = FrameTemplate::read(&mut self.template, data, out, &STRUCTURAL);
+        self.fully_read = read.is_some_and(|(_, fully)| fully);
+        if let Some((kind, _)) = read {
+            return Ok(kind);
         }
         let ev: Event<'a> = serde_json::from_slice(data)
             .map_err(|e| DecodeError::json("malformed Anthropic event", &e))?;
