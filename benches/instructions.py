@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Instructions a guardwire build executes per streamed Chat answer, counted by callgrind.
+"""Instructions a guardwire build executes per streamed answer, counted by callgrind.
 
 Wall-clock and CPU-time figures need a quiet machine and many alternating runs; instruction
 counts do not: they repeat to within ~0.2 % on a loaded machine, so two builds can be compared
 while other work runs (then confirm with the load bench when the machine is quiet). They count
 work, not time: cache misses, syscalls' kernel time and lock waits are not in them.
 
-    python3 benches/instructions.py BIN [BIN ...] [--pack PATH] [--streams N] [--keep]
+    python3 benches/instructions.py BIN [BIN ...] [--protocol P] [--pack PATH] [--streams N] [--keep]
 
 For each binary, with no pack and (with --pack) with that pack: starts `BIN serve` under
 `valgrind --tool=callgrind` with instrumentation off, in front of a mock upstream here that
-answers every request with the same 42-event Chat stream (40 content deltas, written at once),
+answers every request with the same stream of the protocol P (`chat`, the default,
+`responses`, `anthropic` or `gemini`; 40 content deltas and the protocol's framing around
+them, 42 to 49 events, written at once, shaped as benches/load's mock sends them),
 sends 20 warm-up requests one after another on one keep-alive connection, switches
 instrumentation on, sends N (default 300) more, dumps, and prints the proxy's instructions
 per stream (all its threads). `--pack target/load-realistic-pack.yaml` is the load bench's
 realistic pack (1,000 words, 20 regexes, max_length, PII), kept there by each bench run.
 `--keep` keeps the callgrind files (callgrind_annotate shows where the instructions go).
+The Anthropic deltas carry the load bench's stamp under `id` (as benches/load's mock does);
+GUARDWIRE_BENCH_ANTHROPIC_STAMP_KEY=ts puts it under an unknown key, as that mock did before.
 
 Needs valgrind (Debian: valgrind) and Python 3's standard library only.
 """
@@ -34,32 +38,166 @@ import threading
 import time
 
 
-def stream_bytes():
-    """The mock's answer: an OpenAI Chat stream, chunked, as the load bench's mock sends it."""
-    vocab = ("garden river water light plants soil summer shade seeds compost mulch roots "
-             "sun morning evening").split()
-    rng = random.Random(7)
-    deltas = [" ".join(rng.choice(vocab) for _ in range(5)) + (". " if i % 8 == 7 else " ")
-              for i in range(40)]
+VOCAB = ("garden river water light plants soil summer shade seeds compost mulch roots "
+         "sun morning evening").split()
 
+
+def text_deltas():
+    rng = random.Random(7)
+    return [" ".join(rng.choice(VOCAB) for _ in range(5)) + (". " if i % 8 == 7 else " ")
+            for i in range(40)]
+
+
+def stamps():
+    """The load bench's mock stamps each event with its send time (16 digits after "@T"); the
+    same deterministic digits here, so every run sends the same bytes."""
+    rng = random.Random(11)
+    while True:
+        yield "@T%016d" % rng.randrange(10**15, 10**16)
+
+
+def compact(v):
+    return json.dumps(v, separators=(",", ":"))
+
+
+def data(v):
+    return "data: " + compact(v) + "\n\n"
+
+
+def named(kind, v):
+    return "event: " + kind + "\ndata: " + compact(v) + "\n\n"
+
+
+def chat_events(deltas, stamp):
     def chunk(delta, finish):
-        return "data: " + json.dumps({
+        return data({
             "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion.chunk",
             "created": 1735689600, "model": "gpt-4o-mini-2024-07-18",
             "system_fingerprint": "fp_1234567890",
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }, separators=(",", ":")) + "\n\n"
+        })
 
-    events = ([chunk({"role": "assistant", "content": "", "refusal": None}, None)]
-              + [chunk({"content": t}, None) for t in deltas]
-              + [chunk({}, "stop"), "data: [DONE]\n\n"])
+    return ([chunk({"role": "assistant", "content": "", "refusal": None}, None)]
+            + [chunk({"content": t}, None) for t in deltas]
+            + [chunk({}, "stop"), "data: [DONE]\n\n"])
+
+
+def responses_events(deltas, stamp):
+    seq = [0]
+
+    def e(kind, v):
+        v["type"] = kind
+        v["sequence_number"] = seq[0]
+        seq[0] += 1
+        return named(kind, v)
+
+    def resp(status):
+        return {"id": "resp_67ccd2bed1ec8190", "object": "response", "created_at": 1741476542,
+                "status": status, "model": "gpt-4o-mini-2024-07-18", "output": [],
+                "error": None, "incomplete_details": None, "tools": [], "metadata": {}}
+
+    full = "".join(deltas)
+    item = {"id": "msg_67ccd2bf17f0", "type": "message", "status": "in_progress",
+            "role": "assistant", "content": []}
+    ev = [e("response.created", {"response": resp("in_progress")}),
+          e("response.in_progress", {"response": resp("in_progress")}),
+          e("response.output_item.added", {"output_index": 0, "item": item}),
+          e("response.content_part.added", {
+              "item_id": "msg_67ccd2bf17f0", "output_index": 0, "content_index": 0,
+              "part": {"type": "output_text", "text": "", "annotations": []}})]
+    for t in deltas:
+        ev.append(e("response.output_text.delta", {
+            "item_id": "msg_67ccd2bf17f0", "output_index": 0, "content_index": 0, "delta": t,
+            "logprobs": [], "obfuscation": next(stamp)}))
+    part = {"type": "output_text", "text": full, "annotations": []}
+    ev.append(e("response.output_text.done", {
+        "item_id": "msg_67ccd2bf17f0", "output_index": 0, "content_index": 0, "text": full,
+        "logprobs": []}))
+    ev.append(e("response.content_part.done", {
+        "item_id": "msg_67ccd2bf17f0", "output_index": 0, "content_index": 0, "part": part}))
+    done_item = {"id": "msg_67ccd2bf17f0", "type": "message", "status": "completed",
+                 "role": "assistant", "content": [part]}
+    ev.append(e("response.output_item.done", {"output_index": 0, "item": done_item}))
+    r = resp("completed")
+    r["output"] = [done_item]
+    r["usage"] = {"input_tokens": 36, "output_tokens": 200, "total_tokens": 236}
+    ev.append(e("response.completed", {"response": r}))
+    return ev
+
+
+# Anthropic deltas have no free-form string field: the load bench's stamp rides in an extra
+# member, under a key guardwire knows as structure (`id`), as an ignored member costs in a real
+# stream. (Under an unknown key it would be checked as text: see docs/load-bench.md.)
+STAMP_KEY = os.environ.get("GUARDWIRE_BENCH_ANTHROPIC_STAMP_KEY", "id")
+
+
+def anthropic_events(deltas, stamp):
+    ev = [named("message_start", {"type": "message_start", "message": {
+              "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+              "content": [], "model": "claude-sonnet-4-5-20250929", "stop_reason": None,
+              "stop_sequence": None, "usage": {"input_tokens": 36, "output_tokens": 1}}}),
+          named("content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {"type": "text", "text": ""}}),
+          named("ping", {"type": "ping"})]
+    for t in deltas:
+        ev.append(named("content_block_delta", {
+            "type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": t}, STAMP_KEY: next(stamp)}))
+    ev.append(named("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    ev.append(named("message_delta", {
+        "type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": 200}}))
+    ev.append(named("message_stop", {"type": "message_stop"}))
+    return ev
+
+
+def gemini_events(deltas, stamp):
+    ev = [data({"candidates": [{"content": {"parts": [{"text": t}], "role": "model"}, "index": 0}],
+                "modelVersion": "gemini-2.5-flash", "responseId": next(stamp)}) for t in deltas]
+    ev.append(data({"candidates": [{"content": {"parts": [{"text": ""}], "role": "model"},
+                                    "finishReason": "STOP", "index": 0}],
+                    "usageMetadata": {"promptTokenCount": 36, "candidatesTokenCount": 200,
+                                      "totalTokenCount": 236},
+                    "modelVersion": "gemini-2.5-flash", "responseId": next(stamp)}))
+    return ev
+
+
+PROMPT = ("Write a short note about planning a summer garden near the river, with practical "
+          "advice on water, light and which plants go well together.")
+
+# protocol: (events, path, request body, headers, what the answer ends with)
+PROTOCOLS = {
+    "chat": (chat_events, "/v1/chat/completions", {
+        "model": "gpt-4o-mini", "stream": True, "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": PROMPT}]},
+        {"authorization": "Bearer sk-bench"}, b"data: [DONE]\n\n"),
+    "responses": (responses_events, "/v1/responses", {
+        "model": "gpt-4o-mini", "stream": True, "input": PROMPT},
+        {"authorization": "Bearer sk-bench"}, b"}\n\n"),
+    "anthropic": (anthropic_events, "/v1/messages", {
+        "model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": True,
+        "messages": [{"role": "user", "content": PROMPT}]},
+        {"x-api-key": "sk-ant-bench", "anthropic-version": "2023-06-01"},
+        b'{"type":"message_stop"}\n\n'),
+    "gemini": (gemini_events,
+               "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+               {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]},
+               {"x-goog-api-key": "bench"}, b"}\n\n"),
+}
+
+
+def stream_bytes(protocol):
+    """The mock's answer: the protocol's 42-event stream, chunked, as the load bench's mock
+    (benches/load/mock.rs) sends it."""
+    events = PROTOCOLS[protocol][0](text_deltas(), stamps())
     body = b"".join(b"%x\r\n%s\r\n" % (len(e.encode()), e.encode()) for e in events)
     return (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n")
 
 
-def start_mock():
-    answer = stream_bytes()
+def start_mock(protocol):
+    answer = stream_bytes(protocol)
 
     def serve(conn):
         buf = b""
@@ -94,12 +232,6 @@ def start_mock():
     return listener.getsockname()[1]
 
 
-REQUEST = json.dumps({"model": "gpt-4o-mini", "stream": True, "messages": [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "Write a short note about planning a summer garden near the "
-     "river, with practical advice on water, light and which plants go well together."}]})
-
-
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -108,12 +240,14 @@ def free_port():
     return port
 
 
-def count(binary, pack, streams, mock_port, workdir, keep):
+def count(binary, pack, streams, mock_port, workdir, keep, protocol):
     port = free_port()
     packs = "[]" if pack is None else json.dumps([os.path.abspath(pack)])
     cfg = os.path.join(workdir, f"config-{port}.yaml")
     with open(cfg, "w") as f:
         f.write(f'listen: "127.0.0.1:{port}"\nupstreams:\n  openai: "http://127.0.0.1:{mock_port}"\n'
+                f'  anthropic: "http://127.0.0.1:{mock_port}"\n'
+                f'  gemini: "http://127.0.0.1:{mock_port}"\n'
                 f"packs: {packs}\nlimits:\n  max_concurrent_requests: 20000\n"
                 "log:\n  level: warn\nreload:\n  poll_ms: 0\n")
     out = os.path.join(workdir, f"callgrind-{port}")
@@ -122,7 +256,11 @@ def count(binary, pack, streams, mock_port, workdir, keep):
          binary, "serve", "--config", cfg],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(1200):
+        # Under valgrind, compiling a large pack on a loaded machine takes minutes.
+        deadline = time.monotonic() + 1200
+        while True:
+            if time.monotonic() > deadline:
+                sys.exit(f"{binary} was not ready after 20 minutes")
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 c.request("GET", "/readyz")
@@ -135,12 +273,15 @@ def count(binary, pack, streams, mock_port, workdir, keep):
             time.sleep(0.1)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
 
+        _, path, request, headers, end = PROTOCOLS[protocol]
+        request = json.dumps(request)
+        headers = dict(headers, **{"content-type": "application/json"})
+
         def one():
-            conn.request("POST", "/v1/chat/completions", REQUEST,
-                         {"content-type": "application/json", "authorization": "Bearer sk-bench"})
+            conn.request("POST", path, request, headers)
             r = conn.getresponse()
             body = r.read()
-            if r.status != 200 or not body.endswith(b"data: [DONE]\n\n"):
+            if r.status != 200 or not body.endswith(end):
                 sys.exit(f"{binary}: unexpected answer {r.status}: {body[-300:]!r}")
 
         for _ in range(20):
@@ -176,15 +317,17 @@ def main():
     ap.add_argument("--pack", help="a pack file (e.g. target/load-realistic-pack.yaml)")
     ap.add_argument("--streams", type=int, default=300)
     ap.add_argument("--keep", action="store_true", help="keep the callgrind files")
+    ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="chat",
+                    help="the answer the mock streams (default chat)")
     a = ap.parse_args()
-    mock_port = start_mock()
+    mock_port = start_mock(a.protocol)
     workdir = tempfile.mkdtemp(prefix="guardwire-instructions-") if not a.keep else os.getcwd()
     print("| binary | no packs | " + ("pack |" if a.pack else ""))
     print("|---|---|" + ("---|" if a.pack else ""))
     for b in a.binaries:
-        row = [f"{count(b, None, a.streams, mock_port, workdir, a.keep):,.0f}"]
+        row = [f"{count(b, None, a.streams, mock_port, workdir, a.keep, a.protocol):,.0f}"]
         if a.pack:
-            row.append(f"{count(b, a.pack, a.streams, mock_port, workdir, a.keep):,.0f}")
+            row.append(f"{count(b, a.pack, a.streams, mock_port, workdir, a.keep, a.protocol):,.0f}")
         print(f"| {b} | " + " | ".join(row) + " |", flush=True)
 
 

@@ -167,11 +167,14 @@ fn answer_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
             ];
             for t in deltas {
                 // Anthropic deltas have no free-form string field: the stamp rides in an
-                // extra one, which clients and guardwire ignore.
+                // extra one, which clients ignore, under a key guardwire knows as structure
+                // (`id`). Under an unknown key guardwire checks it as text (fail closed): the
+                // stamps of one stream then read as one unbroken token-like text, which the
+                // `pii` check holds back up to 256 bytes behind (docs/load-bench.md).
                 ev.push(named(
                     "content_block_delta",
                     &json!({"type": "content_block_delta",
-                    "index": 0, "delta": {"type": "text_delta", "text": t}, "ts": STAMP}),
+                    "index": 0, "delta": {"type": "text_delta", "text": t}, "id": STAMP}),
                 ));
             }
             ev.push(named(

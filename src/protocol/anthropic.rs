@@ -6,7 +6,7 @@
 //! → tool arguments, `thinking_delta` → reasoning. `message_stop` ends the stream.
 
 use super::documents::{Documents, StoredKind};
-use super::{text_delta, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
+use super::{text_delta, DecodeError, ParsedRequest, Protocol, StreamDecoder};
 use super::{AuthHeader, ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
@@ -161,179 +161,11 @@ fn content_texts(
 // ---- responses ----
 
 #[derive(Deserialize)]
-struct Event<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+pub(super) struct Usage {
     #[serde(default)]
-    index: Option<u32>,
-    #[serde(borrow, default)]
-    content_block: Option<StartBlock<'a>>,
-    #[serde(borrow, default)]
-    delta: Option<EventDelta<'a>>,
+    pub(super) input_tokens: Option<u64>,
     #[serde(default)]
-    usage: Option<Usage>,
-    #[serde(default)]
-    message: Option<MessageStart>,
-}
-
-#[derive(Deserialize)]
-struct StartBlock<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    name: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct EventDelta<'a> {
-    #[serde(
-        rename = "type",
-        borrow,
-        default,
-        deserialize_with = "super::borrow_opt_str"
-    )]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    text: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    partial_json: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    thinking: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
-    stop_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct MessageStart {
-    #[serde(default)]
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-}
-
-/// What each content block index of the current message is.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum BlockKind {
-    Text,
-    Tool,
-    Thinking,
-    Other,
-}
-
-#[derive(Default)]
-struct MessagesStream {
-    blocks: Vec<(u32, BlockKind)>,
-}
-
-impl MessagesStream {
-    fn kind_of(&self, index: u32) -> BlockKind {
-        self.blocks
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map_or(BlockKind::Other, |(_, k)| *k)
-    }
-}
-
-impl StreamDecoder for MessagesStream {
-    fn decode<'a>(
-        &mut self,
-        _event: Option<&[u8]>,
-        data: &'a [u8],
-        out: &mut Vec<Delta<'a>>,
-    ) -> Result<FrameKind, DecodeError> {
-        let ev: Event<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError::json("malformed Anthropic event", &e))?;
-        match &*ev.kind {
-            "content_block_start" => {
-                let index = ev.index.unwrap_or(0);
-                let Some(block) = ev.content_block else {
-                    return Err(DecodeError("content_block_start without a block".into()));
-                };
-                let kind = match &*block.kind {
-                    "text" => BlockKind::Text,
-                    "tool_use" | "server_tool_use" => BlockKind::Tool,
-                    "thinking" => BlockKind::Thinking,
-                    _ => BlockKind::Other,
-                };
-                self.blocks.retain(|(i, _)| *i != index);
-                self.blocks.push((index, kind));
-                match kind {
-                    BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
-                    BlockKind::Thinking => {
-                        out.extend(text_delta(Channel::Reasoning, block.thinking))
-                    }
-                    BlockKind::Tool => out.push(Delta::ToolCallStart {
-                        choice: 0,
-                        index,
-                        id: block.id,
-                        name: block.name.unwrap_or(Cow::Borrowed("")),
-                    }),
-                    BlockKind::Other => {}
-                }
-                Ok(FrameKind::Data)
-            }
-            "content_block_delta" => {
-                let index = ev.index.unwrap_or(0);
-                let Some(d) = ev.delta else {
-                    return Err(DecodeError("content_block_delta without a delta".into()));
-                };
-                match d.kind.as_deref() {
-                    Some("text_delta") => out.extend(text_delta(Channel::Content, d.text)),
-                    Some("input_json_delta") => {
-                        out.extend(text_delta(Channel::ToolArgs(index), d.partial_json))
-                    }
-                    Some("thinking_delta") => {
-                        out.extend(text_delta(Channel::Reasoning, d.thinking))
-                    }
-                    // signature_delta, citations_delta and future kinds carry no checked text;
-                    // a text-bearing delta on a block we know is text is still checked.
-                    _ => {
-                        if self.kind_of(index) == BlockKind::Text {
-                            out.extend(text_delta(Channel::Content, d.text));
-                        }
-                    }
-                }
-                Ok(FrameKind::Data)
-            }
-            "message_delta" => {
-                if let Some(reason) = ev.delta.and_then(|d| d.stop_reason) {
-                    out.push(Delta::Finish { choice: 0, reason });
-                }
-                if let Some(u) = ev.usage {
-                    out.push(Delta::Usage {
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                    });
-                }
-                Ok(FrameKind::Data)
-            }
-            "message_start" => {
-                if let Some(u) = ev.message.and_then(|m| m.usage) {
-                    out.push(Delta::Usage {
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                    });
-                }
-                Ok(FrameKind::Data)
-            }
-            "message_stop" => Ok(FrameKind::Terminal),
-            "error" => Ok(FrameKind::UpstreamError),
-            // content_block_stop, ping and event types added later pass through.
-            _ => Ok(FrameKind::Passthrough),
-        }
-    }
+    pub(super) output_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -397,13 +229,7 @@ impl Protocol for AnthropicMessages {
     }
 
     fn structural(&self) -> &'static super::residual::Structural {
-        &super::residual::Structural {
-            keys: &["stop_reason", "stop_sequence", "signature", "service_tier"],
-            nested: &[],
-            text_keys: &[],
-            free: &[],
-            schema: None,
-        }
+        &STRUCTURAL
     }
 
     fn provider(&self) -> Provider {
@@ -566,5 +392,9 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         .to_string()
 }
 
+mod stream;
+use stream::{MessagesStream, STRUCTURAL};
+#[cfg(test)]
+mod template_tests;
 #[cfg(test)]
 mod tests;

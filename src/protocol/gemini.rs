@@ -6,9 +6,10 @@
 //! comments or `event:` lines here. Function calls arrive whole (`functionCall {name, args}`).
 
 use super::documents::{self, Documents, StoredKind};
+use super::residual::Structural;
 use super::{AuthHeader, ProtocolId, Provider};
-use super::{DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
-use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolCall, ToolSpec};
+use super::{DecodeError, ParsedRequest, Protocol, StreamDecoder};
+use crate::delta::{Conversation, Delta, Message, Role, ToolCall, ToolSpec};
 use crate::error::GatewayError;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -273,116 +274,45 @@ struct UsageMetadata {
     candidates_token_count: Option<u64>,
 }
 
-/// Per stream: how many function calls each candidate has made, to number them.
-#[derive(Default)]
-struct GeminiStream {
-    calls: Vec<(u32, u32)>,
-    /// A candidate's `finishReason` was seen: the answer is complete when the body ends.
-    finished: bool,
-}
-
-impl GeminiStream {
-    fn next_call_index(&mut self, candidate: u32) -> u32 {
-        match self.calls.iter_mut().find(|(c, _)| *c == candidate) {
-            Some((_, n)) => {
-                *n += 1;
-                *n - 1
-            }
-            None => {
-                self.calls.push((candidate, 1));
-                0
-            }
-        }
-    }
-
-    fn response_deltas<'a>(&mut self, resp: Response<'a>, out: &mut Vec<Delta<'a>>) {
-        for (position, cand) in resp.candidates.into_iter().enumerate() {
-            let choice = cand.index.unwrap_or(position as u32);
-            for part in cand.content.into_iter().flat_map(|c| c.parts) {
-                if let Some(text) = part.text.filter(|t| !t.is_empty()) {
-                    let channel = if part.thought == Some(true) {
-                        Channel::Reasoning
-                    } else {
-                        Channel::Content
-                    };
-                    out.push(Delta::Text {
-                        choice,
-                        channel,
-                        text,
-                    });
-                }
-                if let Some(exec) = part.executable_code {
-                    let index = self.next_call_index(choice);
-                    out.push(Delta::ToolCallStart {
-                        choice,
-                        index,
-                        id: None,
-                        name: Cow::Borrowed(CODE_EXECUTION),
-                    });
-                    out.extend(exec.code.filter(|c| !c.is_empty()).map(|text| Delta::Text {
-                        choice,
-                        channel: Channel::ToolInput(index),
-                        text,
-                    }));
-                }
-                if let Some(call) = part.function_call {
-                    let index = self.next_call_index(choice);
-                    out.push(Delta::ToolCallStart {
-                        choice,
-                        index,
-                        id: call.id,
-                        name: call.name,
-                    });
-                    if let Some(args) = call.args {
-                        out.push(Delta::Text {
-                            choice,
-                            channel: Channel::ToolArgs(index),
-                            text: Cow::Borrowed(args.get()),
-                        });
-                    }
-                }
-            }
-            if let Some(reason) = cand.finish_reason {
-                out.push(Delta::Finish { choice, reason });
-            }
-        }
-        if let Some(u) = resp.usage_metadata {
-            out.push(Delta::Usage {
-                input_tokens: u.prompt_token_count,
-                output_tokens: u.candidates_token_count,
-            });
-        }
-    }
-}
-
-impl StreamDecoder for GeminiStream {
-    fn decode<'a>(
-        &mut self,
-        _event: Option<&[u8]>,
-        data: &'a [u8],
-        out: &mut Vec<Delta<'a>>,
-    ) -> Result<FrameKind, DecodeError> {
-        let resp: Response<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError::json("malformed Gemini response chunk", &e))?;
-        if resp.error.is_some() {
-            return Ok(FrameKind::UpstreamError);
-        }
-        let before = out.len();
-        self.response_deltas(resp, out);
-        if out[before..]
-            .iter()
-            .any(|d| matches!(d, Delta::Finish { .. }))
-        {
-            self.finished = true;
-        }
-        Ok(FrameKind::Data)
-    }
-
-    /// Gemini streams end with the body; the last chunk carries a `finishReason`.
-    fn complete_without_terminal(&self) -> bool {
-        self.finished
-    }
-}
+/// The keys of Gemini answers that are structure, not text (see `residual`).
+static STRUCTURAL: Structural = Structural {
+    keys: &[
+        "finishReason",
+        "finish_reason",
+        "modelVersion",
+        "model_version",
+        "responseId",
+        "response_id",
+        "thoughtSignature",
+        "thought_signature",
+        "blockReason",
+        "block_reason",
+        "category",
+        "probability",
+        "severity",
+        "mimeType",
+        "mime_type",
+        "trafficType",
+        "traffic_type",
+        "modality",
+        "outcome",
+        "language",
+    ],
+    // Inline media (base64) is no text.
+    nested: &[
+        (
+            &["candidates", "[]", "content", "parts", "[]", "inlineData"],
+            "data",
+        ),
+        (
+            &["candidates", "[]", "content", "parts", "[]", "inline_data"],
+            "data",
+        ),
+    ],
+    text_keys: &[],
+    free: &[],
+    schema: None,
+};
 
 /// The method part of a Gemini model path: `/v1beta/models/gemini-2.0:streamGenerateContent`.
 fn method_of(path: &str) -> Option<&str> {
@@ -440,44 +370,7 @@ impl Protocol for Gemini {
     }
 
     fn structural(&self) -> &'static super::residual::Structural {
-        &super::residual::Structural {
-            keys: &[
-                "finishReason",
-                "finish_reason",
-                "modelVersion",
-                "model_version",
-                "responseId",
-                "response_id",
-                "thoughtSignature",
-                "thought_signature",
-                "blockReason",
-                "block_reason",
-                "category",
-                "probability",
-                "severity",
-                "mimeType",
-                "mime_type",
-                "trafficType",
-                "traffic_type",
-                "modality",
-                "outcome",
-                "language",
-            ],
-            // Inline media (base64) is no text.
-            nested: &[
-                (
-                    &["candidates", "[]", "content", "parts", "[]", "inlineData"],
-                    "data",
-                ),
-                (
-                    &["candidates", "[]", "content", "parts", "[]", "inline_data"],
-                    "data",
-                ),
-            ],
-            text_keys: &[],
-            free: &[],
-            schema: None,
-        }
+        &STRUCTURAL
     }
 
     fn provider(&self) -> Provider {
@@ -595,5 +488,9 @@ fn gemini_error_json(err: &GatewayError) -> String {
     serde_json::to_string(&body).unwrap_or_default()
 }
 
+mod stream;
+use stream::GeminiStream;
+#[cfg(test)]
+mod template_tests;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,9 @@
 pub mod a2a;
 pub mod anthropic;
 pub mod documents;
+mod frame_template;
+#[cfg(test)]
+pub(crate) mod frame_template_tests;
 pub mod gemini;
 pub mod judge_wire;
 pub mod mcp;

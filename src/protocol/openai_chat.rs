@@ -517,7 +517,7 @@ impl Protocol for OpenAiChat {
 
 mod fast;
 #[cfg(test)]
-mod skim_tests;
+pub(crate) mod skim_tests;
 mod template;
 #[cfg(test)]
 mod template_tests;

@@ -8,6 +8,8 @@
 //! argument byte.
 
 use super::documents::{Documents, StoredKind};
+use super::frame_template::FrameTemplate;
+use super::residual::Structural;
 use super::{text_delta as text, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use super::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolSpec};
@@ -189,7 +191,28 @@ fn item_repeats<'a>(mut item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a
     }
 }
 
-struct ResponsesStream;
+/// The top-level keys [`Event`] reads (the rest are holes of a stream template).
+const EVENT_KEYS: &[&[u8]] = &[
+    b"type",
+    b"output_index",
+    b"delta",
+    b"text",
+    b"refusal",
+    b"arguments",
+    b"input",
+    b"code",
+    b"part",
+    b"item",
+    b"response",
+];
+
+#[derive(Default)]
+struct ResponsesStream {
+    /// The last text delta event, which the next ones most likely repeat but for their text.
+    template: Option<FrameTemplate>,
+    /// The last event had no string the decoder did not read or know as structure.
+    fully_read: bool,
+}
 
 impl StreamDecoder for ResponsesStream {
     fn repeats_text(&self) -> bool {
@@ -202,116 +225,177 @@ impl StreamDecoder for ResponsesStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
-        let ev: Event<'a> = serde_json::from_slice(data)
-            .map_err(|e| DecodeError::json("malformed Responses event", &e))?;
-        let index = ev.output_index.unwrap_or(0);
-        match &*ev.kind {
-            "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
-            "response.refusal.delta" => out.extend(text(Channel::Refusal, ev.delta)),
-            "response.function_call_arguments.delta" | "response.mcp_call_arguments.delta" => {
-                out.extend(text(Channel::ToolArgs(index), ev.delta))
-            }
-            "response.custom_tool_call_input.delta"
-            | "response.code_interpreter_call_code.delta" => {
-                out.extend(text(Channel::ToolInput(index), ev.delta))
-            }
-            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
-                out.extend(text(Channel::Reasoning, ev.delta))
-            }
-            "response.output_item.added" => {
-                if let Some(mut item) = ev.item {
-                    if is_call(item.kind.as_deref()) {
-                        let (channel, args) = item.call_args(index);
-                        out.push(Delta::ToolCallStart {
-                            choice: 0,
-                            index,
-                            name: item.call_name(),
-                            id: item.call_id,
-                        });
-                        // Arguments announced with the item are checked like streamed ones.
-                        out.extend(text(channel, args));
-                    }
+        let read = FrameTemplate::read(&mut self.template, data, out, &STRUCTURAL);
+        self.fully_read = read.is_some_and(|(_, fully)| fully);
+        if let Some((kind, _)) = read {
+            return Ok(kind);
+        }
+        let before = out.len();
+        let kind = decode_event(data, out)?;
+        // Events are read without per-stream state: one text delta makes a template.
+        let deltas = &out[before..];
+        FrameTemplate::record(&mut self.template, data, kind, deltas, EVENT_KEYS);
+        Ok(kind)
+    }
+
+    fn fully_read(&self) -> bool {
+        self.fully_read
+    }
+}
+
+/// The keys of Responses answers that are structure, not text (see `residual`).
+static STRUCTURAL: Structural = Structural {
+    keys: &[
+        "item_id",
+        "call_id",
+        "obfuscation",
+        "encrypted_content",
+        "service_tier",
+        "previous_response_id",
+        "prompt_cache_key",
+        "safety_identifier",
+        "container_id",
+    ],
+    // The request's own settings, echoed in the response object (BeforeCall checked
+    // them as input).
+    // (In events under `response`; a whole answer is the response object itself.)
+    nested: &[
+        (&["response"], "instructions"),
+        (&["response"], "tools"),
+        (&["response"], "tool_choice"),
+        (&["response"], "text"),
+        (&["response"], "metadata"),
+        (&["response"], "prompt"),
+        (&["response"], "reasoning"),
+        (&["response"], "truncation"),
+        (&["response"], "user"),
+        (&["response"], "incomplete_details"),
+        (&[], "instructions"),
+        (&[], "tools"),
+        (&[], "tool_choice"),
+        (&[], "text"),
+        (&[], "metadata"),
+        (&[], "prompt"),
+        (&[], "reasoning"),
+        (&[], "truncation"),
+        (&[], "user"),
+        (&[], "incomplete_details"),
+    ],
+    text_keys: &[],
+    free: &[],
+    schema: None,
+};
+
+/// One event, by serde_json.
+fn decode_event<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Result<FrameKind, DecodeError> {
+    let ev: Event<'a> = serde_json::from_slice(data)
+        .map_err(|e| DecodeError::json("malformed Responses event", &e))?;
+    let index = ev.output_index.unwrap_or(0);
+    match &*ev.kind {
+        "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
+        "response.refusal.delta" => out.extend(text(Channel::Refusal, ev.delta)),
+        "response.function_call_arguments.delta" | "response.mcp_call_arguments.delta" => {
+            out.extend(text(Channel::ToolArgs(index), ev.delta))
+        }
+        "response.custom_tool_call_input.delta" | "response.code_interpreter_call_code.delta" => {
+            out.extend(text(Channel::ToolInput(index), ev.delta))
+        }
+        "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+            out.extend(text(Channel::Reasoning, ev.delta))
+        }
+        "response.output_item.added" => {
+            if let Some(mut item) = ev.item {
+                if is_call(item.kind.as_deref()) {
+                    let (channel, args) = item.call_args(index);
+                    out.push(Delta::ToolCallStart {
+                        choice: 0,
+                        index,
+                        name: item.call_name(),
+                        id: item.call_id,
+                    });
+                    // Arguments announced with the item are checked like streamed ones.
+                    out.extend(text(channel, args));
                 }
             }
-            "response.output_text.done" => out.extend(repeat(Channel::Content, ev.text)),
-            "response.refusal.done" => out.extend(repeat(Channel::Refusal, ev.refusal)),
-            "response.function_call_arguments.done" | "response.mcp_call_arguments.done" => {
-                out.extend(repeat(Channel::ToolArgs(index), ev.arguments))
+        }
+        "response.output_text.done" => out.extend(repeat(Channel::Content, ev.text)),
+        "response.refusal.done" => out.extend(repeat(Channel::Refusal, ev.refusal)),
+        "response.function_call_arguments.done" | "response.mcp_call_arguments.done" => {
+            out.extend(repeat(Channel::ToolArgs(index), ev.arguments))
+        }
+        "response.custom_tool_call_input.done" => {
+            out.extend(repeat(Channel::ToolInput(index), ev.input))
+        }
+        "response.code_interpreter_call_code.done" => {
+            out.extend(repeat(Channel::ToolInput(index), ev.code))
+        }
+        "response.reasoning_text.done" | "response.reasoning_summary_text.done" => {
+            out.extend(repeat(Channel::Reasoning, ev.text))
+        }
+        "response.content_part.done" => {
+            if let Some(part) = ev.part {
+                out.extend(part_repeat(part));
             }
-            "response.custom_tool_call_input.done" => {
-                out.extend(repeat(Channel::ToolInput(index), ev.input))
+        }
+        // A finished part of a reasoning summary repeats its text (read as reasoning, so
+        // `reasoning: skip` and redaction treat it as the deltas it repeats).
+        "response.reasoning_summary_part.done" => out.extend(
+            ev.part
+                .and_then(|part| repeat(Channel::Reasoning, part.text)),
+        ),
+        "response.output_item.done" => {
+            if let Some(item) = ev.item {
+                item_repeats(item, index, out);
             }
-            "response.code_interpreter_call_code.done" => {
-                out.extend(repeat(Channel::ToolInput(index), ev.code))
-            }
-            "response.reasoning_text.done" | "response.reasoning_summary_text.done" => {
-                out.extend(repeat(Channel::Reasoning, ev.text))
-            }
-            "response.content_part.done" => {
-                if let Some(part) = ev.part {
-                    out.extend(part_repeat(part));
-                }
-            }
-            // A finished part of a reasoning summary repeats its text (read as reasoning, so
-            // `reasoning: skip` and redaction treat it as the deltas it repeats).
-            "response.reasoning_summary_part.done" => out.extend(
-                ev.part
-                    .and_then(|part| repeat(Channel::Reasoning, part.text)),
-            ),
-            "response.output_item.done" => {
-                if let Some(item) = ev.item {
-                    item_repeats(item, index, out);
-                }
-            }
-            "response.completed" | "response.incomplete" | "response.failed" => {
-                if let Some(r) = ev.response {
-                    // The final object repeats every output text, at its place in the channel.
-                    let mut offsets: Vec<(Channel, u64)> = Vec::new();
-                    for (i, item) in r.output.into_iter().enumerate() {
-                        let mut texts = Vec::new();
-                        item_repeats(item, i as u32, &mut texts);
-                        for d in texts {
-                            if let Delta::Repeat {
+        }
+        "response.completed" | "response.incomplete" | "response.failed" => {
+            if let Some(r) = ev.response {
+                // The final object repeats every output text, at its place in the channel.
+                let mut offsets: Vec<(Channel, u64)> = Vec::new();
+                for (i, item) in r.output.into_iter().enumerate() {
+                    let mut texts = Vec::new();
+                    item_repeats(item, i as u32, &mut texts);
+                    for d in texts {
+                        if let Delta::Repeat {
+                            choice,
+                            channel,
+                            text,
+                            ..
+                        } = d
+                        {
+                            let k = match offsets.iter().position(|(c, _)| *c == channel) {
+                                Some(k) => k,
+                                None => {
+                                    offsets.push((channel, 0));
+                                    offsets.len() - 1
+                                }
+                            };
+                            let start = offsets[k].1;
+                            offsets[k].1 += text.len() as u64;
+                            out.push(Delta::Repeat {
                                 choice,
                                 channel,
                                 text,
-                                ..
-                            } = d
-                            {
-                                let k = match offsets.iter().position(|(c, _)| *c == channel) {
-                                    Some(k) => k,
-                                    None => {
-                                        offsets.push((channel, 0));
-                                        offsets.len() - 1
-                                    }
-                                };
-                                let start = offsets[k].1;
-                                offsets[k].1 += text.len() as u64;
-                                out.push(Delta::Repeat {
-                                    choice,
-                                    channel,
-                                    text,
-                                    start: Some(start),
-                                });
-                            }
+                                start: Some(start),
+                            });
                         }
                     }
-                    if let Some(status) = r.status {
-                        out.push(Delta::Finish {
-                            choice: 0,
-                            reason: status,
-                        });
-                    }
-                    out.extend(r.usage.map(usage_delta));
                 }
-                return Ok(FrameKind::Terminal);
+                if let Some(status) = r.status {
+                    out.push(Delta::Finish {
+                        choice: 0,
+                        reason: status,
+                    });
+                }
+                out.extend(r.usage.map(usage_delta));
             }
-            "error" => return Ok(FrameKind::UpstreamError),
-            // Lifecycle events and event types added later pass through.
-            _ => return Ok(FrameKind::Passthrough),
+            return Ok(FrameKind::Terminal);
         }
-        Ok(FrameKind::Data)
+        "error" => return Ok(FrameKind::UpstreamError),
+        // Lifecycle events and event types added later pass through.
+        _ => return Ok(FrameKind::Passthrough),
     }
+    Ok(FrameKind::Data)
 }
 
 impl Protocol for OpenAiResponses {
@@ -328,47 +412,7 @@ impl Protocol for OpenAiResponses {
     }
 
     fn structural(&self) -> &'static super::residual::Structural {
-        &super::residual::Structural {
-            keys: &[
-                "item_id",
-                "call_id",
-                "obfuscation",
-                "encrypted_content",
-                "service_tier",
-                "previous_response_id",
-                "prompt_cache_key",
-                "safety_identifier",
-                "container_id",
-            ],
-            // The request's own settings, echoed in the response object (BeforeCall checked
-            // them as input).
-            // (In events under `response`; a whole answer is the response object itself.)
-            nested: &[
-                (&["response"], "instructions"),
-                (&["response"], "tools"),
-                (&["response"], "tool_choice"),
-                (&["response"], "text"),
-                (&["response"], "metadata"),
-                (&["response"], "prompt"),
-                (&["response"], "reasoning"),
-                (&["response"], "truncation"),
-                (&["response"], "user"),
-                (&["response"], "incomplete_details"),
-                (&[], "instructions"),
-                (&[], "tools"),
-                (&[], "tool_choice"),
-                (&[], "text"),
-                (&[], "metadata"),
-                (&[], "prompt"),
-                (&[], "reasoning"),
-                (&[], "truncation"),
-                (&[], "user"),
-                (&[], "incomplete_details"),
-            ],
-            text_keys: &[],
-            free: &[],
-            schema: None,
-        }
+        &STRUCTURAL
     }
 
     fn provider(&self) -> Provider {
@@ -421,7 +465,7 @@ impl Protocol for OpenAiResponses {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(ResponsesStream)
+        Box::<ResponsesStream>::default()
     }
 
     fn decode_response<'a>(
@@ -488,5 +532,7 @@ impl Protocol for OpenAiResponses {
     }
 }
 
+#[cfg(test)]
+mod template_tests;
 #[cfg(test)]
 mod tests;

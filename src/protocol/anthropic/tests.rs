@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::protocol::FrameKind;
 
 fn decode_all<'a>(
     dec: &mut MessagesStream,

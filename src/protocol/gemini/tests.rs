@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::delta::Channel;
+use crate::protocol::FrameKind;
 
 #[test]
 fn snake_case_fields_are_read_like_camel_case_ones() {

@@ -5,41 +5,41 @@ use super::*;
 use proptest::prelude::*;
 
 /// SplitMix64, so that one proptest seed yields a whole chunk.
-pub(super) struct Rng(pub(super) u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    pub(super) fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    pub(super) fn chance(&mut self, per_cent: u64) -> bool {
+    pub(crate) fn chance(&mut self, per_cent: u64) -> bool {
         self.below(100) < per_cent
     }
 }
 
 /// Renders chunks with random whitespace, escapes and (when `weird`) wrong types, duplicate
 /// keys, escaped keys and malformed numbers.
-pub(super) struct Gen {
-    pub(super) rng: Rng,
-    pub(super) weird: bool,
-    pub(super) out: String,
+pub(crate) struct Gen {
+    pub(crate) rng: Rng,
+    pub(crate) weird: bool,
+    pub(crate) out: String,
 }
 
 impl Gen {
-    pub(super) fn ws(&mut self) {
+    pub(crate) fn ws(&mut self) {
         for _ in 0..self.rng.below(3).saturating_sub(1) {
             let c = [' ', '\n', '\t', '\r'][self.rng.below(4) as usize];
             self.out.push(c);
         }
     }
 
-    pub(super) fn string(&mut self) {
+    pub(crate) fn string(&mut self) {
         const CHARS: [char; 14] = [
             'a', 'Z', ' ', '"', '\\', '/', '\n', '\u{1}', 'é', '😀', '\u{2028}', '0', '{', ':',
         ];
@@ -65,7 +65,7 @@ impl Gen {
         self.out.push('"');
     }
 
-    fn number(&mut self) {
+    pub(crate) fn number(&mut self) {
         const NUMS: [&str; 8] = [
             "0",
             "7",
@@ -96,7 +96,7 @@ impl Gen {
     }
 
     /// Any value, for keys guardwire ignores.
-    pub(super) fn any(&mut self, depth: u32) {
+    pub(crate) fn any(&mut self, depth: u32) {
         match self.rng.below(if depth > 2 { 5 } else { 7 }) {
             0 => self.out.push_str("null"),
             1 => self

@@ -3,7 +3,7 @@ use super::*;
 
 fn decode(data: &str) -> (FrameKind, Vec<Delta<'_>>) {
     let mut out = Vec::new();
-    let k = ResponsesStream
+    let k = ResponsesStream::default()
         .decode(None, data.as_bytes(), &mut out)
         .unwrap();
     (k, out)

@@ -1,0 +1,225 @@
+//! The Anthropic stream decoder: serde_json, and a template of the last text delta event
+//! (`frame_template.rs`).
+
+use super::Usage;
+use crate::delta::{Channel, Delta};
+use crate::protocol::frame_template::FrameTemplate;
+use crate::protocol::residual::Structural;
+use crate::protocol::{text_delta, DecodeError, FrameKind, StreamDecoder};
+use serde::Deserialize;
+use std::borrow::Cow;
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    content_block: Option<StartBlock<'a>>,
+    #[serde(borrow, default)]
+    delta: Option<EventDelta<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    message: Option<MessageStart>,
+}
+
+#[derive(Deserialize)]
+struct StartBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    name: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct EventDelta<'a> {
+    #[serde(
+        rename = "type",
+        borrow,
+        default,
+        deserialize_with = "crate::protocol::borrow_opt_str"
+    )]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "crate::protocol::borrow_opt_str")]
+    stop_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+/// What each content block index of the current message is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Text,
+    Tool,
+    Thinking,
+    Other,
+}
+
+/// The top-level keys [`Event`] reads (the rest are holes of a stream template).
+const EVENT_KEYS: &[&[u8]] = &[
+    b"type",
+    b"index",
+    b"content_block",
+    b"delta",
+    b"usage",
+    b"message",
+];
+
+pub(super) static STRUCTURAL: Structural = Structural {
+    keys: &["stop_reason", "stop_sequence", "signature", "service_tier"],
+    nested: &[],
+    text_keys: &[],
+    free: &[],
+    schema: None,
+};
+
+#[derive(Default)]
+pub(super) struct MessagesStream {
+    blocks: Vec<(u32, BlockKind)>,
+    /// The last text delta event, which the next ones most likely repeat but for their text.
+    pub(super) template: Option<FrameTemplate>,
+    /// The last event had no string the decoder did not read or know as structure.
+    fully_read: bool,
+}
+
+impl MessagesStream {
+    fn kind_of(&self, index: u32) -> BlockKind {
+        self.blocks
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map_or(BlockKind::Other, |(_, k)| *k)
+    }
+}
+
+impl StreamDecoder for MessagesStream {
+    fn decode<'a>(
+        &mut self,
+        _event: Option<&[u8]>,
+        data: &'a [u8],
+        out: &mut Vec<Delta<'a>>,
+    ) -> Result<FrameKind, DecodeError> {
+        let read = FrameTemplate::read(&mut self.template, data, out, &STRUCTURAL);
+        self.fully_read = read.is_some_and(|(_, fully)| fully);
+        if let Some((kind, _)) = read {
+            return Ok(kind);
+        }
+        let ev: Event<'a> = serde_json::from_slice(data)
+            .map_err(|e| DecodeError::json("malformed Anthropic event", &e))?;
+        match &*ev.kind {
+            "content_block_start" => {
+                let index = ev.index.unwrap_or(0);
+                let Some(block) = ev.content_block else {
+                    return Err(DecodeError("content_block_start without a block".into()));
+                };
+                let kind = match &*block.kind {
+                    "text" => BlockKind::Text,
+                    "tool_use" | "server_tool_use" => BlockKind::Tool,
+                    "thinking" => BlockKind::Thinking,
+                    _ => BlockKind::Other,
+                };
+                self.blocks.retain(|(i, _)| *i != index);
+                self.blocks.push((index, kind));
+                match kind {
+                    BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
+                    BlockKind::Thinking => {
+                        out.extend(text_delta(Channel::Reasoning, block.thinking))
+                    }
+                    BlockKind::Tool => out.push(Delta::ToolCallStart {
+                        choice: 0,
+                        index,
+                        id: block.id,
+                        name: block.name.unwrap_or(Cow::Borrowed("")),
+                    }),
+                    BlockKind::Other => {}
+                }
+                Ok(FrameKind::Data)
+            }
+            "content_block_delta" => {
+                let index = ev.index.unwrap_or(0);
+                let Some(d) = ev.delta else {
+                    return Err(DecodeError("content_block_delta without a delta".into()));
+                };
+                let before = out.len();
+                // These three kinds are read without the stream's state: templates.
+                let stateless = matches!(
+                    d.kind.as_deref(),
+                    Some("text_delta" | "input_json_delta" | "thinking_delta")
+                );
+                match d.kind.as_deref() {
+                    Some("text_delta") => out.extend(text_delta(Channel::Content, d.text)),
+                    Some("input_json_delta") => {
+                        out.extend(text_delta(Channel::ToolArgs(index), d.partial_json))
+                    }
+                    Some("thinking_delta") => {
+                        out.extend(text_delta(Channel::Reasoning, d.thinking))
+                    }
+                    // signature_delta, citations_delta and future kinds carry no checked text;
+                    // a text-bearing delta on a block we know is text is still checked.
+                    _ => {
+                        if self.kind_of(index) == BlockKind::Text {
+                            out.extend(text_delta(Channel::Content, d.text));
+                        }
+                    }
+                }
+                if stateless {
+                    let deltas = &out[before..];
+                    FrameTemplate::record(
+                        &mut self.template,
+                        data,
+                        FrameKind::Data,
+                        deltas,
+                        EVENT_KEYS,
+                    );
+                }
+                Ok(FrameKind::Data)
+            }
+            "message_delta" => {
+                if let Some(reason) = ev.delta.and_then(|d| d.stop_reason) {
+                    out.push(Delta::Finish { choice: 0, reason });
+                }
+                if let Some(u) = ev.usage {
+                    out.push(Delta::Usage {
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                    });
+                }
+                Ok(FrameKind::Data)
+            }
+            "message_start" => {
+                if let Some(u) = ev.message.and_then(|m| m.usage) {
+                    out.push(Delta::Usage {
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                    });
+                }
+                Ok(FrameKind::Data)
+            }
+            "message_stop" => Ok(FrameKind::Terminal),
+            "error" => Ok(FrameKind::UpstreamError),
+            // content_block_stop, ping and event types added later pass through.
+            _ => Ok(FrameKind::Passthrough),
+        }
+    }
+
+    fn fully_read(&self) -> bool {
+        self.fully_read
+    }
+}
