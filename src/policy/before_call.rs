@@ -1,8 +1,8 @@
 //! BeforeCall: the checks on the request (its messages and tool-call history) before the
 //! provider is called.
 
-use super::compile::Target;
 use super::tools::ToolHistory;
+use super::types::Target;
 use super::types::{Finding, Phase};
 use super::verdict::{whole_hit, Reported};
 use super::Policy;

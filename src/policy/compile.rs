@@ -1,89 +1,22 @@
-//! Compiling packs into a [`Policy`]: the policy itself, its per-target checks (input, output,
-//! reasoning) and the accessors the hook phases share.
+//! Compiling packs into a [`Policy`] (its parts are in `compiled`): its per-target checks
+//! (input, output, reasoning), its evals (`compile/evals`) and the accessors the hook phases
+//! share.
 
-use super::checks::Kind;
+pub(super) mod evals;
+
+use super::checks::{CheckDef, Kind};
+use super::compiled::{Policy, ScanRules, TargetChecks};
 use super::evals::Eval;
 use super::judged::{JudgedCheck, Window};
-use super::limits::Limit;
 use super::pack;
-use super::tools::ToolCheck;
-use super::types::{CheckDef, Mode, PolicyError, Validator};
-use super::whole::WholeText;
+use super::types::{Mode, PolicyError, Target, Validator};
 use crate::scan::{
-    build_forbidden, LiteralMatcher, LiteralRule, Normalize, PiiMatcher, PiiRule, RegexRule,
-    ScanSet, SpanFinder, TextScan, ViewSet,
+    build_forbidden, LiteralMatcher, Normalize, PiiMatcher, ScanSet, TextScan, ViewSet,
 };
 use std::path::Path;
 use std::sync::Arc;
 
-/// The texts a scan set is built for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Target {
-    Input,
-    Output,
-    Reasoning,
-}
-
 const TARGETS: [Target; 3] = [Target::Input, Target::Output, Target::Reasoning];
-
-#[derive(Debug, Default)]
-pub(super) struct TargetChecks {
-    pub(super) scan: Arc<TextScan>,
-    /// (validator, max characters) — output: per choice over content and refusal; input: per message.
-    pub(super) max_chars: Vec<(u32, u64)>,
-    /// (validator, length limit counted as the text streams) — output: per answer and refusal
-    /// channel; input: per message.
-    pub(super) limits: Vec<(u32, Box<dyn Limit>)>,
-    /// (validator, check) on the whole text.
-    pub(super) whole: Vec<(u32, Box<dyn WholeText>)>,
-}
-
-/// The rules of one scan set (one target, one `normalize:` view), as the streamed checks
-/// ([`Check::compile_scan`](super::checks::Check::compile_scan)) add them.
-pub(super) struct ScanRules {
-    /// The validator whose rules are being added.
-    pub(super) owner: u32,
-    /// It redacts (`mode: redact`): its matches need exact spans.
-    pub(super) redact: bool,
-    /// The view the set reads.
-    pub(super) normalize: Normalize,
-    pub(super) literals: Vec<LiteralRule>,
-    pub(super) regexes: Vec<RegexRule>,
-    pub(super) pii: Vec<PiiRule>,
-    /// (validator, span finder) of redacting regexes.
-    pub(super) finders: Vec<(u32, SpanFinder)>,
-}
-
-/// Every validator of a route's packs, compiled: one literal automaton and one regex DFA per
-/// target, shared (read-only) by all requests.
-#[derive(Debug, Default)]
-pub struct Policy {
-    validators: Vec<Validator>,
-    targets: [TargetChecks; 3],
-    /// (validator, check) on the turn's or session's tool calls.
-    pub(super) tools: Vec<(u32, ToolCheck)>,
-    /// (validator, milliseconds) of `latency_budget`s.
-    pub(super) latency: Vec<(u32, u64)>,
-    /// (validator, max total tokens, max cost) of `cost_budget`s.
-    pub(super) cost: Vec<(u32, Option<u64>, Option<f64>)>,
-    /// Some validator asks for the whole response to be held until it passes.
-    pub(super) buffer: bool,
-    /// Some validator redacts (asked per frame, so computed once).
-    pub(super) redacts: bool,
-    /// Some tool check reads call arguments.
-    pub(super) needs_args: bool,
-    /// (validator, check) of judged checks on the request, and on the answer.
-    pub(super) judged_input: Vec<(u32, Arc<JudgedCheck>)>,
-    pub(super) judged_output: Vec<(u32, Arc<JudgedCheck>)>,
-    /// The window streamed answers are judged by, when every judged output check has it.
-    pub(super) judged_window: Option<Window>,
-    /// The packs' `evals:`, run off the request path.
-    pub(super) evals: Vec<Eval>,
-    /// The answer is kept (its text, unmodelled strings and tool arguments) for judged checks
-    /// or evals.
-    pub(super) keeps_answer: bool,
-    pub(super) packs: Vec<String>,
-}
 
 impl Policy {
     /// Loads and compiles the given pack files, in order.
@@ -108,7 +41,7 @@ impl Policy {
             evals.extend(p.evals);
         }
         let mut policy = Policy::compile(defs)?;
-        policy.evals = super::evals::compile(evals)?;
+        policy.evals = self::evals::compile(evals)?;
         policy.keeps_answer |= !policy.evals.is_empty();
         policy.needs_args |= policy.keeps_answer;
         Ok(policy)
@@ -189,7 +122,7 @@ impl Policy {
     }
 
     /// The first tool check an MCP route cannot judge: its validator's label and why
-    /// ([`ToolCheck::unjudged_on_mcp`]).
+    /// ([`ToolCheck::unjudged_on_mcp`](super::tools::ToolCheck::unjudged_on_mcp)).
     pub fn unjudged_on_mcp(&self) -> Option<(&str, &'static str)> {
         self.tools.iter().find_map(|(v, check)| {
             check

@@ -14,9 +14,9 @@ pub use redaction::Redaction;
 
 use channels::ChannelState;
 
-use super::compile::Target;
 use super::json_args::FieldWatcher;
 use super::tools::{CallRecord, ToolHistory};
+use super::types::Target;
 use super::types::{Finding, Phase};
 use super::verdict::{whole_hit, Reported};
 use super::Policy;

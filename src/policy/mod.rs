@@ -16,9 +16,10 @@
 //!
 //! The code, by concern:
 //!
-//! - `types`: the validator types ([`Validator`], [`CheckDef`], [`Direction`], [`Mode`], ...),
-//!   [`Finding`], [`Phase`] and [`PolicyError`].
-//! - `compile`: [`Policy`] itself, [`Policy::compile`] / [`Policy::load`] and the per-target checks.
+//! - `types`: the validator types ([`Validator`], [`Direction`], [`Mode`], ...), [`Finding`],
+//!   [`Phase`], [`PackError`] and [`PolicyError`]; it imports nothing else of the policy.
+//! - `compiled`: [`Policy`] itself and its parts (the per-target checks, a scan set's rules);
+//!   `compile`: [`Policy::compile`] / [`Policy::load`], and a pack's evals (`compile/evals`).
 //! - `whole`: the checks on a whole text.
 //! - `verdict`: from raw hits to a verdict, shared by every phase.
 //! - `before_call`: BeforeCall's checks.
@@ -35,6 +36,7 @@ mod cache;
 pub mod catalog;
 mod checks;
 mod compile;
+mod compiled;
 pub mod counters;
 pub mod evals;
 mod guard;
@@ -52,11 +54,11 @@ mod whole;
 pub use tools::{Scope, ToolCheck};
 
 pub use cache::{PolicyCache, PolicyLoader};
-pub use compile::Policy;
+pub use checks::CheckDef;
+pub use compiled::Policy;
 pub use guard::{ChannelId, ExchangeGuard, Redaction};
-pub use pack::PackError;
 pub use types::{
-    CheckDef, Direction, Finding, Mode, OnError, Phase, PolicyError, Threshold, Validator,
+    Direction, Finding, Mode, OnError, PackError, Phase, PolicyError, Threshold, Validator,
 };
 
 #[cfg(test)]

@@ -9,24 +9,15 @@ pub(super) mod params;
 
 use super::catalog;
 use super::checks::{Kind, Named};
-use super::compile::Target;
-use super::evals::EvalDef;
+use super::compile::evals::EvalDef;
 use super::judged::{CheckRefs, Judged, JudgedKind};
+pub use super::types::PackError;
+use super::types::Target;
 use super::{CheckDef, Direction, Mode, OnError, Threshold, Validator};
 use crate::scan::Normalize;
 use params::{as_bool, as_string, Params};
 use serde_json::{Map, Value};
 use std::path::Path;
-
-/// A pack error: where (file, validator, param) and what.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}: {location}{message}")]
-pub struct PackError {
-    pub file: String,
-    /// `validators[2] (type: regex): param 'pattern': ` or empty for file-level errors.
-    pub location: String,
-    pub message: String,
-}
 
 /// A pack: its validators and its evals, each in file order, with `enabled: false` ones dropped
 /// (after validation, so a disabled validator with a typo still fails the load).

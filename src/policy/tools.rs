@@ -18,7 +18,11 @@
 use crate::delta::{Conversation, Role};
 use serde_json::{Map, Value};
 
+mod args;
 pub mod workflow;
+
+pub(crate) use args::parse_args;
+pub use args::{args_match, json_equal, value_excluded};
 
 /// Which calls a check looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -558,17 +562,6 @@ pub(crate) fn is_subsequence(names: &[String], seq: &[String]) -> bool {
     seq.iter().all(|s| it.any(|n| n == s))
 }
 
-/// Whether the arguments (JSON text) hold every expected key with an equal value; `None` when
-/// they are not a JSON object.
-pub fn args_match(args: &str, expected: &Map<String, Value>) -> Option<bool> {
-    let parsed = parse_args(args)?;
-    Some(
-        expected
-            .iter()
-            .all(|(k, v)| parsed.get(k).is_some_and(|a| json_equal(a, v))),
-    )
-}
-
 /// Fail when any excluded key holds its excluded value (a list of values: any of them).
 fn args_excluded(args: &str, excluded: &Map<String, Value>) -> Outcome {
     match parse_args(args) {
@@ -578,42 +571,5 @@ fn args_excluded(args: &str, excluded: &Map<String, Value>) -> Outcome {
                 .iter()
                 .any(|(k, v)| parsed.get(k).is_some_and(|a| value_excluded(a, v))),
         ),
-    }
-}
-
-/// Whether `actual` is the excluded value `excluded` (or one of them, for a list).
-pub fn value_excluded(actual: &Value, excluded: &Value) -> bool {
-    match excluded {
-        Value::Array(options) if !actual.is_array() => {
-            options.iter().any(|o| json_equal(actual, o))
-        }
-        other => json_equal(actual, other),
-    }
-}
-
-/// Empty arguments are an empty object (OpenAI sends `""` for argument-less calls).
-pub(crate) fn parse_args(args: &str) -> Option<Map<String, Value>> {
-    if args.trim().is_empty() {
-        return Some(Map::new());
-    }
-    match serde_json::from_str(args) {
-        Ok(Value::Object(m)) => Some(m),
-        _ => None,
-    }
-}
-
-/// JSON equality with numbers compared by value (`1` equals `1.0`).
-pub fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
-        }
-        _ => a == b,
     }
 }

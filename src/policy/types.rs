@@ -1,9 +1,23 @@
 //! The validator types: how a pack's validators are described once loaded (direction, mode,
 //! thresholds, what each checks), and what checking reports (phases, findings, errors).
 
-pub use super::checks::CheckDef;
-use super::compile::Target;
-use super::pack::PackError;
+/// The texts a scan set is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Target {
+    Input,
+    Output,
+    Reasoning,
+}
+
+/// A pack error: where (file, validator, param) and what.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {location}{message}")]
+pub struct PackError {
+    pub file: String,
+    /// `validators[2] (type: regex): param 'pattern': ` or empty for file-level errors.
+    pub location: String,
+    pub message: String,
+}
 
 /// Which text a validator looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,8 @@
 //! body ends, and the upstream response is dropped, which cancels the upstream request.
 //!
 //! Here: the bodies, and the polling side of the stream (upstream reads, its life, timers,
-//! output batches); `frames`: the checking side (frames → deltas → checks → hold-back).
+//! output batches); `frames`: the checking side (frames → deltas → checks → hold-back);
+//! `ending`: how a stream ends early (a block, an upstream failure, a cut answer).
 //!
 //! Checks that wait on someone else (a judge, an HTTP endpoint, a subprocess) fit this shape
 //! without a second hold-back: a window under judgment caps its channel's
@@ -18,6 +19,7 @@
 //! the timers (a `Pending` verdict is one more reason to return `Pending`, with the upstream still
 //! read meanwhile), and a failed one ends the stream like any other violation.
 
+mod ending;
 mod frames;
 mod judging;
 mod proxy_body;
@@ -30,7 +32,7 @@ use super::redact::TextSpan;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{ClientDeadline, LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
-use crate::policy::{ExchangeGuard, Finding};
+use crate::policy::ExchangeGuard;
 use crate::protocol::{Protocol, StreamDecoder};
 use crate::sse::{SseFrame, SseFramer};
 use crate::upstream::UpstreamBody;
@@ -365,41 +367,6 @@ impl GuardedStream {
         }
     }
 
-    /// The upstream body ended before its terminal event (after it, the stream is draining and
-    /// the body's end is read in the background). Bytes of an unfinished frame, or an answer the
-    /// protocol does not take for complete, end the stream with the error frame: a cut answer
-    /// must never reach the client looking complete.
-    fn upstream_ended(&mut self) {
-        if !self.reading() {
-            return;
-        }
-        if let Some(last) = self.framer.finish() {
-            if !last.raw.iter().all(|b| matches!(b, b'\r' | b'\n')) {
-                return self.upstream_failed(
-                    UpstreamErrorKind::Malformed,
-                    GatewayError::Upstream("the upstream stream ended inside a frame".into()),
-                );
-            }
-        }
-        if !self.decoder.complete_without_terminal() {
-            // What did arrive is judged first (a violation it completes is reported as the
-            // block it is); either way nothing held is released.
-            let after_call = self.ctx.trace.after_call_span().entered();
-            let verdict = self.guard.after_call();
-            drop(after_call);
-            if let Err(finding) = verdict {
-                self.report_findings();
-                return self.block(finding);
-            }
-            self.report_findings();
-            return self.upstream_failed(
-                UpstreamErrorKind::Incomplete,
-                GatewayError::UpstreamIncomplete,
-            );
-        }
-        self.end_of_stream();
-    }
-
     /// Polls the stream's one timer. It is not moved on every read (that would touch the timer
     /// wheel once per event); when it fires early it is set to the limit now due. Returns true
     /// when it fired and the stream must be looked at again.
@@ -472,41 +439,6 @@ impl GuardedStream {
                 }
             }
         }
-    }
-
-    fn block(&mut self, finding: Finding) {
-        let err = self.reporter().block(finding);
-        self.terminate(err);
-    }
-
-    fn upstream_failed(&mut self, kind: UpstreamErrorKind, err: GatewayError) {
-        super::report::count_upstream_error(&self.ctx.metrics, self.ctx.route, kind);
-        tracing::warn!(
-            request_id = self.ctx.trace.request_id(),
-            route = self.ctx.route,
-            kind = kind.as_str(),
-            "upstream stream failed"
-        );
-        self.terminate(err);
-    }
-
-    /// Ends the stream with the protocol's error frame; unreleased text is dropped, and dropping
-    /// the upstream body cancels the upstream request.
-    fn terminate(&mut self, err: GatewayError) {
-        if !matches!(err, GatewayError::Blocked { .. }) {
-            self.ctx.trace.note_failure();
-        }
-        self.held.clear();
-        self.held_bytes = 0;
-        // Verdicts still under way no longer matter: dropping them cancels their calls.
-        self.judging = None;
-        self.windows = None;
-        let frame = self
-            .ctx
-            .protocol
-            .stream_error_frame(&err, &self.ctx.reply_to);
-        self.push_out(frame);
-        self.lifecycle = Lifecycle::Draining(None);
     }
 
     fn reporter(&self) -> super::Reporter<'_> {

@@ -2,7 +2,7 @@
 //! not hold, scanned as it streams (substrings, or whole words: `banned_words`' default).
 
 use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::ScanRules;
+use crate::policy::compiled::ScanRules;
 use crate::policy::pack::params::Params;
 use crate::scan::normal::normalize_pattern;
 use crate::scan::LiteralRule;

@@ -1,7 +1,7 @@
 //! `cost_budget`: the response's usage stays within a token count and a price.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::Policy;
+use crate::policy::compiled::Policy;
 use crate::policy::pack::params::Params;
 use crate::policy::Validator;
 

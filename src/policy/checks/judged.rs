@@ -4,13 +4,14 @@
 //! family: every type compiles into the policy's judged checks of the request and the answer.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::{Policy, Target};
+use crate::policy::compiled::Policy;
 use crate::policy::evals::EvalCheck;
 use crate::policy::judged::{
     go_duration_ms, CheckRefs, ContextSource, ExecCheck, Judged, JudgedCheck, JudgedKind, LlmJudge,
     Reference, RestEval, Scale, Similarity, Window,
 };
 use crate::policy::pack::params::Params;
+use crate::policy::types::Target;
 use crate::policy::Validator;
 use serde_json::Value;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `latency_budget`: the exchange completes within `max_ms` of the request's arrival.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::Policy;
+use crate::policy::compiled::Policy;
 use crate::policy::pack::params::Params;
 use crate::policy::Validator;
 

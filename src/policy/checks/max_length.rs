@@ -2,7 +2,7 @@
 //! tokens counted as the answer streams.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::TargetChecks;
+use crate::policy::compiled::TargetChecks;
 use crate::policy::counters::{TokenCounter, TokenState};
 use crate::policy::limits::{Limit, LimitState};
 use crate::policy::pack::params::Params;

@@ -24,7 +24,7 @@ mod regex;
 mod sentence_count;
 mod tools;
 
-use super::compile::{Policy, ScanRules, TargetChecks};
+use super::compiled::{Policy, ScanRules, TargetChecks};
 use super::evals::EvalCheck;
 use super::judged::{CheckRefs, JudgedCheck};
 use super::pack::params::Params;

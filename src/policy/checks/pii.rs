@@ -2,7 +2,7 @@
 //! the text streams.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::ScanRules;
+use crate::policy::compiled::ScanRules;
 use crate::policy::pack::params::Params;
 use crate::scan::{PiiKind, PiiRule};
 

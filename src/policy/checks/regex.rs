@@ -2,7 +2,7 @@
 //! scanned as it streams; with `expect_match: true` (the default), one the whole text must match.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::{ScanRules, TargetChecks};
+use crate::policy::compiled::{ScanRules, TargetChecks};
 use crate::policy::pack::params::Params;
 use crate::policy::whole::WholeText;
 use crate::scan::normal::normalize_hir;

@@ -2,7 +2,7 @@
 //! (see [`counters`](crate::policy::counters)).
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::TargetChecks;
+use crate::policy::compiled::TargetChecks;
 use crate::policy::counters::{count_sentences, SentenceState};
 use crate::policy::limits::{Limit, LimitState};
 use crate::policy::pack::params::Params;

@@ -3,7 +3,7 @@
 //! capabilities; each type's params are read here.
 
 use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compile::Policy;
+use crate::policy::compiled::Policy;
 use crate::policy::pack::params::Params;
 use crate::policy::tools::workflow::{AccessRule, WorkflowCheck};
 use crate::policy::{Scope, ToolCheck, Validator};

@@ -4,9 +4,9 @@
 
 use super::{ChannelId, ExchangeGuard};
 use crate::delta::{Channel, Delta};
-use crate::policy::compile::Target;
 use crate::policy::json_text::JsonTextDecoder;
 use crate::policy::limits::LimitState;
+use crate::policy::types::Target;
 use crate::scan::TextScanState;
 
 #[derive(Debug)]

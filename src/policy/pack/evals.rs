@@ -3,7 +3,8 @@
 
 use super::params::{as_bool, as_string};
 use super::{parse_validator, PackError};
-use crate::policy::evals::{EvalDef, EvalHead, EvalMetric, MetricKind, Trigger, When};
+use crate::policy::compile::evals::EvalDef;
+use crate::policy::evals::{EvalHead, EvalMetric, MetricKind, Trigger, When};
 use crate::policy::judged::CheckRefs;
 use crate::policy::Threshold;
 use serde_json::{Map, Value};

@@ -468,7 +468,7 @@ fn literals_compare_under_full_case_folding() {
 
 #[test]
 fn reasoning_shares_the_answers_automata_when_it_has_the_same_checks() {
-    use super::compile::Target;
+    use super::types::Target;
     let shared = |yaml: &str| {
         let p = policy(yaml).unwrap();
         Arc::ptr_eq(
