@@ -9,7 +9,9 @@
 //! body ends, and the upstream response is dropped, which cancels the upstream request.
 //!
 //! Here: the bodies, and the polling side of the stream (upstream reads, its life, timers,
-//! output batches); `frames`: the checking side (frames → deltas → checks → hold-back);
+//! output batches); `pipeline`: one frame's step, with no I/O (frame → deltas → checks →
+//! hold-back → released bytes or a verdict); `frames`: the stream around it (frames in, what
+//! was released out, AfterCall at the end);
 //! `ending`: how a stream ends early (a block, an upstream failure, a cut answer).
 //!
 //! Checks that wait on someone else (a judge, an HTTP endpoint, a subprocess) fit this shape
@@ -22,18 +24,18 @@
 mod ending;
 mod frames;
 mod judging;
+mod pipeline;
 mod proxy_body;
 mod windows;
 
 pub use proxy_body::ProxyBody;
 
-use super::check::{self, Needs};
-use super::redact::TextSpan;
+use super::check;
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{ClientDeadline, LatencyLabels, Metrics, TrafficLabels, UpstreamErrorKind};
 use crate::policy::ExchangeGuard;
-use crate::protocol::{Protocol, StreamDecoder};
+use crate::protocol::Protocol;
 use crate::sse::{SseFrame, SseFramer};
 use crate::upstream::UpstreamBody;
 use bytes::{Bytes, BytesMut};
@@ -100,16 +102,6 @@ fn recycle(deltas: Vec<Delta<'_>>) -> Vec<Delta<'static>> {
     deltas.into_iter().filter_map(|_| None).collect()
 }
 
-/// A frame waiting for the scanner to move past its text.
-struct Held {
-    bytes: Bytes,
-    /// (channel, position after this frame's text): releasable once safe there. Inline: a
-    /// frame almost always carries one channel's text, and this is built for every event.
-    needs: Needs,
-    /// With redact-mode validators: the frame and where its texts are, to mask them on release.
-    texts: Option<Box<(SseFrame, Vec<TextSpan>)>>,
-}
-
 /// Output gathered from ready upstream chunks is handed to hyper at the latest at this size.
 const GATHER_MAX_BYTES: usize = 64 * 1024;
 
@@ -144,10 +136,9 @@ enum Batch {
 pub struct GuardedStream {
     lifecycle: Lifecycle,
     framer: SseFramer,
-    decoder: Box<dyn StreamDecoder>,
+    /// The frame step: the decoder and the held frames.
+    pipeline: pipeline::FramePipeline,
     guard: ExchangeGuard,
-    held: VecDeque<Held>,
-    held_bytes: usize,
     /// Released bytes not yet handed to hyper, and their total length.
     out: VecDeque<Bytes>,
     out_bytes: usize,
@@ -155,16 +146,11 @@ pub struct GuardedStream {
     /// When the upstream last sent something: the idle limit counts from here.
     last_read: tokio::time::Instant,
     frames: Vec<SseFrame>,
-    /// The allocation of a frame's delta list, kept empty between frames so an event does not
-    /// allocate one.
-    delta_scratch: Vec<Delta<'static>>,
     idle: Pin<Box<Sleep>>,
     /// Resolves when the drain deadline passes.
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     ctx: StreamContext,
     overhead: Duration,
-    /// The first text has not arrived yet (time to first token is still to be observed).
-    awaiting_first_token: bool,
     /// The OnChunk span: open while the stream is relayed.
     _relay_span: tracing::Span,
     /// The judged checks of the whole answer, awaited before anything held is released.
@@ -173,10 +159,6 @@ pub struct GuardedStream {
     windows: Option<windows::Windows>,
     /// The answer reached its end and passed AfterCall (judged checks may still be under way).
     answered: bool,
-    /// The answer's text (up to [`super::estimate::MAX_KEPT`] bytes) and its length, for an
-    /// estimate of its tokens when the provider reports none.
-    answer_text: String,
-    answer_bytes: usize,
     /// What guardwire estimated (`None`: not looked at yet).
     estimated: Option<super::estimate::Estimated>,
 }
@@ -207,16 +189,18 @@ impl GuardedStream {
         GuardedStream {
             lifecycle: Lifecycle::Relaying(upstream),
             framer: SseFramer::new(ctx.max_frame_bytes),
-            decoder,
+            pipeline: pipeline::FramePipeline::new(
+                decoder,
+                ctx.fallback,
+                ctx.hide_usage,
+                ctx.max_holdback_bytes,
+            ),
             guard,
-            held: VecDeque::new(),
-            held_bytes: 0,
             out: VecDeque::new(),
             out_bytes: 0,
             batch: Batch::Idle,
             last_read: now,
             frames: Vec::new(),
-            delta_scratch: Vec::new(),
             idle: Box::pin(tokio::time::sleep_until(first_deadline)),
             stop: {
                 let mut rx = ctx.stop.clone();
@@ -225,13 +209,10 @@ impl GuardedStream {
                 })
             },
             overhead: ctx.overhead_so_far,
-            awaiting_first_token: true,
             _relay_span: ctx.trace.on_chunk_span(),
             judging: None,
             windows,
             answered: false,
-            answer_text: String::new(),
-            answer_bytes: 0,
             estimated: None,
             ctx,
         }
@@ -459,12 +440,12 @@ impl GuardedStream {
         if let Some(done) = self.estimated {
             return done;
         }
-        let (text, total) = (&self.answer_text, self.answer_bytes);
+        let (text, total) = self.pipeline.answer();
         let request = &self.ctx.request;
         let done = super::estimate::fill(
             &mut self.guard,
             || request.tokens(),
-            || super::estimate::count(std::iter::once(text.as_str()), total),
+            || super::estimate::count(std::iter::once(text), total),
         );
         self.estimated = Some(done);
         done

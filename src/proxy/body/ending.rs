@@ -25,7 +25,7 @@ impl GuardedStream {
                 );
             }
         }
-        if !self.decoder.complete_without_terminal() {
+        if !self.pipeline.decoder().complete_without_terminal() {
             // What did arrive is judged first (a violation it completes is reported as the
             // block it is); either way nothing held is released.
             let after_call = self.ctx.trace.after_call_span().entered();
@@ -66,8 +66,7 @@ impl GuardedStream {
         if !matches!(err, GatewayError::Blocked { .. }) {
             self.ctx.trace.note_failure();
         }
-        self.held.clear();
-        self.held_bytes = 0;
+        self.pipeline.drop_held();
         // Verdicts still under way no longer matter: dropping them cancels their calls.
         self.judging = None;
         self.windows = None;

@@ -1,21 +1,69 @@
-//! The checking side of a [`GuardedStream`]: upstream bytes → SSE frames → the protocol's
-//! deltas → the frame checker (OnChunk and the fallback) → frames held until every channel they
-//! carry text for is safe, then released in order — as they came, or with redactions masked —
-//! or the stream ends with the protocol's error frame. The polling side (upstream reads, timers,
-//! output batches) is in the parent module.
+//! The checking side of a [`GuardedStream`], around its frame step ([`super::pipeline`]):
+//! upstream bytes → SSE frames → one step each → what the step released written to the
+//! client, or the stream ended for what it stopped at; at the answer's end, AfterCall and the
+//! judged checks decide whether what is held goes out. The polling side (upstream reads,
+//! timers, output batches) is in the parent module.
 
-use super::{recycle, GuardedStream, Held};
+use super::pipeline::{FramePipeline, Sink, Step, Stop};
+use super::windows::Windows;
+use super::{GuardedStream, StreamContext};
 use crate::delta::Delta;
 use crate::error::GatewayError;
 use crate::metrics::{LatencyLabels, RouteLabels, UpstreamErrorKind};
-use crate::protocol::FrameKind;
-use crate::proxy::check::{self, Needs};
-use crate::proxy::redact::{self, TextSpan};
-use crate::sse::SseFrame;
+use crate::policy::{ChannelId, ExchangeGuard};
 use bytes::Bytes;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// Where the step's output goes: the client's output queue, the windows under judgment and
+/// the time-to-first-token metric. Borrowed apart from the pipeline and the guard, per frame.
+pub(super) struct Writer<'a> {
+    out: &'a mut VecDeque<Bytes>,
+    out_bytes: &'a mut usize,
+    windows: Option<&'a mut Windows>,
+    ctx: &'a StreamContext,
+}
+
+impl Sink for Writer<'_> {
+    fn release(&mut self, bytes: Bytes) {
+        *self.out_bytes += bytes.len();
+        self.out.push_back(bytes);
+    }
+
+    fn first_text(&mut self) {
+        self.ctx
+            .metrics
+            .upstream_first_token
+            .get_or_create(&LatencyLabels {
+                route: self.ctx.route,
+                model: self.ctx.traffic.model,
+            })
+            .observe(self.ctx.sent.elapsed().as_secs_f64());
+    }
+
+    fn wants_texts(&self) -> bool {
+        self.windows.is_some()
+    }
+
+    fn text(&mut self, channel: Option<ChannelId>, delta: &Delta<'_>) {
+        if let Some(windows) = &mut self.windows {
+            windows.feed(channel, delta);
+        }
+    }
+}
+
 impl GuardedStream {
+    /// The frame step's state, the guard and the writer, borrowed apart.
+    fn parts(&mut self) -> (&mut FramePipeline, &mut ExchangeGuard, Writer<'_>) {
+        let writer = Writer {
+            out: &mut self.out,
+            out_bytes: &mut self.out_bytes,
+            windows: self.windows.as_mut(),
+            ctx: &self.ctx,
+        };
+        (&mut self.pipeline, &mut self.guard, writer)
+    }
+
     pub(super) fn ingest(&mut self, data: &Bytes) {
         if !self.reading() {
             return; // after the terminal frame: nothing more is relayed
@@ -36,156 +84,63 @@ impl GuardedStream {
             if !self.reading() {
                 break;
             }
-            self.process_frame(frame);
+            let (pipeline, guard, mut writer) = self.parts();
+            match pipeline.step(frame, guard, &mut writer) {
+                Step::Passed => {}
+                Step::Terminal => {
+                    self.end_of_stream();
+                    self.stop_reading();
+                }
+                Step::Stop(stop) => self.stop(stop),
+            }
         }
         self.frames = frames;
         self.report_findings();
     }
 
-    fn process_frame(&mut self, frame: SseFrame) {
-        let fields = frame.fields();
-        let Some(data) = fields.data else {
-            if frame.is_inert() {
-                self.hold(frame.raw.clone(), Needs::new(), None);
-            } else {
-                // Fail closed: bytes outside every protocol's frames cannot be checked.
-                self.upstream_failed(
-                    UpstreamErrorKind::Malformed,
-                    GatewayError::Upstream("the upstream sent a frame without data".into()),
-                );
-            }
-            return;
-        };
-        let mut spans: Vec<TextSpan> = Vec::new();
-        // An empty Vec<Delta<'static>> is a Vec<Delta<'_>> (deltas borrow this frame's data).
-        let mut deltas: Vec<Delta<'_>> = std::mem::take(&mut self.delta_scratch);
-        let kind = match self.decoder.decode(fields.event, &data, &mut deltas) {
-            Ok(kind) => kind,
-            Err(e) => {
+    /// Ends the stream for what the frame step stopped at.
+    fn stop(&mut self, stop: Stop) {
+        match stop {
+            Stop::Violation(finding) => self.block(finding),
+            Stop::Malformed(why) => self.upstream_failed(
+                UpstreamErrorKind::Malformed,
+                GatewayError::Upstream(why.into()),
+            ),
+            Stop::Undecodable(e) => {
                 tracing::warn!(request_id = self.ctx.trace.request_id(), error = %e, "malformed upstream frame");
                 self.upstream_failed(
                     UpstreamErrorKind::Malformed,
                     GatewayError::Upstream("the upstream sent a malformed stream frame".into()),
                 );
-                return;
             }
-        };
-        if self.awaiting_first_token && deltas.iter().any(|d| matches!(d, Delta::Text { .. })) {
-            self.awaiting_first_token = false;
-            self.ctx
-                .metrics
-                .upstream_first_token
-                .get_or_create(&LatencyLabels {
-                    route: self.ctx.route,
-                    model: self.ctx.traffic.model,
-                })
-                .observe(self.ctx.sent.elapsed().as_secs_f64());
-        }
-        if self.guard.wants_usage() {
-            for d in &deltas {
-                if let Delta::Text { text, .. } = d {
-                    self.answer_bytes += text.len();
-                    if self.answer_text.len() + text.len() <= crate::proxy::estimate::MAX_KEPT {
-                        self.answer_text.push_str(text);
-                    }
-                }
-            }
-        }
-        let mut needs = Needs::new();
-        let fallback = check::Fallback {
-            fully_read: self.decoder.fully_read(),
-            ..self.ctx.fallback
-        };
-        match check::check_payload(
-            &mut self.guard,
-            &deltas,
-            &data,
-            fallback,
-            &mut needs,
-            &mut spans,
-        ) {
-            Ok(()) => {}
-            Err(check::Stop::Violation(finding)) => return self.block(finding),
-            Err(check::Stop::Unchecked(why)) => {
-                return self.upstream_failed(
-                    UpstreamErrorKind::Malformed,
-                    GatewayError::Upstream(why.into()),
-                )
-            }
-        }
-        if let Some(windows) = &mut self.windows {
-            for d in &deltas {
-                if let Delta::Text {
-                    choice, channel, ..
-                } = d
-                {
-                    windows.feed(self.guard.find_channel(*choice, *channel), d);
-                }
-            }
-        }
-        self.delta_scratch = recycle(deltas);
-        drop(data);
-        if self.ctx.hide_usage && self.decoder.usage_only() {
-            // Asked for by guardwire alone: read (the guard has its usage), never released.
-            return;
-        }
-        let texts = (!spans.is_empty()).then(|| Box::new((frame.clone(), spans)));
-        match kind {
-            FrameKind::Data | FrameKind::Passthrough => self.hold(frame.raw, needs, texts),
-            FrameKind::Terminal | FrameKind::UpstreamError => {
-                self.held.push_back(Held {
-                    bytes: frame.raw,
-                    needs: Needs::new(),
-                    texts,
+            Stop::HoldbackExceeded => {
+                tracing::warn!(
+                    request_id = self.ctx.trace.request_id(),
+                    route = self.ctx.route,
+                    "hold-back limit exceeded"
+                );
+                self.ctx
+                    .metrics
+                    .holdback_exceeded
+                    .get_or_create(&RouteLabels {
+                        route: self.ctx.route,
+                    })
+                    .inc();
+                self.terminate(GatewayError::HoldbackExceeded {
+                    limit: self.ctx.max_holdback_bytes,
                 });
-                self.end_of_stream();
-                self.stop_reading();
             }
-        }
-    }
-
-    /// Queues a frame and releases every frame at the front that is now safe.
-    fn hold(&mut self, bytes: Bytes, needs: Needs, texts: Option<Box<(SseFrame, Vec<TextSpan>)>>) {
-        self.held_bytes += bytes.len();
-        self.held.push_back(Held {
-            bytes,
-            needs,
-            texts,
-        });
-        self.release_ready();
-        if self.held_bytes > self.ctx.max_holdback_bytes {
-            tracing::warn!(
-                request_id = self.ctx.trace.request_id(),
-                route = self.ctx.route,
-                "hold-back limit exceeded"
-            );
-            self.ctx
-                .metrics
-                .holdback_exceeded
-                .get_or_create(&RouteLabels {
-                    route: self.ctx.route,
-                })
-                .inc();
-            self.terminate(GatewayError::HoldbackExceeded {
-                limit: self.ctx.max_holdback_bytes,
-            });
+            Stop::Unmaskable => self.terminate(GatewayError::Internal(
+                "a redaction could not be applied".into(),
+            )),
         }
     }
 
     /// Releases every frame at the front that is now safe.
     pub(super) fn release_ready(&mut self) {
-        while let Some(front) = self.held.front() {
-            if !front
-                .needs
-                .iter()
-                .all(|&(ch, pos)| self.guard.safe_pos(ch) >= pos)
-            {
-                break;
-            }
-            if let Some(h) = self.held.pop_front() {
-                self.held_bytes -= h.bytes.len();
-                self.release(h);
-            }
+        let (pipeline, guard, mut writer) = self.parts();
+        if let Err(stop) = pipeline.release_ready(guard, &mut writer) {
+            self.stop(stop);
         }
     }
 
@@ -234,51 +189,9 @@ impl GuardedStream {
 
     /// Releases everything held, in order: the answer passed every check.
     pub(super) fn release_all(&mut self) {
-        while let Some(h) = self.held.pop_front() {
-            self.release(h);
+        let (pipeline, guard, mut writer) = self.parts();
+        if let Err(stop) = pipeline.release_all(guard, &mut writer) {
+            self.stop(stop);
         }
-        self.held_bytes = 0;
-    }
-
-    /// Sends a held frame: as it came, or with its redacted texts masked.
-    pub(super) fn release(&mut self, h: Held) {
-        let Some(texts) = h.texts else {
-            self.push_frame(h.bytes);
-            return;
-        };
-        let (frame, spans) = *texts;
-        let redactions = self.guard.redactions();
-        let touched = |s: &TextSpan| {
-            redactions
-                .iter()
-                .any(|r| r.channel == s.channel && r.start < s.end && r.end > s.start)
-        };
-        if !spans.iter().any(touched) {
-            self.push_frame(h.bytes);
-            return;
-        }
-        let data = frame
-            .fields()
-            .data
-            .map(|d| d.into_owned())
-            .unwrap_or_default();
-        match redact::rewrite(&data, &spans, redactions) {
-            Ok(Some(new)) => self.push_frame(frame.with_data(&new)),
-            Ok(None) => self.push_frame(h.bytes),
-            Err(redact::Unmaskable) => self.terminate(GatewayError::Internal(
-                "a redaction could not be applied".into(),
-            )),
-        }
-    }
-
-    /// Queues a released upstream frame for the client; without the `"usage":null` member the
-    /// upstream added because guardwire (not the client) asked for usage.
-    fn push_frame(&mut self, bytes: Bytes) {
-        if self.ctx.hide_usage {
-            if let Some(plain) = crate::protocol::stream_usage::without_null_usage(&bytes) {
-                return self.push_out(Bytes::from(plain));
-            }
-        }
-        self.push_out(bytes)
     }
 }
