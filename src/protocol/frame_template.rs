@@ -144,19 +144,23 @@ impl FrameTemplate {
         t.residual_empty = None;
     }
 
-    /// Reads `data` from `slot`'s template if it matches: its delta into `out`, and its kind
-    /// with whether the fallback has nothing left to read ([`FrameTemplate::fully_read`]).
+    /// Reads `data` from `slot`'s template if it matches: its delta into `out`, and its kind.
+    /// `fully_read` is set to whether the fallback has nothing left to read in `data`
+    /// ([`FrameTemplate::fully_read`]; false when there is no match) — the decoder's
+    /// [`super::StreamDecoder::fully_read`] for this frame.
     pub fn read<'a>(
         slot: &mut Option<FrameTemplate>,
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
         structural: &Structural,
-    ) -> Option<(FrameKind, bool)> {
+        fully_read: &mut bool,
+    ) -> Option<FrameKind> {
+        *fully_read = false;
         let t = slot.as_mut()?;
         let text = t.text(data)?;
-        let fully = t.fully_read(&text, structural);
+        *fully_read = t.fully_read(&text, structural);
         out.extend(t.delta(text));
-        Some((t.kind, fully))
+        Some(t.kind)
     }
 
     /// The text of `data` if it is this template with other values in its holes.

@@ -225,9 +225,8 @@ impl StreamDecoder for ResponsesStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
-        let read = FrameTemplate::read(&mut self.template, data, out, &STRUCTURAL);
-        self.fully_read = read.is_some_and(|(_, fully)| fully);
-        if let Some((kind, _)) = read {
+        let (template, fully_read) = (&mut self.template, &mut self.fully_read);
+        if let Some(kind) = FrameTemplate::read(template, data, out, &STRUCTURAL, fully_read) {
             return Ok(kind);
         }
         let before = out.len();
