@@ -1336,3 +1336,33 @@ async fn json_in_a_tool_result_is_read_decoded_whatever_unknown_content_says() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
     assert_eq!(mock.request_count(), 0);
 }
+
+/// The stream templates (`frame_template.rs`, `openai_chat/template.rs`) read an event that
+/// repeats the last text event's bytes around other values without the full decoder: an
+/// unknown member whose value changes between such events — here to a `\u` escape, an
+/// invisible character and a look-alike letter — is still read by the fallback, at every split.
+#[tokio::test]
+async fn an_unknown_member_changing_between_templated_text_events_is_checked_at_every_split() {
+    // The banned value comes last: the fallback reads an unknown member's strings of one
+    // stream as one text (a field may stream in pieces), so a value after it would join it.
+    let notes = [
+        "plain words",
+        "plain words",
+        "the \\u0066orbidd\u{200b}en fru\u{456}t",
+    ];
+    for p in all() {
+        let (mut frames, first) = (p.text_frames)(&["Hello, ", "and ", "then "]);
+        for (i, note) in notes.iter().enumerate() {
+            let frame = &mut frames[first + i];
+            let at = frame.find("data: {").unwrap() + "data: {".len();
+            frame.insert_str(at, &format!("\"note\":\"{note}\","));
+        }
+        let body = frames.concat();
+        for split in 0..body.len() {
+            let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
+            let text = a.text();
+            assert!(blocked(&text), "{} split at {split}: {text}", p.name);
+            assert!(!text.contains("fru"), "{} split at {split}: {text}", p.name);
+        }
+    }
+}
