@@ -1337,32 +1337,67 @@ async fn json_in_a_tool_result_is_read_decoded_whatever_unknown_content_says() {
     assert_eq!(mock.request_count(), 0);
 }
 
+/// Puts `notes[i]` as an unknown member `note` into the i-th text event of `p`'s stream of
+/// `texts`.
+fn with_notes(p: &Proto, texts: &[&str], notes: &[&str]) -> String {
+    let (mut frames, first) = (p.text_frames)(texts);
+    for (i, note) in notes.iter().enumerate() {
+        let frame = &mut frames[first + i];
+        let at = frame.find("data: {").unwrap() + "data: {".len();
+        frame.insert_str(at, &format!("\"note\":\"{note}\","));
+    }
+    frames.concat()
+}
+
 /// The stream templates (`frame_template.rs`, `openai_chat/template.rs`) read an event that
 /// repeats the last text event's bytes around other values without the full decoder: an
 /// unknown member whose value changes between such events — here to a `\u` escape, an
 /// invisible character and a look-alike letter — is still read by the fallback, at every split.
 #[tokio::test]
 async fn an_unknown_member_changing_between_templated_text_events_is_checked_at_every_split() {
-    // The banned value comes last: the fallback reads an unknown member's strings of one
-    // stream as one text (a field may stream in pieces), so a value after it would join it.
     let notes = [
         "plain words",
         "plain words",
         "the \\u0066orbidd\u{200b}en fru\u{456}t",
     ];
     for p in all() {
-        let (mut frames, first) = (p.text_frames)(&["Hello, ", "and ", "then "]);
-        for (i, note) in notes.iter().enumerate() {
-            let frame = &mut frames[first + i];
-            let at = frame.find("data: {").unwrap() + "data: {".len();
-            frame.insert_str(at, &format!("\"note\":\"{note}\","));
-        }
-        let body = frames.concat();
+        let body = with_notes(&p, &["Hello, ", "and ", "then "], &notes);
         for split in 0..body.len() {
             let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
             let text = a.text();
             assert!(blocked(&text), "{} split at {split}: {text}", p.name);
             assert!(!text.contains("fru"), "{} split at {split}: {text}", p.name);
         }
+    }
+}
+
+/// An unknown member's strings on one path are read as one text streamed in pieces, and each
+/// also as a value of its own: a banned value between two others whose letters touch it
+/// ("say plain" + "forbidden fruit" + "plain words" reads "…plainforbidden fruitplain…" joined)
+/// is still found, at every split; so is a word redacted only in the whole value.
+#[tokio::test]
+async fn a_whole_unknown_value_between_others_on_its_path_is_checked_as_a_value() {
+    let notes = ["say plain", "forbidden fruit", "plain words"];
+    for p in all() {
+        let body = with_notes(&p, &["Hello, ", "and ", "then "], &notes);
+        for split in 0..body.len() {
+            let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
+            let text = a.text();
+            assert!(blocked(&text), "{} split at {split}: {text}", p.name);
+            assert!(
+                !text.contains("fruit"),
+                "{} split at {split}: {text}",
+                p.name
+            );
+        }
+    }
+    // Redaction: the word "XK" is the middle value alone, not in the joined text ("aXKb").
+    let pack = "validators:\n  - type: banned_words\n    mode: redact\n    mask: \"***\"\n    params: { words: [\"XK\"] }\n";
+    for p in all() {
+        let body = with_notes(&p, &["Hello, ", "and ", "then "], &["a", "XK", "b"]);
+        let a = stream_with(&p, body, pack, "").await;
+        let text = a.text();
+        assert!(!text.contains("XK"), "{}: {text}", p.name);
+        assert!(text.contains("\"note\":\"***\""), "{}: {text}", p.name);
     }
 }

@@ -125,7 +125,8 @@ const MAX_CHANNELS: usize = 512;
 /// The [`Channel::Other`] of tool names (residual paths are hashes; a clash only joins texts).
 const TOOL_NAMES: u32 = u32::MAX;
 
-/// Checks `text` on [`Channel::Other`]`(path)`; with redaction, notes where it sits (`literal`:
+/// Checks `text` on [`Channel::Other`]`(path)`, as a piece of the text streamed there and as a
+/// value of its own ([`ExchangeGuard::check_whole_value`]); with redaction, notes where it sits (`literal`:
 /// its string literal in the payload; `None` makes a redaction touching it fail closed).
 fn check_text(
     guard: &mut ExchangeGuard,
@@ -139,13 +140,14 @@ fn check_text(
     let d = Delta::Text {
         choice,
         channel: Channel::Other(path),
-        text,
+        text: Cow::Borrowed(&text),
     };
     let Some((ch, pos)) = guard.on_chunk(&d)? else {
         return Ok(());
     };
     note_need(needs, ch, pos);
-    if let (true, Delta::Text { text, .. }) = (guard.policy().redacts(), d) {
+    guard.check_whole_value(ch, &text)?;
+    if guard.policy().redacts() {
         let end = guard.channel_end(ch);
         spans.push(TextSpan {
             channel: ch,

@@ -6,8 +6,10 @@ use super::{ChannelId, ExchangeGuard};
 use crate::delta::{Channel, Delta};
 use crate::policy::json_text::JsonTextDecoder;
 use crate::policy::limits::LimitState;
+use crate::policy::types::Finding;
 use crate::policy::types::Target;
 use crate::scan::TextScanState;
+use std::sync::Arc;
 
 #[derive(Debug)]
 pub(super) struct ChannelState {
@@ -143,6 +145,32 @@ impl ExchangeGuard {
             safe = safe.min(upto);
         }
         safe
+    }
+
+    /// Checks `text`, just fed to `channel` as its latest piece, once more as a value of its
+    /// own: begun and ended by a boundary. A channel of unknown strings reads the values of one
+    /// path as one streamed text, so a whole value followed (or preceded) by another would lose
+    /// the word boundary at its end (its start); this reading restores it. Hits are placed in
+    /// the channel's coordinates, so they block or redact as the channel's own would.
+    pub fn check_whole_value(&mut self, channel: ChannelId, text: &str) -> Result<(), Finding> {
+        let policy = Arc::clone(&self.policy);
+        let ch = &self.channels[channel];
+        let scan = &policy.checks(ch.target).scan;
+        if scan.is_empty() || text.is_empty() {
+            return Ok(());
+        }
+        let base = ch.pos().saturating_sub(text.len() as u64);
+        let first_hit = self.hits.len();
+        let mut st = scan.start();
+        scan.feed(&mut st, text, &mut self.hits, true);
+        scan.finish(&mut st, &mut self.hits, true);
+        for h in &mut self.hits[first_hit..] {
+            h.start = h.start.map(|s| s + base);
+            h.end += base;
+        }
+        self.note_matches(channel, first_hit);
+        self.take_redactions(channel);
+        self.judge(self.chunk_phase)
     }
 
     /// The id of `channel` of `choice`, opened (with its checks' state) on first use.
