@@ -1340,11 +1340,17 @@ async fn json_in_a_tool_result_is_read_decoded_whatever_unknown_content_says() {
 /// Puts `notes[i]` as an unknown member `note` into the i-th text event of `p`'s stream of
 /// `texts`.
 fn with_notes(p: &Proto, texts: &[&str], notes: &[&str]) -> String {
+    with_member(p, texts, "note", notes)
+}
+
+/// Puts `values[i]` as a top-level member `key` into the i-th text event of `p`'s stream of
+/// `texts`.
+fn with_member(p: &Proto, texts: &[&str], key: &str, values: &[&str]) -> String {
     let (mut frames, first) = (p.text_frames)(texts);
-    for (i, note) in notes.iter().enumerate() {
+    for (i, value) in values.iter().enumerate() {
         let frame = &mut frames[first + i];
         let at = frame.find("data: {").unwrap() + "data: {".len();
-        frame.insert_str(at, &format!("\"note\":\"{note}\","));
+        frame.insert_str(at, &format!("\"{key}\":\"{value}\","));
     }
     frames.concat()
 }
@@ -1400,4 +1406,54 @@ async fn a_whole_unknown_value_between_others_on_its_path_is_checked_as_a_value(
         assert!(!text.contains("XK"), "{}: {text}", p.name);
         assert!(text.contains("\"note\":\"***\""), "{}: {text}", p.name);
     }
+}
+
+/// A value under a structural key (an id, a finish reason, a status) is exempt only while it
+/// has the shape of structure — printable ASCII without spaces or escapes: words there reach
+/// the client's SDK like any other text and are checked, on the stream templates' fast paths
+/// too. Ids and reasons of that shape still pass.
+#[tokio::test]
+async fn words_under_a_structural_key_are_checked_as_text() {
+    for p in all() {
+        // Every text event's `id` (structure in every protocol), changed in the last one.
+        let ids = ["evt_1", "evt_1", "the forbidden fruit"];
+        let body = with_member(&p, &["Hello, ", "and ", "then "], "id", &ids);
+        for split in [vec![], vec![body.len() / 2]] {
+            let (a, _) = stream_through(&p, body.clone(), split).await;
+            let text = a.text();
+            assert!(blocked(&text), "{}: {text}", p.name);
+            assert!(!text.contains("fruit"), "{}: {text}", p.name);
+        }
+        let plain = with_member(&p, &["Hello, ", "and ", "then "], "id", &["evt_1"; 3]);
+        let (a, _) = stream_through(&p, plain.clone(), vec![]).await;
+        assert_eq!(a.text(), plain, "{}", p.name);
+        // The finish reason (Responses: the response's status), escaped or in words.
+        let (frames, _) = (p.text_frames)(&["Hello, ", "and "]);
+        for reason in ["the forbidden fruit", "\\u0066orbidden\\u0020fruit"] {
+            let mut body = frames.concat();
+            let mut replaced = false;
+            for stop in ["\"stop\"", "\"STOP\"", "\"end_turn\"", "\"completed\""] {
+                if body.contains(stop) {
+                    body = body.replace(stop, &format!("\"{reason}\""));
+                    replaced = true;
+                }
+            }
+            assert!(replaced, "{}: no finish reason in {body}", p.name);
+            let (a, _) = stream_through(&p, body, vec![]).await;
+            let text = a.text();
+            assert!(blocked(&text), "{} {reason}: {text}", p.name);
+        }
+    }
+}
+
+/// The same on the request: a `tool_call_id` in words is read by the input checks.
+#[tokio::test]
+async fn words_under_a_structural_request_key_are_checked_as_input() {
+    let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+    let proxy = start_proxy_all(&mock.base_url(), both, "").await;
+    let body = r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"the forbidden fruit","content":"ok"}]}"#;
+    let a = post_json(proxy.addr(), "/v1/chat/completions", body.to_owned()).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
+    assert_eq!(mock.request_count(), 0);
 }

@@ -34,7 +34,7 @@
 //! before. The differential tests (`frame_template_tests.rs`) hold the template path to a
 //! fresh decoder, its fallback finding included, on refilled, rough and corrupted events.
 
-use super::residual::{residual_strings, Structural};
+use super::residual::{residual_strings, structure_shaped, Structural};
 use super::skim::Skim;
 use super::FrameKind;
 use crate::delta::{Channel, Delta};
@@ -184,7 +184,14 @@ impl FrameTemplate {
             let mut s = Skim::at(data, at);
             match hole {
                 Hole::Text => text = Some(s.str().ok()?),
-                Hole::Str => s.skip_str().ok()?,
+                Hole::Str => {
+                    s.skip_str().ok()?;
+                    // The fallback exempts a string under a structural key by its shape too
+                    // (`residual::structure_shaped`): a new value must keep the template's.
+                    if !structure_shaped(s.since(at)) {
+                        return None;
+                    }
+                }
                 Hole::Num => {
                     if !matches!(data.get(at), Some(b'-' | b'0'..=b'9')) {
                         return None;

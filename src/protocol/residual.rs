@@ -9,7 +9,7 @@
 //!
 //! What is left out is deliberately small: values under the protocol's structural keys (ids,
 //! `type`, `role`, `model`, reasons, statuses, opaque signatures — see each protocol's
-//! [`Structural`]), and the literals the decoder turned into deltas. Everything else,
+//! [`Structural`]) that have the shape of structure ([`structure_shaped`]), and the literals the decoder turned into deltas. Everything else,
 //! including `logprobs` tokens and annotations, counts.
 
 use std::ops::Range;
@@ -19,8 +19,9 @@ pub use schema::{schema_strings, Left, Node, Schema, Slot};
 
 /// The keys whose string values are structure, not text, for one protocol.
 pub struct Structural {
-    /// Keys whose *string* value is exempt wherever they appear (an object or array under
-    /// one is still read: a JSON schema's property named `status` has a description).
+    /// Keys whose *string* value is exempt wherever they appear, when it has the shape of
+    /// structure ([`structure_shaped`]; an object or array under one is still read: a JSON
+    /// schema's property named `status` has a description).
     pub keys: &'static [&'static str],
     /// (path of an object from the top, key of it): the whole value is exempt. The path lists
     /// the keys leading to the object, `[]` for a position in an array, and must match from the
@@ -80,6 +81,17 @@ impl Structural {
             // The path first: its depth check rejects most entries for the price of a compare.
             .any(|(parent, k)| at_path(stack, data, parent) && step_matches(k, key))
     }
+}
+
+/// True when a string literal (quotes included) has the shape of structure — an id, an enum
+/// value, a model name, a base64 signature: printable ASCII, no space, no escape. Only such a
+/// value is exempt under a structural key ([`Structural::keys`]); words, escapes or any other
+/// character there are text to the client's SDK like any other, and are checked.
+pub fn structure_shaped(literal: &[u8]) -> bool {
+    let inner = literal
+        .get(1..literal.len().saturating_sub(1))
+        .unwrap_or_default();
+    inner.iter().all(|&b| b > b' ' && b < 0x7f && b != b'\\')
 }
 
 /// The end (after the closing quote) of the JSON string literal whose opening quote is at
@@ -187,9 +199,12 @@ pub fn residual_strings(
         Some(l) if l.object => l.exempt || l.member_exempt,
         Some(l) => l.exempt,
     };
-    // The same for a string value: also under a key structural for strings.
-    let string_exempt = |stack: &[Level]| match stack.last() {
-        Some(l) if l.object => l.exempt || l.member_exempt || l.member_scalar,
+    // The same for a string value (its literal): also under a key structural for strings,
+    // when it has the shape of structure.
+    let string_exempt = |stack: &[Level], literal: &[u8]| match stack.last() {
+        Some(l) if l.object => {
+            l.exempt || l.member_exempt || (l.member_scalar && structure_shaped(literal))
+        }
         _ => value_exempt(stack),
     };
     let key_of = |stack: &[Level]| stack.last().and_then(|l| l.member);
@@ -229,7 +244,7 @@ pub fn residual_strings(
                     l.member_exempt = l.exempt || tree;
                     l.member_scalar = scalar;
                     l.member_free = member_free;
-                } else if !string_exempt(&stack) {
+                } else if !string_exempt(&stack, &data[lit.clone()]) {
                     while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
                         known_at += 1;
                     }

@@ -99,6 +99,11 @@ impl<'a> Skim<'a> {
         self.i
     }
 
+    /// The bytes read from `start` (a position of this input) to here.
+    pub fn since(&self, start: usize) -> &'a [u8] {
+        self.b.get(start..self.i).unwrap_or_default()
+    }
+
     /// Where the next value starts (whitespace skipped).
     pub fn value_start(&mut self) -> usize {
         self.peek();
@@ -285,8 +290,11 @@ impl<'a> Skim<'a> {
         self.peek();
         let start = self.i;
         self.skip()?;
-        // A structural key exempts a string value only (see `residual::Structural`).
-        let exempt = self.b[start] == b'"' && structural(key);
+        // A structural key exempts a string value only, of the shape of structure (see
+        // `residual::Structural`).
+        let exempt = self.b[start] == b'"'
+            && structural(key)
+            && crate::protocol::residual::structure_shaped(&self.b[start..self.i]);
         if exempt {
             self.holes.push(start, self.i, false);
         } else if !self.unread_text && memchr::memchr(b'"', &self.b[start..self.i]).is_some() {

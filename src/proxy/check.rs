@@ -179,21 +179,20 @@ fn check_residual(
     needs: &mut Needs,
     spans: &mut Vec<TextSpan>,
 ) -> Result<(), Stop> {
-    // What the decoder delivered: by place when it borrowed from `data`, else by value.
+    // The texts the decoder delivered and the checks read: by place when it borrowed from
+    // `data`, else by value. Not a tool call's id or a finish reason: those are structure
+    // only while they look it, which the walk decides ([`residual::structure_shaped`]).
     let mut known: smallvec::SmallVec<[Range<usize>; 4]> = smallvec::SmallVec::new();
     let mut by_value: smallvec::SmallVec<[(&str, bool); 2]> = smallvec::SmallVec::new();
     for d in deltas {
-        let texts: [Option<&str>; 2] = match d {
-            Delta::Text { text, .. } | Delta::Repeat { text, .. } => [Some(text), None],
-            Delta::ToolCallStart { id, name, .. } => [Some(name), id.as_deref()],
-            Delta::Finish { reason, .. } => [Some(reason), None],
-            Delta::Usage { .. } => [None, None],
+        let t: &str = match d {
+            Delta::Text { text, .. } | Delta::Repeat { text, .. } => text,
+            Delta::ToolCallStart { name, .. } => name,
+            Delta::Finish { .. } | Delta::Usage { .. } => continue,
         };
-        for t in texts.into_iter().flatten() {
-            match redact::borrowed_range(data, t) {
-                Some((r, _)) => known.push(r),
-                None => by_value.push((t, false)),
-            }
+        match redact::borrowed_range(data, t) {
+            Some((r, _)) => known.push(r),
+            None => by_value.push((t, false)),
         }
     }
     known.sort_unstable_by_key(|r| r.start);

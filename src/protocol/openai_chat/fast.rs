@@ -4,6 +4,7 @@
 //! twice, unexpected types) goes to serde_json instead, so both paths read the same.
 
 use super::{ChoiceDelta, Chunk, ChunkChoice, CustomDelta, FunctionDelta, ToolCallDelta, Usage};
+use crate::protocol::residual::structure_shaped;
 use crate::protocol::skim::{Holes, Skim, Skimmed, Unsure};
 
 /// [`crate::protocol::residual::Structural::is_structural_key`] for chat, as one `match`: the fast path asks it for every
@@ -77,7 +78,12 @@ fn skim_choice<'a>(s: &mut Skim<'a>, choice: &mut ChunkChoice<'a>) -> Skimmed<()
         }
         b"finish_reason" => {
             seen.once(2)?;
+            let start = s.value_start();
             choice.finish_reason = s.opt_str()?;
+            // A reason that does not look like one is text for the fallback (serde's path).
+            if choice.finish_reason.is_some() && !structure_shaped(s.since(start)) {
+                return Err(Unsure);
+            }
             Ok(())
         }
         _ => s.skip_unread(key, structural),

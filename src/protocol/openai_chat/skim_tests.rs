@@ -65,6 +65,18 @@ impl Gen {
         self.out.push('"');
     }
 
+    /// A string of the shape of structure (`residual::structure_shaped`): an id, a reason.
+    pub(crate) fn token(&mut self) {
+        const CHARS: &[u8] = b"aZ09_-.:/+=";
+        self.out.push('"');
+        for _ in 0..self.rng.below(12) {
+            self.out.push(char::from(
+                CHARS[self.rng.below(CHARS.len() as u64) as usize],
+            ));
+        }
+        self.out.push('"');
+    }
+
     pub(crate) fn number(&mut self) {
         const NUMS: [&str; 8] = [
             "0",
@@ -168,6 +180,11 @@ impl Gen {
         match kind {
             Kind::OptStr if self.rng.chance(25) => self.out.push_str("null"),
             Kind::OptStr | Kind::Str => self.string(),
+            // A finish reason: of the shape of structure, but for weird chunks (a reason
+            // that is not is text for the fallback, so the fast path leaves it to serde).
+            Kind::Reason if self.rng.chance(25) => self.out.push_str("null"),
+            Kind::Reason if self.weird => self.string(),
+            Kind::Reason => self.token(),
             Kind::Index => self.index(),
             Kind::Ignored => self.any(0),
             Kind::Delta if self.rng.chance(10) => self.out.push_str("null"),
@@ -243,7 +260,7 @@ impl Gen {
         let mut fields = vec![
             ("index", Kind::Index),
             (body, Kind::Delta),
-            ("finish_reason", Kind::OptStr),
+            ("finish_reason", Kind::Reason),
         ];
         if self.weird && self.rng.chance(5) {
             fields.push(("message", Kind::Delta)); // with `delta`: a duplicate field to serde
@@ -274,6 +291,7 @@ impl Gen {
 enum Kind {
     Str,
     OptStr,
+    Reason,
     Index,
     Ignored,
     Delta,

@@ -16,6 +16,7 @@
 //! deltas).
 
 use super::Chunk;
+use crate::protocol::residual::structure_shaped;
 use crate::protocol::skim::{Holes, Skim};
 use std::borrow::Cow;
 
@@ -96,6 +97,10 @@ impl Template {
                 text = Some(s.str().ok()?);
             } else {
                 s.skip_str().ok()?;
+                // A structural value stays one only while it looks it: else read in full.
+                if !structure_shaped(s.since(at)) {
+                    return None;
+                }
             }
             at = s.pos();
         }

@@ -97,7 +97,10 @@ fn refill(g: &mut Gen, base: &str, rough: bool) -> Option<String> {
         }
         g.out.clear();
         match g.rng.below(if rough { 8 } else { 1 }) {
-            0..=2 => g.string(),
+            // Unchanged structure keeps its shape; a string of any other shape is read
+            // in full (`residual::structure_shaped`), which the rough refills try.
+            0 => g.token(),
+            1..=2 => g.string(),
             3 => g.out.push_str("null"),
             4 => g.out.push_str("\"unterminated"),
             5 => g.out.push_str("\"ends in a backslash\\\""),
