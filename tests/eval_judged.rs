@@ -30,7 +30,92 @@ fn content(p: &str) -> &str {
     p.split("\n\nCriteria: ").next().unwrap_or(p)
 }
 
-/// What the scripted judge answers: (score, reason, G-Eval alternatives as (digit, logprob)).
+/// The text between `start` and `end` in `p` (to its end without `end`).
+fn between<'a>(p: &'a str, start: &str, end: &str) -> &'a str {
+    let rest = p.split_once(start).map_or("", |(_, r)| r);
+    rest.split(end).next().unwrap_or(rest)
+}
+
+/// DeepEval's list-of-verdicts replies (contextual metrics) and G-Eval's steps: the judge's
+/// reply text, or `None` for a "Content to evaluate" verdict prompt.
+fn list_answer(p: &str) -> Option<String> {
+    let verdict = |yes: bool, reason: String, statement: Option<&str>| {
+        let mut v = json!({"verdict": if yes { "yes" } else { "no" }, "reason": reason});
+        if let Some(s) = statement {
+            v["statement"] = json!(s);
+        }
+        v
+    };
+    if p.starts_with("Given an evaluation criteria") {
+        let criteria = between(p, "Evaluation Criteria:\n", "\n");
+        if criteria.starts_with("NOSTEPS") {
+            return Some("I cannot list steps for that.".into());
+        }
+        return Some(
+            json!({"steps": [format!("Check the city named ({})", criteria.len()), "Compare it with the question"]})
+                .to_string(),
+        );
+    }
+    if p.starts_with("Based on the input and context") {
+        // Relevancy: the node's statements (its sentences), relevant when about Paris.
+        let node = between(p, "\n\nContext:\n", "\n\nJSON:");
+        if node.contains("GARBLED") {
+            return Some(r#"{"verdicts": [{"statement": "x", "verdict": "perhaps"}]}"#.into());
+        }
+        let verdicts: Vec<Value> = node
+            .split_inclusive(". ")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                verdict(
+                    s.contains("Paris"),
+                    format!("about Paris: {}", s.contains("Paris")),
+                    Some(s),
+                )
+            })
+            .collect();
+        return Some(json!({ "verdicts": verdicts }).to_string());
+    }
+    if p.starts_with("Given the input, expected output, and retrieval context") {
+        let nodes = p
+            .split_once("):\n")
+            .map_or("", |(_, r)| r)
+            .split("\n\nJSON:")
+            .next()
+            .unwrap_or_default();
+        let mut verdicts: Vec<Value> = nodes
+            .lines()
+            .map(|l| {
+                verdict(
+                    l.contains("Paris"),
+                    format!("node useful: {}", l.contains("Paris")),
+                    None,
+                )
+            })
+            .collect();
+        if between(p, "Expected output:\n", "\n\n").contains("MISCOUNT") {
+            verdicts.pop();
+        }
+        return Some(json!({ "verdicts": verdicts }).to_string());
+    }
+    if p.starts_with("For EACH sentence") {
+        let verdicts: Vec<Value> = between(p, "Expected Output:\n", "\n\nRetrieval Context:")
+            .lines()
+            .map(|l| {
+                verdict(
+                    l.contains("Paris"),
+                    format!("attributable: {}", l.contains("Paris")),
+                    None,
+                )
+            })
+            .collect();
+        return Some(json!({ "verdicts": verdicts }).to_string());
+    }
+    None
+}
+
+/// What the scripted judge answers to a verdict prompt: (score, reason, G-Eval alternatives
+/// as (digit, logprob)).
 fn answer(p: &str) -> (f64, String, Vec<(&'static str, f64)>) {
     let c = content(p);
     let criteria = p.split("\n\nCriteria: ").nth(1).unwrap_or_default();
@@ -44,36 +129,18 @@ fn answer(p: &str) -> (f64, String, Vec<(&'static str, f64)>) {
     if criteria.starts_with("Relevance") {
         return (4.0, "answers the question".into(), vec![]);
     }
-    if criteria.starts_with("The retrieved chunk holds") {
-        let chunk = c.split("Retrieved chunk:\n").nth(1).unwrap_or_default();
-        let yes = chunk.contains("capital");
-        return (
-            f64::from(u8::from(yes)),
-            format!("chunk relevant: {yes}"),
-            vec![],
-        );
-    }
-    if criteria.starts_with("The retrieved chunk was useful") {
-        let chunk = c.split("Retrieved chunk:\n").nth(1).unwrap_or_default();
-        let yes = chunk.contains("Paris");
-        return (
-            f64::from(u8::from(yes)),
-            format!("chunk useful: {yes}"),
-            vec![],
-        );
-    }
-    if criteria.starts_with("The sentence") {
-        let sentence = c.split("Sentence:\n").nth(1).unwrap_or_default();
-        let yes = sentence.contains("Paris");
-        return (
-            f64::from(u8::from(yes)),
-            format!("attributable: {yes}"),
-            vec![],
-        );
-    }
     if criteria.starts_with("STRICT") {
         let yes = c.contains("Actual output:\nParis");
         return (f64::from(u8::from(yes)), "strict verdict".into(), vec![]);
+    }
+    if criteria.starts_with("STEPLESS") {
+        // 5 only when the generated steps are shown.
+        let steps = criteria.contains("\n\nEvaluation steps:\n1. Check the city named (");
+        return (
+            if steps { 5.0 } else { 1.0 },
+            format!("steps shown: {steps}"),
+            vec![],
+        );
     }
     if criteria.starts_with("CORRECT") {
         // 4 at 60 %, 3 at 40 %: G-Eval's weighted score is 3.6, (3.6 - 1) / 4 = 0.65.
@@ -88,8 +155,14 @@ fn answer(p: &str) -> (f64, String, Vec<(&'static str, f64)>) {
 
 async fn judge() -> MockUpstream {
     MockUpstream::start(move |req| {
-        let (score, reason, alternatives) = answer(&prompt(req));
-        let text = json!({"score": score, "reason": reason}).to_string();
+        let p = prompt(req);
+        let (text, alternatives) = match list_answer(&p) {
+            Some(text) => (text, Vec::new()),
+            None => {
+                let (score, reason, alternatives) = answer(&p);
+                (json!({"score": score, "reason": reason}).to_string(), alternatives)
+            }
+        };
         let mut choice = json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"});
         if !alternatives.is_empty() {
             let tokens: Vec<Value> = ["{\"", "score", "\":", " 4", ",", " \"reason\": \"mostly correct\"}"]
@@ -207,14 +280,12 @@ async fn judged_metrics_score_from_the_judges_answers_and_fail_their_thresholds(
     assert!(near(&g["score"], 0.25) && g["passed"] == false, "{g}");
     assert_eq!(g["reasoning"], "Lyon is not in the context");
     assert!(near(&metric(&report, "paris", "relevance")["score"], 0.75));
-    // One chunk of two is about the capital; the useful one is ranked second: 1/2.
+    // One statement of two is about Paris; the useful chunk is ranked second: 1/2.
     let r = metric(&report, "paris", "contextual_relevancy");
     assert!(near(&r["score"], 0.5), "{r}");
-    assert!(
-        r["reasoning"]
-            .as_str()
-            .unwrap()
-            .contains("chunk 2: relevant: chunk relevant: true"),
+    assert_eq!(
+        r["reasoning"],
+        "chunk 1, statement 1: not relevant: France has good wine. (about Paris: false)\nchunk 2, statement 1: relevant: The capital of France is Paris. (about Paris: true)",
         "{r}"
     );
     assert!(near(
@@ -266,10 +337,23 @@ async fn judged_metrics_score_from_the_judges_answers_and_fail_their_thresholds(
     );
     let body = judge.requests()[0].body_json().unwrap();
     assert_eq!(body["model"], "judge-model");
-    // 2 cases x (groundedness, relevance, strict, correctness) + relevancy 3 chunks +
-    // precision 3 chunks + recall 3 sentences, less one: both cases ask whether the same
-    // chunk is relevant to the same question, which the judge's verdict cache answers.
-    assert_eq!(prompts.len(), 8 + 3 + 3 + 3 - 1, "{prompts:#?}");
+    // The strict G-Eval has no steps: the judge wrote them once for the run, and both cases'
+    // prompts show them.
+    let strict: Vec<&String> = prompts
+        .iter()
+        .filter(|p| p.contains("STRICT the answer"))
+        .collect();
+    assert_eq!(strict.len(), 3, "{strict:#?}");
+    assert!(
+        strict[0].starts_with("Given an evaluation criteria"),
+        "{strict:#?}"
+    );
+    assert!(strict[1..]
+        .iter()
+        .all(|p| p.contains("Evaluation steps:\n1. Check the city named (")));
+    // 2 cases x (groundedness, relevance, strict, correctness) + relevancy: a call per chunk
+    // (3) + precision and recall: a call per case (2 + 2) + the strict G-Eval's steps (1).
+    assert_eq!(prompts.len(), 8 + 3 + 2 + 2 + 1, "{prompts:#?}");
 
     // The same with lower thresholds passes (the example pack blocks one of the answers: its
     // own assertion fails).
@@ -292,6 +376,154 @@ async fn judged_metrics_score_from_the_judges_answers_and_fail_their_thresholds(
         let passed = t["name"] != "pack.pass_rate";
         assert_eq!(t["passed"], passed, "{t}: {text}");
     }
+}
+
+const STATEMENT_CASES: &str = concat!(
+    r#"{"id": "paris", "input": "What is the capital of France?", "actual_output": "Paris", "expected_output": "Paris is the capital. It has the Louvre.", "retrieval_context": ["France has good wine. It also has cheese.", "The capital of France is Paris. It is large."]}"#,
+    "\n",
+    r#"{"id": "ranks", "input": "Where is the Louvre?", "actual_output": "Paris", "expected_output": "The Louvre is in Paris.", "retrieval_context": ["Paris is in France.", "Cats purr.", "Paris has the Louvre."]}"#,
+    "\n",
+    r#"{"id": "garbled", "input": "What is the capital of France?", "actual_output": "Paris", "expected_output": "Paris MISCOUNT.", "retrieval_context": ["GARBLED node."]}"#,
+    "\n"
+);
+
+const STEPLESS_METRICS: &str = "metrics:\n  - {metric: contextual_relevancy, threshold: 0.2}\n  - {metric: contextual_precision, threshold: 0.5}\n  - {metric: contextual_recall, threshold: 0.5}\n  - metric: g_eval\n    name: stepless\n    criteria: STEPLESS the answer names the right city\n    evaluation_params: [input, actual_output]\n  - metric: g_eval\n    name: nosteps\n    criteria: NOSTEPS anything\n";
+
+/// DeepEval's contextual metrics judge each statement (relevancy), each node (precision, with
+/// its rank weighting) and each sentence (recall) from the judge's lists of yes/no verdicts; a
+/// list that cannot be read fails the metric on that case. G-Eval without steps asks the judge
+/// for them once per metric and run, shows them in every case's prompt and in the reports; a
+/// reply without steps fails the metric on every case, with no case judged without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contextual_metrics_judge_each_statement_and_g_eval_writes_its_steps_once() {
+    let judge = judge().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &judge.base_url());
+    let cases = write(dir.path(), "cases.jsonl", STATEMENT_CASES);
+    let metrics = write(dir.path(), "metrics.yaml", STEPLESS_METRICS);
+    let json_out = dir.path().join("report.json");
+    let html_out = dir.path().join("report.html");
+    let (code, text) = eval(&[
+        "--config",
+        &config,
+        "--cases",
+        &cases,
+        "--metric-file",
+        &metrics,
+        "--fail-under",
+        "1",
+        "--json",
+        json_out.to_str().unwrap(),
+        "--html",
+        html_out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{text}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    let score = |case: &str, m: &str| metric(&report, case, m)["score"].clone();
+    // Relevancy: 4 statements, 1 about Paris; 3 statements, 2 about Paris.
+    assert!(near(&score("paris", "contextual_relevancy"), 0.25));
+    assert!(near(&score("ranks", "contextual_relevancy"), 2.0 / 3.0));
+    let r = metric(&report, "paris", "contextual_relevancy");
+    assert!(
+        r["reasoning"]
+            .as_str()
+            .unwrap()
+            .contains("chunk 2, statement 2: not relevant: It is large. (about Paris: false)"),
+        "{r}"
+    );
+    // Precision: useful at ranks 2 of 2; at ranks 1 and 3 of 3: (1/1 + 2/3) / 2.
+    assert!(near(&score("paris", "contextual_precision"), 0.5));
+    assert!(near(&score("ranks", "contextual_precision"), 5.0 / 6.0));
+    let p = metric(&report, "ranks", "contextual_precision");
+    assert_eq!(
+        p["reasoning"],
+        "chunk 1: useful: node useful: true\nchunk 2: not useful: node useful: false\nchunk 3: useful: node useful: true"
+    );
+    // Recall: one sentence of two attributable; one of one.
+    assert!(near(&score("paris", "contextual_recall"), 0.5));
+    assert!(near(&score("ranks", "contextual_recall"), 1.0));
+    assert!(near(&score("garbled", "contextual_recall"), 1.0));
+    // Replies that are no list of verdicts: the metric fails on that case, saying why.
+    let g = metric(&report, "garbled", "contextual_relevancy");
+    assert!(g["score"].is_null() && g["passed"] == false, "{g}");
+    assert!(
+        g["reason"].as_str().unwrap().contains(
+            "metric contextual_relevancy: judge quality: malformed: verdict 1: `verdict` is not \"yes\" or \"no\""
+        ),
+        "{g}"
+    );
+    let g = metric(&report, "garbled", "contextual_precision");
+    assert!(g["score"].is_null() && g["passed"] == false, "{g}");
+    assert!(
+        g["reason"]
+            .as_str()
+            .unwrap()
+            .contains("malformed: the reply has 0 verdicts, not 1"),
+        "{g}"
+    );
+    // G-Eval: the generated steps shown on every case (the judge scores 5 only with them).
+    for case in ["paris", "ranks", "garbled"] {
+        let s = metric(&report, case, "stepless");
+        assert!(near(&s["score"], 1.0), "{s}");
+        let n = metric(&report, case, "nosteps");
+        assert!(n["score"].is_null() && n["passed"] == false, "{n}");
+        assert_eq!(
+            n["reason"],
+            "metric nosteps: the judge's evaluation steps could not be had: judge quality: malformed: the reply holds no JSON object"
+        );
+    }
+    let assertion = |name: &str| {
+        report["assertions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let a = assertion("stepless");
+    assert_eq!(a["evaluation_steps_generated"], true, "{a}");
+    let steps = a["evaluation_steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{a}");
+    assert!(steps[0]
+        .as_str()
+        .unwrap()
+        .starts_with("Check the city named ("));
+    let a = assertion("nosteps");
+    assert!(
+        a["evaluation_steps_error"]
+            .as_str()
+            .unwrap()
+            .contains("the reply holds no JSON object"),
+        "{a}"
+    );
+    let html = std::fs::read_to_string(&html_out).unwrap();
+    assert!(
+        html.contains("stepless: evaluation steps"),
+        "steps in the HTML"
+    );
+    assert!(html.contains("<li>Compare it with the question</li>"));
+    assert!(html.contains("the reply holds no JSON object"));
+    // Calls: the steps once per G-Eval metric for the run (not per case), what the step prompt
+    // shows, and no case judged by the G-Eval whose steps could not be had.
+    let prompts: Vec<String> = judge.requests().iter().map(prompt).collect();
+    let step_prompts: Vec<&String> = prompts
+        .iter()
+        .filter(|p| p.starts_with("Given an evaluation criteria"))
+        .collect();
+    assert_eq!(step_prompts.len(), 2, "{step_prompts:#?}");
+    assert!(
+        step_prompts[0].contains("how you should judge the Input and Actual output, generate 3-4")
+            && step_prompts[0]
+                .contains("Evaluation Criteria:\nSTEPLESS the answer names the right city\n"),
+        "{}",
+        step_prompts[0]
+    );
+    assert!(!prompts.iter().any(|p| p.contains("Criteria: NOSTEPS")));
+    // Relevancy a call per node (2 + 3 + 1), precision and recall one per case (3 + 3), the
+    // steps (2), the stepless G-Eval per case (3), less one: "garbled" asks what "paris" asked
+    // (the same question and answer), which the judge's verdict cache answers.
+    assert_eq!(prompts.len(), 6 + 3 + 3 + 2 + 3 - 1, "{prompts:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -183,30 +183,54 @@ impl Gate {
                     self.remember(k, v);
                 }
             }
-            Err(e) => {
-                metrics
-                    .judges
-                    .errors
-                    .get_or_create(&JudgeErrorLabels {
-                        judge: self.label.clone(),
-                        kind: e.kind.as_str(),
-                    })
-                    .inc();
-            }
+            Err(e) => self.count_error(metrics, e),
         }
         result
     }
 
-    async fn call_uncached<F, Fut>(
+    /// Like [`Gate::call`] for an answer that is not a verdict (a judged metric's list of
+    /// verdicts, G-Eval's generated steps): never cached.
+    pub async fn call_fresh<T, F, Fut>(
+        &self,
+        metrics: &Metrics,
+        tenant: Tenant,
+        deadline: Instant,
+        mut attempt: F,
+    ) -> Result<T, JudgeError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, AttemptError>>,
+    {
+        let result = self
+            .call_uncached(metrics, tenant, deadline, &mut attempt)
+            .await;
+        if let Err(e) = &result {
+            self.count_error(metrics, e);
+        }
+        result
+    }
+
+    fn count_error(&self, metrics: &Metrics, e: &JudgeError) {
+        metrics
+            .judges
+            .errors
+            .get_or_create(&JudgeErrorLabels {
+                judge: self.label.clone(),
+                kind: e.kind.as_str(),
+            })
+            .inc();
+    }
+
+    async fn call_uncached<T, F, Fut>(
         &self,
         metrics: &Metrics,
         tenant: Tenant,
         deadline: Instant,
         attempt: &mut F,
-    ) -> Result<Verdict, JudgeError>
+    ) -> Result<T, JudgeError>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<Verdict, AttemptError>>,
+        Fut: Future<Output = Result<T, AttemptError>>,
     {
         let mut tries = 0u32;
         loop {

@@ -207,6 +207,33 @@ impl JudgeClient {
             .await
     }
 
+    /// The judge's reply to a prompt of the caller's own, once `read` accepts its text (a
+    /// reply it refuses is [`ErrorKind::Malformed`], never retried): the same request, gate and
+    /// deadline as a verdict's, without log probabilities and never cached.
+    pub async fn reply<T>(
+        &self,
+        env: &JudgeEnv,
+        system: &str,
+        user: &str,
+        deadline: tokio::time::Instant,
+        read: &(dyn Fn(&str) -> Result<T, String> + Sync),
+    ) -> Result<T, JudgeError> {
+        let (path, body) = self.request(&self.config.model, system, user, false);
+        let headers = self.headers();
+        self.gate
+            .call_fresh(&env.metrics, env.tenant, deadline, || {
+                let (path, body, headers) = (&path, body.clone(), headers.clone());
+                async move {
+                    let reply =
+                        http_call(env, &self.base, http::Method::POST, path, headers, body).await?;
+                    let text = reply_text(self.protocol, &reply)
+                        .map_err(|e| AttemptError::input(ErrorKind::Malformed, e))?;
+                    read(&text).map_err(|e| AttemptError::input(ErrorKind::Malformed, e))
+                }
+            })
+            .await
+    }
+
     fn headers(&self) -> HeaderMap {
         let mut h = HeaderMap::new();
         let Some(key) = &self.api_key else {

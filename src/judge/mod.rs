@@ -227,6 +227,27 @@ pub async fn verdict(
     }
 }
 
+/// LLM judge `judge`'s reply to a prompt of the caller's own (`system`, `user`), read by
+/// `read` (a reply it refuses is a [`ErrorKind::Malformed`] error): the judged metrics' lists
+/// of verdicts and G-Eval's generated steps. Through the judge's gate (retries, breaker,
+/// concurrency limit) within its `timeout_ms`; never cached.
+pub async fn reply<T>(
+    env: &JudgeEnv,
+    judge: &str,
+    system: &str,
+    user: &str,
+    read: &(dyn Fn(&str) -> Result<T, String> + Sync),
+) -> Result<T, JudgeError> {
+    let client = env.judges.llm.get(judge).ok_or_else(|| {
+        JudgeError::new(
+            ErrorKind::Transport,
+            format!("judge `{judge}` is not configured"),
+        )
+    })?;
+    let deadline = deadline(client.config.timeout_ms);
+    client.reply(env, system, user, deadline, read).await
+}
+
 fn deadline(ms: u64) -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_millis(ms)
 }

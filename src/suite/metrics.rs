@@ -259,6 +259,15 @@ impl Scorer {
             return Ok(());
         }
         let runner = judged::Runner::new(rt, &specs, self.judge.as_deref())?;
+        // G-Eval without steps: the judge writes them, once per metric for the whole run.
+        for a in &mut self.asked {
+            if let Metric::Judged(spec) = &mut a.metric {
+                if spec.steps_wanted() && spec.generated_steps.is_none() {
+                    let generated = runner.generate_steps(spec);
+                    Arc::make_mut(spec).generated_steps = Some(generated);
+                }
+            }
+        }
         self.judges = Some(runner);
         Ok(())
     }

@@ -249,6 +249,8 @@ fn run_cases(
                 .collect()
         }
     };
+    // As set up for the run: G-Eval's generated steps go in the reports.
+    let metrics: Vec<metrics::Metric> = scorer.asked.iter().map(|a| a.metric.clone()).collect();
     report_cases(opts, file, &results, &metrics)
 }
 

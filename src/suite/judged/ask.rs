@@ -6,10 +6,8 @@ use super::{Kind, Param, Spec};
 use crate::policy::judged::Scale;
 use crate::suite::needs::CaseView;
 
-/// One judge call of a metric on a case.
+/// The judge call of a metric scored by one verdict.
 pub struct Ask {
-    /// What the verdict is about in the reasoning ("chunk 2"); empty for a single call.
-    pub label: String,
     pub criteria: String,
     pub content: String,
     pub scale: Scale,
@@ -83,22 +81,23 @@ fn numbered(chunks: &[String]) -> String {
 
 const ONE_TO_FIVE: &str = "Score 5 when it fully meets the criteria, 1 when it does not at all.";
 
-/// The calls `spec` makes on `case` (their criteria are guardwire's own wording of each
-/// metric's definition; see docs/metrics.md).
-pub fn asks(spec: &Spec, case: &CaseView<'_>) -> Result<Vec<Ask>, String> {
+/// The call `spec` makes on `case` (its criteria are guardwire's own wording of each metric's
+/// definition; see docs/metrics.md). The contextual metrics ask for lists of verdicts instead
+/// (deepeval.rs): `None`.
+pub fn ask(spec: &Spec, case: &CaseView<'_>) -> Option<Ask> {
     let query = query_of(case);
     let output = case.output.unwrap_or_default().to_owned();
     let expected = case.expected.unwrap_or_default().to_owned();
     let context = case.context.unwrap_or_default();
-    let one = |criteria: &str, content: String| {
-        vec![Ask {
-            label: String::new(),
-            criteria: format!("{criteria} {ONE_TO_FIVE}"),
-            content,
-            scale: Scale::OneToFive,
-        }]
+    let one = |criteria: &str, content: String| Ask {
+        criteria: format!("{criteria} {ONE_TO_FIVE}"),
+        content,
+        scale: Scale::OneToFive,
     };
-    Ok(match spec.kind {
+    Some(match spec.kind {
+        Kind::ContextualRelevancy | Kind::ContextualPrecision | Kind::ContextualRecall => {
+            return None
+        }
         Kind::Groundedness => one(
             "Groundedness: every claim of the Response is supported by the Context; a claim the Context does not support, or contradicts, lowers the score.",
             format!("Query:\n{query}\n\nContext:\n{}\n\nResponse:\n{output}", numbered(context)),
@@ -119,36 +118,6 @@ pub fn asks(spec: &Spec, case: &CaseView<'_>) -> Result<Vec<Ask>, String> {
             "Similarity: the Response conveys the same information as the Ground truth, for the Query.",
             format!("Query:\n{query}\n\nGround truth:\n{expected}\n\nResponse:\n{output}"),
         ),
-        Kind::ContextualRelevancy => context
-            .iter()
-            .enumerate()
-            .map(|(i, chunk)| Ask {
-                label: format!("chunk {}", i + 1),
-                criteria: "The retrieved chunk holds information relevant to the Input. Score 1 if it does, 0 if it does not.".into(),
-                content: format!("Input:\n{query}\n\nRetrieved chunk:\n{chunk}"),
-                scale: Scale::Unit,
-            })
-            .collect(),
-        Kind::ContextualPrecision => context
-            .iter()
-            .enumerate()
-            .map(|(i, chunk)| Ask {
-                label: format!("chunk {}", i + 1),
-                criteria: "The retrieved chunk was useful in arriving at the Expected output for the Input. Score 1 if it was, 0 if it was not.".into(),
-                content: format!("Input:\n{query}\n\nExpected output:\n{expected}\n\nRetrieved chunk:\n{chunk}"),
-                scale: Scale::Unit,
-            })
-            .collect(),
-        Kind::ContextualRecall => sentences(&expected)
-            .into_iter()
-            .enumerate()
-            .map(|(i, sentence)| Ask {
-                label: format!("sentence {}", i + 1),
-                criteria: "The sentence of the expected output can be attributed to the retrieval context. Score 1 if it can, 0 if it cannot.".into(),
-                content: format!("Retrieval context:\n{}\n\nSentence:\n{sentence}", numbered(context)),
-                scale: Scale::Unit,
-            })
-            .collect(),
         Kind::GEval => {
             let mut content = String::new();
             for p in &spec.evaluation_params {
@@ -166,8 +135,7 @@ pub fn asks(spec: &Spec, case: &CaseView<'_>) -> Result<Vec<Ask>, String> {
             } else {
                 ONE_TO_FIVE
             };
-            vec![Ask {
-                label: String::new(),
+            Ask {
                 criteria: format!(
                     "{} (judged on: {}) {scale_text}",
                     spec.criteria,
@@ -179,7 +147,7 @@ pub fn asks(spec: &Spec, case: &CaseView<'_>) -> Result<Vec<Ask>, String> {
                 } else {
                     Scale::OneToFive
                 },
-            }]
+            }
         }
     })
 }

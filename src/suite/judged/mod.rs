@@ -1,14 +1,18 @@
 //! The judged metrics of `guardwire eval`: HoloDeck's AI-assisted metrics (groundedness,
 //! relevance, coherence, fluency, similarity: 1–5, scaled to 0–1), DeepEval's contextual
-//! relevancy, precision and recall (a verdict per chunk or per sentence, combined as DeepEval
-//! does) and G-Eval (`criteria`, `evaluation_steps`, `evaluation_params`, `strict_mode`).
+//! relevancy, precision and recall (a yes/no verdict per statement, node or sentence, combined
+//! with DeepEval's formulas: deepeval.rs) and G-Eval (`criteria`, `evaluation_steps` — written
+//! by the judge once per run when not given: steps.rs —, `evaluation_params`, `strict_mode`).
 //!
-//! Every verdict comes from a configured judge (`judges:`) through [`crate::judge::verdict`],
-//! the proxy's own call (its prompt, protocol shapes, G-Eval log-probability weighting, cache,
-//! retries, breaker and deadline), behind the `eval:` gates the packs' evals use. The
-//! judge's reasons are kept with the score for the reports.
+//! Every score comes from a configured judge (`judges:`) through the proxy's own judge path:
+//! [`crate::judge::verdict`] for a score (its prompt, protocol shapes, G-Eval log-probability
+//! weighting, cache, retries, breaker and deadline), [`crate::judge::reply`] for a list of
+//! verdicts or steps (the same request, gate and deadline), behind the `eval:` gates the
+//! packs' evals use. The judge's reasons are kept with the score for the reports.
 
 mod ask;
+mod deepeval;
+mod steps;
 
 pub use ask::{query_of, sentences};
 
@@ -119,6 +123,10 @@ pub struct Spec {
     pub strict_mode: bool,
     /// What a case must carry (checked before any case runs).
     pub needs: Vec<Needs>,
+    /// G-Eval without `evaluation_steps`: the steps the judge wrote from the criteria, once for
+    /// the run ([`Runner::generate_steps`]), or why its reply was unusable (every case then
+    /// fails the metric with that reason). `None`: not generated (yet).
+    pub generated_steps: Option<Result<Vec<String>, String>>,
 }
 
 impl Spec {
@@ -141,6 +149,7 @@ impl Spec {
             evaluation_params: Vec::new(),
             strict_mode: false,
             needs,
+            generated_steps: None,
         }
     }
 
@@ -183,7 +192,32 @@ impl Spec {
             evaluation_params: params,
             strict_mode,
             needs,
+            generated_steps: None,
         })
+    }
+
+    /// G-Eval: whether its steps are the judge's (none were given).
+    pub fn steps_wanted(&self) -> bool {
+        self.kind == Kind::GEval && self.evaluation_steps.is_empty()
+    }
+
+    /// The evaluation steps G-Eval shows: the ones given, else the ones generated; an error
+    /// when they were asked for but could not be had.
+    pub fn steps(&self) -> Result<&[String], String> {
+        if !self.steps_wanted() {
+            return Ok(&self.evaluation_steps);
+        }
+        match &self.generated_steps {
+            Some(Ok(steps)) => Ok(steps),
+            Some(Err(e)) => Err(format!(
+                "metric {}: the judge's evaluation steps could not be had: {e}",
+                self.name
+            )),
+            None => Err(format!(
+                "metric {}: no evaluation steps were generated",
+                self.name
+            )),
+        }
     }
 }
 
@@ -274,131 +308,207 @@ impl Runner {
         })
     }
 
+    /// G-Eval's evaluation steps written by the judge from `spec`'s criteria (DeepEval's first
+    /// phase): one call, made once per metric and run.
+    pub fn generate_steps(&self, spec: &Spec) -> Result<Vec<String>, String> {
+        let judge = self.judge_of(spec)?;
+        let user = steps::prompt(&spec.criteria, &spec.evaluation_params);
+        self.tokio
+            .block_on(crate::judge::reply(
+                &self.env,
+                &judge,
+                deepeval::SYSTEM,
+                &user,
+                &steps::read,
+            ))
+            .map_err(|e| format!("judge {judge}: {e}"))
+    }
+
+    fn judge_of(&self, spec: &Spec) -> Result<String, String> {
+        spec.judge
+            .clone()
+            .or_else(|| self.default_judge.clone())
+            .ok_or_else(|| format!("metric {}: no judge", spec.name))
+    }
+
     /// Scores `case` with `spec`: `Err` when a verdict could not be had (the case fails the
     /// metric with the reason).
     pub fn score(&self, spec: &Spec, case: &CaseView<'_>) -> Result<Judgement, String> {
-        let judge = spec
-            .judge
-            .clone()
-            .or_else(|| self.default_judge.clone())
-            .ok_or_else(|| format!("metric {}: no judge", spec.name))?;
-        let asks = ask::asks(spec, case)?;
-        if asks.len() > MAX_CALLS_PER_CASE {
-            return Err(format!(
-                "metric {}: {} verdicts needed, over the {MAX_CALLS_PER_CASE} a case may ask",
-                spec.name,
-                asks.len()
-            ));
+        let judge = self.judge_of(spec)?;
+        if matches!(
+            spec.kind,
+            Kind::ContextualRelevancy | Kind::ContextualPrecision | Kind::ContextualRecall
+        ) {
+            return self.contextual(spec, &judge, case);
         }
-        let mut verdicts = Vec::with_capacity(asks.len());
-        for ask in &asks {
-            let chars = ask.content.chars().count();
-            if chars > MAX_JUDGED_CHARS {
-                return Err(format!(
-                    "metric {}: the text to judge is {chars} characters, over the {MAX_JUDGED_CHARS} a judge is shown",
-                    spec.name
-                ));
-            }
-            let check = JudgedCheck {
-                kind: JudgedKind::Llm(LlmJudge {
-                    judge: judge.clone(),
-                    criteria: ask.criteria.clone(),
-                    rubric: None,
-                    system_prompt: None,
-                    model: None,
-                    evaluation_steps: spec.evaluation_steps.clone(),
-                    scale: ask.scale,
-                    judged: Judged::Text,
-                }),
-                timeout_ms: None,
-                parallel: false,
-                window: None,
-            };
-            let subject = Subject {
-                conversation: Arc::new(Conversation::default()),
-                answer: Some(Answer {
-                    text: ask.content.clone(),
-                    tool_calls: Vec::new(),
-                }),
-            };
-            let v = self
-                .tokio
-                .block_on(crate::judge::verdict(&self.env, &check, &subject))
-                .map_err(|e: JudgeError| format!("metric {}: judge {judge}: {e}", spec.name))?;
-            verdicts.push((ask.label.clone(), v.score, v.reason));
-        }
-        Ok(combine(spec, &verdicts))
+        let steps = spec.steps()?.to_vec();
+        let ask = ask::ask(spec, case)
+            .ok_or_else(|| format!("metric {}: not scored by one verdict", spec.name))?;
+        shown_fits(spec, &ask.content)?;
+        let check = JudgedCheck {
+            kind: JudgedKind::Llm(LlmJudge {
+                judge: judge.clone(),
+                criteria: ask.criteria,
+                rubric: None,
+                system_prompt: None,
+                model: None,
+                evaluation_steps: steps,
+                scale: ask.scale,
+                judged: Judged::Text,
+            }),
+            timeout_ms: None,
+            parallel: false,
+            window: None,
+        };
+        let subject = Subject {
+            conversation: Arc::new(Conversation::default()),
+            answer: Some(Answer {
+                text: ask.content,
+                tool_calls: Vec::new(),
+            }),
+        };
+        let v = self
+            .tokio
+            .block_on(crate::judge::verdict(&self.env, &check, &subject))
+            .map_err(|e: JudgeError| format!("metric {}: judge {judge}: {e}", spec.name))?;
+        Ok(Judgement {
+            score: final_score(spec, v.score),
+            reasoning: v.reason.unwrap_or_else(|| "(no reason given)".into()),
+        })
     }
-}
 
-/// A verdict counts as "yes" (relevant, attributable) at 0.5 and above.
-fn yes(score: f64) -> bool {
-    score >= 0.5
-}
-
-/// The metric's score from its verdicts (label, score 0–1, reason), with the reasons.
-fn combine(spec: &Spec, verdicts: &[(String, f64, Option<String>)]) -> Judgement {
-    let reasoning = verdicts
-        .iter()
-        .map(|(label, score, reason)| {
-            let reason = reason.as_deref().unwrap_or("(no reason given)");
-            match (label.is_empty(), spec.kind) {
-                (true, _) => reason.to_owned(),
-                (false, Kind::ContextualRecall) => format!(
-                    "{label}: {}: {reason}",
-                    if yes(*score) {
+    /// DeepEval's contextual metrics: the judge's yes/no verdicts (per node's statements, per
+    /// node, per sentence), combined with DeepEval's formulas.
+    fn contextual(
+        &self,
+        spec: &Spec,
+        judge: &str,
+        case: &CaseView<'_>,
+    ) -> Result<Judgement, String> {
+        let query = query_of(case);
+        let expected = case.expected.unwrap_or_default();
+        let context = case.context.unwrap_or_default();
+        let ask = |user: &str, count: deepeval::Count| -> Result<Vec<deepeval::Verdict>, String> {
+            shown_fits(spec, user)?;
+            let read = |text: &str| deepeval::read(text, count);
+            self.tokio
+                .block_on(crate::judge::reply(
+                    &self.env,
+                    judge,
+                    deepeval::SYSTEM,
+                    user,
+                    &read,
+                ))
+                .map_err(|e| format!("metric {}: judge {judge}: {e}", spec.name))
+        };
+        let too_many = |n: usize, what: &str| {
+            Err(format!(
+                "metric {}: {n} {what}, over the {MAX_CALLS_PER_CASE} a case may have judged",
+                spec.name
+            ))
+        };
+        let mut lines = Vec::new();
+        let mut hits = Vec::new();
+        match spec.kind {
+            Kind::ContextualRelevancy => {
+                if context.len() > MAX_CALLS_PER_CASE {
+                    return too_many(context.len(), "chunks");
+                }
+                for (i, node) in context.iter().enumerate() {
+                    for (j, v) in ask(
+                        &deepeval::relevancy_prompt(&query, node),
+                        deepeval::Count::Statements,
+                    )?
+                    .into_iter()
+                    .enumerate()
+                    {
+                        let what = if v.yes { "relevant" } else { "not relevant" };
+                        let mut line = format!(
+                            "chunk {}, statement {}: {what}: {}",
+                            i + 1,
+                            j + 1,
+                            v.statement.unwrap_or_default()
+                        );
+                        if let Some(r) = v.reason {
+                            line.push_str(&format!(" ({r})"));
+                        }
+                        lines.push(line);
+                        hits.push(v.yes);
+                    }
+                }
+            }
+            Kind::ContextualPrecision => {
+                if context.len() > MAX_CALLS_PER_CASE {
+                    return too_many(context.len(), "chunks");
+                }
+                let user = deepeval::precision_prompt(&query, expected, context);
+                for (i, v) in ask(&user, deepeval::Count::Exactly(context.len()))?
+                    .into_iter()
+                    .enumerate()
+                {
+                    let what = if v.yes { "useful" } else { "not useful" };
+                    lines.push(verdict_line(&format!("chunk {}", i + 1), what, v.reason));
+                    hits.push(v.yes);
+                }
+            }
+            _ => {
+                let sentences = sentences(expected);
+                if sentences.len() > MAX_CALLS_PER_CASE {
+                    return too_many(sentences.len(), "sentences");
+                }
+                let user = deepeval::recall_prompt(&sentences, context);
+                for (i, v) in ask(&user, deepeval::Count::Exactly(sentences.len()))?
+                    .into_iter()
+                    .enumerate()
+                {
+                    let what = if v.yes {
                         "attributable"
                     } else {
                         "not attributable"
-                    }
-                ),
-                (false, _) => format!(
-                    "{label}: {}: {reason}",
-                    if yes(*score) {
-                        "relevant"
-                    } else {
-                        "not relevant"
-                    }
-                ),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let n = verdicts.len() as f64;
-    let hits: Vec<bool> = verdicts.iter().map(|v| yes(v.1)).collect();
-    let score = match spec.kind {
-        Kind::ContextualRelevancy | Kind::ContextualRecall => {
-            if verdicts.is_empty() {
-                0.0
-            } else {
-                hits.iter().filter(|h| **h).count() as f64 / n
-            }
-        }
-        // DeepEval: the mean over the relevant chunks of the precision at their rank.
-        Kind::ContextualPrecision => {
-            let (mut relevant, mut sum) = (0.0, 0.0);
-            for (k, hit) in hits.iter().enumerate() {
-                if *hit {
-                    relevant += 1.0;
-                    sum += relevant / (k as f64 + 1.0);
+                    };
+                    lines.push(verdict_line(&format!("sentence {}", i + 1), what, v.reason));
+                    hits.push(v.yes);
                 }
             }
-            if relevant == 0.0 {
-                0.0
-            } else {
-                sum / relevant
-            }
         }
-        Kind::GEval if spec.strict_mode => {
-            if verdicts.first().is_some_and(|v| v.1 >= 1.0) {
-                1.0
-            } else {
-                0.0
-            }
-        }
-        _ => verdicts.first().map_or(0.0, |v| v.1),
-    };
-    Judgement { score, reasoning }
+        let score = match spec.kind {
+            Kind::ContextualPrecision => deepeval::weighted_precision(&hits),
+            _ => deepeval::share_yes(&hits),
+        };
+        Ok(Judgement {
+            score,
+            reasoning: lines.join("\n"),
+        })
+    }
+}
+
+/// G-Eval's `strict_mode`: 1 only for a verdict of 1, else 0 (DeepEval's); any other metric's
+/// verdict is its score.
+fn final_score(spec: &Spec, score: f64) -> f64 {
+    match spec.kind {
+        Kind::GEval if spec.strict_mode => f64::from(u8::from(score >= 1.0)),
+        _ => score,
+    }
+}
+
+/// `label: what: reason` (the reason when the judge gave one).
+fn verdict_line(label: &str, what: &str, reason: Option<String>) -> String {
+    match reason {
+        Some(r) => format!("{label}: {what}: {r}"),
+        None => format!("{label}: {what}"),
+    }
+}
+
+/// A text longer than a judge is shown is not scored, never cut.
+fn shown_fits(spec: &Spec, text: &str) -> Result<(), String> {
+    let chars = text.chars().count();
+    if chars > MAX_JUDGED_CHARS {
+        return Err(format!(
+            "metric {}: the text to judge is {chars} characters, over the {MAX_JUDGED_CHARS} a judge is shown",
+            spec.name
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -406,35 +516,33 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn v(scores: &[f64]) -> Vec<(String, f64, Option<String>)> {
-        scores
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (format!("chunk {}", i + 1), *s, Some("r".into())))
-            .collect()
-    }
-
     #[test]
-    fn deepeval_scores_are_combined_as_deepeval_does() {
-        let spec = |k| Spec::plain(k, "x");
-        let p = combine(&spec(Kind::ContextualPrecision), &v(&[0.0, 1.0])).score;
-        assert!((p - 0.5).abs() < 1e-12, "{p}");
-        let p = combine(&spec(Kind::ContextualPrecision), &v(&[1.0, 0.0, 1.0])).score;
-        assert!((p - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12, "{p}");
-        assert_eq!(
-            combine(&spec(Kind::ContextualPrecision), &v(&[0.0])).score,
-            0.0
-        );
-        assert_eq!(
-            combine(&spec(Kind::ContextualRelevancy), &v(&[1.0, 0.0])).score,
-            0.5
-        );
-        let r = combine(&spec(Kind::ContextualRecall), &v(&[1.0, 1.0, 0.0]));
-        assert!((r.score - 2.0 / 3.0).abs() < 1e-12);
-        assert!(r.reasoning.contains("chunk 3: not attributable: r"));
+    fn strict_g_eval_is_binary_and_generated_steps_are_used_or_fail() {
         let strict = Spec::g_eval("g", "c", vec![], vec![], true).unwrap();
-        assert_eq!(combine(&strict, &v(&[0.9])).score, 0.0);
-        assert_eq!(combine(&strict, &v(&[1.0])).score, 1.0);
+        assert_eq!(final_score(&strict, 0.9), 0.0);
+        assert_eq!(final_score(&strict, 1.0), 1.0);
+        let plain = Spec::g_eval("g", "c", vec![], vec![], false).unwrap();
+        assert_eq!(final_score(&plain, 0.75), 0.75);
+        // Steps given: used as they are, nothing generated.
+        let given = Spec::g_eval("g", "c", vec!["a".into()], vec![], false).unwrap();
+        assert!(!given.steps_wanted());
+        assert_eq!(given.steps().unwrap(), ["a"]);
+        // None given: the generated ones, or the metric fails with why.
+        let mut s = plain.clone();
+        assert!(s.steps_wanted());
+        assert!(s
+            .steps()
+            .unwrap_err()
+            .contains("no evaluation steps were generated"));
+        s.generated_steps = Some(Ok(vec!["x".into(), "y".into()]));
+        assert_eq!(s.steps().unwrap(), ["x", "y"]);
+        s.generated_steps = Some(Err("timeout".into()));
+        assert_eq!(
+            s.steps().unwrap_err(),
+            "metric g: the judge's evaluation steps could not be had: timeout"
+        );
+        // Only G-Eval has steps.
+        assert!(!Spec::plain(Kind::Fluency, "fluency").steps_wanted());
     }
 
     #[test]

@@ -18,6 +18,29 @@ pub struct Row {
     pub passed: u64,
     /// Mean score over the cases scored (`None` for the packs).
     pub mean: Option<f64>,
+    /// G-Eval: the evaluation steps shown to the judge.
+    pub steps: Option<Steps>,
+}
+
+/// A G-Eval metric's evaluation steps for the run.
+pub struct Steps {
+    /// The steps, or why the judge's could not be had.
+    pub steps: Result<Vec<String>, String>,
+    /// Written by the judge from the criteria (none were given).
+    pub generated: bool,
+}
+
+fn steps_of(m: &Metric) -> Option<Steps> {
+    let Metric::Judged(spec) = m else {
+        return None;
+    };
+    if spec.kind != crate::suite::judged::Kind::GEval {
+        return None;
+    }
+    Some(Steps {
+        steps: spec.steps().map(<[String]>::to_vec),
+        generated: spec.steps_wanted(),
+    })
 }
 
 pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
@@ -26,6 +49,7 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
         scored: results.len() as u64,
         passed: results.iter().filter(|r| r.pack.is_none()).count() as u64,
         mean: None,
+        steps: None,
     }];
     for (i, m) in metrics.iter().enumerate() {
         let scores: Vec<f64> = results.iter().filter_map(|r| r.scores[i].score).collect();
@@ -34,6 +58,7 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
             scored: results.len() as u64,
             passed: results.iter().filter(|r| r.scores[i].passed).count() as u64,
             mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
+            steps: steps_of(m),
         });
     }
     // A scenario's assertions: a row per type, in the order first met.
@@ -49,6 +74,7 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
                 scored: 1,
                 passed: u64::from(a.passed),
                 mean: None,
+                steps: None,
             }),
         }
     }
@@ -184,7 +210,17 @@ pub fn json(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold])
         .collect();
     let assertions: Vec<Value> = rows
         .iter()
-        .map(|r| json!({"name": r.name, "passed": r.passed, "failed": r.scored - r.passed, "mean": r.mean}))
+        .map(|r| {
+            let mut v = json!({"name": r.name, "passed": r.passed, "failed": r.scored - r.passed, "mean": r.mean});
+            if let Some(s) = &r.steps {
+                v["evaluation_steps_generated"] = json!(s.generated);
+                match &s.steps {
+                    Ok(steps) => v["evaluation_steps"] = json!(steps),
+                    Err(e) => v["evaluation_steps_error"] = json!(e),
+                }
+            }
+            v
+        })
         .collect();
     let thresholds: Vec<Value> = th
         .iter()

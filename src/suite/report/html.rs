@@ -100,7 +100,33 @@ pub fn render(file: &Path, results: &[CaseResult], rows: &[Row], th: &[Threshold
             ))
         );
     }
-    o.push_str("</table>\n<h2>Cases</h2>\n");
+    o.push_str("</table>\n");
+    for r in rows {
+        let Some(s) = &r.steps else { continue };
+        let _ = write!(
+            o,
+            "<h2>{}: evaluation steps</h2>\n<p>{}</p>\n",
+            escape(&r.name),
+            if s.generated {
+                "written by the judge from the criteria, once for the run"
+            } else {
+                "as given"
+            }
+        );
+        match &s.steps {
+            Ok(steps) => {
+                o.push_str("<ol class=\"steps\">");
+                for step in steps {
+                    let _ = write!(o, "<li>{}</li>", shown(step));
+                }
+                o.push_str("</ol>\n");
+            }
+            Err(e) => {
+                let _ = writeln!(o, "<p class=\"fail\">{}</p>", shown(e));
+            }
+        }
+    }
+    o.push_str("<h2>Cases</h2>\n");
     for r in results {
         let asserted = r.observed.as_ref().map_or(&[][..], |o| &o.assertions[..]);
         let passed = r.pack.is_none()
