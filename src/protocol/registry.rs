@@ -166,6 +166,23 @@ mod tests {
     #[test]
     fn upstreams_keys_come_from_the_protocols_providers() {
         assert_eq!(Provider::upstream_keys(), ["openai", "anthropic", "gemini"]);
+        for (id, key, otel) in [
+            (ProtocolId::OpenAiChat, Some("openai"), "openai"),
+            (ProtocolId::OpenAiResponses, Some("openai"), "openai"),
+            (
+                ProtocolId::AnthropicMessages,
+                Some("anthropic"),
+                "anthropic",
+            ),
+            (ProtocolId::Gemini, Some("gemini"), "gcp.gemini"),
+            (ProtocolId::OpenAiCompletions, Some("openai"), "openai"),
+            (ProtocolId::OpenAiEmbeddings, Some("openai"), "openai"),
+            (ProtocolId::A2a, None, "a2a"),
+            (ProtocolId::Mcp, None, "mcp"),
+        ] {
+            let p = super::super::by_id(id).provider();
+            assert_eq!((p.upstream_key(), p.otel_name()), (key, otel), "{id:?}");
+        }
         // One key is one provider: protocols naming the same key declare the same provider.
         for a in REGISTRY {
             for b in REGISTRY {
