@@ -2,7 +2,9 @@
 //! base URLs, limits, timeouts and the log.
 
 use super::{BaseUrl, Provider};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use std::fmt;
 use std::net::SocketAddr;
 
 /// Live reload: the config file and every pack it names are re-read and swapped in atomically
@@ -44,25 +46,61 @@ pub struct MetricsConfig {
     pub models: Vec<String>,
 }
 
-/// Base URLs of the providers. An omitted provider's paths answer 404.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Upstreams {
-    pub openai: Option<BaseUrl>,
-    pub anthropic: Option<BaseUrl>,
-    pub gemini: Option<BaseUrl>,
-}
+/// Base URLs of the providers, by their key under `upstreams:`. The keys are the registered
+/// protocols' providers' ([`Provider::upstream_keys`]: `openai`, `anthropic`, `gemini`), so a
+/// protocol of a new provider brings its key; any other key is refused, naming it and the known
+/// ones, as `deny_unknown_fields` would. An omitted provider's paths answer 404.
+#[derive(Clone, Default)]
+pub struct Upstreams(Vec<(&'static str, BaseUrl)>);
 
 impl Upstreams {
     /// The configured base URL of `provider`.
     pub fn get(&self, provider: Provider) -> Option<&BaseUrl> {
-        match provider {
-            Provider::OpenAi => self.openai.as_ref(),
-            Provider::Anthropic => self.anthropic.as_ref(),
-            Provider::Gemini => self.gemini.as_ref(),
-            Provider::A2a => None,
-            Provider::Mcp => None,
+        self.by_key(provider.upstream_key()?)
+    }
+
+    /// The configured base URL under `upstreams.<key>`.
+    pub fn by_key(&self, key: &str) -> Option<&BaseUrl> {
+        self.0.iter().find(|(k, _)| *k == key).map(|(_, url)| url)
+    }
+}
+
+/// As a struct with one optional field per key would print (the config hash reads it).
+impl fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Upstreams");
+        for key in Provider::upstream_keys() {
+            s.field(key, &self.by_key(key));
         }
+        s.finish()
+    }
+}
+
+impl<'de> Deserialize<'de> for Upstreams {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = Upstreams;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("struct Upstreams")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Upstreams, A::Error> {
+                let known = Provider::upstream_keys();
+                let mut urls: Vec<(&'static str, Option<BaseUrl>)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let Some(&key) = known.iter().find(|k| **k == key) else {
+                        return Err(de::Error::unknown_field(&key, known));
+                    };
+                    if urls.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::duplicate_field(key));
+                    }
+                    urls.push((key, map.next_value()?));
+                }
+                let urls = urls.into_iter().filter_map(|(k, url)| Some((k, url?)));
+                Ok(Upstreams(urls.collect()))
+            }
+        }
+        d.deserialize_struct("Upstreams", Provider::upstream_keys(), Keys)
     }
 }
 

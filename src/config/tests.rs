@@ -17,7 +17,7 @@ packs: ["config/packs/default.yaml"]
     )
     .unwrap();
     assert_eq!(
-        c.upstreams.openai.as_ref().map(ToString::to_string),
+        c.upstreams.by_key("openai").map(ToString::to_string),
         Some("https://api.openai.com".to_owned())
     );
     assert_eq!(c.packs.len(), 1);
@@ -35,7 +35,10 @@ fn names_and_base_urls_convert_once() {
         "upstreams: { openai: \"http://vllm:80/v1/\" }\nroutes: [{name: az, protocol: openai_chat, path_prefix: /az/, upstream: \"https://h:443\", upstream_auth: api-key}]\n",
     )
     .unwrap();
-    let openai = c.upstreams.get(Provider::OpenAi).unwrap();
+    let openai = c
+        .upstreams
+        .get(crate::protocol::by_id(ProtocolId::OpenAiChat).provider())
+        .unwrap();
     assert_eq!(
         (
             openai.tls,
@@ -106,6 +109,67 @@ fn unknown_keys_and_bad_urls_are_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("upstreams.openai"), "{e}");
+}
+
+#[test]
+fn upstreams_keys_are_the_registered_providers() {
+    // Any other key is refused, named with the known ones (and a likely one).
+    let e = Config::from_yaml("upstreams: { openia: 'http://x' }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("upstreams: unknown key `openia`")
+            && e.contains("did you mean `openai`?")
+            && e.contains("(known here: openai, anthropic, gemini)"),
+        "{e}"
+    );
+    let e = Config::from_yaml("upstreams: { mistral: 'http://x' }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown key `mistral`"), "{e}");
+    let e = Config::from_yaml("upstreams: { gemini: 3 }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("upstreams.gemini"), "{e}");
+    let e = Config::from_yaml("upstreams: 'http://x'\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("upstreams"), "{e}");
+    // A null value is an omitted provider, as an `Option` field's.
+    let c = Config::from_yaml("upstreams: { anthropic: ~, gemini: 'http://g:1' }\n").unwrap();
+    assert!(c.upstreams.by_key("anthropic").is_none());
+    assert_eq!(
+        c.upstreams.by_key("gemini").unwrap().to_string(),
+        "http://g:1"
+    );
+    // Each key reaches its providers' protocols; A2A and MCP have none.
+    for id in ProtocolId::ALL {
+        let provider = crate::protocol::by_id(id).provider();
+        let got = c.upstreams.get(provider).map(ToString::to_string);
+        let want = (id == ProtocolId::Gemini).then(|| "http://g:1".to_owned());
+        assert_eq!(got, want, "{}", id.as_str());
+    }
+}
+
+#[test]
+fn upstreams_print_as_the_struct_they_were() {
+    // The config hash reads the config's Debug: it stays what a struct with one optional field
+    // per provider printed.
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    struct Upstreams {
+        openai: Option<BaseUrl>,
+        anthropic: Option<BaseUrl>,
+        gemini: Option<BaseUrl>,
+    }
+    let c =
+        Config::from_yaml("upstreams: { gemini: 'https://g', openai: 'http://o:8/v1' }\n").unwrap();
+    let was = Upstreams {
+        openai: c.upstreams.by_key("openai").cloned(),
+        anthropic: None,
+        gemini: c.upstreams.by_key("gemini").cloned(),
+    };
+    assert_eq!(format!("{:?}", c.upstreams), format!("{was:?}"));
 }
 
 #[test]

@@ -30,6 +30,9 @@ use bytes::Bytes;
 
 pub struct A2a;
 
+/// An A2A agent: no standard base URL (`protocol: a2a` routes name theirs).
+const PROVIDER: Provider = Provider::new(None, "a2a");
+
 /// The A2A SDKs' headers: the protocol version the client speaks and the extensions it asks
 /// for (with 0.3's `X-` spelling); the client's credential while it goes upstream.
 pub static HEADERS: HeaderAllowlist = HeaderAllowlist {
@@ -137,7 +140,7 @@ impl Protocol for A2a {
     }
 
     fn provider(&self) -> Provider {
-        Provider::A2a
+        PROVIDER
     }
 
     fn structural(&self) -> &'static Structural {

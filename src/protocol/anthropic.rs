@@ -194,6 +194,9 @@ struct WholeBlock<'a> {
     input: Option<&'a RawValue>,
 }
 
+/// Anthropic: `upstreams.anthropic`.
+const PROVIDER: Provider = Provider::new(Some("anthropic"), "anthropic");
+
 /// The Anthropic SDKs' request headers: the API version and beta features they ask for, their
 /// telemetry, and their browser opt-in; the key (`x-api-key`, or a Bearer token) only when it
 /// is the client's own.
@@ -233,7 +236,7 @@ impl Protocol for AnthropicMessages {
     }
 
     fn provider(&self) -> Provider {
-        Provider::Anthropic
+        PROVIDER
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -338,6 +338,9 @@ fn generates(method: Option<&str>) -> bool {
     matches!(method, Some("generateContent" | "streamGenerateContent"))
 }
 
+/// Gemini: `upstreams.gemini`.
+const PROVIDER: Provider = Provider::new(Some("gemini"), "gcp.gemini");
+
 /// google-genai's request headers: its telemetry and server-side timeout; the key
 /// (`x-goog-api-key`, or Vertex AI's Bearer token) and the project billed
 /// (`x-goog-user-project`) only when they are the client's own.
@@ -374,7 +377,7 @@ impl Protocol for Gemini {
     }
 
     fn provider(&self) -> Provider {
-        Provider::Gemini
+        PROVIDER
     }
 
     fn parse_request(&self, body: &[u8], path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -46,6 +46,9 @@ pub mod codes {
 
 pub struct Mcp;
 
+/// No provider: an MCP server is always a configured route's upstream.
+const PROVIDER: Provider = Provider::new(None, "mcp");
+
 /// What MCP clients send that goes upstream besides [`super::COMMON_HEADERS`]: the session,
 /// the revision, SSE resumption, the 2026-07-28 routing headers (`Mcp-Method`, `Mcp-Name`,
 /// `Mcp-Param-*`); the client's own `authorization` only while no guardwire keys are set.
@@ -101,7 +104,7 @@ impl Protocol for Mcp {
     }
 
     fn provider(&self) -> Provider {
-        Provider::Mcp
+        PROVIDER
     }
 
     fn structural(&self) -> &'static Structural {

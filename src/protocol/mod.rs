@@ -354,7 +354,9 @@ pub trait Protocol: Send + Sync + 'static {
         &openai_chat::HEADERS
     }
 
-    /// Whose `upstreams.<provider>` base URL this protocol's standard paths go to.
+    /// Whose `upstreams.<key>` base URL this protocol's standard paths go to, and the provider's
+    /// telemetry name: declared by the module (a new provider's key is accepted under
+    /// `upstreams:` once its protocol is registered).
     fn provider(&self) -> Provider;
 
     /// The keys of this protocol's answers whose string values are structure, not text: the

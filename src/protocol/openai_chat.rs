@@ -401,6 +401,10 @@ impl StreamDecoder for ChatStream {
     }
 }
 
+/// OpenAI: `upstreams.openai`, shared by every OpenAI format (Chat, Responses, Completions,
+/// Embeddings).
+pub const PROVIDER: Provider = Provider::new(Some("openai"), "openai");
+
 /// The OpenAI SDKs' request headers (openai-python, openai-node; Azure's `api-key`), shared by
 /// every OpenAI-style protocol.
 pub static HEADERS: super::HeaderAllowlist = super::HeaderAllowlist {
@@ -432,7 +436,7 @@ impl Protocol for OpenAiChat {
     }
 
     fn provider(&self) -> Provider {
-        Provider::OpenAi
+        PROVIDER
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -170,7 +170,7 @@ impl Protocol for OpenAiCompletions {
     }
 
     fn provider(&self) -> Provider {
-        Provider::OpenAi
+        super::openai_chat::PROVIDER
     }
 
     fn structural(&self) -> &'static Structural {

@@ -56,7 +56,7 @@ impl Protocol for OpenAiEmbeddings {
     }
 
     fn provider(&self) -> Provider {
-        Provider::OpenAi
+        super::openai_chat::PROVIDER
     }
 
     fn structural(&self) -> &'static Structural {

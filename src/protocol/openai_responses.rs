@@ -415,7 +415,7 @@ impl Protocol for OpenAiResponses {
     }
 
     fn provider(&self) -> Provider {
-        Provider::OpenAi
+        super::openai_chat::PROVIDER
     }
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {

@@ -3,13 +3,15 @@
 //! its module's [`Protocol`], the `gen_ai.operation.name` of its operation (OpenTelemetry GenAI
 //! conventions), and the request and reply shapes a judge speaking it uses (`None`: it cannot
 //! serve as a judge). Adding a protocol is its module and one line here; config, telemetry and
-//! the judges read everything else through [`ProtocolId`] and [`Protocol`].
+//! the judges read everything else through [`ProtocolId`] and [`Protocol`] — the keys of
+//! `upstreams:` too, from the [`Provider`] each module declares.
 
 use super::judge_wire::{self, JudgeWire};
 use super::{
     a2a, anthropic, gemini, mcp, openai_chat, openai_completions, openai_embeddings,
     openai_responses, Protocol,
 };
+use std::sync::LazyLock;
 
 macro_rules! registry {
     ($($id:ident: $name:literal, $protocol:expr, $operation:literal, $judge:expr;)*) => {
@@ -74,28 +76,50 @@ impl ProtocolId {
     }
 }
 
-/// A provider: whose `upstreams.<key>` a protocol's standard paths go to.
+/// A provider: the key of its base URL under `upstreams:` and its `gen_ai.provider.name`. Each
+/// protocol module declares its provider ([`Protocol::provider`]; the OpenAI formats share
+/// `openai_chat::PROVIDER`), so a protocol of a new provider is still its module and one line
+/// here: `upstreams:` accepts exactly the keys of the registered protocols' providers
+/// ([`Provider::upstream_keys`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    OpenAi,
-    Anthropic,
-    Gemini,
-    /// An A2A agent: no standard base URL (`protocol: a2a` routes name theirs).
-    A2a,
-    /// No provider: an MCP server is always a configured route's upstream.
-    Mcp,
+pub struct Provider {
+    upstream_key: Option<&'static str>,
+    otel_name: &'static str,
 }
 
 impl Provider {
+    /// A provider whose standard paths go to `upstreams.<upstream_key>` (`None`: it has no
+    /// standard base URL — A2A agents, MCP servers — and only configured routes reach it).
+    pub const fn new(upstream_key: Option<&'static str>, otel_name: &'static str) -> Provider {
+        Provider {
+            upstream_key,
+            otel_name,
+        }
+    }
+
+    /// The key of the provider's base URL under `upstreams:`, if it has one.
+    pub fn upstream_key(self) -> Option<&'static str> {
+        self.upstream_key
+    }
+
     /// The `gen_ai.provider.name` of the provider whose wire format a protocol is.
     pub fn otel_name(self) -> &'static str {
-        match self {
-            Provider::OpenAi => "openai",
-            Provider::Anthropic => "anthropic",
-            Provider::Gemini => "gcp.gemini",
-            Provider::A2a => "a2a",
-            Provider::Mcp => "mcp",
-        }
+        self.otel_name
+    }
+
+    /// Every key `upstreams:` accepts: the registered protocols' providers' keys, once each, in
+    /// [`ProtocolId::ALL`]'s order (`openai`, `anthropic`, `gemini`).
+    pub fn upstream_keys() -> &'static [&'static str] {
+        static KEYS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+            let mut keys = Vec::new();
+            for key in REGISTRY.iter().filter_map(|p| p.provider().upstream_key) {
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+            keys
+        });
+        &KEYS
     }
 }
 
@@ -132,5 +156,41 @@ impl AuthHeader {
 
     pub fn from_name(name: &str) -> Option<AuthHeader> {
         AuthHeader::ALL.into_iter().find(|h| h.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstreams_keys_come_from_the_protocols_providers() {
+        assert_eq!(Provider::upstream_keys(), ["openai", "anthropic", "gemini"]);
+        for (id, key, otel) in [
+            (ProtocolId::OpenAiChat, Some("openai"), "openai"),
+            (ProtocolId::OpenAiResponses, Some("openai"), "openai"),
+            (
+                ProtocolId::AnthropicMessages,
+                Some("anthropic"),
+                "anthropic",
+            ),
+            (ProtocolId::Gemini, Some("gemini"), "gcp.gemini"),
+            (ProtocolId::OpenAiCompletions, Some("openai"), "openai"),
+            (ProtocolId::OpenAiEmbeddings, Some("openai"), "openai"),
+            (ProtocolId::A2a, None, "a2a"),
+            (ProtocolId::Mcp, None, "mcp"),
+        ] {
+            let p = super::super::by_id(id).provider();
+            assert_eq!((p.upstream_key(), p.otel_name()), (key, otel), "{id:?}");
+        }
+        // One key is one provider: protocols naming the same key declare the same provider.
+        for a in REGISTRY {
+            for b in REGISTRY {
+                let (pa, pb) = (a.provider(), b.provider());
+                if pa.upstream_key().is_some() && pa.upstream_key() == pb.upstream_key() {
+                    assert_eq!(pa, pb, "{} and {}", a.name(), b.name());
+                }
+            }
+        }
     }
 }
