@@ -438,7 +438,7 @@ async fn cross_variant_graders_compare_the_live_answers_of_variants() {
             .unwrap_or_else(|| panic!("no {metric} on {id}: {case}"));
         (
             m["score"].clone(),
-            format!("{}", m["reason"].as_str().unwrap_or("")),
+            m["reason"].as_str().unwrap_or("").to_owned(),
         )
     };
     for metric in ["outcome_equivalent", "directional"] {

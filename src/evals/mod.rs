@@ -405,6 +405,7 @@ mod tests {
         assert_eq!(turn_index_of(&opening("x")), 1);
     }
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn a_reference_metric_scores_against_the_pack_or_the_request() {
         use crate::policy::evals::{ReferenceCheck, References};
         use crate::policy::judged::ContextSource;

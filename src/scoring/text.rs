@@ -14,6 +14,10 @@ use std::sync::{Arc, Mutex, Weak};
 /// scored (an error saying so), never truncated.
 pub const MAX_SCORED_CHARS: usize = 16 * 1024;
 
+/// The most references one score is taken against (each costs a pass over the answer; ROUGE-L
+/// a quadratic one): more is an error, never a silent cut.
+pub const MAX_REFERENCES: usize = 64;
+
 /// Which ROUGE F-measure is thresholded (all three are reported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RougeVariant {

@@ -105,6 +105,13 @@ fn reference_texts(key: &str, v: Value) -> Result<Vec<String>, String> {
             ))
         }
     };
+    if texts.len() > text::MAX_REFERENCES {
+        return Err(format!(
+            "param '{key}': {} references, over the {} a score is taken against",
+            texts.len(),
+            text::MAX_REFERENCES
+        ));
+    }
     if let Some(i) = texts.iter().position(|t| t.trim().is_empty()) {
         return Err(format!("param '{key}': entry {i} is empty"));
     }
