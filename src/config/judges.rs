@@ -313,6 +313,8 @@ pub struct EvalsConfig {
     /// The request header that names the session (`sample_sessions`, `sample_turns`); without
     /// it a session is known by its conversation's first messages.
     pub session_header: String,
+    /// The WordNet 3.0 folder the packs' `meteor` evals read (loaded when a pack asks for it).
+    pub wordnet_dir: std::path::PathBuf,
 }
 
 impl Default for EvalsConfig {
@@ -323,6 +325,7 @@ impl Default for EvalsConfig {
             max_queue_bytes: 64 << 20,
             max_concurrency: 4,
             session_header: "x-session-id".into(),
+            wordnet_dir: crate::scoring::meteor::Meteor::default_dir().to_path_buf(),
         }
     }
 }

@@ -14,7 +14,7 @@
 
 mod run;
 
-pub use run::check_turn;
+pub use run::{check_turn, detail_line, score_reference};
 
 use crate::audit::Audit;
 use crate::budget::{Budget, Held};
@@ -403,5 +403,48 @@ mod tests {
         other.messages[1].text[0] = "hi".into();
         assert_ne!(a, session_of(None, &other));
         assert_eq!(turn_index_of(&opening("x")), 1);
+    }
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_reference_metric_scores_against_the_pack_or_the_request() {
+        use crate::policy::evals::{ReferenceCheck, References};
+        use crate::policy::judged::ContextSource;
+        use crate::scoring::text::{RougeVariant, TextMetric};
+        let conversation = Arc::new(Conversation {
+            messages: vec![
+                Message::text(Role::System, vec!["The car is blue.".into()]),
+                Message::text(Role::User, vec!["What colour is the car?".into()]),
+            ],
+            ..Default::default()
+        });
+        let rouge1 = TextMetric::Rouge {
+            variant: RougeVariant::Rouge1,
+            stemmer: false,
+        };
+        let from = |roles: &[&str]| ReferenceCheck {
+            metric: rouge1.clone(),
+            references: References::Request(ContextSource {
+                tools: None,
+                roles: roles.iter().map(|r| r.to_string()).collect(),
+                names: Vec::new(),
+            }),
+        };
+        // rouge1 of "the car is red" against "the car is blue": 3 of 4 words each way.
+        let s = score_reference(&from(&["system"]), &conversation, "The car is red.").unwrap();
+        assert!((s.value - 0.75).abs() < 1e-9, "{s:?}");
+        assert_eq!(detail_line(&s.detail[..1]), "rouge1 0.7500");
+        // Several messages: the best one (rouge-score's score_multi).
+        let s =
+            score_reference(&from(&["user", "system"]), &conversation, "The car is red.").unwrap();
+        assert!((s.value - 0.75).abs() < 1e-9, "{s:?}");
+        // Nothing selected: no score, an error saying why (never a pass).
+        let e = score_reference(&from(&["tool"]), &conversation, "x").unwrap_err();
+        assert!(e.contains("no reference"), "{e}");
+        let fixed = ReferenceCheck {
+            metric: TextMetric::Bleu,
+            references: References::Fixed(vec!["The car is red.".into()]),
+        };
+        let s = score_reference(&fixed, &conversation, "The car is red.").unwrap();
+        assert!((s.value - 1.0).abs() < 1e-9, "{s:?}");
     }
 }

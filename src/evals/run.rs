@@ -5,7 +5,7 @@ use crate::audit::AuditEvent;
 use crate::delta::{Channel, Delta};
 use crate::judge::{self, Subject};
 use crate::metrics::{EvalLabels, EvalResultLabels, Metrics};
-use crate::policy::evals::{Eval, EvalCheck, Trigger};
+use crate::policy::evals::{Eval, EvalCheck, ReferenceCheck, References, Trigger};
 use crate::policy::{Direction, Policy};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -97,6 +97,29 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
                 reason: None,
             }
         }
+        EvalCheck::Reference(check) => {
+            let Some(answer) = &turn.answer else {
+                return Scored::NotApplicable;
+            };
+            // ROUGE-L is quadratic in the tokens (16,384 characters at most): off the async
+            // workers.
+            let (check, conversation, text) = (
+                Arc::clone(check),
+                Arc::clone(&turn.conversation),
+                answer.text.clone(),
+            );
+            let scored =
+                tokio::task::spawn_blocking(move || score_reference(&check, &conversation, &text))
+                    .await;
+            match scored {
+                Ok(Ok(s)) => Scored::Score {
+                    score: s.value,
+                    reason: (!s.detail.is_empty()).then(|| detail_line(&s.detail)),
+                },
+                Ok(Err(e)) => Scored::Error(e),
+                Err(e) => Scored::Error(format!("the metric's task failed: {e}")),
+            }
+        }
         EvalCheck::GuardrailTriggered {
             guardrail,
             should_trigger,
@@ -119,6 +142,44 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
             }
         }
     }
+}
+
+/// `rouge1 0.5000, rouge2 0.2500, rougeL 0.5000`.
+pub fn detail_line(detail: &[(&str, f64)]) -> String {
+    detail
+        .iter()
+        .map(|(name, v)| format!("{name} {v:.4}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A reference metric's score of `answer` (its text) on a turn whose request is
+/// `conversation`: against the pack's reference, or against the request's messages the check
+/// selects. The evals' path, also taken by `guardwire eval`'s scenario assertions.
+pub fn score_reference(
+    check: &ReferenceCheck,
+    conversation: &Arc<crate::delta::Conversation>,
+    answer: &str,
+) -> Result<crate::scoring::text::TextScore, String> {
+    let selected;
+    let refs: Vec<&str> = match &check.references {
+        References::Fixed(texts) => texts.iter().map(String::as_str).collect(),
+        References::Request(source) => {
+            selected = Subject {
+                conversation: Arc::clone(conversation),
+                answer: None,
+            }
+            .context(source);
+            if selected.is_empty() {
+                return Err(format!(
+                    "metric {}: no reference: the request has no message its context_tools, context_roles or context_names select",
+                    check.metric.name()
+                ));
+            }
+            selected.iter().map(String::as_str).collect()
+        }
+    };
+    check.metric.score(answer, &refs, "reference")
 }
 
 /// Runs a deterministic check's one-validator policy over the recorded turn, as a whole

@@ -98,7 +98,7 @@ impl Subject {
     }
 
     /// The retrieved context `source` selects from the request, message by message in order.
-    fn context(&self, source: &ContextSource) -> Vec<String> {
+    pub fn context(&self, source: &ContextSource) -> Vec<String> {
         let messages = &self.conversation.messages;
         // A tool result's tool: the call it answers (by id; Gemini answers by name).
         let tool_of = |m: &Message| -> Option<String> {

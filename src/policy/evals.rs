@@ -121,6 +121,26 @@ pub enum EvalCheck {
         should_trigger: bool,
         on_input: Option<bool>,
     },
+    /// `bleu`, `rouge`, `meteor`: the answer's score against a reference.
+    Reference(Arc<ReferenceCheck>),
+}
+
+/// A reference text metric as an eval: the metric, set up (METEOR with its WordNet loaded),
+/// and where the reference comes from.
+#[derive(Debug, Clone)]
+pub struct ReferenceCheck {
+    pub metric: crate::scoring::text::TextMetric,
+    pub references: References,
+}
+
+/// Where a reference metric's references come from: a live turn has no expected output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum References {
+    /// The pack's own (`reference`: one text or a list).
+    Fixed(Vec<String>),
+    /// The request's messages `context_tools`, `context_roles`, `context_names` select, each
+    /// one reference.
+    Request(super::judged::ContextSource),
 }
 
 impl Eval {

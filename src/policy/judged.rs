@@ -19,6 +19,8 @@ pub struct CheckRefs {
     pub embedders: Vec<(String, Option<String>)>,
     /// The environment variables `${VAR}` in packs may read (`pack_env`).
     pub env: Vec<String>,
+    /// Where `meteor` evals read WordNet 3.0 (`evals.wordnet_dir`); `None`: Debian's folder.
+    pub wordnet_dir: Option<std::path::PathBuf>,
 }
 
 /// A judged validator's check.

@@ -10,6 +10,7 @@ pub(super) mod params;
 use super::catalog;
 use super::checks::{Kind, Named};
 use super::compile::evals::EvalDef;
+use super::evals::EvalCheck;
 use super::judged::{CheckRefs, Judged, JudgedKind};
 pub use super::types::PackError;
 use super::types::Target;
@@ -94,11 +95,15 @@ pub fn parse_pack(file: &str, doc: &Value, refs: &CheckRefs) -> Result<Pack, Pac
     for (index, entry) in list("validators")?.iter().enumerate() {
         let (validator, def, enabled) = parse_validator(file, "validators", index, entry, refs)?;
         if def.kind() == Kind::EvalOnly {
+            let why = if validator.canonical == "guardrail_triggered" {
+                "it reads which validators fired on the exchange"
+            } else {
+                "it scores the finished answer against a reference, off the request path"
+            };
             return Err(PackError {
                 file: file.to_owned(),
-                location: format!("validators[{index}] (type: guardrail_triggered): "),
-                message: "applies to `evals:` (it reads which validators fired on the exchange)"
-                    .into(),
+                location: format!("validators[{index}] (type: {}): ", validator.type_name),
+                message: format!("applies to `evals:` ({why})"),
             });
         }
         if enabled {
@@ -290,6 +295,18 @@ fn parse_validator(
         if check.parallel && direction == Direction::Output {
             return Err(at(
                 "param 'parallel': applies to input checks (direction: input or both)".into(),
+            ));
+        }
+    }
+    if matches!(def.check().eval(), Some(EvalCheck::Reference(_))) {
+        // A score, not a violation: passes at 0.5 unless the eval says otherwise.
+        if threshold == Threshold::default() {
+            threshold.min_score = Some(super::checks::reference::DEFAULT_MIN_SCORE);
+        }
+        if direction != Direction::Output {
+            return Err(at(
+                "param 'direction': a reference metric scores the answer (direction: output)"
+                    .into(),
             ));
         }
     }

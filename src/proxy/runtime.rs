@@ -305,6 +305,7 @@ pub fn check_refs(config: &Config) -> Result<CheckRefs, StartError> {
             .map(|j| (j.name.clone(), j.embedding_model.clone()))
             .collect(),
         env: config.pack_env.clone(),
+        wordnet_dir: Some(config.evals.wordnet_dir.clone()),
     })
 }
 

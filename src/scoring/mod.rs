@@ -13,10 +13,11 @@ pub mod bleu;
 pub mod meteor;
 pub mod porter;
 pub mod rouge;
+pub mod text;
 mod wordnet;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// Python's `str.isspace()` for one character: Unicode's White_Space property (what Rust's
 /// `char::is_whitespace` tests) plus the four ASCII information separators U+001C..U+001F, which

@@ -105,7 +105,7 @@ fn porter_matches_nltk() {
 }
 
 /// A WordNet of a few synsets, in the database files' format.
-fn tiny_wordnet() -> tempfile::TempDir {
+pub(crate) fn tiny_wordnet() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
     let header = "  1 This is a test WordNet.\n";

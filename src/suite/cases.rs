@@ -421,6 +421,25 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
     })
 }
 
+/// For cross-variant assertions, each case's related cases, by index in `all`: a variant's
+/// base (`variant_of`), a base's variants (in file order).
+pub fn relations(all: &[Case]) -> Vec<Vec<usize>> {
+    let mut by_id: std::collections::HashMap<&str, usize> = Default::default();
+    let mut variants: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+    for (i, c) in all.iter().enumerate() {
+        by_id.entry(c.id.as_str()).or_insert(i);
+        if let Some(b) = &c.variant_of {
+            variants.entry(b.as_str()).or_default().push(i);
+        }
+    }
+    all.iter()
+        .map(|c| match &c.variant_of {
+            Some(b) => by_id.get(b.as_str()).copied().into_iter().collect(),
+            None => variants.get(c.id.as_str()).cloned().unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Runs one case: the packs, then every metric.
 pub fn run(
     rt: &Runtime,

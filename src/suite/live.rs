@@ -448,7 +448,10 @@ pub fn run_cases(
         }
         out
     });
-    all.iter()
+    // Every case answered first; then each scored, cross-variant graders comparing the
+    // answers of its base or variants, all of this run.
+    let runs: Vec<(Case, Observed, String)> = all
+        .iter()
         .zip(prepared)
         .zip(observed)
         .map(|((case, p), o)| {
@@ -469,7 +472,16 @@ pub fn run_cases(
                     Answer::default(),
                 ),
             };
-            result(case, obs, answer.text, scorer)
+            (answered(case, &obs, &answer.text), obs, answer.text)
+        })
+        .collect();
+    let answered: Vec<Case> = runs.iter().map(|r| r.0.clone()).collect();
+    let related = cases::relations(&answered);
+    runs.into_iter()
+        .zip(related)
+        .map(|((case, obs, text), rel)| {
+            let rel: Vec<&Case> = rel.iter().map(|&i| &answered[i]).collect();
+            result(case, obs, text, scorer, &rel)
         })
         .collect()
 }
@@ -493,33 +505,46 @@ pub fn pack_verdict(obs: &Observed) -> Option<String> {
     })
 }
 
-fn result(case: &Case, obs: Observed, text: String, scorer: &Scorer) -> CaseResult {
-    // The case as the metrics read it: with what the run made (the answer, its tool calls,
-    // the totals). Cross-variant graders get no related cases: each live answer is its own.
+/// The case as the metrics read it: with what the run made (the answer, its tool calls, the
+/// totals). A case that got no complete answer (an upstream error, a timeout, a cut stream;
+/// not a block) has no output or tool calls to compare: the graders that read them, across
+/// variants too, do not score it (never a match of two empty answers).
+fn answered(case: &Case, obs: &Observed, text: &str) -> Case {
     let mut answered = case.clone();
-    answered.output = Some(text.clone());
-    answered.tool_calls = Some(
+    let unanswered = obs.error.is_some() && obs.blocked().is_none();
+    answered.output = (!unanswered).then(|| text.to_owned());
+    answered.tool_calls = (!unanswered).then(|| {
         obs.tool_calls
             .iter()
             .map(|name| cases::ToolCall {
                 name: name.clone(),
                 arguments: None,
             })
-            .collect(),
-    );
-    answered.trajectory.steps = Some(obs.tool_calls.len() as u64);
+            .collect()
+    });
+    answered.trajectory.steps = (!unanswered).then_some(obs.tool_calls.len() as u64);
     answered.trajectory.tokens = match (obs.input_tokens, obs.output_tokens) {
         (None, None) => None,
         (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
     };
     answered.trajectory.duration_ms = Some(obs.duration_ms.round() as u64);
-    let scores = cases::score_all(scorer, &answered, &[]);
+    answered
+}
+
+fn result(
+    answered: Case,
+    obs: Observed,
+    text: String,
+    scorer: &Scorer,
+    related: &[&Case],
+) -> CaseResult {
+    let scores = cases::score_all(scorer, &answered, related);
     CaseResult {
-        id: case.id.clone(),
-        tags: case.tags.clone(),
-        input: case.input.clone(),
+        id: answered.id,
+        tags: answered.tags,
+        input: answered.input,
         output: Some(text),
-        expected: case.expected.clone(),
+        expected: answered.expected,
         pack: pack_verdict(&obs),
         blocked_span: None, // a live run keeps no matched text (its audit lines omit it)
         scores,

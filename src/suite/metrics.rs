@@ -6,35 +6,13 @@
 
 use super::needs::CaseView;
 use super::{judged, trajectory};
-use crate::scoring::{bleu, meteor::Meteor, rouge};
+use crate::scoring::meteor::Meteor;
+use crate::scoring::text::TextMetric;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// The longest text (answer or reference, in characters) a reference text metric scores:
-/// ROUGE-L's longest common subsequence is quadratic in the tokens. A longer text is not
-/// scored (the case fails that metric, with the reason), never truncated.
-pub const MAX_SCORED_CHARS: usize = 16 * 1024;
-
 pub use super::needs::Needs;
-
-/// Which ROUGE F-measure is thresholded (all three are reported).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RougeVariant {
-    Rouge1,
-    Rouge2,
-    RougeL,
-}
-
-impl RougeVariant {
-    pub fn by_name(name: &str) -> Option<RougeVariant> {
-        Some(match name {
-            "rouge1" => RougeVariant::Rouge1,
-            "rouge2" => RougeVariant::Rouge2,
-            "rougeL" => RougeVariant::RougeL,
-            _ => return None,
-        })
-    }
-}
+pub use crate::scoring::text::{RougeVariant, MAX_SCORED_CHARS};
 
 /// A metric a run may ask for.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +146,7 @@ pub struct Scorer {
     pub asked: Vec<Asked>,
     rouge_variant: RougeVariant,
     rouge_stem: bool,
-    meteor: Option<Meteor>,
+    meteor: Option<Arc<Meteor>>,
     /// `--metric-file`'s `judge`.
     pub judge: Option<String>,
     /// The judges judged metrics call, once the config's runtime is built ([`Scorer::attach`]).
@@ -225,12 +203,14 @@ impl Scorer {
             )
         })?;
         let meteor = if asked.iter().any(|a| a.metric == Metric::Meteor) {
-            Some(Meteor::load(&opts.wordnet_dir).map_err(|e| {
-                format!(
-                    "metric meteor (--wordnet-dir {}): {e}",
-                    opts.wordnet_dir.display()
-                )
-            })?)
+            Some(
+                crate::scoring::text::shared_meteor(&opts.wordnet_dir).map_err(|e| {
+                    format!(
+                        "metric meteor (--wordnet-dir {}): {e}",
+                        opts.wordnet_dir.display()
+                    )
+                })?,
+            )
         } else {
             None
         };
@@ -308,61 +288,32 @@ impl Scorer {
                 0.0
             }
         };
-        if matches!(metric, Metric::Bleu | Metric::Rouge | Metric::Meteor) {
-            for (what, text) in std::iter::once(("output", answer))
-                .chain(references.iter().map(|r| ("expected output", *r)))
-            {
-                let chars = text.chars().count();
-                if chars > MAX_SCORED_CHARS {
-                    return Err(format!(
-                        "metric {}: the {what} is {chars} characters, over the {MAX_SCORED_CHARS} a reference text metric scores",
-                        metric.name()
-                    ));
-                }
-            }
-        }
-        match metric {
-            Metric::Equals => plain(hit(&|r| answer.trim() == r)),
-            Metric::Contains => plain(hit(&|r| answer.trim().contains(r))),
-            Metric::Bleu => plain(bleu::sentence_bleu(answer, references)),
-            Metric::Rouge => {
-                // rouge-score's `score_multi`: the best reference by the thresholded F-measure.
-                let best = references
-                    .iter()
-                    .map(|r| rouge::score(answer, r, self.rouge_stem))
-                    .map(|s| {
-                        let f = [s.rouge1.fmeasure, s.rouge2.fmeasure, s.rouge_l.fmeasure];
-                        let value = match self.rouge_variant {
-                            RougeVariant::Rouge1 => f[0],
-                            RougeVariant::Rouge2 => f[1],
-                            RougeVariant::RougeL => f[2],
-                        };
-                        (value, f)
-                    })
-                    .fold(None, |best: Option<(f64, [f64; 3])>, s| match best {
-                        Some(b) if b.0 >= s.0 => Some(b),
-                        _ => Some(s),
-                    })
-                    .unwrap_or((0.0, [0.0; 3]));
-                Ok(Scored {
-                    value: best.0,
-                    detail: vec![
-                        ("rouge1", best.1[0]),
-                        ("rouge2", best.1[1]),
-                        ("rougeL", best.1[2]),
-                    ],
-                    reasoning: None,
-                })
-            }
-            Metric::Meteor => match &self.meteor {
-                Some(m) => plain(m.score(answer, references)),
-                None => Err("metric meteor: WordNet was not loaded for this run".into()),
+        let text = match metric {
+            Metric::Equals => return plain(hit(&|r| answer.trim() == r)),
+            Metric::Contains => return plain(hit(&|r| answer.trim().contains(r))),
+            Metric::Bleu => TextMetric::Bleu,
+            Metric::Rouge => TextMetric::Rouge {
+                variant: self.rouge_variant,
+                stemmer: self.rouge_stem,
             },
-            Metric::Judged(_) | Metric::Trajectory(_) => Err(format!(
-                "metric {}: scored on the whole case, not on texts",
-                metric.name()
-            )),
-        }
+            Metric::Meteor => match &self.meteor {
+                Some(m) => TextMetric::Meteor(Arc::clone(m)),
+                None => return Err("metric meteor: WordNet was not loaded for this run".into()),
+            },
+            Metric::Judged(_) | Metric::Trajectory(_) => {
+                return Err(format!(
+                    "metric {}: scored on the whole case, not on texts",
+                    metric.name()
+                ))
+            }
+        };
+        // One code path with the packs' reference metrics (`crate::scoring::text`).
+        let s = text.score(answer, references, "expected output")?;
+        Ok(Scored {
+            value: s.value,
+            detail: s.detail,
+            reasoning: None,
+        })
     }
 }
 

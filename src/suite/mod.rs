@@ -229,22 +229,12 @@ fn run_cases(
             // The judges judged metrics name, checked before any case runs.
             scorer.attach(&runtime).map_err(EvalError::Setup)?;
             // For cross-variant assertions: a variant's base, a base's variants.
-            let mut by_id: std::collections::HashMap<&str, &cases::Case> = Default::default();
-            let mut variants: std::collections::HashMap<&str, Vec<&cases::Case>> =
-                Default::default();
-            for c in &all {
-                by_id.entry(c.id.as_str()).or_insert(c);
-                if let Some(b) = &c.variant_of {
-                    variants.entry(b.as_str()).or_default().push(c);
-                }
-            }
+            let related = cases::relations(&all);
             all.iter()
-                .map(|c| {
-                    let related: Vec<&cases::Case> = match &c.variant_of {
-                        Some(b) => by_id.get(b.as_str()).copied().into_iter().collect(),
-                        None => variants.get(c.id.as_str()).cloned().unwrap_or_default(),
-                    };
-                    cases::run(&runtime, opts.route.as_deref(), c, &related, &scorer)
+                .zip(&related)
+                .map(|(c, rel)| {
+                    let rel: Vec<&cases::Case> = rel.iter().map(|&i| &all[i]).collect();
+                    cases::run(&runtime, opts.route.as_deref(), c, &rel, &scorer)
                 })
                 .collect()
         }

@@ -350,6 +350,8 @@ fn run_one(
             .iter()
             .zip(&t.written)
             .map(|(e, (check, message))| {
+                // A reference metric's score, for the report.
+                let mut scored = None;
                 let passed = match (&e.check, &conversation) {
                     (
                         EvalCheck::GuardrailTriggered {
@@ -381,6 +383,19 @@ fn run_one(
                         obs.duration_ms as u64,
                     )),
                     (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
+                    (EvalCheck::Reference(r), Ok(conversation)) => crate::evals::score_reference(
+                        r,
+                        &Arc::new(conversation.clone()),
+                        &answer.text,
+                    )
+                    .map(|s| {
+                        let mut note = format!("{} scored {:.4}", r.metric.name(), s.value);
+                        if !s.detail.is_empty() {
+                            note.push_str(&format!(" ({})", crate::evals::detail_line(&s.detail)));
+                        }
+                        scored = Some(note);
+                        e.passes(s.value)
+                    }),
                     (EvalCheck::Judged(check), Ok(conversation)) => {
                         judged(h, env, e, check, conversation, &answer)
                     }
@@ -389,8 +404,13 @@ fn run_one(
                     check: check.clone(),
                     passed: passed.as_ref().is_ok_and(|p| *p),
                     message: match passed {
-                        Ok(true) => message.clone(),
-                        Ok(false) => Some(message.clone().unwrap_or_else(|| "failed".into())),
+                        Ok(true) => message.clone().or(scored),
+                        Ok(false) => Some(match (message, scored) {
+                            (Some(m), Some(s)) => format!("{m}: {s}"),
+                            (Some(m), None) => m.clone(),
+                            (None, Some(s)) => s,
+                            (None, None) => "failed".into(),
+                        }),
                         Err(e) => Some(e),
                     },
                 }

@@ -85,6 +85,26 @@ impl Check for JudgedDef {
     }
 }
 
+/// The `context_tools`, `context_roles` and `context_names` params: which of the request's
+/// messages are its context (`faithfulness`) or the references (`bleu`, `rouge`, `meteor`).
+pub(super) fn context_source(p: &mut Params) -> Result<ContextSource, String> {
+    let tools = p.string_list("context_tools")?;
+    let roles = p.string_list("context_roles")?.unwrap_or_default();
+    for r in &roles {
+        if !matches!(r.as_str(), "system" | "user" | "assistant" | "tool") {
+            return Err(format!(
+                "param 'context_roles': `{r}` is not one of system, user, assistant, tool"
+            ));
+        }
+    }
+    let names = p.string_list("context_names")?.unwrap_or_default();
+    Ok(ContextSource {
+        tools,
+        roles,
+        names,
+    })
+}
+
 /// The judged check of type `canonical`.
 fn judged(canonical: &str, p: &mut Params, refs: &CheckRefs) -> Result<JudgedCheck, String> {
     match canonical {
@@ -118,26 +138,12 @@ fn judged(canonical: &str, p: &mut Params, refs: &CheckRefs) -> Result<JudgedChe
         }
         "faithfulness" | "answer_relevancy" => {
             let context = if canonical == "faithfulness" {
-                let tools = p.string_list("context_tools")?;
-                let roles = p.string_list("context_roles")?.unwrap_or_default();
-                for r in &roles {
-                    if !matches!(r.as_str(), "system" | "user" | "assistant" | "tool") {
-                        return Err(format!(
-                            "param 'context_roles': `{r}` is not one of system, user, assistant, tool"
-                        ));
-                    }
-                }
-                let names = p.string_list("context_names")?.unwrap_or_default();
+                let mut source = context_source(p)?;
                 // By default the context is what the tools returned.
-                let tools = match tools {
-                    None if roles.is_empty() && names.is_empty() => Some(Vec::new()),
-                    other => other,
-                };
-                Some(ContextSource {
-                    tools,
-                    roles,
-                    names,
-                })
+                if source.tools.is_none() && source.roles.is_empty() && source.names.is_empty() {
+                    source.tools = Some(Vec::new());
+                }
+                Some(source)
             } else {
                 None
             };

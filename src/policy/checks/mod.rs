@@ -20,6 +20,7 @@ mod latency_budget;
 mod max_length;
 mod min_length;
 mod pii;
+pub(super) mod reference;
 mod regex;
 mod sentence_count;
 mod tools;
@@ -156,6 +157,10 @@ pub const CATALOG: &[Entry] = &[
     // request carries.
     entry("faithfulness", &[], Some(&judged::JUDGED)),
     entry("answer_relevancy", &[], Some(&judged::JUDGED)),
+    // guardwire's own, evals only: HoloDeck's reference text metrics.
+    entry("bleu", &[], Some(&reference::REFERENCE)),
+    entry("rouge", &[], Some(&reference::REFERENCE)),
+    entry("meteor", &[], Some(&reference::REFERENCE)),
 ];
 
 /// A check type of the catalog: its params, read into a [`Check`].

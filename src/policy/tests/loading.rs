@@ -10,12 +10,14 @@ fn judged_checks_are_validated_at_load() {
         exec: vec!["my_eval".into()],
         embedders: vec![("topic".into(), None)],
         env: vec!["EVAL_TOKEN".into()],
+        wordnet_dir: None,
     };
     let one = judged::CheckRefs {
         judges: vec!["safety".into()],
         exec: vec![],
         embedders: vec![("safety".into(), Some("emb-1".into()))],
         env: vec![],
+        wordnet_dir: None,
     };
     for (yaml, refs, expected) in [
         (
@@ -190,6 +192,7 @@ fn judged_checks_are_validated_at_load() {
             exec: vec!["my_eval".into()],
             embedders: vec![],
             env: vec![],
+            wordnet_dir: None,
         },
     )
     .unwrap();

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 mod loading;
+mod reference_evals;
 mod streaming;
 mod text_checks;
 mod tool_checks;
