@@ -3,29 +3,18 @@
 //! and NLTK; per-case thresholds, exit statuses, the text length cap and WordNet refusals.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
 const CONFIG: &str = "examples/eval/replay.yaml";
 
 /// Runs `guardwire eval --config CONFIG ARGS` from the repository root: (exit code, output).
 fn eval(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .arg("eval")
-        .args(["--config", CONFIG])
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let mut all = vec!["--config", CONFIG];
+    all.extend_from_slice(args);
+    common::binary::eval(&all)
 }
 
 fn write_cases(dir: &Path, name: &str, cases: &[(&str, &str, Option<&str>)]) -> String {
