@@ -14,8 +14,9 @@
 //! a skipped member unless it is a structural key's string or the member is one of the
 //! protocol's exempt trees (`STRUCTURAL.nested`, at the top and under `response`, the only
 //! paths it names; below them none applies). [`read`] promises that the fallback has nothing
-//! to read (`fully_read`) only when nothing was skipped that may carry text and every noted
-//! string was delivered by place, as a borrowed delta text — what `check_residual` leaves out.
+//! to read (`fully_read`) only when nothing was skipped that may carry text, every noted string
+//! was delivered by place, as a borrowed delta text — what `check_residual` leaves out — and
+//! no delta was delivered by value (the fallback matches those against what it finds).
 //! An empty string (never delivered), a text with escapes (delivered by value) or any unknown
 //! string sends the event through the fallback as before. The differential property test
 //! (`skim_event_tests.rs`) holds [`read`] to serde_json and the fallback's finding.
@@ -46,7 +47,10 @@ pub(super) fn read<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Option<(Fram
     let before = out.len();
     let kind = event_deltas(ev, out);
     let delivered = &out[before..];
+    // A delta text delivered by value (escaped, or a name of guardwire's own) is matched by
+    // the fallback against what it finds: the fallback reads the event.
     let fully_read = !texts.unread
+        && delivered.iter().all(|d| borrowed_from(d, data))
         && texts
             .read
             .iter()
@@ -65,6 +69,21 @@ fn by_place(d: &Delta<'_>, data: &[u8], lit: &Range<usize>) -> bool {
         Delta::ToolCallStart { name, id, .. } => same(name) || id.as_deref().is_some_and(same),
         Delta::Finish { reason, .. } => same(reason),
         Delta::Usage { .. } => false,
+    }
+}
+
+/// True when every text of `d` is a slice of `data`.
+fn borrowed_from(d: &Delta<'_>, data: &[u8]) -> bool {
+    let range = data.as_ptr_range();
+    let inside = |t: &str| {
+        let r = t.as_bytes().as_ptr_range();
+        range.start <= r.start && r.end <= range.end
+    };
+    match d {
+        Delta::Text { text, .. } | Delta::Repeat { text, .. } => inside(text),
+        Delta::ToolCallStart { name, id, .. } => inside(name) && id.as_deref().is_none_or(inside),
+        Delta::Finish { reason, .. } => inside(reason),
+        Delta::Usage { .. } => true,
     }
 }
 
