@@ -29,7 +29,7 @@ type Outcome = (
 
 /// What the fallback finds in `data` after `deltas` (`check_residual`'s reading): nothing when
 /// the decoder promised it read everything.
-fn finding(
+pub(crate) fn finding(
     data: &[u8],
     deltas: &[Delta<'_>],
     fully_read: bool,

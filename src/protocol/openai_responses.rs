@@ -21,11 +21,12 @@ use std::borrow::Cow;
 pub struct OpenAiResponses;
 
 mod request;
+mod skim_event;
 use request::{item_message, Input, Request};
 
 // ---- stream events and whole responses ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Event<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
@@ -53,7 +54,7 @@ struct Event<'a> {
     response: Option<WholeResponse<'a>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct OutputItem<'a> {
     #[serde(
         rename = "type",
@@ -80,7 +81,7 @@ struct OutputItem<'a> {
     summary: Vec<OutputContent<'a>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct OutputContent<'a> {
     #[serde(
         rename = "type",
@@ -95,7 +96,7 @@ struct OutputContent<'a> {
     refusal: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct WholeResponse<'a> {
     #[serde(borrow, default)]
     output: Vec<OutputItem<'a>>,
@@ -105,7 +106,7 @@ struct WholeResponse<'a> {
     usage: Option<Usage>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Usage {
     #[serde(default)]
     input_tokens: Option<u64>,
@@ -230,7 +231,13 @@ impl StreamDecoder for ResponsesStream {
             return Ok(kind);
         }
         let before = out.len();
-        let kind = decode_event(data, out)?;
+        let kind = match skim_event::read(data, out) {
+            Some((kind, fully_read)) => {
+                self.fully_read = fully_read;
+                kind
+            }
+            None => decode_event(data, out)?,
+        };
         // Events are read without per-stream state: one text delta makes a template.
         let deltas = &out[before..];
         FrameTemplate::record(&mut self.template, data, kind, deltas, EVENT_KEYS);
@@ -289,6 +296,11 @@ static STRUCTURAL: Structural = Structural {
 fn decode_event<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Result<FrameKind, DecodeError> {
     let ev: Event<'a> = serde_json::from_slice(data)
         .map_err(|e| DecodeError::json("malformed Responses event", &e))?;
+    Ok(event_deltas(ev, out))
+}
+
+/// The deltas and kind of one event, however it was read (serde_json or [`skim_event`]).
+fn event_deltas<'a>(ev: Event<'a>, out: &mut Vec<Delta<'a>>) -> FrameKind {
     let index = ev.output_index.unwrap_or(0);
     match &*ev.kind {
         "response.output_text.delta" => out.extend(text(Channel::Content, ev.delta)),
@@ -388,13 +400,13 @@ fn decode_event<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Result<FrameKin
                 }
                 out.extend(r.usage.map(usage_delta));
             }
-            return Ok(FrameKind::Terminal);
+            return FrameKind::Terminal;
         }
-        "error" => return Ok(FrameKind::UpstreamError),
+        "error" => return FrameKind::UpstreamError,
         // Lifecycle events and event types added later pass through.
-        _ => return Ok(FrameKind::Passthrough),
+        _ => return FrameKind::Passthrough,
     }
-    Ok(FrameKind::Data)
+    FrameKind::Data
 }
 
 impl Protocol for OpenAiResponses {

@@ -94,6 +94,11 @@ impl<'a> Skim<'a> {
         s
     }
 
+    /// The whole input.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.b
+    }
+
     /// The position of the next byte to read.
     pub fn pos(&self) -> usize {
         self.i
