@@ -1457,3 +1457,26 @@ async fn words_under_a_structural_request_key_are_checked_as_input() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.text());
     assert_eq!(mock.request_count(), 0);
 }
+
+/// Responses echoes the request's settings (`instructions`, `text`, `metadata`, …) in the
+/// response object: exempt there only — under `response` in a stream's events, at the top of
+/// a whole answer. An event type guardwire does not model with a top-level `text` is text.
+#[tokio::test]
+async fn a_responses_event_of_an_unknown_type_with_a_top_level_text_is_checked() {
+    let p = all()
+        .into_iter()
+        .find(|p| p.name == "openai_responses")
+        .unwrap();
+    let (mut frames, first) = (p.text_frames)(&["Hello, ", "and "]);
+    for key in ["text", "instructions", "metadata"] {
+        let odd = format!(
+            "event: response.new_kind\ndata: {{\"type\":\"response.new_kind\",\"{key}\":\"the forbidden fruit\"}}\n\n"
+        );
+        frames.insert(first + 1, odd);
+        let (a, _) = stream_through(&p, frames.concat(), vec![]).await;
+        let text = a.text();
+        assert!(blocked(&text), "{key}: {text}");
+        assert!(!text.contains("fruit"), "{key}: {text}");
+        frames.remove(first + 1);
+    }
+}

@@ -363,6 +363,11 @@ pub trait Protocol: Send + Sync + 'static {
     /// fallback ([`residual`]) checks every other string a decoder did not turn into a delta.
     fn structural(&self) -> &'static residual::Structural;
 
+    /// The same for the events of a streamed answer (by default [`Protocol::structural`]).
+    fn stream_structural(&self) -> &'static residual::Structural {
+        self.structural()
+    }
+
     /// The same for the request `body` (by default the keys every provider's requests share,
     /// [`residual::REQUEST_STRUCTURAL`]): what the input checks read besides the decoder's
     /// conversation.

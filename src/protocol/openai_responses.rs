@@ -227,7 +227,8 @@ impl StreamDecoder for ResponsesStream {
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
         let (template, fully_read) = (&mut self.template, &mut self.fully_read);
-        if let Some(kind) = FrameTemplate::read(template, data, out, &STRUCTURAL, fully_read) {
+        if let Some(kind) = FrameTemplate::read(template, data, out, &EVENT_STRUCTURAL, fully_read)
+        {
             return Ok(kind);
         }
         let before = out.len();
@@ -249,22 +250,44 @@ impl StreamDecoder for ResponsesStream {
     }
 }
 
-/// The keys of Responses answers that are structure, not text (see `residual`).
+/// The keys of Responses answers whose string values are structure, not text.
+const KEYS: &[&str] = &[
+    "item_id",
+    "call_id",
+    "obfuscation",
+    "encrypted_content",
+    "service_tier",
+    "previous_response_id",
+    "prompt_cache_key",
+    "safety_identifier",
+    "container_id",
+];
+
+/// What is structure in a whole answer (see `residual`): the request's own settings, echoed
+/// in the response object — the answer itself (BeforeCall checked them as input).
 static STRUCTURAL: Structural = Structural {
-    keys: &[
-        "item_id",
-        "call_id",
-        "obfuscation",
-        "encrypted_content",
-        "service_tier",
-        "previous_response_id",
-        "prompt_cache_key",
-        "safety_identifier",
-        "container_id",
+    keys: KEYS,
+    nested: &[
+        (&[], "instructions"),
+        (&[], "tools"),
+        (&[], "tool_choice"),
+        (&[], "text"),
+        (&[], "metadata"),
+        (&[], "prompt"),
+        (&[], "reasoning"),
+        (&[], "truncation"),
+        (&[], "user"),
+        (&[], "incomplete_details"),
     ],
-    // The request's own settings, echoed in the response object (BeforeCall checked
-    // them as input).
-    // (In events under `response`; a whole answer is the response object itself.)
+    text_keys: &[],
+    free: &[],
+    schema: None,
+};
+
+/// The same in a stream's events: the settings are echoed only under `response` (an event's
+/// own top-level `text` or `instructions`, of an event type guardwire does not model, is text).
+pub(super) static EVENT_STRUCTURAL: Structural = Structural {
+    keys: KEYS,
     nested: &[
         (&["response"], "instructions"),
         (&["response"], "tools"),
@@ -276,16 +299,6 @@ static STRUCTURAL: Structural = Structural {
         (&["response"], "truncation"),
         (&["response"], "user"),
         (&["response"], "incomplete_details"),
-        (&[], "instructions"),
-        (&[], "tools"),
-        (&[], "tool_choice"),
-        (&[], "text"),
-        (&[], "metadata"),
-        (&[], "prompt"),
-        (&[], "reasoning"),
-        (&[], "truncation"),
-        (&[], "user"),
-        (&[], "incomplete_details"),
     ],
     text_keys: &[],
     free: &[],
@@ -424,6 +437,10 @@ impl Protocol for OpenAiResponses {
 
     fn structural(&self) -> &'static super::residual::Structural {
         &STRUCTURAL
+    }
+
+    fn stream_structural(&self) -> &'static super::residual::Structural {
+        &EVENT_STRUCTURAL
     }
 
     fn provider(&self) -> Provider {

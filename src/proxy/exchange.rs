@@ -165,7 +165,10 @@ impl<'a> RequestCtx<'a> {
             max_holdback_bytes: config.limits.max_holdback_bytes,
             stop: self.gw.stop_streams.subscribe(),
             permit,
-            fallback: self.fallback(),
+            fallback: super::check::Fallback {
+                structural: self.protocol.stream_structural(),
+                ..self.fallback()
+            },
             traffic: answered.traffic,
             sent: answered.sent,
             trace: self.trace.for_stream(),

@@ -237,7 +237,10 @@ fn run(
             &mut guard,
             protocol,
             body.as_bytes(),
-            fallback,
+            Fallback {
+                structural: protocol.stream_structural(),
+                ..fallback
+            },
             limits.max_frame_bytes,
             request,
         ),

@@ -21,8 +21,12 @@
 //! string sends the event through the fallback as before. The differential property test
 //! (`skim_event_tests.rs`) holds [`read`] to serde_json and the fallback's finding.
 
-use super::{event_deltas, Event, OutputContent, OutputItem, Usage, WholeResponse, STRUCTURAL};
+use super::{
+    event_deltas, Event, OutputContent, OutputItem, Usage, WholeResponse,
+    EVENT_STRUCTURAL as STRUCTURAL,
+};
 use crate::delta::Delta;
+use crate::protocol::residual::structure_shaped;
 use crate::protocol::skim::{Skim, Skimmed, Unsure};
 use crate::protocol::FrameKind;
 use std::borrow::Cow;
@@ -104,7 +108,8 @@ fn opt_str<'a>(
 ) -> Skimmed<Option<Cow<'a, str>>> {
     let start = s.value_start();
     let v = s.opt_str()?;
-    if v.is_some() && !structural {
+    // A structural key's string is structure only of its shape (`residual::structure_shaped`).
+    if v.is_some() && !(structural && structure_shaped(s.since(start))) {
         texts.read.push(start..s.pos());
     }
     Ok(v)
@@ -131,7 +136,7 @@ fn unread_value(s: &mut Skim<'_>, texts: &mut Texts, structural: bool) -> Skimme
     match s.bytes().get(start) {
         Some(b'"') => {
             s.skip_str()?;
-            texts.unread |= !structural;
+            texts.unread |= !(structural && structure_shaped(s.since(start)));
             Ok(())
         }
         Some(b'{') => s.object(|s, key| unread_value(s, texts, STRUCTURAL.is_structural_key(key))),
@@ -150,7 +155,12 @@ fn event<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<Event<'a>> {
         match key {
             b"type" => {
                 once(&mut seen, 1)?;
+                let start = s.value_start();
                 ev.kind = s.str()?;
+                // A type that does not look like one is text for the fallback.
+                if !structure_shaped(s.since(start)) {
+                    return Err(Unsure);
+                }
             }
             b"output_index" => {
                 once(&mut seen, 2)?;

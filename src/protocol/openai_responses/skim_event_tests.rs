@@ -4,7 +4,7 @@
 //! path is taken and promises the fallback nothing is left.
 #![allow(clippy::unwrap_used)]
 
-use super::super::{decode_event, ResponsesStream, STRUCTURAL};
+use super::super::{decode_event, ResponsesStream, EVENT_STRUCTURAL as STRUCTURAL};
 use super::read;
 use crate::delta::Delta;
 use crate::protocol::frame_template_tests::{extras, finding, object, plain, value};

@@ -8,7 +8,7 @@ use crate::protocol::openai_chat::skim_tests::Gen;
 
 static SUB: Subject<ResponsesStream> = Subject {
     template: |d| d.template.as_ref(),
-    structural: &STRUCTURAL,
+    structural: &EVENT_STRUCTURAL,
     prelude: &[],
     probe: r#"{"type":"response.output_text.done","text":"probe"}"#,
 };

@@ -134,7 +134,7 @@ fn at<'v>(v: &'v mut Value, path: &[Step]) -> &'v mut Value {
 /// The walker's rule: the string's own key is structural, or a prefix of its path is a nested
 /// exemption's object path followed by its key.
 fn exempt(p: &dyn Protocol, path: &[Step]) -> bool {
-    let s = p.structural();
+    let s = p.stream_structural();
     if let Some(schema) = s.schema {
         return schema_exempt(schema, path);
     }
@@ -189,7 +189,7 @@ fn stopped(p: &dyn Protocol, frames: &[(Option<&str>, String)]) -> bool {
             return true; // a malformed frame ends the stream
         }
         let fallback = Fallback {
-            structural: p.structural(),
+            structural: p.stream_structural(),
             unknown: UnknownContent::Scan,
             fully_read: decoder.fully_read(),
         };

@@ -43,7 +43,7 @@ fn pipeline() -> (FramePipeline, ExchangeGuard) {
     let policy = Arc::new(Policy::compile_packs(vec![pack]).unwrap());
     let p = protocol::by_name("openai_chat").unwrap();
     let fallback = Fallback {
-        structural: p.structural(),
+        structural: p.stream_structural(),
         unknown: UnknownContent::Scan,
         fully_read: false,
     };
