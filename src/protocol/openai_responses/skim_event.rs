@@ -62,7 +62,8 @@ pub(super) fn read<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Option<(Fram
     Some((kind, fully_read))
 }
 
-/// True when `d` delivers the string whose literal is `lit` as a slice of `data` (borrowed).
+/// True when `d` delivers the string whose literal is `lit` as a slice of `data` (borrowed),
+/// as a text the checks read.
 fn by_place(d: &Delta<'_>, data: &[u8], lit: &Range<usize>) -> bool {
     let Some(body) = data.get(lit.start + 1..lit.end - 1) else {
         return false;
@@ -70,9 +71,10 @@ fn by_place(d: &Delta<'_>, data: &[u8], lit: &Range<usize>) -> bool {
     let same = |t: &str| t.as_ptr() == body.as_ptr() && t.len() == body.len();
     match d {
         Delta::Text { text, .. } | Delta::Repeat { text, .. } => same(text),
-        Delta::ToolCallStart { name, id, .. } => same(name) || id.as_deref().is_some_and(same),
-        Delta::Finish { reason, .. } => same(reason),
-        Delta::Usage { .. } => false,
+        Delta::ToolCallStart { name, .. } => same(name),
+        // Ids and reasons are no text the checks read (`proxy::check`): one noted here (not
+        // of the shape of structure) is the fallback's to check.
+        Delta::Finish { .. } | Delta::Usage { .. } => false,
     }
 }
 
