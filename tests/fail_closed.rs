@@ -1368,12 +1368,21 @@ async fn an_unknown_member_changing_between_templated_text_events_is_checked_at_
     ];
     for p in all() {
         let body = with_notes(&p, &["Hello, ", "and ", "then "], &notes);
-        for split in 0..body.len() {
-            let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
-            let text = a.text();
-            assert!(blocked(&text), "{} split at {split}: {text}", p.name);
-            assert!(!text.contains("fru"), "{} split at {split}: {text}", p.name);
-        }
+        blocked_at_every_split(&p, &body, "fru").await;
+    }
+}
+
+/// Streams `body` split at each byte in turn: every time blocked, `hidden` never released.
+async fn blocked_at_every_split(p: &Proto, body: &str, hidden: &str) {
+    for split in 0..body.len() {
+        let (a, _) = stream_through(p, body.to_owned(), vec![split]).await;
+        let text = a.text();
+        assert!(blocked(&text), "{} split at {split}: {text}", p.name);
+        assert!(
+            !text.contains(hidden),
+            "{} split at {split}: {text}",
+            p.name
+        );
     }
 }
 
@@ -1386,16 +1395,7 @@ async fn a_whole_unknown_value_between_others_on_its_path_is_checked_as_a_value(
     let notes = ["say plain", "forbidden fruit", "plain words"];
     for p in all() {
         let body = with_notes(&p, &["Hello, ", "and ", "then "], &notes);
-        for split in 0..body.len() {
-            let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
-            let text = a.text();
-            assert!(blocked(&text), "{} split at {split}: {text}", p.name);
-            assert!(
-                !text.contains("fruit"),
-                "{} split at {split}: {text}",
-                p.name
-            );
-        }
+        blocked_at_every_split(&p, &body, "fruit").await;
     }
     // Redaction: the word "XK" is the middle value alone, not in the joined text ("aXKb").
     let pack = "validators:\n  - type: banned_words\n    mode: redact\n    mask: \"***\"\n    params: { words: [\"XK\"] }\n";
@@ -1411,18 +1411,19 @@ async fn a_whole_unknown_value_between_others_on_its_path_is_checked_as_a_value(
 /// A value under a structural key (an id, a finish reason, a status) is exempt only while it
 /// has the shape of structure — printable ASCII without spaces or escapes: words there reach
 /// the client's SDK like any other text and are checked, on the stream templates' fast paths
-/// too. Ids and reasons of that shape still pass.
+/// too, at every split. Ids and reasons of that shape still pass.
 #[tokio::test]
 async fn words_under_a_structural_key_are_checked_as_text() {
     for p in all() {
-        // Every text event's `id` (structure in every protocol), changed in the last one.
-        let ids = ["evt_1", "evt_1", "the forbidden fruit"];
-        let body = with_member(&p, &["Hello, ", "and ", "then "], "id", &ids);
-        for split in [vec![], vec![body.len() / 2]] {
-            let (a, _) = stream_through(&p, body.clone(), split).await;
-            let text = a.text();
-            assert!(blocked(&text), "{}: {text}", p.name);
-            assert!(!text.contains("fruit"), "{}: {text}", p.name);
+        // Every text event's `id` (structure in every protocol), changed in the last one to
+        // words, then to an escaped, invisible and look-alike spelling of them.
+        for last in [
+            "the forbidden fruit",
+            "the \\u0066orbidd\u{200b}en fru\u{456}t",
+        ] {
+            let ids = ["evt_1", "evt_1", last];
+            let body = with_member(&p, &["Hello, ", "and ", "then "], "id", &ids);
+            blocked_at_every_split(&p, &body, "fru").await;
         }
         let plain = with_member(&p, &["Hello, ", "and ", "then "], "id", &["evt_1"; 3]);
         let (a, _) = stream_through(&p, plain.clone(), vec![]).await;

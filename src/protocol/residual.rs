@@ -9,8 +9,9 @@
 //!
 //! What is left out is deliberately small: values under the protocol's structural keys (ids,
 //! `type`, `role`, `model`, reasons, statuses, opaque signatures — see each protocol's
-//! [`Structural`]) that have the shape of structure ([`structure_shaped`]), and the literals the decoder turned into deltas. Everything else,
-//! including `logprobs` tokens and annotations, counts.
+//! [`Structural`]) that have the shape of structure ([`structure_shaped`]), and the literals
+//! the decoder turned into deltas. Everything else, including `logprobs` tokens and
+//! annotations, counts.
 
 use std::ops::Range;
 

@@ -126,8 +126,9 @@ const MAX_CHANNELS: usize = 512;
 const TOOL_NAMES: u32 = u32::MAX;
 
 /// Checks `text` on [`Channel::Other`]`(path)`, as a piece of the text streamed there and as a
-/// value of its own ([`ExchangeGuard::check_whole_value`]); with redaction, notes where it sits (`literal`:
-/// its string literal in the payload; `None` makes a redaction touching it fail closed).
+/// value of its own ([`ExchangeGuard::check_whole_value`]); with redaction, notes where it
+/// sits (`literal`: its string literal in the payload; `None` makes a redaction touching it
+/// fail closed).
 fn check_text(
     guard: &mut ExchangeGuard,
     choice: u32,
