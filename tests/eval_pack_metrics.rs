@@ -7,29 +7,12 @@
 
 mod common;
 
+use common::binary::run;
 use common::mock_upstream::{openai_chat_stream, sse_data_frames, MockUpstream, Reply};
 use common::proxy::{metrics, post_chat, start_proxy};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("GUARDWIRE_EVAL_KEY")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
 
 /// A WordNet of a few synsets in the database files' format (`car` and `auto` are synonyms).
 fn tiny_wordnet(dir: &Path) {

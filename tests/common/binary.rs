@@ -73,8 +73,14 @@ impl Serve {
 /// `guardwire eval ARGS` from the repository, without standard input or `GUARDWIRE_EVAL_KEY`:
 /// (exit status, stdout and stderr).
 pub fn eval(args: &[&str]) -> (i32, String) {
+    let mut all = vec!["eval"];
+    all.extend_from_slice(args);
+    run(&all)
+}
+
+/// `guardwire ARGS` (any subcommand) the same way.
+pub fn run(args: &[&str]) -> (i32, String) {
     let out = Command::new(BIN)
-        .arg("eval")
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env_remove("GUARDWIRE_EVAL_KEY")
