@@ -263,22 +263,29 @@ const KEYS: &[&str] = &[
     "container_id",
 ];
 
-/// What is structure in a whole answer (see `residual`): the request's own settings, echoed
-/// in the response object — the answer itself (BeforeCall checked them as input).
+/// The request's own settings, echoed in the response object at `$at` — the answer itself
+/// (BeforeCall checked them as input): exempt whole (see `residual`).
+macro_rules! echoed_settings {
+    ($at:expr) => {
+        &[
+            ($at, "instructions"),
+            ($at, "tools"),
+            ($at, "tool_choice"),
+            ($at, "text"),
+            ($at, "metadata"),
+            ($at, "prompt"),
+            ($at, "reasoning"),
+            ($at, "truncation"),
+            ($at, "user"),
+            ($at, "incomplete_details"),
+        ]
+    };
+}
+
+/// What is structure in a whole answer (see `residual`): the echoed settings at the top.
 static STRUCTURAL: Structural = Structural {
     keys: KEYS,
-    nested: &[
-        (&[], "instructions"),
-        (&[], "tools"),
-        (&[], "tool_choice"),
-        (&[], "text"),
-        (&[], "metadata"),
-        (&[], "prompt"),
-        (&[], "reasoning"),
-        (&[], "truncation"),
-        (&[], "user"),
-        (&[], "incomplete_details"),
-    ],
+    nested: echoed_settings!(&[]),
     text_keys: &[],
     free: &[],
     schema: None,
@@ -288,18 +295,7 @@ static STRUCTURAL: Structural = Structural {
 /// own top-level `text` or `instructions`, of an event type guardwire does not model, is text).
 pub(super) static EVENT_STRUCTURAL: Structural = Structural {
     keys: KEYS,
-    nested: &[
-        (&["response"], "instructions"),
-        (&["response"], "tools"),
-        (&["response"], "tool_choice"),
-        (&["response"], "text"),
-        (&["response"], "metadata"),
-        (&["response"], "prompt"),
-        (&["response"], "reasoning"),
-        (&["response"], "truncation"),
-        (&["response"], "user"),
-        (&["response"], "incomplete_details"),
-    ],
+    nested: echoed_settings!(&["response"]),
     text_keys: &[],
     free: &[],
     schema: None,

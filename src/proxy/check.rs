@@ -71,15 +71,15 @@ pub fn check_payload(
                     .flatten();
                 let name = Cow::Borrowed(&**name);
                 check_text(guard, *choice, TOOL_NAMES, name, literal, needs, spans)?;
-                check_text(
-                    guard,
-                    *choice,
-                    TOOL_NAMES,
-                    "\n".into(),
-                    None,
-                    needs,
-                    &mut Vec::new(),
-                )?;
+                // The line break is no value (no whole-value scan) and nothing to redact.
+                let line_break = Delta::Text {
+                    choice: *choice,
+                    channel: Channel::Other(TOOL_NAMES),
+                    text: Cow::Borrowed("\n"),
+                };
+                if let Some((ch, pos)) = guard.on_chunk(&line_break)? {
+                    note_need(needs, ch, pos);
+                }
             }
             continue;
         };
