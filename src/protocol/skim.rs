@@ -229,13 +229,15 @@ impl<'a> Skim<'a> {
     pub fn str(&mut self) -> Skimmed<Cow<'a, str>> {
         self.eat(b'"')?;
         let start = self.i - 1;
-        let (body, escaped) = self.string_body()?;
+        let (body, escaped, _) = self.string_scan()?;
         if escaped {
-            // Rare enough (newlines, quotes) to let serde_json unescape just this string.
+            // Rare enough (newlines, quotes) to let serde_json unescape just this string (it
+            // checks the UTF-8 itself).
             return serde_json::from_slice::<String>(&self.b[start..self.i])
                 .map(Cow::Owned)
                 .map_err(|_| Unsure);
         }
+        // The one UTF-8 check of a kept string (`string_scan` leaves it to the caller).
         std::str::from_utf8(body)
             .map(Cow::Borrowed)
             .map_err(|_| Unsure)
@@ -388,6 +390,18 @@ impl<'a> Skim<'a> {
     /// whether it has escapes. Control characters, malformed escapes and `\u` surrogates that
     /// are not a high-low pair are [`Unsure`].
     fn string_body(&mut self) -> Skimmed<(&'a [u8], bool)> {
+        let (body, escaped, non_ascii) = self.string_scan()?;
+        // serde_json checks UTF-8 in keys and kept strings; checking skipped ones too keeps this
+        // reader from accepting what serde_json might not. ASCII needs no second look.
+        if non_ascii {
+            std::str::from_utf8(body).map_err(|_| Unsure)?;
+        }
+        Ok((body, escaped))
+    }
+
+    /// [`Skim::string_body`] but for the UTF-8 check, which is the caller's: the raw body,
+    /// whether it has escapes, and whether it has bytes ≥ 0x80 (only those need the check).
+    fn string_scan(&mut self) -> Skimmed<(&'a [u8], bool, bool)> {
         let b = self.b;
         let start = self.i;
         let mut escaped = false;
@@ -420,24 +434,24 @@ impl<'a> Skim<'a> {
             }
         }
         self.i = i + 1;
-        // serde_json checks UTF-8 in keys and kept strings; checking skipped ones too keeps this
-        // reader from accepting what serde_json might not. ASCII needs no second look.
-        if non_ascii {
-            std::str::from_utf8(&b[start..i]).map_err(|_| Unsure)?;
-        }
-        Ok((&b[start..i], escaped))
+        Ok((&b[start..i], escaped, non_ascii))
     }
 }
 
 /// Length of the leading run of `b` free of `"`, `\\` and control characters; notes in
-/// `non_ascii` whether the run has bytes ≥ 0x80. Eight bytes per step (SWAR): strings are
-/// short, so this beats a call into a SIMD search plus a separate UTF-8 pass.
+/// `non_ascii` whether the run has bytes ≥ 0x80. Most strings are short (keys, ids, a delta's
+/// few words): their first [`SHORT_RUN`] bytes go eight per step (SWAR, ~3–7 instructions per
+/// byte, no call); a run longer than that (a closing event's whole answer) goes to
+/// [`long_run`] (~0.7 instructions per byte, with a fixed cost a short string would not repay).
 fn plain_run(b: &[u8], non_ascii: &mut bool) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
     let mut i = 0;
     while let Some(word) = b.get(i..i + 8) {
+        if i == SHORT_RUN {
+            return i + long_run(&b[i..], non_ascii);
+        }
         let x = u64::from_le_bytes(word.try_into().unwrap_or_default());
         // Bytes < 0x20 (exact for ASCII bytes; bytes ≥ 0x80 are masked out by `!x`), `"`, `\\`.
         let stop = (x.wrapping_sub(ONES * 0x20) & !x & HIGH)
@@ -461,6 +475,28 @@ fn plain_run(b: &[u8], non_ascii: &mut bool) -> usize {
         i += 1;
     }
     i
+}
+
+/// Bytes [`plain_run`] reads eight at a time before it hands the rest to [`long_run`].
+const SHORT_RUN: usize = 32;
+
+/// [`plain_run`] for long runs: memchr's SIMD search for `"` or `\\`, then one pass over the
+/// bytes before it (a fold the compiler vectorizes) for the smallest byte (a control
+/// character?) and the union of the high bits (non-ASCII?).
+fn long_run(b: &[u8], non_ascii: &mut bool) -> usize {
+    let end = memchr::memchr2(b'"', b'\\', b).unwrap_or(b.len());
+    let run = &b[..end];
+    let (least, any) = run
+        .iter()
+        .fold((u8::MAX, 0u8), |(least, any), &c| (least.min(c), any | c));
+    if least < 0x20 {
+        // A control character stops the run (rare: the string is then read by serde_json).
+        let at = run.iter().position(|&c| c < 0x20).unwrap_or(end);
+        *non_ascii |= run[..at].iter().any(|&c| c >= 0x80);
+        return at;
+    }
+    *non_ascii |= any >= 0x80;
+    end
 }
 
 /// The code unit of the four hex digits at `at`.
@@ -526,6 +562,22 @@ mod tests {
         ] {
             assert!(!skips(bad), "{bad}");
         }
+        // Long strings (past `plain_run`'s eight-byte steps): the same rules.
+        let long = "garden river water light ".repeat(8);
+        assert!(skips(&format!("\"{long}é{long}\"")));
+        assert!(skips(&format!("\"{long}\\n{long}\"")));
+        for bad in [
+            format!("\"{long}\t{long}\""),
+            format!("\"{long}{long}\u{1f}\""),
+            format!("\"{long}{long}"),
+        ] {
+            assert!(!skips(&bad), "{bad:?}");
+        }
+        let mut invalid = format!("\"{long}").into_bytes();
+        invalid.extend_from_slice(&[0xc3, b'x', b'"']);
+        let mut s = Skim::new(&invalid);
+        assert_eq!(s.skip(), Err(Unsure), "invalid UTF-8 after a long run");
+        assert_eq!(Skim::new(&invalid).str(), Err(Unsure));
         let deep = "[".repeat(101) + &"]".repeat(101);
         assert!(!skips(&deep), "nesting beyond the limit goes to serde_json");
         let shallow = "[".repeat(100) + &"]".repeat(100);
@@ -535,7 +587,18 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn plain_run_stops_where_a_byte_loop_stops(
-            bytes in proptest::collection::vec(
+            // A run of plain bytes (so that runs past `SHORT_RUN` take `long_run`), then
+            // anything, stops often.
+            plain in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => 0x23u8..0x5c,
+                    8 => 0x5du8..0x80,
+                    1 => 0x80u8..=0xff,
+                    1 => proptest::sample::select(vec![b' ', b'!']),
+                ],
+                0..120,
+            ),
+            rest in proptest::collection::vec(
                 proptest::prop_oneof![
                     3 => 0x20u8..0x7f,
                     1 => proptest::prelude::any::<u8>(),
@@ -544,6 +607,7 @@ mod tests {
                 0..40,
             )
         ) {
+            let bytes = [plain, rest].concat();
             let end = bytes
                 .iter()
                 .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
