@@ -483,6 +483,18 @@ impl Config {
                 "limits.client_send_buffer_bytes: must be 0 (the kernel's autotuning) or between 4096 and 1073741824".into(),
             ));
         }
+        if l.client_notsent_lowat_bytes != 0 {
+            if !cfg!(target_os = "linux") {
+                return Err(ConfigError::Invalid(
+                    "limits.client_notsent_lowat_bytes: TCP_NOTSENT_LOWAT is set only on Linux here; use 0 (off)".into(),
+                ));
+            }
+            if !(4096..=1 << 30).contains(&l.client_notsent_lowat_bytes) {
+                return Err(ConfigError::Invalid(
+                    "limits.client_notsent_lowat_bytes: must be 0 (off) or between 4096 and 1073741824".into(),
+                ));
+            }
+        }
         if l.max_buffered_request_bytes < l.max_request_bytes {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",
