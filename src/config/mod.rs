@@ -344,7 +344,11 @@ impl Config {
             ConfigError::Invalid(format_figment_error(e, text.as_deref()))
         })?;
         config.file = Some(path.to_owned());
-        config.validate()?;
+        // The checks past parsing name the key; the file is named here, as figment's errors do.
+        config.validate().map_err(|e| match e {
+            ConfigError::Invalid(m) => ConfigError::Invalid(format!("{m} (in {})", path.display())),
+            other => other,
+        })?;
         Ok(config)
     }
 

@@ -290,6 +290,13 @@ fn forward_headers_are_header_names_never_hop_by_hop() {
         e.contains("g.yaml") && e.contains("`keep-alive` cannot be forwarded"),
         "{e}"
     );
+    // Checks past parsing name the file too.
+    std::fs::write(&path, "limits: { client_notsent_lowat_bytes: 100 }\n").unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.starts_with("limits.client_notsent_lowat_bytes: ") && e.contains("g.yaml"),
+        "{e}"
+    );
 }
 
 #[test]
