@@ -5,6 +5,9 @@
 //! come back, the HTTP/1 connection is closed, the HTTP/2 stream reset (its connection serves
 //! on), and the ends are counted in `guardwire_client_timeouts_total`.
 //!
+//! With `limits.client_notsent_lowat_bytes`, what guardwire takes from the upstream for such a
+//! client before its write blocks is bounded (counted by the upstream's own socket).
+//!
 //! No timing assertions: every wait is for a condition, failing only after [`BOUND`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -17,6 +20,8 @@ use http::StatusCode;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -292,5 +297,132 @@ async fn a_relayed_answer_that_never_ends_is_cut_at_the_total_deadline() {
         ),
         Some(2),
         "{m}"
+    );
+}
+
+/// What a [`counting_upstream`] counted: bytes its sockets took, and answers that ended (the
+/// peer went away, or the cap was reached).
+#[derive(Default)]
+struct Counts {
+    written: AtomicUsize,
+    ended: AtomicUsize,
+}
+
+/// The most a [`counting_upstream`] answer writes: far above any kernel buffer.
+const COUNTING_CAP: usize = 256 << 20;
+
+/// A raw HTTP/1.1 upstream that answers each request with Chat chunks (1,000 characters of
+/// text each) for as long as its socket takes them, up to [`COUNTING_CAP`], counting every
+/// byte the socket took. Its own send buffer is the smallest the kernel allows, so the count
+/// is what guardwire's end of the connection took (its receive buffer and what it read).
+async fn counting_upstream() -> (SocketAddr, Arc<Counts>) {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_send_buffer_size(4096).unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(16).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Arc::new(Counts::default());
+    let text = "x".repeat(1000);
+    let frame = format!(
+        r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+    );
+    let data = sse_data_frames(&[frame.as_str()]);
+    let mut chunk = format!("{:x}\r\n", data.len()).into_bytes();
+    chunk.extend_from_slice(&data);
+    chunk.extend_from_slice(b"\r\n");
+    let chunk = Bytes::from(chunk);
+    let shared = Arc::clone(&counts);
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let (counts, chunk) = (Arc::clone(&shared), chunk.clone());
+            tokio::spawn(async move {
+                if read_request(&mut sock).await.is_none() {
+                    return;
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                let mut out = Bytes::from(head);
+                let mut total = 0;
+                'answer: while total < COUNTING_CAP {
+                    let mut at = 0;
+                    while at < out.len() {
+                        match sock.write(&out[at..]).await {
+                            Ok(0) | Err(_) => break 'answer,
+                            Ok(n) => {
+                                at += n;
+                                total += n;
+                                counts.written.fetch_add(n, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                    out = chunk.clone();
+                }
+                counts.ended.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, counts)
+}
+
+/// Reads a request head and its `content-length` body; `None` if the peer went away first.
+async fn read_request(sock: &mut TcpStream) -> Option<()> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let body = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + body {
+                return Some(());
+            }
+        }
+        match sock.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Bytes guardwire took from the upstream for one never-reading client, with
+/// `client_notsent_lowat_bytes: lowat`: counted once guardwire has ended the stream (its write
+/// blocked for `client_send_ms`) and the upstream's answer with it.
+async fn taken_for_a_never_reading_client(lowat: usize) -> usize {
+    let (upstream, counts) = counting_upstream().await;
+    let extra = format!(
+        "timeouts: {{ total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }}\nlimits: {{ client_notsent_lowat_bytes: {lowat} }}\n"
+    );
+    let proxy = start_proxy(&format!("http://{upstream}"), PACK, &extra).await;
+    let addr = proxy.addr();
+    let _client = never_reading_client(addr).await;
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while counts.ended.load(Ordering::SeqCst) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the upstream's answer never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_for_series(addr, "guardwire_requests_in_flight", 0).await;
+    let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
+    assert_eq!(value(&metrics(addr).await, send), Some(1));
+    counts.written.load(Ordering::SeqCst)
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_notsent_mark_bounds_what_is_taken_for_a_client_that_never_reads() {
+    let without = taken_for_a_never_reading_client(0).await;
+    let with = taken_for_a_never_reading_client(16 << 10).await;
+    eprintln!("taken from the upstream: {without} bytes without a mark, {with} with 16 KiB");
+    assert!(without < COUNTING_CAP, "the write never blocked: {without}");
+    // Measured on Linux 6.18 (loopback, tcp_wmem max 4 MiB): 2.6–2.9 MB without, 0.29–0.43 MB
+    // with 16 KiB (guardwire's upstream receive buffer and hyper's included in both).
+    assert!(with < 1 << 20, "{with} bytes taken with the mark");
+    assert!(
+        with * 3 < without,
+        "{with} with the mark, {without} without"
     );
 }

@@ -7,7 +7,7 @@
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
 //! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
 //! `--deltas N`, `--throughput-only`, `--no-nginx`, `--soak N`, `--soak-send-ms MS`,
-//! `--soak-send-buffer BYTES`, `--no-soak`).
+//! `--soak-send-buffer BYTES`, `--soak-notsent-lowat BYTES`, `--no-soak`).
 //!
 //! Processes and threads:
 //! - guardwire runs as a child process (`target/release/guardwire serve`), twice: one with no
@@ -22,7 +22,9 @@
 //!   process: master and one worker per core, `proxy_buffering off`, keep-alive HTTP/1.1 to the
 //!   mock. Its CPU and RSS are summed over the master and its workers. Without nginx the report
 //!   says so and has no ratios.
-//! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`.
+//! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`; its
+//!   flood is answered by a second mock (own thread and runtime) through a route of its own,
+//!   and its waves, scrapes and monitor run on a runtime of their own (one thread).
 //! - The client runs on its own two-worker runtime: N keep-alive HTTP/1.1 connections, each
 //!   sending streaming requests one after another, timing the first body byte, every SSE event
 //!   and the end of each stream.
@@ -102,7 +104,7 @@ fn main() {
         flood_started: AtomicUsize::new(0),
         flood_open: AtomicUsize::new(0),
     });
-    let mock = start_mock(Arc::clone(&mock_state));
+    let mock = start_mock(Arc::clone(&mock_state), "mock-upstream");
     eprintln!("load: mock upstream on {mock}");
 
     // Configs and the realistic pack.
@@ -455,16 +457,18 @@ async fn soak_section(
     let p = opts.protocols[0];
     let (port, admin_port) = (free_port(), free_port());
     let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
+    // The flood's own mock (thread and runtime), reached through a route of its own.
+    let flood = start_mock(Arc::clone(mock_state), "mock-flood");
     let mut extra = format!(
-        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n",
-        opts.soak_send_ms
+        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\nroutes:\n  - {{ name: flood, \
+         protocol: openai_chat, path_prefix: {}, strip_prefix: /flood, upstream: \"http://{flood}\" }}\n\
+         limits:\n  max_concurrent_requests: 20000\n  client_send_buffer_bytes: {}\n",
+        opts.soak_send_ms,
+        soak::FLOOD_PREFIX,
+        opts.soak_send_buffer
     );
-    if opts.soak_send_buffer > 0 {
-        let _ = writeln!(
-            extra,
-            "limits:\n  client_send_buffer_bytes: {}",
-            opts.soak_send_buffer
-        );
+    if let Some(n) = opts.soak_notsent_lowat {
+        let _ = writeln!(extra, "  client_notsent_lowat_bytes: {n}");
     }
     let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
     // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.
@@ -511,8 +515,9 @@ async fn soak_section(
     let _ = writeln!(
         report,
         "\n### Soak: {} clients that never read ({})\n\n\
-         Its own guardwire (no packs, `timeouts.client_send_ms: {}`, {}, metrics on \
-         `admin.listen`). \
+         Its own guardwire (no packs, `timeouts.client_send_ms: {}`, {}, {}, metrics on \
+         `admin.listen`). The flood has its own mock (thread and runtime) and route; the soak's \
+         waves, scrapes and monitor have their own runtime (one thread); all share the cores. \
          Each never-reading client sends a streaming Chat request from a socket with a 2 KiB \
          receive buffer and reads nothing; the mock answers it with {} MiB as fast as guardwire \
          takes them. In waves for as long as the normal traffic runs: a wave opens {} such \
@@ -524,6 +529,10 @@ async fn soak_section(
         match opts.soak_send_buffer {
             0 => "client send buffers autotuned by the kernel".to_string(),
             n => format!("`limits.client_send_buffer_bytes: {n}`"),
+        },
+        match opts.soak_notsent_lowat {
+            None => "`limits.client_notsent_lowat_bytes` at its default".to_string(),
+            Some(n) => format!("`limits.client_notsent_lowat_bytes: {n}`"),
         },
         (mock_state.flood.len() * mock_state.flood_chunks) >> 20,
         opts.soak,

@@ -392,15 +392,17 @@ pub(super) fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// Starts the mock on its own thread and single-worker runtime; returns its address.
-pub(super) fn start_mock(state: Arc<MockState>) -> SocketAddr {
+/// Starts a mock on its own thread and single-worker runtime, named `name`; returns its
+/// address. The soak starts a second one for its flood (same state), so the flood's writes
+/// and the normal traffic's answers do not queue on one thread.
+pub(super) fn start_mock(state: Arc<MockState>, name: &'static str) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
-        .name("mock-upstream".into())
+        .name(name.into())
         .spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
-                .thread_name("mock-upstream")
+                .thread_name(name)
                 .enable_all()
                 .build()
                 .unwrap();

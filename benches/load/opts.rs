@@ -112,6 +112,8 @@ pub(super) struct Opts {
     pub(super) soak_send_ms: u64,
     /// guardwire's `limits.client_send_buffer_bytes` in the soak (0: the kernel's autotuning).
     pub(super) soak_send_buffer: usize,
+    /// guardwire's `limits.client_notsent_lowat_bytes` in the soak (None: its default).
+    pub(super) soak_notsent_lowat: Option<usize>,
 }
 
 fn usage() -> ! {
@@ -120,7 +122,8 @@ fn usage() -> ! {
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
          \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx]\n\
-         \x20      [--soak N] [--soak-send-ms MS] [--soak-send-buffer BYTES] [--no-soak]\n\
+         \x20      [--soak N] [--soak-send-ms MS] [--soak-send-buffer BYTES]\n\
+         \x20      [--soak-notsent-lowat BYTES] [--no-soak]\n\
          env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
     );
     std::process::exit(2)
@@ -156,6 +159,7 @@ pub(super) fn parse_opts() -> Opts {
         soak: if quick { 100 } else { 1000 },
         soak_send_ms: 1000,
         soak_send_buffer: 0,
+        soak_notsent_lowat: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -169,6 +173,9 @@ pub(super) fn parse_opts() -> Opts {
             "--soak" => o.soak = val().parse().unwrap_or_else(|_| usage()),
             "--soak-send-ms" => o.soak_send_ms = val().parse().unwrap_or_else(|_| usage()),
             "--soak-send-buffer" => o.soak_send_buffer = val().parse().unwrap_or_else(|_| usage()),
+            "--soak-notsent-lowat" => {
+                o.soak_notsent_lowat = Some(val().parse().unwrap_or_else(|_| usage()));
+            }
             "--rss-gap-ms" => {
                 o.rss_gap =
                     Duration::from_secs_f64(val().parse::<f64>().unwrap_or_else(|_| usage()) / 1e3)

@@ -11,6 +11,11 @@
 //! window refuses. Reported: the first wave's release (how long it took), guardwire's peak RSS,
 //! `guardwire_requests_in_flight` back to 0 and the mock's flood answers all cancelled once the
 //! soak stops, and the normal traffic's figures beside the same traffic without the soak.
+//!
+//! So that what the normal traffic loses is guardwire's share, the bench's own parts of the
+//! soak run apart from it: the flood is answered by a mock of its own (own thread and runtime,
+//! reached through the route under [`FLOOD_PREFIX`]), and the waves, the scrapes and the monitor
+//! run on a runtime of their own (one thread). They still share the machine's cores.
 
 use crate::clock::FLOOD_MARK;
 use crate::mock::MockState;
@@ -24,6 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
+
+/// The path prefix of the soak guardwire's flood route (its upstream: the flood's own mock).
+pub(super) const FLOOD_PREFIX: &str = "/flood/";
 
 /// `/metrics` from guardwire's admin listener (empty when it cannot be read).
 pub(super) async fn scrape(admin: SocketAddr) -> String {
@@ -88,7 +96,7 @@ async fn never_reading_client(addr: SocketAddr) -> Option<TcpStream> {
     })
     .to_string();
     let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\n\
+        "POST {FLOOD_PREFIX}v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\n\
          authorization: Bearer sk-load-test\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
@@ -132,6 +140,13 @@ pub(super) async fn soak<T>(
 ) -> (T, SoakResult) {
     let rss = |pid| crate::proxy::rss_kib(pid);
     let rss_before_kib = rss(pid);
+    // The waves, their scrapes and the monitor: off the normal client's runtime.
+    let own = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("load-soak")
+        .enable_all()
+        .build()
+        .unwrap();
     let flood_before = mock.flood_started.load(Ordering::Relaxed);
     let timeouts_before = series_sum(
         &scrape(admin).await,
@@ -145,7 +160,7 @@ pub(super) async fn soak<T>(
     let first = Arc::new(Mutex::new((0usize, 0usize, None::<f64>)));
     let waves = {
         let (stop, opened, first) = (Arc::clone(&stop), Arc::clone(&opened), Arc::clone(&first));
-        tokio::spawn(async move {
+        own.spawn(async move {
             let gate = Arc::new(tokio::sync::Semaphore::new(64));
             let mut ended_before = timeouts_before;
             while !stop.load(Ordering::Relaxed) {
@@ -194,7 +209,7 @@ pub(super) async fn soak<T>(
     let peak = Arc::new(Mutex::new((rss_before_kib, 0.0f64)));
     let monitor = {
         let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
-        tokio::spawn(async move {
+        own.spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 let r = rss(pid);
                 let f = series_sum(&scrape(admin).await, "guardwire_requests_in_flight", "")
@@ -213,6 +228,8 @@ pub(super) async fn soak<T>(
     stop.store(true, Ordering::Relaxed);
     let _ = waves.await;
     let _ = monitor.await;
+    // Dropping a runtime may block, which an async context must not.
+    own.shutdown_background();
     // The soak's sockets are gone: everything in flight ends.
     let drain_start = Instant::now();
     let mut in_flight_after = None;

@@ -344,7 +344,11 @@ impl Config {
             ConfigError::Invalid(format_figment_error(e, text.as_deref()))
         })?;
         config.file = Some(path.to_owned());
-        config.validate()?;
+        // The checks past parsing name the key; the file is named here, as figment's errors do.
+        config.validate().map_err(|e| match e {
+            ConfigError::Invalid(m) => ConfigError::Invalid(format!("{m} (in {})", path.display())),
+            other => other,
+        })?;
         Ok(config)
     }
 
@@ -482,6 +486,18 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "limits.client_send_buffer_bytes: must be 0 (the kernel's autotuning) or between 4096 and 1073741824".into(),
             ));
+        }
+        if l.client_notsent_lowat_bytes != 0 {
+            if !cfg!(target_os = "linux") {
+                return Err(ConfigError::Invalid(
+                    "limits.client_notsent_lowat_bytes: TCP_NOTSENT_LOWAT is set only on Linux here; use 0 (off)".into(),
+                ));
+            }
+            if !(4096..=1 << 30).contains(&l.client_notsent_lowat_bytes) {
+                return Err(ConfigError::Invalid(
+                    "limits.client_notsent_lowat_bytes: must be 0 (off) or between 4096 and 1073741824".into(),
+                ));
+            }
         }
         if l.max_buffered_request_bytes < l.max_request_bytes {
             return Err(ConfigError::Invalid(format!(

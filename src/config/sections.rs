@@ -136,7 +136,22 @@ pub struct Limits {
     /// guardwire reads, checks and writes for a client that stops reading before its write
     /// blocks and `timeouts.client_send_ms` runs. Read at start.
     pub client_send_buffer_bytes: usize,
+    /// `TCP_NOTSENT_LOWAT` of each client connection (Linux): the socket takes more bytes, and
+    /// reports itself writable, only while its unsent bytes are under this mark. A client that
+    /// stops reading then blocks guardwire's write after about the mark plus its own receive
+    /// window, which bounds what guardwire reads upstream, checks and encodes for it; unlike
+    /// `client_send_buffer_bytes` it does not cap a reading client's throughput (bytes in
+    /// flight are not counted). 0: off (the kernel's default, no mark). Read at start.
+    pub client_notsent_lowat_bytes: usize,
 }
+
+/// The default `limits.client_notsent_lowat_bytes`: 16 KiB where the option exists (Cloudflare's
+/// setting for its proxies; a token stream's event is a few hundred bytes), off elsewhere.
+pub const DEFAULT_CLIENT_NOTSENT_LOWAT: usize = if cfg!(target_os = "linux") {
+    16 << 10
+} else {
+    0
+};
 
 impl Default for Limits {
     fn default() -> Self {
@@ -160,6 +175,7 @@ impl Default for Limits {
             // Autotuning: a fixed size also caps a fast client's throughput (one buffer per
             // round trip).
             client_send_buffer_bytes: 0,
+            client_notsent_lowat_bytes: DEFAULT_CLIENT_NOTSENT_LOWAT,
         }
     }
 }

@@ -212,6 +212,10 @@ fn limits_in_total_are_validated_naming_the_key() {
     assert_eq!(c.limits.max_connections, 20_000);
     assert_eq!(c.limits.max_h2_streams, 100);
     assert_eq!(c.limits.client_send_buffer_bytes, 0);
+    assert_eq!(
+        c.limits.client_notsent_lowat_bytes,
+        if cfg!(target_os = "linux") { 16384 } else { 0 }
+    );
     assert_eq!(c.limits.max_buffered_request_bytes, 256 << 20);
     assert_eq!(c.evals.max_queue_bytes, 64 << 20);
     for (yaml, key) in [
@@ -229,6 +233,18 @@ fn limits_in_total_are_validated_naming_the_key() {
         (
             "limits: { client_send_buffer_bytes: 2147483648 }",
             "limits.client_send_buffer_bytes",
+        ),
+        (
+            "limits: { client_notsent_lowat_bytes: 100 }",
+            "limits.client_notsent_lowat_bytes",
+        ),
+        (
+            "limits: { client_notsent_lowat_bytes: 2147483648 }",
+            "limits.client_notsent_lowat_bytes",
+        ),
+        (
+            "limits: { client_notsent_lowat_bytes: -1 }",
+            "client_notsent_lowat_bytes",
         ),
         ("evals: { max_queue_bytes: 0 }", "max_queue_bytes"),
         (
@@ -272,6 +288,13 @@ fn forward_headers_are_header_names_never_hop_by_hop() {
     let e = Config::load(&path).unwrap_err().to_string();
     assert!(
         e.contains("g.yaml") && e.contains("`keep-alive` cannot be forwarded"),
+        "{e}"
+    );
+    // Checks past parsing name the file too.
+    std::fs::write(&path, "limits: { client_notsent_lowat_bytes: 100 }\n").unwrap();
+    let e = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        e.starts_with("limits.client_notsent_lowat_bytes: ") && e.contains("g.yaml"),
         "{e}"
     );
 }

@@ -79,8 +79,12 @@ pub async fn start_runtime(
     let poll = Duration::from_millis(runtime.config.reload.poll_ms);
     let listen = runtime.config.listen;
     let gateway = Arc::new(Gateway::new(runtime, config_path).map_err(StartError::Upstream)?);
-    let send_buffer = gateway.runtime().config.limits.client_send_buffer_bytes;
-    let listener = bind_clients(listen, send_buffer).map_err(|source| StartError::Bind {
+    let limits = &gateway.runtime().config.limits;
+    let sockets = ClientSockets {
+        send_buffer: limits.client_send_buffer_bytes,
+        notsent_lowat: limits.client_notsent_lowat_bytes,
+    };
+    let listener = bind_clients(listen, sockets).map_err(|source| StartError::Bind {
         addr: listen,
         source,
     })?;
@@ -147,22 +151,48 @@ fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
         .collect()
 }
 
+/// The socket options of client connections (`limits.client_send_buffer_bytes`,
+/// `limits.client_notsent_lowat_bytes`; 0: not set).
+#[derive(Clone, Copy)]
+struct ClientSockets {
+    send_buffer: usize,
+    notsent_lowat: usize,
+}
+
 /// Binds the client listener as `TcpListener::bind` does (address reuse, a backlog of 1024),
-/// with `limits.client_send_buffer_bytes` set on the listening socket: Linux gives every
-/// accepted socket the listener's buffer sizes, so no call per connection is needed.
-fn bind_clients(addr: SocketAddr, send_buffer: usize) -> std::io::Result<TcpListener> {
+/// with the client sockets' options set on the listening socket: Linux gives every accepted
+/// socket the listener's buffer sizes and `TCP_NOTSENT_LOWAT` (the tests below read both back
+/// from an accepted socket), so no call per connection is needed.
+fn bind_clients(addr: SocketAddr, options: ClientSockets) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
-    if send_buffer > 0 {
-        // Checked at load to be at most 1 GiB.
-        socket.set_send_buffer_size(u32::try_from(send_buffer).unwrap_or(u32::MAX))?;
+    // Both checked at load to be at most 1 GiB.
+    if options.send_buffer > 0 {
+        socket.set_send_buffer_size(u32::try_from(options.send_buffer).unwrap_or(u32::MAX))?;
+    }
+    if options.notsent_lowat > 0 {
+        set_notsent_lowat(&socket, options.notsent_lowat)?;
     }
     socket.bind(addr)?;
     socket.listen(1024)
+}
+
+#[cfg(target_os = "linux")]
+fn set_notsent_lowat(socket: &TcpSocket, bytes: usize) -> std::io::Result<()> {
+    socket2::SockRef::from(socket).set_tcp_notsent_lowat(u32::try_from(bytes).unwrap_or(u32::MAX))
+}
+
+/// Refused at load off Linux (see `Config::validate`); never reached there.
+#[cfg(not(target_os = "linux"))]
+fn set_notsent_lowat(_: &TcpSocket, _: usize) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "TCP_NOTSENT_LOWAT is set only on Linux",
+    ))
 }
 
 /// Polls the files behind the running config and reloads when any of them changes. Polling
@@ -349,14 +379,23 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::bind_clients;
+    use super::{bind_clients, ClientSockets};
+
+    /// A connection accepted by a listener bound with `options`, as a std socket.
+    async fn accepted(options: ClientSockets) -> std::net::TcpStream {
+        let listener = bind_clients("127.0.0.1:0".parse().unwrap(), options).unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let (accepted, _client) = tokio::join!(listener.accept(), client);
+        accepted.unwrap().0.into_std().unwrap()
+    }
 
     /// The send buffer an accepted connection gets from a listener bound with `size`.
     async fn accepted_send_buffer(size: usize) -> usize {
-        let listener = bind_clients("127.0.0.1:0".parse().unwrap(), size).unwrap();
-        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
-        let (accepted, _client) = tokio::join!(listener.accept(), client);
-        let stream = accepted.unwrap().0.into_std().unwrap();
+        let stream = accepted(ClientSockets {
+            send_buffer: size,
+            notsent_lowat: 0,
+        })
+        .await;
         socket2::SockRef::from(&stream).send_buffer_size().unwrap()
     }
 
@@ -368,5 +407,30 @@ mod tests {
         let large = accepted_send_buffer(1 << 20).await;
         assert!((4096..=8192 + 1024).contains(&small), "{small}");
         assert!(large >= 1 << 20, "{large}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn accepted_connections_get_the_configured_notsent_lowat() {
+        for mark in [4096, 16 << 10, 1 << 20] {
+            let stream = accepted(ClientSockets {
+                send_buffer: 0,
+                notsent_lowat: mark,
+            })
+            .await;
+            let got = socket2::SockRef::from(&stream).tcp_notsent_lowat().unwrap();
+            assert_eq!(got as usize, mark);
+        }
+        // 0 sets nothing: the socket's own mark stays unset (read back as 0), and the kernel
+        // applies `net.ipv4.tcp_notsent_lowat` (no mark unless the host set one).
+        let stream = accepted(ClientSockets {
+            send_buffer: 0,
+            notsent_lowat: 0,
+        })
+        .await;
+        assert_eq!(
+            socket2::SockRef::from(&stream).tcp_notsent_lowat().unwrap(),
+            0
+        );
     }
 }
