@@ -404,8 +404,16 @@ pub async fn serve(
                             return;
                         }
                     };
-                    let io = TokioIo::new(H2Refusals::new(stream, metrics.clone()));
-                    let conn = builders.auto.serve_connection(io, service);
+                    // The protocol ALPN agreed on is the connection's (RFC 7301): served from
+                    // the first byte, as a peeked plain connection is. Without ALPN, `auto`.
+                    let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                    let io = H2Refusals::new(stream, metrics.clone());
+                    let (io, builder) = match alpn.as_deref() {
+                        Some(b"h2") => (io.known(true), &builders.h2),
+                        Some(b"http/1.1") => (io.known(false), &builders.h1),
+                        _ => (io, &builders.auto),
+                    };
+                    let conn = builder.serve_connection(TokioIo::new(io), service);
                     connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
                 });
             }
