@@ -292,7 +292,11 @@ impl<'a> RequestCtx<'a> {
             }
             let body = match parts.len() {
                 0 => Bytes::new(),
-                1 => parts.swap_remove(0),
+                // A lone chunk is a slice of hyper's read buffer (8 KiB and up, shared with
+                // the request head): kept for the stream's life, it would pin that buffer and
+                // make hyper allocate another for its reads while the answer streams. The
+                // body's own bytes are copied instead (one copy, beside parsing it).
+                1 => Bytes::copy_from_slice(&parts[0]),
                 _ => {
                     let mut all = BytesMut::with_capacity(total);
                     for p in parts {

@@ -58,6 +58,14 @@ impl<IO> H2Refusals<IO> {
         }
     }
 
+    /// The client's first bytes were already read elsewhere (peeked): `true` they were the
+    /// HTTP/2 preface, `false` they were not. (HTTP/2's server writes its SETTINGS before it
+    /// reads the preface through this wrapper, so the choice must be known before then.)
+    pub fn known(mut self, http2: bool) -> H2Refusals<IO> {
+        self.sniff = if http2 { Sniff::Http2 } else { Sniff::Other };
+        self
+    }
+
     fn sniff(&mut self, read: &[u8]) {
         let Sniff::Preface(seen) = self.sniff else {
             return;

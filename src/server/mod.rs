@@ -260,6 +260,59 @@ async fn serve_operators(
     }
 }
 
+/// The connection builders: `auto` reads the client's first bytes to choose HTTP/1 or HTTP/2,
+/// `h1` and `h2` serve one version from the first byte.
+struct Builders {
+    auto: auto::Builder<StreamExecutor>,
+    h1: auto::Builder<StreamExecutor>,
+    h2: auto::Builder<StreamExecutor>,
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl Builders {
+    /// Whether a plain connection speaks HTTP/2 (its first bytes are the preface), found by
+    /// peeking at its first bytes (nothing is consumed); `Some(None)`: not known yet. `auto` would read them itself and hand them back to hyper alone (at most
+    /// the preface's 24 bytes), so hyper's HTTP/1 read buffer, 8 KiB, already held those
+    /// bytes when it asked for 8 KiB more, and doubled to 16 KiB for the connection's life.
+    /// Peeked, the version is known and hyper's first read takes the whole request head.
+    /// Bytes that match only part of the preface so far (or none at all: an error, the end)
+    /// leave the choice to `auto`, as before. `None`: the client sent nothing before the first request's deadline (counted as
+    /// `auto` would have been: a dropped head), or the server is stopping.
+    async fn sniff(
+        stream: &tokio::net::TcpStream,
+        deadline: tokio::time::Instant,
+        stop: &watch::Receiver<bool>,
+        metrics: &crate::metrics::Metrics,
+    ) -> Option<Option<bool>> {
+        let mut first = [0u8; 24];
+        let mut stop = stop.clone();
+        let peeked = tokio::select! {
+            peeked = tokio::time::timeout_at(deadline, stream.peek(&mut first)) => peeked,
+            _ = stop.wait_for(|stop| *stop) => return None,
+        };
+        let n = match peeked {
+            Ok(Ok(n)) => n,
+            // An error or the end: `auto` meets it on its first read, as before.
+            Ok(Err(_)) => return Some(None),
+            Err(_) => {
+                tracing::debug!("client sent no request in time: connection dropped");
+                metrics.dropped(DropReason::Header);
+                return None;
+            }
+        };
+        Some(if n == 0 {
+            None
+        } else if first[..n] != H2_PREFACE[..n] {
+            Some(false)
+        } else if n == H2_PREFACE.len() {
+            Some(true)
+        } else {
+            None
+        })
+    }
+}
+
 /// The accept loop. Returns once `shutdown` resolves and open connections have drained.
 pub async fn serve(
     listener: TcpListener,
@@ -290,6 +343,11 @@ pub async fn serve(
         // A peer that does not answer a ping within an interval is taken for dead.
         .keep_alive_interval(ping)
         .keep_alive_timeout(ping.unwrap_or(Duration::from_secs(20)));
+    let builders = Arc::new(Builders {
+        h1: builder.clone().http1_only(),
+        h2: builder.clone().http2_only(),
+        auto: builder,
+    });
     // Connections watch `stop`; once all have ended, every receiver is gone.
     let (stop, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
@@ -337,18 +395,32 @@ pub async fn serve(
                         }))
                     })
                 });
-                let (builder, stop) = (builder.clone(), stop_rx.clone());
+                let (builders, stop) = (Arc::clone(&builders), stop_rx.clone());
                 let shutdown = connection::Shutdown { stop, streams_stopped: gateway.streams_stopped() };
                 let metrics = Arc::clone(&gateway.metrics);
-                let tls = gateway.runtime().tls.clone();
+                // Plain and TLS connections are separate tasks: a task's allocation is the size
+                // of its future, and one future for both would give every plain connection the
+                // room of a TLS one's state (the rustls connection, inline).
+                let Some(tls) = gateway.runtime().tls.clone() else {
+                    tokio::spawn(async move {
+                        let _open = open;
+                        let deadline = opened + first_request;
+                        let Some(http2) = Builders::sniff(&stream, deadline, &shutdown.stop, &metrics).await else {
+                            return;
+                        };
+                        let io = H2Refusals::new(stream, metrics.clone());
+                        let (io, builder) = match http2 {
+                            Some(true) => (io.known(true), &builders.h2),
+                            Some(false) => (io.known(false), &builders.h1),
+                            None => (io, &builders.auto),
+                        };
+                        let conn = builder.serve_connection(TokioIo::new(io), service);
+                        connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
+                    });
+                    continue;
+                };
                 tokio::spawn(async move {
                     let _open = open;
-                    let Some(tls) = tls else {
-                        let io = TokioIo::new(H2Refusals::new(stream, metrics.clone()));
-                        let conn = builder.serve_connection(io, service);
-                        connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
-                        return;
-                    };
                     // The handshake counts against the time allowed for the first request.
                     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
                     let stream = match tokio::time::timeout_at(opened + first_request, accept).await {
@@ -362,8 +434,16 @@ pub async fn serve(
                             return;
                         }
                     };
-                    let io = TokioIo::new(H2Refusals::new(stream, metrics.clone()));
-                    let conn = builder.serve_connection(io, service);
+                    // The protocol ALPN agreed on is the connection's (RFC 7301): served from
+                    // the first byte, as a peeked plain connection is. Without ALPN, `auto`.
+                    let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                    let io = H2Refusals::new(stream, metrics.clone());
+                    let (io, builder) = match alpn.as_deref() {
+                        Some(b"h2") => (io.known(true), &builders.h2),
+                        Some(b"http/1.1") => (io.known(false), &builders.h1),
+                        _ => (io, &builders.auto),
+                    };
+                    let conn = builder.serve_connection(TokioIo::new(io), service);
                     connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
                 });
             }
