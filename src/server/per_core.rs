@@ -72,3 +72,21 @@ pub(super) fn start(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[tokio::test]
+    async fn every_worker_listens_on_the_port_the_first_was_given() {
+        let all = super::bind("127.0.0.1:0".parse().unwrap(), 3, 0).unwrap();
+        let first = all[0].local_addr().unwrap();
+        assert_ne!(first.port(), 0);
+        for l in &all {
+            assert_eq!(l.local_addr().unwrap(), first);
+        }
+        // Without SO_REUSEPORT the port is not to be had.
+        let plain = super::bind_clients(first, 0, false);
+        assert!(plain.is_err());
+    }
+}
