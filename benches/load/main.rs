@@ -109,15 +109,24 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let pack_path = dir.path().join("realistic.yaml");
     let (p_none, p_real) = (free_port(), free_port());
-    let none_cfg = write_config(dir.path(), "none.yaml", mock, None, p_none, "");
+    let server = opts.server_yaml();
+    let none_cfg = write_config(dir.path(), "none.yaml", mock, None, p_none, &server);
     let real_cfg = write_config(
         dir.path(),
         "realistic-cfg.yaml",
         mock,
         Some(&pack_path),
         p_real,
-        "",
+        &server,
     );
+    // A `--runtime` this build does not know is an error, not a silent default.
+    if let Err(e) = check(&none_cfg) {
+        panic!(
+            "guardwire check rejects the config ({}): {e}",
+            opts.runtime_note()
+        );
+    }
+    eprintln!("load: {}", opts.runtime_note());
     let (with_pii, pii_note) = match opts.pii {
         Pii::Off => (false, "pii: off (--pii off)".to_owned()),
         Pii::On | Pii::Auto => {
@@ -174,8 +183,9 @@ fn main() {
         report,
         "Stream: {} content deltas of ~5 tokens ({text_bytes} bytes of text) plus the protocol's \
          framing events. Realistic pack: 1,000 banned words (word boundaries), 20 regexes, \
-         max_length; {pii_note}. Run: `{cmd}`.",
-        opts.deltas
+         max_length; {pii_note}; {}. Run: `{cmd}`.",
+        opts.deltas,
+        opts.runtime_note()
     );
 
     let nginx = if opts.nginx {
@@ -456,8 +466,9 @@ async fn soak_section(
     let (port, admin_port) = (free_port(), free_port());
     let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
     let mut extra = format!(
-        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n",
-        opts.soak_send_ms
+        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n{}",
+        opts.soak_send_ms,
+        opts.server_yaml()
     );
     if opts.soak_send_buffer > 0 {
         let _ = writeln!(
