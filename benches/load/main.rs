@@ -428,8 +428,13 @@ async fn burst(addr: SocketAddr, p: Protocol, opts: &Opts, meter: Option<Meter>)
     };
     let s = summarize(run_phase(addr, p, load, opts.warmup, opts.duration, false, meter).await);
     eprintln!(
-        "load:   {} streams, {:.0} req/s, {} errors",
-        s.reqs, s.rps, s.errors
+        "load:   {} streams, {:.0} req/s, {} errors, context switches per stream {}",
+        s.reqs,
+        s.rps,
+        s.errors,
+        s.switches_per_req.map_or("—".into(), |(v, i)| format!(
+            "{v:.2} voluntary / {i:.2} involuntary"
+        ))
     );
     s
 }
