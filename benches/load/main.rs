@@ -119,14 +119,7 @@ fn main() {
         p_real,
         &server,
     );
-    // A `--runtime` this build does not know is an error, not a silent default.
-    if let Err(e) = check(&none_cfg) {
-        panic!(
-            "guardwire check rejects the config ({}): {e}",
-            opts.runtime_note()
-        );
-    }
-    eprintln!("load: {}", opts.runtime_note());
+    check(&none_cfg).unwrap_or_else(|e| panic!("this build rejects {}: {e}", opts.runtime_note()));
     let (with_pii, pii_note) = match opts.pii {
         Pii::Off => (false, "pii: off (--pii off)".to_owned()),
         Pii::On | Pii::Auto => {
@@ -428,13 +421,11 @@ async fn burst(addr: SocketAddr, p: Protocol, opts: &Opts, meter: Option<Meter>)
     };
     let s = summarize(run_phase(addr, p, load, opts.warmup, opts.duration, false, meter).await);
     eprintln!(
-        "load:   {} streams, {:.0} req/s, {} errors, context switches per stream {}",
+        "load:   {} streams, {:.0} req/s, {} errors{}",
         s.reqs,
         s.rps,
         s.errors,
-        s.switches_per_req.map_or("—".into(), |(v, i)| format!(
-            "{v:.2} voluntary / {i:.2} involuntary"
-        ))
+        s.switches_note()
     );
     s
 }

@@ -29,6 +29,13 @@ pub(super) struct Summary {
 }
 
 impl Summary {
+    /// Context switches per stream, for the progress lines.
+    pub(super) fn switches_note(&self) -> String {
+        self.switches_per_req.map_or(String::new(), |(v, i)| {
+            format!(", {v:.2} voluntary / {i:.2} involuntary context switches per stream")
+        })
+    }
+
     /// Proxy CPU ms per request (user + system), when the phase measured a proxy.
     pub(super) fn cpu_ms(&self) -> Option<f64> {
         self.cpu_ms_per_req
