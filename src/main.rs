@@ -2,7 +2,7 @@
 //! `eval` runs them offline (src/suite/).
 
 use clap::{Parser, Subcommand};
-use guardwire::config::Config;
+use guardwire::config::{Config, RuntimeShape};
 use guardwire::policy::Policy;
 use guardwire::proxy::Runtime;
 use guardwire::upstream::UpstreamClient;
@@ -293,10 +293,19 @@ fn serve(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let shape = config.server;
+    let built = match shape.runtime {
+        // The clients are served by threads of their own (src/server/per_core.rs); this one
+        // thread runs the signals, the reload watcher, the operators' listener and the evals.
+        RuntimeShape::PerCore => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        RuntimeShape::WorkStealing => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(shape.worker_count())
+            .enable_all()
+            .build(),
+    };
+    let rt = match built {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

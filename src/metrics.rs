@@ -6,6 +6,7 @@ mod evals;
 mod exposition;
 mod judges;
 mod process;
+mod workers;
 
 pub use capture::{CaptureLabels, CaptureMetrics};
 pub use evals::{EvalLabels, EvalMetrics, EvalResultLabels, RESERVED_EVAL_METRICS};
@@ -13,6 +14,7 @@ use exposition::openmetrics_to_text004;
 pub use exposition::Exposition;
 pub use judges::{JudgeErrorLabels, JudgeLabels, JudgeMetrics, JudgedVerdictLabels};
 use process::ProcessMetrics;
+pub use workers::{WorkerConnections, WorkerLabels};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -322,6 +324,7 @@ pub struct Metrics {
     pub connections_dropped: Family<DroppedLabels, Counter>,
     /// Client connections open (counted against `limits.max_connections`); set at each scrape.
     pub connections_open: Gauge,
+    pub worker_connections: WorkerConnections,
     /// Request-body bytes held (counted against `limits.max_buffered_request_bytes`); set at
     /// each scrape.
     pub buffered_request_bytes: Gauge,
@@ -391,6 +394,7 @@ impl Metrics {
             "Client connections closed without a graceful end, by why (header: no request head within timeouts.client_header_ms; unread: idle with its last answer unread for timeouts.client_send_ms; drain: still open at the drain deadline)",
             connections_dropped.clone(),
         );
+        let worker_connections = workers::register(registry);
         let connections_open = Gauge::default();
         registry.register(
             "connections_open",
@@ -555,6 +559,7 @@ impl Metrics {
             rejected,
             connections_dropped,
             connections_open,
+            worker_connections,
             buffered_request_bytes,
             config_hash,
             config_last_reload_successful,

@@ -421,3 +421,124 @@ fn tool_checks_an_mcp_session_cannot_judge_are_refused_on_mcp_routes() {
         "{out}"
     );
 }
+
+/// A counter's value in a `/metrics` text (0 when absent).
+fn counter(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// `server.runtime: per_core` with two workers, from the binary: connections spread over both
+/// workers (each with its own listener on the one port), every answer whole, the counts in one
+/// registry; a reload reaches both workers; SIGTERM drains a stream in flight and exits 0.
+#[tokio::test]
+async fn per_core_workers_share_one_gateway_reload_together_and_drain() {
+    use common::mock_upstream::Chunk;
+    use common::proxy::{send, ADMIN_TOKEN};
+    const CONNECTIONS: usize = 24;
+    let slow_answer = openai_chat_stream(&["slow ", "but ", "whole."]);
+    let slow = slow_answer.clone();
+    let mock = MockUpstream::start(move |req| {
+        if req.body_str().contains("slow") {
+            let mid = slow.len() / 2;
+            Reply::chunks(
+                200,
+                vec![
+                    Chunk::now(slow[..mid].to_vec()),
+                    Chunk::new(slow[mid..].to_vec(), std::time::Duration::from_millis(300)),
+                ],
+            )
+            .with_header("content-type", "text/event-stream")
+        } else {
+            Reply::sse(&openai_chat_stream(&["say ", "alpha ", "and beta."]))
+        }
+    })
+    .await;
+    let packs = tempfile::tempdir().unwrap();
+    let pack = packs.path().join("pack.yaml");
+    let ban = |word: &str| {
+        format!(
+            "validators:\n  - id: ban\n    type: banned_words\n    params: {{ words: [{word}] }}\n"
+        )
+    };
+    std::fs::write(&pack, ban("gamma")).unwrap();
+    let (gw, _dir) = serve(&format!(
+        "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\npacks: [\"{}\"]\n\
+         server: {{ runtime: per_core, workers: 2 }}\nadmin: {{ token: {ADMIN_TOKEN} }}\n\
+         reload: {{ poll_ms: 0 }}\nlog: {{ format: json }}\n",
+        mock.base_url(),
+        pack.display()
+    ))
+    .await;
+    // Each request on a connection of its own (`send` opens one), all at once.
+    let round = || async {
+        let mut all = tokio::task::JoinSet::new();
+        for _ in 0..CONNECTIONS {
+            all.spawn(post_chat(gw.addr, STREAM_REQUEST));
+        }
+        all.join_all().await
+    };
+    let worker = |m: &str, w: usize| {
+        counter(
+            m,
+            &format!("guardwire_worker_connections_total{{worker=\"{w}\"}}"),
+        )
+    };
+    for a in round().await {
+        assert_eq!(a.body, openai_chat_stream(&["say ", "alpha ", "and beta."]));
+    }
+    let m = common::proxy::metrics(gw.addr).await;
+    let (w0, w1) = (worker(&m, 0), worker(&m, 1));
+    // Every connection counted once (this scrape's too); the kernel gave each worker some:
+    // all 25 to one worker has a chance of 2^-24.
+    assert_eq!(w0 + w1, CONNECTIONS as u64 + 1, "{m}");
+    assert!(w0 > 0 && w1 > 0, "{w0} / {w1}");
+    assert_eq!(
+        counter(
+            &m,
+            r#"guardwire_requests_total{route="openai_chat",model="other",status="200"}"#
+        ),
+        CONNECTIONS as u64,
+        "{m}"
+    );
+
+    // The reload, asked of one worker, is what every worker serves next.
+    std::fs::write(&pack, ban("alpha")).unwrap();
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let r = send(
+        gw.addr,
+        "POST",
+        "/admin/reload",
+        "",
+        &[("authorization", &auth)],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for a in round().await {
+        let text = a.text();
+        assert!(
+            text.contains("content_blocked") && !text.contains("alpha"),
+            "{text}"
+        );
+    }
+    let m = common::proxy::metrics(gw.addr).await;
+    assert!(worker(&m, 0) > w0 && worker(&m, 1) > w1, "{m}");
+
+    // SIGTERM while a stream is in flight: it ends whole, then the process exits 0.
+    let before = mock.request_count();
+    let addr = gw.addr;
+    let in_flight = tokio::spawn(async move {
+        post_chat(
+            addr,
+            r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"slow"}]}"#,
+        )
+        .await
+    });
+    while mock.request_count() == before {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    gw.stop().await;
+    assert_eq!(in_flight.await.unwrap().body, slow_answer);
+}

@@ -73,9 +73,19 @@ async fn over_the_concurrency_limit_answers_503_with_retry_after() {
 
 #[tokio::test]
 async fn the_drain_deadline_ends_open_streams_with_an_error_frame() {
+    drain_deadline("").await;
+}
+
+/// The same with `server.runtime: per_core`: the deadline reaches the worker threads' streams.
+#[tokio::test]
+async fn the_drain_deadline_ends_open_streams_of_per_core_workers() {
+    drain_deadline("server: { runtime: per_core, workers: 2 }\n").await;
+}
+
+async fn drain_deadline(extra: &str) {
     let (head, reply) = open_stream();
     let mock = MockUpstream::start(move |_| reply.clone()).await;
-    let proxy = start_proxy(&mock.base_url(), "validators: []\n", "").await;
+    let proxy = start_proxy(&mock.base_url(), "validators: []\n", extra).await;
     let addr = proxy.addr();
     let ready = send(addr, "GET", "/readyz", "", &[]).await;
     assert_eq!(ready.status, 200);

@@ -189,6 +189,8 @@ pub(super) struct PhaseResult {
     pub(super) secs: f64,
     /// Proxy CPU seconds (user, system) over the measured window.
     pub(super) cpu: Option<(f64, f64)>,
+    /// The proxy's context switches (voluntary, involuntary) over the measured window.
+    pub(super) switches: Option<(u64, u64)>,
     pub(super) rss_kib: Option<u64>,
 }
 
@@ -210,13 +212,13 @@ pub(super) async fn run_phase(
         Load::Paced { connections, rate } => (connections, Some(rate)),
     };
     let next = Arc::new(AtomicU64::new(0));
-    let cpu_at_start = Arc::new(Mutex::new(None::<(f64, f64)>));
-    // Sample the proxy's CPU exactly at the start of the measured window.
+    let cpu_at_start = Arc::new(Mutex::new(None::<((f64, f64), (u64, u64))>));
+    // Sample the proxy's CPU (and context switches) exactly at the start of the measured window.
     let sampler = meter.map(|m| {
         let cell = Arc::clone(&cpu_at_start);
         tokio::spawn(async move {
             tokio::time::sleep_until(measure_from.into()).await;
-            *cell.lock().unwrap() = Some(m.cpu());
+            *cell.lock().unwrap() = Some((m.cpu(), m.switches()));
         })
     });
     let mut tasks = Vec::with_capacity(connections);
@@ -269,15 +271,23 @@ pub(super) async fn run_phase(
     // Rate = requests started in the measured window / its length (the ones started near its
     // end finish after it, and are counted: closed and paced loads are measured alike).
     let secs = duration.as_secs_f64();
-    let cpu = meter.and_then(|m| {
-        let before = (*cpu_at_start.lock().unwrap())?;
+    let at_start = *cpu_at_start.lock().unwrap();
+    let cpu = meter.zip(at_start).map(|(m, (before, _))| {
         let now = m.cpu();
-        Some((now.0 - before.0, now.1 - before.1))
+        (now.0 - before.0, now.1 - before.1)
+    });
+    let switches = meter.zip(at_start).map(|(m, (_, before))| {
+        let now = m.switches();
+        (
+            now.0.saturating_sub(before.0),
+            now.1.saturating_sub(before.1),
+        )
     });
     PhaseResult {
         samples,
         secs,
         cpu,
+        switches,
         rss_kib: meter.map(Meter::rss_kib),
     }
 }

@@ -111,15 +111,17 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let pack_path = dir.path().join("realistic.yaml");
     let (p_none, p_real) = (free_port(), free_port());
-    let none_cfg = write_config(dir.path(), "none.yaml", mock, None, p_none, "");
+    let server = opts.server_yaml();
+    let none_cfg = write_config(dir.path(), "none.yaml", mock, None, p_none, &server);
     let real_cfg = write_config(
         dir.path(),
         "realistic-cfg.yaml",
         mock,
         Some(&pack_path),
         p_real,
-        "",
+        &server,
     );
+    check(&none_cfg).unwrap_or_else(|e| panic!("this build rejects {}: {e}", opts.runtime_note()));
     let (with_pii, pii_note) = match opts.pii {
         Pii::Off => (false, "pii: off (--pii off)".to_owned()),
         Pii::On | Pii::Auto => {
@@ -176,8 +178,9 @@ fn main() {
         report,
         "Stream: {} content deltas of ~5 tokens ({text_bytes} bytes of text) plus the protocol's \
          framing events. Realistic pack: 1,000 banned words (word boundaries), 20 regexes, \
-         max_length; {pii_note}. Run: `{cmd}`.",
-        opts.deltas
+         max_length; {pii_note}; {}. Run: `{cmd}`.",
+        opts.deltas,
+        opts.runtime_note()
     );
 
     let nginx = if opts.nginx {
@@ -420,8 +423,11 @@ async fn burst(addr: SocketAddr, p: Protocol, opts: &Opts, meter: Option<Meter>)
     };
     let s = summarize(run_phase(addr, p, load, opts.warmup, opts.duration, false, meter).await);
     eprintln!(
-        "load:   {} streams, {:.0} req/s, {} errors",
-        s.reqs, s.rps, s.errors
+        "load:   {} streams, {:.0} req/s, {} errors{}",
+        s.reqs,
+        s.rps,
+        s.errors,
+        s.switches_note()
     );
     s
 }
@@ -460,10 +466,11 @@ async fn soak_section(
     // The flood's own mock (thread and runtime), reached through a route of its own.
     let flood = start_mock(Arc::clone(mock_state), "mock-flood");
     let mut extra = format!(
-        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\nroutes:\n  - {{ name: flood, \
+        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n{}routes:\n  - {{ name: flood, \
          protocol: openai_chat, path_prefix: {}, strip_prefix: /flood, upstream: \"http://{flood}\" }}\n\
          limits:\n  max_concurrent_requests: 20000\n  client_send_buffer_bytes: {}\n",
         opts.soak_send_ms,
+        opts.server_yaml(),
         soak::FLOOD_PREFIX,
         opts.soak_send_buffer
     );

@@ -114,6 +114,41 @@ pub(super) struct Opts {
     pub(super) soak_send_buffer: usize,
     /// guardwire's `limits.client_notsent_lowat_bytes` in the soak (None: its default).
     pub(super) soak_notsent_lowat: Option<usize>,
+    /// guardwire's `server.runtime` (`--runtime`; `None`: the build's default, and no
+    /// `server:` key, so an older build without it runs too) and `server.workers`.
+    pub(super) runtime: Option<String>,
+    pub(super) workers: Option<usize>,
+}
+
+impl Opts {
+    /// The `server:` section every guardwire config of the run gets ("" without `--runtime`
+    /// and `--workers`).
+    pub(super) fn server_yaml(&self) -> String {
+        let mut yaml = String::new();
+        if let Some(r) = &self.runtime {
+            yaml += &format!("  runtime: {r}\n");
+        }
+        if let Some(n) = self.workers {
+            yaml += &format!("  workers: {n}\n");
+        }
+        if yaml.is_empty() {
+            yaml
+        } else {
+            format!("server:\n{yaml}")
+        }
+    }
+
+    /// How the report names guardwire's runtime.
+    pub(super) fn runtime_note(&self) -> String {
+        format!(
+            "guardwire `server.runtime`: {}, workers: {}",
+            self.runtime
+                .as_deref()
+                .unwrap_or("the build's default (work_stealing)"),
+            self.workers
+                .map_or("one per core".to_owned(), |n| n.to_string())
+        )
+    }
 }
 
 fn usage() -> ! {
@@ -124,6 +159,7 @@ fn usage() -> ! {
          \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx]\n\
          \x20      [--soak N] [--soak-send-ms MS] [--soak-send-buffer BYTES]\n\
          \x20      [--soak-notsent-lowat BYTES] [--no-soak]\n\
+         \x20      [--runtime work_stealing|per_core] [--workers N]\n\
          env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
     );
     std::process::exit(2)
@@ -160,6 +196,8 @@ pub(super) fn parse_opts() -> Opts {
         soak_send_ms: 1000,
         soak_send_buffer: 0,
         soak_notsent_lowat: None,
+        runtime: None,
+        workers: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -172,6 +210,14 @@ pub(super) fn parse_opts() -> Opts {
             "--no-soak" => o.soak = 0,
             "--soak" => o.soak = val().parse().unwrap_or_else(|_| usage()),
             "--soak-send-ms" => o.soak_send_ms = val().parse().unwrap_or_else(|_| usage()),
+            "--runtime" => {
+                let r = val();
+                if r != "work_stealing" && r != "per_core" {
+                    usage()
+                }
+                o.runtime = Some(r);
+            }
+            "--workers" => o.workers = Some(val().parse().unwrap_or_else(|_| usage())),
             "--soak-send-buffer" => o.soak_send_buffer = val().parse().unwrap_or_else(|_| usage()),
             "--soak-notsent-lowat" => {
                 o.soak_notsent_lowat = Some(val().parse().unwrap_or_else(|_| usage()));

@@ -137,6 +137,29 @@ pub(super) fn cpu_seconds(pid: u32) -> (f64, f64) {
     (ticks(11) as f64 / 100.0, ticks(12) as f64 / 100.0)
 }
 
+/// (voluntary, involuntary) context switches of every live thread of `pid`, from
+/// `/proc/PID/task/*/status` (a thread that has exited is no longer counted: the proxies' threads
+/// live as long as they do).
+pub(super) fn switches(pid: u32) -> (u64, u64) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (0, 0);
+    };
+    let mut sum = (0, 0);
+    for task in tasks.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        sum.0 += field("voluntary_ctxt_switches:");
+        sum.1 += field("nonvoluntary_ctxt_switches:");
+    }
+    sum
+}
+
 /// VmRSS of `pid` in KiB.
 pub(super) fn rss_kib(pid: u32) -> u64 {
     common::status_kib(pid, "VmRSS:")
@@ -168,6 +191,14 @@ impl Meter {
             .into_iter()
             .map(cpu_seconds)
             .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
+    /// (voluntary, involuntary) context switches, summed over the processes' threads.
+    pub(super) fn switches(self) -> (u64, u64) {
+        self.pids()
+            .into_iter()
+            .map(switches)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
     /// VmRSS in KiB, summed over the processes (pages nginx's workers share with the master,

@@ -24,9 +24,18 @@ pub(super) struct Summary {
     /// Share of that CPU time spent in the kernel.
     cpu_sys_share: Option<f64>,
     rss_mib: Option<f64>,
+    /// The proxy's context switches per request (voluntary, involuntary).
+    pub(super) switches_per_req: Option<(f64, f64)>,
 }
 
 impl Summary {
+    /// Context switches per stream, for the progress lines.
+    pub(super) fn switches_note(&self) -> String {
+        self.switches_per_req.map_or(String::new(), |(v, i)| {
+            format!(", {v:.2} voluntary / {i:.2} involuntary context switches per stream")
+        })
+    }
+
     /// Proxy CPU ms per request (user + system), when the phase measured a proxy.
     pub(super) fn cpu_ms(&self) -> Option<f64> {
         self.cpu_ms_per_req
@@ -75,6 +84,10 @@ pub(super) fn summarize(mut r: PhaseResult) -> Summary {
             .map(|(u, s)| (u + s) * 1e3 / done as f64),
         cpu_sys_share: r.cpu.filter(|(u, s)| u + s > 0.0).map(|(u, s)| s / (u + s)),
         rss_mib: r.rss_kib.map(|k| k as f64 / 1024.0),
+        switches_per_req: r
+            .switches
+            .filter(|_| done > 0)
+            .map(|(v, i)| (v as f64 / done as f64, i as f64 / done as f64)),
     }
 }
 
@@ -152,6 +165,26 @@ pub(super) fn throughput_table(
             s.rss_mib.map_or("—".into(), |v| format!("{v:.1}")),
         );
     }
+    switches_line(out, rows);
+}
+
+/// The proxies' context switches per stream (voluntary / involuntary, all their threads), for
+/// the rows that measured a proxy: the hand-overs between threads `server.runtime` is about.
+pub(super) fn switches_line(out: &mut String, rows: &[(&str, Summary)]) {
+    let cells: Vec<String> = rows
+        .iter()
+        .filter_map(|(name, s)| {
+            let (v, i) = s.switches_per_req?;
+            Some(format!("{name} {v:.2} / {i:.2}"))
+        })
+        .collect();
+    if !cells.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nContext switches per stream (voluntary / involuntary, every thread of the proxy): {}.",
+            cells.join("; ")
+        );
+    }
 }
 
 /// The paced table; "+" columns are each row minus `rows[0]` (`plus` says what that is), and
@@ -196,6 +229,7 @@ pub(super) fn latency_table(
             ratio(s.cpu_ms_per_req, anchor),
         );
     }
+    switches_line(out, rows);
 }
 
 /// Raises the soft open-files limit toward what `streams` needs (client + mock + slack, all

@@ -32,7 +32,10 @@ pub use judges::{
     BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
 };
 pub use routes::{CheckedRoute, PoisonedTools, RouteConfig};
-pub use sections::{Admin, Limits, Log, LogFormat, MetricsConfig, Reload, Timeouts, Upstreams};
+pub use sections::{
+    Admin, Limits, Log, LogFormat, MetricsConfig, Reload, RuntimeShape, Server, Timeouts,
+    Upstreams, MAX_WORKERS,
+};
 pub use telemetry::Telemetry;
 
 /// YAML through serde_norway, the maintained serde_yaml fork (figment's own YAML provider uses
@@ -71,6 +74,9 @@ pub struct Config {
     pub telemetry: Telemetry,
     #[serde(default)]
     pub reload: Reload,
+    /// How `serve` runs connections: one work-stealing runtime, or one event loop per core.
+    #[serde(default)]
+    pub server: Server,
     #[serde(default)]
     pub admin: Admin,
     #[serde(default)]
@@ -479,6 +485,11 @@ impl Config {
             if value == 0 {
                 return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
             }
+        }
+        if self.server.workers > MAX_WORKERS {
+            return Err(ConfigError::Invalid(format!(
+                "server.workers: must be 0 (one per core) or at most {MAX_WORKERS}"
+            )));
         }
         if l.client_send_buffer_bytes != 0
             && !(4096..=1 << 30).contains(&l.client_send_buffer_bytes)

@@ -22,6 +22,42 @@ impl Default for Reload {
     }
 }
 
+/// How `serve` runs its connections (docs/architecture.md, "Runtime shapes"). Read at start.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    pub runtime: RuntimeShape,
+    /// Threads serving clients; 0: one per available core.
+    pub workers: usize,
+}
+
+/// The most `server.workers` accepted.
+pub const MAX_WORKERS: usize = 1024;
+
+impl Server {
+    /// The threads that serve clients: `workers`, or one per available core.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            n => n,
+        }
+    }
+}
+
+/// `server.runtime`: the shape of the threads that serve clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeShape {
+    /// One multi-thread tokio runtime: a connection's tasks may run on any worker, idle
+    /// workers steal queued tasks from busy ones.
+    #[default]
+    WorkStealing,
+    /// One single-thread runtime per worker, each with its own `SO_REUSEPORT` listener on the
+    /// same address (the kernel spreads connections by a hash of their addresses); a
+    /// connection and everything it spawns stays on the worker that accepted it.
+    PerCore,
+}
+
 /// The operators' endpoints. `POST /admin/reload` answers only when a token is set, and only to
 /// `Authorization: Bearer <token>`. `/metrics` is served on `listen`; on the clients' listener
 /// it (and `/admin/*`) needs the token, and without one is not served there at all.

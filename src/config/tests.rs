@@ -349,3 +349,21 @@ fn public_url_is_for_a2a_routes_and_must_be_a_url() {
         assert!(e.contains("public_url"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn server_runtime_and_workers_parse_and_are_checked() {
+    let c = Config::from_yaml("").unwrap();
+    assert_eq!(c.server.runtime, RuntimeShape::WorkStealing);
+    assert!(c.server.worker_count() >= 1);
+    let c = Config::from_yaml("server: { runtime: per_core, workers: 3 }").unwrap();
+    assert_eq!(c.server.runtime, RuntimeShape::PerCore);
+    assert_eq!(c.server.worker_count(), 3);
+    let e = Config::from_yaml("server: { runtime: per_thread }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("per_thread") && e.contains("per_core"), "{e}");
+    let e = Config::from_yaml("server: { workers: 1025 }")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("server.workers"), "{e}");
+}

@@ -264,6 +264,20 @@ impl EvalQueue {
         held
     }
 
+    /// Starts the workers on `runtime` unless they run already (a `per_core` server starts
+    /// them on its control thread, so that they stay off the workers' event loops).
+    pub fn start_on(&self, runtime: &tokio::runtime::Handle) -> &mpsc::Sender<(Turn, Held)> {
+        self.sender.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(self.config.max_queue);
+            runtime.spawn(work(
+                rx,
+                self.config.max_concurrency,
+                Arc::clone(&self.metrics),
+            ));
+            tx
+        })
+    }
+
     /// Queues a turn; a queue full (in turns or bytes) drops it (counted), never waits. The
     /// workers start with the first turn, on its runtime; outside one (a stream dropped at
     /// shutdown) the turn is dropped.
@@ -278,15 +292,7 @@ impl EvalQueue {
                     self.metrics.evals.dropped.inc();
                     return;
                 };
-                self.sender.get_or_init(|| {
-                    let (tx, rx) = mpsc::channel(self.config.max_queue);
-                    runtime.spawn(work(
-                        rx,
-                        self.config.max_concurrency,
-                        Arc::clone(&self.metrics),
-                    ));
-                    tx
-                })
+                self.start_on(&runtime)
             }
         };
         // Counted before it can be taken, so the depth never reads below zero.

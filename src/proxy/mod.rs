@@ -104,6 +104,12 @@ impl Gateway {
         })
     }
 
+    /// Starts the evals' workers on `runtime` (otherwise they start on the runtime of the first
+    /// turn submitted).
+    pub fn start_evals_on(&self, runtime: &tokio::runtime::Handle) {
+        self.evals.start_on(runtime);
+    }
+
     /// Readiness goes false; requests are still served (call before stopping the listener).
     pub fn begin_drain(&self) {
         self.draining.store(true, Ordering::Release);

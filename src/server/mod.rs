@@ -4,8 +4,8 @@
 //! connection (first request in time, idle close, graceful stop); `send_watch.rs` ends
 //! responses whose client stopped reading.
 
-use crate::config::Config;
-use crate::metrics::{DropReason, RejectReason};
+use crate::config::{Config, RuntimeShape};
+use crate::metrics::{DropReason, RejectReason, WorkerLabels};
 use crate::proxy::{Gateway, Runtime};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 mod connection;
 mod h2_refusals;
+mod per_core;
 mod send_watch;
 
 use connection::TrackedBody;
@@ -84,14 +85,22 @@ pub async fn start_runtime(
         send_buffer: limits.client_send_buffer_bytes,
         notsent_lowat: limits.client_notsent_lowat_bytes,
     };
-    let listener = bind_clients(listen, sockets).map_err(|source| StartError::Bind {
+    let shape = gateway.runtime().config.server;
+    let bind_error = |source| StartError::Bind {
         addr: listen,
         source,
-    })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: listen,
-        source,
-    })?;
+    };
+    let listeners = match shape.runtime {
+        RuntimeShape::WorkStealing => vec![bind_clients(listen, sockets, false)],
+        RuntimeShape::PerCore => match per_core::bind(listen, shape.worker_count(), sockets) {
+            Ok(all) => all.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        },
+    }
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()
+    .map_err(bind_error)?;
+    let addr = listeners[0].local_addr().map_err(bind_error)?;
     let (tx, rx) = watch::channel(false);
     let admin_addr = match gateway.runtime().config.admin.listen {
         None => None,
@@ -117,7 +126,20 @@ pub async fn start_runtime(
             wait_true(rx.clone()),
         ));
     }
-    let task = tokio::spawn(serve(listener, Arc::clone(&gateway), wait_true(rx)));
+    let task = match shape.runtime {
+        RuntimeShape::WorkStealing => {
+            let listener = listeners
+                .into_iter()
+                .next()
+                .ok_or_else(|| bind_error(std::io::Error::other("no listener bound")))?;
+            tokio::spawn(serve(listener, 0, Arc::clone(&gateway), wait_true(rx)))
+        }
+        RuntimeShape::PerCore => {
+            // The evals' workers stay here, off the workers' event loops.
+            gateway.start_evals_on(&tokio::runtime::Handle::current());
+            tokio::spawn(per_core::start(listeners, &gateway, &rx).map_err(bind_error)?)
+        }
+    };
     Ok(RunningServer {
         addr,
         admin_addr,
@@ -153,7 +175,7 @@ fn fingerprint(gateway: &Gateway) -> Vec<(PathBuf, Option<SystemTime>, u64)> {
 
 /// The socket options of client connections (`limits.client_send_buffer_bytes`,
 /// `limits.client_notsent_lowat_bytes`; 0: not set).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct ClientSockets {
     send_buffer: usize,
     notsent_lowat: usize,
@@ -162,14 +184,27 @@ struct ClientSockets {
 /// Binds the client listener as `TcpListener::bind` does (address reuse, a backlog of 1024),
 /// with the client sockets' options set on the listening socket: Linux gives every accepted
 /// socket the listener's buffer sizes and `TCP_NOTSENT_LOWAT` (the tests below read both back
-/// from an accepted socket), so no call per connection is needed.
-fn bind_clients(addr: SocketAddr, options: ClientSockets) -> std::io::Result<TcpListener> {
+/// from an accepted socket), so no call per connection is needed. With `reuse_port`,
+/// `SO_REUSEPORT` too (a `per_core` worker's listener).
+fn bind_clients(
+    addr: SocketAddr,
+    options: ClientSockets,
+    reuse_port: bool,
+) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
+    if reuse_port {
+        #[cfg(unix)]
+        socket.set_reuseport(true)?;
+        #[cfg(not(unix))]
+        return Err(std::io::Error::other(
+            "server.runtime: per_core needs SO_REUSEPORT (Unix)",
+        ));
+    }
     // Both checked at load to be at most 1 GiB.
     if options.send_buffer > 0 {
         socket.set_send_buffer_size(u32::try_from(options.send_buffer).unwrap_or(u32::MAX))?;
@@ -313,12 +348,19 @@ impl Builders {
     }
 }
 
-/// The accept loop. Returns once `shutdown` resolves and open connections have drained.
+/// The accept loop (of `per_core` worker `worker`; 0 for `work_stealing`'s one). Returns once
+/// `shutdown` resolves and open connections have drained.
 pub async fn serve(
     listener: TcpListener,
+    worker: usize,
     gateway: Arc<Gateway>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let accepted_here = gateway
+        .metrics
+        .worker_connections
+        .get_or_create(&WorkerLabels { worker })
+        .clone();
     let config = gateway.runtime().config.clone();
     let timeouts = &config.timeouts;
     let first_request = Duration::from_millis(timeouts.client_header_ms);
@@ -363,6 +405,7 @@ pub async fn serve(
                         continue;
                     }
                 };
+                accepted_here.inc();
                 // Over `limits.max_connections` a connection is closed as it is accepted (not
                 // left in the backlog): the client learns at once, and the refusal is counted.
                 let Some(open) = gateway.connections.take(1, config.limits.max_connections) else {
@@ -463,7 +506,7 @@ mod tests {
 
     /// A connection accepted by a listener bound with `options`, as a std socket.
     async fn accepted(options: ClientSockets) -> std::net::TcpStream {
-        let listener = bind_clients("127.0.0.1:0".parse().unwrap(), options).unwrap();
+        let listener = bind_clients("127.0.0.1:0".parse().unwrap(), options, false).unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
         let (accepted, _client) = tokio::join!(listener.accept(), client);
         accepted.unwrap().0.into_std().unwrap()

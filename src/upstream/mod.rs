@@ -14,7 +14,7 @@ mod pool;
 
 pub use body::{Tap, UpstreamBody};
 
-use crate::config::{BaseUrl, Config};
+use crate::config::{BaseUrl, Config, RuntimeShape};
 use bytes::Bytes;
 use conn::{H1Conn, PoolKey, Unsent};
 use connect::{Connected, Connector};
@@ -23,7 +23,8 @@ use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use pool::Pool;
-use std::sync::Arc;
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Why an upstream request got no response head.
@@ -38,7 +39,24 @@ pub enum UpstreamError {
 /// The client for every upstream, shared by all requests.
 pub struct UpstreamClient {
     connector: Connector,
+    /// The connections of every thread but a `per_core` worker's.
     pool: Arc<Pool>,
+    /// `server.runtime: per_core`: one pool per worker, made on the worker's first request. A
+    /// connection's socket belongs to the event loop of the thread that opened it, and an
+    /// HTTP/2 connection's task runs there: a request on another worker reusing it would be
+    /// woken from that thread, the hand-over `per_core` is there to avoid.
+    workers: Box<[OnceLock<Arc<Pool>>]>,
+}
+
+thread_local! {
+    /// The `per_core` worker this thread is, if it is one.
+    static WORKER: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Marks this thread as `per_core` worker `index`: the upstream clients keep its connections
+/// apart from every other thread's.
+pub fn enter_worker(index: usize) {
+    WORKER.with(|w| w.set(Some(index)));
 }
 
 impl UpstreamClient {
@@ -51,7 +69,22 @@ impl UpstreamClient {
                 config.upstream_tls.ca_path.as_deref(),
             )?,
             pool: Pool::new(),
+            workers: match config.server.runtime {
+                RuntimeShape::WorkStealing => Box::default(),
+                RuntimeShape::PerCore => (0..config.server.worker_count())
+                    .map(|_| OnceLock::new())
+                    .collect(),
+            },
         })
+    }
+
+    /// The pool of the thread this runs on (see `workers`).
+    fn pool(&self) -> &Arc<Pool> {
+        match WORKER.with(Cell::get).and_then(|i| self.workers.get(i)) {
+            // Made on the worker: its sweep runs on the worker's event loop.
+            Some(slot) => slot.get_or_init(Pool::new),
+            None => &self.pool,
+        }
     }
 
     /// Sends `req` to `base`'s host and waits for the response head. `req`'s URI is the target
@@ -68,7 +101,7 @@ impl UpstreamClient {
             Ok(resp) => return Ok(resp),
             Err(unsent) => unsent,
         };
-        while let Some(conn) = self.pool.take_idle(key) {
+        while let Some(conn) = self.pool().take_idle(key) {
             match conn.send(req).await {
                 Ok(sent) => return Ok(self.h1_body(sent)),
                 Err(Unsent {
@@ -81,7 +114,7 @@ impl UpstreamClient {
                 Err(Unsent { error, .. }) => return Err(error.into()),
             }
         }
-        let gate = self.pool.connect_gate(key);
+        let gate = self.pool().connect_gate(key);
         let held = match &gate {
             Some(gate) => match gate.try_lock() {
                 Ok(held) => Some(held),
@@ -101,7 +134,7 @@ impl UpstreamClient {
         };
         match self.connector.connect(key).await? {
             Connected::H1(conn) => {
-                self.pool.mark_h1(key);
+                self.pool().mark_h1(key);
                 drop(held);
                 conn.send(req)
                     .await
@@ -109,7 +142,7 @@ impl UpstreamClient {
                     .map_err(|unsent| unsent.error.into())
             }
             Connected::H2(mut sender) => {
-                self.pool.put_h2(key, &sender);
+                self.pool().put_h2(key, &sender);
                 drop(held);
                 key.h2_form(&mut req);
                 Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
@@ -119,7 +152,7 @@ impl UpstreamClient {
 
     /// An HTTP/1 response whose body drives its connection and hands it back to the pool.
     fn h1_body(&self, (resp, conn): (Response<Incoming>, H1Conn)) -> Response<UpstreamBody> {
-        let pool = Arc::clone(&self.pool);
+        let pool = Arc::clone(self.pool());
         resp.map(|incoming| UpstreamBody::h1(incoming, conn, pool))
     }
 
@@ -130,7 +163,7 @@ impl UpstreamClient {
         key: &Arc<PoolKey>,
         req: Request<Full<Bytes>>,
     ) -> Result<Result<Response<UpstreamBody>, Request<Full<Bytes>>>, UpstreamError> {
-        let Some(mut sender) = self.pool.h2_sender(key) else {
+        let Some(mut sender) = self.pool().h2_sender(key) else {
             return Ok(Err(req));
         };
         let mut req = req;
@@ -148,7 +181,7 @@ impl UpstreamClient {
                 req
             }
         };
-        self.pool.forget_h2(key);
+        self.pool().forget_h2(key);
         Ok(Err(req))
     }
 }
