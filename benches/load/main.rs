@@ -465,18 +465,7 @@ async fn soak_section(
     let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
     // The flood's own mock (thread and runtime), reached through a route of its own.
     let flood = start_mock(Arc::clone(mock_state), "mock-flood");
-    let mut extra = format!(
-        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n{}routes:\n  - {{ name: flood, \
-         protocol: openai_chat, path_prefix: {}, strip_prefix: /flood, upstream: \"http://{flood}\" }}\n\
-         limits:\n  max_concurrent_requests: 20000\n  client_send_buffer_bytes: {}\n",
-        opts.soak_send_ms,
-        opts.server_yaml(),
-        soak::FLOOD_PREFIX,
-        opts.soak_send_buffer
-    );
-    if let Some(n) = opts.soak_notsent_lowat {
-        let _ = writeln!(extra, "  client_notsent_lowat_bytes: {n}");
-    }
+    let extra = soak::config(opts, admin, flood);
     let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
     // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.
     if let Err(e) = check(&cfg) {

@@ -23,6 +23,7 @@ use bytes::Bytes;
 use http::Request;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -262,4 +263,23 @@ pub(super) async fn soak<T>(
             - timeouts_before,
     };
     (out, result)
+}
+
+/// The soak guardwire's config beyond the run's common part: the small `client_send_ms`,
+/// metrics on `admin`, the flood's route to its own mock at `flood`, and the client sockets'
+/// options under test.
+pub(super) fn config(opts: &crate::opts::Opts, admin: SocketAddr, flood: SocketAddr) -> String {
+    let mut extra = format!(
+        "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n{}routes:\n  - {{ name: flood, \
+         protocol: openai_chat, path_prefix: {}, strip_prefix: /flood, upstream: \"http://{flood}\" }}\n\
+         limits:\n  max_concurrent_requests: 20000\n  client_send_buffer_bytes: {}\n",
+        opts.soak_send_ms,
+        opts.server_yaml(),
+        FLOOD_PREFIX,
+        opts.soak_send_buffer
+    );
+    if let Some(n) = opts.soak_notsent_lowat {
+        let _ = writeln!(extra, "  client_notsent_lowat_bytes: {n}");
+    }
+    extra
 }
