@@ -196,32 +196,32 @@ def stream_bytes(protocol):
             b"transfer-encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n")
 
 
-def start_mock(protocol):
-    answer = stream_bytes(protocol)
+def read_request(conn, buf):
+    """One HTTP/1.1 request from `conn` (`buf`: bytes already read): its body and the bytes
+    after it, or None once the peer has closed."""
+    while b"\r\n\r\n" not in buf:
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buf += data
+    head, buf = buf.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    need = int(m.group(1)) if m else 0
+    while len(buf) < need:
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buf += data
+    return buf[:need], buf[need:]
 
-    def serve(conn):
-        buf = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                m = re.search(rb"(?i)content-length:\s*(\d+)", head)
-                need = int(m.group(1)) if m else 0
-                while len(buf) < need:
-                    buf += conn.recv(65536)
-                buf = buf[need:]
-                conn.sendall(answer)
-        except OSError:
-            pass
 
+def serve_loopback(serve, backlog=64):
+    """A listener on 127.0.0.1 whose every connection `serve(conn)` handles on a thread of
+    its own; returns its port."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
+    listener.listen(backlog)
 
     def accept():
         while True:
@@ -232,6 +232,21 @@ def start_mock(protocol):
     return listener.getsockname()[1]
 
 
+def start_mock(protocol):
+    answer = stream_bytes(protocol)
+
+    def serve(conn):
+        buf = b""
+        try:
+            while (request := read_request(conn, buf)) is not None:
+                buf = request[1]
+                conn.sendall(answer)
+        except OSError:
+            pass
+
+    return serve_loopback(serve)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -240,8 +255,8 @@ def free_port():
     return port
 
 
-def count(binary, pack, streams, mock_port, workdir, keep, protocol):
-    port = free_port()
+def write_config(workdir, port, mock_port, pack):
+    """guardwire's config for a run: every provider at the mock, `pack` (a path) or none."""
     packs = "[]" if pack is None else json.dumps([os.path.abspath(pack)])
     cfg = os.path.join(workdir, f"config-{port}.yaml")
     with open(cfg, "w") as f:
@@ -250,27 +265,38 @@ def count(binary, pack, streams, mock_port, workdir, keep, protocol):
                 f'  gemini: "http://127.0.0.1:{mock_port}"\n'
                 f"packs: {packs}\nlimits:\n  max_concurrent_requests: 20000\n"
                 "log:\n  level: warn\nreload:\n  poll_ms: 0\n")
+    return cfg
+
+
+def wait_ready(proxy, port, binary):
+    """Until guardwire (the process `proxy`, under valgrind) answers /readyz; exits if it dies."""
+    # Under valgrind, compiling a large pack on a loaded machine takes minutes.
+    deadline = time.monotonic() + 1200
+    while True:
+        if time.monotonic() > deadline:
+            sys.exit(f"{binary} was not ready after 20 minutes")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            c.request("GET", "/readyz")
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        if proxy.poll() is not None:
+            sys.exit(f"{binary} exited ({proxy.returncode}) before it was ready")
+        time.sleep(0.1)
+
+
+def count(binary, pack, streams, mock_port, workdir, keep, protocol):
+    port = free_port()
+    cfg = write_config(workdir, port, mock_port, pack)
     out = os.path.join(workdir, f"callgrind-{port}")
     proxy = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p",
          binary, "serve", "--config", cfg],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        # Under valgrind, compiling a large pack on a loaded machine takes minutes.
-        deadline = time.monotonic() + 1200
-        while True:
-            if time.monotonic() > deadline:
-                sys.exit(f"{binary} was not ready after 20 minutes")
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            if proxy.poll() is not None:
-                sys.exit(f"{binary} exited ({proxy.returncode}) before it was ready")
-            time.sleep(0.1)
+        wait_ready(proxy, port, binary)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
 
         _, path, request, headers, end = PROTOCOLS[protocol]

@@ -35,8 +35,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from instructions import (PROTOCOLS, chat_events, free_port, stamps,  # noqa: E402
-                          text_deltas)
+from instructions import (PROTOCOLS, chat_events, free_port,  # noqa: E402
+                          read_request, serve_loopback, stamps, text_deltas,
+                          wait_ready, write_config)
 
 OPEN_MARK = b"x-memstream: open"
 
@@ -57,18 +58,8 @@ def start_mock(gap_ms):
     def serve(conn):
         buf = b""
         try:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head_in, buf = buf.split(b"\r\n\r\n", 1)
-                m = re.search(rb"(?i)content-length:\s*(\d+)", head_in)
-                need = int(m.group(1)) if m else 0
-                while len(buf) < need:
-                    buf += conn.recv(65536)
-                body, buf = buf[:need], buf[need:]
+            while (request := read_request(conn, buf)) is not None:
+                body, buf = request
                 if b'"memstream-open"' not in body:
                     conn.sendall(whole)
                     continue
@@ -81,18 +72,7 @@ def start_mock(gap_ms):
         except OSError:
             pass
 
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1024)
-
-    def accept():
-        while True:
-            conn, _ = listener.accept()
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener.getsockname()[1]
+    return serve_loopback(serve, backlog=1024)
 
 
 def request_bytes(port, body):
@@ -200,12 +180,7 @@ def sites(path):
 def run(binary, pack, streams, gap_ms, workdir, settle_s, tool="massif"):
     mock_port = start_mock(gap_ms)
     port = free_port()
-    packs = "[]" if pack is None else json.dumps([os.path.abspath(pack)])
-    cfg = os.path.join(workdir, f"config-{port}.yaml")
-    with open(cfg, "w") as f:
-        f.write(f'listen: "127.0.0.1:{port}"\nupstreams:\n  openai: "http://127.0.0.1:{mock_port}"\n'
-                f"packs: {packs}\nlimits:\n  max_concurrent_requests: 20000\n"
-                "log:\n  level: warn\nreload:\n  poll_ms: 0\n")
+    cfg = write_config(workdir, port, mock_port, pack)
     out = os.path.join(workdir, f"massif-{port}")
     if tool == "dhat":
         vg = ["valgrind", "--tool=dhat", f"--dhat-out-file={out}.dhat.json"]
@@ -216,22 +191,7 @@ def run(binary, pack, streams, gap_ms, workdir, settle_s, tool="massif"):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     socks = []
     try:
-        deadline = time.monotonic() + 1200
-        while True:
-            if time.monotonic() > deadline:
-                sys.exit(f"{binary} was not ready after 20 minutes")
-            try:
-                s = socket.create_connection(("127.0.0.1", port), timeout=5)
-                s.sendall(b"GET /readyz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-                if s.recv(100).startswith(b"HTTP/1.1 200"):
-                    s.close()
-                    break
-                s.close()
-            except OSError:
-                pass
-            if proxy.poll() is not None:
-                sys.exit(f"{binary} exited ({proxy.returncode}) before it was ready")
-            time.sleep(0.2)
+        wait_ready(proxy, port, binary)
         _, _, body, _, end = PROTOCOLS["chat"]
         whole = request_bytes(port, json.dumps(body).encode())
         opened = dict(body, user="memstream-open")
