@@ -97,13 +97,15 @@ impl UpstreamClient {
         mut req: Request<Full<Bytes>>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let key = &base.key;
-        req = match self.try_h2(key, req).await? {
+        // Looked up once: the request's task stays on the thread it started on.
+        let pool = self.pool();
+        req = match Self::try_h2(pool, key, req).await? {
             Ok(resp) => return Ok(resp),
             Err(unsent) => unsent,
         };
-        while let Some(conn) = self.pool().take_idle(key) {
+        while let Some(conn) = pool.take_idle(key) {
             match conn.send(req).await {
-                Ok(sent) => return Ok(self.h1_body(sent)),
+                Ok(sent) => return Ok(h1_body(pool, sent)),
                 Err(Unsent {
                     request: Some(unsent),
                     error,
@@ -114,7 +116,7 @@ impl UpstreamClient {
                 Err(Unsent { error, .. }) => return Err(error.into()),
             }
         }
-        let gate = self.pool().connect_gate(key);
+        let gate = pool.connect_gate(key);
         let held = match &gate {
             Some(gate) => match gate.try_lock() {
                 Ok(held) => Some(held),
@@ -123,7 +125,7 @@ impl UpstreamClient {
                     // HTTP/2 connection, use that; otherwise connect without waiting again
                     // (so a failing upstream is not tried one request after another).
                     drop(gate.lock().await);
-                    req = match self.try_h2(key, req).await? {
+                    req = match Self::try_h2(pool, key, req).await? {
                         Ok(resp) => return Ok(resp),
                         Err(unsent) => unsent,
                     };
@@ -134,15 +136,15 @@ impl UpstreamClient {
         };
         match self.connector.connect(key).await? {
             Connected::H1(conn) => {
-                self.pool().mark_h1(key);
+                pool.mark_h1(key);
                 drop(held);
                 conn.send(req)
                     .await
-                    .map(|sent| self.h1_body(sent))
+                    .map(|sent| h1_body(pool, sent))
                     .map_err(|unsent| unsent.error.into())
             }
             Connected::H2(mut sender) => {
-                self.pool().put_h2(key, &sender);
+                pool.put_h2(key, &sender);
                 drop(held);
                 key.h2_form(&mut req);
                 Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
@@ -150,20 +152,14 @@ impl UpstreamClient {
         }
     }
 
-    /// An HTTP/1 response whose body drives its connection and hands it back to the pool.
-    fn h1_body(&self, (resp, conn): (Response<Incoming>, H1Conn)) -> Response<UpstreamBody> {
-        let pool = Arc::clone(self.pool());
-        resp.map(|incoming| UpstreamBody::h1(incoming, conn, pool))
-    }
-
-    /// Sends `req` on the shared HTTP/2 connection to `key`, if there is a live one; hands the
-    /// request back when there is none or it could not take it.
+    /// Sends `req` on `pool`'s shared HTTP/2 connection to `key`, if there is a live one; hands
+    /// the request back when there is none or it could not take it.
     async fn try_h2(
-        &self,
+        pool: &Pool,
         key: &Arc<PoolKey>,
         req: Request<Full<Bytes>>,
     ) -> Result<Result<Response<UpstreamBody>, Request<Full<Bytes>>>, UpstreamError> {
-        let Some(mut sender) = self.pool().h2_sender(key) else {
+        let Some(mut sender) = pool.h2_sender(key) else {
             return Ok(Err(req));
         };
         let mut req = req;
@@ -181,9 +177,14 @@ impl UpstreamClient {
                 req
             }
         };
-        self.pool().forget_h2(key);
+        pool.forget_h2(key);
         Ok(Err(req))
     }
+}
+
+/// An HTTP/1 response whose body drives its connection and hands it back to `pool`.
+fn h1_body(pool: &Arc<Pool>, (resp, conn): (Response<Incoming>, H1Conn)) -> Response<UpstreamBody> {
+    resp.map(|incoming| UpstreamBody::h1(incoming, conn, Arc::clone(pool)))
 }
 
 /// A provider's base URL, split for fast request-URI building.
