@@ -91,14 +91,9 @@ pub async fn start_runtime(
         source,
     };
     let listeners = match shape.runtime {
-        RuntimeShape::WorkStealing => vec![bind_clients(listen, sockets, false)],
-        RuntimeShape::PerCore => match per_core::bind(listen, shape.worker_count(), sockets) {
-            Ok(all) => all.into_iter().map(Ok).collect(),
-            Err(e) => vec![Err(e)],
-        },
+        RuntimeShape::WorkStealing => bind_clients(listen, sockets, false).map(|l| vec![l]),
+        RuntimeShape::PerCore => per_core::bind(listen, shape.worker_count(), sockets),
     }
-    .into_iter()
-    .collect::<Result<Vec<_>, _>>()
     .map_err(bind_error)?;
     let addr = listeners[0].local_addr().map_err(bind_error)?;
     let (tx, rx) = watch::channel(false);
@@ -307,13 +302,14 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl Builders {
     /// Whether a plain connection speaks HTTP/2 (its first bytes are the preface), found by
-    /// peeking at its first bytes (nothing is consumed); `Some(None)`: not known yet. `auto` would read them itself and hand them back to hyper alone (at most
-    /// the preface's 24 bytes), so hyper's HTTP/1 read buffer, 8 KiB, already held those
-    /// bytes when it asked for 8 KiB more, and doubled to 16 KiB for the connection's life.
-    /// Peeked, the version is known and hyper's first read takes the whole request head.
-    /// Bytes that match only part of the preface so far (or none at all: an error, the end)
-    /// leave the choice to `auto`, as before. `None`: the client sent nothing before the first request's deadline (counted as
-    /// `auto` would have been: a dropped head), or the server is stopping.
+    /// peeking at them (nothing is consumed). `auto` would read them itself and hand them to
+    /// hyper alone (at most the preface's 24 bytes), so hyper's 8 KiB HTTP/1 read buffer
+    /// already held them when it asked for 8 KiB more, and doubled to 16 KiB for the
+    /// connection's life; peeked, hyper's first read takes the whole request head.
+    /// `Some(None)`: not known yet (bytes that match only part of the preface so far, an
+    /// error, the end), which leaves the choice to `auto` as before. `None`: the client sent
+    /// nothing before the first request's deadline (counted as `auto` would have: a dropped
+    /// head), or the server is stopping.
     async fn sniff(
         stream: &tokio::net::TcpStream,
         deadline: tokio::time::Instant,
@@ -345,6 +341,20 @@ impl Builders {
         } else {
             None
         })
+    }
+
+    /// The builder for a connection whose version is known (`Some(true)`: HTTP/2), told to
+    /// its refusal counter too; `None`: `auto`'s choice.
+    fn pick<IO>(
+        &self,
+        io: H2Refusals<IO>,
+        http2: Option<bool>,
+    ) -> (H2Refusals<IO>, &auto::Builder<StreamExecutor>) {
+        match http2 {
+            Some(true) => (io.known(true), &self.h2),
+            Some(false) => (io.known(false), &self.h1),
+            None => (io, &self.auto),
+        }
     }
 }
 
@@ -451,12 +461,7 @@ pub async fn serve(
                         let Some(http2) = Builders::sniff(&stream, deadline, &shutdown.stop, &metrics).await else {
                             return;
                         };
-                        let io = H2Refusals::new(stream, metrics.clone());
-                        let (io, builder) = match http2 {
-                            Some(true) => (io.known(true), &builders.h2),
-                            Some(false) => (io.known(false), &builders.h1),
-                            None => (io, &builders.auto),
-                        };
+                        let (io, builder) = builders.pick(H2Refusals::new(stream, metrics.clone()), http2);
                         let conn = builder.serve_connection(TokioIo::new(io), service);
                         connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
                     });
@@ -479,13 +484,12 @@ pub async fn serve(
                     };
                     // The protocol ALPN agreed on is the connection's (RFC 7301): served from
                     // the first byte, as a peeked plain connection is. Without ALPN, `auto`.
-                    let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-                    let io = H2Refusals::new(stream, metrics.clone());
-                    let (io, builder) = match alpn.as_deref() {
-                        Some(b"h2") => (io.known(true), &builders.h2),
-                        Some(b"http/1.1") => (io.known(false), &builders.h1),
-                        _ => (io, &builders.auto),
+                    let http2 = match stream.get_ref().1.alpn_protocol() {
+                        Some(b"h2") => Some(true),
+                        Some(b"http/1.1") => Some(false),
+                        _ => None,
                     };
+                    let (io, builder) = builders.pick(H2Refusals::new(stream, metrics.clone()), http2);
                     let conn = builder.serve_connection(TokioIo::new(io), service);
                     connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
                 });
