@@ -1359,16 +1359,17 @@ fn with_member(p: &Proto, texts: &[&str], key: &str, values: &[&str]) -> String 
 /// repeats the last text event's bytes around other values without the full decoder: an
 /// unknown member whose value changes between such events — here to a `\u` escape, an
 /// invisible character and a look-alike letter — is still read by the fallback, at every split.
+/// Also after a plain run longer than the skim reader's eight-byte steps (`skim::long_run`).
 #[tokio::test]
 async fn an_unknown_member_changing_between_templated_text_events_is_checked_at_every_split() {
-    let notes = [
-        "plain words",
-        "plain words",
-        "the \\u0066orbidd\u{200b}en fru\u{456}t",
-    ];
+    let last = "the \\u0066orbidd\u{200b}en fru\u{456}t";
+    let long = format!("plain words, plain words and plain words again: {last}");
     for p in all() {
-        let body = with_notes(&p, &["Hello, ", "and ", "then "], &notes);
-        blocked_at_every_split(&p, &body, "fru").await;
+        for last in [last, &long] {
+            let notes = ["plain words", "plain words", last];
+            let body = with_notes(&p, &["Hello, ", "and ", "then "], &notes);
+            blocked_at_every_split(&p, &body, "fru").await;
+        }
     }
 }
 
