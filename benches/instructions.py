@@ -7,6 +7,7 @@ while other work runs (then confirm with the load bench when the machine is quie
 work, not time: cache misses, syscalls' kernel time and lock waits are not in them.
 
     python3 benches/instructions.py BIN [BIN ...] [--protocol P] [--pack PATH] [--streams N] [--keep]
+                                    [--relay LOAD_BENCH_BIN]
 
 For each binary, with no pack and (with --pack) with that pack: starts `BIN serve` under
 `valgrind --tool=callgrind` with instrumentation off, in front of a mock upstream here that
@@ -18,6 +19,10 @@ instrumentation on, sends N (default 300) more, dumps, and prints the proxy's in
 per stream (all its threads). `--pack target/load-realistic-pack.yaml` is the load bench's
 realistic pack (1,000 words, 20 regexes, max_length, PII), kept there by each bench run.
 `--keep` keeps the callgrind files (callgrind_annotate shows where the instructions go).
+`--relay LOAD_BENCH_BIN` counts the load bench's bare hyper relay the same way (one more row;
+the binary is the one `cargo bench --bench load --no-run` names, target/release/deps/load-…):
+guardwire's stack with nothing of guardwire's work, the share of a stream no change to
+guardwire's own code can remove.
 The Anthropic deltas carry the load bench's stamp under `id` (as benches/load's mock does);
 GUARDWIRE_BENCH_ANTHROPIC_STAMP_KEY=ts puts it under an unknown key, as that mock did before.
 
@@ -269,7 +274,8 @@ def write_config(workdir, port, mock_port, pack):
 
 
 def wait_ready(proxy, port, binary):
-    """Until guardwire (the process `proxy`, under valgrind) answers /readyz; exits if it dies."""
+    """Until guardwire (the process `proxy`, under valgrind) answers /readyz with 200 (the relay
+    passes it to the mock, which answers 200 too); exits if it dies."""
     # Under valgrind, compiling a large pack on a loaded machine takes minutes.
     deadline = time.monotonic() + 1200
     while True:
@@ -287,13 +293,27 @@ def wait_ready(proxy, port, binary):
         time.sleep(0.1)
 
 
-def count(binary, pack, streams, mock_port, workdir, keep, protocol):
+def guardwire_command(binary, pack, mock_port, workdir):
+    """`binary serve` with no pack or `pack`, every provider at the mock: (command, its port)."""
     port = free_port()
-    cfg = write_config(workdir, port, mock_port, pack)
+    return [binary, "serve", "--config", write_config(workdir, port, mock_port, pack)], port
+
+
+def relay_command(binary, mock_port):
+    """The load bench's bare hyper relay (benches/load/relay.rs: guardwire's stack, no checks)
+    in front of the mock, one runtime worker per core as guardwire's default: (command, port)."""
+    port = free_port()
+    workers = len(os.sched_getaffinity(0))
+    return [binary, "--serve-relay", f"127.0.0.1:{port}", f"127.0.0.1:{mock_port}",
+            str(workers)], port
+
+
+def count(command, port, streams, workdir, keep, protocol):
+    binary = command[0]
     out = os.path.join(workdir, f"callgrind-{port}")
     proxy = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p",
-         binary, "serve", "--config", cfg],
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p"]
+        + command,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_ready(proxy, port, binary)
@@ -345,16 +365,26 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the callgrind files")
     ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="chat",
                     help="the answer the mock streams (default chat)")
+    ap.add_argument("--relay", metavar="LOAD_BENCH_BIN",
+                    help="also count the load bench's bare hyper relay: the bench binary that "
+                         "`cargo bench --bench load --no-run` names (one more row)")
     a = ap.parse_args()
     mock_port = start_mock(a.protocol)
     workdir = tempfile.mkdtemp(prefix="guardwire-instructions-") if not a.keep else os.getcwd()
     print("| binary | no packs | " + ("pack |" if a.pack else ""))
     print("|---|---|" + ("---|" if a.pack else ""))
     for b in a.binaries:
-        row = [f"{count(b, None, a.streams, mock_port, workdir, a.keep, a.protocol):,.0f}"]
+        command, port = guardwire_command(b, None, mock_port, workdir)
+        row = [f"{count(command, port, a.streams, workdir, a.keep, a.protocol):,.0f}"]
         if a.pack:
-            row.append(f"{count(b, a.pack, a.streams, mock_port, workdir, a.keep, a.protocol):,.0f}")
+            command, port = guardwire_command(b, a.pack, mock_port, workdir)
+            row.append(f"{count(command, port, a.streams, workdir, a.keep, a.protocol):,.0f}")
         print(f"| {b} | " + " | ".join(row) + " |", flush=True)
+    if a.relay:
+        command, port = relay_command(a.relay, mock_port)
+        relayed = count(command, port, a.streams, workdir, a.keep, a.protocol)
+        print(f"| bare hyper relay ({a.relay}) | {relayed:,.0f} | " + ("— |" if a.pack else ""),
+              flush=True)
 
 
 if __name__ == "__main__":

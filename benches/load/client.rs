@@ -76,9 +76,9 @@ fn stamp_of(ev: &[u8]) -> Option<u64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+pub(super) type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
-async fn connect(addr: SocketAddr) -> Option<Sender> {
+pub(super) async fn connect(addr: SocketAddr) -> Option<Sender> {
     let stream = TcpStream::connect(addr).await.ok()?;
     let _ = stream.set_nodelay(true);
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -88,7 +88,7 @@ async fn connect(addr: SocketAddr) -> Option<Sender> {
     Some(send)
 }
 
-fn make_request(addr: SocketAddr, p: Protocol, body: &Bytes) -> Request<Full<Bytes>> {
+pub(super) fn make_request(addr: SocketAddr, p: Protocol, body: &Bytes) -> Request<Full<Bytes>> {
     let mut b = Request::post(p.path(false))
         .header("host", addr.to_string())
         .header("content-type", "application/json")

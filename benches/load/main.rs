@@ -6,7 +6,7 @@
 //! Run: `cargo bench --bench load` (options after `--`: `--quick`, `--protocol chat|responses|
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
 //! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
-//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--soak N`, `--soak-send-ms MS`,
+//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--no-relay`, `--soak N`, `--soak-send-ms MS`,
 //! `--soak-send-buffer BYTES`, `--soak-notsent-lowat BYTES`, `--no-soak`).
 //!
 //! Processes and threads:
@@ -22,6 +22,10 @@
 //!   process: master and one worker per core, `proxy_buffering off`, keep-alive HTTP/1.1 to the
 //!   mock. Its CPU and RSS are summed over the master and its workers. Without nginx the report
 //!   says so and has no ratios.
+//! - The bare hyper relay (relay.rs) runs as a child process too: this binary started again
+//!   with `--serve-relay`, guardwire's stack (hyper server, tokio runtime, guardwire's upstream
+//!   client) with nothing of guardwire's work, the floor guardwire's CPU is also given against.
+//!   Under `cargo test` (no `--bench`) only its check runs: a few streams through it.
 //! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`; its
 //!   flood is answered by a second mock (own thread and runtime) through a route of its own,
 //!   and its waves, scrapes and monitor run on a runtime of their own (one thread).
@@ -41,6 +45,7 @@ mod common;
 mod mock;
 mod opts;
 mod proxy;
+mod relay;
 mod report;
 mod soak;
 
@@ -48,27 +53,52 @@ use client::{open_streams_rss, run_phase, Load};
 use clock::epoch;
 use common::fixtures::{answer_deltas, realistic_pack};
 use common::free_port;
-use mock::{flood_chunk, start_mock, stream_events, MockState};
+use mock::{start_mock, MockState};
 use opts::{parse_opts, Opts, Pii, Protocol};
 use proxy::{
-    check, guardwire_bin, rss_kib, spawn_proxy, start_nginx, wait_ready, write_config, Meter,
+    check, guardwire_bin, rss_kib, spawn_proxy, spawn_relay, start_nginx, wait_ready, write_config,
+    Meter,
 };
 use report::{
-    latency_table, machine_line, ms, raise_nofile, ratio, summarize, throughput_table, Summary,
+    latency_table, machine_line, ms, raise_nofile, ratio, ratio_table, summarize, throughput_table,
+    PhaseCpu, Summary,
 };
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+
+/// The rows of the throughput and latency tables whose CPU the ratio table compares.
+const NGINX_ROW: &str = "nginx (plain reverse proxy)";
+const RELAY_ROW: &str = "bare hyper relay (guardwire's stack, no checks)";
+const NONE_ROW: &str = "guardwire, no packs";
+const REAL_ROW: &str = "guardwire, realistic pack";
+
+/// Each compared target's CPU per stream in one phase's rows.
+fn phase_cpu(rows: &[(&str, Summary)]) -> PhaseCpu {
+    let cpu = |name| rows.iter().find(|r| r.0 == name).and_then(|r| r.1.cpu_ms());
+    PhaseCpu {
+        nginx: cpu(NGINX_ROW),
+        relay: cpu(RELAY_ROW),
+        none: cpu(NONE_ROW),
+        real: cpu(REAL_ROW),
+    }
+}
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(relay::SERVE_RELAY) {
+        relay::serve_from_args(&args[2..]);
+        return;
+    }
     // `cargo bench` passes `--bench`; `cargo test --all-targets` (tests/run) runs bench targets
-    // without it, and a minutes-long load run must not happen there.
-    if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("load: not run under `cargo test`; use `cargo bench --bench load`");
+    // without it, and a minutes-long load run must not happen there: only the relay's check
+    // (a few streams over loopback), so that the relay cannot rot unnoticed.
+    if !args.iter().any(|a| a == "--bench") {
+        relay::check();
+        eprintln!("load: the bare hyper relay relays; the bench itself runs under `cargo bench --bench load`");
         return;
     }
     let opts = parse_opts();
@@ -88,22 +118,7 @@ fn main() {
     let deltas = answer_deltas(42, opts.deltas);
     let text_bytes: usize = deltas.iter().map(String::len).sum();
     let text_chars: usize = deltas.iter().map(|d| d.chars().count()).sum();
-    let mock_state = Arc::new(MockState {
-        gap_ns: AtomicU64::new(0),
-        release: watch::channel(0).0,
-        events: Protocol::ALL
-            .iter()
-            .map(|&p| (p, Arc::new(stream_events(p, &deltas))))
-            .collect(),
-        hold_gap_ns: AtomicU64::new(0),
-        held: AtomicUsize::new(0),
-        accepted: AtomicUsize::new(0),
-        // 256 × ~75 KiB: megabytes no kernel buffer holds.
-        flood: flood_chunk(),
-        flood_chunks: 256,
-        flood_started: AtomicUsize::new(0),
-        flood_open: AtomicUsize::new(0),
-    });
+    let mock_state = MockState::new(&deltas);
     let mock = start_mock(Arc::clone(&mock_state), "mock-upstream");
     eprintln!("load: mock upstream on {mock}");
 
@@ -208,13 +223,37 @@ fn main() {
         }
     }
     let nginx = nginx.ok();
+    let _ = writeln!(
+        report,
+        "\nFloor: {}",
+        if opts.relay {
+            format!(
+                "a bare hyper relay (\"{RELAY_ROW}\") in front of the same mock, its own process: \
+                 this checkout's hyper server with guardwire's default settings, a work-stealing \
+                 tokio runtime with {} workers and guardwire's own upstream client (whatever \
+                 `GUARDWIRE_BIN` is); the request read whole, the answer relayed frame by frame, \
+                 nothing decoded, checked or counted. What guardwire costs above it is its own \
+                 work; what the relay costs above nginx is the stack's (hyper and tokio against \
+                 nginx's event loop).",
+                opts.relay_workers()
+            )
+        } else {
+            "not run (--no-relay).".to_owned()
+        }
+    );
 
     rt.block_on(async {
         let t_start = Instant::now();
-        let mut none = spawn_proxy("no packs", &none_cfg, p_none);
-        let mut real = spawn_proxy("realistic pack", &real_cfg, p_real);
+        let mut none = spawn_proxy("guardwire (no packs)", &none_cfg, p_none);
+        let mut real = spawn_proxy("guardwire (realistic pack)", &real_cfg, p_real);
+        let mut relay = opts
+            .relay
+            .then(|| spawn_relay(mock, free_port(), opts.relay_workers()));
         wait_ready(&mut none).await;
         wait_ready(&mut real).await;
+        if let Some(r) = &mut relay {
+            wait_ready(r).await;
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle_none = rss_kib(none.pid());
         let idle_real = rss_kib(real.pid());
@@ -226,35 +265,20 @@ fn main() {
             idle_real as f64 / 1024.0
         );
 
-        // Per protocol: (burst none, burst real, paced none, paced real) ratios, and nginx's CPU.
-        let mut ratios: Vec<(Protocol, [String; 4], [Option<f64>; 2])> = Vec::new();
+        // Per protocol: each target's CPU per stream, burst and paced.
+        let mut cpu: Vec<(Protocol, PhaseCpu, PhaseCpu)> = Vec::new();
         for &p in &opts.protocols {
             let _ = writeln!(report, "\n### {}\n", p.name());
             let mut targets: Vec<(&str, SocketAddr, Option<Meter>)> =
                 vec![("direct to mock", mock, None)];
             if let Some(n) = &nginx {
-                targets.push(("nginx (plain reverse proxy)", n.addr, Some(n.meter())));
+                targets.push((NGINX_ROW, n.addr, Some(n.meter())));
             }
-            targets.push((
-                "guardwire, no packs",
-                none.addr,
-                Some(Meter::Process(none.pid())),
-            ));
-            targets.push((
-                "guardwire, realistic pack",
-                real.addr,
-                Some(Meter::Process(real.pid())),
-            ));
-            let anchor_of = |rows: &[(&str, Summary)]| {
-                nginx.as_ref().and_then(|_| rows.get(1)).and_then(|r| r.1.cpu_ms())
-            };
-            let gw_ratios = |rows: &[(&str, Summary)], anchor| {
-                let n = rows.len();
-                [
-                    ratio(rows[n - 2].1.cpu_ms(), anchor),
-                    ratio(rows[n - 1].1.cpu_ms(), anchor),
-                ]
-            };
+            if let Some(r) = &relay {
+                targets.push((RELAY_ROW, r.addr, Some(Meter::Process(r.pid()))));
+            }
+            targets.push((NONE_ROW, none.addr, Some(Meter::Process(none.pid()))));
+            targets.push((REAL_ROW, real.addr, Some(Meter::Process(real.pid()))));
             // Throughput: no gaps.
             mock_state.gap_ns.store(0, Ordering::Relaxed);
             let mut rows = Vec::new();
@@ -263,11 +287,10 @@ fn main() {
                 let s = burst(addr, p, &opts, meter).await;
                 rows.push((name, s));
             }
-            let burst_anchor = anchor_of(&rows);
-            throughput_table(&mut report, &rows, opts.concurrency, text_bytes, burst_anchor);
-            let [b_none, b_real] = gw_ratios(&rows, burst_anchor);
+            let burst_cpu = phase_cpu(&rows);
+            throughput_table(&mut report, &rows, opts.concurrency, text_bytes, burst_cpu.nginx);
             if opts.throughput_only {
-                ratios.push((p, [b_none, b_real, "—".into(), "—".into()], [burst_anchor, None]));
+                cpu.push((p, burst_cpu, PhaseCpu::default()));
                 continue;
             }
             // Latency: paced, with gaps.
@@ -280,44 +303,19 @@ fn main() {
                 let s = paced(addr, p, &opts, meter).await;
                 rows.push((name, s));
             }
-            let paced_anchor = anchor_of(&rows);
+            let paced_cpu = phase_cpu(&rows);
             latency_table(
                 &mut report,
                 &rows,
                 opts.rate,
                 opts.gap,
                 "proxied minus direct",
-                paced_anchor,
+                paced_cpu.nginx,
             );
-            let [p_none, p_real] = gw_ratios(&rows, paced_anchor);
-            ratios.push((p, [b_none, b_real, p_none, p_real], [burst_anchor, paced_anchor]));
+            cpu.push((p, burst_cpu, paced_cpu));
             mock_state.gap_ns.store(0, Ordering::Relaxed);
         }
-
-        if nginx.is_some() {
-            report.push_str(
-                "\n### guardwire's CPU per stream as a ratio to nginx's\n\n\
-                 | protocol | nginx ms/stream burst / paced | nginx µs per KiB burst / paced | burst, no packs | burst, realistic pack | paced, no packs | paced, realistic pack |\n\
-                 |---|---|---|---|---|---|---|\n",
-            );
-            for (p, r, a) in &ratios {
-                let per_kib =
-                    |v: Option<f64>| v.map(|v| v * 1e3 * 1024.0 / text_bytes as f64);
-                let _ = writeln!(
-                    report,
-                    "| {} | {} / {} | {} / {} | {} | {} | {} | {} |",
-                    p.name(),
-                    a[0].map_or("—".into(), |v| format!("{v:.4}")),
-                    a[1].map_or("—".into(), |v| format!("{v:.4}")),
-                    per_kib(a[0]).map_or("—".into(), |v| format!("{v:.1}")),
-                    per_kib(a[1]).map_or("—".into(), |v| format!("{v:.1}")),
-                    r[0],
-                    r[1],
-                    r[2],
-                    r[3]
-                );
-            }
-        }
+        ratio_table(&mut report, &cpu, text_bytes, nginx.is_some(), relay.is_some());
 
         // Memory by open streams.
         let _ = writeln!(
@@ -401,6 +399,7 @@ fn main() {
         );
         drop(none);
         drop(real);
+        drop(relay);
     });
     drop(nginx);
 
@@ -477,7 +476,7 @@ async fn soak_section(
         );
         return;
     }
-    let mut gw = spawn_proxy("soak", &cfg, port);
+    let mut gw = spawn_proxy("guardwire (soak)", &cfg, port);
     wait_ready(&mut gw).await;
     let meter = Some(Meter::Process(gw.pid()));
     let addr = gw.addr;

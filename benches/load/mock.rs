@@ -251,6 +251,26 @@ impl Drop for FloodOpen {
 }
 
 impl MockState {
+    /// Every protocol's answer around `deltas`, back to back, nothing held or flooded yet.
+    pub(super) fn new(deltas: &[String]) -> Arc<MockState> {
+        Arc::new(MockState {
+            gap_ns: AtomicU64::new(0),
+            release: watch::channel(0).0,
+            events: Protocol::ALL
+                .iter()
+                .map(|&p| (p, Arc::new(stream_events(p, deltas))))
+                .collect(),
+            hold_gap_ns: AtomicU64::new(0),
+            held: AtomicUsize::new(0),
+            accepted: AtomicUsize::new(0),
+            // 256 × ~75 KiB: megabytes no kernel buffer holds.
+            flood: flood_chunk(),
+            flood_chunks: 256,
+            flood_started: AtomicUsize::new(0),
+            flood_open: AtomicUsize::new(0),
+        })
+    }
+
     fn events(&self, path: &str) -> Option<Arc<Answer>> {
         let p = if path.starts_with("/v1/chat/completions") {
             Protocol::Chat

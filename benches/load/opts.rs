@@ -106,6 +106,8 @@ pub(super) struct Opts {
     pub(super) rss_gap: Duration,
     /// nginx as the anchor (unless `--no-nginx`).
     pub(super) nginx: bool,
+    /// The bare hyper relay (relay.rs) as the floor (unless `--no-relay`).
+    pub(super) relay: bool,
     /// Never-reading clients in the soak (0: no soak), and guardwire's
     /// `timeouts.client_send_ms` for it.
     pub(super) soak: usize,
@@ -138,6 +140,13 @@ impl Opts {
         }
     }
 
+    /// The relay's runtime threads: guardwire's `--workers`, else one per core (guardwire's
+    /// default).
+    pub(super) fn relay_workers(&self) -> usize {
+        self.workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
     /// How the report names guardwire's runtime.
     pub(super) fn runtime_note(&self) -> String {
         format!(
@@ -156,7 +165,7 @@ fn usage() -> ! {
         "usage: cargo bench --bench load -- [--quick] [--protocol chat|responses|anthropic|gemini|all]\n\
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
-         \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx]\n\
+         \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx] [--no-relay]\n\
          \x20      [--soak N] [--soak-send-ms MS] [--soak-send-buffer BYTES]\n\
          \x20      [--soak-notsent-lowat BYTES] [--no-soak]\n\
          \x20      [--runtime work_stealing|per_core] [--workers N]\n\
@@ -192,6 +201,7 @@ pub(super) fn parse_opts() -> Opts {
         throughput_only: false,
         rss_gap: Duration::from_millis(20),
         nginx: true,
+        relay: true,
         soak: if quick { 100 } else { 1000 },
         soak_send_ms: 1000,
         soak_send_buffer: 0,
@@ -207,6 +217,7 @@ pub(super) fn parse_opts() -> Opts {
             "--bench" => {} // cargo bench passes this to harness = false targets
             "--no-rss" => o.rss = false,
             "--no-nginx" => o.nginx = false,
+            "--no-relay" => o.relay = false,
             "--no-soak" => o.soak = 0,
             "--soak" => o.soak = val().parse().unwrap_or_else(|_| usage()),
             "--soak-send-ms" => o.soak_send_ms = val().parse().unwrap_or_else(|_| usage()),

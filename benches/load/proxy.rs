@@ -1,9 +1,11 @@
-//! The proxies under test as child processes: guardwire (its config, start, readiness) and
-//! nginx as the anchor (a plain reverse proxy in front of the same mock), and their CPU and
-//! RSS from `/proc` — for nginx summed over the master and its workers.
+//! The proxies under test as child processes: guardwire (its config, start, readiness), the
+//! bare hyper relay (relay.rs, this binary started again) and nginx as the anchor (a plain
+//! reverse proxy in front of the same mock), and their CPU and RSS from `/proc` — for nginx
+//! summed over the master and its workers.
 
 use crate::common;
 use crate::common::fixtures::yaml_quote;
+use crate::relay::SERVE_RELAY;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::Full;
@@ -18,6 +20,9 @@ pub(super) struct Proxy {
     pub(super) label: &'static str,
     child: Child,
     pub(super) addr: SocketAddr,
+    /// guardwire answers `/readyz` itself; the relay passes it to the mock (404): any answer
+    /// then says it relays.
+    readyz_ok_only: bool,
 }
 
 impl Proxy {
@@ -79,19 +84,40 @@ pub(super) fn check(config: &Path) -> Result<(), String> {
 }
 
 pub(super) fn spawn_proxy(label: &'static str, config: &Path, port: u16) -> Proxy {
-    let child = Command::new(guardwire_bin())
+    let mut command = Command::new(guardwire_bin());
+    command
         .args(["serve", "--config"])
         .arg(config)
-        .env_remove("RUST_LOG")
+        .env_remove("RUST_LOG");
+    spawn(command, label, port, true)
+}
+
+/// The bare hyper relay (relay.rs) in front of `upstream`, with `workers` runtime threads: this
+/// bench binary, started again with [`SERVE_RELAY`].
+pub(super) fn spawn_relay(upstream: SocketAddr, port: u16, workers: usize) -> Proxy {
+    let mut command = Command::new(std::env::current_exe().expect("the bench's own path"));
+    command.arg(SERVE_RELAY).args([
+        format!("127.0.0.1:{port}"),
+        upstream.to_string(),
+        workers.to_string(),
+    ]);
+    spawn(command, "bare hyper relay", port, false)
+}
+
+/// Starts `command`, a proxy that will listen on `port` on 127.0.0.1: no input, its output
+/// dropped, its errors on the bench's.
+fn spawn(mut command: Command, label: &'static str, port: u16, readyz_ok_only: bool) -> Proxy {
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .expect("cannot start target/release/guardwire");
+        .unwrap_or_else(|e| panic!("cannot start {label}: {e}"));
     Proxy {
         label,
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        readyz_ok_only,
     }
 }
 
@@ -99,7 +125,7 @@ pub(super) async fn wait_ready(p: &mut Proxy) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Ok(Some(status)) = p.child.try_wait() {
-            panic!("guardwire ({}) exited during startup: {status}", p.label);
+            panic!("{} exited during startup: {status}", p.label);
         }
         if let Ok(stream) = TcpStream::connect(p.addr).await {
             if let Ok((mut send, conn)) =
@@ -111,17 +137,13 @@ pub(super) async fn wait_ready(p: &mut Proxy) {
                     .body(Full::new(Bytes::new()))
                     .unwrap();
                 if let Ok(r) = send.send_request(req).await {
-                    if r.status() == StatusCode::OK {
+                    if r.status() == StatusCode::OK || !p.readyz_ok_only {
                         return;
                     }
                 }
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "guardwire ({}) not ready in 120 s",
-            p.label
-        );
+        assert!(Instant::now() < deadline, "{} not ready in 120 s", p.label);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -1,6 +1,7 @@
 //! Statistics and the report: percentiles, the Markdown tables, the machine line.
 
 use crate::client::PhaseResult;
+use crate::opts::Protocol;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -42,11 +43,95 @@ impl Summary {
     }
 }
 
-/// "4.02×": a row's CPU per request as a multiple of the anchor's (nginx's).
+/// "4.02×": a CPU per request as a multiple of another's (nginx's, the relay's).
 pub(super) fn ratio(v: Option<f64>, anchor: Option<f64>) -> String {
     match (v, anchor) {
         (Some(v), Some(a)) if a > 0.0 => format!("{:.2}×", v / a),
         _ => "—".into(),
+    }
+}
+
+/// One phase's proxy CPU per stream (ms), by target; `None`: not run in this phase.
+#[derive(Clone, Copy, Default)]
+pub(super) struct PhaseCpu {
+    pub(super) nginx: Option<f64>,
+    /// The bare hyper relay (relay.rs).
+    pub(super) relay: Option<f64>,
+    /// guardwire with no packs and with the realistic pack.
+    pub(super) none: Option<f64>,
+    pub(super) real: Option<f64>,
+}
+
+/// The ratio table, one line per protocol (`cpu`: burst, paced): nginx's CPU per stream (ms, and
+/// µs per KiB of text) and guardwire's as a multiple of it; with the relay (`relay`), also the
+/// relay's CPU per stream, as a multiple of nginx's, and guardwire's as a multiple of the
+/// relay's — how much of guardwire's cost its stack alone already costs. Printed when either
+/// reference ran.
+pub(super) fn ratio_table(
+    out: &mut String,
+    cpu: &[(Protocol, PhaseCpu, PhaseCpu)],
+    text_bytes: usize,
+    nginx: bool,
+    relay: bool,
+) {
+    if !nginx && !relay {
+        return;
+    }
+    let ms = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.4}"));
+    let per_kib = |v: Option<f64>| {
+        v.map_or("—".into(), |v| {
+            format!("{:.1}", v * 1e3 * 1024.0 / text_bytes as f64)
+        })
+    };
+    let mut columns = vec![
+        "protocol",
+        "nginx ms/stream burst / paced",
+        "nginx µs per KiB burst / paced",
+        "burst, no packs",
+        "burst, realistic pack",
+        "paced, no packs",
+        "paced, realistic pack",
+    ];
+    if relay {
+        columns.extend([
+            "bare hyper relay ms/stream burst / paced",
+            "relay × nginx burst / paced",
+            "no packs ÷ relay burst / paced",
+            "realistic pack ÷ relay burst / paced",
+        ]);
+    }
+    let _ = writeln!(
+        out,
+        "\n### guardwire's CPU per stream as a ratio to nginx's{}\n\n| {} |\n|{}",
+        if relay {
+            " and to the bare hyper relay's"
+        } else {
+            ""
+        },
+        columns.join(" | "),
+        "---|".repeat(columns.len())
+    );
+    for (p, b, l) in cpu {
+        // "burst / paced" of one figure.
+        let both = |f: &dyn Fn(&PhaseCpu) -> String| format!("{} / {}", f(b), f(l));
+        let mut cells = vec![
+            p.name().to_owned(),
+            both(&|c| ms(c.nginx)),
+            both(&|c| per_kib(c.nginx)),
+            ratio(b.none, b.nginx),
+            ratio(b.real, b.nginx),
+            ratio(l.none, l.nginx),
+            ratio(l.real, l.nginx),
+        ];
+        if relay {
+            cells.extend([
+                both(&|c| ms(c.relay)),
+                both(&|c| ratio(c.relay, c.nginx)),
+                both(&|c| ratio(c.none, c.relay)),
+                both(&|c| ratio(c.real, c.relay)),
+            ]);
+        }
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
 }
 
