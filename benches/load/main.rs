@@ -218,8 +218,11 @@ fn main() {
             );
         }
         Err(e) => {
-            eprintln!("load: nginx: {e}; no ratios");
-            let _ = writeln!(report, "\nAnchor: **nginx {e}** — no ratios in this run.");
+            eprintln!("load: nginx: {e}; no ratios to nginx");
+            let _ = writeln!(
+                report,
+                "\nAnchor: **nginx {e}** — no ratios to nginx in this run."
+            );
         }
     }
     let nginx = nginx.ok();
