@@ -378,6 +378,55 @@ async fn responses_aggregates_that_did_not_stream_fail_closed() {
     }
 }
 
+/// The same at every split, for an answer long enough that the skim reader keeps its first
+/// full read of the text and recognises later repeats by their bytes (`skim/known.rs`): a
+/// closing event after the first whose text differs — the banned words in place of others of
+/// the same length, the streamed text and more, the banned words in an escape form, one word
+/// short — is read in full and ends the stream with the error frame, nothing of it released.
+#[tokio::test]
+async fn a_repeat_unlike_the_streamed_text_is_blocked_at_every_split() {
+    let p = all()
+        .into_iter()
+        .find(|p| p.name == "openai_responses")
+        .unwrap();
+    let pieces = [
+        "Plain words and plain words, ".repeat(4),
+        "then the permitted fruit.".into(),
+    ];
+    let streamed = pieces.concat();
+    assert!(streamed.len() > 128, "longer than what the reader keeps");
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let body = String::from_utf8(common::openai_responses::text_stream(&pieces)).unwrap();
+    let events: Vec<&str> = body.split_inclusive("\n\n").collect();
+    let aggregates: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].contains(&streamed))
+        .collect();
+    assert_eq!(aggregates.len(), 4, "{body}");
+    let others = [
+        streamed.replace("permitted", "forbidden"),
+        format!("{streamed} Then the forbidden fruit."),
+        streamed.replace("permitted", "\\u0066orbidden"),
+        streamed.replace("then the permitted fruit.", "the forbidden fruit"),
+    ];
+    let unverified = error_frame(
+        &p,
+        &GatewayError::Upstream("the upstream repeated text that it had not streamed".into()),
+    );
+    // Three in a closing event after the first (whose text the reader keeps), one in the first.
+    let places = [aggregates[1], aggregates[2], aggregates[3], aggregates[0]];
+    for (other, at) in others.iter().zip(places) {
+        let mut changed: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+        changed[at] = changed[at].replace(&streamed, other);
+        let body = changed.concat();
+        for split in 0..body.len() {
+            let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
+            let text = a.text();
+            assert!(text.ends_with(&unverified), "split at {split}: {text}");
+            assert!(!text.contains("orbidden"), "split at {split}: {text}");
+        }
+    }
+}
+
 /// Frames of shapes the decoders did not model, each carrying `text` in a place a client would
 /// show it: (protocol, frames). Legacy and custom tool calls, Responses custom/MCP/code
 /// deltas, Anthropic server-tool blocks, Gemini code execution parts. (Some are decoded as
