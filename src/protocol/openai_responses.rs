@@ -10,7 +10,6 @@
 use super::documents::{Documents, StoredKind};
 use super::frame_template::FrameTemplate;
 use super::residual::Structural;
-use super::skim::KnownStrings;
 use super::{text_delta as text, DecodeError, FrameKind, ParsedRequest, Protocol, StreamDecoder};
 use super::{ProtocolId, Provider};
 use crate::delta::{Channel, Conversation, Delta, Message, Role, ToolSpec};
@@ -214,8 +213,6 @@ struct ResponsesStream {
     template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
     fully_read: bool,
-    /// Long texts read so far: the closing events repeat them (see `skim_event`).
-    known: KnownStrings,
 }
 
 impl StreamDecoder for ResponsesStream {
@@ -235,7 +232,7 @@ impl StreamDecoder for ResponsesStream {
             return Ok(kind);
         }
         let before = out.len();
-        let kind = match skim_event::read(data, out, &mut self.known) {
+        let kind = match skim_event::read(data, out) {
             Some((kind, fully_read)) => {
                 self.fully_read = fully_read;
                 kind

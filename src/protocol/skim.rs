@@ -12,11 +12,6 @@
 
 use std::borrow::Cow;
 
-mod known;
-#[cfg(test)]
-pub(crate) use known::tests as known_tests;
-pub use known::KnownStrings;
-
 /// "Not sure": the caller decodes the input with serde_json instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unsure;

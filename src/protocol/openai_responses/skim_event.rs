@@ -20,11 +20,6 @@
 //! An empty string (never delivered), a text with escapes (delivered by value) or any unknown
 //! string sends the event through the fallback as before. The differential property test
 //! (`skim_event_tests.rs`) holds [`read`] to serde_json and the fallback's finding.
-//!
-//! **The repeats.** Each closing event repeats the text: the texts are read with the stream's
-//! [`KnownStrings`], so a string with the bytes of one read before (the first repeat's) is
-//! compared, not scanned again; it is the same borrowed text as a full read gives (see
-//! `skim/known.rs`), and the property tests hold a stream's events to fresh reads.
 
 use super::{
     event_deltas, Event, OutputContent, OutputItem, Usage, WholeResponse,
@@ -32,35 +27,25 @@ use super::{
 };
 use crate::delta::Delta;
 use crate::protocol::residual::structure_shaped;
-use crate::protocol::skim::{KnownStrings, Skim, Skimmed, Unsure};
+use crate::protocol::skim::{Skim, Skimmed, Unsure};
 use crate::protocol::FrameKind;
 use std::borrow::Cow;
 use std::ops::Range;
 
-/// What the fallback could report in an event read so far, and the strings the stream read
-/// before (texts are compared with them first).
-struct Texts<'k> {
+/// What the fallback could report in an event read so far.
+#[derive(Default)]
+struct Texts {
     /// Literals (quotes included) of the strings read into members that are not structural.
     read: smallvec::SmallVec<[Range<usize>; 8]>,
     /// A skipped member has a string that is neither a structural key's nor exempt.
     unread: bool,
-    known: &'k mut KnownStrings,
 }
 
 /// Reads `data` into `out` and returns its kind and whether the fallback has nothing left to
-/// read; `None` (and `out` untouched) when serde_json must decode it. `known`: the stream's
-/// long texts read so far.
-pub(super) fn read<'a>(
-    data: &'a [u8],
-    out: &mut Vec<Delta<'a>>,
-    known: &mut KnownStrings,
-) -> Option<(FrameKind, bool)> {
+/// read; `None` (and `out` untouched) when serde_json must decode it.
+pub(super) fn read<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Option<(FrameKind, bool)> {
     let mut s = Skim::new(data);
-    let mut texts = Texts {
-        read: smallvec::SmallVec::new(),
-        unread: false,
-        known,
-    };
+    let mut texts = Texts::default();
     let ev = event(&mut s, &mut texts).ok()?;
     s.end().ok()?;
     let before = out.len();
@@ -120,15 +105,11 @@ fn once(seen: &mut u16, bit: u16) -> Skimmed<()> {
 /// `null` or a string; a string under a key that is not structural is noted in `texts`.
 fn opt_str<'a>(
     s: &mut Skim<'a>,
-    texts: &mut Texts<'_>,
+    texts: &mut Texts,
     structural: bool,
 ) -> Skimmed<Option<Cow<'a, str>>> {
     let start = s.value_start();
-    let v = if structural {
-        s.opt_str()?
-    } else {
-        s.opt_str_known(texts.known)?
-    };
+    let v = s.opt_str()?;
     // A structural key's string is structure only of its shape (`residual::structure_shaped`).
     if v.is_some() && !(structural && structure_shaped(s.since(start))) {
         texts.read.push(start..s.pos());
@@ -138,7 +119,7 @@ fn opt_str<'a>(
 
 /// A member the struct does not read, at `path` from the top (`STRUCTURAL.nested`'s paths):
 /// an exempt tree is skipped, anything else walked for strings the fallback would report.
-fn unread(s: &mut Skim<'_>, texts: &mut Texts<'_>, key: &[u8], path: &[&str]) -> Skimmed<()> {
+fn unread(s: &mut Skim<'_>, texts: &mut Texts, key: &[u8], path: &[&str]) -> Skimmed<()> {
     if STRUCTURAL
         .nested
         .iter()
@@ -152,7 +133,7 @@ fn unread(s: &mut Skim<'_>, texts: &mut Texts<'_>, key: &[u8], path: &[&str]) ->
 /// A value nobody reads: any string in it that the fallback would report sets
 /// `texts.unread` — every string but a structural key's own (an object member's; not the
 /// strings of an array under one). An escaped key inside is [`Unsure`].
-fn unread_value(s: &mut Skim<'_>, texts: &mut Texts<'_>, structural: bool) -> Skimmed<()> {
+fn unread_value(s: &mut Skim<'_>, texts: &mut Texts, structural: bool) -> Skimmed<()> {
     let start = s.value_start();
     match s.bytes().get(start) {
         Some(b'"') => {
@@ -169,7 +150,7 @@ fn unread_value(s: &mut Skim<'_>, texts: &mut Texts<'_>, structural: bool) -> Sk
 /// A member's value that is below the paths `STRUCTURAL.nested` names (see the tests).
 const DEEP: &[&str] = &["(below the exempt paths)"];
 
-fn event<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<Event<'a>> {
+fn event<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<Event<'a>> {
     let mut ev = Event::default();
     let mut seen = 0;
     s.object(|s, key| {
@@ -248,7 +229,7 @@ fn event<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<Event<'a>> {
     Ok(ev)
 }
 
-fn content<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<OutputContent<'a>> {
+fn content<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<OutputContent<'a>> {
     let mut c = OutputContent::default();
     let mut seen = 0;
     s.object(|s, key| {
@@ -273,7 +254,7 @@ fn content<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<OutputContent
 }
 
 /// An array of contents (`null` is no array to serde).
-fn contents<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<Vec<OutputContent<'a>>> {
+fn contents<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<Vec<OutputContent<'a>>> {
     let mut v = Vec::new();
     s.array(|s| {
         v.push(content(s, texts)?);
@@ -282,7 +263,7 @@ fn contents<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<Vec<OutputCo
     Ok(v)
 }
 
-fn item<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<OutputItem<'a>> {
+fn item<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<OutputItem<'a>> {
     let mut it = OutputItem::default();
     let mut seen = 0;
     s.object(|s, key| {
@@ -326,7 +307,7 @@ fn item<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<OutputItem<'a>> 
     Ok(it)
 }
 
-fn response<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<WholeResponse<'a>> {
+fn response<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<WholeResponse<'a>> {
     let mut r = WholeResponse::default();
     let mut seen = 0;
     s.object(|s, key| {
@@ -357,7 +338,7 @@ fn response<'a>(s: &mut Skim<'a>, texts: &mut Texts<'_>) -> Skimmed<WholeRespons
     Ok(r)
 }
 
-fn usage(s: &mut Skim<'_>, texts: &mut Texts<'_>) -> Skimmed<Usage> {
+fn usage(s: &mut Skim<'_>, texts: &mut Texts) -> Skimmed<Usage> {
     let mut u = Usage::default();
     let mut seen = 0;
     s.object(|s, key| {

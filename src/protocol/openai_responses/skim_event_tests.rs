@@ -9,16 +9,9 @@ use super::read;
 use crate::delta::Delta;
 use crate::protocol::frame_template_tests::{extras, finding, object, plain, value};
 use crate::protocol::openai_chat::skim_tests::{Gen, Rng};
-use crate::protocol::skim::known_tests::{long_text, variant};
-use crate::protocol::skim::KnownStrings;
 use crate::protocol::{FrameKind, StreamDecoder};
 
 type Outcome = Result<(FrameKind, Vec<String>, Vec<(usize, usize)>), ()>;
-
-/// [`read`] in a stream that read no text before.
-fn fresh<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Option<(FrameKind, bool)> {
-    read(data, out, &mut KnownStrings::default())
-}
 
 /// The decoder as it runs (a fresh stream: no template yet).
 fn decoder(data: &[u8]) -> Outcome {
@@ -301,7 +294,7 @@ fn well_formed_events_take_the_fast_path() {
     for seed in 0..2000 {
         let data = event(&mut gen(seed), false);
         let mut out = Vec::new();
-        let read = fresh(data.as_bytes(), &mut out);
+        let read = read(data.as_bytes(), &mut out);
         assert!(read.is_some(), "not read by the fast path: {data}");
         promised += usize::from(read.is_some_and(|(_, fully_read)| fully_read));
     }
@@ -342,7 +335,7 @@ fn closing_events_skip_serde_and_the_fallback() {
     for (data, kind) in &events {
         let mut out = Vec::new();
         assert_eq!(
-            fresh(data.as_bytes(), &mut out),
+            read(data.as_bytes(), &mut out),
             Some((*kind, true)),
             "{data}"
         );
@@ -361,176 +354,22 @@ fn closing_events_skip_serde_and_the_fallback() {
     let escaped = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"text":"Hello\nworld"}"#;
     let mut out = Vec::new();
     assert_eq!(
-        fresh(escaped.as_bytes(), &mut out),
+        read(escaped.as_bytes(), &mut out),
         Some((FrameKind::Data, false))
     );
     // An unknown member with a string: the fallback reads it.
     let unknown = r#"{"type":"response.output_text.done","output_index":0,"text":"Hello world","note":"psst"}"#;
     assert_eq!(
-        fresh(unknown.as_bytes(), &mut Vec::new()),
+        read(unknown.as_bytes(), &mut Vec::new()),
         Some((FrameKind::Data, false))
     );
     assert_eq!(decoder(unknown.as_bytes()), reference(unknown.as_bytes()));
     // A text read but not delivered (a part in an event that repeats none): read as before.
     let undelivered = r#"{"type":"response.output_text.done","text":"a","part":{"text":"b"}}"#;
     assert_eq!(
-        fresh(undelivered.as_bytes(), &mut Vec::new()),
+        read(undelivered.as_bytes(), &mut Vec::new()),
         Some((FrameKind::Data, false))
     );
-}
-
-/// The closing events of a stream whose text `t` streamed in `pieces` deltas, as OpenAI sends
-/// them but with members in random order; `repeat` renders each repeat's literal.
-fn closing_stream(g: &mut Gen, t: &str, mut repeat: impl FnMut(&mut Gen) -> String) -> Vec<String> {
-    let mut events = Vec::new();
-    let (a, b) = t.split_at(
-        t.char_indices()
-            .nth(t.chars().count() / 2)
-            .map_or(0, |c| c.0),
-    );
-    for piece in [a, b] {
-        let m = vec![
-            ("type", "\"response.output_text.delta\"".into()),
-            ("item_id", "\"msg_1\"".into()),
-            ("output_index", "0".into()),
-            ("delta", format!("\"{piece}\"")),
-            ("sequence_number", "7".into()),
-        ];
-        events.push(object(g, m));
-    }
-    let part = |g: &mut Gen, text: String| {
-        let m = vec![
-            ("type", "\"output_text\"".into()),
-            ("text", text),
-            ("annotations", "[]".into()),
-        ];
-        object(g, m)
-    };
-    let item = |g: &mut Gen, part: String| {
-        let m = vec![
-            ("id", "\"msg_1\"".into()),
-            ("type", "\"message\"".into()),
-            ("status", "\"completed\"".into()),
-            ("content", format!("[{part}]")),
-        ];
-        object(g, m)
-    };
-    let text = repeat(g);
-    let m = vec![
-        ("type", "\"response.output_text.done\"".into()),
-        ("output_index", "0".into()),
-        ("text", text),
-        ("logprobs", "[]".into()),
-    ];
-    events.push(object(g, m));
-    let text = repeat(g);
-    let p = part(g, text);
-    let m = vec![
-        ("type", "\"response.content_part.done\"".into()),
-        ("part", p),
-    ];
-    events.push(object(g, m));
-    let text = repeat(g);
-    let p = part(g, text);
-    let i = item(g, p);
-    let m = vec![
-        ("type", "\"response.output_item.done\"".into()),
-        ("item", i),
-    ];
-    events.push(object(g, m));
-    let text = repeat(g);
-    let p = part(g, text);
-    let i = item(g, p);
-    let r = vec![
-        ("id", "\"resp_1\"".into()),
-        ("status", "\"completed\"".into()),
-        ("output", format!("[{i}]")),
-        ("instructions", "\"Be brief.\"".into()),
-    ];
-    let r = object(g, r);
-    let m = vec![("type", "\"response.completed\"".into()), ("response", r)];
-    events.push(object(g, m));
-    events
-}
-
-/// Each event of `events` decoded in order by one stream's decoder, against serde_json and a
-/// full fallback walk of that event alone.
-fn same_as_fresh_reads(events: &[Vec<u8>]) -> Result<(), String> {
-    let mut d = ResponsesStream::default();
-    for data in events {
-        let mut out = Vec::new();
-        let new = d
-            .decode(None, data, &mut out)
-            .map_err(|_| ())
-            .map(|kind| outcome(kind, &out, data, d.fully_read()));
-        if new != reference(data) {
-            return Err(String::from_utf8_lossy(data).into_owned());
-        }
-    }
-    Ok(())
-}
-
-/// The four closing events repeating the streamed text: the first reads it in full, the three
-/// others are recognised by its bytes (no second copy is kept), and each is read as a fresh
-/// decoder reads it: every repeat delivered by place, nothing left to the fallback.
-#[test]
-fn repeats_of_a_long_text_are_recognised_and_read_as_fresh() {
-    let t = long_text(300);
-    let mut g = gen(1);
-    let events = closing_stream(&mut g, &t, |_| format!("\"{t}\""));
-    let mut known = KnownStrings::default();
-    for (k, data) in events[2..].iter().enumerate() {
-        let mut out = Vec::new();
-        let (_, fully_read) = read(data.as_bytes(), &mut out, &mut known).unwrap();
-        assert!(fully_read, "{data}");
-        assert!(out
-            .iter()
-            .any(|d| matches!(d, Delta::Repeat { text, .. } if *text == t)));
-        assert_eq!(known.count(), 1, "closing event {k}: {data}");
-    }
-    let bytes: Vec<Vec<u8>> = events.into_iter().map(String::into_bytes).collect();
-    same_as_fresh_reads(&bytes).unwrap();
-}
-
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
-
-    /// A stream whose closing events repeat its text, or a variant of it (a byte changed,
-    /// inserted or cut, another escape form, longer, a string ended early), or anything; one
-    /// of them sometimes corrupted: each event as the stream's decoder reads it (with the texts
-    /// it knows) is each event as a fresh decoder and the full fallback read it.
-    #[test]
-    fn recognised_repeats_read_what_fresh_reads_read(
-        seed in proptest::prelude::any::<u64>(),
-        len in 100..400usize,
-        corrupt in 0..6usize,
-        at in proptest::prelude::any::<usize>(),
-        byte in proptest::prelude::any::<u8>(),
-    ) {
-        let mut g = gen(seed);
-        let t = long_text(len);
-        let mut events: Vec<Vec<u8>> = closing_stream(&mut g, &t, |g| {
-            if g.rng.chance(10) {
-                return text(g, true);
-            }
-            let mut v = vec![b'"'];
-            v.extend(variant(&mut g.rng, &t));
-            v.push(b'"');
-            String::from_utf8_lossy(&v).into_owned()
-        })
-        .into_iter()
-        .map(String::into_bytes)
-        .collect();
-        if let Some(e) = events.get_mut(corrupt) {
-            let i = at % e.len().max(1);
-            match at % 3 {
-                0 if !e.is_empty() => e[i] = byte,
-                1 => e.insert(i, byte),
-                _ => e.truncate(i),
-            }
-        }
-        proptest::prop_assert_eq!(same_as_fresh_reads(&events), Ok(()));
-    }
 }
 
 /// The fast path applies the protocol's exempt trees at the top and under `response` only:
