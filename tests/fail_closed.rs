@@ -339,41 +339,81 @@ async fn redactions_in_escaped_tool_arguments_mask_the_match() {
     }
 }
 
+/// The Responses protocol, a stream of `pieces` as its events, the indexes of the four events
+/// that repeat the text (`.done` events and `response.completed`), and the error frame that
+/// ends a stream whose repeat is not what streamed.
+fn responses_repeats(pieces: &[&str]) -> (Proto, Vec<String>, Vec<usize>, String) {
+    let p = all()
+        .into_iter()
+        .find(|p| p.name == "openai_responses")
+        .unwrap();
+    let body = String::from_utf8(common::openai_responses::text_stream(pieces)).unwrap();
+    let events: Vec<String> = body.split_inclusive("\n\n").map(str::to_owned).collect();
+    let full = pieces.concat();
+    let repeats: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].contains(&full))
+        .collect();
+    assert_eq!(repeats.len(), 4, "{body}");
+    let unverified = error_frame(
+        &p,
+        &GatewayError::Upstream("the upstream repeated text that it had not streamed".into()),
+    );
+    (p, events, repeats, unverified)
+}
+
 /// Responses repeats its texts in `.done` events and `response.completed` (where the SDK's
 /// `output_text` comes from). A repeat is released only when it is exactly what streamed (and
 /// was checked) at that place: one carrying other text — banned or not — ends the stream with
 /// the error frame, whichever aggregate event carries it.
 #[tokio::test]
 async fn responses_aggregates_that_did_not_stream_fail_closed() {
-    let p = all()
-        .into_iter()
-        .find(|p| p.name == "openai_responses")
-        .unwrap();
-    let body =
-        String::from_utf8(common::openai_responses::text_stream(&["Hello", " world"])).unwrap();
-    let (a, _) = stream_through(&p, body.clone(), vec![]).await;
-    assert_eq!(a.text(), body);
-    let events: Vec<&str> = body.split_inclusive("\n\n").collect();
-    let aggregates: Vec<usize> = (0..events.len())
-        .filter(|&i| events[i].contains("Hello world"))
-        .collect();
-    assert_eq!(aggregates.len(), 4, "{body}");
+    let (p, events, aggregates, unverified) = responses_repeats(&["Hello", " world"]);
+    let (a, _) = stream_through(&p, events.concat(), vec![]).await;
+    assert_eq!(a.text(), events.concat());
     for i in aggregates {
         for other in ["the forbidden fruit", "Hello there"] {
-            let mut changed: Vec<String> = events.iter().map(|e| e.to_string()).collect();
+            let mut changed = events.clone();
             changed[i] = changed[i].replace("Hello world", other);
             let (a, _) = stream_through(&p, changed.concat(), vec![]).await;
             let text = a.text();
             assert!(!text.contains(other), "event {i}: {text}");
-            assert!(
-                text.ends_with(&error_frame(
-                    &p,
-                    &GatewayError::Upstream(
-                        "the upstream repeated text that it had not streamed".into()
-                    )
-                )),
-                "event {i}: {text}"
-            );
+            assert!(text.ends_with(&unverified), "event {i}: {text}");
+        }
+    }
+}
+
+/// The same at every split, for an answer longer than 128 bytes (what a reader recognising
+/// repeats by their bytes would keep; see docs/load-bench.md): a closing event whose text
+/// differs — the banned words in place of others of the same length, the streamed text and
+/// more, the banned words in an escape form, one word short — ends the stream with the error
+/// frame, nothing of it released, in the first closing event or a later one.
+#[tokio::test]
+async fn a_repeat_unlike_the_streamed_text_is_blocked_at_every_split() {
+    let pieces = [
+        "Plain words and plain words, ".repeat(4),
+        "then the permitted fruit.".into(),
+    ];
+    let streamed = pieces.concat();
+    assert!(streamed.len() > 128);
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let (p, events, aggregates, unverified) = responses_repeats(&pieces);
+    let others = [
+        streamed.replace("permitted", "forbidden"),
+        format!("{streamed} Then the forbidden fruit."),
+        streamed.replace("permitted", "\\u0066orbidden"),
+        streamed.replace("then the permitted fruit.", "the forbidden fruit"),
+    ];
+    // Three in a closing event after the first, one in the first.
+    let places = [aggregates[1], aggregates[2], aggregates[3], aggregates[0]];
+    for (other, at) in others.iter().zip(places) {
+        let mut changed = events.clone();
+        changed[at] = changed[at].replace(&streamed, other);
+        let body = changed.concat();
+        for split in 0..body.len() {
+            let (a, _) = stream_through(&p, body.clone(), vec![split]).await;
+            let text = a.text();
+            assert!(text.ends_with(&unverified), "split at {split}: {text}");
+            assert!(!text.contains("orbidden"), "split at {split}: {text}");
         }
     }
 }
