@@ -6,8 +6,10 @@
 //! Run: `cargo bench --bench load` (options after `--`: `--quick`, `--protocol chat|responses|
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
 //! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
-//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--soak N`, `--soak-send-ms MS`,
-//! `--soak-send-buffer BYTES`, `--soak-notsent-lowat BYTES`, `--no-soak`).
+//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--soak N`, `--soak-rate CLIENTS_PER_S`,
+//! `--soak-send-ms MS`, `--soak-send-buffer BYTES`, `--soak-notsent-lowat BYTES`,
+//! `--soak-key-limit N`, `--soak-address-limit N`, `--soak-source IPV4`, `--soak-only`,
+//! `--no-soak`).
 //!
 //! Processes and threads:
 //! - guardwire runs as a child process (`target/release/guardwire serve`), twice: one with no
@@ -24,7 +26,7 @@
 //!   says so and has no ratios.
 //! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`; its
 //!   flood is answered by a second mock (own thread and runtime) through a route of its own,
-//!   and its waves, scrapes and monitor run on a runtime of their own (one thread).
+//!   and its arrivals, scrapes and monitor run on a runtime of their own (one thread).
 //! - The client runs on its own two-worker runtime: N keep-alive HTTP/1.1 connections, each
 //!   sending streaming requests one after another, timing the first body byte, every SSE event
 //!   and the end of each stream.
@@ -79,7 +81,7 @@ fn main() {
         .copied()
         .max()
         .unwrap_or(0)
-        .max(opts.soak + opts.paced_connections);
+        .max(opts.soak.sockets() + opts.paced_connections);
     let nofile = raise_nofile(max_streams);
     let machine = machine_line();
     eprintln!("load: {machine}");
@@ -183,7 +185,7 @@ fn main() {
         opts.runtime_note()
     );
 
-    let nginx = if opts.nginx {
+    let nginx = if opts.nginx && !opts.soak_only {
         start_nginx(dir.path(), mock, nofile)
     } else {
         Err("not run (--no-nginx)".to_owned())
@@ -226,6 +228,7 @@ fn main() {
             idle_real as f64 / 1024.0
         );
 
+        if !opts.soak_only {
         // Per protocol: (burst none, burst real, paced none, paced real) ratios, and nginx's CPU.
         let mut ratios: Vec<(Protocol, [String; 4], [Option<f64>; 2])> = Vec::new();
         for &p in &opts.protocols {
@@ -391,7 +394,8 @@ fn main() {
             report.push_str("(skipped: --no-rss)\n");
         }
 
-        if opts.soak > 0 {
+        }
+        if opts.soak.streams > 0 {
             soak_section(&mut report, &opts, dir.path(), mock, &mock_state, text_bytes).await;
         }
         let _ = writeln!(
@@ -468,12 +472,12 @@ async fn soak_section(
     let extra = soak::config(opts, admin, flood);
     let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
     // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.
+    let shape = opts.soak;
     if let Err(e) = check(&cfg) {
         let _ = writeln!(
             report,
-            "\n### Soak: {} clients that never read\n\nskipped: this build rejects the soak's \
-             config ({e})",
-            opts.soak
+            "\n### Soak: never-reading clients\n\nskipped: this build rejects the soak's \
+             config ({e})"
         );
         return;
     }
@@ -498,30 +502,34 @@ async fn soak_section(
         (b, l)
     };
     let (b0, l0) = phases("no soak").await;
-    eprintln!("load: soak: {} never-reading clients …", opts.soak);
+    eprintln!(
+        "load: soak: {:.0} never-reading clients a second …",
+        shape.rate()
+    );
     let ((b1, l1), r) = soak::soak(
         addr,
         admin,
         gw.pid(),
-        opts.soak,
+        shape,
         mock_state,
         phases("during the soak"),
     )
     .await;
     let _ = writeln!(
         report,
-        "\n### Soak: {} clients that never read ({})\n\n\
+        "\n### Soak: {:.0} never-reading clients a second beside normal traffic ({})\n\n\
          Its own guardwire (no packs, `timeouts.client_send_ms: {}`, {}, {}, metrics on \
-         `admin.listen`). The flood has its own mock (thread and runtime) and route; the soak's \
-         waves, scrapes and monitor have their own runtime (one thread); all share the cores. \
-         Each never-reading client sends a streaming Chat request from a socket with a 2 KiB \
-         receive buffer and reads nothing; the mock answers it with {} MiB as fast as guardwire \
-         takes them. In waves for as long as the normal traffic runs: a wave opens {} such \
-         clients and ends when guardwire has ended all their streams (its send-timeout counter \
-         grew by as many); their sockets are then dropped and the next wave opens.\n",
-        opts.soak,
+         `admin.listen`, a key for each normal client and one for the soak). Protections: {}. \
+         The flood has its own mock (thread and runtime) and route; the soak's arrivals, scrapes \
+         and monitor have their own runtime (one thread); all share the cores. Each \
+         never-reading client sends a streaming Chat request with the soak's key from a socket \
+         with a 2 KiB receive buffer and reads nothing; the mock answers it with {} MiB as fast \
+         as guardwire takes them. Clients arrive at a fixed rate (`--soak-rate`; by default \
+         `--soak` {} per `client_send_ms`, so about that many are open at a time) for as long \
+         as the normal traffic runs, and each drops its socket {:.1} s after it sent its request.\n",
+        r.rate,
         p.name(),
-        opts.soak_send_ms,
+        shape.send_ms,
         match opts.soak_send_buffer {
             0 => "client send buffers autotuned by the kernel".to_string(),
             n => format!("`limits.client_send_buffer_bytes: {n}`"),
@@ -530,44 +538,72 @@ async fn soak_section(
             None => "`limits.client_notsent_lowat_bytes` at its default".to_string(),
             Some(n) => format!("`limits.client_notsent_lowat_bytes: {n}`"),
         },
+        shape.protections(),
         (mock_state.flood.len() * mock_state.flood_chunks) >> 20,
-        opts.soak,
+        shape.streams,
+        shape.hold().as_secs_f64(),
     );
-    let first = r.first_wave_secs.map_or_else(
-        || {
-            format!(
-                "**only {} of {} ended in 60 s**",
-                r.first_wave_ended, r.clients
-            )
-        },
-        |s| {
-            format!(
-                "all {} streams ended by guardwire {s:.1} s after the wave began",
-                r.clients
-            )
-        },
-    );
+    let peak = r.peak();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let per_stream = |now: u64, before: u64, n: f64| {
+        if n >= 1.0 {
+            format!("{:.1} KiB", now.saturating_sub(before) as f64 / n)
+        } else {
+            "—".to_owned()
+        }
+    };
     let _ = writeln!(
         report,
         "| | |\n|---|---|\n\
-         | first wave | {first} |\n\
-         | never-reading clients opened in all | {} in {} waves ({} upstream requests began) |\n\
+         | arrivals | {:.0} a second for {:.1} s: {} sent their request, {} could not connect or send ({} upstream requests began) |\n\
+         | refused during the soak | {:.0} by the soak key's limit, {:.0} by the address cap (429) |\n\
          | guardwire_client_timeouts_total{{deadline=\"send\"}} during the soak | {:.0} |\n\
          | guardwire_requests_in_flight, peak / after the soak | {:.0} / {} (after {:.1} s) |\n\
          | upstream requests still open after the soak | {} |\n\
-         | guardwire RSS before / peak | {:.1} / {:.1} MiB |",
+         | guardwire RSS before / peak | {:.1} / {:.1} MiB ({:.1} s in, {:.0} in flight then: {} per stream in flight) |\n\
+         | the kernel's TCP memory before / at guardwire's RSS peak | {:.1} / {:.1} MiB ({} per stream in flight) |",
+        r.rate,
+        r.secs,
         r.opened,
-        r.waves,
+        r.failed,
         r.upstream_started,
+        r.refused_key,
+        r.refused_address,
         r.send_timeouts,
-        r.in_flight_peak,
+        r.in_flight_peak(),
         r.in_flight_after
             .map_or("unknown (no /metrics)".into(), |v| format!("{v:.0}")),
         r.drain_secs,
         r.upstream_open_after,
-        r.rss_before_kib as f64 / 1024.0,
-        r.rss_peak_kib as f64 / 1024.0,
+        mib(r.before.rss_kib),
+        mib(peak.rss_kib),
+        peak.at,
+        peak.in_flight,
+        per_stream(peak.rss_kib, r.before.rss_kib, peak.in_flight),
+        mib(r.before.tcp_kib),
+        mib(peak.tcp_kib),
+        per_stream(peak.tcp_kib, r.before.tcp_kib, peak.in_flight),
     );
+    // RSS beside the streams in flight over time (every second): whether RSS follows the
+    // streams open or grows apart from them.
+    let mut line =
+        String::from("\nOver time (s: guardwire RSS MiB / requests in flight / kernel TCP MiB):");
+    let mut next = 0.0;
+    for s in &r.samples {
+        if s.at >= next {
+            let _ = write!(
+                line,
+                " {:.0}: {:.0} / {:.0} / {:.0};",
+                s.at,
+                mib(s.rss_kib),
+                s.in_flight,
+                mib(s.tcp_kib)
+            );
+            next = s.at.floor() + 1.0;
+        }
+    }
+    eprintln!("load: soak:{line}");
+    let _ = writeln!(report, "{line}\n");
     throughput_table(
         report,
         &[
