@@ -312,14 +312,18 @@ const STREAM: &str =
 const MESSAGES: &str =
     r#"{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
 
-#[tokio::test]
-async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
-    // Every answer streams its first chunk, then nothing (no terminal event, no end): a
-    // stream holds its permits until its client goes.
+/// An upstream whose every answer streams its first chunk, then nothing (no terminal event, no
+/// end): a stream holds its permits until its client goes.
+async fn first_chunk_then_hang() -> MockUpstream {
     let first_chunk = sse_data_frames(&[
         r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"fine"},"finish_reason":null}]}"#,
     ]);
-    let mock = MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await;
+    MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await
+}
+
+#[tokio::test]
+async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
+    let mock = first_chunk_then_hang().await;
     let extra =
         "keys:\n  - { id: a, key: gw-a, max_concurrent_requests: 1 }\n  - { id: b, key: gw-b }\n";
     let proxy = start_proxy_all(&mock.base_url(), PACK, extra).await;
@@ -365,10 +369,7 @@ async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
 
 #[tokio::test]
 async fn a_reload_keeps_counting_a_keys_requests_in_flight() {
-    let first_chunk = sse_data_frames(&[
-        r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"fine"},"finish_reason":null}]}"#,
-    ]);
-    let mock = MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await;
+    let mock = first_chunk_then_hang().await;
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("pack.yaml");
     std::fs::write(&pack, PACK).unwrap();
@@ -454,12 +455,7 @@ async fn stream_from(addr: SocketAddr, source: [u8; 4]) -> FromSource {
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_client_address_at_its_cap_gets_429_while_other_addresses_are_proxied() {
-    // Every answer streams its first chunk, then hangs: a stream holds its share until its
-    // client goes.
-    let first_chunk = sse_data_frames(&[
-        r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"fine"},"finish_reason":null}]}"#,
-    ]);
-    let mock = MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await;
+    let mock = first_chunk_then_hang().await;
     let proxy = start_proxy(
         &mock.base_url(),
         PACK,
