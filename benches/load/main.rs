@@ -525,8 +525,9 @@ async fn soak_section(
          never-reading client sends a streaming Chat request with the soak's key from a socket \
          with a 2 KiB receive buffer and reads nothing; the mock answers it with {} MiB as fast \
          as guardwire takes them. Clients arrive at a fixed rate (`--soak-rate`; by default \
-         `--soak` {} per `client_send_ms`, so about that many are open at a time) for as long \
-         as the normal traffic runs, and each drops its socket {:.1} s after it sent its request.\n",
+         `--soak` {} per 5 s, a stream's life here with `client_send_ms: 1000`, so about that \
+         many are open at a time) for as long as the normal traffic runs, and each drops its \
+         socket {:.1} s after it sent its request.\n",
         r.rate,
         p.name(),
         shape.send_ms,
@@ -560,8 +561,8 @@ async fn soak_section(
          | guardwire_client_timeouts_total{{deadline=\"send\"}} during the soak | {:.0} |\n\
          | guardwire_requests_in_flight, peak / after the soak | {:.0} / {} (after {:.1} s) |\n\
          | upstream requests still open after the soak | {} |\n\
-         | guardwire RSS before / peak | {:.1} / {:.1} MiB ({:.1} s in, {:.0} in flight then: {} per stream in flight) |\n\
-         | the kernel's TCP memory before / at guardwire's RSS peak | {:.1} / {:.1} MiB ({} per stream in flight) |",
+         | guardwire RSS before / peak | {:.1} / {:.1} MiB ({:.1} s in, {:.0} requests in flight then, the normal traffic's included: {} per request in flight) |\n\
+         | the kernel's TCP memory (every socket of the machine) before / at guardwire's RSS peak | {:.1} / {:.1} MiB ({} per request in flight) |",
         r.rate,
         r.secs,
         r.opened,

@@ -39,6 +39,14 @@ use tokio::net::{TcpSocket, TcpStream};
 /// The path prefix of the soak guardwire's flood route (its upstream: the flood's own mock).
 pub(super) const FLOOD_PREFIX: &str = "/flood/";
 
+/// How long a never-reading stream lives in guardwire with the default `client_send_ms` (1 s):
+/// its writes block once guardwire has filled the buffers between them (hundreds of KiB read,
+/// relayed and written per stream, all streams at once), then `client_send_ms` runs. On the
+/// 2-vCPU VM the first wave of 1,000 ended 4.6 s after it began on a quiet machine; at 1,000
+/// arrivals a second the streams outran the machine and lived until their clients went. A
+/// stream's life depends on how many share the CPU, so the report gives the peak in flight.
+const STREAM_LIFE: Duration = Duration::from_secs(5);
+
 /// The key the never-reading clients present; the normal client's keys are [`NORMAL_KEYS`].
 const SOAK_KEY: &str = "sk-load-soak";
 /// The keys the normal client presents (client.rs): OpenAI's, Anthropic's, Gemini's.
@@ -139,18 +147,18 @@ pub(super) struct Soak {
 }
 
 impl Soak {
-    /// Arrivals a second: by default, so that about `streams` are open at a time (Little's law:
-    /// each lives about `client_send_ms` once its write blocks, and blocks within milliseconds).
+    /// Arrivals a second: by default `streams` per [`STREAM_LIFE`], so that about `streams` are
+    /// open at a time (Little's law) with the default `client_send_ms`.
     pub(super) fn rate(&self) -> f64 {
         self.rate
-            .unwrap_or(self.streams as f64 * 1000.0 / self.send_ms.max(1) as f64)
+            .unwrap_or(self.streams as f64 / STREAM_LIFE.as_secs_f64())
     }
 
-    /// How long a never-reading client keeps its socket: well past the `client_send_ms` after
-    /// which guardwire ends its stream, so that the stream ends by that deadline, not by the
-    /// client going.
+    /// How long a never-reading client keeps its socket: well past the time guardwire takes to
+    /// end its stream (its buffers filled, then `client_send_ms`), so that the stream ends by
+    /// that deadline, not by the client going.
     pub(super) fn hold(&self) -> Duration {
-        Duration::from_millis(self.send_ms.max(100) * 3)
+        Duration::from_millis(self.send_ms) + STREAM_LIFE * 3
     }
 
     /// Sockets the bench holds at once for the soak (for the open-files limit).
