@@ -50,6 +50,10 @@ pub enum GatewayError {
     /// The caller's key has its `max_concurrent_requests` in flight: try again shortly.
     #[error("too many requests in flight for this key; retry shortly")]
     KeyLimit,
+    /// The client's address (or IPv6 /64) has `limits.max_concurrent_requests_per_client_address`
+    /// requests in flight: try again shortly.
+    #[error("too many requests in flight from this client address; retry shortly")]
+    AddressLimit,
     /// guardwire is shutting down and its drain deadline passed.
     #[error("guardwire is shutting down; retry the request")]
     ShuttingDown,
@@ -74,7 +78,7 @@ impl GatewayError {
             GatewayError::Overloaded | GatewayError::BufferFull | GatewayError::ShuttingDown => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            GatewayError::KeyLimit => StatusCode::TOO_MANY_REQUESTS,
+            GatewayError::KeyLimit | GatewayError::AddressLimit => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -98,7 +102,9 @@ impl GatewayError {
             GatewayError::HoldbackExceeded { .. } => ("guardrail_violation", "holdback_exceeded"),
             GatewayError::Overloaded | GatewayError::BufferFull => ("server_error", "overloaded"),
             // As OpenAI answers a rate limit.
-            GatewayError::KeyLimit => ("requests", "rate_limit_exceeded"),
+            GatewayError::KeyLimit | GatewayError::AddressLimit => {
+                ("requests", "rate_limit_exceeded")
+            }
             GatewayError::ShuttingDown => ("server_error", "shutting_down"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }

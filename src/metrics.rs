@@ -181,16 +181,19 @@ pub enum RejectReason {
     RequestBytes,
     /// A key's `max_concurrent_requests`: 429.
     KeyConcurrency,
+    /// `limits.max_concurrent_requests_per_client_address`: 429.
+    AddressConcurrency,
     /// `limits.max_h2_streams`: an HTTP/2 stream over the cap, reset with `REFUSED_STREAM`.
     H2Streams,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 5] = [
+    pub const ALL: [RejectReason; 6] = [
         RejectReason::Connections,
         RejectReason::ConcurrentRequests,
         RejectReason::RequestBytes,
         RejectReason::KeyConcurrency,
+        RejectReason::AddressConcurrency,
         RejectReason::H2Streams,
     ];
 
@@ -200,6 +203,7 @@ impl RejectReason {
             RejectReason::ConcurrentRequests => "max_concurrent_requests",
             RejectReason::RequestBytes => "max_buffered_request_bytes",
             RejectReason::KeyConcurrency => "key_max_concurrent_requests",
+            RejectReason::AddressConcurrency => "max_concurrent_requests_per_client_address",
             RejectReason::H2Streams => "max_h2_streams",
         }
     }
@@ -382,7 +386,7 @@ impl Metrics {
         }
         registry.register(
             "rejected",
-            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests: 429; max_h2_streams: HTTP/2 stream reset with REFUSED_STREAM)",
+            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests and max_concurrent_requests_per_client_address: 429; max_h2_streams: HTTP/2 stream reset with REFUSED_STREAM)",
             rejected.clone(),
         );
         let connections_dropped = Family::<DroppedLabels, Counter>::default();

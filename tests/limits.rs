@@ -1,7 +1,9 @@
 //! Bounded in total (issue 32, item 2), over real sockets: client connections
 //! (`limits.max_connections`), HTTP/2 streams per connection (`limits.max_h2_streams`),
-//! request-body bytes held at once (`limits.max_buffered_request_bytes`) and a key's requests
-//! in flight (`keys[].max_concurrent_requests`). Each refusal answers in the provider's shape
+//! request-body bytes held at once (`limits.max_buffered_request_bytes`), a key's requests
+//! in flight (`keys[].max_concurrent_requests`) and a client address's
+//! (`limits.max_concurrent_requests_per_client_address`, from sockets bound to 127.0.0.2 and
+//! 127.0.0.3 beside 127.0.0.1). Each refusal answers in the provider's shape
 //! and is counted in `guardwire_rejected_total{reason}`; capacity comes back once the holder
 //! goes. No timing assertions: every wait is for a condition, within a generous bound.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -310,14 +312,18 @@ const STREAM: &str =
 const MESSAGES: &str =
     r#"{"model":"c","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
 
-#[tokio::test]
-async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
-    // Every answer streams its first chunk, then nothing (no terminal event, no end): a
-    // stream holds its permits until its client goes.
+/// An upstream whose every answer streams its first chunk, then nothing (no terminal event, no
+/// end): a stream holds its permits until its client goes.
+async fn first_chunk_then_hang() -> MockUpstream {
     let first_chunk = sse_data_frames(&[
         r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"fine"},"finish_reason":null}]}"#,
     ]);
-    let mock = MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await;
+    MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await
+}
+
+#[tokio::test]
+async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
+    let mock = first_chunk_then_hang().await;
     let extra =
         "keys:\n  - { id: a, key: gw-a, max_concurrent_requests: 1 }\n  - { id: b, key: gw-b }\n";
     let proxy = start_proxy_all(&mock.base_url(), PACK, extra).await;
@@ -363,10 +369,7 @@ async fn a_key_at_its_limit_gets_429_while_other_keys_are_proxied() {
 
 #[tokio::test]
 async fn a_reload_keeps_counting_a_keys_requests_in_flight() {
-    let first_chunk = sse_data_frames(&[
-        r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":"fine"},"finish_reason":null}]}"#,
-    ]);
-    let mock = MockUpstream::start(move |_| Reply::sse(&first_chunk).then_hang()).await;
+    let mock = first_chunk_then_hang().await;
     let dir = tempfile::tempdir().unwrap();
     let pack = dir.path().join("pack.yaml");
     std::fs::write(&pack, PACK).unwrap();
@@ -401,5 +404,139 @@ async fn a_reload_keeps_counting_a_keys_requests_in_flight() {
             .status()
             == StatusCode::OK
     })
+    .await;
+}
+
+/// A streaming request sent from a socket bound to `source` (Linux routes all of 127/8 to
+/// loopback), answered once its head is in; the connection lives as long as the value.
+struct FromSource {
+    resp: Response<Incoming>,
+    _conn: Connection,
+}
+
+/// The client side of a connection, closed when dropped.
+struct Connection(tokio::task::JoinHandle<()>);
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn stream_from(addr: SocketAddr, source: [u8; 4]) -> FromSource {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::from((source, 0)))
+        .expect("bind to a 127/8 source address (Linux)");
+    let stream = socket.connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = Request::post("/v1/chat/completions")
+        .header("host", "guardwire")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(STREAM.as_bytes())))
+        .unwrap();
+    let resp = tokio::time::timeout(BOUND, send.send_request(req))
+        .await
+        .expect("no response head in time")
+        .unwrap();
+    FromSource {
+        resp,
+        _conn: Connection(conn),
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_client_address_at_its_cap_gets_429_while_other_addresses_are_proxied() {
+    let mock = first_chunk_then_hang().await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "limits: { max_concurrent_requests_per_client_address: 2 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let (capped, other) = ([127, 0, 0, 2], [127, 0, 0, 1]);
+    let first = stream_from(addr, capped).await;
+    let second = stream_from(addr, capped).await;
+    assert_eq!(
+        (first.resp.status(), second.resp.status()),
+        (StatusCode::OK, StatusCode::OK)
+    );
+    // The third from the same address: 429 with retry-after, in the provider's shape.
+    let third = stream_from(addr, capped).await;
+    assert_eq!(third.resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(third.resp.headers()["retry-after"], "1");
+    let FromSource { resp, _conn } = third;
+    let json = json_of(resp).await;
+    assert_eq!(json["error"]["code"], "rate_limit_exceeded", "{json}");
+    assert_eq!(
+        mock.request_count(),
+        2,
+        "the refused request never went upstream"
+    );
+    // Another address has a count of its own: served up to its own cap meanwhile.
+    let others = [
+        stream_from(addr, other).await,
+        stream_from(addr, other).await,
+    ];
+    assert!(others.iter().all(|s| s.resp.status() == StatusCode::OK));
+    let rendered = proxy.server.gateway.metrics.render(Exposition::Text004);
+    assert!(
+        rendered.contains(
+            "guardwire_rejected_total{reason=\"max_concurrent_requests_per_client_address\"} 1\n"
+        ),
+        "{rendered}"
+    );
+    // One of the capped address's streams ends (its client goes): its share comes back.
+    drop(first);
+    eventually("the capped address is admitted again", || async {
+        stream_from(addr, capped).await.resp.status() == StatusCode::OK
+    })
+    .await;
+    drop((second, others));
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_client_address_is_counted_before_its_body_is_read() {
+    let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["fine"]))).await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "limits: { max_concurrent_requests_per_client_address: 1 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    // A body announced and never sent whole, from 127.0.0.3: it holds the address's one share.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from(([127, 0, 0, 3], 0))).unwrap();
+    let mut slow = socket.connect(addr).await.unwrap();
+    slow.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"model\"",
+    )
+    .await
+    .unwrap();
+    let refused = "guardwire_rejected_total{reason=\"max_concurrent_requests_per_client_address\"}";
+    eventually("the slow body's address is at its cap", || async {
+        let s = stream_from(addr, [127, 0, 0, 3]).await;
+        s.resp.status() == StatusCode::TOO_MANY_REQUESTS
+    })
+    .await;
+    assert!(metric(addr, refused).await >= Some(1.0));
+    assert_eq!(mock.request_count(), 0);
+    // Its client goes: the address is served again.
+    drop(slow);
+    eventually(
+        "the address is served once the slow body is gone",
+        || async { stream_from(addr, [127, 0, 0, 3]).await.resp.status() == StatusCode::OK },
+    )
     .await;
 }

@@ -6,8 +6,10 @@
 //! Run: `cargo bench --bench load` (options after `--`: `--quick`, `--protocol chat|responses|
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
 //! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
-//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--no-relay`, `--soak N`, `--soak-send-ms MS`,
-//! `--soak-send-buffer BYTES`, `--soak-notsent-lowat BYTES`, `--no-soak`).
+//! `--deltas N`, `--throughput-only`, `--no-nginx`, `--no-relay`, `--soak N`,
+//! `--soak-rate CLIENTS_PER_S`, `--soak-send-ms MS`, `--soak-send-buffer BYTES`,
+//! `--soak-notsent-lowat BYTES`, `--soak-key-limit N`, `--soak-address-limit N`,
+//! `--soak-source IPV4`, `--soak-only`, `--no-soak`).
 //!
 //! Processes and threads:
 //! - guardwire runs as a child process (`target/release/guardwire serve`), twice: one with no
@@ -28,7 +30,7 @@
 //!   Under `cargo test` (no `--bench`) only its check runs: a few streams through it.
 //! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`; its
 //!   flood is answered by a second mock (own thread and runtime) through a route of its own,
-//!   and its waves, scrapes and monitor run on a runtime of their own (one thread).
+//!   and its arrivals, scrapes and monitor run on a runtime of their own (one thread).
 //! - The client runs on its own two-worker runtime: N keep-alive HTTP/1.1 connections, each
 //!   sending streaming requests one after another, timing the first body byte, every SSE event
 //!   and the end of each stream.
@@ -109,7 +111,7 @@ fn main() {
         .copied()
         .max()
         .unwrap_or(0)
-        .max(opts.soak + opts.paced_connections);
+        .max(opts.soak.sockets() + opts.paced_connections);
     let nofile = raise_nofile(max_streams);
     let machine = machine_line();
     eprintln!("load: {machine}");
@@ -198,7 +200,7 @@ fn main() {
         opts.runtime_note()
     );
 
-    let nginx = if opts.nginx {
+    let nginx = if opts.nginx && !opts.soak_only {
         start_nginx(dir.path(), mock, nofile)
     } else {
         Err("not run (--no-nginx)".to_owned())
@@ -241,7 +243,7 @@ fn main() {
                 opts.relay_workers()
             )
         } else {
-            "not run (--no-relay).".to_owned()
+            "not run (--no-relay or --soak-only).".to_owned()
         }
     );
 
@@ -268,131 +270,133 @@ fn main() {
             idle_real as f64 / 1024.0
         );
 
-        // Per protocol: each target's CPU per stream, burst and paced.
-        let mut cpu: Vec<(Protocol, PhaseCpu, PhaseCpu)> = Vec::new();
-        for &p in &opts.protocols {
-            let _ = writeln!(report, "\n### {}\n", p.name());
-            let mut targets: Vec<(&str, SocketAddr, Option<Meter>)> =
-                vec![("direct to mock", mock, None)];
-            if let Some(n) = &nginx {
-                targets.push((NGINX_ROW, n.addr, Some(n.meter())));
-            }
-            if let Some(r) = &relay {
-                targets.push((RELAY_ROW, r.addr, Some(Meter::Process(r.pid()))));
-            }
-            targets.push((NONE_ROW, none.addr, Some(Meter::Process(none.pid()))));
-            targets.push((REAL_ROW, real.addr, Some(Meter::Process(real.pid()))));
-            // Throughput: no gaps.
-            mock_state.gap_ns.store(0, Ordering::Relaxed);
-            let mut rows = Vec::new();
-            for &(name, addr, meter) in &targets {
-                eprintln!("load: {} throughput, {name} …", p.name());
-                let s = burst(addr, p, &opts, meter).await;
-                rows.push((name, s));
-            }
-            let burst_cpu = phase_cpu(&rows);
-            throughput_table(&mut report, &rows, opts.concurrency, text_bytes, burst_cpu.nginx);
-            if opts.throughput_only {
-                cpu.push((p, burst_cpu, PhaseCpu::default()));
-                continue;
-            }
-            // Latency: paced, with gaps.
-            mock_state
-                .gap_ns
-                .store(opts.gap.as_nanos() as u64, Ordering::Relaxed);
-            let mut rows = Vec::new();
-            for &(name, addr, meter) in &targets {
-                eprintln!("load: {} latency at {} req/s, {name} …", p.name(), opts.rate);
-                let s = paced(addr, p, &opts, meter).await;
-                rows.push((name, s));
-            }
-            let paced_cpu = phase_cpu(&rows);
-            latency_table(
-                &mut report,
-                &rows,
-                opts.rate,
-                opts.gap,
-                "proxied minus direct",
-                paced_cpu.nginx,
-            );
-            cpu.push((p, burst_cpu, paced_cpu));
-            mock_state.gap_ns.store(0, Ordering::Relaxed);
-        }
-        ratio_table(&mut report, &cpu, text_bytes, nginx.is_some(), relay.is_some());
-
-        // Memory by open streams.
-        let _ = writeln!(
-            report,
-            "\n### Proxy RSS by open streams ({})\n\nIdle after start: nginx {}, no packs {:.1} \
-             MiB, realistic pack {:.1} MiB. Each stream is held open by the mock after its first \
-             content delta and sent a delta every {} ms until released (paced streams, read as \
-             they come); \"per stream\" = (RSS with N open − RSS just before) / N, sampled \
-             once all N are open. nginx's RSS is its master's plus its workers'. Open-files \
-             limit: {nofile}.\n",
-            opts.protocols[0].name(),
-            idle_nginx.map_or("—".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
-            idle_none as f64 / 1024.0,
-            idle_real as f64 / 1024.0,
-            opts.rss_gap.as_secs_f64() * 1e3,
-        );
-        if opts.rss {
-            report.push_str("| open streams | nginx: RSS MiB | per stream KiB | no packs: RSS MiB | per stream KiB | realistic pack: RSS MiB | per stream KiB | no packs per stream ÷ nginx |\n|---|---|---|---|---|---|---|---|\n");
-            let p = opts.protocols[0];
-            mock_state
-                .hold_gap_ns
-                .store(opts.rss_gap.as_nanos() as u64, Ordering::Relaxed);
-            let mut rss_targets: Vec<(&str, SocketAddr, Option<Meter>)> = vec![(
-                "nginx",
-                nginx.as_ref().map_or(mock, |n| n.addr),
-                nginx.as_ref().map(|n| n.meter()),
-            )];
-            rss_targets.push(("no packs", none.addr, Some(Meter::Process(none.pid()))));
-            rss_targets.push(("realistic pack", real.addr, Some(Meter::Process(real.pid()))));
-            for &n in &opts.streams {
-                // Each stream: a client socket and a mock socket here, two in the proxy.
-                if (n as u64) * 2 + 256 > nofile {
-                    let _ = writeln!(
-                        report,
-                        "| {n} | skipped: open-files limit {nofile} is too low (raise `ulimit -n`) | | | | | | |"
-                    );
+        if !opts.soak_only {
+            // Per protocol: each target's CPU per stream, burst and paced.
+            let mut cpu: Vec<(Protocol, PhaseCpu, PhaseCpu)> = Vec::new();
+            for &p in &opts.protocols {
+                let _ = writeln!(report, "\n### {}\n", p.name());
+                let mut targets: Vec<(&str, SocketAddr, Option<Meter>)> =
+                    vec![("direct to mock", mock, None)];
+                if let Some(n) = &nginx {
+                    targets.push((NGINX_ROW, n.addr, Some(n.meter())));
+                }
+                if let Some(r) = &relay {
+                    targets.push((RELAY_ROW, r.addr, Some(Meter::Process(r.pid()))));
+                }
+                targets.push((NONE_ROW, none.addr, Some(Meter::Process(none.pid()))));
+                targets.push((REAL_ROW, real.addr, Some(Meter::Process(real.pid()))));
+                // Throughput: no gaps.
+                mock_state.gap_ns.store(0, Ordering::Relaxed);
+                let mut rows = Vec::new();
+                for &(name, addr, meter) in &targets {
+                    eprintln!("load: {} throughput, {name} …", p.name());
+                    let s = burst(addr, p, &opts, meter).await;
+                    rows.push((name, s));
+                }
+                let burst_cpu = phase_cpu(&rows);
+                throughput_table(&mut report, &rows, opts.concurrency, text_bytes, burst_cpu.nginx);
+                if opts.throughput_only {
+                    cpu.push((p, burst_cpu, PhaseCpu::default()));
                     continue;
                 }
-                let mut cells = Vec::new();
-                let mut per_stream = Vec::new();
-                for &(label, addr, meter) in &rss_targets {
-                    let Some(meter) = meter else {
-                        cells.push("— | —".to_owned());
-                        per_stream.push(None);
-                        continue;
-                    };
-                    eprintln!("load: {n} open streams through {label} …");
-                    let (before, with, open) =
-                        open_streams_rss(addr, p, n, meter, &mock_state).await;
-                    let per = (with.saturating_sub(before)) as f64 / open.max(1) as f64;
-                    let note = if open < n {
-                        format!(" (only {open} opened)")
-                    } else {
-                        String::new()
-                    };
-                    cells.push(format!("{:.1}{note} | {per:.1}", with as f64 / 1024.0));
-                    per_stream.push(Some(per));
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                // Latency: paced, with gaps.
+                mock_state
+                    .gap_ns
+                    .store(opts.gap.as_nanos() as u64, Ordering::Relaxed);
+                let mut rows = Vec::new();
+                for &(name, addr, meter) in &targets {
+                    eprintln!("load: {} latency at {} req/s, {name} …", p.name(), opts.rate);
+                    let s = paced(addr, p, &opts, meter).await;
+                    rows.push((name, s));
                 }
-                let _ = writeln!(
-                    report,
-                    "| {n} | {} | {} | {} | {} |",
-                    cells[0],
-                    cells[1],
-                    cells[2],
-                    ratio(per_stream[1], per_stream[0])
+                let paced_cpu = phase_cpu(&rows);
+                latency_table(
+                    &mut report,
+                    &rows,
+                    opts.rate,
+                    opts.gap,
+                    "proxied minus direct",
+                    paced_cpu.nginx,
                 );
+                cpu.push((p, burst_cpu, paced_cpu));
+                mock_state.gap_ns.store(0, Ordering::Relaxed);
             }
-            mock_state.hold_gap_ns.store(0, Ordering::Relaxed);
-        } else {
-            report.push_str("(skipped: --no-rss)\n");
-        }
+            ratio_table(&mut report, &cpu, text_bytes, nginx.is_some(), relay.is_some());
 
-        if opts.soak > 0 {
+            // Memory by open streams.
+            let _ = writeln!(
+                report,
+                "\n### Proxy RSS by open streams ({})\n\nIdle after start: nginx {}, no packs {:.1} \
+                 MiB, realistic pack {:.1} MiB. Each stream is held open by the mock after its first \
+                 content delta and sent a delta every {} ms until released (paced streams, read as \
+                 they come); \"per stream\" = (RSS with N open − RSS just before) / N, sampled \
+                 once all N are open. nginx's RSS is its master's plus its workers'. Open-files \
+                 limit: {nofile}.\n",
+                opts.protocols[0].name(),
+                idle_nginx.map_or("—".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
+                idle_none as f64 / 1024.0,
+                idle_real as f64 / 1024.0,
+                opts.rss_gap.as_secs_f64() * 1e3,
+            );
+            if opts.rss {
+                report.push_str("| open streams | nginx: RSS MiB | per stream KiB | no packs: RSS MiB | per stream KiB | realistic pack: RSS MiB | per stream KiB | no packs per stream ÷ nginx |\n|---|---|---|---|---|---|---|---|\n");
+                let p = opts.protocols[0];
+                mock_state
+                    .hold_gap_ns
+                    .store(opts.rss_gap.as_nanos() as u64, Ordering::Relaxed);
+                let mut rss_targets: Vec<(&str, SocketAddr, Option<Meter>)> = vec![(
+                    "nginx",
+                    nginx.as_ref().map_or(mock, |n| n.addr),
+                    nginx.as_ref().map(|n| n.meter()),
+                )];
+                rss_targets.push(("no packs", none.addr, Some(Meter::Process(none.pid()))));
+                rss_targets.push(("realistic pack", real.addr, Some(Meter::Process(real.pid()))));
+                for &n in &opts.streams {
+                    // Each stream: a client socket and a mock socket here, two in the proxy.
+                    if (n as u64) * 2 + 256 > nofile {
+                        let _ = writeln!(
+                            report,
+                            "| {n} | skipped: open-files limit {nofile} is too low (raise `ulimit -n`) | | | | | | |"
+                        );
+                        continue;
+                    }
+                    let mut cells = Vec::new();
+                    let mut per_stream = Vec::new();
+                    for &(label, addr, meter) in &rss_targets {
+                        let Some(meter) = meter else {
+                            cells.push("— | —".to_owned());
+                            per_stream.push(None);
+                            continue;
+                        };
+                        eprintln!("load: {n} open streams through {label} …");
+                        let (before, with, open) =
+                            open_streams_rss(addr, p, n, meter, &mock_state).await;
+                        let per = (with.saturating_sub(before)) as f64 / open.max(1) as f64;
+                        let note = if open < n {
+                            format!(" (only {open} opened)")
+                        } else {
+                            String::new()
+                        };
+                        cells.push(format!("{:.1}{note} | {per:.1}", with as f64 / 1024.0));
+                        per_stream.push(Some(per));
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    let _ = writeln!(
+                        report,
+                        "| {n} | {} | {} | {} | {} |",
+                        cells[0],
+                        cells[1],
+                        cells[2],
+                        ratio(per_stream[1], per_stream[0])
+                    );
+                }
+                mock_state.hold_gap_ns.store(0, Ordering::Relaxed);
+            } else {
+                report.push_str("(skipped: --no-rss)\n");
+            }
+
+        }
+        if opts.soak.streams > 0 {
             soak_section(&mut report, &opts, dir.path(), mock, &mock_state, text_bytes).await;
         }
         let _ = writeln!(
@@ -470,12 +474,12 @@ async fn soak_section(
     let extra = soak::config(opts, admin, flood);
     let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
     // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.
+    let shape = opts.soak;
     if let Err(e) = check(&cfg) {
         let _ = writeln!(
             report,
-            "\n### Soak: {} clients that never read\n\nskipped: this build rejects the soak's \
-             config ({e})",
-            opts.soak
+            "\n### Soak: never-reading clients\n\nskipped: this build rejects the soak's \
+             config ({e})"
         );
         return;
     }
@@ -500,30 +504,35 @@ async fn soak_section(
         (b, l)
     };
     let (b0, l0) = phases("no soak").await;
-    eprintln!("load: soak: {} never-reading clients …", opts.soak);
+    eprintln!(
+        "load: soak: {:.0} never-reading clients a second …",
+        shape.rate()
+    );
     let ((b1, l1), r) = soak::soak(
         addr,
         admin,
         gw.pid(),
-        opts.soak,
+        shape,
         mock_state,
         phases("during the soak"),
     )
     .await;
     let _ = writeln!(
         report,
-        "\n### Soak: {} clients that never read ({})\n\n\
+        "\n### Soak: {:.0} never-reading clients a second beside normal traffic ({})\n\n\
          Its own guardwire (no packs, `timeouts.client_send_ms: {}`, {}, {}, metrics on \
-         `admin.listen`). The flood has its own mock (thread and runtime) and route; the soak's \
-         waves, scrapes and monitor have their own runtime (one thread); all share the cores. \
-         Each never-reading client sends a streaming Chat request from a socket with a 2 KiB \
-         receive buffer and reads nothing; the mock answers it with {} MiB as fast as guardwire \
-         takes them. In waves for as long as the normal traffic runs: a wave opens {} such \
-         clients and ends when guardwire has ended all their streams (its send-timeout counter \
-         grew by as many); their sockets are then dropped and the next wave opens.\n",
-        opts.soak,
+         `admin.listen`, a key for each normal client and one for the soak). Protections: {}. \
+         The flood has its own mock (thread and runtime) and route; the soak's arrivals, scrapes \
+         and monitor have their own runtime (one thread); all share the cores. Each \
+         never-reading client sends a streaming Chat request with the soak's key from a socket \
+         with a 2 KiB receive buffer and reads nothing; the mock answers it with {} MiB as fast \
+         as guardwire takes them. Clients arrive at a fixed rate (`--soak-rate`; by default \
+         `--soak` {} per 5 s, a stream's life here with `client_send_ms: 1000`, so about that \
+         many are open at a time) for as long as the normal traffic runs, and each drops its \
+         socket {:.1} s after it sent its request.\n",
+        r.rate,
         p.name(),
-        opts.soak_send_ms,
+        shape.send_ms,
         match opts.soak_send_buffer {
             0 => "client send buffers autotuned by the kernel".to_string(),
             n => format!("`limits.client_send_buffer_bytes: {n}`"),
@@ -532,44 +541,72 @@ async fn soak_section(
             None => "`limits.client_notsent_lowat_bytes` at its default".to_string(),
             Some(n) => format!("`limits.client_notsent_lowat_bytes: {n}`"),
         },
+        shape.protections(),
         (mock_state.flood.len() * mock_state.flood_chunks) >> 20,
-        opts.soak,
+        shape.streams,
+        shape.hold().as_secs_f64(),
     );
-    let first = r.first_wave_secs.map_or_else(
-        || {
-            format!(
-                "**only {} of {} ended in 60 s**",
-                r.first_wave_ended, r.clients
-            )
-        },
-        |s| {
-            format!(
-                "all {} streams ended by guardwire {s:.1} s after the wave began",
-                r.clients
-            )
-        },
-    );
+    let peak = r.peak();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let per_stream = |now: u64, before: u64, n: f64| {
+        if n >= 1.0 {
+            format!("{:.1} KiB", now.saturating_sub(before) as f64 / n)
+        } else {
+            "—".to_owned()
+        }
+    };
     let _ = writeln!(
         report,
         "| | |\n|---|---|\n\
-         | first wave | {first} |\n\
-         | never-reading clients opened in all | {} in {} waves ({} upstream requests began) |\n\
+         | arrivals | {:.0} a second for {:.1} s: {} sent their request, {} could not connect or send ({} upstream requests began) |\n\
+         | refused during the soak | {:.0} by the soak key's limit, {:.0} by the address cap (429) |\n\
          | guardwire_client_timeouts_total{{deadline=\"send\"}} during the soak | {:.0} |\n\
          | guardwire_requests_in_flight, peak / after the soak | {:.0} / {} (after {:.1} s) |\n\
          | upstream requests still open after the soak | {} |\n\
-         | guardwire RSS before / peak | {:.1} / {:.1} MiB |",
+         | guardwire RSS before / peak | {:.1} / {:.1} MiB ({:.1} s in, {:.0} requests in flight then, the normal traffic's included: {} per request in flight) |\n\
+         | the kernel's TCP memory (every socket of the machine) before / at guardwire's RSS peak | {:.1} / {:.1} MiB ({} per request in flight) |",
+        r.rate,
+        r.secs,
         r.opened,
-        r.waves,
+        r.failed,
         r.upstream_started,
+        r.refused_key,
+        r.refused_address,
         r.send_timeouts,
-        r.in_flight_peak,
+        r.in_flight_peak(),
         r.in_flight_after
             .map_or("unknown (no /metrics)".into(), |v| format!("{v:.0}")),
         r.drain_secs,
         r.upstream_open_after,
-        r.rss_before_kib as f64 / 1024.0,
-        r.rss_peak_kib as f64 / 1024.0,
+        mib(r.before.rss_kib),
+        mib(peak.rss_kib),
+        peak.at,
+        peak.in_flight,
+        per_stream(peak.rss_kib, r.before.rss_kib, peak.in_flight),
+        mib(r.before.tcp_kib),
+        mib(peak.tcp_kib),
+        per_stream(peak.tcp_kib, r.before.tcp_kib, peak.in_flight),
     );
+    // RSS beside the streams in flight over time (every second): whether RSS follows the
+    // streams open or grows apart from them.
+    let mut line =
+        String::from("\nOver time (s: guardwire RSS MiB / requests in flight / kernel TCP MiB):");
+    let mut next = 0.0;
+    for s in &r.samples {
+        if s.at >= next {
+            let _ = write!(
+                line,
+                " {:.0}: {:.0} / {:.0} / {:.0};",
+                s.at,
+                mib(s.rss_kib),
+                s.in_flight,
+                mib(s.tcp_kib)
+            );
+            next = s.at.floor() + 1.0;
+        }
+    }
+    eprintln!("load: soak:{line}");
+    let _ = writeln!(report, "{line}\n");
     throughput_table(
         report,
         &[

@@ -1,6 +1,7 @@
 //! Options: the protocols under test and the command line (`--quick`, `--protocol`, ...).
 
 use crate::clock::HOLD_MARK;
+use crate::soak::Soak;
 use bytes::Bytes;
 use std::time::Duration;
 
@@ -108,10 +109,10 @@ pub(super) struct Opts {
     pub(super) nginx: bool,
     /// The bare hyper relay (relay.rs) as the floor (unless `--no-relay`).
     pub(super) relay: bool,
-    /// Never-reading clients in the soak (0: no soak), and guardwire's
-    /// `timeouts.client_send_ms` for it.
-    pub(super) soak: usize,
-    pub(super) soak_send_ms: u64,
+    /// The never-reading-clients soak (`soak.streams` 0: no soak).
+    pub(super) soak: Soak,
+    /// Only the soak section: no protocol tables, no RSS steps (`--soak-only`).
+    pub(super) soak_only: bool,
     /// guardwire's `limits.client_send_buffer_bytes` in the soak (0: the kernel's autotuning).
     pub(super) soak_send_buffer: usize,
     /// guardwire's `limits.client_notsent_lowat_bytes` in the soak (None: its default).
@@ -166,8 +167,10 @@ fn usage() -> ! {
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
          \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx] [--no-relay]\n\
-         \x20      [--soak N] [--soak-send-ms MS] [--soak-send-buffer BYTES]\n\
-         \x20      [--soak-notsent-lowat BYTES] [--no-soak]\n\
+         \x20      [--soak N] [--soak-rate CLIENTS_PER_S] [--soak-send-ms MS]\n\
+         \x20      [--soak-send-buffer BYTES] [--soak-notsent-lowat BYTES]\n\
+         \x20      [--soak-key-limit N] [--soak-address-limit N] [--soak-source IPV4]\n\
+         \x20      [--soak-only] [--no-soak]\n\
          \x20      [--runtime work_stealing|per_core] [--workers N]\n\
          env: GUARDWIRE_LOAD_PII=auto|on|off (same as --pii)"
     );
@@ -202,8 +205,15 @@ pub(super) fn parse_opts() -> Opts {
         rss_gap: Duration::from_millis(20),
         nginx: true,
         relay: true,
-        soak: if quick { 100 } else { 1000 },
-        soak_send_ms: 1000,
+        soak: Soak {
+            streams: if quick { 100 } else { 1000 },
+            send_ms: 1000,
+            rate: None,
+            key_limit: None,
+            address_limit: None,
+            source: None,
+        },
+        soak_only: false,
         soak_send_buffer: 0,
         soak_notsent_lowat: None,
         runtime: None,
@@ -218,9 +228,28 @@ pub(super) fn parse_opts() -> Opts {
             "--no-rss" => o.rss = false,
             "--no-nginx" => o.nginx = false,
             "--no-relay" => o.relay = false,
-            "--no-soak" => o.soak = 0,
-            "--soak" => o.soak = val().parse().unwrap_or_else(|_| usage()),
-            "--soak-send-ms" => o.soak_send_ms = val().parse().unwrap_or_else(|_| usage()),
+            "--no-soak" => o.soak.streams = 0,
+            "--soak" => o.soak.streams = val().parse().unwrap_or_else(|_| usage()),
+            "--soak-send-ms" => o.soak.send_ms = val().parse().unwrap_or_else(|_| usage()),
+            "--soak-rate" => {
+                let r: f64 = val().parse().unwrap_or_else(|_| usage());
+                if !(r > 0.0 && r.is_finite()) {
+                    usage()
+                }
+                o.soak.rate = Some(r);
+            }
+            "--soak-key-limit" => {
+                o.soak.key_limit = Some(val().parse().unwrap_or_else(|_| usage()))
+            }
+            "--soak-address-limit" => {
+                o.soak.address_limit = Some(val().parse().unwrap_or_else(|_| usage()));
+            }
+            "--soak-source" => o.soak.source = Some(val().parse().unwrap_or_else(|_| usage())),
+            "--soak-only" => {
+                o.soak_only = true;
+                o.rss = false;
+                o.relay = false;
+            }
             "--runtime" => {
                 let r = val();
                 if r != "work_stealing" && r != "per_core" {

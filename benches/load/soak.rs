@@ -3,19 +3,24 @@
 //! beside a normal client's traffic through the same guardwire.
 //!
 //! guardwire here runs with a small `timeouts.client_send_ms` and `admin.listen` (so `/metrics`
-//! needs no token). The soak runs in waves for as long as the normal traffic runs: a wave opens
-//! `n` never-reading clients and ends once guardwire has ended all `n` streams
-//! (`guardwire_client_timeouts_total{deadline="send"}` grew by `n`: each write stayed blocked
-//! for `client_send_ms`); its sockets are then dropped and the next wave opens. The client
-//! cannot see guardwire's close without reading: the FIN queues behind the bytes its zero
-//! window refuses. Reported: the first wave's release (how long it took), guardwire's peak RSS,
-//! `guardwire_requests_in_flight` back to 0 and the mock's flood answers all cancelled once the
-//! soak stops, and the normal traffic's figures beside the same traffic without the soak.
+//! needs no token). Never-reading clients arrive at a fixed rate for as long as the normal
+//! traffic runs (so two configurations meet the same load, whatever they do with it); each
+//! keeps its socket for [`Soak::hold`] (guardwire ends its stream about `client_send_ms` after
+//! its write blocks, counted in `guardwire_client_timeouts_total{deadline="send"}`) and then
+//! drops it. The client cannot see guardwire's close without reading: the FIN queues behind
+//! the bytes its zero window refuses. The soak's clients present a key of their own
+//! ([`SOAK_KEY`]) and may come from an address of their own (`--soak-source`), so that
+//! `keys[].max_concurrent_requests` and `limits.max_concurrent_requests_per_client_address`
+//! can be shown protecting the normal traffic's key and address. Reported: the arrival rate
+//! and how many were sent, the refusals, guardwire's RSS over time beside its requests in
+//! flight and the kernel's TCP memory, `guardwire_requests_in_flight` back to 0 and the mock's
+//! flood answers all cancelled once the soak stops, and the normal traffic's figures beside
+//! the same traffic without the soak.
 //!
 //! So that what the normal traffic loses is guardwire's share, the bench's own parts of the
 //! soak run apart from it: the flood is answered by a mock of its own (own thread and runtime,
-//! reached through the route under [`FLOOD_PREFIX`]), and the waves, the scrapes and the monitor
-//! run on a runtime of their own (one thread). They still share the machine's cores.
+//! reached through the route under [`FLOOD_PREFIX`]), and the arrivals, the scrapes and the
+//! monitor run on a runtime of their own (one thread). They still share the machine's cores.
 
 use crate::clock::FLOOD_MARK;
 use crate::mock::MockState;
@@ -24,7 +29,7 @@ use http::Request;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,6 +38,19 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// The path prefix of the soak guardwire's flood route (its upstream: the flood's own mock).
 pub(super) const FLOOD_PREFIX: &str = "/flood/";
+
+/// How long a never-reading stream lives in guardwire with the default `client_send_ms` (1 s):
+/// its writes block once guardwire has filled the buffers between them (hundreds of KiB read,
+/// relayed and written per stream, all streams at once), then `client_send_ms` runs. On the
+/// 2-vCPU VM the first wave of 1,000 ended 4.6 s after it began on a quiet machine; at 1,000
+/// arrivals a second the streams outran the machine and lived until their clients went. A
+/// stream's life depends on how many share the CPU, so the report gives the peak in flight.
+const STREAM_LIFE: Duration = Duration::from_secs(5);
+
+/// The key the never-reading clients present; the normal client's keys are [`NORMAL_KEYS`].
+const SOAK_KEY: &str = "sk-load-soak";
+/// The keys the normal client presents (client.rs): OpenAI's, Anthropic's, Gemini's.
+const NORMAL_KEYS: [&str; 3] = ["sk-load-test", "sk-ant-load-test", "load-test"];
 
 /// `/metrics` from guardwire's admin listener (empty when it cannot be read).
 pub(super) async fn scrape(admin: SocketAddr) -> String {
@@ -85,11 +103,15 @@ pub(super) fn series_sum(metrics: &str, name: &str, label: &str) -> Option<f64> 
     found
 }
 
-/// A streaming Chat request (whatever protocol the normal traffic speaks) naming the flood answer, sent over HTTP/1.1 from a socket with a
-/// tiny receive buffer; the caller never reads from it.
-async fn never_reading_client(addr: SocketAddr) -> Option<TcpStream> {
+/// A streaming Chat request naming the flood answer, sent over HTTP/1.1 with the soak's key
+/// from a socket with a tiny receive buffer (bound to `source` when given); the caller never
+/// reads from it.
+async fn never_reading_client(addr: SocketAddr, source: Option<Ipv4Addr>) -> Option<TcpStream> {
     let socket = TcpSocket::new_v4().ok()?;
     socket.set_recv_buffer_size(2048).ok()?;
+    if let Some(ip) = source {
+        socket.bind(SocketAddr::from((ip, 0))).ok()?;
+    }
     let mut sock = socket.connect(addr).await.ok()?;
     let body = serde_json::json!({
         "model": FLOOD_MARK, "stream": true,
@@ -98,7 +120,7 @@ async fn never_reading_client(addr: SocketAddr) -> Option<TcpStream> {
     .to_string();
     let head = format!(
         "POST {FLOOD_PREFIX}v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\n\
-         authorization: Bearer sk-load-test\r\ncontent-length: {}\r\n\r\n",
+         authorization: Bearer {SOAK_KEY}\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
     sock.write_all(head.as_bytes()).await.ok()?;
@@ -106,42 +128,173 @@ async fn never_reading_client(addr: SocketAddr) -> Option<TcpStream> {
     Some(sock)
 }
 
+/// The soak's shape, from the command line.
+#[derive(Clone, Copy)]
+pub(super) struct Soak {
+    /// Never-reading streams meant to be open at a time (`--soak`).
+    pub(super) streams: usize,
+    /// guardwire's `timeouts.client_send_ms`.
+    pub(super) send_ms: u64,
+    /// Arrivals a second (`--soak-rate`; default: `streams` per `send_ms`).
+    pub(super) rate: Option<f64>,
+    /// The soak key's `max_concurrent_requests` (`--soak-key-limit`).
+    pub(super) key_limit: Option<usize>,
+    /// `limits.max_concurrent_requests_per_client_address` (`--soak-address-limit`).
+    pub(super) address_limit: Option<usize>,
+    /// The never-reading clients' source address (`--soak-source`; with an address limit and
+    /// none given, 127.0.0.2, so the normal traffic's 127.0.0.1 is not the capped one).
+    pub(super) source: Option<Ipv4Addr>,
+}
+
+impl Soak {
+    /// Arrivals a second: by default `streams` per [`STREAM_LIFE`], so that about `streams` are
+    /// open at a time (Little's law) with the default `client_send_ms`.
+    pub(super) fn rate(&self) -> f64 {
+        self.rate
+            .unwrap_or(self.streams as f64 / STREAM_LIFE.as_secs_f64())
+    }
+
+    /// How long a never-reading client keeps its socket: well past the time guardwire takes to
+    /// end its stream (its buffers filled, then `client_send_ms`), so that the stream ends by
+    /// that deadline, not by the client going.
+    pub(super) fn hold(&self) -> Duration {
+        Duration::from_millis(self.send_ms) + STREAM_LIFE * 3
+    }
+
+    /// Sockets the bench holds at once for the soak (for the open-files limit).
+    pub(super) fn sockets(&self) -> usize {
+        (self.rate() * self.hold().as_secs_f64()).ceil() as usize
+    }
+
+    pub(super) fn source(&self) -> Option<Ipv4Addr> {
+        self.source
+            .or(self.address_limit.map(|_| Ipv4Addr::new(127, 0, 0, 2)))
+    }
+
+    /// Which protections the soak guardwire has, for the report.
+    pub(super) fn protections(&self) -> String {
+        let key = self.key_limit.map_or(
+            "the soak's key has no `max_concurrent_requests`".to_owned(),
+            |n| format!("the soak's key has `max_concurrent_requests: {n}`"),
+        );
+        let address = self.address_limit.map_or(
+            "no `limits.max_concurrent_requests_per_client_address`".to_owned(),
+            |n| format!("`limits.max_concurrent_requests_per_client_address: {n}`"),
+        );
+        let source = self
+            .source()
+            .map_or("127.0.0.1 (the normal traffic's too)".to_owned(), |ip| {
+                ip.to_string()
+            });
+        format!("{key}; {address}; never-reading clients from {source}")
+    }
+}
+
+/// One sample of the monitor: seconds into the soak, guardwire's RSS, its requests in flight,
+/// the kernel's TCP memory (all sockets of the machine, `/proc/net/sockstat`).
+#[derive(Clone, Copy)]
+pub(super) struct Sample {
+    pub(super) at: f64,
+    pub(super) rss_kib: u64,
+    pub(super) in_flight: f64,
+    pub(super) tcp_kib: u64,
+}
+
 /// What the soak measured.
 pub(super) struct SoakResult {
-    pub(super) clients: usize,
-    /// Never-reading clients opened in all, in how many waves.
+    /// Arrivals a second asked for, and how long they ran.
+    pub(super) rate: f64,
+    pub(super) secs: f64,
+    /// Never-reading clients that sent their request, and those that could not connect or send.
     pub(super) opened: usize,
-    pub(super) waves: usize,
-    /// First wave: streams guardwire ended (of `clients`), and when the last was, in seconds
-    /// after the wave began (opening included).
-    pub(super) first_wave_ended: usize,
-    pub(super) first_wave_secs: Option<f64>,
+    pub(super) failed: usize,
     /// Flood answers the mock started, and how many were still open once the soak stopped and
     /// guardwire reported nothing in flight (0: every upstream request was cancelled).
     pub(super) upstream_started: usize,
     pub(super) upstream_open_after: usize,
-    pub(super) rss_before_kib: u64,
-    pub(super) rss_peak_kib: u64,
-    pub(super) in_flight_peak: f64,
+    /// Before the soak, then every 100 ms (the peak is the sample with the highest RSS).
+    pub(super) before: Sample,
+    pub(super) samples: Vec<Sample>,
     /// `guardwire_requests_in_flight` after the soak stopped, and how long it took to get there.
     pub(super) in_flight_after: Option<f64>,
     pub(super) drain_secs: f64,
+    /// `guardwire_client_timeouts_total{deadline="send"}` and the refusals by the soak key's
+    /// limit and by the address cap, over the soak.
     pub(super) send_timeouts: f64,
+    pub(super) refused_key: f64,
+    pub(super) refused_address: f64,
 }
 
-/// Runs the soak with `n` slots while `normal` (the normal client's phases) runs; returns
-/// what `normal` returned and what the soak measured.
+impl SoakResult {
+    /// The sample with the highest RSS.
+    pub(super) fn peak(&self) -> Sample {
+        self.samples
+            .iter()
+            .copied()
+            .max_by_key(|s| s.rss_kib)
+            .unwrap_or(self.before)
+    }
+
+    pub(super) fn in_flight_peak(&self) -> f64 {
+        self.samples.iter().map(|s| s.in_flight).fold(0.0, f64::max)
+    }
+}
+
+/// The kernel's TCP memory in KiB (`/proc/net/sockstat`'s `TCP: … mem` pages; 0 if unread).
+fn kernel_tcp_kib() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/sockstat").unwrap_or_default();
+    let pages = text
+        .lines()
+        .find(|l| l.starts_with("TCP:"))
+        .and_then(|l| l.split_whitespace().skip_while(|w| *w != "mem").nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    pages * 4
+}
+
+/// The soak's counters from one `/metrics` text: send timeouts, refusals by the soak key's
+/// limit and by the address cap.
+fn counters(metrics: &str) -> [f64; 3] {
+    let rejected = |reason: &str| {
+        series_sum(
+            metrics,
+            "guardwire_rejected_total",
+            &format!("reason=\"{reason}\""),
+        )
+        .unwrap_or(0.0)
+    };
+    [
+        series_sum(
+            metrics,
+            "guardwire_client_timeouts_total",
+            "deadline=\"send\"",
+        )
+        .unwrap_or(0.0),
+        rejected("key_max_concurrent_requests"),
+        rejected("max_concurrent_requests_per_client_address"),
+    ]
+}
+
+/// Runs the soak while `normal` (the normal client's phases) runs; returns what `normal`
+/// returned and what the soak measured.
 pub(super) async fn soak<T>(
     addr: SocketAddr,
     admin: SocketAddr,
     pid: u32,
-    n: usize,
+    shape: Soak,
     mock: &Arc<MockState>,
     normal: impl std::future::Future<Output = T>,
 ) -> (T, SoakResult) {
-    let rss = |pid| crate::proxy::rss_kib(pid);
-    let rss_before_kib = rss(pid);
-    // The waves, their scrapes and the monitor: off the normal client's runtime.
+    let sample = move |at: f64, metrics: &str| Sample {
+        at,
+        rss_kib: crate::proxy::rss_kib(pid),
+        in_flight: series_sum(metrics, "guardwire_requests_in_flight", "").unwrap_or(0.0),
+        tcp_kib: kernel_tcp_kib(),
+    };
+    let first = scrape(admin).await;
+    let before = sample(0.0, &first);
+    let counters_before = counters(&first);
+    // The arrivals, their scrapes and the monitor: off the normal client's runtime.
     let own = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("load-soak")
@@ -149,89 +302,57 @@ pub(super) async fn soak<T>(
         .build()
         .unwrap();
     let flood_before = mock.flood_started.load(Ordering::Relaxed);
-    let timeouts_before = series_sum(
-        &scrape(admin).await,
-        "guardwire_client_timeouts_total",
-        "deadline=\"send\"",
-    )
-    .unwrap_or(0.0);
     let stop = Arc::new(AtomicBool::new(false));
-    let opened = Arc::new(AtomicUsize::new(0));
-    // (waves, first wave's streams ended, seconds it took)
-    let first = Arc::new(Mutex::new((0usize, 0usize, None::<f64>)));
-    let waves = {
-        let (stop, opened, first) = (Arc::clone(&stop), Arc::clone(&opened), Arc::clone(&first));
+    let (opened, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let start = Instant::now();
+    let (rate, hold, source) = (shape.rate(), shape.hold(), shape.source());
+    let arrivals = {
+        let (stop, opened, failed) = (Arc::clone(&stop), Arc::clone(&opened), Arc::clone(&failed));
         own.spawn(async move {
-            let gate = Arc::new(tokio::sync::Semaphore::new(64));
-            let mut ended_before = timeouts_before;
+            // Arrival i is due at i / rate: a late one is sent at once, so the rate holds on
+            // average.
+            let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let start = Instant::now();
-                let mut opening = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let gate = Arc::clone(&gate);
-                    opening.push(tokio::spawn(async move {
-                        let _permit = gate.acquire().await.ok();
-                        never_reading_client(addr).await
-                    }));
-                }
-                let mut socks = Vec::with_capacity(n);
-                for o in opening {
-                    if let Ok(Some(s)) = o.await {
-                        socks.push(s);
+                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                tokio::time::sleep_until(due.into()).await;
+                i += 1;
+                let (opened, failed) = (Arc::clone(&opened), Arc::clone(&failed));
+                tokio::spawn(async move {
+                    match never_reading_client(addr, source).await {
+                        Some(sock) => {
+                            opened.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(hold).await;
+                            drop(sock);
+                        }
+                        None => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
-                }
-                opened.fetch_add(socks.len(), Ordering::Relaxed);
-                let deadline = Instant::now() + Duration::from_secs(60);
-                let mut ended = 0.0;
-                while Instant::now() < deadline {
-                    let m = scrape(admin).await;
-                    ended = series_sum(&m, "guardwire_client_timeouts_total", "deadline=\"send\"")
-                        .unwrap_or(0.0)
-                        - ended_before;
-                    if ended >= socks.len() as f64 {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                ended_before += ended;
-                {
-                    let mut f = first.lock().unwrap();
-                    if f.0 == 0 {
-                        f.1 = ended as usize;
-                        f.2 = (ended >= n as f64).then(|| start.elapsed().as_secs_f64());
-                    }
-                    f.0 += 1;
-                }
-                drop(socks);
+                });
             }
         })
     };
-    // guardwire's RSS and requests in flight, every 100 ms.
-    let peak = Arc::new(Mutex::new((rss_before_kib, 0.0f64)));
+    // guardwire's RSS and requests in flight, and the kernel's TCP memory, every 100 ms.
+    let samples = Arc::new(Mutex::new(Vec::new()));
     let monitor = {
-        let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
+        let (stop, samples) = (Arc::clone(&stop), Arc::clone(&samples));
         own.spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                let r = rss(pid);
-                let f = series_sum(&scrape(admin).await, "guardwire_requests_in_flight", "")
-                    .unwrap_or(0.0);
-                {
-                    let mut pk = peak.lock().unwrap();
-                    pk.0 = pk.0.max(r);
-                    pk.1 = pk.1.max(f);
-                }
+                let m = scrape(admin).await;
+                let s = sample(start.elapsed().as_secs_f64(), &m);
+                samples.lock().unwrap().push(s);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
     };
     let out = normal.await;
-    // The normal traffic is over: let the current wave end, then stop.
     stop.store(true, Ordering::Relaxed);
-    let _ = waves.await;
+    let secs = start.elapsed().as_secs_f64();
+    let _ = arrivals.await;
     let _ = monitor.await;
-    // Dropping a runtime may block, which an async context must not.
+    // Dropping a runtime may block, which an async context must not. The held sockets go
+    // with it: guardwire ends what it still had of them as clients gone.
     own.shutdown_background();
-    // The soak's sockets are gone: everything in flight ends.
     let drain_start = Instant::now();
     let mut in_flight_after = None;
     let mut m = String::new();
@@ -243,43 +364,58 @@ pub(super) async fn soak<T>(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (rss_peak_kib, in_flight_peak) = *peak.lock().unwrap();
-    let (waves, first_wave_ended, first_wave_secs) = *first.lock().unwrap();
+    let after = counters(&m);
+    let grew = |i: usize| after[i] - counters_before[i];
+    let samples = std::mem::take(&mut *samples.lock().unwrap());
     let result = SoakResult {
-        clients: n,
+        rate,
+        secs,
         opened: opened.load(Ordering::Relaxed),
-        waves,
-        first_wave_ended,
-        first_wave_secs,
+        failed: failed.load(Ordering::Relaxed),
         upstream_started: mock.flood_started.load(Ordering::Relaxed) - flood_before,
         upstream_open_after: mock.flood_open.load(Ordering::Relaxed),
-        rss_before_kib,
-        rss_peak_kib,
-        in_flight_peak,
+        before,
+        samples,
         in_flight_after,
         drain_secs: drain_start.elapsed().as_secs_f64(),
-        send_timeouts: series_sum(&m, "guardwire_client_timeouts_total", "deadline=\"send\"")
-            .unwrap_or(0.0)
-            - timeouts_before,
+        send_timeouts: grew(0),
+        refused_key: grew(1),
+        refused_address: grew(2),
     };
     (out, result)
 }
 
 /// The soak guardwire's config beyond the run's common part: the small `client_send_ms`,
-/// metrics on `admin`, the flood's route to its own mock at `flood`, and the client sockets'
-/// options under test.
+/// metrics on `admin`, the flood's route to its own mock at `flood`, the client sockets'
+/// options under test, the normal traffic's keys and the soak's (with its limit), and the
+/// address cap.
 pub(super) fn config(opts: &crate::opts::Opts, admin: SocketAddr, flood: SocketAddr) -> String {
+    let shape = opts.soak;
     let mut extra = format!(
         "timeouts:\n  client_send_ms: {}\nadmin:\n  listen: \"{admin}\"\n{}routes:\n  - {{ name: flood, \
          protocol: openai_chat, path_prefix: {}, strip_prefix: /flood, upstream: \"http://{flood}\" }}\n\
-         limits:\n  max_concurrent_requests: 20000\n  client_send_buffer_bytes: {}\n",
-        opts.soak_send_ms,
+         keys:\n",
+        shape.send_ms,
         opts.server_yaml(),
         FLOOD_PREFIX,
+    );
+    for (i, key) in NORMAL_KEYS.iter().enumerate() {
+        let _ = writeln!(extra, "  - {{ id: normal-{i}, key: {key} }}");
+    }
+    let _ = write!(extra, "  - {{ id: soak, key: {SOAK_KEY}");
+    if let Some(n) = shape.key_limit {
+        let _ = write!(extra, ", max_concurrent_requests: {n}");
+    }
+    let _ = writeln!(
+        extra,
+        " }}\nlimits:\n  max_concurrent_requests: 20000\n  client_send_buffer_bytes: {}",
         opts.soak_send_buffer
     );
     if let Some(n) = opts.soak_notsent_lowat {
         let _ = writeln!(extra, "  client_notsent_lowat_bytes: {n}");
+    }
+    if let Some(n) = shape.address_limit {
+        let _ = writeln!(extra, "  max_concurrent_requests_per_client_address: {n}");
     }
     extra
 }

@@ -156,6 +156,11 @@ pub struct Limits {
     pub max_holdback_bytes: usize,
     /// Requests proxied at once (streams count until they end); over it: 503 + `retry-after`.
     pub max_concurrent_requests: usize,
+    /// Requests proxied at once from one client address (the TCP peer's; an IPv6 client by
+    /// its /64), counted from before the body is read until the answer ends; over it: 429 +
+    /// `retry-after`. 0: no cap (behind a load balancer every client has its address, so
+    /// the default).
+    pub max_concurrent_requests_per_client_address: usize,
     /// Client connections open at once; a connection over it is accepted and closed at once
     /// (as Envoy's `max_downstream_connections`): the client learns right away instead of
     /// waiting in the kernel's backlog, and the refusal is counted. Read at start.
@@ -198,6 +203,9 @@ impl Default for Limits {
             max_frame_bytes: 1 << 20,
             max_holdback_bytes: 1 << 20,
             max_concurrent_requests: 10_000,
+            // Off: behind a load balancer, an ingress or a NAT the peer address is theirs, and
+            // a cap would cap every client at once (per-key limits are the tenants' tool there).
+            max_concurrent_requests_per_client_address: 0,
             // Twice the requests in flight: keep-alive connections between requests fit, and
             // 20,000 connections (each a descriptor and hyper's buffers, tens of KiB) stay
             // well inside a pod's memory and a raised descriptor limit.

@@ -80,6 +80,7 @@ pub fn code_of(err: &GatewayError) -> i64 {
         GatewayError::Overloaded
         | GatewayError::BufferFull
         | GatewayError::KeyLimit
+        | GatewayError::AddressLimit
         | GatewayError::ShuttingDown => codes::RETRY,
         GatewayError::Internal(_) => codes::INTERNAL,
     }

@@ -386,7 +386,7 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         GatewayError::Overloaded | GatewayError::BufferFull | GatewayError::ShuttingDown => {
             "overloaded_error"
         }
-        GatewayError::KeyLimit => "rate_limit_error",
+        GatewayError::KeyLimit | GatewayError::AddressLimit => "rate_limit_error",
         GatewayError::Upstream(_)
         | GatewayError::UpstreamIncomplete
         | GatewayError::Internal(_) => "api_error",

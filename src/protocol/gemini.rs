@@ -472,7 +472,7 @@ fn gemini_error_json(err: &GatewayError) -> String {
         | GatewayError::Overloaded
         | GatewayError::BufferFull
         | GatewayError::ShuttingDown => "UNAVAILABLE",
-        GatewayError::KeyLimit => "RESOURCE_EXHAUSTED",
+        GatewayError::KeyLimit | GatewayError::AddressLimit => "RESOURCE_EXHAUSTED",
         GatewayError::UpstreamTimeout(_) | GatewayError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
         GatewayError::Blocked { .. }
         | GatewayError::InvalidRequest(_)

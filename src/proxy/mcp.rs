@@ -17,6 +17,7 @@ pub mod session;
 pub mod stream;
 
 use super::body::ProxyBody;
+use super::client_address::AddressShare;
 use super::request::{self, RequestCtx};
 use super::runtime::{Route, Runtime};
 use super::{headers, Gateway};
@@ -81,11 +82,13 @@ fn session_key(
 
 impl Gateway {
     /// One request on an MCP route.
+    #[allow(clippy::too_many_arguments)] // the request's parts, as `exchange` holds them
     pub(super) async fn mcp_exchange(
         &self,
         rt: &Runtime,
         route: &Route,
         req: Request<Incoming>,
+        address: Option<AddressShare>,
         started: Instant,
         request_id: &HeaderValue,
         trace: &RequestTrace,
@@ -153,7 +156,7 @@ impl Gateway {
                 )))
             }
         };
-        let permit = ctx.admit(held)?;
+        let permit = ctx.admit(address, held)?;
         if parts.method == Method::POST {
             if let Some(answer) = self.mcp_check_post(&body, &parts.headers, &mut checker) {
                 return Ok(answer);

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod body;
 pub mod check;
+pub mod client_address;
 mod discovery;
 pub mod estimate;
 mod evals;
@@ -37,10 +38,12 @@ use crate::upstream::UpstreamClient;
 use arc_swap::ArcSwap;
 use body::ProxyBody;
 use bytes::Bytes;
+use client_address::{AddressShare, ClientAddresses};
 use exchange::{Answered, Head};
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use request::{RequestCtx, Target};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -59,6 +62,9 @@ pub struct Gateway {
     in_flight: Arc<Budget>,
     /// Request-body bytes held (`limits.max_buffered_request_bytes`).
     request_bytes: Arc<Budget>,
+    /// Requests in flight per client address
+    /// (`limits.max_concurrent_requests_per_client_address`).
+    client_addresses: Arc<ClientAddresses>,
     /// Client connections open (`limits.max_connections`), counted by the accept loop.
     pub(crate) connections: Arc<Budget>,
     /// Set when shutdown begins: `/readyz` answers 503 so load balancers stop sending.
@@ -72,11 +78,12 @@ pub struct Gateway {
 }
 
 /// One request counted against `limits.max_concurrent_requests` (and its key's
-/// `max_concurrent_requests`), with its body's bytes; all given back on drop (for a stream:
-/// when the stream ends).
+/// `max_concurrent_requests`, and its client address's cap), with its body's bytes; all given
+/// back on drop (for a stream: when the stream ends).
 pub struct InFlight {
     _request: Held,
     _key: Option<Held>,
+    _address: Option<AddressShare>,
     _body: Held,
 }
 
@@ -97,6 +104,7 @@ impl Gateway {
             reloading: tokio::sync::Mutex::new(()),
             in_flight: Budget::new(),
             request_bytes: Budget::new(),
+            client_addresses: ClientAddresses::new(),
             connections: Budget::new(),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
@@ -125,13 +133,34 @@ impl Gateway {
         self.stop_streams.subscribe()
     }
 
-    /// A permit for a request whose body (`body`) is in: first against its key's limit
-    /// (`key`: its count and limit), then against `max` requests in flight. Each refusal is
-    /// counted.
+    /// A share of `limits.max_concurrent_requests_per_client_address` for a request from
+    /// `peer`, taken before its body is read (`None`: no cap); the refusal is counted.
+    fn address_share(
+        &self,
+        rt: &Runtime,
+        peer: IpAddr,
+    ) -> Result<Option<AddressShare>, GatewayError> {
+        let max = rt.config.limits.max_concurrent_requests_per_client_address;
+        if max == 0 {
+            return Ok(None);
+        }
+        match self.client_addresses.take(peer, max) {
+            Some(share) => Ok(Some(share)),
+            None => {
+                self.metrics.reject(RejectReason::AddressConcurrency);
+                Err(GatewayError::AddressLimit)
+            }
+        }
+    }
+
+    /// A permit for a request whose body (`body`) is in, holding its `address` share: first
+    /// against its key's limit (`key`: its count and limit), then against `max` requests in
+    /// flight. Each refusal is counted.
     fn admit(
         &self,
         max: usize,
         key: Option<(&Arc<Budget>, usize)>,
+        address: Option<AddressShare>,
         body: Held,
     ) -> Result<InFlight, GatewayError> {
         let key = match key {
@@ -151,6 +180,7 @@ impl Gateway {
         Ok(InFlight {
             _request: request,
             _key: key,
+            _address: address,
             _body: body,
         })
     }
@@ -185,11 +215,12 @@ impl Gateway {
         self.runtime.load_full()
     }
 
-    /// Answers a client's request; returns the answer and the name of the route it took
-    /// (`operator` for `/healthz`, `/metrics` and the like).
+    /// Answers a client's request from `peer` (the TCP peer's address); returns the answer
+    /// and the name of the route it took (`operator` for `/healthz`, `/metrics` and the like).
     pub async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
+        peer: IpAddr,
     ) -> (Response<ProxyBody>, &'static str) {
         let started = Instant::now();
         if let Some(resp) = self.operator_endpoint_for_clients(&req).await {
@@ -220,7 +251,11 @@ impl Gateway {
                 req.method(),
                 req.uri().path()
             ))),
-            Some(route) => {
+            Some(route) => 'routed: {
+                let address = match self.address_share(&rt, peer) {
+                    Ok(share) => share,
+                    Err(e) => break 'routed Err(e),
+                };
                 let total = Duration::from_millis(rt.config.timeouts.total_ms);
                 // Boxed: the exchange's future is kilobytes, and each layer that held it by
                 // value (the timeout, this future, hyper's service future) copied it whole.
@@ -228,6 +263,7 @@ impl Gateway {
                     &rt,
                     route,
                     req,
+                    address,
                     started,
                     &request_id,
                     &trace,
@@ -293,14 +329,16 @@ impl Gateway {
         (resp, route_name)
     }
 
-    /// One proxied request, step by step (each step is in `exchange.rs`). `reply_to` is set
-    /// once the body is read, for the error answer [`Gateway::handle`] renders.
+    /// One proxied request, step by step (each step is in `exchange.rs`), holding its
+    /// client address's share. `reply_to` is set once the body is read, for the error answer
+    /// [`Gateway::handle`] renders.
     #[allow(clippy::too_many_arguments)] // the request's parts, as `handle` holds them
     async fn exchange(
         &self,
         rt: &Runtime,
         route: &Route,
         req: Request<Incoming>,
+        address: Option<AddressShare>,
         started: Instant,
         request_id: &HeaderValue,
         trace: &RequestTrace,
@@ -308,7 +346,7 @@ impl Gateway {
     ) -> Result<Response<ProxyBody>, GatewayError> {
         if route.protocol.id() == crate::protocol::ProtocolId::Mcp {
             return self
-                .mcp_exchange(rt, route, req, started, request_id, trace)
+                .mcp_exchange(rt, route, req, address, started, request_id, trace)
                 .await;
         }
         let target = request::target(route, &req)?;
@@ -344,7 +382,7 @@ impl Gateway {
                 trace.capture_into(c);
             }
         }
-        let permit = ctx.admit(body_bytes)?;
+        let permit = ctx.admit(address, body_bytes)?;
         let base = match target {
             Target::Checked(base, _) => base,
             Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
@@ -487,6 +525,7 @@ pub fn error_response(
         GatewayError::Overloaded
         | GatewayError::BufferFull
         | GatewayError::KeyLimit
+        | GatewayError::AddressLimit
         | GatewayError::ShuttingDown => {
             h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }

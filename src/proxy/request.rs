@@ -6,7 +6,7 @@
 //! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`, its
 //!    bytes counted against `limits.max_buffered_request_bytes` before they are read;
 //! 4. [`RequestCtx::admit`]: an in-flight permit (the key's, then the total), taken only once
-//!    the body is in;
+//!    the body is in (the client address's share, `Gateway::handle` took before the body);
 //! 5. [`RequestCtx::before_call`]: the input checks (BeforeCall), before the provider is paid;
 //! 6. [`RequestCtx::upstream_request`]: the request as it goes upstream (path, headers, keys);
 //!    [`RequestCtx::send_upstream`] sends it.
@@ -17,6 +17,7 @@
 //! cycle through `body.rs`.
 
 use super::check::Fallback;
+use super::client_address::AddressShare;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
 use super::{auth, headers, Gateway, InFlight};
@@ -314,11 +315,17 @@ impl<'a> RequestCtx<'a> {
 
     /// Step 4: a permit against the key's `max_concurrent_requests` (429 over it) and
     /// `limits.max_concurrent_requests` (503), taken only once the body is in, so a slow
-    /// client cannot hold one while others are turned away. It keeps the body's bytes.
-    pub fn admit(&self, body: Held) -> Result<InFlight, GatewayError> {
+    /// client cannot hold one while others are turned away. It keeps the body's bytes and the
+    /// client address's share (taken before the body was read).
+    pub fn admit(
+        &self,
+        address: Option<AddressShare>,
+        body: Held,
+    ) -> Result<InFlight, GatewayError> {
         self.gw.admit(
             self.rt.config.limits.max_concurrent_requests,
             self.caller.key_limit,
+            address,
             body,
         )
     }

@@ -406,7 +406,7 @@ pub async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(s) => s,
                     Err(e) => {
                         // Out of file descriptors and the like: back off instead of spinning.
@@ -441,7 +441,7 @@ pub async fn serve(
                         let metrics = Arc::clone(&gw.metrics);
                         let total_at = tokio::time::Instant::now()
                             + Duration::from_millis(gw.runtime().config.timeouts.total_ms);
-                        let (resp, route) = gw.handle(req).await;
+                        let (resp, route) = gw.handle(req, peer.ip()).await;
                         let slot = send_watch::current(&connection_slot);
                         Ok::<_, Infallible>(resp.map(|b| {
                             TrackedBody::new(b, request, slot, limits.send, total_at, route, metrics)

@@ -13,7 +13,9 @@
 //! While a write is blocked nothing more is read from the upstream (backpressure), so what a
 //! silent client holds stays what it held when it stopped: the body's hold-back and one
 //! output batch, the writer's buffer (HTTP/1: `limits.max_header_bytes` and a batch; HTTP/2:
-//! a batch beyond the flow-control window) and the sockets' kernel buffers.
+//! a batch beyond the flow-control window), the upstream connection's read buffer (hyper's
+//! HTTP/1 default grows to ~408 KiB under a fast upstream, and relayed frames are slices of
+//! it) and the sockets' kernel buffers.
 //!
 //! Cost: the body and its watch run on one task, so the body marks a hand-over and the poll
 //! after it with relaxed atomic increments, and the writer's task reads one atomic after each
