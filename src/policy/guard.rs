@@ -367,7 +367,10 @@ impl ExchangeGuard {
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
             let keep = policy.keeps_text(Target::Output);
             let c = choice_state(&mut self.choices, *choice);
-            c.output_chars += crate::scan::text::char_count(text);
+            if !checks.max_chars.is_empty() {
+                // Only `max_length` reads the count: without it, no delta pays for counting.
+                c.output_chars += crate::scan::text::char_count(text);
+            }
             if keep {
                 c.text.push_str(text);
             }

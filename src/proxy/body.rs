@@ -251,6 +251,24 @@ impl GuardedStream {
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        // The clock is read when this poll first takes something from the upstream and once at
+        // its end, not twice per upstream frame: a burst of 40 events is decoded in one poll,
+        // and the time between its frames is the proxy's work too (hyper decoding the next
+        // chunk), never a wait on the upstream.
+        let mut busy_since = None;
+        let polled = self.relay(cx, &mut busy_since);
+        if let Some(since) = busy_since {
+            self.overhead += since.elapsed();
+        }
+        polled
+    }
+
+    /// One poll of the stream; `busy_since` is set when it first reads the upstream.
+    fn relay(
+        &mut self,
+        cx: &mut Context<'_>,
+        busy_since: &mut Option<Instant>,
+    ) -> Poll<Option<Bytes>> {
         if self.batch == Batch::YieldOnce {
             // hyper keeps polling a body that is ready and writes only when its buffer is full
             // (up to 16 pieces): after a full batch, let it write before decoding more.
@@ -323,13 +341,14 @@ impl GuardedStream {
                     return Poll::Pending;
                 }
                 Poll::Ready(Some(Ok(frame))) => {
-                    let started = Instant::now();
+                    // The idle limit counts from this poll's first read: earlier by at most
+                    // the time the burst takes to decode.
+                    let started = *busy_since.get_or_insert_with(Instant::now);
+                    self.last_read = tokio::time::Instant::from_std(started);
                     if let Ok(data) = frame.into_data() {
                         self.ingest(&data);
                     }
                     self.batch = Batch::MoreReady;
-                    self.last_read = tokio::time::Instant::from_std(started);
-                    self.overhead += started.elapsed();
                 }
                 Poll::Ready(Some(Err(_))) => {
                     self.upstream_failed(
@@ -338,11 +357,10 @@ impl GuardedStream {
                     );
                 }
                 Poll::Ready(None) => {
-                    let started = Instant::now();
+                    busy_since.get_or_insert_with(Instant::now);
                     self.upstream_ended();
                     // The body is over: nothing of it is left to read.
                     self.lifecycle = Lifecycle::Draining(None);
-                    self.overhead += started.elapsed();
                 }
             }
         }

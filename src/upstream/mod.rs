@@ -295,6 +295,25 @@ mod tests {
     }
 
     #[test]
+    fn bases_of_one_upstream_find_each_others_pooled_connections() {
+        // The key's hash is computed once (`PoolKey::new`); keys made apart must still meet.
+        let mut slots = std::collections::HashMap::new();
+        for (url, slot) in [
+            ("https://api.example.com", 0),
+            ("http://api.example.com", 1),
+            ("http://api.example.com:8080", 2),
+            ("https://api.example.com:443/openai/v1", 0),
+            ("http://api.example.com:80/v1", 1),
+            ("http://api.example.com:8080/other", 2),
+        ] {
+            let key = parse_base_url(url).unwrap().key;
+            let found = *slots.entry(key).or_insert(slot);
+            assert_eq!(found, slot, "{url}");
+        }
+        assert_eq!(slots.len(), 3);
+    }
+
+    #[test]
     fn base_urls_are_checked() {
         for (url, what) in [
             ("ftp://x", "http:// or https://"),

@@ -209,3 +209,19 @@ fn a_listed_environment_variable_may_be_read() {
     )
     .unwrap();
 }
+
+#[test]
+fn max_chars_counts_streamed_characters_ascii_or_not() {
+    let p = policy("validators:\n  - type: max_length\n    params: { max_chars: 10 }\n").unwrap();
+    // Ten characters in twenty bytes pass; the eleventh, ASCII or not, is over.
+    assert!(stream(&p, &["ééééé", "ééééé"]).is_ok());
+    assert!(stream(&p, &["ééééé", "abcd", "é"]).is_ok());
+    assert_eq!(
+        stream(&p, &["ééééé", "ééééé", "a"]).unwrap_err().validator,
+        0
+    );
+    assert_eq!(
+        stream(&p, &["abcde", "fghij", "é"]).unwrap_err().validator,
+        0
+    );
+}
