@@ -13,7 +13,9 @@ For each binary, with no pack and (with --pack) with that pack: starts `BIN serv
 `valgrind --tool=callgrind` with instrumentation off, in front of a mock upstream here that
 answers every request with the same stream of the protocol P (`chat`, the default,
 `responses`, `anthropic` or `gemini`; 40 content deltas and the protocol's framing around
-them, 42 to 49 events, written at once, shaped as benches/load's mock sends them),
+them, 42 to 49 events, written at once, shaped as benches/load's mock sends them; Chat's,
+as OpenAI's, with `"usage":null` in every chunk and a usage chunk when the request asks for
+usage, as guardwire does),
 sends 20 warm-up requests one after another on one keep-alive connection, switches
 instrumentation on, sends N (default 300) more, dumps, and prints the proxy's instructions
 per stream (all its threads). `--pack target/load-realistic-pack.yaml` is the load bench's
@@ -73,18 +75,27 @@ def named(kind, v):
     return "event: " + kind + "\ndata: " + compact(v) + "\n\n"
 
 
-def chat_events(deltas, stamp):
-    def chunk(delta, finish):
-        return data({
+def chat_events(deltas, stamp, usage=False):
+    """`usage`: the request asked for usage (guardwire asks on every streamed Chat request):
+    as OpenAI does, every chunk then carries `"usage":null` and a usage-only chunk comes
+    before `[DONE]`."""
+    def chunk(delta, finish, choices=True, u=None):
+        v = {
             "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion.chunk",
             "created": 1735689600, "model": "gpt-4o-mini-2024-07-18",
             "system_fingerprint": "fp_1234567890",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        })
+            "choices": ([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+                        if choices else []),
+        }
+        if usage:
+            v["usage"] = u
+        return data(v)
 
+    tail = [chunk(None, None, choices=False,
+                  u={"prompt_tokens": 36, "completion_tokens": 200, "total_tokens": 236})]
     return ([chunk({"role": "assistant", "content": "", "refusal": None}, None)]
             + [chunk({"content": t}, None) for t in deltas]
-            + [chunk({}, "stop"), "data: [DONE]\n\n"])
+            + [chunk({}, "stop")] + (tail if usage else []) + ["data: [DONE]\n\n"])
 
 
 def responses_events(deltas, stamp):
@@ -192,10 +203,11 @@ PROTOCOLS = {
 }
 
 
-def stream_bytes(protocol):
+def stream_bytes(protocol, usage=False):
     """The mock's answer: the protocol's 42-event stream, chunked, as the load bench's mock
-    (benches/load/mock.rs) sends it."""
-    events = PROTOCOLS[protocol][0](text_deltas(), stamps())
+    (benches/load/mock.rs) sends it (Chat's with usage when the request asked for it)."""
+    events = (chat_events(text_deltas(), stamps(), usage=True) if usage
+              else PROTOCOLS[protocol][0](text_deltas(), stamps()))
     body = b"".join(b"%x\r\n%s\r\n" % (len(e.encode()), e.encode()) for e in events)
     return (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\n\r\n" + body + b"0\r\n\r\n")
@@ -239,13 +251,15 @@ def serve_loopback(serve, backlog=64):
 
 def start_mock(protocol):
     answer = stream_bytes(protocol)
+    with_usage = stream_bytes(protocol, usage=True) if protocol == "chat" else answer
 
     def serve(conn):
         buf = b""
         try:
             while (request := read_request(conn, buf)) is not None:
                 buf = request[1]
-                conn.sendall(answer)
+                asked = b'"include_usage":true' in request[0]
+                conn.sendall(with_usage if asked else answer)
         except OSError:
             pass
 

@@ -47,8 +47,12 @@ pub(super) struct Answer {
 }
 
 /// The stream the mock sends for `p`: framing as the provider sends it, stamped text deltas.
-pub(super) fn stream_events(p: Protocol, deltas: &[String]) -> Answer {
-    let events = answer_events(p, deltas);
+///
+/// `usage`: the request asked for usage (`stream_options.include_usage`, which guardwire adds
+/// to every streamed Chat request): as OpenAI does, every Chat chunk then carries
+/// `"usage":null` and a usage-only chunk comes before `[DONE]`.
+pub(super) fn stream_events(p: Protocol, deltas: &[String], usage: bool) -> Answer {
+    let events = answer_events(p, deltas, usage);
     let first = match p {
         Protocol::Chat => 1,
         Protocol::Responses => 4,
@@ -61,18 +65,27 @@ pub(super) fn stream_events(p: Protocol, deltas: &[String]) -> Answer {
     }
 }
 
-fn answer_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
+fn answer_events(p: Protocol, deltas: &[String], usage: bool) -> Vec<Event> {
     use serde_json::json;
     let full: String = deltas.concat();
     match p {
         Protocol::Chat => {
+            let with_usage = |mut v: serde_json::Value, u: serde_json::Value| {
+                if usage {
+                    v["usage"] = u;
+                }
+                data(&v)
+            };
             let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-                data(&json!({
-                    "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion.chunk",
-                    "created": 1_735_689_600, "model": "gpt-4o-mini-2024-07-18",
-                    "system_fingerprint": format!("fp_{STAMP}"),
-                    "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
-                }))
+                with_usage(
+                    json!({
+                        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion.chunk",
+                        "created": 1_735_689_600, "model": "gpt-4o-mini-2024-07-18",
+                        "system_fingerprint": format!("fp_{STAMP}"),
+                        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
+                    }),
+                    json!(null),
+                )
             };
             let mut ev = vec![chunk(
                 json!({"role": "assistant", "content": "", "refusal": null}),
@@ -84,6 +97,16 @@ fn answer_events(p: Protocol, deltas: &[String]) -> Vec<Event> {
                     .map(|t| chunk(json!({"content": t}), json!(null))),
             );
             ev.push(chunk(json!({}), json!("stop")));
+            if usage {
+                ev.push(with_usage(
+                    json!({
+                        "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "object": "chat.completion.chunk",
+                        "created": 1_735_689_600, "model": "gpt-4o-mini-2024-07-18",
+                        "system_fingerprint": format!("fp_{STAMP}"), "choices": []
+                    }),
+                    json!({"prompt_tokens": 36, "completion_tokens": 200, "total_tokens": 236}),
+                ));
+            }
             ev.push(event("data: [DONE]\n\n".into()));
             ev
         }
@@ -229,6 +252,8 @@ pub(super) struct MockState {
     pub(super) release: watch::Sender<u64>,
     pub(super) hold_gap_ns: AtomicU64,
     pub(super) events: Vec<(Protocol, Arc<Answer>)>,
+    /// Chat's answer to a request that asked for usage.
+    pub(super) chat_with_usage: Arc<Answer>,
     pub(super) held: AtomicUsize,
     /// Connections the mock accepted (from clients or from guardwire's pool).
     pub(super) accepted: AtomicUsize,
@@ -258,8 +283,9 @@ impl MockState {
             release: watch::channel(0).0,
             events: Protocol::ALL
                 .iter()
-                .map(|&p| (p, Arc::new(stream_events(p, deltas))))
+                .map(|&p| (p, Arc::new(stream_events(p, deltas, false))))
                 .collect(),
+            chat_with_usage: Arc::new(stream_events(Protocol::Chat, deltas, true)),
             hold_gap_ns: AtomicU64::new(0),
             held: AtomicUsize::new(0),
             accepted: AtomicUsize::new(0),
@@ -271,8 +297,12 @@ impl MockState {
         })
     }
 
-    fn events(&self, path: &str) -> Option<Arc<Answer>> {
+    /// The answer to a request for `path` with `body`.
+    fn events(&self, path: &str, body: &[u8]) -> Option<Arc<Answer>> {
         let p = if path.starts_with("/v1/chat/completions") {
+            if memchr_find(body, br#""include_usage":true"#) {
+                return Some(Arc::clone(&self.chat_with_usage));
+            }
             Protocol::Chat
         } else if path.starts_with("/v1/responses") {
             Protocol::Responses
@@ -323,7 +353,7 @@ async fn mock_handle(state: Arc<MockState>, req: Request<Incoming>) -> Response<
         .map(|b| b.to_bytes())
         .unwrap_or_default();
     let hold = path.contains(HOLD_MARK) || memchr_find(&body, HOLD_MARK.as_bytes());
-    let Some(answer) = state.events(&path) else {
+    let Some(answer) = state.events(&path, &body) else {
         let empty: MockBody = StreamBody::new(Box::pin(futures_util::stream::empty()));
         let mut r = Response::new(empty);
         *r.status_mut() = StatusCode::NOT_FOUND;
