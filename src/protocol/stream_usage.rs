@@ -7,6 +7,7 @@
 use memchr::memmem::Finder;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use std::ops::Range;
 use std::sync::LazyLock;
 
 /// What asking for usage did to a streamed request's body.
@@ -119,35 +120,36 @@ fn object(entries: &[(String, &str)]) -> String {
     out
 }
 
-/// A chunk's `"usage":null` member, which OpenAI adds to every chunk of a stream that asked for
-/// usage, removed from a raw SSE frame (compact or Python-spaced separators). Quotes inside
-/// JSON strings are escaped, so these bytes can only be a member; frames without it are
-/// returned as they are.
-pub fn without_null_usage(raw: &[u8]) -> Option<Vec<u8>> {
+/// The byte range of a chunk's `"usage":null` member (with its leading comma), which OpenAI
+/// adds to every chunk of a stream that asked for usage, in a raw SSE frame (compact or
+/// Python-spaced separators): the frame without it is the bytes before and after. Quotes
+/// inside JSON strings are escaped, so these bytes can only be a member; `None` for a frame
+/// without it. A range, not a copy: the caller relays the two slices of the frame it has.
+pub fn null_usage_member(raw: &[u8]) -> Option<Range<usize>> {
     // One searcher, built once, for the key both spellings share: the frame is scanned once
     // (a searcher per spelling scanned every relayed frame twice).
     static KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""usage":"#));
-    for at in KEY.find_iter(raw) {
+    KEY.find_iter(raw).find_map(|at| {
         let (before, after) = (&raw[..at], &raw[at + KEY.needle().len()..]);
-        let member = if before.ends_with(b",") && after.starts_with(b"null") {
-            (at - 1)..(at + KEY.needle().len() + 4)
+        if before.ends_with(b",") && after.starts_with(b"null") {
+            Some((at - 1)..(at + KEY.needle().len() + 4))
         } else if before.ends_with(b", ") && after.starts_with(b" null") {
-            (at - 2)..(at + KEY.needle().len() + 5)
+            Some((at - 2)..(at + KEY.needle().len() + 5))
         } else {
-            continue;
-        };
-        let mut out = Vec::with_capacity(raw.len());
-        out.extend_from_slice(&raw[..member.start]);
-        out.extend_from_slice(&raw[member.end..]);
-        return Some(out);
-    }
-    None
+            None
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
+
+    /// The frame without its `"usage":null` member, or `None` when it has none.
+    fn without_null_usage(raw: &[u8]) -> Option<Vec<u8>> {
+        null_usage_member(raw).map(|m| [&raw[..m.start], &raw[m.end..]].concat())
+    }
 
     fn added(body: &str) -> String {
         match ask_for_usage(body.as_bytes()) {

@@ -290,11 +290,14 @@ impl FramePipeline {
     }
 
     /// A released upstream frame for the client; without the `"usage":null` member the
-    /// upstream added because guardwire (not the client) asked for usage.
+    /// upstream added because guardwire (not the client) asked for usage. OpenAI adds it to
+    /// every chunk, so the frame is released as its two slices around the member (no copy,
+    /// no allocation: the output batch joins its pieces once anyway).
     fn push_frame(&self, bytes: Bytes, sink: &mut impl Sink) {
         if self.hide_usage {
-            if let Some(plain) = crate::protocol::stream_usage::without_null_usage(&bytes) {
-                return sink.release(Bytes::from(plain));
+            if let Some(member) = crate::protocol::stream_usage::null_usage_member(&bytes) {
+                sink.release(bytes.slice(..member.start));
+                return sink.release(bytes.slice(member.end..));
             }
         }
         sink.release(bytes)
