@@ -39,14 +39,11 @@ impl ClientAddresses {
     pub fn take(self: &Arc<Self>, peer: IpAddr, max: usize) -> Option<AddressShare> {
         let address = counted_as(peer);
         let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = counts.entry(address).or_insert(0);
-        if *n >= max {
-            if *n == 0 {
-                counts.remove(&address);
-            }
+        // Refused before an entry is made: a refusal leaves the map as it was.
+        if counts.get(&address).copied().unwrap_or(0) >= max {
             return None;
         }
-        *n += 1;
+        *counts.entry(address).or_insert(0) += 1;
         Some(AddressShare {
             counts: Arc::clone(self),
             address,
@@ -54,13 +51,15 @@ impl ClientAddresses {
     }
 
     /// Requests in flight for `peer`'s address.
-    pub fn in_flight(&self, peer: IpAddr) -> usize {
+    #[cfg(test)]
+    fn in_flight(&self, peer: IpAddr) -> usize {
         let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         counts.get(&counted_as(peer)).copied().unwrap_or(0)
     }
 
     /// Addresses with requests in flight.
-    pub fn addresses(&self) -> usize {
+    #[cfg(test)]
+    fn addresses(&self) -> usize {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 }
