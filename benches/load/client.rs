@@ -88,17 +88,22 @@ pub(super) async fn connect(addr: SocketAddr) -> Option<Sender> {
     Some(send)
 }
 
+/// The keys the normal client presents: OpenAI's (Chat and Responses), Anthropic's, Gemini's.
+pub(super) const NORMAL_KEYS: [&str; 3] = ["sk-load-test", "sk-ant-load-test", "load-test"];
+
 pub(super) fn make_request(addr: SocketAddr, p: Protocol, body: &Bytes) -> Request<Full<Bytes>> {
     let mut b = Request::post(p.path(false))
         .header("host", addr.to_string())
         .header("content-type", "application/json")
         .header("accept", "text/event-stream");
     b = match p {
-        Protocol::Chat | Protocol::Responses => b.header("authorization", "Bearer sk-load-test"),
+        Protocol::Chat | Protocol::Responses => {
+            b.header("authorization", format!("Bearer {}", NORMAL_KEYS[0]))
+        }
         Protocol::Anthropic => b
-            .header("x-api-key", "sk-ant-load-test")
+            .header("x-api-key", NORMAL_KEYS[1])
             .header("anthropic-version", "2023-06-01"),
-        Protocol::Gemini => b.header("x-goog-api-key", "load-test"),
+        Protocol::Gemini => b.header("x-goog-api-key", NORMAL_KEYS[2]),
     };
     b.body(Full::new(body.clone())).unwrap()
 }

@@ -22,6 +22,7 @@
 //! reached through the route under [`FLOOD_PREFIX`]), and the arrivals, the scrapes and the
 //! monitor run on a runtime of their own (one thread). They still share the machine's cores.
 
+use crate::client::NORMAL_KEYS;
 use crate::clock::FLOOD_MARK;
 use crate::mock::MockState;
 use bytes::Bytes;
@@ -49,8 +50,6 @@ const STREAM_LIFE: Duration = Duration::from_secs(5);
 
 /// The key the never-reading clients present; the normal client's keys are [`NORMAL_KEYS`].
 const SOAK_KEY: &str = "sk-load-soak";
-/// The keys the normal client presents (client.rs): OpenAI's, Anthropic's, Gemini's.
-const NORMAL_KEYS: [&str; 3] = ["sk-load-test", "sk-ant-load-test", "load-test"];
 
 /// `/metrics` from guardwire's admin listener (empty when it cannot be read).
 pub(super) async fn scrape(admin: SocketAddr) -> String {
