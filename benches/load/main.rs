@@ -7,7 +7,7 @@
 //! anthropic|gemini|all`, `--duration SECS`, `--concurrency N`, `--rate REQ_PER_S`,
 //! `--gap-ms MS`, `--streams 1000,4000`, `--rss-gap-ms MS`, `--pii auto|on|off`, `--no-rss`,
 //! `--deltas N`, `--throughput-only`, `--no-nginx`, `--no-relay`, `--soak N`,
-//! `--soak-rate CLIENTS_PER_S`, `--soak-send-ms MS`, `--soak-send-buffer BYTES`,
+//! `--soak-rate CLIENTS_PER_S`, `--soak-ramp-ms MS`, `--soak-send-ms MS`, `--soak-send-buffer BYTES`,
 //! `--soak-notsent-lowat BYTES`, `--soak-key-limit N`, `--soak-address-limit N`,
 //! `--soak-source IPV4`, `--soak-only`, `--no-soak`).
 //!
@@ -28,9 +28,9 @@
 //!   with `--serve-relay`, guardwire's stack (hyper server, tokio runtime, guardwire's upstream
 //!   client) with nothing of guardwire's work, the floor guardwire's CPU is also given against.
 //!   Under `cargo test` (no `--bench`) only its check runs: a few streams through it.
-//! - The soak (soak.rs) runs a third guardwire with a small `timeouts.client_send_ms`; its
+//! - The soak (soak.rs) runs a third guardwire with the soak's `timeouts.client_send_ms`; its
 //!   flood is answered by a second mock (own thread and runtime) through a route of its own,
-//!   and its arrivals, scrapes and monitor run on a runtime of their own (one thread).
+//!   and its clients, scrapes and monitor run on a runtime of their own (one thread).
 //! - The client runs on its own two-worker runtime: N keep-alive HTTP/1.1 connections, each
 //!   sending streaming requests one after another, timing the first body byte, every SSE event
 //!   and the end of each stream.
@@ -504,10 +504,7 @@ async fn soak_section(
         (b, l)
     };
     let (b0, l0) = phases("no soak").await;
-    eprintln!(
-        "load: soak: {:.0} never-reading clients a second …",
-        shape.rate()
-    );
+    eprintln!("load: soak: {} …", shape.shape());
     let ((b1, l1), r) = soak::soak(
         addr,
         admin,
@@ -517,20 +514,33 @@ async fn soak_section(
         phases("during the soak"),
     )
     .await;
+    let clients = match shape.rate {
+        Some(_) => format!(
+            "Clients arrive at a fixed rate (`--soak-rate`) for as long as the normal traffic \
+             runs, and each drops its socket {:.1} s after it sent its request.",
+            shape.hold().as_secs_f64()
+        ),
+        None => format!(
+            "The {n} clients open over {:.1} s before the normal traffic starts (it started \
+             {:.1} s in) and are kept up while it runs: each, once guardwire resets its \
+             connection (or {:.1} s after its request), connects and sends again at once.",
+            shape.ramp.as_secs_f64(),
+            r.settle_secs,
+            shape.hold().as_secs_f64(),
+            n = shape.streams,
+        ),
+    };
     let _ = writeln!(
         report,
-        "\n### Soak: {:.0} never-reading clients a second beside normal traffic ({})\n\n\
+        "\n### Soak: {} beside normal traffic ({})\n\n\
          Its own guardwire (no packs, `timeouts.client_send_ms: {}`, {}, {}, metrics on \
          `admin.listen`, a key for each normal client and one for the soak). Protections: {}. \
-         The flood has its own mock (thread and runtime) and route; the soak's arrivals, scrapes \
+         The flood has its own mock (thread and runtime) and route; the soak's clients, scrapes \
          and monitor have their own runtime (one thread); all share the cores. Each \
          never-reading client sends a streaming Chat request with the soak's key from a socket \
          with a 2 KiB receive buffer and reads nothing; the mock answers it with {} MiB as fast \
-         as guardwire takes them. Clients arrive at a fixed rate (`--soak-rate`; by default \
-         `--soak` {} per 5 s, a stream's life here with `client_send_ms: 1000`, so about that \
-         many are open at a time) for as long as the normal traffic runs, and each drops its \
-         socket {:.1} s after it sent its request.\n",
-        r.rate,
+         as guardwire takes them. {clients}\n",
+        shape.shape(),
         p.name(),
         shape.send_ms,
         match opts.soak_send_buffer {
@@ -543,8 +553,6 @@ async fn soak_section(
         },
         shape.protections(),
         (mock_state.flood.len() * mock_state.flood_chunks) >> 20,
-        shape.streams,
-        shape.hold().as_secs_f64(),
     );
     let peak = r.peak();
     let mib = |kib: u64| kib as f64 / 1024.0;
@@ -558,25 +566,28 @@ async fn soak_section(
     let _ = writeln!(
         report,
         "| | |\n|---|---|\n\
-         | arrivals | {:.0} a second for {:.1} s: {} sent their request, {} could not connect or send ({} upstream requests began) |\n\
+         | clients | {} sent their request ({:.1} s beside the normal traffic), {} could not connect or send, {} saw guardwire reset their connection ({} upstream requests began) |\n\
          | refused during the soak | {:.0} by the soak key's limit, {:.0} by the address cap (429) |\n\
          | guardwire_client_timeouts_total{{deadline=\"send\"}} during the soak | {:.0} |\n\
-         | guardwire_requests_in_flight, peak / after the soak | {:.0} / {} (after {:.1} s) |\n\
+         | guardwire_requests_in_flight, lowest and highest beside the normal traffic / after the soak | {:.0}, {:.0} / {} (after {:.1} s) |\n\
+         | guardwire_connections_open, highest | {:.0} |\n\
          | upstream requests still open after the soak | {} |\n\
          | guardwire RSS before / peak | {:.1} / {:.1} MiB ({:.1} s in, {:.0} requests in flight then, the normal traffic's included: {} per request in flight) |\n\
          | the kernel's TCP memory (every socket of the machine) before / at guardwire's RSS peak | {:.1} / {:.1} MiB ({} per request in flight) |",
-        r.rate,
-        r.secs,
         r.opened,
+        r.secs,
         r.failed,
+        r.resets_seen,
         r.upstream_started,
         r.refused_key,
         r.refused_address,
         r.send_timeouts,
-        r.in_flight_peak(),
+        r.in_flight_low(),
+        r.most(|s| s.in_flight),
         r.in_flight_after
             .map_or("unknown (no /metrics)".into(), |v| format!("{v:.0}")),
         r.drain_secs,
+        r.most(|s| s.connections),
         r.upstream_open_after,
         mib(r.before.rss_kib),
         mib(peak.rss_kib),
@@ -590,16 +601,17 @@ async fn soak_section(
     // RSS beside the streams in flight over time (every second): whether RSS follows the
     // streams open or grows apart from them.
     let mut line =
-        String::from("\nOver time (s: guardwire RSS MiB / requests in flight / kernel TCP MiB):");
+        String::from("\nOver time (s: guardwire RSS MiB / requests in flight / connections open / kernel TCP MiB):");
     let mut next = 0.0;
     for s in &r.samples {
         if s.at >= next {
             let _ = write!(
                 line,
-                " {:.0}: {:.0} / {:.0} / {:.0};",
+                " {:.0}: {:.0} / {:.0} / {:.0} / {:.0};",
                 s.at,
                 mib(s.rss_kib),
                 s.in_flight,
+                s.connections,
                 mib(s.tcp_kib)
             );
             next = s.at.floor() + 1.0;

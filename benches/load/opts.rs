@@ -167,7 +167,7 @@ fn usage() -> ! {
          \x20      [--duration SECS] [--concurrency N] [--rate REQ_PER_S] [--gap-ms MS]\n\
          \x20      [--streams 1,100,1000,5000] [--pii auto|on|off] [--no-rss]\n\
          \x20      [--deltas N] [--throughput-only] [--rss-gap-ms MS] [--no-nginx] [--no-relay]\n\
-         \x20      [--soak N] [--soak-rate CLIENTS_PER_S] [--soak-send-ms MS]\n\
+         \x20      [--soak N] [--soak-rate CLIENTS_PER_S] [--soak-ramp-ms MS] [--soak-send-ms MS]\n\
          \x20      [--soak-send-buffer BYTES] [--soak-notsent-lowat BYTES]\n\
          \x20      [--soak-key-limit N] [--soak-address-limit N] [--soak-source IPV4]\n\
          \x20      [--soak-only] [--no-soak]\n\
@@ -207,8 +207,9 @@ pub(super) fn parse_opts() -> Opts {
         relay: true,
         soak: Soak {
             streams: if quick { 100 } else { 1000 },
-            send_ms: 1000,
+            send_ms: 10_000,
             rate: None,
+            ramp: Duration::from_secs(2),
             key_limit: None,
             address_limit: None,
             source: None,
@@ -237,6 +238,9 @@ pub(super) fn parse_opts() -> Opts {
                     usage()
                 }
                 o.soak.rate = Some(r);
+            }
+            "--soak-ramp-ms" => {
+                o.soak.ramp = Duration::from_millis(val().parse().unwrap_or_else(|_| usage()))
             }
             "--soak-key-limit" => {
                 o.soak.key_limit = Some(val().parse().unwrap_or_else(|_| usage()))

@@ -2,24 +2,32 @@
 //! read a byte (a tiny receive buffer, no reads), against an upstream that streams megabytes,
 //! beside a normal client's traffic through the same guardwire.
 //!
-//! guardwire here runs with a small `timeouts.client_send_ms` and `admin.listen` (so `/metrics`
-//! needs no token). Never-reading clients arrive at a fixed rate for as long as the normal
-//! traffic runs (so two configurations meet the same load, whatever they do with it); each
-//! keeps its socket for [`Soak::hold`] (guardwire ends its stream about `client_send_ms` after
-//! its write blocks, counted in `guardwire_client_timeouts_total{deadline="send"}`) and then
-//! drops it. The client cannot see guardwire's close without reading: the FIN queues behind
-//! the bytes its zero window refuses. The soak's clients present a key of their own
-//! ([`SOAK_KEY`]) and may come from an address of their own (`--soak-source`), so that
-//! `keys[].max_concurrent_requests` and `limits.max_concurrent_requests_per_client_address`
-//! can be shown protecting the normal traffic's key and address. Reported: the arrival rate
-//! and how many were sent, the refusals, guardwire's RSS over time beside its requests in
-//! flight and the kernel's TCP memory, `guardwire_requests_in_flight` back to 0 and the mock's
-//! flood answers all cancelled once the soak stops, and the normal traffic's figures beside
-//! the same traffic without the soak.
+//! guardwire here runs with its `timeouts.client_send_ms` from `--soak-send-ms` and
+//! `admin.listen` (so `/metrics` needs no token). Two shapes:
+//! - **A population** (the default): [`Soak::streams`] never-reading clients, opened over
+//!   [`Soak::ramp`] before the normal traffic starts and kept up while it runs: each client
+//!   sends its request, waits until guardwire resets its connection (a stream guardwire ends
+//!   because its client stopped reading is closed with a reset, which raises an error on the
+//!   client's socket without a read) or [`Soak::hold`] passes, and connects again at once. So
+//!   about `streams` are open at every moment, and how often they come back is up to how
+//!   soon guardwire ends them: the attacker the issue describes.
+//! - **Arrivals at a fixed rate** (`--soak-rate`): a new never-reading client every 1/rate s
+//!   for as long as the normal traffic runs, each keeping its socket for [`Soak::hold`]. Two
+//!   configurations then meet the same load whatever they do with it.
+//!
+//! guardwire ends each never-reading stream about `client_send_ms` after its write blocks,
+//! counted in `guardwire_client_timeouts_total{deadline="send"}`. The soak's clients present a
+//! key of their own ([`SOAK_KEY`]) and may come from an address of their own (`--soak-source`),
+//! so that `keys[].max_concurrent_requests` and
+//! `limits.max_concurrent_requests_per_client_address` can be shown protecting the normal
+//! traffic's key and address. Reported: how many were sent, the refusals, guardwire's RSS over
+//! time beside its requests in flight, its open connections and the kernel's TCP memory,
+//! `guardwire_requests_in_flight` back to 0 and the mock's flood answers all cancelled once the
+//! soak stops, and the normal traffic's figures beside the same traffic without the soak.
 //!
 //! So that what the normal traffic loses is guardwire's share, the bench's own parts of the
 //! soak run apart from it: the flood is answered by a mock of its own (own thread and runtime,
-//! reached through the route under [`FLOOD_PREFIX`]), and the arrivals, the scrapes and the
+//! reached through the route under [`FLOOD_PREFIX`]), and the clients, the scrapes and the
 //! monitor run on a runtime of their own (one thread). They still share the machine's cores.
 
 use crate::client::NORMAL_KEYS;
@@ -34,19 +42,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::{TcpSocket, TcpStream};
 
 /// The path prefix of the soak guardwire's flood route (its upstream: the flood's own mock).
 pub(super) const FLOOD_PREFIX: &str = "/flood/";
-
-/// How long a never-reading stream lives in guardwire with the default `client_send_ms` (1 s):
-/// its writes block once guardwire has filled the buffers between them (hundreds of KiB read,
-/// relayed and written per stream, all streams at once), then `client_send_ms` runs. On the
-/// 2-vCPU VM the first wave of 1,000 ended 4.6 s after it began on a quiet machine; at 1,000
-/// arrivals a second the streams outran the machine and lived until their clients went. A
-/// stream's life depends on how many share the CPU, so the report gives the peak in flight.
-const STREAM_LIFE: Duration = Duration::from_secs(5);
 
 /// The key the never-reading clients present; the normal client's keys are [`NORMAL_KEYS`].
 const SOAK_KEY: &str = "sk-load-soak";
@@ -130,12 +130,14 @@ async fn never_reading_client(addr: SocketAddr, source: Option<Ipv4Addr>) -> Opt
 /// The soak's shape, from the command line.
 #[derive(Clone, Copy)]
 pub(super) struct Soak {
-    /// Never-reading streams meant to be open at a time (`--soak`).
+    /// Never-reading clients kept open (`--soak`; the population shape).
     pub(super) streams: usize,
     /// guardwire's `timeouts.client_send_ms`.
     pub(super) send_ms: u64,
-    /// Arrivals a second (`--soak-rate`; default: `streams` per `send_ms`).
+    /// Arrivals a second instead of a population (`--soak-rate`).
     pub(super) rate: Option<f64>,
+    /// Over how long the population's first connections are spread (`--soak-ramp-ms`).
+    pub(super) ramp: Duration,
     /// The soak key's `max_concurrent_requests` (`--soak-key-limit`).
     pub(super) key_limit: Option<usize>,
     /// `limits.max_concurrent_requests_per_client_address` (`--soak-address-limit`).
@@ -146,23 +148,28 @@ pub(super) struct Soak {
 }
 
 impl Soak {
-    /// Arrivals a second: by default `streams` per [`STREAM_LIFE`], so that about `streams` are
-    /// open at a time (Little's law) with the default `client_send_ms`.
-    pub(super) fn rate(&self) -> f64 {
-        self.rate
-            .unwrap_or(self.streams as f64 / STREAM_LIFE.as_secs_f64())
-    }
-
-    /// How long a never-reading client keeps its socket: well past the time guardwire takes to
-    /// end its stream (its buffers filled, then `client_send_ms`), so that the stream ends by
-    /// that deadline, not by the client going.
+    /// The longest a never-reading client keeps its socket: well past the time guardwire takes
+    /// to end its stream (its buffers filled, then `client_send_ms`), so that the stream ends
+    /// by that deadline, not by the client going. (A population's client goes sooner: when it
+    /// sees guardwire's reset.)
     pub(super) fn hold(&self) -> Duration {
-        Duration::from_millis(self.send_ms) + STREAM_LIFE * 3
+        Duration::from_millis(self.send_ms) + Duration::from_secs(15)
     }
 
     /// Sockets the bench holds at once for the soak (for the open-files limit).
     pub(super) fn sockets(&self) -> usize {
-        (self.rate() * self.hold().as_secs_f64()).ceil() as usize
+        match self.rate {
+            Some(rate) => (rate * self.hold().as_secs_f64()).ceil() as usize,
+            None => self.streams,
+        }
+    }
+
+    /// The soak's shape in words, for the report's heading.
+    pub(super) fn shape(&self) -> String {
+        match self.rate {
+            Some(rate) => format!("{rate:.0} never-reading clients a second"),
+            None => format!("{} never-reading clients", self.streams),
+        }
     }
 
     pub(super) fn source(&self) -> Option<Ipv4Addr> {
@@ -189,24 +196,30 @@ impl Soak {
     }
 }
 
-/// One sample of the monitor: seconds into the soak, guardwire's RSS, its requests in flight,
-/// the kernel's TCP memory (all sockets of the machine, `/proc/net/sockstat`).
+/// One sample of the monitor: seconds into the soak, guardwire's RSS, its requests in flight
+/// and client connections open, the kernel's TCP memory (all sockets of the machine,
+/// `/proc/net/sockstat`).
 #[derive(Clone, Copy)]
 pub(super) struct Sample {
     pub(super) at: f64,
     pub(super) rss_kib: u64,
     pub(super) in_flight: f64,
+    pub(super) connections: f64,
     pub(super) tcp_kib: u64,
 }
 
 /// What the soak measured.
 pub(super) struct SoakResult {
-    /// Arrivals a second asked for, and how long they ran.
-    pub(super) rate: f64,
+    /// How long the population took to open (0 for arrivals at a fixed rate): the normal
+    /// traffic started then.
+    pub(super) settle_secs: f64,
+    /// How long the soak ran beside the normal traffic.
     pub(super) secs: f64,
     /// Never-reading clients that sent their request, and those that could not connect or send.
     pub(super) opened: usize,
     pub(super) failed: usize,
+    /// Clients that saw guardwire reset their connection (the population's only).
+    pub(super) resets_seen: usize,
     /// Flood answers the mock started, and how many were still open once the soak stopped and
     /// guardwire reported nothing in flight (0: every upstream request was cancelled).
     pub(super) upstream_started: usize,
@@ -234,8 +247,18 @@ impl SoakResult {
             .unwrap_or(self.before)
     }
 
-    pub(super) fn in_flight_peak(&self) -> f64 {
-        self.samples.iter().map(|s| s.in_flight).fold(0.0, f64::max)
+    /// The highest of one figure over the samples.
+    pub(super) fn most(&self, figure: impl Fn(&Sample) -> f64) -> f64 {
+        self.samples.iter().map(figure).fold(0.0, f64::max)
+    }
+
+    /// The lowest requests in flight while the normal traffic ran (a population's floor).
+    pub(super) fn in_flight_low(&self) -> f64 {
+        self.samples
+            .iter()
+            .filter(|s| s.at >= self.settle_secs)
+            .map(|s| s.in_flight)
+            .fold(f64::INFINITY, f64::min)
     }
 }
 
@@ -274,8 +297,56 @@ fn counters(metrics: &str) -> [f64; 3] {
     ]
 }
 
+/// The soak's client counters, shared by its tasks.
+#[derive(Default)]
+struct Tally {
+    opened: AtomicUsize,
+    failed: AtomicUsize,
+    resets_seen: AtomicUsize,
+}
+
+impl Tally {
+    /// One never-reading client: connects and sends its request (counted), or counts the
+    /// failure and waits a little (so a refused connect is not retried in a spin).
+    async fn open(&self, addr: SocketAddr, source: Option<Ipv4Addr>) -> Option<TcpStream> {
+        let sock = never_reading_client(addr, source).await;
+        match sock {
+            Some(_) => self.opened.fetch_add(1, Ordering::Relaxed),
+            None => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+        sock
+    }
+}
+
+/// One client of the population, from `first` on: a never-reading client, again and again,
+/// each kept until guardwire resets its connection (seen as an error on the socket: no read
+/// needed) or `hold` passes.
+async fn keep_one(
+    addr: SocketAddr,
+    source: Option<Ipv4Addr>,
+    first: Instant,
+    hold: Duration,
+    stop: Arc<AtomicBool>,
+    tally: Arc<Tally>,
+) {
+    tokio::time::sleep_until(first.into()).await;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(sock) = tally.open(addr, source).await else {
+            continue;
+        };
+        if let Ok(Ok(ready)) = tokio::time::timeout(hold, sock.ready(Interest::ERROR)).await {
+            if ready.is_error() {
+                tally.resets_seen.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Runs the soak while `normal` (the normal client's phases) runs; returns what `normal`
-/// returned and what the soak measured.
+/// returned and what the soak measured. A population is opened before `normal` starts.
 pub(super) async fn soak<T>(
     addr: SocketAddr,
     admin: SocketAddr,
@@ -288,12 +359,13 @@ pub(super) async fn soak<T>(
         at,
         rss_kib: crate::proxy::rss_kib(pid),
         in_flight: series_sum(metrics, "guardwire_requests_in_flight", "").unwrap_or(0.0),
+        connections: series_sum(metrics, "guardwire_connections_open", "").unwrap_or(0.0),
         tcp_kib: kernel_tcp_kib(),
     };
     let first = scrape(admin).await;
     let before = sample(0.0, &first);
     let counters_before = counters(&first);
-    // The arrivals, their scrapes and the monitor: off the normal client's runtime.
+    // The clients, their scrapes and the monitor: off the normal client's runtime.
     let own = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("load-soak")
@@ -302,36 +374,11 @@ pub(super) async fn soak<T>(
         .unwrap();
     let flood_before = mock.flood_started.load(Ordering::Relaxed);
     let stop = Arc::new(AtomicBool::new(false));
-    let (opened, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let tally = Arc::new(Tally::default());
     let start = Instant::now();
-    let (rate, hold, source) = (shape.rate(), shape.hold(), shape.source());
-    let arrivals = {
-        let (stop, opened, failed) = (Arc::clone(&stop), Arc::clone(&opened), Arc::clone(&failed));
-        own.spawn(async move {
-            // Arrival i is due at i / rate: a late one is sent at once, so the rate holds on
-            // average.
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let due = start + Duration::from_secs_f64(i as f64 / rate);
-                tokio::time::sleep_until(due.into()).await;
-                i += 1;
-                let (opened, failed) = (Arc::clone(&opened), Arc::clone(&failed));
-                tokio::spawn(async move {
-                    match never_reading_client(addr, source).await {
-                        Some(sock) => {
-                            opened.fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(hold).await;
-                            drop(sock);
-                        }
-                        None => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        })
-    };
-    // guardwire's RSS and requests in flight, and the kernel's TCP memory, every 100 ms.
+    let (hold, source) = (shape.hold(), shape.source());
+    // guardwire's RSS, requests in flight and connections, and the kernel's TCP memory, every
+    // 100 ms.
     let samples = Arc::new(Mutex::new(Vec::new()));
     let monitor = {
         let (stop, samples) = (Arc::clone(&stop), Arc::clone(&samples));
@@ -344,10 +391,54 @@ pub(super) async fn soak<T>(
             }
         })
     };
+    let arrivals = shape.rate.map(|rate| {
+        let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
+        own.spawn(async move {
+            // Arrival i is due at i / rate: a late one is sent at once, so the rate holds on
+            // average.
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                tokio::time::sleep_until(due.into()).await;
+                i += 1;
+                let tally = Arc::clone(&tally);
+                tokio::spawn(async move {
+                    if let Some(sock) = tally.open(addr, source).await {
+                        tokio::time::sleep(hold).await;
+                        drop(sock);
+                    }
+                });
+            }
+        })
+    });
+    if arrivals.is_none() {
+        let n = shape.streams;
+        for i in 0..n {
+            let first = start + shape.ramp.mul_f64(i as f64 / n as f64);
+            let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
+            own.spawn(keep_one(addr, source, first, hold, stop, tally));
+        }
+        // The normal traffic starts once every client has sent its first request (or a bound
+        // has passed), and a second more for guardwire to fill their buffers.
+        let bound = start + shape.ramp + Duration::from_secs(30);
+        while tally.opened.load(Ordering::Relaxed) + tally.failed.load(Ordering::Relaxed) < n
+            && Instant::now() < bound
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let settle_secs = if shape.rate.is_some() {
+        0.0
+    } else {
+        start.elapsed().as_secs_f64()
+    };
     let out = normal.await;
     stop.store(true, Ordering::Relaxed);
-    let secs = start.elapsed().as_secs_f64();
-    let _ = arrivals.await;
+    let secs = start.elapsed().as_secs_f64() - settle_secs;
+    if let Some(arrivals) = arrivals {
+        let _ = arrivals.await;
+    }
     let _ = monitor.await;
     // Dropping a runtime may block, which an async context must not. The held sockets go
     // with it: guardwire ends what it still had of them as clients gone.
@@ -367,10 +458,11 @@ pub(super) async fn soak<T>(
     let grew = |i: usize| after[i] - counters_before[i];
     let samples = std::mem::take(&mut *samples.lock().unwrap());
     let result = SoakResult {
-        rate,
+        settle_secs,
         secs,
-        opened: opened.load(Ordering::Relaxed),
-        failed: failed.load(Ordering::Relaxed),
+        opened: tally.opened.load(Ordering::Relaxed),
+        failed: tally.failed.load(Ordering::Relaxed),
+        resets_seen: tally.resets_seen.load(Ordering::Relaxed),
         upstream_started: mock.flood_started.load(Ordering::Relaxed) - flood_before,
         upstream_open_after: mock.flood_open.load(Ordering::Relaxed),
         before,
