@@ -121,7 +121,7 @@ fn main() {
     let text_bytes: usize = deltas.iter().map(String::len).sum();
     let text_chars: usize = deltas.iter().map(|d| d.chars().count()).sum();
     let mock_state = MockState::new(&deltas);
-    let mock = start_mock(Arc::clone(&mock_state), "mock-upstream");
+    let mock = start_mock(Arc::clone(&mock_state), "mock-upstream", None);
     eprintln!("load: mock upstream on {mock}");
 
     // Configs and the realistic pack.
@@ -470,7 +470,11 @@ async fn soak_section(
     let (port, admin_port) = (free_port(), free_port());
     let admin = SocketAddr::from(([127, 0, 0, 1], admin_port));
     // The flood's own mock (thread and runtime), reached through a route of its own.
-    let flood = start_mock(Arc::clone(mock_state), "mock-flood");
+    let flood = start_mock(
+        Arc::clone(mock_state),
+        "mock-flood",
+        Some(soak::FLOOD_SEND_BUFFER),
+    );
     let extra = soak::config(opts, admin, flood);
     let cfg = write_config(dir, "soak.yaml", mock, None, port, &extra);
     // An older build (GUARDWIRE_BIN) may not know `client_send_ms`: no soak then, but no panic.

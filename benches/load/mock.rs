@@ -444,8 +444,15 @@ pub(super) fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
 
 /// Starts a mock on its own thread and single-worker runtime, named `name`; returns its
 /// address. The soak starts a second one for its flood (same state), so the flood's writes
-/// and the normal traffic's answers do not queue on one thread.
-pub(super) fn start_mock(state: Arc<MockState>, name: &'static str) -> SocketAddr {
+/// and the normal traffic's answers do not queue on one thread; it gives that one a small
+/// `send_buffer` (SO_SNDBUF of its connections), so that what a blocked flood answer holds
+/// ahead of guardwire in the mock's own socket (the bench's kernel memory and copying, a
+/// provider's in production) does not swell the figures of the machine both share.
+pub(super) fn start_mock(
+    state: Arc<MockState>,
+    name: &'static str,
+    send_buffer: Option<u32>,
+) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name(name.into())
@@ -459,6 +466,10 @@ pub(super) fn start_mock(state: Arc<MockState>, name: &'static str) -> SocketAdd
             rt.block_on(async move {
                 let sock = TcpSocket::new_v4().unwrap();
                 sock.set_reuseaddr(true).unwrap();
+                if let Some(bytes) = send_buffer {
+                    // Inherited by the connections it accepts.
+                    sock.set_send_buffer_size(bytes).unwrap();
+                }
                 sock.bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
                 let listener: TcpListener = sock.listen(8192).unwrap();
                 tx.send(listener.local_addr().unwrap()).unwrap();

@@ -176,7 +176,7 @@ async fn relay(
 /// while the mock still holds the rest of the stream (relayed as they come, not buffered).
 pub(super) fn check() {
     let state = MockState::new(&answer_deltas(42, 40));
-    let mock = start_mock(Arc::clone(&state), "mock-upstream");
+    let mock = start_mock(Arc::clone(&state), "mock-upstream", None);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

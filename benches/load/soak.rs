@@ -48,6 +48,10 @@ use tokio::net::{TcpSocket, TcpStream};
 /// The path prefix of the soak guardwire's flood route (its upstream: the flood's own mock).
 pub(super) const FLOOD_PREFIX: &str = "/flood/";
 
+/// SO_SNDBUF of the flood mock's connections (the kernel doubles it): a flood answer blocked
+/// behind a never-reading client waits mostly in guardwire's sockets, not in the bench's.
+pub(super) const FLOOD_SEND_BUFFER: u32 = 64 * 1024;
+
 /// The key the never-reading clients present; the normal client's keys are [`NORMAL_KEYS`].
 const SOAK_KEY: &str = "sk-load-soak";
 
