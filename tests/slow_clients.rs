@@ -15,7 +15,7 @@ mod common;
 
 use bytes::Bytes;
 use common::mock_upstream::{sse_data_frames, Chunk, MockUpstream, Reply};
-use common::proxy::{metrics, start_proxy, STREAM_REQUEST};
+use common::proxy::{metrics, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
 use http::StatusCode;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -48,19 +48,32 @@ async fn megabytes_upstream() -> MockUpstream {
     .await
 }
 
-/// Sends a streamed chat request over HTTP/1.1 from a socket with a tiny receive buffer, and
-/// never reads from it.
-async fn never_reading_client(addr: SocketAddr) -> TcpStream {
+/// A socket with a tiny receive buffer, connected to `addr`.
+async fn tiny_window_socket(addr: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(2048).unwrap();
-    let mut sock = socket.connect(addr).await.unwrap();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        STREAM_REQUEST.len()
-    );
-    sock.write_all(head.as_bytes()).await.unwrap();
-    sock.write_all(STREAM_REQUEST.as_bytes()).await.unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// An HTTP/1.1 chat request with `body`.
+fn chat_request(body: &str) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Sends a chat request with `body` over HTTP/1.1 from a socket with a tiny receive buffer,
+/// and never reads from it.
+async fn client_never_reading(addr: SocketAddr, body: &str) -> TcpStream {
+    let mut sock = tiny_window_socket(addr).await;
+    sock.write_all(chat_request(body).as_bytes()).await.unwrap();
     sock
+}
+
+/// [`client_never_reading`] a streamed answer.
+async fn never_reading_client(addr: SocketAddr) -> TcpStream {
+    client_never_reading(addr, STREAM_REQUEST).await
 }
 
 /// The value of the series `series` (name and labels, as exposed), if present.
@@ -230,6 +243,41 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
         rendered.contains("guardwire_connections_dropped_total{reason=\"drain\"} 1\n"),
         "{rendered}"
     );
+}
+
+/// An HTTP/1 client that never reads a whole answer larger than the sockets' buffers: the
+/// request ends once hyper has the answer, the idle close begins and cannot finish, and
+/// `client_send_ms` later the connection is dropped, and counted as `unread`.
+#[tokio::test]
+async fn an_idle_http1_connection_whose_last_answer_is_not_read_is_dropped() {
+    // ≈ 2 MB, the client's receive buffer 2 KiB and guardwire's send buffer 8 KiB (Linux
+    // doubles the 4096 asked for).
+    let content = "fine ".repeat(400_000);
+    let answer = serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+    })
+    .to_string();
+    let mock = MockUpstream::start(move |_| Reply::json(200, &answer)).await;
+    // The next-head deadline far away: only the idle close and client_send_ms end it.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300, client_send_ms: 300 }\nlimits: { client_send_buffer_bytes: 4096 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let _sock = client_never_reading(addr, PLAIN_REQUEST).await;
+    wait_for_series(
+        addr,
+        "guardwire_connections_dropped_total{reason=\"unread\"}",
+        1,
+    )
+    .await;
+    // The answer was whole when handed over: not a blocked write of a body being relayed.
+    let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
+    assert_eq!(value(&metrics(addr).await, send), Some(0));
 }
 
 /// An answer guardwire relays without checking (a `passthrough_paths` path, an upstream error

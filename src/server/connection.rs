@@ -256,7 +256,8 @@ impl Ask {
         self.waker.wake();
     }
 
-    /// Ready with what is asked once it is more than `seen`.
+    /// Ready with what is asked once it is more than `seen`. The waker is registered only
+    /// when Pending: a caller that got Ready polls again to wait for the next ask.
     fn poll(&self, cx: &mut Context<'_>, seen: u8) -> Poll<u8> {
         match self.what.load(Ordering::Acquire) {
             what if what > seen => return Poll::Ready(what),
@@ -331,26 +332,29 @@ pub async fn drive<C>(
     tokio::pin!(conn);
     let mut asked = SERVE;
     std::future::poll_fn(|cx| {
-        if asked < DROP_UNUSED {
-            if let Poll::Ready(what) = ask.poll(cx, asked) {
-                asked = what;
-                match what {
-                    FINISH => graceful(conn.as_mut()),
-                    DROP_UNUSED => {
-                        tracing::debug!("client sent no request in time: connection dropped");
-                        metrics.dropped(DropReason::Header);
-                        return Poll::Ready(());
-                    }
-                    DROP_UNREAD => {
-                        tracing::debug!("client does not read its last answer: connection dropped");
-                        metrics.dropped(DropReason::Unread);
-                        return Poll::Ready(());
-                    }
-                    _ => {
-                        tracing::debug!("drain deadline: connection dropped");
-                        metrics.dropped(DropReason::Drain);
-                        return Poll::Ready(());
-                    }
+        // Until `ask` is Pending: only then is this task's waker registered for the next ask
+        // (after `FINISH`, a connection whose write is blocked has nothing else to wake it).
+        while asked < DROP_UNUSED {
+            let Poll::Ready(what) = ask.poll(cx, asked) else {
+                break;
+            };
+            asked = what;
+            match what {
+                FINISH => graceful(conn.as_mut()),
+                DROP_UNUSED => {
+                    tracing::debug!("client sent no request in time: connection dropped");
+                    metrics.dropped(DropReason::Header);
+                    return Poll::Ready(());
+                }
+                DROP_UNREAD => {
+                    tracing::debug!("client does not read its last answer: connection dropped");
+                    metrics.dropped(DropReason::Unread);
+                    return Poll::Ready(());
+                }
+                _ => {
+                    tracing::debug!("drain deadline: connection dropped");
+                    metrics.dropped(DropReason::Drain);
+                    return Poll::Ready(());
                 }
             }
         }
