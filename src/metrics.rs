@@ -240,7 +240,8 @@ pub struct DroppedLabels {
     pub reason: DropReason,
 }
 
-/// Why guardwire dropped a client connection (closed it without a graceful end).
+/// Why guardwire dropped a client connection (closed it without a graceful end). All but
+/// `Header` are clients that do not read, whose sockets are reset (src/server/client_socket.rs).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum DropReason {
     /// No request (or, HTTP/1, no next request head) within `timeouts.client_header_ms`.
@@ -249,16 +250,25 @@ pub enum DropReason {
     Unread,
     /// Still open at the drain deadline (plus the error frames' flush time).
     Drain,
+    /// HTTP/1: a write of an answer blocked for `timeouts.client_send_ms`, or still blocked at
+    /// the stream's total deadline (also counted, by route, in `guardwire_client_timeouts_total`).
+    Blocked,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 3] = [DropReason::Header, DropReason::Unread, DropReason::Drain];
+    pub const ALL: [DropReason; 4] = [
+        DropReason::Header,
+        DropReason::Unread,
+        DropReason::Drain,
+        DropReason::Blocked,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             DropReason::Header => "header",
             DropReason::Unread => "unread",
             DropReason::Drain => "drain",
+            DropReason::Blocked => "blocked",
         }
     }
 }
@@ -395,7 +405,7 @@ impl Metrics {
         }
         registry.register(
             "connections_dropped",
-            "Client connections closed without a graceful end, by why (header: no request head within timeouts.client_header_ms; unread: idle with its last answer unread for timeouts.client_send_ms; drain: still open at the drain deadline)",
+            "Client connections closed without a graceful end, by why (header: no request head within timeouts.client_header_ms; unread: idle with its last answer unread for timeouts.client_send_ms; drain: still open at the drain deadline; blocked: HTTP/1, a write blocked for timeouts.client_send_ms or at the total deadline). All but header are reset (RST)",
             connections_dropped.clone(),
         );
         let worker_connections = workers::register(registry);

@@ -2,7 +2,9 @@
 //! preface) is dropped after `timeouts.client_header_ms`; idle HTTP/1 and HTTP/2 connections
 //! are closed after `timeouts.client_idle_ms`; HTTP/2 pings find a dead peer; a slow request
 //! body gets 408 after `timeouts.client_body_ms` without holding an in-flight permit. Each
-//! connection guardwire drops is counted in `guardwire_connections_dropped_total`.
+//! connection guardwire drops is counted in `guardwire_connections_dropped_total`. The closes
+//! here are orderly (FIN), a peer that sent no request included; only clients that do not read
+//! are reset (tests/slow_clients.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -24,21 +26,25 @@ const PACK: &str = "validators: []\n";
 const BOUND: Duration = Duration::from_secs(20);
 
 /// Reads (and drops) whatever `sock` gets until the peer closes it; panics if it stays open
-/// for [`BOUND`]. Returns what was read.
+/// for [`BOUND`], or is reset rather than closed. Returns what was read.
 async fn read_until_closed(sock: &mut TcpStream, what: &str) -> Vec<u8> {
     let mut seen = Vec::new();
     let closed = tokio::time::timeout(BOUND, async {
         let mut buf = [0u8; 4096];
         loop {
             match sock.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) => return Ok(()),
+                Err(e) => return Err(e),
                 Ok(n) => seen.extend_from_slice(&buf[..n]),
             }
         }
     })
     .await;
-    assert!(closed.is_ok(), "{what}: the connection is still open");
-    seen
+    match closed {
+        Ok(Ok(())) => seen,
+        Ok(Err(e)) => panic!("{what}: the connection ended with an error, not a close: {e}"),
+        Err(_) => panic!("{what}: the connection is still open"),
+    }
 }
 
 /// guardwire in front of a mock streaming "fine", with these `timeouts` / `limits` lines.
@@ -106,12 +112,7 @@ async fn idle_http1_connections_are_closed() {
 async fn an_idle_connection_whose_last_answer_is_not_read_is_dropped_and_counted() {
     // ≈ 1 MiB: far more than the client's 16 KiB stream window.
     let content = "fine ".repeat(200_000);
-    let answer = serde_json::json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": content}}],
-    })
-    .to_string();
+    let answer = common::mock_upstream::openai_chat_answer(&content);
     let mock = MockUpstream::start(move |_| Reply::json(200, &answer)).await;
     let proxy = start_proxy(
         &mock.base_url(),

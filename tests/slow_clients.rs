@@ -5,6 +5,10 @@
 //! come back, the HTTP/1 connection is closed, the HTTP/2 stream reset (its connection serves
 //! on), and the ends are counted in `guardwire_client_timeouts_total`.
 //!
+//! A connection guardwire ends for a client that does not read is reset (RST), over plain TCP
+//! and TLS, so that its socket is not left in guardwire's kernel holding the bytes the client
+//! refuses; a client that reads its answers sees an orderly close (FIN).
+//!
 //! With `limits.client_notsent_lowat_bytes`, what guardwire takes from the upstream for such a
 //! client before its write blocks is bounded (counted by the upstream's own socket).
 //!
@@ -15,7 +19,7 @@ mod common;
 
 use bytes::Bytes;
 use common::mock_upstream::{sse_data_frames, Chunk, MockUpstream, Reply};
-use common::proxy::{metrics, start_proxy, STREAM_REQUEST};
+use common::proxy::{metrics, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
 use http::StatusCode;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -27,6 +31,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 const PACK: &str = "validators: []\n";
+/// The total and idle deadlines far away: only `client_send_ms` (1 s) can end a stream.
+const ONLY_CLIENT_SEND: &str =
+    "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n";
 /// Far longer than any deadline under test: a condition not met by then never will be.
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -48,19 +55,58 @@ async fn megabytes_upstream() -> MockUpstream {
     .await
 }
 
-/// Sends a streamed chat request over HTTP/1.1 from a socket with a tiny receive buffer, and
-/// never reads from it.
-async fn never_reading_client(addr: SocketAddr) -> TcpStream {
+/// guardwire in front of [`megabytes_upstream`] with `timeouts` (and any further config lines).
+async fn megabytes_proxy(timeouts: &str) -> (MockUpstream, common::proxy::Proxy) {
+    let mock = megabytes_upstream().await;
+    let proxy = start_proxy(&mock.base_url(), PACK, timeouts).await;
+    (mock, proxy)
+}
+
+/// A socket with a tiny receive buffer, connected to `addr`.
+async fn tiny_window_socket(addr: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(2048).unwrap();
-    let mut sock = socket.connect(addr).await.unwrap();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        STREAM_REQUEST.len()
-    );
-    sock.write_all(head.as_bytes()).await.unwrap();
-    sock.write_all(STREAM_REQUEST.as_bytes()).await.unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// An HTTP/1.1 chat request with `body`.
+fn chat_request(body: &str) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Sends a chat request with `body` over HTTP/1.1 from a socket with a tiny receive buffer,
+/// and never reads from it.
+async fn client_never_reading(addr: SocketAddr, body: &str) -> TcpStream {
+    let mut sock = tiny_window_socket(addr).await;
+    sock.write_all(chat_request(body).as_bytes()).await.unwrap();
     sock
+}
+
+/// [`client_never_reading`] a streamed answer.
+async fn never_reading_client(addr: SocketAddr) -> TcpStream {
+    client_never_reading(addr, STREAM_REQUEST).await
+}
+
+/// Waits, without reading, until the peer has reset `sock` (the error the kernel keeps on the
+/// socket); panics after [`BOUND`]. A FIN would never show here: it waits behind the bytes
+/// the client does not read, and is no error.
+async fn wait_for_reset(sock: &TcpStream) {
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        match sock.take_error().unwrap() {
+            Some(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Some(e) => panic!("the client socket failed, but not with a reset: {e}"),
+            None => {}
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the client connection was never reset"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The value of the series `series` (name and labels, as exposed), if present.
@@ -107,8 +153,7 @@ async fn assert_closed(sock: &mut TcpStream) {
 /// cancelled, permits back, connection closed), counted under `deadline`. Returns the proxy's
 /// metrics.
 async fn never_reading_clients_end(n: usize, timeouts: &str, deadline: &str) -> String {
-    let mock = megabytes_upstream().await;
-    let proxy = start_proxy(&mock.base_url(), PACK, timeouts).await;
+    let (mock, proxy) = megabytes_proxy(timeouts).await;
     let addr = proxy.addr();
     let mut clients = Vec::new();
     for _ in 0..n {
@@ -147,20 +192,120 @@ async fn clients_that_never_read_are_cut_at_the_total_deadline() {
 
 #[tokio::test]
 async fn a_write_blocked_for_client_send_ms_ends_the_stream() {
-    // The total and idle deadlines far away: only client_send_ms can end these.
-    let timeouts = "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n";
-    never_reading_clients_end(2, timeouts, "send").await;
+    never_reading_clients_end(2, ONLY_CLIENT_SEND, "send").await;
+}
+
+/// The connection of a blocked write ended by `client_send_ms` is reset: the client's socket
+/// has the error without reading a byte, and the drop is counted.
+#[tokio::test]
+async fn a_connection_whose_write_stays_blocked_is_reset() {
+    let (mock, proxy) = megabytes_proxy(ONLY_CLIENT_SEND).await;
+    let addr = proxy.addr();
+    let sock = never_reading_client(addr).await;
+    wait_for_reset(&sock).await;
+    assert!(
+        mock.wait_for_cancelled(1, BOUND).await,
+        "the upstream request was not cancelled"
+    );
+    let m = metrics(addr).await;
+    assert_eq!(
+        value(
+            &m,
+            "guardwire_connections_dropped_total{reason=\"blocked\"}"
+        ),
+        Some(1),
+        "{m}"
+    );
+}
+
+/// The same over TLS: the reset is of the TCP socket under the TLS session.
+#[tokio::test]
+async fn over_tls_a_connection_whose_write_stays_blocked_is_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = common::tls::write_cert(dir.path());
+    let extra = format!(
+        "{ONLY_CLIENT_SEND}tls: {{ cert_path: \"{}\", key_path: \"{}\" }}\n",
+        dir.path().join("cert.pem").display(),
+        dir.path().join("key.pem").display()
+    );
+    let (mock, proxy) = megabytes_proxy(&extra).await;
+    let tcp = tiny_window_socket(proxy.addr()).await;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(common::tls::client_config(&cert)));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(chat_request(STREAM_REQUEST).as_bytes())
+        .await
+        .unwrap();
+    tls.flush().await.unwrap();
+    wait_for_reset(tls.get_ref().0).await;
+    assert!(
+        mock.wait_for_cancelled(1, BOUND).await,
+        "the upstream request was not cancelled"
+    );
+}
+
+/// An HTTP/1 client that never reads a whole answer larger than the sockets' buffers: the
+/// request ends once hyper has the answer, the idle close begins and cannot finish, and
+/// `client_send_ms` later the connection is dropped: reset, and counted as `unread`.
+#[tokio::test]
+async fn an_idle_http1_connection_whose_last_answer_is_not_read_is_reset() {
+    // ≈ 2 MB, the client's receive buffer 2 KiB and guardwire's send buffer 8 KiB (Linux
+    // doubles the 4096 asked for).
+    let content = "fine ".repeat(400_000);
+    let answer = common::mock_upstream::openai_chat_answer(&content);
+    let mock = MockUpstream::start(move |_| Reply::json(200, &answer)).await;
+    // The next-head deadline far away: only the idle close and client_send_ms end it.
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300, client_send_ms: 300 }\nlimits: { client_send_buffer_bytes: 4096 }\n",
+    )
+    .await;
+    let addr = proxy.addr();
+    let sock = client_never_reading(addr, PLAIN_REQUEST).await;
+    wait_for_reset(&sock).await;
+    let m = metrics(addr).await;
+    assert_eq!(
+        value(&m, "guardwire_connections_dropped_total{reason=\"unread\"}"),
+        Some(1),
+        "{m}"
+    );
+    // The answer was whole when handed over: not a blocked write of a body being relayed.
+    let send = "guardwire_client_timeouts_total{route=\"openai_chat\",deadline=\"send\"}";
+    assert_eq!(value(&m, send), Some(0), "{m}");
+}
+
+/// A client that reads its answers sees guardwire's close as an orderly end: the idle close
+/// of a keep-alive connection whose streamed answer was read whole is a FIN, not a reset.
+#[tokio::test]
+async fn a_client_that_reads_its_answer_sees_an_orderly_close() {
+    let mock =
+        MockUpstream::start(|_| Reply::sse(&common::mock_upstream::openai_chat_stream(&["fine"])))
+            .await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300 }\n",
+    )
+    .await;
+    let mut sock = tiny_window_socket(proxy.addr()).await;
+    sock.write_all(chat_request(STREAM_REQUEST).as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(BOUND, sock.read_to_end(&mut got))
+        .await
+        .expect("the idle connection was never closed");
+    let text = String::from_utf8_lossy(&got);
+    assert!(read.is_ok(), "{read:?} after {text}");
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(text.ends_with("0\r\n\r\n"), "{text}");
+    assert!(sock.take_error().unwrap().is_none());
 }
 
 #[tokio::test]
 async fn an_http2_stream_that_is_not_read_is_reset_and_its_connection_serves_on() {
-    let mock = megabytes_upstream().await;
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
-        "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }\n",
-    )
-    .await;
+    let (mock, proxy) = megabytes_proxy(ONLY_CLIENT_SEND).await;
     let addr = proxy.addr();
     // A stream window of 16 KiB that is never released (the body is not read), and room in
     // the connection's window for more streams.
@@ -200,12 +345,9 @@ async fn an_http2_stream_that_is_not_read_is_reset_and_its_connection_serves_on(
 }
 
 #[tokio::test]
-async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
-    let mock = megabytes_upstream().await;
+async fn at_the_drain_deadline_a_client_that_does_not_read_is_reset() {
     // No other deadline can end this stream.
-    let proxy = start_proxy(
-        &mock.base_url(),
-        PACK,
+    let (mock, proxy) = megabytes_proxy(
         "timeouts: { total_ms: 600000, idle_ms: 600000, client_send_ms: 600000 }\n",
     )
     .await;
@@ -224,6 +366,7 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
         mock.wait_for_cancelled(1, BOUND).await,
         "the upstream request was not cancelled"
     );
+    wait_for_reset(&sock).await;
     assert_closed(&mut sock).await;
     let rendered = gateway_metrics.render(guardwire::metrics::Exposition::Text004);
     assert!(
@@ -391,9 +534,7 @@ async fn read_request(sock: &mut TcpStream) -> Option<()> {
 /// blocked for `client_send_ms`) and the upstream's answer with it.
 async fn taken_for_a_never_reading_client(lowat: usize) -> usize {
     let (upstream, counts) = counting_upstream().await;
-    let extra = format!(
-        "timeouts: {{ total_ms: 600000, idle_ms: 600000, client_send_ms: 1000 }}\nlimits: {{ client_notsent_lowat_bytes: {lowat} }}\n"
-    );
+    let extra = format!("{ONLY_CLIENT_SEND}limits: {{ client_notsent_lowat_bytes: {lowat} }}\n");
     let proxy = start_proxy(&format!("http://{upstream}"), PACK, &extra).await;
     let addr = proxy.addr();
     let _client = never_reading_client(addr).await;

@@ -7,21 +7,12 @@ mod common;
 use bytes::Bytes;
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
 use common::proxy::STREAM_REQUEST;
+use common::tls::{client_config, write_cert};
 use guardwire::config::Config;
 use http::{Request, Version};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use std::path::Path;
-use std::sync::Arc;
-
-/// A self-signed certificate for `localhost`, written as PEM files; returns its DER.
-fn write_cert(dir: &Path) -> rustls::pki_types::CertificateDer<'static> {
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    std::fs::write(dir.join("cert.pem"), certified.cert.pem()).unwrap();
-    std::fs::write(dir.join("key.pem"), certified.signing_key.serialize_pem()).unwrap();
-    certified.cert.der().clone()
-}
 
 /// A client trusting only `cert`, offering HTTP/2 and HTTP/1.1 (or only HTTP/1.1).
 fn client(
@@ -31,15 +22,7 @@ fn client(
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     Full<Bytes>,
 > {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.clone()).unwrap();
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let tls = client_config(cert);
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only();

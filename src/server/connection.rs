@@ -10,6 +10,11 @@
 //! - a response its client stopped reading ends through the connection's `send_watch` (HTTP/1;
 //!   each HTTP/2 stream has its own): dropping the connection drops the response.
 //!
+//! A connection dropped for a client that does not read (its last answer unread, the drain
+//! deadline, a blocked HTTP/1 write) is reset, not closed with a FIN: the kernel would keep an
+//! orphaned socket and the bytes the client refuses for minutes (see [`super::client_socket`]).
+//! One that never had a request is closed plainly.
+//!
 //! Requests are tracked by a guard taken when the service is called and dropped with the
 //! response body (for a stream: when the stream ends), so a long, quiet stream is not idle.
 //! The timers run in a small watch task of their own; the connection's task only reads the
@@ -24,20 +29,25 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// The requests of one connection: how many are in flight, and when one last ended.
+/// The requests of one connection: how many are in flight, and when one last ended; and how
+/// its socket is to be closed.
 pub struct Activity {
     opened: Instant,
     in_flight: AtomicUsize,
     /// 1 + the milliseconds after `opened` at which the last request ended; 0 while none has.
     /// (With nothing in flight, 0 also means no request ever began.)
     last_end: AtomicU64,
+    /// Set by [`drive`] as it drops the connection for a client that does not read: the
+    /// socket is closed with a reset ([`super::client_socket`]). Here rather than in an
+    /// allocation of its own: the socket and `drive` share this one already.
+    reset: AtomicBool,
 }
 
 impl Activity {
@@ -46,7 +56,19 @@ impl Activity {
             opened,
             in_flight: AtomicUsize::new(0),
             last_end: AtomicU64::new(0),
+            reset: AtomicBool::new(false),
         })
+    }
+
+    /// The connection is dropped for a client that does not read: its socket is to be reset.
+    fn reset_on_close(&self) {
+        self.reset.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the connection's socket is to be closed with a reset. (Set and read on the
+    /// connection's own task: `drive` returns, and the connection with its socket is dropped.)
+    pub fn resets_on_close(&self) -> bool {
+        self.reset.load(Ordering::Relaxed)
     }
 
     /// A request began; it lasts until the guard is dropped.
@@ -256,7 +278,8 @@ impl Ask {
         self.waker.wake();
     }
 
-    /// Ready with what is asked once it is more than `seen`.
+    /// Ready with what is asked once it is more than `seen`. The waker is registered only
+    /// when Pending: a caller that got Ready polls again to wait for the next ask.
     fn poll(&self, cx: &mut Context<'_>, seen: u8) -> Poll<u8> {
         match self.what.load(Ordering::Acquire) {
             what if what > seen => return Poll::Ready(what),
@@ -301,7 +324,8 @@ pub struct Shutdown {
 /// Drives `conn` to its end under the rules in the module docs. `graceful` is hyper's graceful
 /// shutdown of the connection. `slot` is the connection's own [`SendSlot`], for the responses
 /// it writes itself (HTTP/1). Connections it drops are counted in
-/// `guardwire_connections_dropped_total`.
+/// `guardwire_connections_dropped_total`, and those of clients that do not read are marked
+/// in `activity` to be reset.
 pub async fn drive<C>(
     conn: C,
     graceful: impl Fn(Pin<&mut C>),
@@ -319,7 +343,7 @@ pub async fn drive<C>(
     } = shutdown;
     let ask = Arc::new(Ask::default());
     let _watch = AbortOnDrop(tokio::spawn(watch_connection(
-        activity,
+        Arc::clone(&activity),
         Arc::clone(&ask),
         limits,
         stop.clone(),
@@ -330,47 +354,64 @@ pub async fn drive<C>(
     let mut send_watch = SendWatch::new(slot);
     tokio::pin!(conn);
     let mut asked = SERVE;
-    std::future::poll_fn(|cx| {
-        if asked < DROP_UNUSED {
-            if let Poll::Ready(what) = ask.poll(cx, asked) {
-                asked = what;
-                match what {
-                    FINISH => graceful(conn.as_mut()),
-                    DROP_UNUSED => {
-                        tracing::debug!("client sent no request in time: connection dropped");
-                        metrics.dropped(DropReason::Header);
-                        return Poll::Ready(());
-                    }
-                    DROP_UNREAD => {
-                        tracing::debug!("client does not read its last answer: connection dropped");
-                        metrics.dropped(DropReason::Unread);
-                        return Poll::Ready(());
-                    }
-                    _ => {
-                        tracing::debug!("drain deadline: connection dropped");
-                        metrics.dropped(DropReason::Drain);
-                        return Poll::Ready(());
-                    }
+    let dropped = std::future::poll_fn(|cx| {
+        // Until `ask` is Pending: only then is this task's waker registered for the next ask
+        // (after `FINISH`, a connection whose write is blocked has nothing else to wake it).
+        while asked < DROP_UNUSED {
+            let Poll::Ready(what) = ask.poll(cx, asked) else {
+                break;
+            };
+            asked = what;
+            match what {
+                FINISH => graceful(conn.as_mut()),
+                DROP_UNUSED => {
+                    tracing::debug!("client sent no request in time: connection dropped");
+                    return Poll::Ready(Some(DropReason::Header));
+                }
+                DROP_UNREAD => {
+                    tracing::debug!("client does not read its last answer: connection reset");
+                    return Poll::Ready(Some(DropReason::Unread));
+                }
+                _ => {
+                    tracing::debug!("drain deadline: connection reset");
+                    return Poll::Ready(Some(DropReason::Drain));
                 }
             }
         }
         match conn.as_mut().poll(cx) {
             Poll::Ready(Err(e)) => {
-                // hyper's own HTTP/1 head timeout (`client_header_ms` too): the same drop.
-                if e.downcast_ref::<hyper::Error>()
-                    .is_some_and(hyper::Error::is_timeout)
-                {
-                    metrics.dropped(DropReason::Header);
-                }
                 tracing::debug!(error = %e, "client connection ended with an error");
-                Poll::Ready(())
+                // hyper's own HTTP/1 head timeout (`client_header_ms` too): the same drop.
+                let timeout = e
+                    .downcast_ref::<hyper::Error>()
+                    .is_some_and(hyper::Error::is_timeout);
+                Poll::Ready(timeout.then_some(DropReason::Header))
             }
-            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Ok(())) => Poll::Ready(None),
             // Dropping the connection drops the response it writes (see `send_watch`).
-            Poll::Pending => send_watch.poll_expired(cx).map(|_| ()),
+            Poll::Pending => send_watch.poll_expired(cx).map(|_| {
+                tracing::debug!("client does not take its answer: connection reset");
+                Some(DropReason::Blocked)
+            }),
         }
     })
     .await;
+    if let Some(reason) = dropped {
+        metrics.dropped(reason);
+        if resets(reason) {
+            activity.reset_on_close();
+        }
+    }
+}
+
+/// Whether a connection dropped for `reason` is reset: every reason but `Header`, each a client
+/// that does not read what guardwire wrote it. `Header` is a client that sent no request (or,
+/// HTTP/1, no next one after reading its answer: hyper does not time the next head while an
+/// answer waits to be flushed): nothing of guardwire's waits for it but a TLS handshake's or
+/// an HTTP/2 SETTINGS frame's few bytes, and it may be a pool's idle connection, which an
+/// orderly close lets the client retire without an error.
+fn resets(reason: DropReason) -> bool {
+    !matches!(reason, DropReason::Header)
 }
 
 /// The connection's watch: asks it to close when it has been idle too long (or never sent a

@@ -2,7 +2,8 @@
 //! slow clients, open connections (`limits.max_connections`) and HTTP/2 streams per connection
 //! (`limits.max_h2_streams`), and a graceful drain on shutdown. `connection.rs` watches each
 //! connection (first request in time, idle close, graceful stop); `send_watch.rs` ends
-//! responses whose client stopped reading.
+//! responses whose client stopped reading; `client_socket.rs` resets the sockets of
+//! connections dropped for not reading.
 
 use crate::config::{Config, RuntimeShape};
 use crate::metrics::{DropReason, RejectReason, WorkerLabels};
@@ -20,11 +21,13 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+mod client_socket;
 mod connection;
 mod h2_refusals;
 mod per_core;
 mod send_watch;
 
+use client_socket::ClientSocket;
 use connection::TrackedBody;
 use h2_refusals::H2Refusals;
 use send_watch::{SendSlot, StreamExecutor};
@@ -461,6 +464,7 @@ pub async fn serve(
                         let Some(http2) = Builders::sniff(&stream, deadline, &shutdown.stop, &metrics).await else {
                             return;
                         };
+                        let stream = ClientSocket::new(stream, Arc::clone(&activity));
                         let (io, builder) = builders.pick(H2Refusals::new(stream, metrics.clone()), http2);
                         let conn = builder.serve_connection(TokioIo::new(io), service);
                         connection::drive(conn, |c| c.graceful_shutdown(), activity, limits, slot, shutdown, metrics).await;
@@ -470,6 +474,7 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let _open = open;
                     // The handshake counts against the time allowed for the first request.
+                    let stream = ClientSocket::new(stream, Arc::clone(&activity));
                     let accept = tokio_rustls::TlsAcceptor::from(tls).accept(stream);
                     let stream = match tokio::time::timeout_at(opened + first_request, accept).await {
                         Ok(Ok(s)) => s,

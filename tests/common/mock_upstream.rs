@@ -586,6 +586,16 @@ pub fn sse_data_frames(jsons: &[&str]) -> Vec<u8> {
     out
 }
 
+/// A whole (not streamed) OpenAI Chat Completions answer with `content`.
+pub fn openai_chat_answer(content: &str) -> String {
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+    })
+    .to_string()
+}
+
 /// A realistic OpenAI Chat Completions stream: role chunk, one content chunk
 /// per text piece, a `finish_reason: "stop"` chunk, then `data: [DONE]`.
 pub fn openai_chat_stream(texts: &[&str]) -> Vec<u8> {

@@ -8,3 +8,4 @@ pub mod protocols;
 pub mod proxy;
 pub mod scripted;
 pub mod sdk;
+pub mod tls;
