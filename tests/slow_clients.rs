@@ -14,8 +14,8 @@
 mod common;
 
 use bytes::Bytes;
-use common::mock_upstream::{sse_data_frames, Chunk, MockUpstream, Reply};
-use common::proxy::{metrics, start_proxy, STREAM_REQUEST};
+use common::mock_upstream::{chat_flood_chunks, sse_data_frames, Chunk, MockUpstream, Reply};
+use common::proxy::{metrics, never_reading_client, start_proxy, STREAM_REQUEST};
 use http::StatusCode;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -33,34 +33,12 @@ const BOUND: Duration = Duration::from_secs(30);
 /// 32 MiB of answer text in 64 KiB chunks, with no terminal event, and then the body stays
 /// open: only a deadline can end this stream, and no kernel buffer holds all of it.
 async fn megabytes_upstream() -> MockUpstream {
-    let text = "x".repeat(1000);
-    let frame = format!(
-        r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
-    );
-    let frames: Vec<&str> = std::iter::repeat_n(frame.as_str(), 64).collect();
-    let chunk = Bytes::from(sse_data_frames(&frames));
-    MockUpstream::start(move |_| {
-        let chunks = (0..512).map(|_| Chunk::now(chunk.clone())).collect();
-        Reply::chunks(200, chunks)
+    MockUpstream::start(|_| {
+        Reply::chunks(200, chat_flood_chunks())
             .with_header("content-type", "text/event-stream")
             .then_hang()
     })
     .await
-}
-
-/// Sends a streamed chat request over HTTP/1.1 from a socket with a tiny receive buffer, and
-/// never reads from it.
-async fn never_reading_client(addr: SocketAddr) -> TcpStream {
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(2048).unwrap();
-    let mut sock = socket.connect(addr).await.unwrap();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        STREAM_REQUEST.len()
-    );
-    sock.write_all(head.as_bytes()).await.unwrap();
-    sock.write_all(STREAM_REQUEST.as_bytes()).await.unwrap();
-    sock
 }
 
 /// The value of the series `series` (name and labels, as exposed), if present.
@@ -112,7 +90,7 @@ async fn never_reading_clients_end(n: usize, timeouts: &str, deadline: &str) -> 
     let addr = proxy.addr();
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(never_reading_client(addr).await);
+        clients.push(never_reading_client(addr, STREAM_REQUEST).await);
     }
     assert!(
         mock.wait_for_requests(n, BOUND).await,
@@ -210,7 +188,7 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_dropped() {
     )
     .await;
     let addr = proxy.addr();
-    let mut sock = never_reading_client(addr).await;
+    let mut sock = never_reading_client(addr, STREAM_REQUEST).await;
     wait_for_series(addr, "guardwire_streams_in_flight", 1).await;
     // Most likely blocked on the client by now (if not, the stream ends with its error frame,
     // which also closes the connection).
@@ -396,7 +374,7 @@ async fn taken_for_a_never_reading_client(lowat: usize) -> usize {
     );
     let proxy = start_proxy(&format!("http://{upstream}"), PACK, &extra).await;
     let addr = proxy.addr();
-    let _client = never_reading_client(addr).await;
+    let _client = never_reading_client(addr, STREAM_REQUEST).await;
     let deadline = tokio::time::Instant::now() + BOUND;
     while counts.ended.load(Ordering::SeqCst) == 0 {
         assert!(
