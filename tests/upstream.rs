@@ -285,15 +285,21 @@ fn flood_or_short(req: &common::mock_upstream::RecordedRequest) -> Reply {
     Reply::sse(&openai_chat_stream(&["Hello", ", world"]))
 }
 
-/// `floods` clients that never read open flood streams through guardwire to an HTTP/2 upstream
-/// announcing `h2_max_streams` (hyper's 200 if `None`); once the upstream has sent all the flow
-/// control lets it, a reading client's streamed request must still be answered. Only
-/// isolation can answer it: the never-reading streams are held for `client_send_ms`, 300 s.
-/// Returns the upstream connections used.
-async fn a_reader_is_served_beside_never_reading_streams(
+/// An HTTP/2 upstream behind guardwire, with flood streams opened by clients that never read,
+/// held for `client_send_ms` (300 s) once their writes block.
+struct Flooded {
+    mock: MockUpstream,
+    proxy: common::proxy::Proxy,
     floods: usize,
-    h2_max_streams: Option<u32>,
-) -> usize {
+    _never_reading: Vec<tokio::net::TcpStream>,
+    /// Flood bytes the upstream handed over once flow control had stopped it.
+    sent: usize,
+}
+
+/// `floods` never-reading clients open flood streams through guardwire to an HTTP/2 upstream
+/// announcing `h2_max_streams` (hyper's 200 if `None`); returns once the upstream has sent all
+/// that flow control lets it (no more for a second).
+async fn flooded(floods: usize, h2_max_streams: Option<u32>) -> Flooded {
     let (config, ca_pem) = tls_server(&[b"h2"]);
     let mock = MockUpstream::start_tls_with_streams(config, h2_max_streams, flood_or_short).await;
     let proxy = proxy_trusting(
@@ -302,17 +308,14 @@ async fn a_reader_is_served_beside_never_reading_streams(
         "timeouts: { client_send_ms: 300000, total_ms: 600000, idle_ms: 600000 }\n",
     )
     .await;
-    let addr = proxy.addr();
     let mut never_reading = Vec::new();
     for n in 1..=floods {
-        never_reading.push(never_reading_client(addr, FLOOD_REQUEST).await);
+        never_reading.push(never_reading_client(proxy.addr(), FLOOD_REQUEST).await);
         assert!(
             mock.wait_for_requests(n, BOUND).await,
             "flood {n} never reached the upstream"
         );
     }
-    // Let the floods run until flow control stops them: the upstream has handed over no more
-    // body for a second.
     let settle_until = tokio::time::Instant::now() + BOUND;
     let mut sent = mock.body_bytes_sent();
     let mut still = 0;
@@ -322,19 +325,31 @@ async fn a_reader_is_served_beside_never_reading_streams(
         still = if now == sent { still + 1 } else { 0 };
         sent = now;
     }
-    let answer = tokio::time::timeout(BOUND, post_chat(addr, STREAM_REQUEST))
+    Flooded {
+        mock,
+        proxy,
+        floods,
+        _never_reading: never_reading,
+        sent,
+    }
+}
+
+/// A reading client's streamed request is answered beside the floods (only isolation can
+/// answer it: the floods hold their streams for 300 s); returns the upstream connections used.
+async fn a_reader_is_served(f: &Flooded) -> usize {
+    let answer = tokio::time::timeout(BOUND, post_chat(f.proxy.addr(), STREAM_REQUEST))
         .await
         .unwrap_or_else(|_| {
             panic!(
-                "a reading client was not answered beside {floods} never-reading streams \
-                 ({sent} bytes of flood sent upstream)"
+                "a reading client was not answered beside {} never-reading streams \
+                 ({} bytes of flood sent upstream)",
+                f.floods, f.sent
             )
         });
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
     assert_eq!(answer.body, openai_chat_stream(&["Hello", ", world"]));
-    assert_eq!(mock.request_count(), floods + 1);
-    drop(never_reading);
-    mock.connection_count()
+    assert_eq!(f.mock.request_count(), f.floods + 1);
+    f.mock.connection_count()
 }
 
 /// Unread DATA of a stream keeps its share of the connection's window until the stream is
@@ -344,8 +359,23 @@ async fn a_reader_is_served_beside_never_reading_streams(
 /// carries.
 #[tokio::test]
 async fn never_reading_streams_do_not_stall_a_shared_http2_connection() {
-    let connections = a_reader_is_served_beside_never_reading_streams(8, None).await;
+    let f = flooded(8, None).await;
+    let connections = a_reader_is_served(&f).await;
     assert_eq!(connections, 1, "all nine streams shared one connection");
+}
+
+/// What an HTTP/2 upstream sends for a client that stopped reading is bounded by the stream's
+/// window (256 KiB) plus what guardwire took for the client before its write blocked (with the
+/// default `client_notsent_lowat_bytes`): 367,360 bytes when written; with hyper's 2 MiB window
+/// it was 2,204,160.
+#[tokio::test]
+async fn a_never_reading_http2_stream_holds_at_most_its_window() {
+    let f = flooded(1, None).await;
+    assert!(
+        f.sent < 1 << 20,
+        "{} bytes sent upstream for a client that never reads",
+        f.sent
+    );
 }
 
 /// An upstream announcing 4 concurrent streams, 4 of them held by never-reading clients: the
@@ -353,7 +383,8 @@ async fn never_reading_streams_do_not_stall_a_shared_http2_connection() {
 /// goes out on a second connection.
 #[tokio::test]
 async fn a_full_http2_connection_does_not_queue_a_request_behind_its_streams() {
-    let connections = a_reader_is_served_beside_never_reading_streams(4, Some(4)).await;
+    let f = flooded(4, Some(4)).await;
+    let connections = a_reader_is_served(&f).await;
     assert_eq!(
         connections, 2,
         "the fifth request opened a second connection"
