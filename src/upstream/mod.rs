@@ -4,9 +4,8 @@
 //!
 //! `conn.rs` is one connection, `connect.rs` opens connections, `h2.rs` is a shared HTTP/2
 //! connection (its windows and stream count), `pool.rs` keeps them between requests, `body.rs`
-//! is the response body that drives its HTTP/1 connection. The proxy, the
-//! judges and the trace exporter all reach upstreams through this module; it knows none of
-//! them.
+//! is the response body that drives its HTTP/1 connection. The proxy, the judges and the trace
+//! exporter all reach upstreams through this module; it knows none of them.
 
 mod body;
 mod conn;
