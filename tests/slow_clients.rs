@@ -18,8 +18,8 @@
 mod common;
 
 use bytes::Bytes;
-use common::mock_upstream::{sse_data_frames, Chunk, MockUpstream, Reply};
-use common::proxy::{metrics, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
+use common::mock_upstream::{chat_flood_chunks, sse_data_frames, Chunk, MockUpstream, Reply};
+use common::proxy::{metrics, never_reading_client, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
 use http::StatusCode;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -40,15 +40,8 @@ const BOUND: Duration = Duration::from_secs(30);
 /// 32 MiB of answer text in 64 KiB chunks, with no terminal event, and then the body stays
 /// open: only a deadline can end this stream, and no kernel buffer holds all of it.
 async fn megabytes_upstream() -> MockUpstream {
-    let text = "x".repeat(1000);
-    let frame = format!(
-        r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
-    );
-    let frames: Vec<&str> = std::iter::repeat_n(frame.as_str(), 64).collect();
-    let chunk = Bytes::from(sse_data_frames(&frames));
-    MockUpstream::start(move |_| {
-        let chunks = (0..512).map(|_| Chunk::now(chunk.clone())).collect();
-        Reply::chunks(200, chunks)
+    MockUpstream::start(|_| {
+        Reply::chunks(200, chat_flood_chunks())
             .with_header("content-type", "text/event-stream")
             .then_hang()
     })
@@ -75,19 +68,6 @@ fn chat_request(body: &str) -> String {
         "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )
-}
-
-/// Sends a chat request with `body` over HTTP/1.1 from a socket with a tiny receive buffer,
-/// and never reads from it.
-async fn client_never_reading(addr: SocketAddr, body: &str) -> TcpStream {
-    let mut sock = tiny_window_socket(addr).await;
-    sock.write_all(chat_request(body).as_bytes()).await.unwrap();
-    sock
-}
-
-/// [`client_never_reading`] a streamed answer.
-async fn never_reading_client(addr: SocketAddr) -> TcpStream {
-    client_never_reading(addr, STREAM_REQUEST).await
 }
 
 /// Waits, without reading, until the peer has reset `sock` (the error the kernel keeps on the
@@ -157,7 +137,7 @@ async fn never_reading_clients_end(n: usize, timeouts: &str, deadline: &str) -> 
     let addr = proxy.addr();
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(never_reading_client(addr).await);
+        clients.push(never_reading_client(addr, STREAM_REQUEST).await);
     }
     assert!(
         mock.wait_for_requests(n, BOUND).await,
@@ -201,7 +181,7 @@ async fn a_write_blocked_for_client_send_ms_ends_the_stream() {
 async fn a_connection_whose_write_stays_blocked_is_reset() {
     let (mock, proxy) = megabytes_proxy(ONLY_CLIENT_SEND).await;
     let addr = proxy.addr();
-    let sock = never_reading_client(addr).await;
+    let sock = never_reading_client(addr, STREAM_REQUEST).await;
     wait_for_reset(&sock).await;
     assert!(
         mock.wait_for_cancelled(1, BOUND).await,
@@ -262,7 +242,7 @@ async fn an_idle_http1_connection_whose_last_answer_is_not_read_is_reset() {
     )
     .await;
     let addr = proxy.addr();
-    let sock = client_never_reading(addr, PLAIN_REQUEST).await;
+    let sock = never_reading_client(addr, PLAIN_REQUEST).await;
     wait_for_reset(&sock).await;
     let m = metrics(addr).await;
     assert_eq!(
@@ -352,7 +332,7 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_reset() {
     )
     .await;
     let addr = proxy.addr();
-    let mut sock = never_reading_client(addr).await;
+    let mut sock = never_reading_client(addr, STREAM_REQUEST).await;
     wait_for_series(addr, "guardwire_streams_in_flight", 1).await;
     // Most likely blocked on the client by now (if not, the stream ends with its error frame,
     // which also closes the connection).
@@ -537,7 +517,7 @@ async fn taken_for_a_never_reading_client(lowat: usize) -> usize {
     let extra = format!("{ONLY_CLIENT_SEND}limits: {{ client_notsent_lowat_bytes: {lowat} }}\n");
     let proxy = start_proxy(&format!("http://{upstream}"), PACK, &extra).await;
     let addr = proxy.addr();
-    let _client = never_reading_client(addr).await;
+    let _client = never_reading_client(addr, STREAM_REQUEST).await;
     let deadline = tokio::time::Instant::now() + BOUND;
     while counts.ended.load(Ordering::SeqCst) == 0 {
         assert!(

@@ -1,12 +1,16 @@
 //! Upstream connections: HTTP/1 keep-alive (a cut stream closes only its own connection; an idle
 //! connection the upstream closed is not used again), TLS upstreams speaking HTTP/2 or HTTP/1.1
-//! by ALPN, an extra CA from `upstream_tls.ca_path`, and verification without it.
+//! by ALPN, an extra CA from `upstream_tls.ca_path`, and verification without it. On a shared
+//! HTTP/2 connection, streams whose clients never read hold neither the connection's flow-control
+//! window nor the upstream's concurrent-stream slots from other requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
-use common::mock_upstream::{openai_chat_stream, Chunk, MockUpstream, Reply};
-use common::proxy::{block_frame, post_chat, start_proxy, PLAIN_REQUEST, STREAM_REQUEST};
+use common::mock_upstream::{chat_flood_chunks, openai_chat_stream, Chunk, MockUpstream, Reply};
+use common::proxy::{
+    block_frame, never_reading_client, post_chat, start_proxy, PLAIN_REQUEST, STREAM_REQUEST,
+};
 use http::{StatusCode, Version};
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,19 +186,25 @@ fn tls_server(alpn: &[&[u8]]) -> (Arc<rustls::ServerConfig>, String) {
     (Arc::new(config), certified.cert.pem())
 }
 
-async fn tls_upstream_round_trip(alpn: &[&[u8]], expect: Version) {
-    let (config, ca_pem) = tls_server(alpn);
-    let mock = MockUpstream::start_tls(config, handler).await;
+/// guardwire in front of the TLS upstream `mock`, trusting `ca_pem`, with `extra` config lines.
+async fn proxy_trusting(mock: &MockUpstream, ca_pem: &str, extra: &str) -> common::proxy::Proxy {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, ca_pem).unwrap();
-    let upstream = format!("https://localhost:{}", mock.addr.port());
-    let proxy = start_proxy(
-        &upstream,
+    // The CA file is read at start: the directory may go once the proxy runs.
+    start_proxy(
+        &format!("https://localhost:{}", mock.addr.port()),
         PACK,
-        &format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display()),
+        &format!("upstream_tls:\n  ca_path: \"{}\"\n{extra}", ca.display()),
     )
-    .await;
+    .await
+}
+
+async fn tls_upstream_round_trip(alpn: &[&[u8]], expect: Version) {
+    let (config, ca_pem) = tls_server(alpn);
+    let mock = MockUpstream::start_tls(config, handler).await;
+    let upstream = format!("https://localhost:{}", mock.addr.port());
+    let proxy = proxy_trusting(&mock, &ca_pem, "").await;
     let clean = openai_chat_stream(&["Hello", ", world"]);
     for _ in 0..2 {
         let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
@@ -240,15 +250,7 @@ async fn tls_upstream_speaking_http1_is_kept_alive_and_verified() {
 async fn first_requests_to_an_http2_upstream_share_one_connection() {
     let (config, ca_pem) = tls_server(&[b"h2", b"http/1.1"]);
     let mock = MockUpstream::start_tls(config, handler).await;
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, ca_pem).unwrap();
-    let proxy = start_proxy(
-        &format!("https://localhost:{}", mock.addr.port()),
-        PACK,
-        &format!("upstream_tls:\n  ca_path: \"{}\"\n", ca.display()),
-    )
-    .await;
+    let proxy = proxy_trusting(&mock, &ca_pem, "").await;
     let addr = proxy.addr();
     let burst: Vec<_> = (0..16)
         .map(|_| tokio::spawn(async move { post_chat(addr, STREAM_REQUEST).await }))
@@ -264,5 +266,127 @@ async fn first_requests_to_an_http2_upstream_share_one_connection() {
         mock.connection_count(),
         1,
         "the burst shared one connection"
+    );
+}
+
+/// Far longer than anything awaited here needs: a condition not met by then never will be.
+const BOUND: Duration = Duration::from_secs(30);
+
+const FLOOD_REQUEST: &str =
+    r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"flood"}]}"#;
+
+/// Streams 32 MiB without end for a prompt asking for a flood, a short answer otherwise.
+fn flood_or_short(req: &common::mock_upstream::RecordedRequest) -> Reply {
+    if req.body_str().contains("flood") {
+        return Reply::chunks(200, chat_flood_chunks())
+            .with_header("content-type", "text/event-stream")
+            .then_hang();
+    }
+    Reply::sse(&openai_chat_stream(&["Hello", ", world"]))
+}
+
+/// An HTTP/2 upstream behind guardwire, with flood streams opened by clients that never read,
+/// held for `client_send_ms` (300 s) once their writes block.
+struct Flooded {
+    mock: MockUpstream,
+    proxy: common::proxy::Proxy,
+    floods: usize,
+    _never_reading: Vec<tokio::net::TcpStream>,
+    /// Flood bytes the upstream handed over once flow control had stopped it.
+    sent: usize,
+}
+
+/// `floods` never-reading clients open flood streams through guardwire to an HTTP/2 upstream
+/// announcing `h2_max_streams` (hyper's 200 if `None`); returns once the upstream has sent all
+/// that flow control lets it (no more for a second).
+async fn flooded(floods: usize, h2_max_streams: Option<u32>) -> Flooded {
+    let (config, ca_pem) = tls_server(&[b"h2"]);
+    let mock = MockUpstream::start_tls_with_streams(config, h2_max_streams, flood_or_short).await;
+    let proxy = proxy_trusting(
+        &mock,
+        &ca_pem,
+        "timeouts: { client_send_ms: 300000, total_ms: 600000, idle_ms: 600000 }\n",
+    )
+    .await;
+    let mut never_reading = Vec::new();
+    for n in 1..=floods {
+        never_reading.push(never_reading_client(proxy.addr(), FLOOD_REQUEST).await);
+        assert!(
+            mock.wait_for_requests(n, BOUND).await,
+            "flood {n} never reached the upstream"
+        );
+    }
+    let settle_until = tokio::time::Instant::now() + BOUND;
+    let mut sent = mock.body_bytes_sent();
+    let mut still = 0;
+    while still < 10 && tokio::time::Instant::now() < settle_until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = mock.body_bytes_sent();
+        still = if now == sent { still + 1 } else { 0 };
+        sent = now;
+    }
+    Flooded {
+        mock,
+        proxy,
+        floods,
+        _never_reading: never_reading,
+        sent,
+    }
+}
+
+/// A reading client's streamed request is answered beside the floods (only isolation can
+/// answer it: the floods hold their streams for 300 s); returns the upstream connections used.
+async fn a_reader_is_served(f: &Flooded) -> usize {
+    let answer = tokio::time::timeout(BOUND, post_chat(f.proxy.addr(), STREAM_REQUEST))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "a reading client was not answered beside {} never-reading streams \
+                 ({} bytes of flood sent upstream)",
+                f.floods, f.sent
+            )
+        });
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
+    assert_eq!(answer.body, openai_chat_stream(&["Hello", ", world"]));
+    assert_eq!(f.mock.request_count(), f.floods + 1);
+    f.mock.connection_count()
+}
+
+/// Unread DATA of a stream keeps its share of the connection's window until the stream is
+/// read or ends: with hyper's default windows (2 MiB a stream, 5 MiB the connection) three
+/// never-reading streams used the whole connection window and every other stream on it
+/// stalled. Each stream's window is now bounded, and the connection's covers every stream it
+/// carries.
+#[tokio::test]
+async fn never_reading_streams_do_not_stall_a_shared_http2_connection() {
+    let f = flooded(8, None).await;
+    let connections = a_reader_is_served(&f).await;
+    assert_eq!(connections, 1, "all nine streams shared one connection");
+}
+
+/// What an HTTP/2 upstream sends for a client that stopped reading is bounded by the stream's
+/// window (256 KiB) plus what guardwire took for the client before its write blocked (with the
+/// default `client_notsent_lowat_bytes`): 367,360 bytes when written; with hyper's 2 MiB window
+/// it was 2,204,160.
+#[tokio::test]
+async fn a_never_reading_http2_stream_holds_at_most_its_window() {
+    let f = flooded(1, None).await;
+    assert!(
+        f.sent < 1 << 20,
+        "{} bytes sent upstream for a client that never reads",
+        f.sent
+    );
+}
+
+/// An upstream announcing 4 concurrent streams, 4 of them held by never-reading clients: the
+/// fifth request used to wait in h2's queue for a slot (until `response_headers_ms`); it now
+/// goes out on a second connection.
+#[tokio::test]
+async fn a_full_http2_connection_does_not_queue_a_request_behind_its_streams() {
+    let f = flooded(4, Some(4)).await;
+    let connections = a_reader_is_served(&f).await;
+    assert_eq!(
+        connections, 2,
+        "the fifth request opened a second connection"
     );
 }

@@ -510,6 +510,21 @@ impl Config {
                 ));
             }
         }
+        if !sections::UPSTREAM_H2_STREAM_WINDOW.contains(&l.upstream_h2_stream_window_bytes) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.upstream_h2_stream_window_bytes: must be between {} and {}",
+                sections::UPSTREAM_H2_STREAM_WINDOW.start(),
+                sections::UPSTREAM_H2_STREAM_WINDOW.end()
+            )));
+        }
+        if !(1..=sections::MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION)
+            .contains(&l.upstream_h2_streams_per_connection)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "limits.upstream_h2_streams_per_connection: must be between 1 and {}",
+                sections::MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION
+            )));
+        }
         if l.max_buffered_request_bytes < l.max_request_bytes {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",

@@ -184,7 +184,24 @@ pub struct Limits {
     /// `client_send_buffer_bytes` it does not cap a reading client's throughput (bytes in
     /// flight are not counted). 0: off (the kernel's default, no mark). Read at start.
     pub client_notsent_lowat_bytes: usize,
+    /// The receive window of each stream guardwire opens to an HTTP/2 upstream: the most of an
+    /// answer the upstream sends ahead of what guardwire has read, and so what a stream whose
+    /// client stopped reading holds. Read at start.
+    pub upstream_h2_stream_window_bytes: u32,
+    /// Most streams guardwire opens at once on one HTTP/2 upstream connection (fewer when the
+    /// upstream announces fewer); past them it opens another connection. The connection's
+    /// receive window is this times the stream window, so streams that are not read can never
+    /// use it up. Read at start.
+    pub upstream_h2_streams_per_connection: u32,
 }
+
+/// The range of `limits.upstream_h2_stream_window_bytes`: from HTTP/2's own default window
+/// (RFC 9113 §6.9.2) to hyper's default (2 MiB). With at most
+/// [`MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION`] streams the connection's window (their product)
+/// stays under HTTP/2's 2^31 - 1.
+pub const UPSTREAM_H2_STREAM_WINDOW: std::ops::RangeInclusive<u32> = 65_535..=2 << 20;
+/// The largest `limits.upstream_h2_streams_per_connection`.
+pub const MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION: u32 = 1000;
 
 /// The default `limits.client_notsent_lowat_bytes`: 16 KiB where the option exists (Cloudflare's
 /// setting for its proxies; a token stream's event is a few hundred bytes), off elsewhere.
@@ -220,6 +237,13 @@ impl Default for Limits {
             // round trip).
             client_send_buffer_bytes: 0,
             client_notsent_lowat_bytes: DEFAULT_CLIENT_NOTSENT_LOWAT,
+            // A blocked client holds 256 KiB upstream rather than hyper's 2 MiB; a reading
+            // client gets up to 256 KiB a round trip (~5 MB/s at 50 ms), far above a token
+            // stream.
+            upstream_h2_stream_window_bytes: 256 << 10,
+            // RFC 9113 §6.5.2 asks servers to allow at least 100; h2 assumes 100 until the
+            // upstream's SETTINGS arrive.
+            upstream_h2_streams_per_connection: 100,
         }
     }
 }

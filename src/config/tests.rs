@@ -217,7 +217,14 @@ fn limits_in_total_are_validated_naming_the_key() {
         if cfg!(target_os = "linux") { 16384 } else { 0 }
     );
     assert_eq!(c.limits.max_buffered_request_bytes, 256 << 20);
+    assert_eq!(c.limits.upstream_h2_stream_window_bytes, 256 << 10);
+    assert_eq!(c.limits.upstream_h2_streams_per_connection, 100);
     assert_eq!(c.evals.max_queue_bytes, 64 << 20);
+    let c = Config::from_yaml(
+        "limits: { upstream_h2_stream_window_bytes: 2097152, upstream_h2_streams_per_connection: 1000 }\n",
+    )
+    .unwrap();
+    assert_eq!(c.limits.upstream_h2_stream_window_bytes, 2 << 20);
     for (yaml, key) in [
         ("limits: { max_connections: 0 }", "limits.max_connections"),
         ("limits: { max_h2_streams: 0 }", "limits.max_h2_streams"),
@@ -245,6 +252,26 @@ fn limits_in_total_are_validated_naming_the_key() {
         (
             "limits: { client_notsent_lowat_bytes: -1 }",
             "client_notsent_lowat_bytes",
+        ),
+        (
+            "limits: { upstream_h2_stream_window_bytes: 65534 }",
+            "limits.upstream_h2_stream_window_bytes",
+        ),
+        (
+            "limits: { upstream_h2_stream_window_bytes: 2097153 }",
+            "limits.upstream_h2_stream_window_bytes",
+        ),
+        (
+            "limits: { upstream_h2_stream_window_bytes: 4294967296 }",
+            "upstream_h2_stream_window_bytes",
+        ),
+        (
+            "limits: { upstream_h2_streams_per_connection: 0 }",
+            "limits.upstream_h2_streams_per_connection",
+        ),
+        (
+            "limits: { upstream_h2_streams_per_connection: 1001 }",
+            "limits.upstream_h2_streams_per_connection",
         ),
         ("evals: { max_queue_bytes: 0 }", "max_queue_bytes"),
         (

@@ -2,6 +2,7 @@
 //! (see `pool.rs` for why); read to its end, it hands the connection back to the pool.
 
 use super::conn::H1Conn;
+use super::h2::StreamSlot;
 use super::pool::Pool;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -15,6 +16,8 @@ pub struct UpstreamBody {
     incoming: Incoming,
     /// The HTTP/1 connection this body arrives on, until the body has ended.
     h1: Option<(H1Conn, Arc<Pool>)>,
+    /// The HTTP/2 stream this body arrives on, counted on its connection until dropped.
+    _h2_stream: Option<StreamSlot>,
     /// Shown every data frame read (the body capture).
     tap: Option<Arc<dyn Tap>>,
 }
@@ -29,14 +32,16 @@ impl UpstreamBody {
         UpstreamBody {
             incoming,
             h1: Some((conn, pool)),
+            _h2_stream: None,
             tap: None,
         }
     }
 
-    pub(super) fn h2(incoming: Incoming) -> UpstreamBody {
+    pub(super) fn h2(incoming: Incoming, stream: StreamSlot) -> UpstreamBody {
         UpstreamBody {
             incoming,
             h1: None,
+            _h2_stream: Some(stream),
             tap: None,
         }
     }

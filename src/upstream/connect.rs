@@ -1,12 +1,13 @@
 //! Opening upstream connections: TCP (no Nagle), then rustls with ALPN `h2` and `http/1.1` for
 //! `https://`, then the hyper handshake for whichever HTTP version the upstream chose.
 
-use super::conn::{H1Conn, H2Sender, Io, PoolKey};
+use super::conn::{H1Conn, Io, PoolKey};
+use super::h2::{self, H2Conn, H2Settings};
 use super::UpstreamError;
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::path::Path;
@@ -18,17 +19,23 @@ use tokio_rustls::TlsConnector;
 /// A fresh connection, by the HTTP version the upstream speaks on it.
 pub enum Connected {
     H1(H1Conn),
-    H2(H2Sender),
+    H2(H2Conn),
 }
 
 pub struct Connector {
     tls: TlsConnector,
     timeout: Duration,
+    h2: H2Settings,
 }
 
 impl Connector {
-    /// Trusts the webpki roots plus, when given, the CA certificates in `extra_ca` (PEM).
-    pub fn new(timeout: Duration, extra_ca: Option<&Path>) -> Result<Connector, String> {
+    /// Trusts the webpki roots plus, when given, the CA certificates in `extra_ca` (PEM); opens
+    /// HTTP/2 connections with `h2`.
+    pub fn new(
+        timeout: Duration,
+        extra_ca: Option<&Path>,
+        h2: H2Settings,
+    ) -> Result<Connector, String> {
         let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
@@ -59,6 +66,7 @@ impl Connector {
         Ok(Connector {
             tls: TlsConnector::from(Arc::new(config)),
             timeout,
+            h2,
         })
     }
 
@@ -100,18 +108,10 @@ impl Connector {
         if !h2 {
             return h1(io, key).await;
         }
-        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-            .handshake::<_, Full<Bytes>>(TokioIo::new(io))
+        h2::handshake(io, self.h2)
             .await
-            .map_err(UpstreamError::Http)?;
-        // HTTP/2 multiplexes streams of many tasks over one connection, so it runs in its own
-        // task; h2 queues a burst in each stream's buffer, and the reader takes it at once.
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "upstream HTTP/2 connection ended with an error");
-            }
-        });
-        Ok(Connected::H2(sender))
+            .map(Connected::H2)
+            .map_err(UpstreamError::Http)
     }
 }
 

@@ -2,14 +2,15 @@
 //! reaches them: rustls (webpki roots plus an optional extra CA file, certificate verification
 //! always on), HTTP/2 when the upstream offers it over TLS, else HTTP/1.1 with keep-alive.
 //!
-//! `conn.rs` is one connection, `connect.rs` opens connections, `pool.rs` keeps them between
-//! requests, `body.rs` is the response body that drives its HTTP/1 connection. The proxy, the
-//! judges and the trace exporter all reach upstreams through this module; it knows none of
-//! them.
+//! `conn.rs` is one connection, `connect.rs` opens connections, `h2.rs` is a shared HTTP/2
+//! connection (its windows and stream count), `pool.rs` keeps them between requests, `body.rs`
+//! is the response body that drives its HTTP/1 connection. The proxy, the judges and the trace
+//! exporter all reach upstreams through this module; it knows none of them.
 
 mod body;
 mod conn;
 mod connect;
+mod h2;
 mod pool;
 
 pub use body::{Tap, UpstreamBody};
@@ -18,6 +19,7 @@ use crate::config::{BaseUrl, Config, RuntimeShape};
 use bytes::Bytes;
 use conn::{H1Conn, PoolKey, Unsent};
 use connect::{Connected, Connector};
+use h2::H2Settings;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::Full;
@@ -60,13 +62,17 @@ pub fn enter_worker(index: usize) {
 }
 
 impl UpstreamClient {
-    /// The client `config` asks for: `timeouts.connect_ms`, and `upstream_tls.ca_path` (CA
-    /// certificates trusted besides the webpki roots).
+    /// The client `config` asks for: `timeouts.connect_ms`, `upstream_tls.ca_path` (CA
+    /// certificates trusted besides the webpki roots) and the `limits.upstream_h2_*` settings.
     pub fn for_config(config: &Config) -> Result<Self, String> {
         Ok(UpstreamClient {
             connector: Connector::new(
                 Duration::from_millis(config.timeouts.connect_ms),
                 config.upstream_tls.ca_path.as_deref(),
+                H2Settings {
+                    stream_window: config.limits.upstream_h2_stream_window_bytes,
+                    max_streams: config.limits.upstream_h2_streams_per_connection,
+                },
             )?,
             pool: Pool::new(),
             workers: match config.server.runtime {
@@ -122,8 +128,8 @@ impl UpstreamClient {
                 Ok(held) => Some(held),
                 Err(_) => {
                     // Another request is connecting: wait for it once. If it brought a shared
-                    // HTTP/2 connection, use that; otherwise connect without waiting again
-                    // (so a failing upstream is not tried one request after another).
+                    // HTTP/2 connection with room, use that; otherwise connect without waiting
+                    // again (so a failing upstream is not tried one request after another).
                     drop(gate.lock().await);
                     req = match Self::try_h2(pool, key, req).await? {
                         Ok(resp) => return Ok(resp),
@@ -143,41 +149,45 @@ impl UpstreamClient {
                     .map(|sent| h1_body(pool, sent))
                     .map_err(|unsent| unsent.error.into())
             }
-            Connected::H2(mut sender) => {
-                pool.put_h2(key, &sender);
+            Connected::H2(conn) => {
+                let (mut sender, stream) = conn.stream();
+                pool.put_h2(key, conn);
                 drop(held);
                 key.h2_form(&mut req);
-                Ok(sender.send_request(req).await?.map(UpstreamBody::h2))
+                let resp = sender.send_request(req).await?;
+                Ok(resp.map(|incoming| UpstreamBody::h2(incoming, stream)))
             }
         }
     }
 
-    /// Sends `req` on `pool`'s shared HTTP/2 connection to `key`, if there is a live one; hands
-    /// the request back when there is none or it could not take it.
+    /// Sends `req` on one of `pool`'s shared HTTP/2 connections to `key` with room for another
+    /// stream, if there is one; hands the request back when there is none. A connection that
+    /// could not take the request is dropped from the pool and the next one tried.
     async fn try_h2(
         pool: &Pool,
         key: &Arc<PoolKey>,
         req: Request<Full<Bytes>>,
     ) -> Result<Result<Response<UpstreamBody>, Request<Full<Bytes>>>, UpstreamError> {
-        let Some(mut sender) = pool.h2_sender(key) else {
-            return Ok(Err(req));
-        };
         let mut req = req;
-        key.h2_form(&mut req);
-        let req = match sender.ready().await {
-            Ok(()) => match sender.try_send_request(req).await {
-                Ok(resp) => return Ok(Ok(resp.map(UpstreamBody::h2))),
-                Err(mut e) => match e.take_message() {
-                    Some(unsent) => unsent,
-                    None => return Err(e.into_error().into()),
+        while let Some((mut sender, stream)) = pool.h2_stream(key) {
+            key.h2_form(&mut req);
+            req = match sender.ready().await {
+                Ok(()) => match sender.try_send_request(req).await {
+                    Ok(resp) => {
+                        return Ok(Ok(resp.map(|incoming| UpstreamBody::h2(incoming, stream))))
+                    }
+                    Err(mut e) => match e.take_message() {
+                        Some(unsent) => unsent,
+                        None => return Err(e.into_error().into()),
+                    },
                 },
-            },
-            Err(e) => {
-                tracing::debug!(error = %e, "shared upstream HTTP/2 connection ended");
-                req
-            }
-        };
-        pool.forget_h2(key);
+                Err(e) => {
+                    tracing::debug!(error = %e, "shared upstream HTTP/2 connection ended");
+                    req
+                }
+            };
+            pool.forget_h2(key, &stream);
+        }
         Ok(Err(req))
     }
 }

@@ -8,10 +8,16 @@
 //! is checked (closed by the upstream? ready for a request?) when taken, and swept every
 //! [`SWEEP_EVERY`].
 //!
-//! HTTP/2 connections are shared by many requests, so each runs in its own task; one live
-//! sender per upstream is kept.
+//! HTTP/2 connections are shared by many requests, so each runs in its own task. A request
+//! goes out on the first live connection to its upstream that has room for another stream (see
+//! `h2.rs`: streams held by clients that stopped reading must not make others wait); when none
+//! has, another connection is opened and kept beside the others. So an upstream gets one
+//! connection until it carries `limits.upstream_h2_streams_per_connection` streams (or the
+//! upstream's `SETTINGS_MAX_CONCURRENT_STREAMS`, if lower) at once, and the connections stay
+//! bounded by the requests in flight (`limits.max_concurrent_requests`).
 
 use super::conn::{H1Conn, H2Sender, PoolKey};
+use super::h2::{H2Conn, StreamSlot};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -31,7 +37,7 @@ struct Idle {
 #[derive(Default)]
 pub struct Pool {
     idle: Mutex<HashMap<Arc<PoolKey>, Vec<Idle>>>,
-    h2: Mutex<HashMap<Arc<PoolKey>, H2Sender>>,
+    h2: Mutex<HashMap<Arc<PoolKey>, Vec<H2Conn>>>,
     /// Per TLS upstream whose protocol is not known to be HTTP/1: held while a connection is
     /// opened, so that a burst of first requests waits for one (possibly HTTP/2, shared)
     /// connection instead of each opening its own.
@@ -86,30 +92,32 @@ impl Pool {
         }
     }
 
-    /// The live HTTP/2 sender for `key`, if there is one.
-    pub fn h2_sender(&self, key: &Arc<PoolKey>) -> Option<H2Sender> {
+    /// A stream on a live HTTP/2 connection to `key` that has room for one more, if there is
+    /// one. Connections that ended are dropped on the way.
+    pub fn h2_stream(&self, key: &Arc<PoolKey>) -> Option<(H2Sender, StreamSlot)> {
         let mut h2 = lock(&self.h2);
-        match h2.get(key) {
-            Some(sender) if !sender.is_closed() => Some(sender.clone()),
-            Some(_) => {
-                h2.remove(key);
-                None
-            }
-            None => None,
+        let conns = h2.get_mut(key)?;
+        conns.retain(|conn| !conn.is_closed());
+        let stream = conns.iter().find_map(H2Conn::try_stream);
+        if conns.is_empty() {
+            h2.remove(key);
         }
+        stream
     }
 
-    /// Shares a new HTTP/2 connection, unless a live one is kept already (then the new one
-    /// serves only the request it was opened for and closes after it).
-    pub fn put_h2(&self, key: &Arc<PoolKey>, sender: &H2Sender) {
-        let mut h2 = lock(&self.h2);
-        if h2.get(key).is_none_or(|s| s.is_closed()) {
-            h2.insert(Arc::clone(key), sender.clone());
-        }
+    /// Shares a new HTTP/2 connection beside those kept for `key`.
+    pub fn put_h2(&self, key: &Arc<PoolKey>, conn: H2Conn) {
+        lock(&self.h2)
+            .entry(Arc::clone(key))
+            .or_default()
+            .push(conn);
     }
 
-    pub fn forget_h2(&self, key: &Arc<PoolKey>) {
-        lock(&self.h2).remove(key);
+    /// Drops the connection of `stream`, which could not take a request.
+    pub fn forget_h2(&self, key: &Arc<PoolKey>, stream: &StreamSlot) {
+        if let Some(conns) = lock(&self.h2).get_mut(key) {
+            conns.retain(|conn| !conn.carries(stream));
+        }
     }
 
     /// The gate a connect to `key` goes through, or `None` when connects to it may run in

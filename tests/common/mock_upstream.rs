@@ -235,6 +235,9 @@ struct Stats {
     completed: AtomicUsize,
     open: AtomicUsize,
     connections: AtomicUsize,
+    /// Body bytes handed to hyper (over HTTP/2 hyper takes a frame only once the peer's flow
+    /// control has room for it, give or take its send buffer).
+    body_bytes: AtomicUsize,
 }
 
 impl Stats {
@@ -247,6 +250,8 @@ struct Shared {
     handler: Box<Handler>,
     stats: Arc<Stats>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` announced (hyper's default, 200, if `None`).
+    h2_max_streams: Option<u32>,
 }
 
 /// Handle to a running mock upstream. Dropping it stops the accept loop and
@@ -264,7 +269,7 @@ impl MockUpstream {
     where
         F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     {
-        Self::start_with(None, Box::new(handler)).await
+        Self::start_with(None, None, Box::new(handler)).await
     }
 
     /// Like [`start`](Self::start), over TLS with `config`. Only some test binaries use it.
@@ -273,14 +278,33 @@ impl MockUpstream {
     where
         F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     {
+        Self::start_tls_with_streams(config, None, handler).await
+    }
+
+    /// Like [`start_tls`](Self::start_tls), announcing `h2_max_streams` as HTTP/2's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` when it is given.
+    #[allow(dead_code)]
+    pub async fn start_tls_with_streams<F>(
+        config: Arc<rustls::ServerConfig>,
+        h2_max_streams: Option<u32>,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    {
         Self::start_with(
             Some(tokio_rustls::TlsAcceptor::from(config)),
+            h2_max_streams,
             Box::new(handler),
         )
         .await
     }
 
-    async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, handler: Box<Handler>) -> Self {
+    async fn start_with(
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        h2_max_streams: Option<u32>,
+        handler: Box<Handler>,
+    ) -> Self {
         let listener = TcpListener::bind(("127.0.0.1", 0))
             .await
             .expect("mock upstream: bind 127.0.0.1:0");
@@ -292,6 +316,7 @@ impl MockUpstream {
             handler,
             stats: Arc::clone(&stats),
             tls,
+            h2_max_streams,
         });
         let task = tokio::spawn(accept_loop(listener, shared));
         Self { addr, stats, task }
@@ -333,6 +358,12 @@ impl MockUpstream {
     /// Response bodies whose every chunk was handed to hyper.
     pub fn completed_count(&self) -> usize {
         self.stats.completed.load(Ordering::SeqCst)
+    }
+
+    /// Body bytes handed to hyper so far, over every response.
+    #[allow(dead_code)]
+    pub fn body_bytes_sent(&self) -> usize {
+        self.stats.body_bytes.load(Ordering::SeqCst)
     }
 
     /// Response bodies currently being streamed.
@@ -414,8 +445,12 @@ async fn serve_io<S>(io: S, shared: Arc<Shared>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let h2_max_streams = shared.h2_max_streams;
     let service = hyper::service::service_fn(move |req| handle(req, Arc::clone(&shared)));
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if let Some(max) = h2_max_streams {
+        builder.http2().max_concurrent_streams(max);
+    }
     // Errors here are expected (resets, clients hanging up); ignore them.
     let _ = builder.serve_connection(TokioIo::new(io), service).await;
 }
@@ -560,6 +595,10 @@ impl Body for MockBody {
                 // Empty frames are skipped by hyper anyway; keep going.
                 continue;
             }
+            let stats = &this.guard.stats;
+            stats
+                .body_bytes
+                .fetch_add(chunk.bytes.len(), Ordering::SeqCst);
             return Poll::Ready(Some(Ok(Frame::data(chunk.bytes))));
         }
     }
@@ -573,6 +612,19 @@ impl Body for MockBody {
         // sets content-length itself.
         SizeHint::default()
     }
+}
+
+/// 32 MiB of Chat answer text in 64 KiB chunks (each sent at once), with no terminal event:
+/// a flood no kernel buffer holds, for bodies a client never reads.
+#[allow(dead_code)]
+pub fn chat_flood_chunks() -> Vec<Chunk> {
+    let text = "x".repeat(1000);
+    let frame = format!(
+        r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+    );
+    let frames: Vec<&str> = std::iter::repeat_n(frame.as_str(), 64).collect();
+    let chunk = Bytes::from(sse_data_frames(&frames));
+    (0..512).map(|_| Chunk::now(chunk.clone())).collect()
 }
 
 /// `data: {json}\n\n` for each json string, concatenated.

@@ -138,6 +138,23 @@ pub async fn post_chat_as(addr: SocketAddr, key: &str, body: &str) -> Answer {
     .await
 }
 
+/// Sends chat request `body` over HTTP/1.1 from a socket with a tiny receive buffer (2 KiB),
+/// and never reads from it: a client that stopped reading.
+#[allow(dead_code)]
+pub async fn never_reading_client(addr: SocketAddr, body: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(2048).unwrap();
+    let mut sock = socket.connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: guardwire\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    sock.write_all(body.as_bytes()).await.unwrap();
+    sock
+}
+
 pub const STREAM_REQUEST: &str =
     r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
 pub const PLAIN_REQUEST: &str = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
