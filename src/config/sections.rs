@@ -184,6 +184,17 @@ pub struct Limits {
     /// `client_send_buffer_bytes` it does not cap a reading client's throughput (bytes in
     /// flight are not counted). 0: off (the kernel's default, no mark). Read at start.
     pub client_notsent_lowat_bytes: usize,
+    /// The most an upstream HTTP/1 connection buffers of what it reads (hyper's `max_buf_size`;
+    /// the buffer grows towards it while a fast upstream fills each read). Relayed body chunks
+    /// are slices of it, so a stream whose client stopped reading keeps about this much (and
+    /// the buffer before it, while a slice of that waits) alive. Also the largest response head
+    /// an upstream may send. Read at start.
+    pub upstream_read_buffer_bytes: usize,
+    /// The kernel receive buffer of each upstream connection (`SO_RCVBUF`, set before
+    /// connecting); 0 leaves it to the kernel's autotuning. A fixed size bounds what the kernel
+    /// holds for a stream whose client stopped reading, but also caps one upstream connection's
+    /// throughput at about one buffer per round trip. Read at start.
+    pub upstream_receive_buffer_bytes: usize,
 }
 
 /// The default `limits.client_notsent_lowat_bytes`: 16 KiB where the option exists (Cloudflare's
@@ -220,6 +231,13 @@ impl Default for Limits {
             // round trip).
             client_send_buffer_bytes: 0,
             client_notsent_lowat_bytes: DEFAULT_CLIENT_NOTSENT_LOWAT,
+            // hyper's default grows to ~408 KiB; 64 KiB is still many SSE events per read, and
+            // as large a head as a client may send (`max_header_bytes`).
+            upstream_read_buffer_bytes: 64 << 10,
+            // Autotuning: a token stream reads slowly and so keeps the initial buffer
+            // (`tcp_rmem`'s default, 128 KiB), while a large answer from a distant provider gets
+            // the window its round trip needs.
+            upstream_receive_buffer_bytes: 0,
         }
     }
 }

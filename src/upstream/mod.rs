@@ -17,7 +17,7 @@ pub use body::{Tap, UpstreamBody};
 use crate::config::{BaseUrl, Config, RuntimeShape};
 use bytes::Bytes;
 use conn::{H1Conn, PoolKey, Unsent};
-use connect::{Connected, Connector};
+use connect::{Buffers, Connected, Connector};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::Full;
@@ -60,13 +60,18 @@ pub fn enter_worker(index: usize) {
 }
 
 impl UpstreamClient {
-    /// The client `config` asks for: `timeouts.connect_ms`, and `upstream_tls.ca_path` (CA
-    /// certificates trusted besides the webpki roots).
+    /// The client `config` asks for: `timeouts.connect_ms`, `upstream_tls.ca_path` (CA
+    /// certificates trusted besides the webpki roots) and the connections' buffers
+    /// (`limits.upstream_read_buffer_bytes`, `limits.upstream_receive_buffer_bytes`).
     pub fn for_config(config: &Config) -> Result<Self, String> {
         Ok(UpstreamClient {
             connector: Connector::new(
                 Duration::from_millis(config.timeouts.connect_ms),
                 config.upstream_tls.ca_path.as_deref(),
+                Buffers {
+                    read: config.limits.upstream_read_buffer_bytes,
+                    receive: config.limits.upstream_receive_buffer_bytes,
+                },
             )?,
             pool: Pool::new(),
             workers: match config.server.runtime {
