@@ -187,8 +187,8 @@ pub struct Limits {
     /// The most an upstream HTTP/1 connection buffers of what it reads (hyper's `max_buf_size`;
     /// the buffer grows towards it while a fast upstream fills each read). Relayed body chunks
     /// are slices of it, so a stream whose client stopped reading keeps about this much (and
-    /// the buffer before it, while a slice of that waits) alive. Also the largest response head
-    /// an upstream may send. Read at start.
+    /// earlier buffers, while slices of them wait) alive. Also the largest response head an
+    /// upstream may send. Read at start.
     pub upstream_read_buffer_bytes: usize,
     /// The kernel receive buffer of each upstream connection (`SO_RCVBUF`, set before
     /// connecting); 0 leaves it to the kernel's autotuning. A fixed size bounds what the kernel
