@@ -10,7 +10,8 @@
 //! refuses; a client that reads its answers sees an orderly close (FIN).
 //!
 //! With `limits.client_notsent_lowat_bytes`, what guardwire takes from the upstream for such a
-//! client before its write blocks is bounded (counted by the upstream's own socket).
+//! client before its write blocks is bounded (counted by the upstream's own socket), and
+//! `limits.upstream_receive_buffer_bytes` bounds it further.
 //!
 //! No timing assertions: every wait is for a condition, failing only after [`BOUND`].
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -509,12 +510,12 @@ async fn read_request(sock: &mut TcpStream) -> Option<()> {
     }
 }
 
-/// Bytes guardwire took from the upstream for one never-reading client, with
-/// `client_notsent_lowat_bytes: lowat`: counted once guardwire has ended the stream (its write
-/// blocked for `client_send_ms`) and the upstream's answer with it.
-async fn taken_for_a_never_reading_client(lowat: usize) -> usize {
+/// Bytes guardwire took from the upstream for one never-reading client, with `limits` (YAML
+/// flow mappings' entries): counted once guardwire has ended the stream (its write blocked for
+/// `client_send_ms`) and the upstream's answer with it.
+async fn taken_for_a_never_reading_client(limits: &str) -> usize {
     let (upstream, counts) = counting_upstream().await;
-    let extra = format!("{ONLY_CLIENT_SEND}limits: {{ client_notsent_lowat_bytes: {lowat} }}\n");
+    let extra = format!("{ONLY_CLIENT_SEND}limits: {{ {limits} }}\n");
     let proxy = start_proxy(&format!("http://{upstream}"), PACK, &extra).await;
     let addr = proxy.addr();
     let _client = never_reading_client(addr, STREAM_REQUEST).await;
@@ -535,8 +536,8 @@ async fn taken_for_a_never_reading_client(lowat: usize) -> usize {
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_notsent_mark_bounds_what_is_taken_for_a_client_that_never_reads() {
-    let without = taken_for_a_never_reading_client(0).await;
-    let with = taken_for_a_never_reading_client(16 << 10).await;
+    let without = taken_for_a_never_reading_client("client_notsent_lowat_bytes: 0").await;
+    let with = taken_for_a_never_reading_client("client_notsent_lowat_bytes: 16384").await;
     eprintln!("taken from the upstream: {without} bytes without a mark, {with} with 16 KiB");
     assert!(without < COUNTING_CAP, "the write never blocked: {without}");
     // Measured on Linux 6.18 (loopback, tcp_wmem max 4 MiB): 2.6–2.9 MB without, 0.29–0.43 MB
@@ -545,5 +546,26 @@ async fn a_notsent_mark_bounds_what_is_taken_for_a_client_that_never_reads() {
     assert!(
         with * 3 < without,
         "{with} with the mark, {without} without"
+    );
+}
+
+/// `limits.upstream_receive_buffer_bytes` bounds what the kernel takes from the upstream for a
+/// never-reading client (the mark bounds only the client's side), here with the smallest read
+/// buffer hyper takes (`upstream_read_buffer_bytes: 8192`) too.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_small_upstream_receive_buffer_bounds_what_is_taken_for_a_client_that_never_reads() {
+    let autotuned = taken_for_a_never_reading_client("upstream_receive_buffer_bytes: 0").await;
+    let small = taken_for_a_never_reading_client(
+        "upstream_read_buffer_bytes: 8192, upstream_receive_buffer_bytes: 4096",
+    )
+    .await;
+    eprintln!("taken from the upstream: {autotuned} bytes autotuned, {small} with 4 KiB");
+    // Measured on Linux 6.18 (loopback, tcp_rmem 4 KiB / 128 KiB / 32 MiB, the default 16 KiB
+    // mark): 286–427 KB autotuned, 81 KB with 4 KiB (the kernel doubles it), 138 KB with 16 KiB.
+    assert!(small < 128 << 10, "{small} bytes taken with 4 KiB");
+    assert!(
+        small * 2 < autotuned,
+        "{small} with 4 KiB, {autotuned} autotuned"
     );
 }

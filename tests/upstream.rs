@@ -1,8 +1,10 @@
 //! Upstream connections: HTTP/1 keep-alive (a cut stream closes only its own connection; an idle
 //! connection the upstream closed is not used again), TLS upstreams speaking HTTP/2 or HTTP/1.1
-//! by ALPN, an extra CA from `upstream_tls.ca_path`, and verification without it. On a shared
-//! HTTP/2 connection, streams whose clients never read hold neither the connection's flow-control
-//! window nor the upstream's concurrent-stream slots from other requests.
+//! by ALPN, an extra CA from `upstream_tls.ca_path`, and verification without it; the
+//! smallest upstream buffers (`limits.upstream_*_buffer_bytes`) still carry large answers whole.
+//! On a shared HTTP/2 connection, streams whose clients never read hold neither the
+//! connection's flow-control window nor the upstream's concurrent-stream slots from other
+//! requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -77,6 +79,44 @@ async fn http1_connections_are_reused_and_a_cut_stream_closes_only_its_own() {
         2,
         "the cut stream's connection was closed, the next request opened a new one"
     );
+}
+
+#[tokio::test]
+async fn the_smallest_upstream_buffers_still_carry_large_answers_whole() {
+    // Megabytes each way, through an 8 KiB read buffer and a 4 KiB kernel receive buffer.
+    let pieces: Vec<String> = (0..2000)
+        .map(|i| format!("{i:04} {} ", "y".repeat(995)))
+        .collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let stream = openai_chat_stream(&pieces);
+    let whole = WHOLE.replace("fine", &"z".repeat(3 << 20));
+    let (reply_stream, reply_whole) = (stream.clone(), whole.clone());
+    let mock = MockUpstream::start(move |req| {
+        if req.body_str().contains("big head") {
+            Reply::json(200, WHOLE).with_header("x-big", "h".repeat(10_000))
+        } else if req.body_str().contains("\"stream\":true") {
+            Reply::sse(&reply_stream)
+        } else {
+            Reply::json(200, &reply_whole)
+        }
+    })
+    .await;
+    let extra =
+        "limits: { upstream_read_buffer_bytes: 8192, upstream_receive_buffer_bytes: 4096 }\n";
+    let proxy = start_proxy(&mock.base_url(), PACK, extra).await;
+    let a = post_chat(proxy.addr(), STREAM_REQUEST).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.body == stream, "the stream came through changed");
+    let a = post_chat(proxy.addr(), PLAIN_REQUEST).await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.text() == whole, "the answer came through changed");
+    // The read buffer is also the largest response head: past it, the upstream is not trusted.
+    let a = post_chat(
+        proxy.addr(),
+        r#"{"model":"gpt-4o","messages":[{"role":"user","content":"big head"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_GATEWAY, "{}", a.text());
 }
 
 #[tokio::test]

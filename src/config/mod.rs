@@ -491,11 +491,26 @@ impl Config {
                 "server.workers: must be 0 (one per core) or at most {MAX_WORKERS}"
             )));
         }
-        if l.client_send_buffer_bytes != 0
-            && !(4096..=1 << 30).contains(&l.client_send_buffer_bytes)
-        {
+        for (key, value) in [
+            (
+                "limits.client_send_buffer_bytes",
+                l.client_send_buffer_bytes,
+            ),
+            (
+                "limits.upstream_receive_buffer_bytes",
+                l.upstream_receive_buffer_bytes,
+            ),
+        ] {
+            if value != 0 && !(4096..=1 << 30).contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "{key}: must be 0 (the kernel's autotuning) or between 4096 and 1073741824"
+                )));
+            }
+        }
+        // hyper's HTTP/1 client refuses (panics) below 8 KiB.
+        if !(8192..=1 << 30).contains(&l.upstream_read_buffer_bytes) {
             return Err(ConfigError::Invalid(
-                "limits.client_send_buffer_bytes: must be 0 (the kernel's autotuning) or between 4096 and 1073741824".into(),
+                "limits.upstream_read_buffer_bytes: must be between 8192 and 1073741824".into(),
             ));
         }
         if l.client_notsent_lowat_bytes != 0 {

@@ -193,6 +193,17 @@ pub struct Limits {
     /// receive window is this times the stream window, so streams that are not read can never
     /// use it up. Read at start.
     pub upstream_h2_streams_per_connection: u32,
+    /// The most an upstream HTTP/1 connection buffers of what it reads (hyper's `max_buf_size`;
+    /// the buffer grows towards it while a fast upstream fills each read). Relayed body chunks
+    /// are slices of it, so a stream whose client stopped reading keeps about this much (and
+    /// earlier buffers, while slices of them wait) alive. Also the largest response head an
+    /// upstream may send. Read at start.
+    pub upstream_read_buffer_bytes: usize,
+    /// The kernel receive buffer of each upstream connection (`SO_RCVBUF`, set before
+    /// connecting); 0 leaves it to the kernel's autotuning. A fixed size bounds what the kernel
+    /// holds for a stream whose client stopped reading, but also caps one upstream connection's
+    /// throughput at about one buffer per round trip. Read at start.
+    pub upstream_receive_buffer_bytes: usize,
 }
 
 /// The range of `limits.upstream_h2_stream_window_bytes`: from HTTP/2's own default window
@@ -244,6 +255,13 @@ impl Default for Limits {
             // RFC 9113 §6.5.2 asks servers to allow at least 100; h2 assumes 100 until the
             // upstream's SETTINGS arrive.
             upstream_h2_streams_per_connection: 100,
+            // hyper's default grows to ~408 KiB; 64 KiB is still many SSE events per read, and
+            // as large a head as a client may send (`max_header_bytes`).
+            upstream_read_buffer_bytes: 64 << 10,
+            // Autotuning: a token stream reads slowly and so keeps the initial buffer
+            // (`tcp_rmem`'s default, 128 KiB), while a large answer from a distant provider gets
+            // the window its round trip needs.
+            upstream_receive_buffer_bytes: 0,
         }
     }
 }

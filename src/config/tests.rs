@@ -225,6 +225,14 @@ fn limits_in_total_are_validated_naming_the_key() {
     )
     .unwrap();
     assert_eq!(c.limits.upstream_h2_stream_window_bytes, 2 << 20);
+    assert_eq!(c.limits.upstream_read_buffer_bytes, 64 << 10);
+    assert_eq!(c.limits.upstream_receive_buffer_bytes, 0);
+    let c = Config::from_yaml(
+        "limits: { upstream_read_buffer_bytes: 8192, upstream_receive_buffer_bytes: 4096 }\n",
+    )
+    .unwrap();
+    assert_eq!(c.limits.upstream_read_buffer_bytes, 8192);
+    assert_eq!(c.limits.upstream_receive_buffer_bytes, 4096);
     for (yaml, key) in [
         ("limits: { max_connections: 0 }", "limits.max_connections"),
         ("limits: { max_h2_streams: 0 }", "limits.max_h2_streams"),
@@ -272,6 +280,26 @@ fn limits_in_total_are_validated_naming_the_key() {
         (
             "limits: { upstream_h2_streams_per_connection: 1001 }",
             "limits.upstream_h2_streams_per_connection",
+        ),
+        (
+            "limits: { upstream_read_buffer_bytes: 8191 }",
+            "limits.upstream_read_buffer_bytes",
+        ),
+        (
+            "limits: { upstream_read_buffer_bytes: 2147483648 }",
+            "limits.upstream_read_buffer_bytes",
+        ),
+        (
+            "limits: { upstream_receive_buffer_bytes: 100 }",
+            "limits.upstream_receive_buffer_bytes",
+        ),
+        (
+            "limits: { upstream_receive_buffer_bytes: 2147483648 }",
+            "limits.upstream_receive_buffer_bytes",
+        ),
+        (
+            "limits: { upstream_receive_buffer_bytes: -1 }",
+            "upstream_receive_buffer_bytes",
         ),
         ("evals: { max_queue_bytes: 0 }", "max_queue_bytes"),
         (

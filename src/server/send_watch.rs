@@ -13,9 +13,13 @@
 //! While a write is blocked nothing more is read from the upstream (backpressure), so what a
 //! silent client holds stays what it held when it stopped: the body's hold-back and one
 //! output batch, the writer's buffer (HTTP/1: `limits.max_header_bytes` and a batch; HTTP/2:
-//! a batch beyond the flow-control window), the upstream connection's read buffer (hyper's
-//! HTTP/1 default grows to ~408 KiB under a fast upstream, and relayed frames are slices of
-//! it) and the sockets' kernel buffers.
+//! a batch beyond the flow-control window), the upstream connection's read buffer (HTTP/1: at
+//! most `limits.upstream_read_buffer_bytes`, 64 KiB, where hyper's default grows to ~408 KiB
+//! under a fast upstream; relayed frames are slices of it and keep earlier buffers alive
+//! while they wait) and the sockets' kernel buffers: the client's bounded by
+//! `limits.client_notsent_lowat_bytes`, the upstream's receive buffer by what autotuning grew
+//! it to while guardwire read fast (up to `net.ipv4.tcp_rmem`'s maximum), or by
+//! `limits.upstream_receive_buffer_bytes` when set.
 //!
 //! Cost: the body and its watch run on one task, so the body marks a hand-over and the poll
 //! after it with relaxed atomic increments, and the writer's task reads one atomic after each

@@ -18,7 +18,7 @@ pub use body::{Tap, UpstreamBody};
 use crate::config::{BaseUrl, Config, RuntimeShape};
 use bytes::Bytes;
 use conn::{H1Conn, PoolKey, Unsent};
-use connect::{Connected, Connector};
+use connect::{Buffers, Connected, Connector};
 use h2::H2Settings;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
@@ -63,12 +63,18 @@ pub fn enter_worker(index: usize) {
 
 impl UpstreamClient {
     /// The client `config` asks for: `timeouts.connect_ms`, `upstream_tls.ca_path` (CA
-    /// certificates trusted besides the webpki roots) and the `limits.upstream_h2_*` settings.
+    /// certificates trusted besides the webpki roots), the connections' buffers
+    /// (`limits.upstream_read_buffer_bytes`, `limits.upstream_receive_buffer_bytes`) and the
+    /// `limits.upstream_h2_*` settings.
     pub fn for_config(config: &Config) -> Result<Self, String> {
         Ok(UpstreamClient {
             connector: Connector::new(
                 Duration::from_millis(config.timeouts.connect_ms),
                 config.upstream_tls.ca_path.as_deref(),
+                Buffers {
+                    read: config.limits.upstream_read_buffer_bytes,
+                    receive: config.limits.upstream_receive_buffer_bytes,
+                },
                 H2Settings {
                     stream_window: config.limits.upstream_h2_stream_window_bytes,
                     max_streams: config.limits.upstream_h2_streams_per_connection,
