@@ -5,6 +5,8 @@
 //! - with no request in flight for `timeouts.client_idle_ms` it is closed: gracefully, so an
 //!   HTTP/2 peer gets a GOAWAY; still open `timeouts.client_send_ms` later (the last answer's
 //!   bytes wait for a client that does not read them), it is dropped.
+//!   Requests that begin after the close began (HTTP/2 takes new streams until its client
+//!   acknowledges the GOAWAY) are served: `client_send_ms` counts from when none is in flight.
 //! - on shutdown it is asked to finish gracefully (requests in flight complete); still open
 //!   [`DRAIN_FLUSH`] after the drain deadline, it is dropped.
 //! - a response its client stopped reading ends through the connection's `send_watch` (HTTP/1;
@@ -91,28 +93,46 @@ impl Activity {
     /// Resolves when the connection has had no request in flight for `idle` — or, before its
     /// first request, when `first` has passed since it was opened without one beginning.
     /// Returns whether any request began.
-    ///
-    /// Requests do not wake it: it sleeps to its deadline and then reads the counters (still
-    /// busy: it looks again an idle period later; idle: it is due `idle` after the last request
-    /// ended). A request costs three atomic updates (one as it begins, two as it ends), never
-    /// a task wake or a timer change.
     pub async fn expired(&self, first: Duration, idle: Duration) -> bool {
         let first_due = self.opened + first;
-        let mut deadline = self.opened + first.min(idle);
+        self.quiet(self.opened + first.min(idle), idle, Some(first_due))
+            .await
+    }
+
+    /// Resolves once no request has been in flight for `quiet`, and not before `not_before`.
+    async fn quiet_for(&self, not_before: Instant, quiet: Duration) {
+        self.quiet(not_before, quiet, None).await;
+    }
+
+    /// The wait of [`Self::expired`] and [`Self::quiet_for`]: true once no request has been in
+    /// flight for `quiet` (and `not_before` passed); false when none began by `first_due`.
+    ///
+    /// Requests do not wake it: it sleeps to its deadline and then reads the counters (still
+    /// busy: it looks again `quiet` later; idle: it is due `quiet` after the last request
+    /// ended). A request costs three atomic updates (one as it begins, two as it ends), never
+    /// a task wake or a timer change.
+    async fn quiet(
+        &self,
+        not_before: Instant,
+        quiet: Duration,
+        first_due: Option<Instant>,
+    ) -> bool {
+        let mut deadline = not_before;
         loop {
             tokio::time::sleep_until(deadline).await;
             if self.in_flight.load(Ordering::Acquire) > 0 {
-                deadline = Instant::now() + idle;
+                deadline = Instant::now() + quiet;
                 continue;
             }
-            let Some(last_end) = self.last_end() else {
-                if Instant::now() >= first_due {
-                    return false;
+            let due = match (self.last_end(), first_due) {
+                (Some(last_end), _) => (last_end + quiet).max(not_before),
+                (None, None) => not_before,
+                (None, Some(first_due)) if Instant::now() < first_due => {
+                    deadline = first_due;
+                    continue;
                 }
-                deadline = first_due;
-                continue;
+                (None, Some(_)) => return false,
             };
-            let due = last_end + idle;
             if Instant::now() >= due {
                 return true;
             }
@@ -438,9 +458,11 @@ async fn watch_connection(
                 return ask.set(DROP_UNUSED);
             }
             // With nothing in flight a graceful close is immediate, unless the last answer's
-            // bytes still wait for the client to read them.
+            // bytes still wait for the client to read them. A request that begins meanwhile
+            // (an HTTP/2 stream opened before its client saw the GOAWAY) is served: its own
+            // send watch ends it if its client stops reading.
             ask.set(FINISH);
-            tokio::time::sleep(limits.send).await;
+            activity.quiet_for(Instant::now() + limits.send, limits.send).await;
             ask.set(DROP_UNREAD);
         }
         // Also when the server is gone (sender dropped).
