@@ -240,8 +240,10 @@ pub struct DroppedLabels {
     pub reason: DropReason,
 }
 
-/// Why guardwire dropped a client connection (closed it without a graceful end). All but
-/// `Header` are clients that do not read, whose sockets are reset (src/server/client_socket.rs).
+/// Why guardwire dropped a client connection (closed it without a graceful end). `Unread`,
+/// `Blocked`, and `Drain` when the connection's write stayed blocked through the drain's last
+/// second, are clients that do not read, whose sockets are reset
+/// (src/server/client_socket.rs); the others are closed with a FIN.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum DropReason {
     /// No request (or, HTTP/1, no next request head) within `timeouts.client_header_ms`.
@@ -405,7 +407,7 @@ impl Metrics {
         }
         registry.register(
             "connections_dropped",
-            "Client connections closed without a graceful end, by why (header: no request head within timeouts.client_header_ms; unread: idle with its last answer unread for timeouts.client_send_ms; drain: still open at the drain deadline; blocked: HTTP/1, a write blocked for timeouts.client_send_ms or at the total deadline). All but header are reset (RST)",
+            "Client connections closed without a graceful end, by why (header: no request head within timeouts.client_header_ms; unread: idle with its last answer unread for timeouts.client_send_ms; drain: still open 1 s after the drain deadline; blocked: HTTP/1, a write blocked for timeouts.client_send_ms or at the total deadline). unread and blocked are reset (RST), drain only when an HTTP/1 write stayed blocked through that second",
             connections_dropped.clone(),
         );
         let worker_connections = workers::register(registry);

@@ -10,7 +10,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
+use common::mock_upstream::{openai_chat_stream, Chunk, MockUpstream, Reply};
 use common::proxy::{post_chat, start_proxy, Proxy, PLAIN_REQUEST, STREAM_REQUEST};
 use guardwire::metrics::Exposition;
 use http::StatusCode;
@@ -233,4 +233,105 @@ async fn a_slow_body_gets_408_and_holds_no_permit() {
     let text = String::from_utf8_lossy(&seen);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("\"code\":\"request_timeout\""), "{text}");
+}
+
+/// HTTP/2 takes new streams for a while after its first GOAWAY (until the client answers the
+/// PING sent with it). Such a stream, begun after the idle close began and lasting longer than
+/// `client_send_ms`, is served whole while its client reads it: the close waits for it rather
+/// than take the connection for one whose last answer is not read. Raw frames, so that the
+/// stream opens after the GOAWAY and the PING stays unanswered until the stream is done.
+#[tokio::test]
+async fn an_http2_stream_opened_as_the_idle_close_began_is_served_whole() {
+    use common::h2_frames::*;
+    // About 2.5 s of answer, a frame every 100 ms: longer than client_idle_ms and
+    // client_send_ms together.
+    let answer = openai_chat_stream(&["fine"; 23]);
+    let chunks: Vec<Chunk> = answer
+        .split_inclusive(|&b| b == b'\n')
+        .map(|line| Chunk::new(Bytes::copy_from_slice(line), Duration::from_millis(50)))
+        .collect();
+    let mock = MockUpstream::start(move |_| {
+        Reply::chunks(200, chunks.clone()).with_header("content-type", "text/event-stream")
+    })
+    .await;
+    let proxy = start_proxy(
+        &mock.base_url(),
+        PACK,
+        "timeouts: { client_header_ms: 600000, client_idle_ms: 300, client_send_ms: 1000, client_ping_ms: 0 }\n",
+    )
+    .await;
+    let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
+    let mut buf = Vec::new();
+    sock.write_all(PREFACE).await.unwrap();
+    sock.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
+    frame_where(&mut sock, &mut buf, BOUND, |f| {
+        f.kind == SETTINGS && f.flags & ACK == 0
+    })
+    .await;
+    sock.write_all(&frame(SETTINGS, ACK, 0, &[])).await.unwrap();
+    // HPACK: :method GET (static 2) or POST (3), :scheme http (6); :path, :authority and
+    // content-type as literals with indexed names.
+    let head = |method: u8, path: &str, json: bool| {
+        let mut head = vec![method, 0x86, 0x04, path.len() as u8];
+        head.extend_from_slice(path.as_bytes());
+        head.extend_from_slice(&[0x01, 9]);
+        head.extend_from_slice(b"guardwire");
+        if json {
+            head.extend_from_slice(&[0x0f, 0x10, 16]);
+            head.extend_from_slice(b"application/json");
+        }
+        head
+    };
+    // One request, answered: then the connection is idle.
+    let healthz = head(0x82, "/healthz", false);
+    sock.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &healthz))
+        .await
+        .unwrap();
+    frame_where(&mut sock, &mut buf, BOUND, |f| {
+        f.stream == 1 && f.flags & END_STREAM != 0
+    })
+    .await;
+    // The idle close: a GOAWAY that still takes streams, and a PING left unanswered.
+    let (mut goaway, mut ping) = (false, None);
+    while !goaway || ping.is_none() {
+        let f = frame_where(&mut sock, &mut buf, BOUND, |f| {
+            f.kind == GOAWAY || (f.kind == PING && f.flags & ACK == 0)
+        })
+        .await;
+        if f.kind == GOAWAY {
+            goaway = true;
+        } else {
+            ping = Some(f.payload);
+        }
+    }
+    // A stream opened as the close began, read as it comes.
+    let chat = head(0x83, "/v1/chat/completions", true);
+    sock.write_all(&frame(HEADERS, END_HEADERS, 3, &chat))
+        .await
+        .unwrap();
+    sock.write_all(&frame(DATA, END_STREAM, 3, STREAM_REQUEST.as_bytes()))
+        .await
+        .unwrap();
+    let mut body = Vec::new();
+    loop {
+        let f = frame_where(&mut sock, &mut buf, BOUND, |f| f.stream == 3).await;
+        assert_ne!(f.kind, RST_STREAM, "the stream was reset");
+        if f.kind == DATA {
+            body.extend_from_slice(&f.payload);
+        }
+        if f.flags & END_STREAM != 0 {
+            break;
+        }
+    }
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    // The PING answered: the close completes, orderly, and nothing was dropped.
+    let ping = ping.unwrap();
+    sock.write_all(&frame(PING, ACK, 0, &ping)).await.unwrap();
+    read_until_closed(&mut sock, "the HTTP/2 connection after its last stream").await;
+    let rendered = proxy.server.gateway.metrics.render(Exposition::Text004);
+    let unread = rendered
+        .lines()
+        .find_map(|l| l.strip_prefix("guardwire_connections_dropped_total{reason=\"unread\"} "));
+    assert_eq!(unread.unwrap_or("0").trim(), "0", "{rendered}");
 }

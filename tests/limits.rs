@@ -11,6 +11,7 @@
 mod common;
 
 use bytes::Bytes;
+use common::h2_frames::{frame, frame_where, PREFACE};
 use common::mock_upstream::{openai_chat_stream, sse_data_frames, MockUpstream, Reply};
 use common::proxy::{metrics, post_chat, start_proxy, start_proxy_all, PLAIN_REQUEST};
 use guardwire::metrics::Exposition;
@@ -95,55 +96,6 @@ async fn connections_over_max_connections_are_closed_counted_and_come_back() {
     .await;
 }
 
-/// One HTTP/2 frame: type, flags, stream id, payload.
-struct Frame {
-    kind: u8,
-    stream: u32,
-    payload: Vec<u8>,
-}
-
-/// Reads frames from `sock` into `buf` until one satisfies `want`; panics after [`BOUND`].
-async fn frame_where(
-    sock: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    want: impl Fn(&Frame) -> bool,
-) -> Frame {
-    tokio::time::timeout(BOUND, async {
-        loop {
-            while buf.len() >= 9 {
-                let len =
-                    usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
-                if buf.len() < 9 + len {
-                    break;
-                }
-                let frame = Frame {
-                    kind: buf[3],
-                    stream: u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff,
-                    payload: buf[9..9 + len].to_vec(),
-                };
-                buf.drain(..9 + len);
-                if want(&frame) {
-                    return frame;
-                }
-            }
-            let mut chunk = [0u8; 4096];
-            let n = sock.read(&mut chunk).await.unwrap();
-            assert!(n > 0, "the server closed the HTTP/2 connection");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    })
-    .await
-    .expect("no such frame in time")
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len();
-    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    f.extend_from_slice(&stream.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
-}
-
 #[tokio::test]
 async fn http2_streams_per_connection_are_capped() {
     let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["fine"]))).await;
@@ -155,13 +107,11 @@ async fn http2_streams_per_connection_are_capped() {
     .await;
     let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
     // The preface and an empty SETTINGS frame.
-    sock.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-        .await
-        .unwrap();
+    sock.write_all(PREFACE).await.unwrap();
     sock.write_all(&frame(4, 0, 0, &[])).await.unwrap();
     let mut buf = Vec::new();
     // The server announces the cap: SETTINGS_MAX_CONCURRENT_STREAMS (0x3) = 2.
-    let settings = frame_where(&mut sock, &mut buf, |f| {
+    let settings = frame_where(&mut sock, &mut buf, BOUND, |f| {
         f.kind == 4 && !f.payload.is_empty()
     })
     .await;
@@ -187,7 +137,7 @@ async fn http2_streams_per_connection_are_capped() {
         // END_HEADERS, not END_STREAM.
         sock.write_all(&frame(1, 0x4, stream, &head)).await.unwrap();
     }
-    let reset = frame_where(&mut sock, &mut buf, |f| f.kind == 3).await;
+    let reset = frame_where(&mut sock, &mut buf, BOUND, |f| f.kind == 3).await;
     assert_eq!(reset.stream, 5, "the stream over the cap is the one reset");
     assert_eq!(
         reset.payload,

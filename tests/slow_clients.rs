@@ -356,6 +356,60 @@ async fn at_the_drain_deadline_a_client_that_does_not_read_is_reset() {
     );
 }
 
+/// At the drain deadline a client still reading a long answer is not taken for one that does
+/// not read: its connection, dropped a second later, is closed with a FIN after the bytes
+/// already sent, not reset (which would throw them away).
+#[tokio::test]
+async fn at_the_drain_deadline_a_client_still_reading_gets_an_orderly_close() {
+    // 32 MiB relayed unchecked (a passthrough path), then the upstream hangs: no deadline but
+    // the drain's ends it, and a reader at 8 MB/s at most is still at it a second later.
+    let mock = megabytes_upstream().await;
+    let extra = format!(
+        "timeouts: {{ total_ms: 600000, idle_ms: 600000, client_send_ms: 600000 }}\nroutes:\n  - {{ name: relay, protocol: openai_chat, path_prefix: /r/, strip_prefix: /r, upstream: \"{}\", passthrough_paths: [/v1/models] }}\n",
+        mock.base_url()
+    );
+    let proxy = start_proxy(&mock.base_url(), PACK, &extra).await;
+    let mut sock = TcpStream::connect(proxy.addr()).await.unwrap();
+    sock.write_all(b"GET /r/v1/models HTTP/1.1\r\nhost: guardwire\r\n\r\n")
+        .await
+        .unwrap();
+    // Reads 16 KiB every 2 ms until the connection ends; returns how many bytes, or the error.
+    let (started, answer_began) = tokio::sync::oneshot::channel();
+    let reader = tokio::spawn(async move {
+        let mut started = Some(started);
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut total = 0usize;
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) => return Ok(total),
+                Ok(n) => total += n,
+                Err(e) => return Err(e),
+            }
+            if let Some(started) = started.take() {
+                let _ = started.send(());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    tokio::time::timeout(BOUND, answer_began)
+        .await
+        .expect("the answer never began")
+        .unwrap();
+    let gateway_metrics = Arc::clone(&proxy.server.gateway.metrics);
+    proxy.server.shutdown(Duration::from_millis(100)).await;
+    let read = tokio::time::timeout(BOUND, reader)
+        .await
+        .expect("the connection is still open")
+        .unwrap()
+        .expect("the connection of a client still reading was reset");
+    assert!(read < 32 << 20, "the answer was read whole: nothing cut it");
+    let rendered = gateway_metrics.render(guardwire::metrics::Exposition::Text004);
+    assert!(
+        rendered.contains("guardwire_connections_dropped_total{reason=\"drain\"} 1\n"),
+        "{rendered}"
+    );
+}
+
 /// An answer guardwire relays without checking (a `passthrough_paths` path, an upstream error
 /// status) ends at the exchange's total deadline too, whoever stalls: here the upstream sends
 /// a little and then nothing, for ever. The client gets a cut answer (never one that looks

@@ -396,7 +396,7 @@ pub(super) async fn soak<T>(
             let mut m = String::new();
             let mut tick = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                if tick % SCRAPE_EVERY == 0 {
+                if tick.is_multiple_of(SCRAPE_EVERY) {
                     m = scrape(admin).await;
                 }
                 tick += 1;

@@ -5,15 +5,20 @@
 //! - with no request in flight for `timeouts.client_idle_ms` it is closed: gracefully, so an
 //!   HTTP/2 peer gets a GOAWAY; still open `timeouts.client_send_ms` later (the last answer's
 //!   bytes wait for a client that does not read them), it is dropped.
+//!   Requests that begin after the close began (HTTP/2 takes new streams until its client
+//!   acknowledges the GOAWAY) are served: `client_send_ms` counts from when none is in flight.
 //! - on shutdown it is asked to finish gracefully (requests in flight complete); still open
 //!   [`DRAIN_FLUSH`] after the drain deadline, it is dropped.
 //! - a response its client stopped reading ends through the connection's `send_watch` (HTTP/1;
 //!   each HTTP/2 stream has its own): dropping the connection drops the response.
 //!
-//! A connection dropped for a client that does not read (its last answer unread, the drain
-//! deadline, a blocked HTTP/1 write) is reset, not closed with a FIN: the kernel would keep an
-//! orphaned socket and the bytes the client refuses for minutes (see [`super::client_socket`]).
-//! One that never had a request is closed plainly.
+//! A connection dropped for a client that does not read (its last answer unread, a blocked
+//! HTTP/1 write, or one still blocked through the whole [`DRAIN_FLUSH`]) is reset, not closed
+//! with a FIN: the kernel would keep an orphaned socket and the bytes the client refuses for
+//! minutes (see [`super::client_socket`]). Any other is closed plainly: one that never had a
+//! request, and one open at the drain whose client still reads (a long relayed answer; an
+//! HTTP/2 connection, whose streams' writes are watched by the streams) — a reset would throw
+//! away the bytes the FIN lets it take.
 //!
 //! Requests are tracked by a guard taken when the service is called and dropped with the
 //! response body (for a stream: when the stream ends), so a long, quiet stream is not idle.
@@ -88,28 +93,46 @@ impl Activity {
     /// Resolves when the connection has had no request in flight for `idle` — or, before its
     /// first request, when `first` has passed since it was opened without one beginning.
     /// Returns whether any request began.
-    ///
-    /// Requests do not wake it: it sleeps to its deadline and then reads the counters (still
-    /// busy: it looks again an idle period later; idle: it is due `idle` after the last request
-    /// ended). A request costs three atomic updates (one as it begins, two as it ends), never
-    /// a task wake or a timer change.
     pub async fn expired(&self, first: Duration, idle: Duration) -> bool {
         let first_due = self.opened + first;
-        let mut deadline = self.opened + first.min(idle);
+        self.quiet(self.opened + first.min(idle), idle, Some(first_due))
+            .await
+    }
+
+    /// Resolves once no request has been in flight for `quiet`, and not before `not_before`.
+    async fn quiet_for(&self, not_before: Instant, quiet: Duration) {
+        self.quiet(not_before, quiet, None).await;
+    }
+
+    /// The wait of [`Self::expired`] and [`Self::quiet_for`]: true once no request has been in
+    /// flight for `quiet` (and `not_before` passed); false when none began by `first_due`.
+    ///
+    /// Requests do not wake it: it sleeps to its deadline and then reads the counters (still
+    /// busy: it looks again `quiet` later; idle: it is due `quiet` after the last request
+    /// ended). A request costs three atomic updates (one as it begins, two as it ends), never
+    /// a task wake or a timer change.
+    async fn quiet(
+        &self,
+        not_before: Instant,
+        quiet: Duration,
+        first_due: Option<Instant>,
+    ) -> bool {
+        let mut deadline = not_before;
         loop {
             tokio::time::sleep_until(deadline).await;
             if self.in_flight.load(Ordering::Acquire) > 0 {
-                deadline = Instant::now() + idle;
+                deadline = Instant::now() + quiet;
                 continue;
             }
-            let Some(last_end) = self.last_end() else {
-                if Instant::now() >= first_due {
-                    return false;
+            let due = match (self.last_end(), first_due) {
+                (Some(last_end), _) => (last_end + quiet).max(not_before),
+                (None, None) => not_before,
+                (None, Some(first_due)) if Instant::now() < first_due => {
+                    deadline = first_due;
+                    continue;
                 }
-                deadline = first_due;
-                continue;
+                (None, Some(_)) => return false,
             };
-            let due = last_end + idle;
             if Instant::now() >= due {
                 return true;
             }
@@ -265,8 +288,11 @@ const DROP_UNUSED: u8 = 2;
 /// asked to finish when idle, still open `timeouts.client_send_ms` later: the last answer's
 /// bytes wait for a client that does not read them;
 const DROP_UNREAD: u8 = 3;
-/// the drain deadline passed, and the streams' error frames had [`DRAIN_FLUSH`] to go out.
+/// the drain deadline passed, and the streams' error frames had [`DRAIN_FLUSH`] to go out;
 const DROP_DRAINED: u8 = 4;
+/// the same, and the connection's write was blocked all through [`DRAIN_FLUSH`]: a client
+/// that does not read.
+const DROP_DRAINED_UNREAD: u8 = 5;
 
 /// After the drain deadline, how long the streams' error frames have to reach their clients
 /// before the connections still open are dropped (the shutdown waits 2 s for them).
@@ -346,6 +372,7 @@ pub async fn drive<C>(
         Arc::clone(&activity),
         Arc::clone(&ask),
         limits,
+        Arc::clone(&slot),
         stop.clone(),
         streams_stopped,
     )));
@@ -354,6 +381,7 @@ pub async fn drive<C>(
     let mut send_watch = SendWatch::new(slot);
     tokio::pin!(conn);
     let mut asked = SERVE;
+    // Why the connection is dropped, and whether its client does not read (then it is reset).
     let dropped = std::future::poll_fn(|cx| {
         // Until `ask` is Pending: only then is this task's waker registered for the next ask
         // (after `FINISH`, a connection whose write is blocked has nothing else to wake it).
@@ -366,15 +394,19 @@ pub async fn drive<C>(
                 FINISH => graceful(conn.as_mut()),
                 DROP_UNUSED => {
                     tracing::debug!("client sent no request in time: connection dropped");
-                    return Poll::Ready(Some(DropReason::Header));
+                    return Poll::Ready(Some((DropReason::Header, false)));
                 }
                 DROP_UNREAD => {
                     tracing::debug!("client does not read its last answer: connection reset");
-                    return Poll::Ready(Some(DropReason::Unread));
+                    return Poll::Ready(Some((DropReason::Unread, true)));
+                }
+                DROP_DRAINED => {
+                    tracing::debug!("drain deadline: connection closed");
+                    return Poll::Ready(Some((DropReason::Drain, false)));
                 }
                 _ => {
-                    tracing::debug!("drain deadline: connection reset");
-                    return Poll::Ready(Some(DropReason::Drain));
+                    tracing::debug!("drain deadline, its write blocked: connection reset");
+                    return Poll::Ready(Some((DropReason::Drain, true)));
                 }
             }
         }
@@ -382,45 +414,41 @@ pub async fn drive<C>(
             Poll::Ready(Err(e)) => {
                 tracing::debug!(error = %e, "client connection ended with an error");
                 // hyper's own HTTP/1 head timeout (`client_header_ms` too): the same drop.
+                // Not a reset: nothing of guardwire's waits for the client but, at most, a
+                // TLS handshake's or an HTTP/2 SETTINGS frame's few bytes; and it may be a
+                // pool's idle connection, which an orderly close lets the client retire
+                // without an error. (HTTP/1: hyper does not time the next head while an
+                // answer waits to be flushed.)
                 let timeout = e
                     .downcast_ref::<hyper::Error>()
                     .is_some_and(hyper::Error::is_timeout);
-                Poll::Ready(timeout.then_some(DropReason::Header))
+                Poll::Ready(timeout.then_some((DropReason::Header, false)))
             }
             Poll::Ready(Ok(())) => Poll::Ready(None),
             // Dropping the connection drops the response it writes (see `send_watch`).
             Poll::Pending => send_watch.poll_expired(cx).map(|_| {
                 tracing::debug!("client does not take its answer: connection reset");
-                Some(DropReason::Blocked)
+                Some((DropReason::Blocked, true))
             }),
         }
     })
     .await;
-    if let Some(reason) = dropped {
+    if let Some((reason, unread)) = dropped {
         metrics.dropped(reason);
-        if resets(reason) {
+        if unread {
             activity.reset_on_close();
         }
     }
 }
 
-/// Whether a connection dropped for `reason` is reset: every reason but `Header`, each a client
-/// that does not read what guardwire wrote it. `Header` is a client that sent no request (or,
-/// HTTP/1, no next one after reading its answer: hyper does not time the next head while an
-/// answer waits to be flushed): nothing of guardwire's waits for it but a TLS handshake's or
-/// an HTTP/2 SETTINGS frame's few bytes, and it may be a pool's idle connection, which an
-/// orderly close lets the client retire without an error.
-fn resets(reason: DropReason) -> bool {
-    !matches!(reason, DropReason::Header)
-}
-
 /// The connection's watch: asks it to close when it has been idle too long (or never sent a
 /// request), to finish when the server stops, and to close at the latest [`DRAIN_FLUSH`] after
-/// the drain deadline.
+/// the drain deadline. `slot` is the connection's own (HTTP/1's writes).
 async fn watch_connection(
     activity: Arc<Activity>,
     ask: Arc<Ask>,
     limits: Limits,
+    slot: Arc<SendSlot>,
     mut stop: watch::Receiver<bool>,
     mut streams_stopped: watch::Receiver<bool>,
 ) {
@@ -430,17 +458,26 @@ async fn watch_connection(
                 return ask.set(DROP_UNUSED);
             }
             // With nothing in flight a graceful close is immediate, unless the last answer's
-            // bytes still wait for the client to read them.
+            // bytes still wait for the client to read them. A request that begins meanwhile
+            // (an HTTP/2 stream opened before its client saw the GOAWAY) is served: its own
+            // send watch ends it if its client stops reading.
             ask.set(FINISH);
-            tokio::time::sleep(limits.send).await;
+            activity.quiet_for(Instant::now() + limits.send, limits.send).await;
             ask.set(DROP_UNREAD);
         }
         // Also when the server is gone (sender dropped).
         _ = wait_true(&mut stop) => {
             ask.set(FINISH);
             wait_true(&mut streams_stopped).await;
+            // A write blocked all through the flush, the same one, is a client that does not
+            // read; one that moved on is being read, and gets the FIN after what it reads.
+            let blocked = slot.blocked_write();
             tokio::time::sleep(DRAIN_FLUSH).await;
-            ask.set(DROP_DRAINED);
+            if blocked.is_some() && slot.blocked_write() == blocked {
+                ask.set(DROP_DRAINED_UNREAD);
+            } else {
+                ask.set(DROP_DRAINED);
+            }
         }
     }
 }

@@ -116,6 +116,13 @@ impl SendSlot {
         }
     }
 
+    /// The block a write is in now (it waits on the client), if one is: the same value while
+    /// that one write stays blocked, another once the client took it.
+    pub fn blocked_write(&self) -> Option<u64> {
+        let state = self.state.load(Ordering::Relaxed);
+        blocked(state).then_some(state)
+    }
+
     fn at(&self, ms: u64) -> Option<Instant> {
         (ms != NO_DEADLINE).then(|| self.base + Duration::from_millis(ms))
     }

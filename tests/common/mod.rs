@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod binary;
+pub mod h2_frames;
 pub mod mock_upstream;
 pub mod openai_responses;
 pub mod protocols;
