@@ -16,8 +16,9 @@ pub struct UpstreamBody {
     incoming: Incoming,
     /// The HTTP/1 connection this body arrives on, until the body has ended.
     h1: Option<(H1Conn, Arc<Pool>)>,
-    /// The HTTP/2 stream this body arrives on, counted on its connection until dropped.
-    _h2_stream: Option<StreamSlot>,
+    /// The HTTP/2 stream this body arrives on, counted on its connection until the body ends
+    /// (a guarded stream may keep the body long after, while its client reads held output).
+    h2_stream: Option<StreamSlot>,
     /// Shown every data frame read (the body capture).
     tap: Option<Arc<dyn Tap>>,
 }
@@ -32,7 +33,7 @@ impl UpstreamBody {
         UpstreamBody {
             incoming,
             h1: Some((conn, pool)),
-            _h2_stream: None,
+            h2_stream: None,
             tap: None,
         }
     }
@@ -41,7 +42,7 @@ impl UpstreamBody {
         UpstreamBody {
             incoming,
             h1: None,
-            _h2_stream: Some(stream),
+            h2_stream: Some(stream),
             tap: None,
         }
     }
@@ -98,10 +99,16 @@ impl Body for UpstreamBody {
                 tap.data(data);
             }
         }
-        if let Poll::Ready(None) = polled {
-            if let Some((conn, pool)) = this.h1.take() {
-                pool.put_idle(conn);
+        match &polled {
+            Poll::Ready(None) => {
+                if let Some((conn, pool)) = this.h1.take() {
+                    pool.put_idle(conn);
+                }
+                this.h2_stream = None;
             }
+            // The stream is over (reset or its connection gone): its place is free.
+            Poll::Ready(Some(Err(_))) => this.h2_stream = None,
+            _ => {}
         }
         polled
     }
