@@ -115,11 +115,11 @@ impl Pool {
     }
 
     /// A stream on a live HTTP/2 connection to `key` that has room for one more, if there is
-    /// one. Connections that ended are dropped on the way.
+    /// one. Connections that ended, or whose upstream allows no stream, are dropped on the way.
     pub fn h2_stream(&self, key: &Arc<PoolKey>) -> Option<(H2Sender, StreamSlot)> {
         let mut h2 = lock(&self.h2);
         let conns = h2.get_mut(key)?;
-        conns.retain(|conn| !conn.is_closed());
+        conns.retain(|conn| !conn.is_closed() && !conn.refuses_streams());
         let stream = conns.iter().find_map(H2Conn::try_stream);
         if conns.is_empty() {
             h2.remove(key);
