@@ -430,3 +430,53 @@ async fn a_full_http2_connection_does_not_queue_a_request_behind_its_streams() {
         "the fifth request opened a second connection"
     );
 }
+
+const HOLD_REQUEST: &str =
+    r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hold"}]}"#;
+
+/// Starts an answer for a prompt asking to be held and keeps its stream open (no terminal
+/// event); a short answer otherwise.
+fn held_or_short(req: &common::mock_upstream::RecordedRequest) -> Reply {
+    let answer = openai_chat_stream(&["Hello", ", world"]);
+    if req.body_str().contains("hold") {
+        let start = answer.len() - b"data: [DONE]\n\n".len();
+        return Reply::chunks(200, vec![Chunk::now(answer[..start].to_vec())])
+            .with_header("content-type", "text/event-stream")
+            .then_hang();
+    }
+    Reply::sse(&answer)
+}
+
+/// A burst of requests to an HTTP/2 upstream allowing 4 streams, whose first connection is
+/// full: the connects are made one at a time and each new connection takes 4 of the waiting
+/// requests. Each waiter used to connect on its own after one wait (one connection per request),
+/// and a new connection took every waiter before the upstream's SETTINGS were seen on it (most
+/// then queued in h2 behind its 4 streams).
+#[tokio::test]
+async fn a_burst_to_a_full_http2_upstream_opens_a_connection_per_four_requests() {
+    const BURST: usize = 60;
+    let (config, ca_pem) = tls_server(&[b"h2"]);
+    let mock = MockUpstream::start_tls_with_streams(config, Some(4), held_or_short).await;
+    let proxy = proxy_trusting(&mock, &ca_pem, "").await;
+    let addr = proxy.addr();
+    // Two answers in turn: the second is sent after the upstream's SETTINGS were read, so the
+    // connection knows the upstream's limit.
+    for _ in 0..2 {
+        let a = post_chat(addr, STREAM_REQUEST).await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text());
+    }
+    let burst: Vec<_> = (0..BURST)
+        .map(|_| tokio::spawn(async move { post_chat(addr, HOLD_REQUEST).await }))
+        .collect();
+    assert!(
+        mock.wait_for_requests(2 + BURST, BOUND).await,
+        "{} of {BURST} held requests reached the upstream over {} connections",
+        mock.request_count() - 2,
+        mock.connection_count()
+    );
+    // Every stream is still held: each connection carries 4.
+    assert_eq!(mock.connection_count(), BURST / 4);
+    for held in burst {
+        held.abort();
+    }
+}

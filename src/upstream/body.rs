@@ -16,8 +16,9 @@ pub struct UpstreamBody {
     incoming: Incoming,
     /// The HTTP/1 connection this body arrives on, until the body has ended.
     h1: Option<(H1Conn, Arc<Pool>)>,
-    /// The HTTP/2 stream this body arrives on, counted on its connection until dropped.
-    _h2_stream: Option<StreamSlot>,
+    /// The HTTP/2 stream this body arrives on, counted on its connection until the body ends
+    /// (a guarded stream may keep the body long after, while its client reads held output).
+    h2_stream: Option<StreamSlot>,
     /// Shown every data frame read (the body capture).
     tap: Option<Arc<dyn Tap>>,
 }
@@ -32,7 +33,7 @@ impl UpstreamBody {
         UpstreamBody {
             incoming,
             h1: Some((conn, pool)),
-            _h2_stream: None,
+            h2_stream: None,
             tap: None,
         }
     }
@@ -41,7 +42,7 @@ impl UpstreamBody {
         UpstreamBody {
             incoming,
             h1: None,
-            _h2_stream: Some(stream),
+            h2_stream: Some(stream),
             tap: None,
         }
     }
@@ -98,10 +99,16 @@ impl Body for UpstreamBody {
                 tap.data(data);
             }
         }
-        if let Poll::Ready(None) = polled {
-            if let Some((conn, pool)) = this.h1.take() {
-                pool.put_idle(conn);
+        match &polled {
+            Poll::Ready(None) => {
+                if let Some((conn, pool)) = this.h1.take() {
+                    pool.put_idle(conn);
+                }
+                this.h2_stream = None;
             }
+            // The stream is over (reset or its connection gone): its place is free.
+            Poll::Ready(Some(Err(_))) => this.h2_stream = None,
+            _ => {}
         }
         polled
     }
@@ -114,5 +121,59 @@ impl Body for UpstreamBody {
 
     fn size_hint(&self) -> SizeHint {
         self.incoming.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::upstream::conn::{Io, PoolKey};
+    use crate::upstream::h2::{handshake, H2Settings};
+    use http_body_util::Full;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    /// An HTTP/2 stream's place on its connection is free once its body has ended, while the
+    /// body is still held (as a guarded stream holds it until its client has read the output).
+    #[tokio::test]
+    async fn an_http2_stream_is_given_back_when_its_body_ends() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let answer = hyper::service::service_fn(|_req| async {
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                    "the whole answer",
+                ))))
+            });
+            let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(socket), answer)
+                .await;
+        });
+        let key = Arc::new(PoolKey::new(true, addr.to_string().parse().unwrap()).unwrap());
+        let pool = Pool::default();
+        let settings = H2Settings {
+            stream_window: 65535,
+            max_streams: 1,
+        };
+        let io = Io::Plain(tokio::net::TcpStream::connect(addr).await.unwrap());
+        pool.put_h2(&key, handshake(io, settings).await.unwrap());
+
+        let (mut sender, slot) = pool.h2_stream(&key).unwrap();
+        let mut req = hyper::Request::new(Full::new(Bytes::new()));
+        key.h2_form(&mut req);
+        let resp = sender.send_request(req).await.unwrap();
+        let mut body = UpstreamBody::h2(resp.into_body(), slot);
+        assert!(pool.h2_stream(&key).is_none(), "the one stream is taken");
+        let mut read = Vec::new();
+        while let Some(frame) = body.frame().await {
+            read.extend_from_slice(frame.unwrap().data_ref().unwrap());
+        }
+        assert_eq!(read, b"the whole answer");
+        assert!(
+            pool.h2_stream(&key).is_some(),
+            "its body ended: the stream is free"
+        );
+        drop(body);
     }
 }

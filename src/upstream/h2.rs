@@ -22,7 +22,8 @@ use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::future::{poll_fn, Future};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// The HTTP/2 client settings from config.
 #[derive(Debug, Clone, Copy)]
@@ -53,14 +54,18 @@ struct Streams {
     /// The most this connection may carry: the upstream's current
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`, within [`H2Settings::max_streams`].
     limit: AtomicUsize,
+    /// When `open` last fell to 0 (or the connection was opened): how long it has been idle.
+    idle_since: Mutex<Instant>,
 }
 
-/// One stream's place on an [`H2Conn`], from taking it until the response body is dropped.
+/// One stream's place on an [`H2Conn`], from taking it until the response body ends.
 pub struct StreamSlot(Arc<Streams>);
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        if self.0.open.fetch_sub(1, Ordering::Relaxed) == 1 {
+            *self.0.idle_since.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
     }
 }
 
@@ -92,6 +97,34 @@ impl H2Conn {
         self.sender.is_closed()
     }
 
+    /// Whether the upstream allows no stream on this connection (`SETTINGS_MAX_CONCURRENT_STREAMS`
+    /// of 0): it can never take a request.
+    pub fn refuses_streams(&self) -> bool {
+        self.streams.limit.load(Ordering::Relaxed) == 0
+    }
+
+    /// The most streams this connection carries for now.
+    pub fn limit(&self) -> usize {
+        self.streams.limit.load(Ordering::Relaxed)
+    }
+
+    /// Lowers the limit to `known` (an upstream's limit seen on an older connection to it) until
+    /// the upstream's own SETTINGS are seen on this one: they arrive after the handshake.
+    pub fn assume_limit(&self, known: usize) {
+        self.streams.limit.fetch_min(known, Ordering::Relaxed);
+    }
+
+    /// When this connection last carried no stream, if it carries none now.
+    pub fn idle_since(&self) -> Option<Instant> {
+        let since = *self
+            .streams
+            .idle_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Read after the instant: a stream taken in between shows here.
+        (self.streams.open.load(Ordering::Relaxed) == 0).then_some(since)
+    }
+
     /// Whether `slot` is a stream of this connection.
     pub fn carries(&self, slot: &StreamSlot) -> bool {
         Arc::ptr_eq(&self.streams, &slot.0)
@@ -110,19 +143,27 @@ pub async fn handshake(io: Io, settings: H2Settings) -> Result<H2Conn, hyper::Er
         .handshake::<_, Full<Bytes>>(TokioIo::new(io))
         .await?;
     let cap = settings.max_streams as usize;
+    // What h2 assumes until the upstream's SETTINGS arrive (100).
+    let mut reported = conn.current_max_send_streams();
     let streams = Arc::new(Streams {
         open: AtomicUsize::new(0),
-        // Until the upstream's SETTINGS arrive h2 assumes 100 (read on the first poll).
-        limit: AtomicUsize::new(cap),
+        limit: AtomicUsize::new(cap.min(reported)),
+        idle_since: Mutex::new(Instant::now()),
     });
     let watched = Arc::clone(&streams);
     tokio::spawn(async move {
         let mut conn = std::pin::pin!(conn);
         let ended = poll_fn(|cx| {
             let polled = conn.as_mut().poll(cx);
-            // Any SETTINGS frame the poll read may have set (or changed) the upstream's limit.
-            let limit = conn.current_max_send_streams().min(cap);
-            watched.limit.store(limit, Ordering::Relaxed);
+            // The upstream's SETTINGS are read by the connection task hyper spawns, not by this
+            // one (which hands requests over to it): a new limit shows here when this task
+            // next runs, at the next request it dispatches, so it may lag by one request.
+            // Only a change is taken: until then the pool's assumption (`assume_limit`) holds.
+            let now = conn.current_max_send_streams();
+            if now != reported {
+                reported = now;
+                watched.limit.store(now.min(cap), Ordering::Relaxed);
+            }
             polled
         })
         .await;

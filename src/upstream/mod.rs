@@ -17,14 +17,14 @@ pub use body::{Tap, UpstreamBody};
 
 use crate::config::{BaseUrl, Config, RuntimeShape};
 use bytes::Bytes;
-use conn::{H1Conn, PoolKey, Unsent};
+use conn::{H1Conn, H2Sender, PoolKey, Unsent};
 use connect::{Buffers, Connected, Connector};
-use h2::H2Settings;
+use h2::{H2Settings, StreamSlot};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use pool::Pool;
+use pool::{LastConnect, Pool};
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -128,37 +128,80 @@ impl UpstreamClient {
                 Err(Unsent { error, .. }) => return Err(error.into()),
             }
         }
-        let gate = pool.connect_gate(key);
-        let held = match &gate {
-            Some(gate) => match gate.try_lock() {
-                Ok(held) => Some(held),
-                Err(_) => {
-                    // Another request is connecting: wait for it once. If it brought a shared
-                    // HTTP/2 connection with room, use that; otherwise connect without waiting
-                    // again (so a failing upstream is not tried one request after another).
-                    drop(gate.lock().await);
-                    req = match Self::try_h2(pool, key, req).await? {
-                        Ok(resp) => return Ok(resp),
-                        Err(unsent) => unsent,
-                    };
-                    None
-                }
-            },
-            None => None,
+        let Some(gate) = pool.connect_gate(key) else {
+            return self.connect_and_send(pool, key, req, None).await;
         };
-        match self.connector.connect(key).await? {
-            Connected::H1(conn) => {
-                pool.mark_h1(key);
+        loop {
+            // While another request connects, wait for it. While the upstream speaks HTTP/2,
+            // take a stream on what it brought, or connect next holding the gate: a burst's
+            // connects are made one at a time, each new connection taking as many waiters as
+            // it has room for, rather than one connection per request.
+            let held = match gate.try_lock() {
+                Ok(held) => held,
+                Err(_) => {
+                    let held = gate.lock().await;
+                    // A failing upstream is not tried one request after another (each waiting
+                    // out the connect timeout): after waiting for one failed connect, a request
+                    // tries its own at once, as it does for an HTTP/1.1 upstream.
+                    if matches!(*held, LastConnect::Failed | LastConnect::H1) {
+                        drop(held);
+                        return self.connect_and_send(pool, key, req, None).await;
+                    }
+                    held
+                }
+            };
+            // Checked again under the gate: a connection may have come since `try_h2`.
+            if let Some(stream) = pool.h2_stream(key) {
+                // Sent once the gate is let go: a response head may take long.
                 drop(held);
+                req = match Self::try_h2_from(pool, key, req, Some(stream)).await? {
+                    Ok(resp) => return Ok(resp),
+                    Err(unsent) => unsent,
+                };
+                continue;
+            }
+            return self.connect_and_send(pool, key, req, Some(held)).await;
+        }
+    }
+
+    /// Opens a connection to `key` and sends `req` on it, holding `gate` (if any) until the
+    /// connection is shared in `pool` and telling it how the connect went.
+    async fn connect_and_send(
+        &self,
+        pool: &Arc<Pool>,
+        key: &Arc<PoolKey>,
+        mut req: Request<Full<Bytes>>,
+        mut gate: Option<tokio::sync::MutexGuard<'_, LastConnect>>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let mut tell = |last| {
+            if let Some(held) = gate.as_mut() {
+                **held = last;
+            }
+        };
+        // Stays so if this request is abandoned while connecting: the next waiter connects.
+        tell(LastConnect::None);
+        let connected = self.connector.connect(key).await;
+        match connected {
+            Err(e) => {
+                tell(LastConnect::Failed);
+                Err(e)
+            }
+            Ok(Connected::H1(conn)) => {
+                tell(LastConnect::H1);
+                pool.mark_h1(key);
+                drop(gate);
                 conn.send(req)
                     .await
                     .map(|sent| h1_body(pool, sent))
                     .map_err(|unsent| unsent.error.into())
             }
-            Connected::H2(conn) => {
+            Ok(Connected::H2(conn)) => {
+                tell(LastConnect::H2);
+                // This request goes out on the new connection whatever its room: one try, even
+                // on an upstream that allows no stream (h2 then holds it until a timeout).
                 let (mut sender, stream) = conn.stream();
                 pool.put_h2(key, conn);
-                drop(held);
+                drop(gate);
                 key.h2_form(&mut req);
                 let resp = sender.send_request(req).await?;
                 Ok(resp.map(|incoming| UpstreamBody::h2(incoming, stream)))
@@ -174,8 +217,18 @@ impl UpstreamClient {
         key: &Arc<PoolKey>,
         req: Request<Full<Bytes>>,
     ) -> Result<Result<Response<UpstreamBody>, Request<Full<Bytes>>>, UpstreamError> {
+        Self::try_h2_from(pool, key, req, None).await
+    }
+
+    /// [`try_h2`](Self::try_h2), first on `taken` (a stream already taken) if given.
+    async fn try_h2_from(
+        pool: &Pool,
+        key: &Arc<PoolKey>,
+        req: Request<Full<Bytes>>,
+        mut taken: Option<(H2Sender, StreamSlot)>,
+    ) -> Result<Result<Response<UpstreamBody>, Request<Full<Bytes>>>, UpstreamError> {
         let mut req = req;
-        while let Some((mut sender, stream)) = pool.h2_stream(key) {
+        while let Some((mut sender, stream)) = taken.take().or_else(|| pool.h2_stream(key)) {
             key.h2_form(&mut req);
             req = match sender.ready().await {
                 Ok(()) => match sender.try_send_request(req).await {

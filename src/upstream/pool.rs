@@ -13,8 +13,11 @@
 //! `h2.rs`: streams held by clients that stopped reading must not make others wait); when none
 //! has, another connection is opened and kept beside the others. So an upstream gets one
 //! connection until it carries `limits.upstream_h2_streams_per_connection` streams (or the
-//! upstream's `SETTINGS_MAX_CONCURRENT_STREAMS`, if lower) at once, and the connections stay
-//! bounded by the requests in flight (`limits.max_concurrent_requests`).
+//! upstream's `SETTINGS_MAX_CONCURRENT_STREAMS`, if lower) at once. Those connects go through
+//! the upstream's gate one at a time, each new connection taking up to that many waiting
+//! requests, so a burst opens about one connection per that many requests (see
+//! `UpstreamClient::request`). The sweep closes every connection but the first that has carried
+//! no stream for [`IDLE_TIMEOUT`]: the pool shrinks back after a peak.
 
 use super::conn::{H1Conn, H2Sender, PoolKey};
 use super::h2::{H2Conn, StreamSlot};
@@ -24,7 +27,8 @@ use std::time::{Duration, Instant};
 
 /// Idle HTTP/1 connections kept per upstream; more are closed when their request ends.
 const MAX_IDLE_PER_UPSTREAM: usize = 1024;
-/// How long an HTTP/1 connection may sit idle before it is closed.
+/// How long a connection may sit idle before it is closed (HTTP/1), or carry no stream
+/// (HTTP/2, every connection to an upstream but its first).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How often idle connections are checked for expiry and for being closed by the upstream.
 const SWEEP_EVERY: Duration = Duration::from_secs(15);
@@ -41,9 +45,27 @@ pub struct Pool {
     /// Per TLS upstream whose protocol is not known to be HTTP/1: held while a connection is
     /// opened, so that a burst of first requests waits for one (possibly HTTP/2, shared)
     /// connection instead of each opening its own.
-    connecting: Mutex<HashMap<Arc<PoolKey>, Arc<tokio::sync::Mutex<()>>>>,
+    connecting: Mutex<HashMap<Arc<PoolKey>, Arc<ConnectGate>>>,
     /// TLS upstreams that answered ALPN with HTTP/1.1: their connects need no gate.
     h1_only: Mutex<std::collections::HashSet<Arc<PoolKey>>>,
+}
+
+/// Held while a connect to one upstream runs; tells the requests that waited for it how the last
+/// connect through it went.
+pub type ConnectGate = tokio::sync::Mutex<LastConnect>;
+
+/// How the last connect through a [`ConnectGate`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LastConnect {
+    /// None was made yet, or the last was abandoned with its request.
+    #[default]
+    None,
+    /// It brought a shared HTTP/2 connection.
+    H2,
+    /// The upstream answered with HTTP/1.1 (its connects need no gate from now on).
+    H1,
+    /// It failed.
+    Failed,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -93,11 +115,11 @@ impl Pool {
     }
 
     /// A stream on a live HTTP/2 connection to `key` that has room for one more, if there is
-    /// one. Connections that ended are dropped on the way.
+    /// one. Connections that ended, or whose upstream allows no stream, are dropped on the way.
     pub fn h2_stream(&self, key: &Arc<PoolKey>) -> Option<(H2Sender, StreamSlot)> {
         let mut h2 = lock(&self.h2);
         let conns = h2.get_mut(key)?;
-        conns.retain(|conn| !conn.is_closed());
+        conns.retain(|conn| !conn.is_closed() && !conn.refuses_streams());
         let stream = conns.iter().find_map(H2Conn::try_stream);
         if conns.is_empty() {
             h2.remove(key);
@@ -105,12 +127,23 @@ impl Pool {
         stream
     }
 
-    /// Shares a new HTTP/2 connection beside those kept for `key`.
+    /// Shares a new HTTP/2 connection beside those kept for `key`, unless the upstream already
+    /// said it takes no stream on it. Until its own SETTINGS are seen, it is assumed to take as
+    /// many streams as the oldest connection to the upstream: waiting requests must not crowd
+    /// onto it past the upstream's limit, into h2's queue.
     pub fn put_h2(&self, key: &Arc<PoolKey>, conn: H2Conn) {
-        lock(&self.h2)
-            .entry(Arc::clone(key))
-            .or_default()
-            .push(conn);
+        if conn.refuses_streams() {
+            return;
+        }
+        let mut h2 = lock(&self.h2);
+        let conns = h2.entry(Arc::clone(key)).or_default();
+        if let Some(oldest) = conns
+            .iter()
+            .find(|c| !c.is_closed() && !c.refuses_streams())
+        {
+            conn.assume_limit(oldest.limit());
+        }
+        conns.push(conn);
     }
 
     /// Drops the connection of `stream`, which could not take a request.
@@ -122,7 +155,7 @@ impl Pool {
 
     /// The gate a connect to `key` goes through, or `None` when connects to it may run in
     /// parallel (plain HTTP, or TLS that negotiated HTTP/1.1 before).
-    pub fn connect_gate(&self, key: &Arc<PoolKey>) -> Option<Arc<tokio::sync::Mutex<()>>> {
+    pub fn connect_gate(&self, key: &Arc<PoolKey>) -> Option<Arc<ConnectGate>> {
         if !key.tls || lock(&self.h1_only).contains(key) {
             return None;
         }
@@ -139,15 +172,18 @@ impl Pool {
         }
     }
 
-    /// Closes idle connections that expired or that the upstream closed.
-    fn sweep_once(&self) {
+    /// Closes idle HTTP/1 connections that expired or that the upstream closed, and HTTP/2
+    /// connections that ended, that the upstream allows no stream, or that carried no stream
+    /// for `idle_timeout` (all but the first per upstream), as of `now`.
+    fn sweep_once(&self, now: Instant, idle_timeout: Duration) {
+        let expired = |since: Instant| now.saturating_duration_since(since) >= idle_timeout;
         let mut stale = Vec::new();
         {
             let mut idle = lock(&self.idle);
             for list in idle.values_mut() {
                 let mut kept = Vec::with_capacity(list.len());
                 for mut entry in list.drain(..) {
-                    if entry.since.elapsed() < IDLE_TIMEOUT && entry.conn.usable() {
+                    if !expired(entry.since) && entry.conn.usable() {
                         kept.push(entry);
                     } else {
                         stale.push(entry);
@@ -157,7 +193,27 @@ impl Pool {
             }
             idle.retain(|_, list| !list.is_empty());
         }
+        let mut stale_h2 = Vec::new();
+        {
+            let mut h2 = lock(&self.h2);
+            for conns in h2.values_mut() {
+                let mut kept = Vec::with_capacity(conns.len());
+                for conn in conns.drain(..) {
+                    let ended = conn.is_closed() || conn.refuses_streams();
+                    let spare = !kept.is_empty() && conn.idle_since().is_some_and(expired);
+                    if ended || spare {
+                        stale_h2.push(conn);
+                    } else {
+                        kept.push(conn);
+                    }
+                }
+                *conns = kept;
+            }
+            h2.retain(|_, conns| !conns.is_empty());
+        }
+        // Closed outside the locks.
         drop(stale);
+        drop(stale_h2);
     }
 }
 
@@ -168,6 +224,87 @@ async fn sweep(pool: Weak<Pool>) {
     loop {
         tick.tick().await;
         let Some(pool) = pool.upgrade() else { return };
-        pool.sweep_once();
+        pool.sweep_once(Instant::now(), IDLE_TIMEOUT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::upstream::conn::Io;
+    use crate::upstream::h2::{handshake, H2Settings};
+
+    /// `n` HTTP/2 connections to a listener that accepts and keeps them (the client's handshake
+    /// needs no answer), pooled under one key.
+    async fn pool_of_h2(n: usize) -> (Pool, Arc<PoolKey>, Vec<tokio::net::TcpStream>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let key = Arc::new(PoolKey::new(true, addr.to_string().parse().unwrap()).unwrap());
+        let pool = Pool::default();
+        let settings = H2Settings {
+            stream_window: 65535,
+            max_streams: 4,
+        };
+        let mut accepted = Vec::new();
+        for _ in 0..n {
+            let io = Io::Plain(tokio::net::TcpStream::connect(addr).await.unwrap());
+            accepted.push(listener.accept().await.unwrap().0);
+            pool.put_h2(&key, handshake(io, settings).await.unwrap());
+        }
+        (pool, key, accepted)
+    }
+
+    fn pooled_h2(pool: &Pool, key: &Arc<PoolKey>) -> usize {
+        lock(&pool.h2).get(key).map_or(0, Vec::len)
+    }
+
+    /// After a peak, the sweep closes the HTTP/2 connections that carried no stream for
+    /// `IDLE_TIMEOUT`, but keeps the upstream's first one and those carrying streams.
+    #[tokio::test]
+    async fn the_sweep_closes_spare_idle_http2_connections() {
+        let (pool, key, _accepted) = pool_of_h2(4).await;
+        // Four streams fill the first connection, the fifth is on the second.
+        let streams: Vec<_> = (0..5).map(|_| pool.h2_stream(&key).unwrap()).collect();
+        drop(streams);
+        let busy = pool.h2_stream(&key).unwrap();
+        let now = Instant::now();
+        pool.sweep_once(now, IDLE_TIMEOUT);
+        assert_eq!(pooled_h2(&pool, &key), 4, "nothing was idle long enough");
+        let later = now + IDLE_TIMEOUT;
+        pool.sweep_once(later, IDLE_TIMEOUT);
+        assert_eq!(pooled_h2(&pool, &key), 1, "the first connection stays");
+        // It is the one carrying `busy`: one still carrying a stream is kept, however old.
+        assert!(lock(&pool.h2)[&key][0].carries(&busy.1));
+        // Its stream ended: kept anyway, as the upstream's first connection.
+        drop(busy);
+        pool.sweep_once(later, IDLE_TIMEOUT);
+        assert_eq!(pooled_h2(&pool, &key), 1);
+    }
+
+    /// A later connection carrying a stream is kept beside the idle first one.
+    #[tokio::test]
+    async fn the_sweep_keeps_http2_connections_carrying_streams() {
+        let (pool, key, _accepted) = pool_of_h2(3).await;
+        let fill: Vec<_> = (0..4).map(|_| pool.h2_stream(&key).unwrap()).collect();
+        let on_second = pool.h2_stream(&key).unwrap();
+        drop(fill);
+        pool.sweep_once(Instant::now() + IDLE_TIMEOUT, IDLE_TIMEOUT);
+        let kept = &lock(&pool.h2)[&key];
+        assert_eq!(kept.len(), 2, "the first and the one carrying a stream");
+        assert!(kept[1].carries(&on_second.1));
+    }
+
+    /// A connection whose upstream ended it is pruned.
+    #[tokio::test]
+    async fn the_sweep_prunes_ended_http2_connections() {
+        let (pool, key, accepted) = pool_of_h2(2).await;
+        drop(accepted);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while lock(&pool.h2)[&key].iter().any(|c| !c.is_closed()) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        pool.sweep_once(Instant::now(), IDLE_TIMEOUT);
+        assert_eq!(pooled_h2(&pool, &key), 0);
     }
 }
