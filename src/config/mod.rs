@@ -18,6 +18,7 @@ mod checked;
 pub mod error;
 mod errors;
 mod judges;
+mod limits;
 mod routes;
 mod sections;
 mod telemetry;
@@ -31,10 +32,11 @@ pub use error::ConfigError;
 pub use judges::{
     BreakerConfig, CacheConfig, CheckedJudge, EvalsConfig, ExecConfig, JudgeConfig, RetryConfig,
 };
+pub use limits::Limits;
 pub use routes::{CheckedRoute, PoisonedTools, RouteConfig};
 pub use sections::{
-    Admin, Limits, Log, LogFormat, MetricsConfig, Reload, RuntimeShape, Server, Timeouts,
-    Upstreams, MAX_WORKERS,
+    Admin, Log, LogFormat, MetricsConfig, Reload, RuntimeShape, Server, Timeouts, Upstreams,
+    MAX_WORKERS,
 };
 pub use telemetry::Telemetry;
 
@@ -472,78 +474,10 @@ impl Config {
                     .into(),
             ));
         }
-        if self.limits.max_header_bytes < 8192 {
-            return Err(ConfigError::Invalid(
-                "limits.max_header_bytes: must be at least 8192".into(),
-            ));
-        }
-        let l = &self.limits;
-        for (key, value) in [
-            ("limits.max_connections", l.max_connections),
-            ("limits.max_h2_streams", l.max_h2_streams as usize),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::Invalid(format!("{key}: must be at least 1")));
-            }
-        }
+        self.limits.validate()?;
         if self.server.workers > MAX_WORKERS {
             return Err(ConfigError::Invalid(format!(
                 "server.workers: must be 0 (one per core) or at most {MAX_WORKERS}"
-            )));
-        }
-        for (key, value) in [
-            (
-                "limits.client_send_buffer_bytes",
-                l.client_send_buffer_bytes,
-            ),
-            (
-                "limits.upstream_receive_buffer_bytes",
-                l.upstream_receive_buffer_bytes,
-            ),
-        ] {
-            if value != 0 && !(4096..=1 << 30).contains(&value) {
-                return Err(ConfigError::Invalid(format!(
-                    "{key}: must be 0 (the kernel's autotuning) or between 4096 and 1073741824"
-                )));
-            }
-        }
-        // hyper's HTTP/1 client refuses (panics) below 8 KiB.
-        if !(8192..=1 << 30).contains(&l.upstream_read_buffer_bytes) {
-            return Err(ConfigError::Invalid(
-                "limits.upstream_read_buffer_bytes: must be between 8192 and 1073741824".into(),
-            ));
-        }
-        if l.client_notsent_lowat_bytes != 0 {
-            if !cfg!(target_os = "linux") {
-                return Err(ConfigError::Invalid(
-                    "limits.client_notsent_lowat_bytes: TCP_NOTSENT_LOWAT is set only on Linux here; use 0 (off)".into(),
-                ));
-            }
-            if !(4096..=1 << 30).contains(&l.client_notsent_lowat_bytes) {
-                return Err(ConfigError::Invalid(
-                    "limits.client_notsent_lowat_bytes: must be 0 (off) or between 4096 and 1073741824".into(),
-                ));
-            }
-        }
-        if !sections::UPSTREAM_H2_STREAM_WINDOW.contains(&l.upstream_h2_stream_window_bytes) {
-            return Err(ConfigError::Invalid(format!(
-                "limits.upstream_h2_stream_window_bytes: must be between {} and {}",
-                sections::UPSTREAM_H2_STREAM_WINDOW.start(),
-                sections::UPSTREAM_H2_STREAM_WINDOW.end()
-            )));
-        }
-        if !(1..=sections::MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION)
-            .contains(&l.upstream_h2_streams_per_connection)
-        {
-            return Err(ConfigError::Invalid(format!(
-                "limits.upstream_h2_streams_per_connection: must be between 1 and {}",
-                sections::MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION
-            )));
-        }
-        if l.max_buffered_request_bytes < l.max_request_bytes {
-            return Err(ConfigError::Invalid(format!(
-                "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",
-                l.max_request_bytes
             )));
         }
         Ok(())
