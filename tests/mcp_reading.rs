@@ -26,6 +26,9 @@ validators:
   - id: no-keys
     type: regex
     params: { pattern: "sk-[A-Za-z0-9]{24}", expect_match: false, direction: both }
+  - id: no-mails
+    type: pii
+    params: { types: [email], direction: both }
 "#;
 
 const BLOCKED: i64 = -32010;
@@ -224,6 +227,11 @@ async fn identifiers_meet_the_secret_patterns_and_other_values_every_check() {
     let body = json!({"jsonrpc":"2.0","id":1,"method":"resources/list","params":{"_meta":{"progressToken":KEY}}})
         .to_string();
     assert_blocked(&post(&p, &body).await, "no-keys", "progress token");
+    // PII too: an address as a request id.
+    let body =
+        json!({"jsonrpc":"2.0","id":"ann@example.org","method":"resources/list","params":{}})
+            .to_string();
+    assert_blocked(&post(&p, &body).await, "no-mails", "request id");
     assert_eq!(mock.request_count(), 0);
     // An identifier-shaped cursor holding a word is an identifier: words are not checked in it.
     let a = through(
