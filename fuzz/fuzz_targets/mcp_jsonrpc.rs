@@ -6,15 +6,15 @@
 //! - `jsonrpc::parse` never panics; its refusal renders as a JSON-RPC error that is JSON;
 //! - a message it accepts, written back (`to_json`), reads again as the same kind of message
 //!   with the same id;
-//! - fail closed: every non-empty string of an accepted message that is not protocol structure
-//!   at its position (`is_structure_at`), and every object key that is no MCP field name
-//!   (`is_field`), is among the texts the checks read (`Texts::of_message`): as a text of its
-//!   own, or inside the JSON text of a free-form value; or the message is marked unreadable
-//!   (binary content);
+//! - fail closed: every non-empty string of an accepted message that is not one of the schema's
+//!   values at its position (`structure_at`), and every object key that is no MCP field name in
+//!   any spelling (`is_field`), is among the texts the checks read (`Texts::of_message`): as a
+//!   text of its own, inside the JSON text of a free-form value, or as an identifier (read by
+//!   the secret and PII patterns); or the message is marked unreadable (binary content);
 //! - a body with an object that has a key twice is refused (`-32600`), never accepted.
 #![no_main]
 
-use guardwire::protocol::mcp::content::{is_field, is_structure_at, Texts};
+use guardwire::protocol::mcp::content::{canonical, is_field, structure_at, Structure, Texts};
 use guardwire::protocol::mcp::jsonrpc;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut path = Vec::new();
         for (k, v) in &msg.body {
-            path.push(k.as_str());
+            path.push(canonical(k).unwrap_or(k));
             every_string_read(&mut path, v, &texts);
             path.pop();
         }
@@ -65,8 +65,14 @@ fn read(s: &str, texts: &Texts) -> bool {
 fn every_string_read<'a>(path: &mut Vec<&'a str>, value: &'a Value, texts: &Texts) {
     match value {
         Value::String(s) if s.is_empty() => {}
-        Value::String(s) if is_structure_at(path, s) => {}
-        Value::String(s) => assert!(read(s, texts), "{path:?}: {s:?} is read by no check"),
+        Value::String(s) => match structure_at(path, s) {
+            Some(Structure::Constant) => {}
+            Some(Structure::Identifier) => assert!(
+                texts.identifiers.contains(s),
+                "{path:?}: identifier {s:?} is read by no check"
+            ),
+            None => assert!(read(s, texts), "{path:?}: {s:?} is read by no check"),
+        },
         Value::Array(items) => {
             for item in items {
                 every_string_read(path, item, texts);
@@ -78,7 +84,7 @@ fn every_string_read<'a>(path: &mut Vec<&'a str>, value: &'a Value, texts: &Text
                     is_field(k) || read(k, texts),
                     "{path:?}: key {k:?} is read by no check"
                 );
-                path.push(k);
+                path.push(canonical(k).unwrap_or(k));
                 every_string_read(path, v, texts);
                 path.pop();
             }

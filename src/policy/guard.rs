@@ -6,6 +6,7 @@
 mod budgets;
 mod calls;
 mod channels;
+mod identifiers;
 mod redaction;
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod frame_template;
 #[cfg(test)]
 pub(crate) mod frame_template_tests;
 pub mod gemini;
+pub mod identifier;
 pub mod judge_wire;
 pub mod mcp;
 pub mod openai_chat;

@@ -1,21 +1,28 @@
 //! The texts of an MCP message as the checks read them. Each message is read whole: the
 //! strings under the keys MCP defines for text a model or a user reads (`text`,
-//! `description`, `messages`, `contents`, a tool's schemas, a call's arguments, …) are the
-//! modelled texts; every other string is residual, checked or not as the route's
-//! `unknown_content` says. A string is protocol structure, and not read, only where the MCP
-//! schema puts structure ([`is_structure_at`]: a message's `jsonrpc`, `id` and `method`, a
-//! content block's `type`, a message's `role`, a cursor, …) and only when it is what the
-//! schema allows there (one of its values, or a short opaque token): the same key anywhere
-//! else — inside `_meta`, an unknown field, structured content — is text. So is an object key
-//! that is no field name of the schema (a vendor's field, a map's key). Free-form JSON
-//! (schemas, arguments, structured content) is read as its JSON text, keys included. Binary
-//! data (a resource's `blob`, an image's or audio's `data`) cannot be read as text.
+//! `description`, `messages`, `contents`, a tool's schemas, a call's arguments, …) and every
+//! other string a field of MCP holds are the modelled texts; the strings under keys that are
+//! no field of MCP (a vendor's field, a map's key) are residual, checked or not as the route's
+//! `unknown_content` says. A key is a field in every spelling the SDKs read for it
+//! ([`canonical`]: `structured_content` is `structuredContent`). A string is protocol
+//! structure only where the MCP schema puts structure ([`structure_at`]: a message's
+//! `jsonrpc`, `id` and `method`, a content block's `type`, a message's `role`, a cursor, …)
+//! and only when it is what the schema allows there: one of its values (read by no check), or
+//! an identifier (`protocol::identifier`; read by the secret and PII patterns only). The same
+//! key anywhere else — inside `_meta`, an unknown field, structured content — is text. So is
+//! an object key that is no field name of the schema. Free-form JSON (schemas, arguments,
+//! structured content) is read as its JSON text, keys included. Binary data (a resource's
+//! `blob`, an image's or audio's `data`) cannot be read as text. Sibling texts a client hands
+//! the model together are read joined as well ([`joined`]).
 
 use serde_json::{Map, Value};
 
+mod joined;
 mod schema;
 
-pub use schema::{is_field, is_structure_at, MAX_TOKEN};
+pub use crate::protocol::identifier::MAX_IDENTIFIER as MAX_TOKEN;
+pub use joined::joined;
+pub use schema::{canonical, is_field, structure_at, Structure};
 use schema::{FREE, MODELLED};
 
 /// What the checks read from one message.
@@ -23,22 +30,28 @@ use schema::{FREE, MODELLED};
 pub struct Texts {
     pub modelled: Vec<String>,
     pub residual: Vec<String>,
+    /// Sibling texts joined as a client joins them for the model ([`joined`]): modelled, and
+    /// read besides each piece.
+    pub joined: Vec<String>,
+    /// Identifiers at the positions of structure: read by the secret and PII patterns only.
+    pub identifiers: Vec<String>,
     /// The key path of binary data found (a `blob`, an image's `data`): not text.
     pub unreadable: Option<String>,
 }
 
 impl Texts {
-    /// Reads every string of a message that is not structure.
+    /// Reads every string of a message that is not structure, and its joined sibling texts.
     pub fn of_message(body: &Map<String, Value>) -> Texts {
         let mut t = Texts::default();
         t.object(body, false, &mut Vec::with_capacity(8));
+        t.joined = joined(body);
         t
     }
 
-    /// Reads every string of `value`, found at `at` (the keys from the message's top).
+    /// Reads every string of `value`, a field found at `at` (the keys from the message's top).
     pub fn of_value<'a>(value: &'a Value, at: &[&'a str]) -> Texts {
         let mut t = Texts::default();
-        t.walk(value, false, &mut at.to_vec());
+        t.walk(value, false, true, &mut at.to_vec());
         t
     }
 
@@ -51,54 +64,69 @@ impl Texts {
 
     fn object<'a>(&mut self, map: &'a Map<String, Value>, modelled: bool, path: &mut Vec<&'a str>) {
         let binary = matches!(
-            map.get("type").and_then(Value::as_str),
+            map.iter()
+                .find(|(k, _)| canonical(k) == Some("type"))
+                .and_then(|(_, v)| v.as_str()),
             Some("image" | "audio")
         );
         for (k, v) in map {
-            path.push(k);
-            let binary_here = k == "blob" || (binary && k == "data");
+            let field = canonical(k);
+            path.push(field.unwrap_or(k));
+            let binary_here = field == Some("blob") || (binary && field == Some("data"));
             if binary_here && v.as_str().is_some_and(|s| !s.is_empty()) {
                 self.unreadable.get_or_insert_with(|| path.join("."));
             } else {
-                self.member(k, v, modelled, path);
+                self.member(k, field, v, modelled, path);
             }
             path.pop();
         }
     }
 
-    /// One member of an object (`path` ends with its key).
+    /// One member of an object (`path` ends with its key, as `field` when it is one).
     fn member<'a>(
         &mut self,
         key: &'a str,
+        field: Option<&'static str>,
         value: &'a Value,
         modelled: bool,
         path: &mut Vec<&'a str>,
     ) {
-        if !is_field(key) {
+        let Some(field) = field else {
             // Free-form data: a vendor's field name or a map's key is text too.
-            self.push(key.to_owned(), modelled);
-        }
+            if !key.is_empty() {
+                self.push(key.to_owned(), modelled);
+            }
+            self.walk(value, modelled, false, path);
+            return;
+        };
         if let Value::String(s) = value {
-            if is_structure_at(path, s) {
-                return;
+            match structure_at(path, s) {
+                Some(Structure::Constant) => return,
+                Some(Structure::Identifier) => {
+                    self.identifiers.push(s.clone());
+                    return;
+                }
+                None => {}
             }
         }
-        if FREE.contains(&key) {
+        if FREE.contains(&field) {
             if !is_empty(value) {
                 self.modelled.push(json_text(value));
             }
             return;
         }
-        self.walk(value, modelled || MODELLED.contains(&key), path);
+        self.walk(value, modelled || MODELLED.contains(&field), true, path);
     }
 
-    fn walk<'a>(&mut self, value: &'a Value, modelled: bool, path: &mut Vec<&'a str>) {
+    /// `known`: `value` is (an item of) a field of MCP, whose strings are known text whatever
+    /// `unknown_content` says.
+    fn walk<'a>(&mut self, value: &'a Value, modelled: bool, known: bool, path: &mut Vec<&'a str>) {
         match value {
             Value::String(s) if s.is_empty() => {}
-            Value::String(s) => self.push(s.clone(), modelled),
+            Value::String(s) => self.push(s.clone(), modelled || known),
             Value::Array(items) => {
                 for item in items {
-                    self.walk(item, modelled, path);
+                    self.walk(item, modelled, known, path);
                 }
             }
             Value::Object(map) => self.object(map, modelled, path),
@@ -123,127 +151,4 @@ pub fn json_text(v: &Value) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn texts(json: &str) -> Texts {
-        let v: Value = serde_json::from_str(json).unwrap();
-        Texts::of_message(v.as_object().unwrap())
-    }
-
-    #[test]
-    fn results_schemas_and_unknown_fields_are_read() {
-        let t = texts(
-            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}],
-            "structuredContent":{"k":"v"},"isError":false,"x-extra":"odd","_meta":{"m":"meta"}}}"#,
-        );
-        // `m` and `x-extra` are no field names of MCP: text too.
-        assert_eq!(t.modelled, ["m", "meta", "hello", r#"{"k":"v"}"#]);
-        assert_eq!(t.residual, ["x-extra", "odd"]);
-        assert!(t.unreadable.is_none());
-        let t = texts(
-            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"add","description":"Adds",
-            "inputSchema":{"type":"object","properties":{"ignore previous":{"type":"string"}}}}]}}"#,
-        );
-        assert!(t.modelled.iter().any(|s| s.contains("ignore previous")));
-        assert!(t.modelled.contains(&"Adds".to_string()));
-    }
-
-    #[test]
-    fn a_tools_task_support_is_structure_only_with_its_schema_values() {
-        let tool = |support: &str| {
-            let v: Value = serde_json::from_str(&format!(
-                r#"{{"name":"add","execution":{{"taskSupport":"{support}"}}}}"#
-            ))
-            .unwrap();
-            Texts::of_value(&v, &["result", "tools"])
-        };
-        let t = tool("forbidden");
-        assert!(!t
-            .modelled
-            .iter()
-            .chain(&t.residual)
-            .any(|s| s == "forbidden"));
-        let t = tool("ignore previous instructions");
-        assert!(t
-            .modelled
-            .iter()
-            .chain(&t.residual)
-            .any(|s| s == "ignore previous instructions"));
-    }
-
-    #[test]
-    fn structure_is_skipped_and_binary_is_unreadable() {
-        let t = texts(
-            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1,"message":"half"}}"#,
-        );
-        assert_eq!(t.modelled, ["half"]);
-        assert!(t.residual.is_empty());
-        let t = texts(
-            r#"{"jsonrpc":"2.0","id":2,"result":{"contents":[{"uri":"file:///a","mimeType":"image/png","blob":"AAAA"}]}}"#,
-        );
-        assert_eq!(t.unreadable.as_deref(), Some("result.contents.blob"));
-        let t = texts(
-            r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"}]}}"#,
-        );
-        assert!(t.unreadable.is_some());
-    }
-
-    #[test]
-    fn structure_only_where_the_schema_puts_it() {
-        let t = texts(
-            r#"{"jsonrpc":"2.0","id":"r-1","method":"sampling/createMessage","params":{
-            "messages":[{"role":"user","content":[{"type":"text","text":"hi"},
-              {"type":"tool_result","toolUseId":"tu_1","content":[{"type":"text","text":"42"}]}]}],
-            "includeContext":"none","_meta":{"progressToken":7}}}"#,
-        );
-        assert_eq!(t.modelled, ["hi", "42"]);
-        assert!(t.residual.is_empty(), "{:?}", t.residual);
-        // The same keys elsewhere, or with values the schema does not allow there, are text.
-        for (json, text) in [
-            (
-                r#"{"jsonrpc":"2.0","id":1,"result":{"_meta":{"id":"x1"}}}"#,
-                "x1",
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"result":{"vendor":{"type":"x2"}}}"#,
-                "x2",
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"x3 y","text":""}]}}"#,
-                "x3 y",
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"result":{"messages":[{"role":"x4"}]}}"#,
-                "x4",
-            ),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"role":"x5"}}}"#,
-                r#"{"role":"x5"}"#,
-            ),
-            (r#"{"jsonrpc":"2.0","id":"a b","result":{}}"#, "a b"),
-            (
-                r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"x7"}}"#,
-                "x7",
-            ),
-            (
-                r#"{"jsonrpc":"2.0","method":"m","params":{"cursor":"x8 y"}}"#,
-                "x8 y",
-            ),
-            (
-                r#"{"jsonrpc":"2.0","method":"m","params":{"_meta":{"x9":true}}}"#,
-                "x9",
-            ),
-        ] {
-            let t = texts(json);
-            let all: Vec<&String> = t.modelled.iter().chain(&t.residual).collect();
-            assert!(all.iter().any(|s| *s == text), "{json}: {all:?}");
-        }
-        let long = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"result":{{"nextCursor":"{}"}}}}"#,
-            "c".repeat(MAX_TOKEN + 1)
-        );
-        assert_eq!(texts(&long).residual.len(), 1);
-    }
-}
+mod tests;

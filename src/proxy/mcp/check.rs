@@ -14,7 +14,7 @@ use crate::config::{PoisonedTools, UnknownContent};
 use crate::delta::{Channel, Conversation, Delta, Message as ConvMessage, Role};
 use crate::metrics::Metrics;
 use crate::policy::{Finding, Policy};
-use crate::protocol::mcp::content::{json_text, Texts};
+use crate::protocol::mcp::content::{canonical, json_text, Texts};
 use crate::protocol::mcp::jsonrpc::{error_json, Kind, Message};
 use crate::protocol::mcp::{codes, STRUCTURAL, VERSIONS};
 use crate::protocol::residual;
@@ -121,6 +121,7 @@ impl Checker {
         Ok(())
     }
 
+    /// The strings the checks read, each on its own (the joined texts aside).
     fn strings(&self, texts: Texts) -> Vec<String> {
         let mut all = texts.modelled;
         if self.unknown == UnknownContent::Scan {
@@ -130,11 +131,15 @@ impl Checker {
     }
 
     /// Input checks (BeforeCall) over what the model or user will read: each string a message
-    /// of its own, JSON in them read decoded too.
-    pub fn input(&self, texts: Texts, what: &str) -> Result<(), Refusal> {
+    /// of its own, and each joined text of siblings; JSON in them read decoded too. Then the
+    /// identifiers, by the secret and PII patterns.
+    pub fn input(&self, mut texts: Texts, what: &str) -> Result<(), Refusal> {
         self.readable(&texts)?;
-        let strings = self.strings(texts);
-        if strings.is_empty() {
+        let identifiers = std::mem::take(&mut texts.identifiers);
+        let joined = std::mem::take(&mut texts.joined);
+        let mut strings = self.strings(texts);
+        strings.extend(joined);
+        if strings.is_empty() && identifiers.is_empty() {
             return Ok(());
         }
         let mut conversation = Conversation {
@@ -151,22 +156,28 @@ impl Checker {
         if self.keep_matches {
             guard.keep_matches();
         }
-        let verdict = guard.before_call(&conversation);
+        let verdict = guard
+            .before_call(&conversation)
+            .and_then(|()| guard.check_identifiers(true, &identifiers));
         guard.take_findings(|monitored, _| self.report().monitor(monitored));
         verdict.map_err(|f| self.blocked(f, what))
     }
 
     /// Output checks over data leaving: a tool call (`tool`: name, arguments as JSON text) as
-    /// the model's, and the other strings as answer text; then AfterCall (tool checks of the
+    /// the model's, and the other strings (each joined text of siblings too) as answer text;
+    /// the identifiers by the secret and PII patterns; then AfterCall (tool checks of the
     /// turn, whole-text checks).
     pub fn output(
         &self,
         tool: Option<(&str, String)>,
-        texts: Texts,
+        mut texts: Texts,
         what: &str,
     ) -> Result<(), Refusal> {
         self.readable(&texts)?;
-        let strings = self.strings(texts);
+        let identifiers = std::mem::take(&mut texts.identifiers);
+        let joined = std::mem::take(&mut texts.joined);
+        let mut strings = self.strings(texts);
+        strings.extend(joined);
         let mut guard = self.policy.exchange_guard(self.session.history(), None);
         if self.keep_matches {
             guard.keep_matches();
@@ -214,8 +225,12 @@ impl Checker {
         ) {
             // A tool call is the model's turn: AfterCall whole. Any other message is no
             // answer: its texts' scans end, without the answer's whole-text and turn checks.
-            Ok(()) if called => guard.after_call(),
-            Ok(()) => guard.end_texts(),
+            Ok(()) => guard
+                .check_identifiers(false, &identifiers)
+                .and_then(|()| match called {
+                    true => guard.after_call(),
+                    false => guard.end_texts(),
+                }),
             Err(Stop::Violation(f)) => Err(f),
             Err(Stop::Unchecked(why)) => return Err(Refusal::new(codes::UNCHECKABLE, why)),
         };
@@ -322,8 +337,10 @@ impl Checker {
         };
         if let (Some(texts), Some(evals)) = (result, &mut self.evals) {
             let is_error = msg.kind == Kind::Error
-                || msg.body.get("result").and_then(|r| r.get("isError"))
-                    == Some(&Value::Bool(true));
+                || msg.result().and_then(Value::as_object).is_some_and(|r| {
+                    r.iter()
+                        .any(|(k, v)| canonical(k) == Some("isError") && *v == Value::Bool(true))
+                });
             let blocked = verdict != Verdict::Pass;
             evals.result(&msg.id, texts, is_error, blocked, self.trace.fired());
         }

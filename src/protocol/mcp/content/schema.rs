@@ -1,6 +1,9 @@
 //! The MCP schema as the reader of a message's texts needs it: the keys whose value is text
-//! a model or user reads, the keys holding free-form JSON, every field name, and the
-//! positions where the schema puts structure with what it allows there.
+//! a model or user reads, the keys holding free-form JSON, every field name and the other
+//! spellings the SDKs read for it, and the positions where the schema puts structure with
+//! what it allows there.
+
+use crate::protocol::identifier::is_identifier;
 
 /// Keys whose whole value is text a model or user reads.
 pub(super) const MODELLED: &[&str] = &[
@@ -41,6 +44,9 @@ pub(super) const FREE: &[&str] = &[
     "structuredContent",
     "arguments",
     "requestedSchema",
+    // The 2024-10-07 tool result, which the TypeScript SDK's `CompatibilityCallToolResultSchema`
+    // still reads.
+    "toolResult",
 ];
 
 /// Every field name of the MCP schema (the revisions guardwire reads, with 2026-07-28's reserved
@@ -49,6 +55,7 @@ const FIELDS: &[&str] = &[
     "_meta",
     "action",
     "annotations",
+    "applyDefaults",
     "argument",
     "arguments",
     "audience",
@@ -166,6 +173,7 @@ const FIELDS: &[&str] = &[
     "theme",
     "title",
     "toolChoice",
+    "toolResult",
     "toolUseId",
     "tools",
     "toolsListChanged",
@@ -190,23 +198,26 @@ const FIELDS: &[&str] = &[
 
 /// What a structural string may be at its position.
 enum Allowed {
-    /// A token: 1 to [`MAX_TOKEN`] bytes of visible ASCII, no spaces (ids, cursors, MIME types).
+    /// An identifier ([`is_identifier`]: ids, cursors, MIME types, versions).
     Token,
     /// One of the schema's values.
     OneOf(&'static [&'static str]),
 }
 
-/// The longest token exempt as structure (an opaque cursor or id); longer ones are read.
-pub const MAX_TOKEN: usize = 1024;
+/// What a string at a structural position is, when it is what the schema allows there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Structure {
+    /// One of the schema's values (`"2.0"`, a role, a block type): read by no check.
+    Constant,
+    /// An identifier: read by the secret and PII patterns only.
+    Identifier,
+}
 
 impl Allowed {
-    fn admits(&self, value: &str) -> bool {
+    fn admits(&self, value: &str) -> Option<Structure> {
         match self {
-            Allowed::Token => {
-                (1..=MAX_TOKEN).contains(&value.len())
-                    && value.bytes().all(|b| b.is_ascii_graphic())
-            }
-            Allowed::OneOf(values) => values.contains(&value),
+            Allowed::Token => is_identifier(value).then_some(Structure::Identifier),
+            Allowed::OneOf(values) => values.contains(&value).then_some(Structure::Constant),
         }
     }
 }
@@ -349,27 +360,65 @@ const BLOCK: &[(&[&str], Allowed)] = &[
     (&["toolUseId"], Allowed::Token),
 ];
 
-/// True when `value`, a string found at `path` (the keys from the message's top, array
-/// positions left out, its own key last), is protocol structure: at a position where the MCP
-/// schema puts structure, and what the schema allows there.
-pub fn is_structure_at(path: &[&str], value: &str) -> bool {
-    let Some(key) = path.last() else {
-        return false;
-    };
+/// What `value`, a string found at `path` (the keys from the message's top as their
+/// [`canonical`] names, array positions left out, its own key last), is as protocol structure:
+/// `None` when it is text — not at a position where the MCP schema puts structure, or not what
+/// the schema allows there.
+pub fn structure_at(path: &[&str], value: &str) -> Option<Structure> {
+    let key = path.last()?;
     let exact = STRUCTURE
         .iter()
-        .any(|(at, allowed)| at.last() == Some(key) && *at == path && allowed.admits(value));
-    exact
-        || BLOCKS_AT.iter().any(|at| {
-            path.len() > at.len()
-                && path.starts_with(at)
-                && BLOCK
+        .filter(|(at, _)| at.last() == Some(key) && *at == path)
+        .find_map(|(_, allowed)| allowed.admits(value));
+    exact.or_else(|| {
+        BLOCKS_AT
+            .iter()
+            .filter(|at| path.len() > at.len() && path.starts_with(at))
+            .find_map(|at| {
+                BLOCK
                     .iter()
-                    .any(|(rest, allowed)| *rest == &path[at.len()..] && allowed.admits(value))
-        })
+                    .filter(|(rest, _)| *rest == &path[at.len()..])
+                    .find_map(|(_, allowed)| allowed.admits(value))
+            })
+    })
 }
 
-/// True when `key` is a field name of the MCP schema (any other key is read as text).
+/// The field of the MCP schema `key` names, in any spelling an SDK reads: the schema's own
+/// (camelCase), or the Python SDK's attribute name, which its models accept as well
+/// (`populate_by_name`: `structured_content`, `mime_type`, `meta` for `_meta`). `None` for any
+/// other key, which is read as text.
+pub fn canonical(key: &str) -> Option<&'static str> {
+    if let Some(f) = FIELDS.iter().find(|f| **f == key) {
+        return Some(f);
+    }
+    if key == "meta" {
+        return Some("_meta");
+    }
+    if !key.contains('_') {
+        return None;
+    }
+    FIELDS.iter().copied().find(|f| is_snake_of(key, f))
+}
+
+/// True when `snake` is `camel` written in snake_case (`mime_type`, `mimeType`), as the Python
+/// SDK names its attributes.
+fn is_snake_of(snake: &str, camel: &str) -> bool {
+    let mut s = snake.bytes();
+    for c in camel.bytes() {
+        if c.is_ascii_uppercase() {
+            if s.next() != Some(b'_') || s.next() != Some(c.to_ascii_lowercase()) {
+                return false;
+            }
+        } else if c == b'_' || s.next() != Some(c) {
+            // A field with an underscore of its own (`_meta`) has no other spelling here.
+            return false;
+        }
+    }
+    s.next().is_none()
+}
+
+/// True when `key` names a field of the MCP schema in any spelling ([`canonical`]); any other
+/// key is read as text.
 pub fn is_field(key: &str) -> bool {
-    key.is_empty() || FIELDS.contains(&key)
+    key.is_empty() || canonical(key).is_some()
 }
