@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod charset;
 pub mod check;
 pub mod client_address;
 mod discovery;
