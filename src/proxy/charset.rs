@@ -226,6 +226,16 @@ pub struct Transcoder {
     state: State,
 }
 
+impl std::fmt::Debug for Transcoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match &self.state {
+            State::Start(_) => "Transcoder(start)",
+            State::Utf8 => "Transcoder(UTF-8)",
+            State::Decoding(d) => d.encoding().name(),
+        })
+    }
+}
+
 enum State {
     /// The first bytes of a body declared UTF-8, until they show whether a byte-order mark
     /// starts it (at most 2 bytes wait here).
