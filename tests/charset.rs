@@ -58,7 +58,10 @@ fn reply(media: &str, label: &str, body: &[u8], every: usize) -> Reply {
 async fn charset_mock(stream: String, whole: String) -> MockUpstream {
     MockUpstream::start(move |req| {
         let label = req.header("x-charset").unwrap_or("utf-16le").to_owned();
-        let every = req.header("x-split").and_then(|s| s.parse().ok()).unwrap_or(0);
+        let every = req
+            .header("x-split")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         match req.header("x-whole").is_some() {
             true => reply("application/json", &label, &encode(&label, &whole), every),
             false => reply("text/event-stream", &label, &encode(&label, &stream), every),
@@ -93,8 +96,14 @@ async fn utf16_answers_are_checked_as_decoded_and_sent_as_utf8_on_every_llm_prot
                         ("x-charset", label),
                         ("x-split", split.as_str()),
                     ];
-                    let a = send(proxy.addr(), "POST", p.stream_path, (p.stream_body)("hi"), &headers)
-                        .await;
+                    let a = send(
+                        proxy.addr(),
+                        "POST",
+                        p.stream_path,
+                        (p.stream_body)("hi"),
+                        &headers,
+                    )
+                    .await;
                     let what = format!("{} {label} every {every}: {}", p.name, a.text());
                     assert_eq!(a.status, 200, "{what}");
                     if violating {
@@ -115,7 +124,14 @@ async fn utf16_answers_are_checked_as_decoded_and_sent_as_utf8_on_every_llm_prot
                     ("x-whole", "1"),
                 ];
                 headers.push(("x-split", "5"));
-                let a = send(proxy.addr(), "POST", p.plain_path, (p.plain_body)("hi"), &headers).await;
+                let a = send(
+                    proxy.addr(),
+                    "POST",
+                    p.plain_path,
+                    (p.plain_body)("hi"),
+                    &headers,
+                )
+                .await;
                 let what = format!("{} whole {label}: {}", p.name, a.text());
                 if violating {
                     assert_eq!(a.status, 400, "{what}");
@@ -124,7 +140,10 @@ async fn utf16_answers_are_checked_as_decoded_and_sent_as_utf8_on_every_llm_prot
                     assert_eq!(a.status, 200, "{what}");
                     assert_eq!(a.text(), (p.whole)(whole_text), "{what}");
                     assert_eq!(a.headers["content-type"], "application/json; charset=utf-8");
-                    assert_eq!(a.headers["content-length"], a.body.len().to_string().as_str());
+                    assert_eq!(
+                        a.headers["content-length"],
+                        a.body.len().to_string().as_str()
+                    );
                 }
             }
         }
@@ -166,7 +185,14 @@ async fn requests_in_a_declared_charset_are_checked_and_forwarded_as_utf8() {
     let p = &all()[0];
     let addr = proxy.addr();
     let post = |body: Vec<u8>, ct: &'static str| async move {
-        send(addr, "POST", "/v1/chat/completions", body, &[("content-type", ct)]).await
+        send(
+            addr,
+            "POST",
+            "/v1/chat/completions",
+            body,
+            &[("content-type", ct)],
+        )
+        .await
     };
     // The phrase in UTF-16: blocked before the call.
     let bad = (p.plain_body)("where is the forbidden fruit?");
@@ -174,7 +200,10 @@ async fn requests_in_a_declared_charset_are_checked_and_forwarded_as_utf8() {
         (utf16(&bad, false), "application/json; charset=utf-16"),
         (utf16(&bad, true), "application/json; charset=UTF-16BE"),
         // A byte-order mark decides, and is dropped.
-        ([&[0xFE, 0xFF][..], &utf16(&bad, true)].concat(), "application/json"),
+        (
+            [&[0xFE, 0xFF][..], &utf16(&bad, true)].concat(),
+            "application/json",
+        ),
     ] {
         let a = post(body, ct).await;
         assert_eq!(a.status, 400, "{ct}: {}", a.text());
@@ -191,7 +220,11 @@ async fn requests_in_a_declared_charset_are_checked_and_forwarded_as_utf8() {
         sent.header("content-type"),
         Some("application/json; charset=utf-8")
     );
-    let a = post([b"\xEF\xBB\xBF", good.as_bytes()].concat(), "application/json").await;
+    let a = post(
+        [b"\xEF\xBB\xBF", good.as_bytes()].concat(),
+        "application/json",
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(mock.requests()[1].body_str(), good);
     // One guardwire cannot decode: 415, nothing forwarded.
@@ -240,10 +273,23 @@ async fn mcp_answers_in_utf16_are_checked_json_and_sse_alike() {
             let (json_answer, sse_answer) = (json_answer.clone(), sse_answer.clone());
             let mock = MockUpstream::start(move |req| {
                 let label = req.header("x-charset").unwrap_or("utf-16le").to_owned();
-                let every = req.header("x-split").and_then(|s| s.parse().ok()).unwrap_or(0);
+                let every = req
+                    .header("x-split")
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
                 match sse {
-                    true => reply("text/event-stream", &label, &encode(&label, &sse_answer), every),
-                    false => reply("application/json", &label, &encode(&label, &json_answer), every),
+                    true => reply(
+                        "text/event-stream",
+                        &label,
+                        &encode(&label, &sse_answer),
+                        every,
+                    ),
+                    false => reply(
+                        "application/json",
+                        &label,
+                        &encode(&label, &json_answer),
+                        every,
+                    ),
                 }
             })
             .await;
@@ -270,7 +316,10 @@ async fn mcp_answers_in_utf16_are_checked_json_and_sse_alike() {
                     } else {
                         assert_eq!(msg["result"]["content"][0]["text"], text, "{what}");
                         let ct = a.headers["content-type"].to_str().unwrap();
-                        assert!(ct.ends_with("charset=utf-8") || ct == "application/json", "{ct}");
+                        assert!(
+                            ct.ends_with("charset=utf-8") || ct == "application/json",
+                            "{ct}"
+                        );
                     }
                 }
             }
@@ -278,17 +327,23 @@ async fn mcp_answers_in_utf16_are_checked_json_and_sse_alike() {
             let a = mcp_post(proxy.addr(), "utf-7", "0").await;
             let msg: Value = serde_json::from_slice(&a.body).unwrap();
             assert_eq!(msg["id"], 7, "{}", a.text());
-            assert!(msg["error"]["message"].as_str().unwrap().contains("utf-7"), "{}", a.text());
-            assert!(!a.text().contains("note") && !a.text().contains("caf"), "{}", a.text());
+            assert!(
+                msg["error"]["message"].as_str().unwrap().contains("utf-7"),
+                "{}",
+                a.text()
+            );
+            assert!(
+                !a.text().contains("note") && !a.text().contains("caf"),
+                "{}",
+                a.text()
+            );
         }
     }
 }
 
 #[tokio::test]
 async fn a2a_answers_and_cards_in_utf16_are_checked() {
-    let result = |text: &str| {
-        json!({"jsonrpc":"2.0","id":"r1","result":{"message":{"messageId":"m2","role":"ROLE_AGENT","parts":[{"text":text}]}}})
-    };
+    let result = |text: &str| json!({"jsonrpc":"2.0","id":"r1","result":{"message":{"messageId":"m2","role":"ROLE_AGENT","parts":[{"text":text}]}}});
     let card = json!({
         "name": "Agent", "description": "The forbidden fruit agent.", "version": "1.0.0",
         "supportedInterfaces": [{"url": "http://agent/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
@@ -298,15 +353,32 @@ async fn a2a_answers_and_cards_in_utf16_are_checked() {
     let mock = MockUpstream::start(move |req| {
         let label = req.header("x-charset").unwrap_or("utf-16le").to_owned();
         if req.path_and_query.ends_with("agent-card.json") {
-            return reply("application/json", "utf-16be", &utf16(&card.to_string(), true), 3);
+            return reply(
+                "application/json",
+                "utf-16be",
+                &utf16(&card.to_string(), true),
+                3,
+            );
         }
         let answer = match req.body_str().contains("bad") {
             true => &bad,
             false => &good,
         };
-        match req.body_str().contains("message/stream") || req.body_str().contains("SendStreamingMessage") {
-            true => reply("text/event-stream", &label, &encode(&label, &format!("data: {answer}\n\n")), 3),
-            false => reply("application/json", &label, &encode(&label, &answer.to_string()), 3),
+        match req.body_str().contains("message/stream")
+            || req.body_str().contains("SendStreamingMessage")
+        {
+            true => reply(
+                "text/event-stream",
+                &label,
+                &encode(&label, &format!("data: {answer}\n\n")),
+                3,
+            ),
+            false => reply(
+                "application/json",
+                &label,
+                &encode(&label, &answer.to_string()),
+                3,
+            ),
         }
     })
     .await;

@@ -9,10 +9,10 @@
 //!    same checks in one pass).
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
+use super::charset::{self, Transcoder};
 use super::check::{check_payload, Needs, Stop};
 use super::redact;
 use super::request::{Kept, RequestCtx, Waited};
-use super::charset::{self, Transcoder};
 use super::{headers, InFlight};
 use crate::delta::Conversation;
 use crate::error::GatewayError;

@@ -342,8 +342,14 @@ mod tests {
         }
         // A charset guardwire decodes: the body goes on as UTF-8, and says so.
         for (declared, sent) in [
-            ("application/json; charset=utf-16", "application/json; charset=utf-8"),
-            ("application/json; charset=latin1", "application/json; charset=utf-8"),
+            (
+                "application/json; charset=utf-16",
+                "application/json; charset=utf-8",
+            ),
+            (
+                "application/json; charset=latin1",
+                "application/json; charset=utf-8",
+            ),
             ("application/json; profile=\"x\"", "application/json"),
         ] {
             let mut h = map(&[("content-type", declared)]);
