@@ -262,7 +262,7 @@ proptest! {
         prop_assert_eq!(chunked(encoding, &bytes, &cuts), whole.to_vec());
         // What round-trips comes out as the text that was sent (unmappable characters are
         // numeric references in legacy encodings, which the round trip keeps).
-        if encoding.encode(&text).2 == false || encoding == UTF_16LE || encoding == UTF_16BE || mark > 0 {
+        if !encoding.encode(&text).2 || encoding == UTF_16LE || encoding == UTF_16BE || mark > 0 {
             prop_assert_eq!(std::str::from_utf8(&whole).ok(), Some(text.as_str()));
         }
     }
