@@ -678,6 +678,84 @@ pub(crate) mod sdk {
     async fn python_sdk_stateless_envelope() {
         scenario("stateless", "2026-07-28").await;
     }
+
+    /// A server that answers in UTF-16 (JSON for the handshake, SSE for calls): the SDK reads
+    /// a clean result as its text, and a banned phrase never reaches it.
+    #[tokio::test]
+    #[ignore = "needs the MCP Python SDK (GUARDWIRE_SDK_PYTHON)"]
+    async fn python_sdk_reads_utf16_answers_as_checked() {
+        fn utf16(text: &str, be: bool) -> Vec<u8> {
+            text.encode_utf16()
+                .flat_map(|u| if be { u.to_be_bytes() } else { u.to_le_bytes() })
+                .collect()
+        }
+        let mock = MockUpstream::start(|req| {
+            let Some(msg) = req.body_json() else {
+                return Reply::chunks(405, vec![]);
+            };
+            let id = msg["id"].clone();
+            let answer = match msg["method"].as_str().unwrap_or_default() {
+                "initialize" => json!({"jsonrpc":"2.0","id":id,"result":{
+                    "protocolVersion": msg["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "utf16", "version": "1"}}}),
+                "tools/call" => {
+                    let text = match msg["params"]["name"].as_str() {
+                        Some("banned") => "the forbidden fruit",
+                        _ => "caf\u{e9} \u{2615} d\u{e9}j\u{e0} vu",
+                    };
+                    json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":text}],"isError":false}})
+                }
+                "tools/list" => json!({"jsonrpc":"2.0","id":id,"result":{"tools":[
+                    {"name":"clean","inputSchema":{"type":"object"}},
+                    {"name":"banned","inputSchema":{"type":"object"}}]}}),
+                _ if id.is_null() => return Reply::chunks(202, vec![]),
+                _ => json!({"jsonrpc":"2.0","id":id,"result":{}}),
+            };
+            let (ct, body) = match msg["method"] == "tools/call" {
+                true => (
+                    "text/event-stream; charset=utf-16",
+                    utf16(&format!("event: message\ndata: {answer}\n\n"), false),
+                ),
+                false => ("application/json; charset=utf-16be", utf16(&answer.to_string(), true)),
+            };
+            let chunks = body
+                .chunks(3)
+                .map(|c| common::mock_upstream::Chunk::now(Bytes::copy_from_slice(c)))
+                .collect();
+            Reply::chunks(200, chunks).with_header("content-type", ct)
+        })
+        .await;
+        let p = proxy_for(&format!("{}/mcp", mock.base_url()), "", "").await;
+        let r = client_charset(&format!("http://{}/mcp", p.addr())).await;
+        assert_eq!(
+            r["clean"]["ok"], "caf\u{e9} \u{2615} d\u{e9}j\u{e0} vu",
+            "{r}"
+        );
+        assert_eq!(r["banned"]["error"]["code"], BLOCKED, "{r}");
+        assert!(!r.to_string().contains("forbidden"), "{r}");
+    }
+
+    async fn client_charset(url: &str) -> Value {
+        let url = url.to_owned();
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(python())
+                .arg(script("charset_client.py"))
+                .arg(url)
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "client failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.trim()).unwrap()
+    }
 }
 
 // ---- the security review: hostile peers (tests/mcp/hostile.rs) ----

@@ -111,7 +111,7 @@ pub enum UpstreamErrorKind {
     Total,
     /// A body or frame the protocol cannot read.
     Malformed,
-    /// A `Content-Encoding` guardwire cannot check.
+    /// A `Content-Encoding` or charset guardwire cannot check.
     Encoded,
     /// The stream ended without its protocol's terminal event.
     Incomplete,

@@ -135,6 +135,9 @@ enum Batch {
 
 pub struct GuardedStream {
     lifecycle: Lifecycle,
+    /// The upstream's bytes into the UTF-8 text the frames are read from (as they came, for
+    /// UTF-8 without a byte-order mark).
+    text: super::charset::Transcoder,
     framer: SseFramer,
     /// The frame step: the decoder and the held frames.
     pipeline: pipeline::FramePipeline,
@@ -164,7 +167,12 @@ pub struct GuardedStream {
 }
 
 impl GuardedStream {
-    pub fn new(upstream: UpstreamBody, guard: ExchangeGuard, ctx: StreamContext) -> Self {
+    pub fn new(
+        upstream: UpstreamBody,
+        text: super::charset::Transcoder,
+        guard: ExchangeGuard,
+        ctx: StreamContext,
+    ) -> Self {
         ctx.metrics.streams_in_flight.inc();
         let decoder = ctx.protocol.stream_decoder();
         let mut guard = guard;
@@ -188,6 +196,7 @@ impl GuardedStream {
         };
         GuardedStream {
             lifecycle: Lifecycle::Relaying(upstream),
+            text,
             framer: SseFramer::new(ctx.max_frame_bytes),
             pipeline: pipeline::FramePipeline::new(
                 decoder,
@@ -346,6 +355,7 @@ impl GuardedStream {
                     let started = *busy_since.get_or_insert_with(Instant::now);
                     self.last_read = tokio::time::Instant::from_std(started);
                     if let Ok(data) = frame.into_data() {
+                        let data = self.text.push(data);
                         self.ingest(&data);
                     }
                     self.batch = Batch::MoreReady;
@@ -358,6 +368,11 @@ impl GuardedStream {
                 }
                 Poll::Ready(None) => {
                     busy_since.get_or_insert_with(Instant::now);
+                    // A character the body cut short, or a start too short to read yet.
+                    let tail = self.text.finish();
+                    if !tail.is_empty() {
+                        self.ingest(&tail);
+                    }
                     self.upstream_ended();
                     // The body is over: nothing of it is left to read.
                     self.lifecycle = Lifecycle::Draining(None);

@@ -50,10 +50,19 @@ impl RequestCtx<'_> {
             }
             return Ok(super::exchange::relay(head, body));
         }
+        // Read in the charset it declares, as its readers read it.
+        let text = super::charset::declared(&head.headers)
+            .map_err(|super::charset::Unreadable(why)| {
+                self.count_upstream_error(UpstreamErrorKind::Encoded);
+                GatewayError::Upstream(format!(
+                    "the upstream's discovery document cannot be checked: {why}"
+                ))
+            })?
+            .transcoder();
         let idle = Duration::from_millis(self.rt.config.timeouts.idle_ms);
         let limit = self.rt.config.limits.max_response_bytes;
         let body = match self.wait(idle, Limited::new(body, limit).collect()).await {
-            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Ok(collected)) => text.whole(collected.to_bytes()),
             Ok(Err(_)) => {
                 self.count_upstream_error(UpstreamErrorKind::Reset);
                 return Err(GatewayError::Upstream(

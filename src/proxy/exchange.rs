@@ -2,12 +2,14 @@
 //! call) in `request.rs`, then:
 //!
 //! 7. [`RequestCtx::response_head`]: its response head, within the head timeout and budget
-//!    ([`RequestCtx::response_head_judged`] while `parallel: true` input checks are judged);
+//!    ([`RequestCtx::response_head_judged`] while `parallel: true` input checks are judged),
+//!    and the charset its body is read in ([`super::charset`]);
 //! 8. [`RequestCtx::relay_stream`] for an SSE answer (OnChunk per frame, AfterCall at its end,
 //!    in [`super::body::GuardedStream`]), or [`RequestCtx::check_whole`] for a whole one (the
 //!    same checks in one pass).
 
 use super::body::{GuardedStream, ProxyBody, StreamContext};
+use super::charset::{self, Transcoder};
 use super::check::{check_payload, Needs, Stop};
 use super::redact;
 use super::request::{Kept, RequestCtx, Waited};
@@ -30,8 +32,11 @@ use std::time::{Duration, Instant};
 pub enum Head {
     Relay(Response<ProxyBody>),
     Check {
+        /// The head as it goes on: its `Content-Type` says UTF-8.
         parts: http::response::Parts,
         body: UpstreamBody,
+        /// The body's bytes into the UTF-8 text that is checked and sent.
+        text: Transcoder,
         sse: bool,
         /// When the request was sent upstream.
         sent: Instant,
@@ -56,7 +61,8 @@ pub struct Answered {
 
 impl<'a> RequestCtx<'a> {
     /// Step 7: sends the request and waits for the response head. An error status is relayed
-    /// as the provider sent it; an encoded body (which cannot be checked) is refused.
+    /// as the provider sent it; an encoded body, or one in a charset guardwire cannot decode
+    /// (neither can be checked), is refused.
     pub async fn response_head(
         &self,
         base: &UpstreamBase,
@@ -74,7 +80,7 @@ impl<'a> RequestCtx<'a> {
                 model: self.trace.model_label(),
             })
             .observe((at - sent).as_secs_f64());
-        let (parts, mut body) = resp.into_parts();
+        let (mut parts, mut body) = resp.into_parts();
         let sse = parts
             .headers
             .get(header::CONTENT_TYPE)
@@ -96,9 +102,15 @@ impl<'a> RequestCtx<'a> {
                 "the upstream sent an encoded body that cannot be checked".into(),
             ));
         }
+        let declared = charset::declared(&parts.headers).map_err(|charset::Unreadable(why)| {
+            self.count_upstream_error(UpstreamErrorKind::Encoded);
+            GatewayError::Upstream(format!("the upstream's answer cannot be checked: {why}"))
+        })?;
+        declared.label(&mut parts.headers);
         Ok(Head::Check {
             parts,
             body,
+            text: declared.transcoder(),
             sse,
             sent,
             at,
@@ -133,10 +145,12 @@ impl<'a> RequestCtx<'a> {
 
     /// Step 8, streamed: the answer relayed frame by frame through a [`GuardedStream`], which
     /// holds the permit until the stream ends.
+    #[allow(clippy::too_many_arguments)] // the answer's parts, as `Head::Check` holds them
     pub fn relay_stream(
         &self,
         parts: http::response::Parts,
         body: UpstreamBody,
+        text: Transcoder,
         mut guard: ExchangeGuard,
         answered: Answered,
         permit: InFlight,
@@ -182,7 +196,7 @@ impl<'a> RequestCtx<'a> {
             reply_to,
         };
         guard.answer(true);
-        let stream = GuardedStream::new(body, guard, ctx);
+        let stream = GuardedStream::new(body, text, guard, ctx);
         let mut r = Response::new(ProxyBody::Guarded(Box::new(stream)));
         *r.headers_mut() = headers::forwardable(&parts.headers);
         r
@@ -196,6 +210,7 @@ impl<'a> RequestCtx<'a> {
         &self,
         parts: http::response::Parts,
         body: UpstreamBody,
+        text: Transcoder,
         mut guard: ExchangeGuard,
         answered: &Answered,
         kept: Kept,
@@ -229,7 +244,7 @@ impl<'a> RequestCtx<'a> {
                     "the upstream response body failed or was too large".into(),
                 ));
             }
-            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Ok(collected)) => text.whole(collected.to_bytes()),
         };
         let check_started = Instant::now();
         let mut deltas = Vec::new();

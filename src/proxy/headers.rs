@@ -1,8 +1,9 @@
 //! Header hygiene between client and upstream: what of a request's head goes upstream (the
 //! protocol's allowlist, [`crate::protocol::HeaderAllowlist`], and the route's
 //! `forward_headers`), which values HPACK must never index, which request bodies guardwire can
-//! read, and what of a response's head goes back.
+//! read (and in which charset), and what of a response's head goes back.
 
+use super::charset::{self, Transcoder};
 use crate::config::NEVER_FORWARDED;
 use crate::error::GatewayError;
 use crate::protocol::HeaderAllowlist;
@@ -100,10 +101,12 @@ fn names_a_secret(name: &[u8]) -> bool {
 }
 
 /// Refuses (415) a request body guardwire could not read as its checks do: a `Content-Encoding`
-/// other than `identity`, or a `Content-Type` other than `application/json` (a `charset`
-/// parameter, if any, must be UTF-8). Without a `Content-Type` the body is read as JSON and
-/// forwarded as `application/json`, so the upstream reads what was checked.
-pub fn check_request_body_type(headers: &mut HeaderMap) -> Result<(), GatewayError> {
+/// other than `identity`, a `Content-Type` other than `application/json`, or a charset
+/// guardwire cannot decode ([`charset`]). Without a `Content-Type` the body is read as JSON and
+/// forwarded as `application/json`. The answer decodes the body, once read, into the UTF-8
+/// that is checked and forwarded, under a `Content-Type` that says so: the upstream reads what
+/// was checked.
+pub fn check_request_body_type(headers: &mut HeaderMap) -> Result<Transcoder, GatewayError> {
     let refuse = |m: String| Err(GatewayError::UnsupportedMediaType(m));
     if let Some(coding) = headers
         .get_all(header::CONTENT_ENCODING)
@@ -126,37 +129,24 @@ pub fn check_request_body_type(headers: &mut HeaderMap) -> Result<(), GatewayErr
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        return Ok(());
+        return Ok(Transcoder::new(encoding_rs::UTF_8));
     };
-    let shown = || String::from_utf8_lossy(value.as_bytes()).into_owned();
-    let mut parts = value.as_bytes().split(|&b| b == b';');
-    let media = parts.next().unwrap_or_default().trim_ascii();
-    if !media.eq_ignore_ascii_case(b"application/json") {
+    let media = value.as_bytes().split(|&b| b == b';').next();
+    if !media.is_some_and(|m| m.trim_ascii().eq_ignore_ascii_case(b"application/json")) {
         return refuse(format!(
             "Content-Type `{}` is not supported; send the body as application/json",
-            shown()
+            String::from_utf8_lossy(value.as_bytes())
         ));
     }
-    for param in parts {
-        let Some(eq) = param.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let (name, value) = (&param[..eq], &param[eq + 1..]);
-        let value = value.trim_ascii();
-        let value = value
-            .strip_prefix(b"\"")
-            .and_then(|v| v.strip_suffix(b"\""))
-            .unwrap_or(value);
-        if name.trim_ascii().eq_ignore_ascii_case(b"charset")
-            && !value.eq_ignore_ascii_case(b"utf-8")
-        {
-            return refuse(format!(
-                "Content-Type `{}` is not supported; JSON bodies must be UTF-8",
-                shown()
-            ));
+    match charset::declared(headers) {
+        Ok(declared) => {
+            declared.label(headers);
+            Ok(declared.transcoder())
+        }
+        Err(charset::Unreadable(why)) => {
+            refuse(format!("{why}; send the body as UTF-8 application/json"))
         }
     }
-    Ok(())
 }
 
 /// The client's `x-request-id` if it sent a usable one, else a fresh one.
@@ -209,6 +199,7 @@ mod tests {
     use super::*;
     use crate::config::ProtocolId;
     use crate::protocol::by_id;
+    use bytes::Bytes;
 
     fn map(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -344,8 +335,30 @@ mod tests {
             "application/json;charset=\"UTF-8\"",
         ] {
             let mut h = map(&[("content-type", ok)]);
-            assert!(check_request_body_type(&mut h).is_ok(), "{ok}");
+            let text = check_request_body_type(&mut h).unwrap();
+            let body = Bytes::from_static(b"{}");
+            assert_eq!(text.whole(body.clone()).as_ptr(), body.as_ptr(), "{ok}");
             assert_eq!(h["content-type"], ok);
+        }
+        // A charset guardwire decodes: the body goes on as UTF-8, and says so.
+        for (declared, sent) in [
+            (
+                "application/json; charset=utf-16",
+                "application/json; charset=utf-8",
+            ),
+            (
+                "application/json; charset=latin1",
+                "application/json; charset=utf-8",
+            ),
+            ("application/json; profile=\"x\"", "application/json"),
+        ] {
+            let mut h = map(&[("content-type", declared)]);
+            let text = check_request_body_type(&mut h).unwrap();
+            assert_eq!(h["content-type"], sent);
+            if declared.contains("utf-16") {
+                let body = Bytes::from_static(b"{\x00}\x00");
+                assert_eq!(&text.whole(body)[..], b"{}");
+            }
         }
         // No type: read as JSON, and said to be JSON upstream.
         let mut h = HeaderMap::new();
@@ -366,7 +379,13 @@ mod tests {
                 "application/json",
             ),
             ("content-type", "application/json-seq", "application/json"),
-            ("content-type", "application/json; charset=utf-16", "UTF-8"),
+            ("content-type", "application/json; charset=utf-7", "utf-7"),
+            ("content-type", "application/json; charset=utf-32", "UTF-8"),
+            (
+                "content-type",
+                "application/json; charset=utf-8; charset=utf-16le",
+                "several charsets",
+            ),
             ("content-encoding", "gzip", "uncompressed"),
             ("content-encoding", "identity, br", "uncompressed"),
         ] {

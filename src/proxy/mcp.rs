@@ -17,6 +17,7 @@ pub mod session;
 pub mod stream;
 
 use super::body::ProxyBody;
+use super::charset::{self, Transcoder};
 use super::client_address::AddressShare;
 use super::request::{self, RequestCtx};
 use super::runtime::{Route, Runtime};
@@ -145,8 +146,9 @@ impl Gateway {
         };
         let (body, held) = match parts.method {
             Method::POST => {
-                headers::check_request_body_type(&mut parts.headers)?;
-                ctx.read_body(body).await?
+                let text = headers::check_request_body_type(&mut parts.headers)?;
+                let (body, held) = ctx.read_body(body).await?;
+                (text.whole(body), held)
             }
             Method::GET | Method::DELETE => ctx.read_body(body).await?,
             _ => {
@@ -208,23 +210,36 @@ impl Gateway {
             .map(|v| v.as_bytes().to_ascii_lowercase())
             .unwrap_or_default();
         let mut out_headers = headers::forwardable(&head.headers);
-        if content_type.starts_with(b"text/event-stream") {
-            let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
-            let max_frame = rt.config.limits.max_frame_bytes;
-            let stream = stream::McpStream::new(body, checker, max_frame, idle, permit);
-            let mut r = Response::new(ProxyBody::Mcp(Box::new(stream)));
-            *r.status_mut() = head.status;
-            *r.headers_mut() = out_headers;
-            return Ok(r);
-        }
-        let whole = self
-            .mcp_whole(
-                &ctx,
-                body,
-                &mut checker,
-                content_type.starts_with(b"application/json"),
+        // The body is read in the charset it declares and goes on as UTF-8; one guardwire
+        // cannot decode is answered as any other unreadable answer.
+        let declared = charset::declared(&head.headers).map_err(|charset::Unreadable(why)| {
+            ctx.count_upstream_error(UpstreamErrorKind::Encoded);
+            Refusal::new(
+                codes::UPSTREAM,
+                format!("the MCP server's answer cannot be checked: {why}"),
             )
-            .await;
+        });
+        if let Ok(declared) = &declared {
+            declared.label(&mut out_headers);
+        }
+        let whole = match declared {
+            Ok(declared) if content_type.starts_with(b"text/event-stream") => {
+                let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
+                let max_frame = rt.config.limits.max_frame_bytes;
+                let text = declared.transcoder();
+                let stream = stream::McpStream::new(body, text, checker, max_frame, idle, permit);
+                let mut r = Response::new(ProxyBody::Mcp(Box::new(stream)));
+                *r.status_mut() = head.status;
+                *r.headers_mut() = out_headers;
+                return Ok(r);
+            }
+            Ok(declared) => {
+                let json = content_type.starts_with(b"application/json");
+                self.mcp_whole(&ctx, body, declared.transcoder(), &mut checker, json)
+                    .await
+            }
+            Err(why) => Err(why),
+        };
         drop(permit);
         let body = match whole {
             Ok(body) => body,
@@ -319,12 +334,13 @@ impl Gateway {
         Some(rpc_response(status, body))
     }
 
-    /// A whole answer (JSON, or anything else the server sent): read within the limits, each
-    /// message checked; `Err`: what replaces it.
+    /// A whole answer (JSON, or anything else the server sent): read within the limits, decoded
+    /// into UTF-8 by `text`, each message checked; `Err`: what replaces it.
     async fn mcp_whole(
         &self,
         ctx: &RequestCtx<'_>,
         body: UpstreamBody,
+        text: Transcoder,
         checker: &mut Checker,
         json: bool,
     ) -> Result<Bytes, Refusal> {
@@ -332,7 +348,7 @@ impl Gateway {
         let limit = ctx.rt.config.limits.max_response_bytes;
         let read = tokio::time::timeout(idle, Limited::new(body, limit).collect()).await;
         let body = match read {
-            Ok(Ok(collected)) => collected.to_bytes(),
+            Ok(Ok(collected)) => text.whole(collected.to_bytes()),
             Err(_) => {
                 ctx.count_upstream_error(UpstreamErrorKind::Idle);
                 return Err(Refusal::new(

@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod charset;
 pub mod check;
 pub mod client_address;
 mod discovery;
@@ -355,9 +356,10 @@ impl Gateway {
         trace.note_caller(caller.key_id);
         // A checked body is read as JSON; one the upstream would read otherwise is refused
         // before it is read.
-        if let Target::Checked(..) = target {
-            headers::check_request_body_type(&mut parts.headers)?;
-        }
+        let text = match target {
+            Target::Checked(..) => Some(headers::check_request_body_type(&mut parts.headers)?),
+            _ => None,
+        };
         let protocol = match target {
             Target::Checked(_, p) => p,
             Target::Passthrough(_) | Target::Discovery(_) => route.protocol,
@@ -374,6 +376,11 @@ impl Gateway {
             trace,
         };
         let (body, body_bytes) = ctx.read_body(body).await?;
+        // Checked and forwarded as UTF-8, whatever charset the client declared.
+        let body = match text {
+            Some(text) => text.whole(body),
+            None => body,
+        };
         if let (Some(capture), Target::Checked(..)) = (&rt.capture, &target) {
             let path = parts.uri.path();
             if let Some(c) = capture.start(route.name, protocol.name(), path, ctx.id, &self.metrics)
@@ -457,15 +464,16 @@ impl Gateway {
             }
             None => ctx.response_head(base, up_req, &mut guard).await?,
         };
-        let (head, body, sse, sent, head_at) = match head {
+        let (head, body, text, sse, sent, head_at) = match head {
             Head::Relay(resp) => return Ok(resp),
             Head::Check {
                 parts,
                 body,
+                text,
                 sse,
                 sent,
                 at,
-            } => (parts, body, sse, sent, at),
+            } => (parts, body, text, sse, sent, at),
         };
         let answered = Answered {
             traffic,
@@ -481,9 +489,11 @@ impl Gateway {
             reply_to: reply_to.clone(),
         };
         if sse {
-            return Ok(ctx.relay_stream(head, body, guard, answered, permit, kept));
+            return Ok(ctx.relay_stream(head, body, text, guard, answered, permit, kept));
         }
-        let resp = ctx.check_whole(head, body, guard, &answered, kept).await?;
+        let resp = ctx
+            .check_whole(head, body, text, guard, &answered, kept)
+            .await?;
         drop(permit);
         Ok(resp)
     }

@@ -46,6 +46,8 @@ fn is_structure_id(id: &str) -> bool {
 
 pub struct McpStream {
     upstream: Option<UpstreamBody>,
+    /// The server's bytes into the UTF-8 text the events are read from.
+    text: crate::proxy::charset::Transcoder,
     framer: SseFramer,
     checker: Checker,
     out: VecDeque<Bytes>,
@@ -59,6 +61,7 @@ pub struct McpStream {
 impl McpStream {
     pub fn new(
         upstream: UpstreamBody,
+        text: crate::proxy::charset::Transcoder,
         checker: Checker,
         max_frame: usize,
         idle: Duration,
@@ -66,6 +69,7 @@ impl McpStream {
     ) -> McpStream {
         McpStream {
             upstream: Some(upstream),
+            text,
             framer: SseFramer::new(max_frame),
             checker,
             out: VecDeque::new(),
@@ -93,6 +97,7 @@ impl McpStream {
                     if let Ok(data) = frame.into_data() {
                         let deadline = tokio::time::Instant::now() + self.idle;
                         self.idle_timer.as_mut().reset(deadline);
+                        let data = self.text.push(data);
                         self.ingest(&data);
                     }
                 }
@@ -103,6 +108,12 @@ impl McpStream {
                     ));
                 }
                 Poll::Ready(None) => {
+                    // A character cut short by the end is U+FFFD in the event it ends (an
+                    // unfinished one, below).
+                    let tail = self.text.finish();
+                    if !tail.is_empty() {
+                        self.ingest(&tail);
+                    }
                     // An event the server did not finish is never released.
                     let _ = self.framer.finish();
                     self.upstream = None;
