@@ -471,7 +471,7 @@ async fn a_keys_failures_open_its_own_breaker_only() {
                 Some("a"),
                 None,
                 Instant::now() + Duration::from_millis(5),
-                || std::future::pending::<Result<Verdict, AttemptError>>(),
+                std::future::pending::<Result<Verdict, AttemptError>>,
             )
             .await;
         assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::Timeout));

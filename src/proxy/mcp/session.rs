@@ -523,7 +523,7 @@ mod tests {
         assert!(kept(small, "s") && kept(small, "t"));
         let lost: Vec<_> = keys.iter().filter(|k| !kept(k, "0")).collect();
         assert_eq!(lost.len(), 1, "one full key lost its oldest: {lost:?}");
-        assert_ne!(lost[0], keys.last().unwrap(), "not the key holding fewer");
+        assert_ne!(Some(lost[0]), keys.last(), "not the key holding fewer");
     }
 
     #[test]
