@@ -47,12 +47,14 @@ pub enum GatewayError {
     /// shortly.
     #[error("too many request bytes being read at once; retry shortly")]
     BufferFull,
-    /// The caller's key has its `max_concurrent_requests` in flight: try again shortly.
-    #[error("too many requests in flight for this key; retry shortly")]
+    /// The caller's key has its `max_concurrent_requests` in flight, or holds its share of
+    /// request-body bytes (`limits.max_buffered_request_bytes_per_key`): try again shortly.
+    #[error("this key has too many requests or request bytes in flight; retry shortly")]
     KeyLimit,
     /// The client's address (or IPv6 /64) has `limits.max_concurrent_requests_per_client_address`
-    /// requests in flight: try again shortly.
-    #[error("too many requests in flight from this client address; retry shortly")]
+    /// requests in flight, or holds its share of request-body bytes
+    /// (`limits.max_buffered_request_bytes_per_client_address`): try again shortly.
+    #[error("this client address has too many requests or request bytes in flight; retry shortly")]
     AddressLimit,
     /// guardwire is shutting down and its drain deadline passed.
     #[error("guardwire is shutting down; retry the request")]

@@ -137,7 +137,7 @@ impl Metrics {
         }
         registry.register(
             "rejected",
-            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests and max_concurrent_requests_per_client_address: 429; max_h2_streams: HTTP/2 stream reset with REFUSED_STREAM)",
+            "Connections and requests turned away by a limit, by the limit (max_connections: closed on accept; max_concurrent_requests and max_buffered_request_bytes: 503; key_max_concurrent_requests, max_concurrent_requests_per_client_address, max_buffered_request_bytes_per_key and max_buffered_request_bytes_per_client_address: 429; max_h2_streams: HTTP/2 stream reset with REFUSED_STREAM)",
             rejected.clone(),
         );
         let connections_dropped = Family::<DroppedLabels, Counter>::default();

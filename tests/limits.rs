@@ -186,7 +186,7 @@ async fn metric(addr: SocketAddr, series: &str) -> Option<f64> {
 }
 
 #[tokio::test]
-async fn request_bodies_share_a_byte_budget_taken_before_they_are_read() {
+async fn request_bodies_share_a_byte_budget_taken_as_they_arrive() {
     let mock = MockUpstream::start(|_| Reply::sse(&openai_chat_stream(&["fine"]))).await;
     let proxy = start_proxy(
         &mock.base_url(),
@@ -195,15 +195,15 @@ async fn request_bodies_share_a_byte_budget_taken_before_they_are_read() {
     )
     .await;
     let addr = proxy.addr();
-    // One slow client announces 1000 bytes (taken up front, though only 10 came); another
-    // sends 950 bytes chunked (taken as they arrive); neither body ever ends.
-    let announced = slow_body(addr, Some(1000), 10).await;
+    // One slow client announces 1000 bytes and sends 990 (counted as they arrive: announcing
+    // costs nothing); another sends 950 bytes chunked; neither body ever ends.
+    let announced = slow_body(addr, Some(1000), 990).await;
     let _chunked = slow_body(addr, None, 950).await;
     eventually("both slow bodies hold their bytes", || async {
-        metric(addr, "guardwire_buffered_request_bytes").await == Some(1950.0)
+        metric(addr, "guardwire_buffered_request_bytes").await == Some(1940.0)
     })
     .await;
-    // A whole small request does not fit in the 50 bytes left: 503, retry-after, the
+    // A whole small request does not fit in the 60 bytes left: 503, retry-after, the
     // provider's error shape; nothing is sent upstream.
     let a = post_chat(addr, PLAIN_REQUEST).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text());
@@ -219,7 +219,7 @@ async fn request_bodies_share_a_byte_budget_taken_before_they_are_read() {
         .await,
         Some(1.0)
     );
-    // The client that announced 1000 bytes goes away: its share comes back.
+    // The client that sent 990 bytes goes away: its share comes back.
     drop(announced);
     eventually("a request fits once a slow body is gone", || async {
         post_chat(addr, PLAIN_REQUEST).await.status == StatusCode::OK

@@ -31,10 +31,19 @@ pub struct Limits {
     /// Streams an HTTP/2 client may open at once on one connection (the SETTINGS value
     /// guardwire announces; hyper's own default is 200). Read at start.
     pub max_h2_streams: u32,
-    /// Request-body bytes held at once, over every request: taken as a body is read (its
-    /// `content-length` up front when sent, else as bytes arrive) and given back when its
-    /// exchange ends. Over it: 503 + `retry-after`. At least `max_request_bytes`.
+    /// Request-body bytes held at once, over every request: taken as a body's bytes arrive
+    /// (never from its announced `content-length`) and given back when its exchange ends.
+    /// Over it: 503 + `retry-after`. At least `max_request_bytes`.
     pub max_buffered_request_bytes: usize,
+    /// The share of `max_buffered_request_bytes` one client key may hold at once; over it:
+    /// 429 + `retry-after`, other keys unaffected. 0: no share. Unset: a quarter of
+    /// `max_buffered_request_bytes`, at least `max_request_bytes`
+    /// ([`Limits::buffered_request_bytes_per_key`]).
+    pub max_buffered_request_bytes_per_key: Option<usize>,
+    /// The share of `max_buffered_request_bytes` one client address (an IPv6 client by its
+    /// /64) may hold at once; over it: 429 + `retry-after`. 0: no share (behind a load
+    /// balancer every client has its address, so the default).
+    pub max_buffered_request_bytes_per_client_address: usize,
     /// The kernel send buffer of each client connection (`SO_SNDBUF`, as nginx's `sndbuf`); 0
     /// leaves it to the kernel's autotuning (up to megabytes). A smaller buffer bounds what
     /// guardwire reads, checks and writes for a client that stops reading before its write
@@ -107,6 +116,10 @@ impl Default for Limits {
             // 32 bodies of the largest size, or thousands of typical chat bodies (tens of KiB),
             // at once.
             max_buffered_request_bytes: 256 << 20,
+            // A quarter of the total (`buffered_request_bytes_per_key`).
+            max_buffered_request_bytes_per_key: None,
+            // Off, as `max_concurrent_requests_per_client_address`.
+            max_buffered_request_bytes_per_client_address: 0,
             // Autotuning: a fixed size also caps a fast client's throughput (one buffer per
             // round trip).
             client_send_buffer_bytes: 0,
@@ -130,6 +143,15 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// A key's share of the request-body bytes (`max_buffered_request_bytes_per_key`); unset,
+    /// a quarter of the total (at the defaults 64 MiB: 8 bodies of the largest size, while the
+    /// other keys always have three quarters between them), but never less than one body of
+    /// the largest size.
+    pub fn buffered_request_bytes_per_key(&self) -> usize {
+        self.max_buffered_request_bytes_per_key
+            .unwrap_or_else(|| (self.max_buffered_request_bytes / 4).max(self.max_request_bytes))
+    }
+
     /// Refuses values out of range, naming the key.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.max_header_bytes < 8192 {
@@ -199,6 +221,25 @@ impl Limits {
                 "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",
                 self.max_request_bytes
             )));
+        }
+        for (key, value) in [
+            (
+                "limits.max_buffered_request_bytes_per_key",
+                self.buffered_request_bytes_per_key(),
+            ),
+            (
+                "limits.max_buffered_request_bytes_per_client_address",
+                self.max_buffered_request_bytes_per_client_address,
+            ),
+        ] {
+            if value != 0
+                && !(self.max_request_bytes..=self.max_buffered_request_bytes).contains(&value)
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "{key}: must be 0 (no share) or between limits.max_request_bytes ({}) and limits.max_buffered_request_bytes ({}): a body of the largest size must fit in a share",
+                    self.max_request_bytes, self.max_buffered_request_bytes
+                )));
+            }
         }
         Ok(())
     }

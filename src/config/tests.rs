@@ -217,6 +217,17 @@ fn limits_in_total_are_validated_naming_the_key() {
         if cfg!(target_os = "linux") { 16384 } else { 0 }
     );
     assert_eq!(c.limits.max_buffered_request_bytes, 256 << 20);
+    assert_eq!(c.limits.buffered_request_bytes_per_key(), 64 << 20);
+    assert_eq!(c.limits.max_buffered_request_bytes_per_client_address, 0);
+    let c = Config::from_yaml(
+        "limits: { max_request_bytes: 1000, max_buffered_request_bytes: 2000 }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.limits.buffered_request_bytes_per_key(),
+        1000,
+        "never below one body"
+    );
     assert_eq!(c.limits.upstream_h2_stream_window_bytes, 256 << 10);
     assert_eq!(c.limits.upstream_h2_streams_per_connection, 100);
     assert_eq!(c.evals.max_queue_bytes, 64 << 20);
@@ -239,6 +250,14 @@ fn limits_in_total_are_validated_naming_the_key() {
         (
             "limits: { max_request_bytes: 2000, max_buffered_request_bytes: 1000 }",
             "limits.max_buffered_request_bytes",
+        ),
+        (
+            "limits: { max_request_bytes: 2000, max_buffered_request_bytes_per_key: 1000 }",
+            "limits.max_buffered_request_bytes_per_key",
+        ),
+        (
+            "limits: { max_request_bytes: 1000, max_buffered_request_bytes: 4000, max_buffered_request_bytes_per_client_address: 5000 }",
+            "limits.max_buffered_request_bytes_per_client_address",
         ),
         ("limits: { max_h2_streams: -1 }", "max_h2_streams"),
         (

@@ -2,10 +2,15 @@
 //! breaker, the concurrency limit with its bounded queue shared fairly between client keys,
 //! and retries with backoff — all within one deadline per verdict.
 //!
-//! Tenants are kept apart in two ways. The breaker counts only the judge's own failures
+//! Tenants are kept apart in three ways. The breaker counts only the judge's own failures
 //! ([`Fault::Judge`]: connect errors, timeouts, 429, 5xx), never what a client's content can
-//! provoke ([`Fault::Input`]: other 4xx, a reply that is not a verdict, a handler that exits
-//! non-zero), so no key can open it for the others. And each key gets a share of the
+//! provoke outright ([`Fault::Input`]: other 4xx, a reply that is not a verdict, a handler that
+//! exits non-zero). Some of the judge's own failures can still be provoked: a timeout (an input
+//! crafted to make the judge slow, a handler that loops on some input) or a 5xx (an endpoint
+//! that crashes on some input) looks exactly like a judge that is down. So each key has a
+//! breaker of its own ([`Breakers`]): a key's failures open its own breaker only, and no key
+//! can open one for another. The price is that a judge down for everyone is found out by each
+//! key with calls, after `breaker.failures` calls of its own. And each key gets a share of the
 //! concurrency limit and of the queue ([`Capacity`]), so one key's flood waits behind its own
 //! calls, not in front of another key's.
 
@@ -72,7 +77,7 @@ pub struct Gate {
     breaker_config: BreakerConfig,
     capacity: Capacity,
     slots: Mutex<Slots>,
-    breaker: Mutex<Breaker>,
+    breakers: Mutex<Breakers>,
     cache: Option<Mutex<Cache>>,
     jitter: AtomicU64,
 }
@@ -85,6 +90,21 @@ struct Breaker {
     trial_in_flight: bool,
 }
 
+impl Breaker {
+    /// A breaker with nothing to remember is the same as none.
+    fn idle(&self) -> bool {
+        self.failures == 0 && self.open_until.is_none() && !self.trial_in_flight
+    }
+}
+
+/// One breaker per tenant. A tenant has an entry only while its breaker remembers something
+/// (failures, open, a trial under way), so the map is bounded by the keys with failing calls.
+#[derive(Default)]
+struct Breakers {
+    per_tenant: HashMap<Tenant, Breaker>,
+    /// Breakers open: the `circuit_open` gauge is 1 while any is.
+    open: usize,
+}
 struct Cache {
     entries: HashMap<u64, (Instant, Verdict)>,
     order: VecDeque<u64>,
@@ -132,7 +152,7 @@ impl Gate {
             breaker_config: breaker,
             capacity,
             slots: Mutex::new(Slots::default()),
-            breaker: Mutex::new(Breaker::default()),
+            breakers: Mutex::new(Breakers::default()),
             cache: (cache.entries > 0).then(|| {
                 Mutex::new(Cache {
                     entries: HashMap::new(),
@@ -236,7 +256,7 @@ impl Gate {
         loop {
             // Held by the breaker's one trial call, if this is it; dropped (a cancelled call)
             // it frees the trial for the next call.
-            let trial = self.admit_through_breaker()?;
+            let trial = self.admit_through_breaker(tenant)?;
             let permit = self.acquire(metrics, tenant, deadline).await?;
             let started = std::time::Instant::now();
             let outcome = tokio::time::timeout_at(deadline, attempt()).await;
@@ -248,11 +268,11 @@ impl Gate {
                 .observe(started.elapsed().as_secs_f64());
             let failed = match outcome {
                 Ok(Ok(verdict)) => {
-                    self.record(metrics, Outcome::Answered, trial);
+                    self.record(metrics, tenant, Outcome::Answered, trial);
                     return Ok(verdict);
                 }
                 Err(_) => {
-                    self.record(metrics, Outcome::Failed, trial);
+                    self.record(metrics, tenant, Outcome::Failed, trial);
                     return Err(JudgeError::new(
                         ErrorKind::Timeout,
                         "no verdict before the deadline",
@@ -264,7 +284,7 @@ impl Gate {
                 Fault::Judge => Outcome::Failed,
                 Fault::Input => Outcome::Answered,
             };
-            self.record(metrics, outcome, trial);
+            self.record(metrics, tenant, outcome, trial);
             if !failed.retryable || tries >= self.retry.max_retries {
                 return Err(failed.error);
             }
@@ -278,54 +298,71 @@ impl Gate {
         }
     }
 
-    /// Fails at once while the breaker is open; after `open_ms`, lets one trial call through
-    /// (the returned guard marks it).
-    fn admit_through_breaker(&self) -> Result<Option<Trial<'_>>, JudgeError> {
-        let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+    /// Fails at once while `tenant`'s breaker is open; after `open_ms`, lets one trial call
+    /// through (the returned guard marks it).
+    fn admit_through_breaker(&self, tenant: Tenant) -> Result<Option<Trial<'_>>, JudgeError> {
+        let mut all = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(b) = all.per_tenant.get_mut(&tenant) else {
+            return Ok(None);
+        };
         let Some(until) = b.open_until else {
             return Ok(None);
         };
         if Instant::now() < until || b.trial_in_flight {
             return Err(JudgeError::new(
                 ErrorKind::CircuitOpen,
-                "the circuit breaker is open after repeated failures",
+                "the circuit breaker is open after repeated failures of this key's calls",
             ));
         }
         b.trial_in_flight = true;
-        Ok(Some(Trial(self)))
+        Ok(Some(Trial(self, tenant)))
     }
 
-    /// Counts a call's outcome: `failures` of the judge's own in a row open the breaker; an
-    /// answer (a verdict, or a reply about the input) closes it. The trial's own result (and
-    /// only it) ends the trial.
-    fn record(&self, metrics: &Metrics, outcome: Outcome, trial: Option<Trial<'_>>) {
-        let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+    /// Counts a call's outcome in `tenant`'s breaker: `failures` of the judge's own in a row
+    /// open it; an answer (a verdict, or a reply about the input) closes it. The trial's own
+    /// result (and only it) ends the trial.
+    fn record(
+        &self,
+        metrics: &Metrics,
+        tenant: Tenant,
+        outcome: Outcome,
+        trial: Option<Trial<'_>>,
+    ) {
+        let mut all = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        let open_before = all.open;
+        let b = all.per_tenant.entry(tenant).or_default();
         if let Some(t) = trial {
             std::mem::forget(t);
             b.trial_in_flight = false;
         }
+        let mut opened = 0isize;
         if outcome == Outcome::Answered {
             b.failures = 0;
             if b.open_until.take().is_some() {
-                drop(b);
-                metrics
-                    .judges
-                    .circuit_open
-                    .get_or_create(&self.labels())
-                    .set(0);
+                opened = -1;
             }
-            return;
+        } else {
+            b.failures = b.failures.saturating_add(1);
+            if b.failures >= self.breaker_config.failures {
+                if b.open_until.is_none() {
+                    opened = 1;
+                }
+                b.open_until =
+                    Some(Instant::now() + Duration::from_millis(self.breaker_config.open_ms));
+            }
         }
-        b.failures = b.failures.saturating_add(1);
-        if b.failures >= self.breaker_config.failures {
-            b.open_until =
-                Some(Instant::now() + Duration::from_millis(self.breaker_config.open_ms));
-            drop(b);
+        if b.idle() {
+            all.per_tenant.remove(&tenant);
+        }
+        all.open = all.open.saturating_add_signed(opened);
+        let open_now = all.open;
+        drop(all);
+        if (open_before > 0) != (open_now > 0) {
             metrics
                 .judges
                 .circuit_open
                 .get_or_create(&self.labels())
-                .set(1);
+                .set(i64::from(open_now > 0));
         }
     }
 
@@ -389,14 +426,16 @@ impl Gate {
     }
 }
 
-/// The breaker's trial call. Ended by [`Gate::record`]; dropped before that (the call was
-/// cancelled, or found no permit), it frees the trial for the next call.
-struct Trial<'a>(&'a Gate);
+/// A tenant's breaker's trial call. Ended by [`Gate::record`]; dropped before that (the call
+/// was cancelled, or found no permit), it frees the trial for the tenant's next call.
+struct Trial<'a>(&'a Gate, Tenant);
 
 impl Drop for Trial<'_> {
     fn drop(&mut self) {
-        let mut b = self.0.breaker.lock().unwrap_or_else(|e| e.into_inner());
-        b.trial_in_flight = false;
+        let mut all = self.0.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = all.per_tenant.get_mut(&self.1) {
+            b.trial_in_flight = false;
+        }
     }
 }
 

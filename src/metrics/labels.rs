@@ -161,17 +161,23 @@ pub enum RejectReason {
     KeyConcurrency,
     /// `limits.max_concurrent_requests_per_client_address`: 429.
     AddressConcurrency,
+    /// `limits.max_buffered_request_bytes_per_key`: 429.
+    KeyRequestBytes,
+    /// `limits.max_buffered_request_bytes_per_client_address`: 429.
+    AddressRequestBytes,
     /// `limits.max_h2_streams`: an HTTP/2 stream over the cap, reset with `REFUSED_STREAM`.
     H2Streams,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 6] = [
+    pub const ALL: [RejectReason; 8] = [
         RejectReason::Connections,
         RejectReason::ConcurrentRequests,
         RejectReason::RequestBytes,
         RejectReason::KeyConcurrency,
         RejectReason::AddressConcurrency,
+        RejectReason::KeyRequestBytes,
+        RejectReason::AddressRequestBytes,
         RejectReason::H2Streams,
     ];
 
@@ -182,6 +188,8 @@ impl RejectReason {
             RejectReason::RequestBytes => "max_buffered_request_bytes",
             RejectReason::KeyConcurrency => "key_max_concurrent_requests",
             RejectReason::AddressConcurrency => "max_concurrent_requests_per_client_address",
+            RejectReason::KeyRequestBytes => "max_buffered_request_bytes_per_key",
+            RejectReason::AddressRequestBytes => "max_buffered_request_bytes_per_client_address",
             RejectReason::H2Streams => "max_h2_streams",
         }
     }

@@ -506,10 +506,12 @@ impl ExchangeGuard {
                 .map(|k| &k.record)
                 .collect();
             let (turn, session) = self.call_views(c.choice);
+            let earlier = self.history.earlier();
             for (owner, check) in &policy.tools {
-                policy.outcome(*owner, check.on_response_calls(&own, &session), &mut hits);
+                let outcome = check.on_response_calls(&own, &session, earlier);
+                policy.outcome(*owner, outcome, &mut hits);
                 // A response without tool calls ends the agent's turn.
-                if own.is_empty() && check.on_turn_end(&turn, &session) {
+                if own.is_empty() && check.on_turn_end(&turn, &session, earlier) {
                     hits.push(whole_hit(*owner));
                 }
             }

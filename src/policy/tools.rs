@@ -19,10 +19,12 @@ use crate::delta::{Conversation, Role};
 use serde_json::{Map, Value};
 
 mod args;
+pub mod tally;
 pub mod workflow;
 
 pub(crate) use args::parse_args;
 pub use args::{args_match, json_equal, value_excluded};
+pub use tally::{CallTally, Earlier};
 
 /// Which calls a check looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,11 +142,14 @@ pub struct CallRecord {
 }
 
 /// The tool calls of a request's history, oldest first; `turn_start` is the index of the first
-/// call of the current turn.
+/// call of the current turn. A bounded history (an MCP session's) keeps only its latest calls:
+/// the ones before them are counted in `forgotten`, of the same turn as the first kept call
+/// when `turn_start` is 0.
 #[derive(Debug, Clone, Default)]
 pub struct ToolHistory {
     pub calls: Vec<CallRecord>,
     pub turn_start: usize,
+    pub forgotten: CallTally,
 }
 
 impl ToolHistory {
@@ -194,6 +199,17 @@ impl ToolHistory {
 
     pub fn turn(&self) -> &[CallRecord] {
         &self.calls[self.turn_start.min(self.calls.len())..]
+    }
+
+    /// The forgotten calls of the turn and of the session.
+    pub fn earlier(&self) -> Earlier<'_> {
+        Earlier {
+            turn: match self.turn_start {
+                0 => &self.forgotten,
+                _ => &tally::NOTHING,
+            },
+            session: &self.forgotten,
+        }
     }
 }
 
@@ -280,7 +296,10 @@ impl ToolCheck {
             ToolCheck::NotCalled {
                 names,
                 scope: Scope::Session,
-            } => Outcome::of(h.calls.iter().any(|c| names.contains(&c.name))),
+            } => Outcome::of(
+                h.calls.iter().any(|c| names.contains(&c.name))
+                    || h.forgotten.may_have_called(names),
+            ),
             ToolCheck::ArgsExcluded { tool, excluded } => worst(
                 h.calls
                     .iter()
@@ -298,7 +317,7 @@ impl ToolCheck {
             }
             ToolCheck::FieldsPreserved { tool, fields } => {
                 let all: Vec<&CallRecord> = h.calls.iter().collect();
-                fields_dropped(&all, tool, fields)
+                fields_dropped(&all, tool, fields, &h.forgotten)
             }
             ToolCheck::ResultIncludes { tool, patterns } => {
                 Outcome::of(results(turn, tool).any(|r| {
@@ -326,10 +345,15 @@ impl ToolCheck {
         }
     }
 
-    /// A call starts: `turn` and `session` end with it. Its arguments are not known yet. (A
-    /// session-scoped `tools_not_called` also needs only the new call: the history was judged
-    /// BeforeCall.)
-    pub fn on_call_start(&self, turn: &[&CallRecord], session: &[&CallRecord]) -> bool {
+    /// A call starts: `turn` and `session` end with it, `earlier` holds what their history
+    /// forgot before them. Its arguments are not known yet. (A session-scoped
+    /// `tools_not_called` also needs only the new call: the history was judged BeforeCall.)
+    pub fn on_call_start(
+        &self,
+        turn: &[&CallRecord],
+        session: &[&CallRecord],
+        earlier: Earlier<'_>,
+    ) -> bool {
         let Some(call) = turn.last() else {
             return false;
         };
@@ -340,44 +364,58 @@ impl ToolCheck {
                 tool,
                 max: Some(max),
                 ..
-            } => count(turn, tool.as_deref()) > *max,
-            ToolCheck::AntiPattern { patterns } => {
-                patterns.iter().any(|p| ends_with(turn, &p.sequence))
-            }
+            } => count(turn, tool.as_deref()) + earlier.turn.count(tool.as_deref()) > *max,
+            ToolCheck::AntiPattern { patterns } => patterns
+                .iter()
+                .any(|p| ends_with(turn, &p.sequence, earlier.turn)),
             ToolCheck::NoRepeat { tools, max_repeats } => {
-                (tools.is_empty() || tools.contains(&call.name))
-                    && turn
-                        .iter()
-                        .rev()
-                        .take_while(|c| c.name == call.name)
-                        .count() as u64
-                        > *max_repeats
+                let kept = turn
+                    .iter()
+                    .rev()
+                    .take_while(|c| c.name == call.name)
+                    .count();
+                // A run that spans every kept call goes on among the forgotten ones.
+                let run = kept as u64
+                    + match kept == turn.len() {
+                        true => earlier.turn.run_of(&call.name),
+                        false => 0,
+                    };
+                (tools.is_empty() || tools.contains(&call.name)) && run > *max_repeats
             }
             ToolCheck::Efficiency {
                 max_calls: Some(max),
                 ..
-            } => turn.len() as u64 > *max,
+            } => turn.len() as u64 + earlier.turn.calls() > *max,
             _ => false,
         }
     }
 
     /// The anti-pattern a call completed, for its message.
-    pub fn anti_pattern_hit(&self, turn: &[&CallRecord]) -> Option<&AntiPattern> {
+    pub fn anti_pattern_hit(
+        &self,
+        turn: &[&CallRecord],
+        earlier: Earlier<'_>,
+    ) -> Option<&AntiPattern> {
         match self {
-            ToolCheck::AntiPattern { patterns } => {
-                patterns.iter().find(|p| ends_with(turn, &p.sequence))
-            }
+            ToolCheck::AntiPattern { patterns } => patterns
+                .iter()
+                .find(|p| ends_with(turn, &p.sequence, earlier.turn)),
             _ => None,
         }
     }
 
     /// End of the response: the complete arguments of its calls (`calls`; the session's
-    /// calls end with them).
-    pub fn on_response_calls(&self, calls: &[&CallRecord], session: &[&CallRecord]) -> Outcome {
+    /// calls end with them, after what `earlier` forgot).
+    pub fn on_response_calls(
+        &self,
+        calls: &[&CallRecord],
+        session: &[&CallRecord],
+        earlier: Earlier<'_>,
+    ) -> Outcome {
         match self {
             ToolCheck::SkillNotActivated { names } => skills_activated(calls, names),
             ToolCheck::FieldsPreserved { tool, fields } if !calls.is_empty() => {
-                fields_dropped(session, tool, fields)
+                fields_dropped(session, tool, fields, earlier.session)
             }
             ToolCheck::Args { tool, expected, .. } => {
                 worst(calls.iter().filter(|c| c.name == *tool).map(|c| {
@@ -399,10 +437,19 @@ impl ToolCheck {
     }
 
     /// End of the turn (a response without tool calls).
-    pub fn on_turn_end(&self, turn: &[&CallRecord], session: &[&CallRecord]) -> bool {
+    pub fn on_turn_end(
+        &self,
+        turn: &[&CallRecord],
+        session: &[&CallRecord],
+        earlier: Earlier<'_>,
+    ) -> bool {
         let scoped = |scope: &Scope| match scope {
             Scope::Turn => turn,
             Scope::Session => session,
+        };
+        let forgotten = |scope: &Scope| match scope {
+            Scope::Turn => earlier.turn,
+            Scope::Session => earlier.session,
         };
         let names = |calls: &[&CallRecord]| -> Vec<String> {
             calls.iter().map(|c| c.name.clone()).collect()
@@ -412,14 +459,14 @@ impl ToolCheck {
                 names: tools,
                 min_calls,
                 scope,
-            } => tools
-                .iter()
-                .any(|t| count(scoped(scope), Some(t)) < *min_calls),
+            } => tools.iter().any(|t| {
+                count(scoped(scope), Some(t)) + forgotten(scope).count(Some(t)) < *min_calls
+            }),
             ToolCheck::Count {
                 tool,
                 min: Some(min),
                 ..
-            } => count(turn, tool.as_deref()) < *min,
+            } => count(turn, tool.as_deref()) + earlier.turn.count(tool.as_deref()) < *min,
             ToolCheck::Sequence { tools } => !is_subsequence(&names(turn), tools),
             ToolCheck::Chain { tools } => !names(turn).windows(tools.len()).any(|w| w == tools),
             ToolCheck::Args {
@@ -502,11 +549,15 @@ fn skills_activated(calls: &[&CallRecord], names: &[String]) -> Outcome {
     }
 }
 
-/// Fails when a field of `tool`'s arguments present in one call is absent from a later one;
-/// errs when a call's arguments cannot be read.
-fn fields_dropped(calls: &[&CallRecord], tool: &str, fields: &[String]) -> Outcome {
-    let mut seen: Vec<&String> = Vec::new();
-    let mut unreadable = false;
+/// Fails when a field of `tool`'s arguments present in one call (of `calls`, or forgotten
+/// before them) is absent from a later one; errs when a call's arguments cannot be read.
+fn fields_dropped(
+    calls: &[&CallRecord],
+    tool: &str,
+    fields: &[String],
+    forgotten: &CallTally,
+) -> Outcome {
+    let (mut seen, mut unreadable) = forgotten.fields_of(tool, fields);
     for c in calls.iter().filter(|c| c.name == tool) {
         let Some(args) = parse_args(&c.args) else {
             unreadable = true;
@@ -516,8 +567,8 @@ fn fields_dropped(calls: &[&CallRecord], tool: &str, fields: &[String]) -> Outco
             return Outcome::Fail;
         }
         for f in fields {
-            if args.contains_key(f) && !seen.contains(&f) {
-                seen.push(f);
+            if args.contains_key(f) && !seen.contains(f) {
+                seen.push(f.clone());
             }
         }
     }
@@ -548,12 +599,16 @@ fn count(calls: &[&CallRecord], tool: Option<&str>) -> u64 {
         .count() as u64
 }
 
-fn ends_with(calls: &[&CallRecord], seq: &[String]) -> bool {
-    calls.len() >= seq.len()
-        && calls[calls.len() - seq.len()..]
-            .iter()
-            .zip(seq)
-            .all(|(c, s)| c.name == *s)
+/// Whether the calls end with `seq`; a `seq` longer than `calls` begins among the `forgotten`
+/// calls before them.
+fn ends_with(calls: &[&CallRecord], seq: &[String], forgotten: &CallTally) -> bool {
+    let kept = seq.len().min(calls.len());
+    let (before, within) = seq.split_at(seq.len() - kept);
+    calls[calls.len() - kept..]
+        .iter()
+        .zip(within)
+        .all(|(c, s)| c.name == *s)
+        && (before.is_empty() || forgotten.ends_with(before))
 }
 
 /// Whether `seq` occurs in `names` in order (other names may come between).

@@ -137,7 +137,8 @@ impl Gateway {
             poisoned_tools: route.poisoned_tools,
             keep_matches: rt.config.audit.include_match,
             pending: Vec::new(),
-            session: self.mcp_sessions.view(session.clone()),
+            // Opened once the request is admitted: nothing before it reaches the store.
+            session: session::SessionView::default(),
             evals: ctx.eval_template().map(|t| {
                 let header = ctx.eval_session_header(&parts.headers);
                 let id = session.session.as_deref();
@@ -159,6 +160,7 @@ impl Gateway {
             }
         };
         let permit = ctx.admit(address, held)?;
+        checker.session = session::open(&self.mcp_sessions, session.clone());
         if parts.method == Method::POST {
             if let Some(answer) = self.mcp_check_post(&body, &parts.headers, &mut checker) {
                 return Ok(answer);
@@ -196,7 +198,7 @@ impl Gateway {
             .await?
             .into_parts();
         if parts.method == Method::DELETE && head.status.is_success() {
-            self.mcp_sessions.end(&session);
+            checker.session.end();
         }
         if headers::encoded(&head.headers) {
             ctx.count_upstream_error(UpstreamErrorKind::Encoded);

@@ -29,7 +29,7 @@ pub use report::Reporter;
 pub use request::{before_call, complete_input, exchange_guard, stored_refusal};
 pub use runtime::{check_refs, Route, Runtime};
 
-use crate::budget::{Budget, Held};
+use crate::budget::{BodyHeld, BodyLimits, BodyRefusal, Budget, Held, RequestBytes};
 use crate::error::GatewayError;
 use crate::metrics::{LatencyLabels, Metrics, RejectReason, RequestLabels, UpstreamErrorKind};
 use crate::protocol::openai_chat::OpenAiChat;
@@ -61,8 +61,9 @@ pub struct Gateway {
     reloading: tokio::sync::Mutex<()>,
     /// Requests admitted (`limits.max_concurrent_requests`).
     in_flight: Arc<Budget>,
-    /// Request-body bytes held (`limits.max_buffered_request_bytes`).
-    request_bytes: Arc<Budget>,
+    /// Request-body bytes held (`limits.max_buffered_request_bytes`, and its shares per key
+    /// and per client address).
+    request_bytes: RequestBytes,
     /// Requests in flight per client address
     /// (`limits.max_concurrent_requests_per_client_address`).
     client_addresses: Arc<ClientAddresses>,
@@ -75,7 +76,7 @@ pub struct Gateway {
     /// Where ended exchanges wait for the packs' `evals:` (configured at start).
     evals: Arc<crate::evals::EvalQueue>,
     /// MCP sessions' tool calls and removed tools (`mcp/session.rs`); kept across reloads.
-    mcp_sessions: Arc<mcp::session::Sessions>,
+    mcp_sessions: Arc<dyn mcp::session::SessionStore>,
 }
 
 /// One request counted against `limits.max_concurrent_requests` (and its key's
@@ -85,7 +86,7 @@ pub struct InFlight {
     _request: Held,
     _key: Option<Held>,
     _address: Option<AddressShare>,
-    _body: Held,
+    _body: BodyHeld,
 }
 
 impl Gateway {
@@ -104,12 +105,12 @@ impl Gateway {
             config_path,
             reloading: tokio::sync::Mutex::new(()),
             in_flight: Budget::new(),
-            request_bytes: Budget::new(),
+            request_bytes: RequestBytes::default(),
             client_addresses: ClientAddresses::new(),
             connections: Budget::new(),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
-            mcp_sessions: Arc::default(),
+            mcp_sessions: Arc::new(mcp::session::LocalSessions::default()),
         })
     }
 
@@ -162,7 +163,7 @@ impl Gateway {
         max: usize,
         key: Option<(&Arc<Budget>, usize)>,
         address: Option<AddressShare>,
-        body: Held,
+        body: BodyHeld,
     ) -> Result<InFlight, GatewayError> {
         let key = match key {
             None => None,
@@ -186,21 +187,31 @@ impl Gateway {
         })
     }
 
-    /// A share of `limits.max_buffered_request_bytes` for a body about to be read: `n` bytes
-    /// now (its `content-length`, or 0), more with [`Gateway::more_body_bytes`] as it arrives.
-    fn body_bytes(&self, n: usize, max: usize) -> Result<Held, GatewayError> {
-        self.request_bytes.take(n, max).ok_or_else(|| {
-            self.metrics.reject(RejectReason::RequestBytes);
-            GatewayError::BufferFull
-        })
+    /// An empty hold on the request-body bytes for a body about to be read from `key` at
+    /// `address`, grown with [`Gateway::more_body_bytes`] as its bytes arrive.
+    fn body_bytes(&self, key: Option<&'static str>, address: Option<IpAddr>) -> BodyHeld {
+        self.request_bytes.hold(key, address)
     }
 
-    fn more_body_bytes(&self, held: &mut Held, n: usize, max: usize) -> Result<(), GatewayError> {
-        if held.grow(n, max) {
-            return Ok(());
-        }
-        self.metrics.reject(RejectReason::RequestBytes);
-        Err(GatewayError::BufferFull)
+    /// `n` more bytes of a body: refused (and counted) over the key's share (429), the client
+    /// address's (429) or the total (503).
+    fn more_body_bytes(
+        &self,
+        held: &mut BodyHeld,
+        n: usize,
+        limits: BodyLimits,
+    ) -> Result<(), GatewayError> {
+        let (reason, error) = match held.grow(n, limits) {
+            Ok(()) => return Ok(()),
+            Err(BodyRefusal::Key) => (RejectReason::KeyRequestBytes, GatewayError::KeyLimit),
+            Err(BodyRefusal::Address) => (
+                RejectReason::AddressRequestBytes,
+                GatewayError::AddressLimit,
+            ),
+            Err(BodyRefusal::Total) => (RejectReason::RequestBytes, GatewayError::BufferFull),
+        };
+        self.metrics.reject(reason);
+        Err(error)
     }
 
     pub fn config_path(&self) -> Option<&Path> {
@@ -220,10 +231,12 @@ impl Gateway {
     /// and the name of the route it took (`operator` for `/healthz`, `/metrics` and the like).
     pub async fn handle(
         self: Arc<Self>,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
         peer: IpAddr,
     ) -> (Response<ProxyBody>, &'static str) {
         let started = Instant::now();
+        // Who the request is from, for the steps that share budgets out per client address.
+        req.extensions_mut().insert(request::ClientPeer(peer));
         if let Some(resp) = self.operator_endpoint_for_clients(&req).await {
             return (resp, "operator");
         }

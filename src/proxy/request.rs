@@ -4,7 +4,8 @@
 //! 1. [`target`]: the method is POST and the route has an upstream;
 //! 2. [`authenticate`]: the caller's key (when keys are configured) picks the policy;
 //! 3. [`RequestCtx::read_body`]: the body, size-limited, within `timeouts.client_body_ms`, its
-//!    bytes counted against `limits.max_buffered_request_bytes` before they are read;
+//!    bytes counted as they arrive against `limits.max_buffered_request_bytes` and the
+//!    caller's shares of it (its key's, its client address's);
 //! 4. [`RequestCtx::admit`]: an in-flight permit (the key's, then the total), taken only once
 //!    the body is in (the client address's share, `Gateway::handle` took before the body);
 //! 5. [`RequestCtx::before_call`]: the input checks (BeforeCall), before the provider is paid;
@@ -21,7 +22,7 @@ use super::client_address::AddressShare;
 use super::report::Reporter;
 use super::runtime::{Route, Runtime};
 use super::{auth, headers, Gateway, InFlight};
-use crate::budget::{Budget, Held};
+use crate::budget::{BodyHeld, BodyLimits, Budget};
 use crate::config::StoredContext;
 use crate::delta::Conversation;
 use crate::error::GatewayError;
@@ -38,9 +39,14 @@ use http::{header, HeaderValue, Method, Request, Response};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
+
+/// The TCP peer's address of a request, put in its extensions by [`Gateway::handle`].
+#[derive(Debug, Clone, Copy)]
+pub struct ClientPeer(pub IpAddr);
 
 /// What of the request the answer's judged checks and the evals need: kept only when the
 /// policy has some.
@@ -62,6 +68,9 @@ pub struct Caller<'a> {
     pub upstream_key: Option<&'a str>,
     /// Its key's requests in flight and `max_concurrent_requests`, when it has one.
     pub key_limit: Option<(&'a Arc<Budget>, usize)>,
+    /// The client address it came from (the TCP peer's, counted as
+    /// [`super::client_address::counted_as`] says), when known.
+    pub address: Option<IpAddr>,
 }
 
 /// What a request is, by its route and path.
@@ -137,12 +146,17 @@ pub fn authenticate<'a>(
     route: &'a Route,
     parts: &Parts,
 ) -> Result<Caller<'a>, GatewayError> {
+    let address = parts
+        .extensions
+        .get::<ClientPeer>()
+        .map(|p| super::client_address::counted_as(p.0));
     if rt.keys.is_empty() {
         return Ok(Caller {
             policy: &route.policy,
             key_id: None,
             upstream_key: None,
             key_limit: None,
+            address,
         });
     }
     let key = auth::presented_key(&parts.headers, parts.uri.query())
@@ -158,6 +172,7 @@ pub fn authenticate<'a>(
         key_id: Some(key.id),
         upstream_key: key.upstream_key.as_deref(),
         key_limit: key.max_in_flight.map(|max| (&key.in_flight, max)),
+        address,
     })
 }
 
@@ -259,19 +274,28 @@ impl<'a> RequestCtx<'a> {
     }
 
     /// Step 3: the request body, at most `limits.max_request_bytes`, within
-    /// `timeouts.client_body_ms`, and its share of `limits.max_buffered_request_bytes`: taken
-    /// before a byte is read (its `content-length` when sent), grown as bytes arrive, given
-    /// back when the exchange ends (the body is kept until then).
-    pub async fn read_body(&self, body: Incoming) -> Result<(Bytes, Held), GatewayError> {
-        let limit = self.rt.config.limits.max_request_bytes;
-        let budget = self.rt.config.limits.max_buffered_request_bytes;
+    /// `timeouts.client_body_ms`. Its bytes are counted as they arrive — never from the
+    /// announced `content-length`, which costs a client nothing — against
+    /// `limits.max_buffered_request_bytes` and the caller's shares of it (its key's, its client
+    /// address's), and given back when the exchange ends (the body is kept until then). A
+    /// length announced over `limits.max_request_bytes` is refused (413) before a byte is read.
+    pub async fn read_body(&self, body: Incoming) -> Result<(Bytes, BodyHeld), GatewayError> {
+        let config = &self.rt.config.limits;
+        let limit = config.max_request_bytes;
+        let budget = BodyLimits {
+            total: config.max_buffered_request_bytes,
+            per_key: config.buffered_request_bytes_per_key(),
+            per_address: config.max_buffered_request_bytes_per_client_address,
+        };
         let ms = self.rt.config.timeouts.client_body_ms;
-        // A larger announced length fails at `limit` as it is read (413), as without one.
-        let announced = body
+        if body
             .size_hint()
             .exact()
-            .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX).min(limit));
-        let mut held = self.gw.body_bytes(announced, budget)?;
+            .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > limit))
+        {
+            return Err(GatewayError::PayloadTooLarge { limit });
+        }
+        let mut held = self.gw.body_bytes(self.caller.key_id, self.caller.address);
         let read = async move {
             let mut body = body;
             let mut parts: Vec<Bytes> = Vec::new();
@@ -320,7 +344,7 @@ impl<'a> RequestCtx<'a> {
     pub fn admit(
         &self,
         address: Option<AddressShare>,
-        body: Held,
+        body: BodyHeld,
     ) -> Result<InFlight, GatewayError> {
         self.gw.admit(
             self.rt.config.limits.max_concurrent_requests,

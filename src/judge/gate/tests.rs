@@ -275,7 +275,7 @@ async fn answers_about_the_input_never_open_the_breaker() {
         .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.8)) })
         .await;
     assert_eq!(v.map(|v| v.score).ok(), Some(0.8));
-    // Two of the judge's own in a row do.
+    // Two of the judge's own in a row do: key a's breaker, not b's.
     for _ in 0..2 {
         let _ = g
             .call(&m, Some("a"), None, far(), || async {
@@ -284,9 +284,13 @@ async fn answers_about_the_input_never_open_the_breaker() {
             .await;
     }
     let e = g
-        .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.8)) })
+        .call(&m, Some("a"), None, far(), || async { Ok(verdict(0.8)) })
         .await;
     assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::CircuitOpen));
+    let v = g
+        .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.8)) })
+        .await;
+    assert_eq!(v.map(|v| v.score).ok(), Some(0.8));
 }
 
 /// A call of `tenant` that runs until `release` fires, reporting when it started.
@@ -453,4 +457,51 @@ async fn a_fixed_share_holds_a_key_below_the_limit() {
     a2.send(()).unwrap();
     assert!(a1_task.await.unwrap().is_ok());
     assert!(a2_task.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn a_keys_failures_open_its_own_breaker_only() {
+    let m = Metrics::new();
+    let g = gate(0, 2);
+    // Key a provokes timeouts (an input the judge is slow on): its breaker opens.
+    for _ in 0..2 {
+        let e = g
+            .call(
+                &m,
+                Some("a"),
+                None,
+                Instant::now() + Duration::from_millis(5),
+                std::future::pending::<Result<Verdict, AttemptError>>,
+            )
+            .await;
+        assert_eq!(e.map_err(|e| e.kind).err(), Some(ErrorKind::Timeout));
+    }
+    let a = g
+        .call(&m, Some("a"), None, far(), || async { Ok(verdict(1.0)) })
+        .await;
+    assert_eq!(a.map_err(|e| e.kind).err(), Some(ErrorKind::CircuitOpen));
+    let gauge = || m.judges.circuit_open.get_or_create(&g.labels()).get();
+    assert_eq!(gauge(), 1);
+    // Key b (and a caller without a key) still get verdicts.
+    for tenant in [Some("b"), None] {
+        let v = g
+            .call(&m, tenant, None, far(), || async { Ok(verdict(0.7)) })
+            .await;
+        assert_eq!(v.map(|v| v.score).ok(), Some(0.7));
+    }
+    // One failure of b's own does not open b's breaker (its count is its own).
+    let _ = g
+        .call(&m, Some("b"), None, far(), || async {
+            Err(AttemptError::judge(ErrorKind::Status, "500", true))
+        })
+        .await;
+    let v = g
+        .call(&m, Some("b"), None, far(), || async { Ok(verdict(0.7)) })
+        .await;
+    assert!(v.is_ok());
+    assert_eq!(
+        g.breakers.lock().unwrap().per_tenant.len(),
+        1,
+        "only a's is remembered"
+    );
 }

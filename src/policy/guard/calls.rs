@@ -37,11 +37,12 @@ impl ExchangeGuard {
             watcher: policy.watches_args_of(name).then(FieldWatcher::default),
         });
         let (turn, session) = self.call_views(choice);
+        let earlier = self.history.earlier();
         let mut fired = Vec::new();
         for (owner, check) in &policy.tools {
-            if check.on_call_start(&turn, &session) {
+            if check.on_call_start(&turn, &session, earlier) {
                 let note = check
-                    .anti_pattern_hit(&turn)
+                    .anti_pattern_hit(&turn, earlier)
                     .and_then(|p| p.message.clone());
                 fired.push((*owner, note));
             }

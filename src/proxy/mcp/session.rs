@@ -10,17 +10,34 @@
 //! envelope) share one entry per key and route, which holds removed tools only: they have no
 //! session whose calls could be counted.
 //!
-//! Memory is bounded: at most [`MAX_SESSIONS`] entries (the least recently used is evicted),
-//! each holding at most [`MAX_SESSION_BYTES`] of calls (the oldest calls are forgotten first; a
-//! call's arguments longer than [`MAX_ARGS_BYTES`] are kept as unreadable, so the checks that
-//! read them answer their `on_error`) and [`MAX_REMOVED`] removed tool names.
+//! The state lives behind one trait, [`SessionStore`] (in process: [`LocalSessions`]; a
+//! shared backend for fleets is issue 50's), which the request flow reaches from one place:
+//! the request opens its [`SessionView`] once it is admitted (authenticated, its body read,
+//! its in-flight permit taken), and every read and write goes through that view. Loading
+//! never makes an entry: a session is made by the first write of an admitted request.
+//!
+//! Tenants are kept apart: each key has a quota of sessions ([`MAX_SESSIONS_PER_KEY`]), and a
+//! key at its quota evicts its own least recently used session. The total
+//! ([`MAX_SESSIONS`]) is a memory bound; when it is reached, the session evicted is the least
+//! recently used of the key that holds the most, so a key never loses a session to a key that
+//! holds fewer.
+//!
+//! Memory is bounded: each session holds at most [`MAX_SESSION_BYTES`] of calls (the oldest
+//! calls are forgotten first; a call's arguments longer than [`MAX_ARGS_BYTES`] are kept as
+//! unreadable, so the checks that read them answer their `on_error`) and [`MAX_REMOVED`]
+//! removed tool names. Forgotten calls stay counted exactly ([`CallTally`]): the session
+//! checks (counts, repeats, anti-patterns, fields sent) decide the same however much history
+//! is kept.
 
-use crate::policy::tools::{CallRecord, ToolHistory};
-use std::collections::{HashMap, VecDeque};
+use crate::policy::tools::{CallRecord, CallTally, ToolHistory};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// Sessions held at once, over every route and key.
 pub const MAX_SESSIONS: usize = 4096;
+/// Sessions one client key holds at once (without keys, one tenant holds all
+/// [`MAX_SESSIONS`]).
+pub const MAX_SESSIONS_PER_KEY: usize = 1024;
 /// The calls of one session, names and arguments, in bytes.
 pub const MAX_SESSION_BYTES: usize = 32 * 1024;
 /// One call's arguments kept readable, in bytes.
@@ -44,17 +61,10 @@ pub struct Key {
     pub session: Option<Box<str>>,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    calls: VecDeque<CallRecord>,
-    bytes: usize,
-    /// (name or its first bytes, truncated, the validator that removed it)
-    removed: Vec<Removed>,
-    last_used: u64,
-}
-
+/// A tool removed from a session's `tools/list`: its name (or its first bytes), and the
+/// validator that removed it.
 #[derive(Debug, Clone)]
-struct Removed {
+pub struct Removed {
     name: String,
     truncated: bool,
     validator: String,
@@ -69,65 +79,226 @@ impl Removed {
     }
 }
 
+/// A session's state as a request starts.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Its forwarded calls (the latest kept, the older ones counted).
+    pub history: ToolHistory,
+    pub removed: Vec<Removed>,
+}
+
+/// What an admitted request adds to its session.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Calls forwarded, in order.
+    Called(Vec<CallRecord>),
+    /// A tool removed from a `tools/list` answer.
+    Removed(Removed),
+}
+
+/// Where sessions live. Every method is one step of one request: a backend shared by
+/// replicas implements the same three.
+pub trait SessionStore: Send + Sync + std::fmt::Debug {
+    /// The session's state; an unknown session is empty, and nothing is made.
+    fn load(&self, key: &Key) -> Snapshot;
+    /// Adds what a request did; makes the session if it is new, within its key's quota.
+    fn save(&self, key: &Key, change: Change);
+    /// The client ended the session (DELETE).
+    fn end(&self, key: &Key);
+}
+
+#[derive(Debug, Default)]
+struct State {
+    calls: VecDeque<CallRecord>,
+    bytes: usize,
+    /// The calls forgotten past [`MAX_SESSION_BYTES`], counted.
+    forgotten: CallTally,
+    removed: Vec<Removed>,
+    last_used: u64,
+}
+
+impl State {
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Called(new) => {
+                for mut call in new {
+                    call.message = self.calls.back().map_or(0, |c| c.message + 1);
+                    self.bytes += call.name.len() + call.args.len();
+                    self.calls.push_back(call);
+                }
+                while self.bytes > MAX_SESSION_BYTES {
+                    let Some(old) = self.calls.pop_front() else {
+                        break;
+                    };
+                    self.bytes -= old.name.len() + old.args.len();
+                    self.forgotten.add(&old);
+                }
+            }
+            Change::Removed(removed) => {
+                if self.removed.iter().any(|r| r.name == removed.name) {
+                    return;
+                }
+                if self.removed.len() >= MAX_REMOVED {
+                    self.removed.remove(0);
+                }
+                self.removed.push(removed);
+            }
+        }
+    }
+}
+
+/// A session of one key: its route and `Mcp-Session-Id`.
+type SessionId = (&'static str, Option<Box<str>>);
+
+/// One key's sessions, and their order of use (oldest first).
+#[derive(Debug, Default)]
+struct Tenant {
+    sessions: HashMap<SessionId, State>,
+    by_use: BTreeMap<u64, SessionId>,
+}
+
+impl Tenant {
+    fn evict_least_recently_used(&mut self) {
+        if let Some((_, id)) = self.by_use.pop_first() {
+            self.sessions.remove(&id);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    map: HashMap<Key, State>,
+    tenants: HashMap<Option<&'static str>, Tenant>,
+    /// Sessions held over every tenant.
+    held: usize,
     clock: u64,
 }
 
-/// Every MCP route's sessions (one store per gateway; it outlives reloads).
+impl Inner {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Room for one more session of `key_id`: its own least recently used goes at its quota;
+    /// at the total, the least recently used of the key that holds the most.
+    fn make_room(&mut self, key_id: Option<&'static str>) {
+        let quota = match key_id {
+            Some(_) => MAX_SESSIONS_PER_KEY,
+            None => MAX_SESSIONS,
+        };
+        let own = self.tenants.get(&key_id).map_or(0, |t| t.sessions.len());
+        let evict_from = if own >= quota {
+            Some(key_id)
+        } else if self.held >= MAX_SESSIONS {
+            self.tenants
+                .iter()
+                .max_by_key(|(k, t)| (t.sessions.len(), **k == key_id))
+                .map(|(k, _)| *k)
+        } else {
+            None
+        };
+        let Some(from) = evict_from else {
+            return;
+        };
+        if let Some(t) = self.tenants.get_mut(&from) {
+            let before = t.sessions.len();
+            t.evict_least_recently_used();
+            self.held -= before - t.sessions.len();
+            if t.sessions.is_empty() {
+                self.tenants.remove(&from);
+            }
+        }
+    }
+}
+
+/// Every MCP route's sessions, in this process (one store per gateway; it outlives reloads).
 #[derive(Debug, Default)]
-pub struct Sessions {
+pub struct LocalSessions {
     inner: Mutex<Inner>,
 }
 
-impl Sessions {
-    fn with<R>(&self, key: &Key, f: impl FnOnce(&mut State) -> R) -> R {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.clock += 1;
-        let now = inner.clock;
-        if !inner.map.contains_key(key) && inner.map.len() >= MAX_SESSIONS {
-            let oldest = inner
-                .map
-                .iter()
-                .min_by_key(|(_, s)| s.last_used)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                inner.map.remove(&k);
-            }
-        }
-        let state = inner.map.entry(key.clone()).or_default();
-        state.last_used = now;
-        f(state)
-    }
-
-    /// The session's state as a request starts.
-    pub fn view(self: &Arc<Self>, key: Key) -> SessionView {
-        let (calls, removed) = self.with(&key, |s| {
-            (s.calls.iter().cloned().collect(), s.removed.clone())
-        });
-        SessionView {
-            store: Some((Arc::clone(self), key)),
-            history: ToolHistory {
-                calls,
-                turn_start: 0,
-            },
-            removed,
-            added: 0,
-        }
-    }
-
-    /// The client ended the session (DELETE).
-    pub fn end(&self, key: &Key) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.map.remove(key);
-    }
-
+impl LocalSessions {
     /// Sessions held.
     #[cfg(test)]
     pub fn held(&self) -> usize {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.map.len()
+        inner.held
+    }
+}
+
+impl SessionStore for LocalSessions {
+    fn load(&self, key: &Key) -> Snapshot {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let now = inner.tick();
+        let Some(tenant) = inner.tenants.get_mut(&key.key_id) else {
+            return Snapshot::default();
+        };
+        let id = (key.route, key.session.clone());
+        let Some(state) = tenant.sessions.get_mut(&id) else {
+            return Snapshot::default();
+        };
+        tenant.by_use.remove(&state.last_used);
+        state.last_used = now;
+        let snapshot = Snapshot {
+            history: ToolHistory {
+                calls: state.calls.iter().cloned().collect(),
+                turn_start: 0,
+                forgotten: state.forgotten.clone(),
+            },
+            removed: state.removed.clone(),
+        };
+        tenant.by_use.insert(now, id);
+        snapshot
+    }
+
+    fn save(&self, key: &Key, change: Change) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let now = inner.tick();
+        let id = (key.route, key.session.clone());
+        let known = inner
+            .tenants
+            .get(&key.key_id)
+            .is_some_and(|t| t.sessions.contains_key(&id));
+        if !known {
+            inner.make_room(key.key_id);
+            inner.held += 1;
+        }
+        let tenant = inner.tenants.entry(key.key_id).or_default();
+        let state = tenant.sessions.entry(id.clone()).or_default();
+        if known {
+            tenant.by_use.remove(&state.last_used);
+        }
+        state.last_used = now;
+        state.apply(change);
+        tenant.by_use.insert(now, id);
+    }
+
+    fn end(&self, key: &Key) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tenant) = inner.tenants.get_mut(&key.key_id) else {
+            return;
+        };
+        let Some(state) = tenant.sessions.remove(&(key.route, key.session.clone())) else {
+            return;
+        };
+        tenant.by_use.remove(&state.last_used);
+        let empty = tenant.sessions.is_empty();
+        inner.held -= 1;
+        if empty {
+            inner.tenants.remove(&key.key_id);
+        }
+    }
+}
+
+/// Opens the view of `key`'s session for a request that was admitted: the one place the
+/// request flow reaches the store.
+pub fn open(store: &Arc<dyn SessionStore>, key: Key) -> SessionView {
+    let Snapshot { history, removed } = store.load(&key);
+    SessionView {
+        store: Some((Arc::clone(store), key)),
+        history,
+        removed,
+        added: 0,
     }
 }
 
@@ -135,7 +306,7 @@ impl Sessions {
 /// removed tools; what the request adds is written back.
 #[derive(Debug, Default)]
 pub struct SessionView {
-    store: Option<(Arc<Sessions>, Key)>,
+    store: Option<(Arc<dyn SessionStore>, Key)>,
     history: ToolHistory,
     removed: Vec<Removed>,
     /// Calls of this request, at the end of `history`, not yet written back.
@@ -189,21 +360,15 @@ impl SessionView {
         if new.is_empty() {
             return;
         }
-        store.with(key, |s| {
-            for call in new {
-                let mut call = call.clone();
-                call.message = s.calls.back().map_or(0, |c| c.message + 1);
-                s.bytes += call.name.len() + call.args.len();
-                s.calls.push_back(call);
-            }
-            while s.bytes > MAX_SESSION_BYTES {
-                let Some(old) = s.calls.pop_front() else {
-                    break;
-                };
-                s.bytes -= old.name.len() + old.args.len();
-            }
-        });
+        store.save(key, Change::Called(new.to_vec()));
         self.added = 0;
+    }
+
+    /// The client ended the session (its DELETE was answered with success).
+    pub fn end(&self) {
+        if let Some((store, key)) = &self.store {
+            store.end(key);
+        }
     }
 
     /// A `tools/list` answer lost `name` to `validator`: calls of it are refused from now on.
@@ -220,15 +385,7 @@ impl SessionView {
             truncated: cut < name.len(),
             validator: validator.to_owned(),
         };
-        store.with(key, |s| {
-            if s.removed.iter().any(|r| r.name == removed.name) {
-                return;
-            }
-            if s.removed.len() >= MAX_REMOVED {
-                s.removed.remove(0);
-            }
-            s.removed.push(removed.clone());
-        });
+        store.save(key, Change::Removed(removed.clone()));
         self.removed.push(removed);
     }
 }
@@ -238,16 +395,42 @@ mod tests {
     use super::*;
 
     fn key(session: Option<&str>) -> Key {
+        key_of("k", session)
+    }
+
+    fn key_of(key_id: &'static str, session: Option<&str>) -> Key {
         Key {
-            key_id: Some("k"),
+            key_id: Some(key_id),
             route: "r",
             session: session.map(Into::into),
         }
     }
 
+    /// The store as the gateway holds it, and the view a request opens.
+    struct Store(Arc<dyn SessionStore>, Arc<LocalSessions>);
+
+    impl Store {
+        fn new() -> Store {
+            let local = Arc::new(LocalSessions::default());
+            Store(local.clone(), local)
+        }
+
+        fn view(&self, key: Key) -> SessionView {
+            open(&self.0, key)
+        }
+
+        fn end(&self, key: &Key) {
+            self.0.end(key)
+        }
+
+        fn held(&self) -> usize {
+            self.1.held()
+        }
+    }
+
     #[test]
     fn calls_are_kept_per_session_and_bounded() {
-        let store = Arc::new(Sessions::default());
+        let store = Store::new();
         let mut v = store.view(key(Some("a")));
         v.called("add", "{}");
         v.called("add", "{}");
@@ -282,28 +465,89 @@ mod tests {
     }
 
     #[test]
-    fn sessions_are_capped_least_recently_used_first() {
-        let store = Arc::new(Sessions::default());
-        for i in 0..MAX_SESSIONS + 10 {
+    fn a_key_at_its_quota_evicts_its_own_least_recently_used() {
+        let store = Store::new();
+        let mut other = store.view(key_of("other", Some("b")));
+        other.called("add", "{}");
+        other.commit();
+        for i in 0..MAX_SESSIONS_PER_KEY + 10 {
             let mut v = store.view(key(Some(&i.to_string())));
             v.called("add", "{}");
             v.commit();
-            if i == 5 {
-                // Touched again later: the oldest by use are evicted, not by creation.
-                continue;
-            }
             if i == 100 {
+                // Used again later: the oldest by use are evicted, not by creation.
                 let _ = store.view(key(Some("5")));
             }
         }
-        assert_eq!(store.held(), MAX_SESSIONS);
+        assert_eq!(store.held(), MAX_SESSIONS_PER_KEY + 1);
         assert_eq!(store.view(key(Some("5"))).history().calls.len(), 1);
         assert!(store.view(key(Some("0"))).history().calls.is_empty());
+        let b = store.view(key_of("other", Some("b")));
+        assert_eq!(
+            b.history().calls.len(),
+            1,
+            "another key's session is untouched"
+        );
+    }
+
+    #[test]
+    fn at_the_total_the_key_holding_most_loses_a_session() {
+        let store = Store::new();
+        let keys: Vec<&'static str> = (0..MAX_SESSIONS / MAX_SESSIONS_PER_KEY)
+            .map(|k| &*Box::leak(format!("key{k}").into_boxed_str()))
+            .collect();
+        // Every key but the last at its quota; the last holds one session.
+        for (k, id) in keys.iter().enumerate() {
+            let n = match k + 1 == keys.len() {
+                true => MAX_SESSIONS_PER_KEY - 1,
+                false => MAX_SESSIONS_PER_KEY,
+            };
+            for i in 0..n {
+                let mut v = store.view(key_of(id, Some(&i.to_string())));
+                v.called("add", "{}");
+                v.commit();
+            }
+        }
+        let small = "small";
+        let mut v = store.view(key_of(small, Some("s")));
+        v.called("add", "{}");
+        v.commit();
+        assert_eq!(store.held(), MAX_SESSIONS);
+        // Another session of the small key: a key holding the most loses its oldest.
+        let mut v = store.view(key_of(small, Some("t")));
+        v.called("add", "{}");
+        v.commit();
+        assert_eq!(store.held(), MAX_SESSIONS);
+        let kept =
+            |k: &'static str, s: &str| !store.view(key_of(k, Some(s))).history().calls.is_empty();
+        assert!(kept(small, "s") && kept(small, "t"));
+        let lost: Vec<_> = keys.iter().filter(|k| !kept(k, "0")).collect();
+        assert_eq!(lost.len(), 1, "one full key lost its oldest: {lost:?}");
+        assert_ne!(Some(lost[0]), keys.last(), "not the key holding fewer");
+    }
+
+    #[test]
+    fn loading_makes_no_session_and_forgotten_calls_stay_counted() {
+        let store = Store::new();
+        for i in 0..10 {
+            let _ = store.view(key(Some(&i.to_string())));
+        }
+        assert_eq!(store.held(), 0, "a load makes nothing");
+        let mut v = store.view(key(Some("long")));
+        let args = format!(r#"{{"pad":"{}"}}"#, "x".repeat(100));
+        for _ in 0..5000 {
+            v.called("add", &args);
+        }
+        v.commit();
+        let h = store.view(key(Some("long"))).history();
+        assert!(h.calls.len() < 5000, "the history is bounded");
+        assert_eq!(h.calls.len() as u64 + h.forgotten.count(Some("add")), 5000);
+        assert_eq!(h.calls.len() as u64 + h.forgotten.calls(), 5000);
     }
 
     #[test]
     fn removed_tools_are_remembered_without_a_session_too() {
-        let store = Arc::new(Sessions::default());
+        let store = Store::new();
         let mut v = store.view(key(None));
         v.tool_removed("weather", "no-injection");
         assert_eq!(v.removed_by("weather"), Some("no-injection"));
