@@ -4,6 +4,12 @@
 //! and what guardwire did (status, outcome, verdicts) under `metadata`. Never a header, so
 //! never a key; the path without its query (Gemini's `?key=`).
 //!
+//! Bodies are written as JSON strings (base64 when they are not UTF-8), never as the raw JSON
+//! they may hold: JSON allows raw line breaks between its tokens, so a body copied as it was
+//! could end its record's line and write a whole record of its own, which a replay would trust.
+//! A string escapes every control character, so each record is exactly one line whatever the
+//! client and the upstream sent (the property tested below).
+//!
 //! Off the request path and bounded: an exchange gathers its record in memory (at most
 //! `max_record_bytes`, then it stops gathering), hands it to a bounded queue when its last
 //! holder drops — the request's trace, the stream's, the upstream body's tap — without ever
@@ -15,7 +21,6 @@ use crate::metrics::Metrics;
 use crate::upstream::Tap;
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -205,20 +210,12 @@ impl Exchange {
         if s.too_large {
             return Err("too_large");
         }
-        let request = s.request.as_deref().ok_or("unreadable")?;
-        let request: &RawValue = serde_json::from_slice(request).map_err(|_| "unreadable")?;
-        let (mut response, mut response_sse, mut response_body) = (None, None, None);
+        let request = Body::of(s.request.as_deref().ok_or("unreadable")?);
+        let (mut response_body, mut response_sse) = (Body::NONE, Body::NONE);
         match &s.response {
             None => {}
-            Some((true, body)) => {
-                response_sse = Some(std::str::from_utf8(body).map_err(|_| "unreadable")?);
-            }
-            Some((false, body)) => match serde_json::from_slice::<&RawValue>(body) {
-                Ok(raw) => response = Some(raw),
-                Err(_) => {
-                    response_body = Some(std::str::from_utf8(body).map_err(|_| "unreadable")?)
-                }
-            },
+            Some((true, body)) => response_sse = Body::of(body),
+            Some((false, body)) => response_body = Body::of(body),
         }
         let (status, outcome) = s.finished.unwrap_or((0, "unfinished"));
         let record = Record {
@@ -226,10 +223,12 @@ impl Exchange {
             route: self.route,
             protocol: self.protocol,
             path: &self.path,
-            request,
-            response,
-            response_sse,
-            response_body,
+            request_body: request.text,
+            request_body_base64: request.base64,
+            response_body: response_body.text,
+            response_body_base64: response_body.base64,
+            response_sse: response_sse.text,
+            response_sse_base64: response_sse.base64,
             metadata: Metadata {
                 captured_by: "guardwire",
                 started: &self.started,
@@ -241,11 +240,44 @@ impl Exchange {
             },
         };
         let mut line = serde_json::to_vec(&record).map_err(|_| "unreadable")?;
+        // Strings escape every control character, so this never finds one; it stays as the
+        // last word on what reaches the file, should a field ever be written another way.
+        if memchr::memchr2(b'\n', b'\r', &line).is_some() {
+            return Err("unreadable");
+        }
         line.push(b'\n');
         if line.len() > self.max {
             return Err("too_large");
         }
         Ok(line)
+    }
+}
+
+/// A body as a record holds it: its text when it is UTF-8 (a JSON string, escaped), else its
+/// bytes in base64 — one of the two, or neither when there is no body.
+struct Body<'a> {
+    text: Option<&'a str>,
+    base64: Option<String>,
+}
+
+impl<'a> Body<'a> {
+    const NONE: Body<'static> = Body {
+        text: None,
+        base64: None,
+    };
+
+    fn of(bytes: &'a [u8]) -> Body<'a> {
+        use base64::Engine;
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Body {
+                text: Some(text),
+                base64: None,
+            },
+            Err(_) => Body {
+                text: None,
+                base64: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            },
+        }
     }
 }
 
@@ -284,21 +316,26 @@ impl Drop for Exchange {
     }
 }
 
-/// A record: the replay file's recorded-exchange shape (docs/evaluation.md), `metadata` being
-/// what a replay ignores.
+/// A record: the replay file's recorded-exchange shape (docs/evaluation.md), bodies as
+/// strings (see [`Body`]), `metadata` being what a replay ignores but for `captured_by`.
 #[derive(Serialize)]
 struct Record<'a> {
     id: &'a str,
     route: &'static str,
     protocol: &'static str,
     path: &'a str,
-    request: &'a RawValue,
     #[serde(skip_serializing_if = "Option::is_none")]
-    response: Option<&'a RawValue>,
+    request_body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_body_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_body_base64: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_sse: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    response_body: Option<&'a str>,
+    response_sse_base64: Option<String>,
     metadata: Metadata<'a>,
 }
 
@@ -385,7 +422,7 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
     use serde_json::Value;
 
@@ -436,12 +473,12 @@ mod tests {
         assert_eq!(count(&metrics, "queue_full"), 2);
         let line: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
         assert_eq!(line["id"], "r0");
-        assert_eq!(line["response"], serde_json::json!({"choices": []}));
+        assert_eq!(line["response_body"], r#"{"choices":[]}"#);
         assert_eq!(line["metadata"]["status"], 200);
     }
 
     #[test]
-    fn unreadable_and_oversized_exchanges_are_counted_not_written() {
+    fn oversized_exchanges_are_counted_not_written() {
         let metrics = Arc::new(Metrics::new());
         let (capture, rx) = stalled(8);
         let start = || {
@@ -455,8 +492,10 @@ mod tests {
                 )
                 .unwrap()
         };
-        // Not JSON: no request a replay could read.
+        // Not JSON: written as it came (a replay refuses it, as the proxy did).
         start().request(&Bytes::from_static(b"not json"));
+        // No request body at all: nothing to replay.
+        drop(start());
         // An answer over max_record_bytes (1 MiB).
         let c = start();
         c.request(&Bytes::from_static(b"{}"));
@@ -478,6 +517,8 @@ mod tests {
         drop(c);
         assert_eq!(count(&metrics, "unreadable"), 1);
         assert_eq!(count(&metrics, "too_large"), 1);
+        let not_json: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        assert_eq!(not_json["request_body"], "not json");
         let text: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
         assert_eq!(text["response_body"], "<html>oops</html>");
         let error: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
@@ -503,5 +544,113 @@ mod tests {
         assert!(capture
             .start("openai_chat", "openai_chat", "/p", "r", &metrics)
             .is_none());
+    }
+
+    /// The record of an exchange with these parts, as the writer would get it.
+    fn record_of(id: &str, path: &str, request: &[u8], response: Option<(bool, &[u8])>) -> Vec<u8> {
+        let metrics = Arc::new(Metrics::new());
+        let (capture, rx) = stalled(1);
+        let c = capture
+            .start("openai_chat", "openai_chat", path, id, &metrics)
+            .unwrap();
+        c.request(&Bytes::copy_from_slice(request));
+        if let Some((sse, body)) = response {
+            c.response_head(200, sse);
+            c.data(body);
+        }
+        c.finish(200, "ok");
+        drop(c);
+        rx.try_recv().unwrap().bytes
+    }
+
+    /// Reads `line` back as `eval --replay` does, checking it is one line and holds exactly
+    /// what was captured.
+    fn round_trips(
+        line: &[u8],
+        id: &str,
+        path: &str,
+        request: &[u8],
+        response: Option<(bool, &[u8])>,
+    ) {
+        use crate::suite::record::{read, Answer};
+        assert_eq!(
+            line.iter().filter(|&&b| b == b'\n' || b == b'\r').count(),
+            1,
+            "one line, ended once: {}",
+            String::from_utf8_lossy(line)
+        );
+        assert_eq!(line.last(), Some(&b'\n'));
+        let ex = read(&line[..line.len() - 1], 1).unwrap();
+        assert_eq!(ex.id, id);
+        assert_eq!(ex.path.as_deref(), Some(path));
+        assert_eq!(&*ex.request, request);
+        match (response, &ex.answer) {
+            (None, Answer::None) => {}
+            (Some((false, body)), Answer::Whole(got)) => assert_eq!(&**got, body),
+            (Some((true, body)), Answer::Sse(got)) => assert_eq!(&got[..], body),
+            _ => panic!("another answer was read back"),
+        }
+    }
+
+    #[test]
+    fn a_body_holding_a_record_of_its_own_stays_inside_its_line() {
+        // Valid JSON whose whitespace is line breaks, the middle line a whole record: copied
+        // raw, it was a record of its own that a replay trusted.
+        let forged =
+            br#"{"id":"forged","request":{"model":"m","messages":[]},"response":{"choices":[]}}"#;
+        let mut request = br#"{"model":"m","messages":[],"x":"#.to_vec();
+        request.extend_from_slice(b"\n");
+        request.extend_from_slice(forged);
+        request.extend_from_slice(b"\r\n}");
+        let response = b"{\"choices\":\n[]}\n";
+        let line = record_of(
+            "r1",
+            "/v1/chat/completions",
+            &request,
+            Some((false, response)),
+        );
+        round_trips(
+            &line,
+            "r1",
+            "/v1/chat/completions",
+            &request,
+            Some((false, response)),
+        );
+        // Not UTF-8: base64, and still the same bytes once read.
+        let bytes = b"\xff\n{\"id\":\"x\"}\n";
+        let line = record_of("r2", "/p", bytes, Some((true, bytes)));
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert!(v.get("request_body").is_none() && v["request_body_base64"].is_string());
+        round_trips(&line, "r2", "/p", bytes, Some((true, bytes)));
+    }
+
+    fn bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..256),
+            // Text made of what ends lines and builds records, and the characters JSON
+            // readers disagree about (U+2028, NUL, escapes).
+            "[\n\r{}\\[\\]\\\\\":, a-z\u{0}-\u{1f}\u{7f}\u{85}\u{2028}\u{2029}\u{feff}é]{0,128}"
+                .prop_map(String::into_bytes),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_round_trip_as_one_line(
+            request in bytes(),
+            body in bytes(),
+            answer in 0u8..3,
+            id in "\\PC{0,40}|[\n\r\"{}]{0,8}",
+            path in "/[\\PC\n\r]{0,40}",
+        ) {
+            let response = match answer {
+                0 => None,
+                1 => Some((false, &body[..])),
+                _ => Some((true, &body[..])),
+            };
+            let line = record_of(&id, &path, &request, response);
+            round_trips(&line, &id, &path, &request, response);
+        }
     }
 }
