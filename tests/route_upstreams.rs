@@ -94,7 +94,11 @@ async fn a2a_and_mcp_routes_serve_their_upstream_at_path_prefix() {
         .collect();
     assert_eq!(
         paths,
-        ["/base/.well-known/agent-card.json", "/base/a2a", "/tools/mcp"]
+        [
+            "/base/.well-known/agent-card.json",
+            "/base/a2a",
+            "/tools/mcp"
+        ]
     );
 }
 

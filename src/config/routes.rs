@@ -91,10 +91,10 @@ impl RouteConfig {
     /// was answered "use POST".
     pub(super) fn settle_upstream_path(&mut self, protocol: ProtocolId) -> Result<(), String> {
         match protocol {
-            ProtocolId::Mcp => {
-                if self.strip_prefix.is_some() || !self.passthrough_paths.is_empty() {
-                    return Err("strip_prefix, passthrough_paths: not used by mcp routes (the route's path_prefix is the MCP endpoint, forwarded to the upstream URL as it is)".into());
-                }
+            ProtocolId::Mcp
+                if self.strip_prefix.is_some() || !self.passthrough_paths.is_empty() =>
+            {
+                return Err("strip_prefix, passthrough_paths: not used by mcp routes (the route's path_prefix is the MCP endpoint, forwarded to the upstream URL as it is)".into());
             }
             ProtocolId::A2a => match &self.strip_prefix {
                 None => self.strip_prefix = Some(self.path_prefix.clone()),
