@@ -4,9 +4,10 @@
 //! megabytes a second (docs/evaluation.md, "Replay throughput").
 //!
 //! The file: OpenAI chat exchanges in the shape the body capture writes (docs/capture.md:
-//! bodies as strings) — half streamed (the raw SSE text, one chunk per five words), half whole — each with a prompt
-//! of a few sentences and an answer of `--answer-chars` characters; one in 50 answers carries a
-//! banned word, so blocks are decided too (the report's counts are checked, not only timed).
+//! bodies as strings) — half streamed (the raw SSE text, one chunk per five words), half
+//! whole — each with a prompt of a few sentences and an answer of `--answer-chars`
+//! characters; one in 50 answers carries a banned word, so blocks are decided too (the
+//! report's counts are checked, not only timed).
 //!
 //! Run: `cargo bench --bench replay` (after `--`: `--exchanges N`, default 20,000;
 //! `--answer-chars N`, default 2,000; `--jobs N`, default 2, the workers of the replay;
