@@ -121,6 +121,11 @@ fn watch_control_pipe() {
 /// a process forked meanwhile is found in the next (its parent's death hands it over here).
 fn kill_tree() {
     loop {
+        // No child, no descendant (each has an ancestor among the children): the usual
+        // handler, which left nothing, costs no walk through /proc.
+        if let Err(Errno::CHILD) = rustix::process::wait(WaitOptions::NOHANG) {
+            return;
+        }
         kill_descendants();
         match rustix::process::wait(WaitOptions::empty()) {
             Ok(_) | Err(Errno::INTR) => {}
