@@ -3,10 +3,11 @@
 //! boundaries, 20 regexes, `max_length`; benches/common/fixtures.rs), in exchanges and
 //! megabytes a second (docs/evaluation.md, "Replay throughput").
 //!
-//! The file: OpenAI chat exchanges in the shape the body capture writes (docs/capture.md) —
-//! half streamed (the raw SSE text, one chunk per five words), half whole — each with a prompt
-//! of a few sentences and an answer of `--answer-chars` characters; one in 50 answers carries a
-//! banned word, so blocks are decided too (the report's counts are checked, not only timed).
+//! The file: OpenAI chat exchanges in the shape the body capture writes (docs/capture.md:
+//! bodies as strings) — half streamed (the raw SSE text, one chunk per five words), half
+//! whole — each with a prompt of a few sentences and an answer of `--answer-chars`
+//! characters; one in 50 answers carries a banned word, so blocks are decided too (the
+//! report's counts are checked, not only timed).
 //!
 //! Run: `cargo bench --bench replay` (after `--`: `--exchanges N`, default 20,000;
 //! `--answer-chars N`, default 2,000; `--jobs N`, default 2, the workers of the replay;
@@ -95,8 +96,8 @@ fn generate(path: &Path, o: &Opts) -> (usize, u64) {
                              "messages": [{"role": "user", "content": prompt}]});
         let mut line = json!({"id": format!("ex-{n}"), "route": "openai_chat",
                               "protocol": "openai_chat", "path": "/v1/chat/completions",
-                              "request": request,
-                              "metadata": {"captured_by": "bench"}});
+                              "request_body": request.to_string(),
+                              "metadata": {"captured_by": "guardwire"}});
         if streamed {
             let mut sse = String::new();
             for d in &deltas {
@@ -105,11 +106,12 @@ fn generate(path: &Path, o: &Opts) -> (usize, u64) {
             sse.push_str("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
             line["response_sse"] = Value::String(sse);
         } else {
-            line["response"] = json!({"id": "chatcmpl-1", "object": "chat.completion",
+            let whole = json!({"id": "chatcmpl-1", "object": "chat.completion",
                 "created": 1, "model": "gpt-4o",
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": deltas.concat()}}],
                 "usage": {"prompt_tokens": 60, "completion_tokens": 450, "total_tokens": 510}});
+            line["response_body"] = Value::String(whole.to_string());
         }
         serde_json::to_writer(&mut out, &line).unwrap();
         out.write_all(b"\n").unwrap();

@@ -4,27 +4,33 @@
 //! and what guardwire did (status, outcome, verdicts) under `metadata`. Never a header, so
 //! never a key; the path without its query (Gemini's `?key=`).
 //!
+//! Bodies are written as JSON strings (base64 when they are not UTF-8), never as the raw JSON
+//! they may hold: JSON allows raw line breaks between its tokens, so a body copied as it was
+//! could end its record's line and write a whole record of its own, which a replay would trust.
+//! A string escapes every control character, so each record is exactly one line whatever the
+//! client and the upstream sent (the property tested below).
+//!
 //! Off the request path and bounded: an exchange gathers its record in memory (at most
 //! `max_record_bytes`, then it stops gathering), hands it to a bounded queue when its last
 //! holder drops — the request's trace, the stream's, the upstream body's tap — without ever
-//! waiting (a full queue drops the record, counted), and one writer thread appends the
-//! lines, rotating the file at `max_file_bytes`.
+//! waiting (a full queue drops the record, counted), and one writer thread makes the lines
+//! (escaping a body of 100 kB into a JSON string takes a few hundred microseconds, which no
+//! request's task pays) and appends them, rotating the file at `max_file_bytes`.
 
 use crate::config::CaptureConfig;
 use crate::metrics::Metrics;
 use crate::upstream::Tap;
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
-/// One line for the writer, and where to count what became of it.
+/// One record for the writer, and where to count what became of it.
 struct Line {
-    bytes: Vec<u8>,
+    record: Finished,
     metrics: Arc<Metrics>,
 }
 
@@ -199,26 +205,33 @@ impl Exchange {
     pub fn finish(&self, status: u16, outcome: &'static str) {
         self.with(|s| s.finished = Some((status, outcome)));
     }
+}
 
+/// An exchange's record once the exchange is over, for the writer to make its line.
+struct Finished {
+    id: String,
+    route: &'static str,
+    protocol: &'static str,
+    path: String,
+    started: String,
+    ended: String,
+    max: usize,
+    state: State,
+}
+
+impl Finished {
     /// The record's line, or why there is none.
-    fn line(&self, s: &State) -> Result<Vec<u8>, &'static str> {
+    fn line(&self) -> Result<Vec<u8>, &'static str> {
+        let s = &self.state;
         if s.too_large {
             return Err("too_large");
         }
-        let request = s.request.as_deref().ok_or("unreadable")?;
-        let request: &RawValue = serde_json::from_slice(request).map_err(|_| "unreadable")?;
-        let (mut response, mut response_sse, mut response_body) = (None, None, None);
+        let request = Body::of(s.request.as_deref().ok_or("unreadable")?);
+        let (mut response_body, mut response_sse) = (Body::NONE, Body::NONE);
         match &s.response {
             None => {}
-            Some((true, body)) => {
-                response_sse = Some(std::str::from_utf8(body).map_err(|_| "unreadable")?);
-            }
-            Some((false, body)) => match serde_json::from_slice::<&RawValue>(body) {
-                Ok(raw) => response = Some(raw),
-                Err(_) => {
-                    response_body = Some(std::str::from_utf8(body).map_err(|_| "unreadable")?)
-                }
-            },
+            Some((true, body)) => response_sse = Body::of(body),
+            Some((false, body)) => response_body = Body::of(body),
         }
         let (status, outcome) = s.finished.unwrap_or((0, "unfinished"));
         let record = Record {
@@ -226,14 +239,16 @@ impl Exchange {
             route: self.route,
             protocol: self.protocol,
             path: &self.path,
-            request,
-            response,
-            response_sse,
-            response_body,
+            request_body: request.text,
+            request_body_base64: request.base64,
+            response_body: response_body.text,
+            response_body_base64: response_body.base64,
+            response_sse: response_sse.text,
+            response_sse_base64: response_sse.base64,
             metadata: Metadata {
                 captured_by: "guardwire",
                 started: &self.started,
-                ended: crate::audit::now_rfc3339(),
+                ended: &self.ended,
                 status,
                 outcome,
                 upstream_status: s.upstream_status,
@@ -241,11 +256,44 @@ impl Exchange {
             },
         };
         let mut line = serde_json::to_vec(&record).map_err(|_| "unreadable")?;
+        // Strings escape every control character, so this never finds one; it stays as the
+        // last word on what reaches the file, should a field ever be written another way.
+        if memchr::memchr2(b'\n', b'\r', &line).is_some() {
+            return Err("unreadable");
+        }
         line.push(b'\n');
         if line.len() > self.max {
             return Err("too_large");
         }
         Ok(line)
+    }
+}
+
+/// A body as a record holds it: its text when it is UTF-8 (a JSON string, escaped), else its
+/// bytes in base64 — one of the two, or neither when there is no body.
+struct Body<'a> {
+    text: Option<&'a str>,
+    base64: Option<String>,
+}
+
+impl<'a> Body<'a> {
+    const NONE: Body<'static> = Body {
+        text: None,
+        base64: None,
+    };
+
+    fn of(bytes: &'a [u8]) -> Body<'a> {
+        use base64::Engine;
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Body {
+                text: Some(text),
+                base64: None,
+            },
+            Err(_) => Body {
+                text: None,
+                base64: Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            },
+        }
     }
 }
 
@@ -264,16 +312,24 @@ impl Tap for Exchange {
 
 impl Drop for Exchange {
     fn drop(&mut self) {
-        let line = match self.state.lock() {
-            Ok(s) => self.line(&s),
-            Err(_) => Err("unreadable"),
+        let Ok(state) = self.state.get_mut().map(std::mem::take) else {
+            return self.metrics.capture.count("unreadable");
         };
-        let bytes = match line {
-            Ok(bytes) => bytes,
-            Err(why) => return self.metrics.capture.count(why),
+        if state.too_large {
+            return self.metrics.capture.count("too_large");
+        }
+        let record = Finished {
+            id: std::mem::take(&mut self.id),
+            route: self.route,
+            protocol: self.protocol,
+            path: std::mem::take(&mut self.path),
+            started: std::mem::take(&mut self.started),
+            ended: crate::audit::now_rfc3339(),
+            max: self.max,
+            state,
         };
         let line = Line {
-            bytes,
+            record,
             metrics: Arc::clone(&self.metrics),
         };
         match self.tx.try_send(line) {
@@ -284,21 +340,26 @@ impl Drop for Exchange {
     }
 }
 
-/// A record: the replay file's recorded-exchange shape (docs/evaluation.md), `metadata` being
-/// what a replay ignores.
+/// A record: the replay file's recorded-exchange shape (docs/evaluation.md), bodies as
+/// strings (see [`Body`]), `metadata` being what a replay ignores but for `captured_by`.
 #[derive(Serialize)]
 struct Record<'a> {
     id: &'a str,
     route: &'static str,
     protocol: &'static str,
     path: &'a str,
-    request: &'a RawValue,
     #[serde(skip_serializing_if = "Option::is_none")]
-    response: Option<&'a RawValue>,
+    request_body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_body_base64: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_body_base64: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_sse: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    response_body: Option<&'a str>,
+    response_sse_base64: Option<String>,
     metadata: Metadata<'a>,
 }
 
@@ -306,7 +367,7 @@ struct Record<'a> {
 struct Metadata<'a> {
     captured_by: &'static str,
     started: &'a str,
-    ended: String,
+    ended: &'a str,
     /// The status the client was answered with (a stream: 200, its end said by `outcome`).
     status: u16,
     outcome: &'static str,
@@ -328,11 +389,17 @@ struct Writer {
 impl Writer {
     fn run(mut self, rx: Receiver<Line>) {
         while let Ok(line) = rx.recv() {
-            let result = self.write(&line.bytes);
+            let result = match line.record.line() {
+                Ok(bytes) => {
+                    let result = self.write(&bytes);
+                    if result == "written" {
+                        line.metrics.capture.bytes.inc_by(bytes.len() as u64);
+                    }
+                    result
+                }
+                Err(why) => why,
+            };
             line.metrics.capture.count(result);
-            if result == "written" {
-                line.metrics.capture.bytes.inc_by(line.bytes.len() as u64);
-            }
         }
     }
 
@@ -385,7 +452,7 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
     use serde_json::Value;
 
@@ -434,14 +501,15 @@ mod tests {
             c.finish(200, "ok");
         }
         assert_eq!(count(&metrics, "queue_full"), 2);
-        let line: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        let line: Value =
+            serde_json::from_slice(&rx.try_recv().unwrap().record.line().unwrap()).unwrap();
         assert_eq!(line["id"], "r0");
-        assert_eq!(line["response"], serde_json::json!({"choices": []}));
+        assert_eq!(line["response_body"], r#"{"choices":[]}"#);
         assert_eq!(line["metadata"]["status"], 200);
     }
 
     #[test]
-    fn unreadable_and_oversized_exchanges_are_counted_not_written() {
+    fn oversized_exchanges_are_counted_not_written() {
         let metrics = Arc::new(Metrics::new());
         let (capture, rx) = stalled(8);
         let start = || {
@@ -455,8 +523,10 @@ mod tests {
                 )
                 .unwrap()
         };
-        // Not JSON: no request a replay could read.
+        // Not JSON: written as it came (a replay refuses it, as the proxy did).
         start().request(&Bytes::from_static(b"not json"));
+        // No request body at all: nothing to replay (found by the writer).
+        drop(start());
         // An answer over max_record_bytes (1 MiB).
         let c = start();
         c.request(&Bytes::from_static(b"{}"));
@@ -476,11 +546,16 @@ mod tests {
         c.response_head(503, false);
         c.data(b"overloaded");
         drop(c);
-        assert_eq!(count(&metrics, "unreadable"), 1);
         assert_eq!(count(&metrics, "too_large"), 1);
-        let text: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        let not_json: Value =
+            serde_json::from_slice(&rx.try_recv().unwrap().record.line().unwrap()).unwrap();
+        assert_eq!(not_json["request_body"], "not json");
+        assert_eq!(rx.try_recv().unwrap().record.line(), Err("unreadable"));
+        let text: Value =
+            serde_json::from_slice(&rx.try_recv().unwrap().record.line().unwrap()).unwrap();
         assert_eq!(text["response_body"], "<html>oops</html>");
-        let error: Value = serde_json::from_slice(&rx.try_recv().unwrap().bytes).unwrap();
+        let error: Value =
+            serde_json::from_slice(&rx.try_recv().unwrap().record.line().unwrap()).unwrap();
         assert!(error.get("response_body").is_none() && error.get("response").is_none());
         assert_eq!(error["metadata"]["upstream_status"], 503);
         assert_eq!(error["metadata"]["outcome"], "unfinished");
@@ -503,5 +578,113 @@ mod tests {
         assert!(capture
             .start("openai_chat", "openai_chat", "/p", "r", &metrics)
             .is_none());
+    }
+
+    /// The record of an exchange with these parts, as the writer would get it.
+    fn record_of(id: &str, path: &str, request: &[u8], response: Option<(bool, &[u8])>) -> Vec<u8> {
+        let metrics = Arc::new(Metrics::new());
+        let (capture, rx) = stalled(1);
+        let c = capture
+            .start("openai_chat", "openai_chat", path, id, &metrics)
+            .unwrap();
+        c.request(&Bytes::copy_from_slice(request));
+        if let Some((sse, body)) = response {
+            c.response_head(200, sse);
+            c.data(body);
+        }
+        c.finish(200, "ok");
+        drop(c);
+        rx.try_recv().unwrap().record.line().unwrap()
+    }
+
+    /// Reads `line` back as `eval --replay` does, checking it is one line and holds exactly
+    /// what was captured.
+    fn round_trips(
+        line: &[u8],
+        id: &str,
+        path: &str,
+        request: &[u8],
+        response: Option<(bool, &[u8])>,
+    ) {
+        use crate::suite::record::{read, Answer};
+        assert_eq!(
+            line.iter().filter(|&&b| b == b'\n' || b == b'\r').count(),
+            1,
+            "one line, ended once: {}",
+            String::from_utf8_lossy(line)
+        );
+        assert_eq!(line.last(), Some(&b'\n'));
+        let ex = read(&line[..line.len() - 1], 1).unwrap();
+        assert_eq!(ex.id, id);
+        assert_eq!(ex.path.as_deref(), Some(path));
+        assert_eq!(&*ex.request, request);
+        match (response, &ex.answer) {
+            (None, Answer::None) => {}
+            (Some((false, body)), Answer::Whole(got)) => assert_eq!(&**got, body),
+            (Some((true, body)), Answer::Sse(got)) => assert_eq!(&got[..], body),
+            _ => panic!("another answer was read back"),
+        }
+    }
+
+    #[test]
+    fn a_body_holding_a_record_of_its_own_stays_inside_its_line() {
+        // Valid JSON whose whitespace is line breaks, the middle line a whole record: copied
+        // raw, it was a record of its own that a replay trusted.
+        let forged =
+            br#"{"id":"forged","request":{"model":"m","messages":[]},"response":{"choices":[]}}"#;
+        let mut request = br#"{"model":"m","messages":[],"x":"#.to_vec();
+        request.extend_from_slice(b"\n");
+        request.extend_from_slice(forged);
+        request.extend_from_slice(b"\r\n}");
+        let response = b"{\"choices\":\n[]}\n";
+        let line = record_of(
+            "r1",
+            "/v1/chat/completions",
+            &request,
+            Some((false, response)),
+        );
+        round_trips(
+            &line,
+            "r1",
+            "/v1/chat/completions",
+            &request,
+            Some((false, response)),
+        );
+        // Not UTF-8: base64, and still the same bytes once read.
+        let bytes = b"\xff\n{\"id\":\"x\"}\n";
+        let line = record_of("r2", "/p", bytes, Some((true, bytes)));
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert!(v.get("request_body").is_none() && v["request_body_base64"].is_string());
+        round_trips(&line, "r2", "/p", bytes, Some((true, bytes)));
+    }
+
+    fn bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..256),
+            // Text made of what ends lines and builds records, and the characters JSON
+            // readers disagree about (U+2028, NUL, escapes).
+            "[\n\r{}\\[\\]\\\\\":, a-z\u{0}-\u{1f}\u{7f}\u{85}\u{2028}\u{2029}\u{feff}é]{0,128}"
+                .prop_map(String::into_bytes),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_round_trip_as_one_line(
+            request in bytes(),
+            body in bytes(),
+            answer in 0u8..3,
+            id in "\\PC{0,40}|[\n\r\"{}]{0,8}",
+            path in "/[\\PC\n\r]{0,40}",
+        ) {
+            let response = match answer {
+                0 => None,
+                1 => Some((false, &body[..])),
+                _ => Some((true, &body[..])),
+            };
+            let line = record_of(&id, &path, &request, response);
+            round_trips(&line, &id, &path, &request, response);
+        }
     }
 }

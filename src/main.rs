@@ -41,6 +41,14 @@ enum Command {
     /// threshold passed, 1 when one failed (or a line was invalid), 2 when the run could not
     /// be done. See docs/evaluation.md.
     Eval(Box<EvalArgs>),
+    /// Internal: supervises one `exec:` handler (src/judge/supervisor.rs).
+    #[cfg(target_os = "linux")]
+    #[command(name = "exec-supervise", hide = true)]
+    ExecSupervise {
+        command: std::ffi::OsString,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -133,10 +141,18 @@ struct EvalArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `exec:` handlers run under this same binary as their supervisor: /proc/self/exe, which
+    // names it even once the file was replaced or removed (an upgrade under a running proxy).
+    #[cfg(target_os = "linux")]
+    guardwire::judge::supervisor::use_binary(PathBuf::from("/proc/self/exe"));
     match cli.command {
         Command::Check { config } => check(&config),
         Command::Serve { config } => serve(&config),
         Command::Eval(args) => eval(*args),
+        #[cfg(target_os = "linux")]
+        Command::ExecSupervise { command, args } => {
+            ExitCode::from(guardwire::judge::supervisor::supervise(&command, &args))
+        }
     }
 }
 

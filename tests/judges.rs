@@ -684,6 +684,7 @@ async fn rest_eval_against_a_real_http_server() {
 
 #[tokio::test]
 async fn exec_handlers_run_as_subprocesses_and_are_killed_at_their_deadline() {
+    guardwire::judge::supervisor::use_binary(env!("CARGO_BIN_EXE_guardwire").into());
     let dir = tempfile::tempdir().unwrap();
     let (pid_file, input_file) = (dir.path().join("pid"), dir.path().join("input.json"));
     std::env::set_var("GW_TEST_EXEC_SECRET", "passed-on");

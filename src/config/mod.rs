@@ -410,13 +410,8 @@ impl Config {
                     "passthrough_paths: `{p}` must be a path starting with / and without a query"
                 )));
             }
-            if protocol == ProtocolId::Mcp {
-                if r.strip_prefix.is_some() || !r.passthrough_paths.is_empty() {
-                    return Err(at(
-                        "strip_prefix, passthrough_paths: not used by mcp routes (the route's path_prefix is the MCP endpoint, forwarded to the upstream URL as it is)".into(),
-                    ));
-                }
-            } else if r.poisoned_tools.is_some() {
+            r.settle_upstream_path(protocol).map_err(at)?;
+            if protocol != ProtocolId::Mcp && r.poisoned_tools.is_some() {
                 return Err(at("poisoned_tools: only mcp routes have it".into()));
             }
             let upstream = BaseUrl::parse(&r.upstream).map_err(|e| at(format!("upstream: {e}")))?;

@@ -82,6 +82,37 @@ pub struct RouteConfig {
     pub checked: Option<CheckedRoute>,
 }
 
+impl RouteConfig {
+    /// The agent routes read `upstream` one way: `path_prefix` is where guardwire serves the
+    /// upstream URL. An `mcp` route's upstream is the endpoint itself; an `a2a` route's is the
+    /// agent's base URL, under which its card and JSON-RPC endpoint lie, so the prefix is
+    /// removed before the rest is appended (`strip_prefix` is the prefix itself, whether
+    /// written or not). Without that, the card's path arrived as `<prefix>/.well-known/…` and
+    /// was answered "use POST".
+    pub(super) fn settle_upstream_path(&mut self, protocol: ProtocolId) -> Result<(), String> {
+        match protocol {
+            ProtocolId::Mcp
+                if self.strip_prefix.is_some() || !self.passthrough_paths.is_empty() =>
+            {
+                return Err("strip_prefix, passthrough_paths: not used by mcp routes (the route's path_prefix is the MCP endpoint, forwarded to the upstream URL as it is)".into());
+            }
+            ProtocolId::A2a => match &self.strip_prefix {
+                None => self.strip_prefix = Some(self.path_prefix.clone()),
+                Some(s) if s.trim_end_matches('/') == self.path_prefix.trim_end_matches('/') => {}
+                Some(s) => {
+                    return Err(format!(
+                        "strip_prefix: an a2a route serves its upstream (the agent's base URL) at path_prefix `{}`, so the whole prefix is removed; leave strip_prefix out and put the rest of the agent's path in upstream (strip_prefix `{s}` would send the card's path as `{}/.well-known/…`)",
+                        self.path_prefix,
+                        self.path_prefix.get(s.len()..).unwrap_or_default().trim_end_matches('/'),
+                    ))
+                }
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 fn default_true() -> bool {
     true
 }
@@ -92,4 +123,43 @@ pub struct CheckedRoute {
     pub protocol: ProtocolId,
     pub upstream: BaseUrl,
     pub upstream_auth: Option<AuthHeader>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::config::Config;
+
+    fn route(protocol: &str, strip: &str) -> Result<Config, String> {
+        Config::from_yaml(&format!(
+            "routes:\n  - name: r\n    protocol: {protocol}\n    path_prefix: /agents/billing\n    upstream: \"http://127.0.0.1:9/base\"\n{strip}"
+        ))
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn agent_routes_serve_their_upstream_at_path_prefix() {
+        // a2a: the prefix stands for the agent's base URL, written or not.
+        for strip in ["", "    strip_prefix: /agents/billing\n"] {
+            let config = route("a2a", strip).unwrap();
+            assert_eq!(
+                config.routes[0].strip_prefix.as_deref(),
+                Some("/agents/billing")
+            );
+        }
+        // Part of the prefix would forward the card's path under the rest: refused, naming
+        // the fix.
+        let e = route("a2a", "    strip_prefix: /agents\n").unwrap_err();
+        assert!(e.contains("routes[0] (r): strip_prefix"), "{e}");
+        assert!(e.contains("leave strip_prefix out"), "{e}");
+        assert!(e.contains("/billing/.well-known"), "{e}");
+        // mcp: the upstream is the endpoint itself; strip_prefix is refused.
+        assert!(route("mcp", "").unwrap().routes[0].strip_prefix.is_none());
+        let e = route("mcp", "    strip_prefix: /agents/billing\n").unwrap_err();
+        assert!(e.contains("not used by mcp routes"), "{e}");
+        // Other protocols keep forwarding the whole path unless told otherwise.
+        assert!(route("openai_chat", "").unwrap().routes[0]
+            .strip_prefix
+            .is_none());
+    }
 }

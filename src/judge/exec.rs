@@ -1,8 +1,9 @@
 //! `exec:` handlers: a subprocess per verdict, started without a shell, the check as JSON on
 //! stdin (`{type, params, content, context}`), exactly `{score, detail, data}` JSON expected
-//! on stdout; killed at the deadline. A handler runs in a process group of its own, and the
-//! whole group is killed when its run ends (deadline, cancelled request, or done), so a shell
-//! script's children do not outlive it.
+//! on stdout; killed at the deadline. Each handler runs under a supervisor of its own
+//! (`super::supervisor`, guardwire's own binary) that kills everything the handler started —
+//! `setsid` or not — when the handler exits, when guardwire drops the run (deadline,
+//! cancelled request) and when guardwire dies.
 
 use super::gate::{AttemptError, Gate};
 use super::{ErrorKind, JudgeEnv, JudgeError, Subject, Verdict};
@@ -72,88 +73,90 @@ impl Handler {
         // Cannot run: the handler's own failure. Ran and gave no verdict: about this input.
         let failed = |detail: String| AttemptError::judge(ErrorKind::Process, detail, false);
         let refused = |detail: String| AttemptError::input(ErrorKind::Process, detail);
-        let mut cmd = tokio::process::Command::new(&self.config.command);
-        cmd.args(&self.config.args)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        #[cfg(unix)]
-        cmd.process_group(0);
-        if let Some(path) = std::env::var_os("PATH") {
-            cmd.env("PATH", path);
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (input, refused);
+            return Err(failed(
+                "exec handlers run only on Linux (their supervisor needs a child subreaper)".into(),
+            ));
         }
-        for var in &self.config.env {
-            match var.split_once('=') {
-                Some((name, value)) => {
-                    cmd.env(name, value);
-                }
-                None => {
-                    if let Some(value) = std::env::var_os(var) {
-                        cmd.env(var, value);
+        #[cfg(target_os = "linux")]
+        {
+            let supervisor = super::supervisor::binary().ok_or_else(|| {
+                failed("no supervisor binary is set (judge::supervisor::use_binary)".into())
+            })?;
+            // The supervisor's standard error is the read end of this pipe; guardwire holds the
+            // only write end (std makes both close-on-exec, so no other child inherits it):
+            // dropped with this run, or closed by the kernel when guardwire dies, it tells the
+            // supervisor to kill the handler's whole tree.
+            let (control, _control_held) = std::io::pipe()
+                .map_err(|e| failed(format!("cannot make the control pipe: {e}")))?;
+            let mut cmd = tokio::process::Command::new(supervisor);
+            cmd.arg(super::supervisor::SUBCOMMAND)
+                .arg("--")
+                .arg(&self.config.command)
+                .args(&self.config.args)
+                .env_clear()
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::from(control))
+                // Not killed when the run is dropped: the supervisor must live to kill the
+                // tree (tokio reaps it once it exits).
+                .kill_on_drop(false)
+                // Out of guardwire's group, so a signal to that group (a terminal's Ctrl-C)
+                // does not kill the supervisor before it cleaned up.
+                .process_group(0);
+            if let Some(path) = std::env::var_os("PATH") {
+                cmd.env("PATH", path);
+            }
+            for var in &self.config.env {
+                match var.split_once('=') {
+                    Some((name, value)) => {
+                        cmd.env(name, value);
+                    }
+                    None => {
+                        if let Some(value) = std::env::var_os(var) {
+                            cmd.env(var, value);
+                        }
                     }
                 }
             }
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| failed(format!("cannot start `{}`: {e}", self.config.command)))?;
-        // Declared after `child`, so dropped before it: the group is killed while the
-        // handler's own process is not yet reaped.
-        let _group = ProcessGroup(child.id());
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| failed("no stdin".into()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| failed("no stdout".into()))?;
-        // Written while stdout is read, so a handler that answers before reading all its
-        // input cannot deadlock against a full pipe.
-        let write = async move {
-            // A handler that exits without reading its input closes the pipe: not an error.
-            let _ = stdin.write_all(input).await;
-            drop(stdin);
-        };
-        let read = async move {
-            let mut out = Vec::new();
-            let mut limited = stdout.take(MAX_STDOUT_BYTES);
-            limited.read_to_end(&mut out).await.map(|_| out)
-        };
-        let ((), out) = tokio::join!(write, read);
-        let out = out.map_err(|e| failed(format!("reading stdout: {e}")))?;
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| failed(format!("waiting for the process: {e}")))?;
-        if !status.success() {
-            return Err(refused(format!("exited with {status}")));
-        }
-        parse_output(&out).map_err(refused)
-    }
-}
-
-/// A handler's process group (its id is the handler's pid), killed whole when dropped: at the
-/// deadline or a cancelled request (the run's future is dropped), and after a handler that
-/// answered, for what it left running.
-struct ProcessGroup(Option<u32>);
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(pgid) = self.0.and_then(|id| libc::pid_t::try_from(id).ok()) {
-            // SAFETY: killpg takes plain integers and touches no memory of this process. The id
-            // names this handler's group: it stays taken while any member lives, and while the
-            // handler itself is not reaped — `ProcessGroup` is dropped before the `Child`,
-            // whose drop (`kill_on_drop`) reaps it on every path but a completed `wait`. After
-            // that, an empty group's id could only name another one if the kernel, which hands
-            // out pids in rising order, wrapped around to it in between. ESRCH (nothing left
-            // in the group) is expected and ignored.
-            #[allow(unsafe_code)]
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| failed(format!("cannot start `{}`: {e}", self.config.command)))?;
+            let mut stdin = child
+                .stdin
+                .take()
+                .ok_or_else(|| failed("no stdin".into()))?;
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| failed("no stdout".into()))?;
+            // Written while stdout is read, so a handler that answers before reading all its
+            // input cannot deadlock against a full pipe.
+            let write = async move {
+                // A handler that exits without reading its input closes the pipe: not an error.
+                let _ = stdin.write_all(input).await;
+                drop(stdin);
+            };
+            let read = async move {
+                let mut out = Vec::new();
+                let mut limited = stdout.take(MAX_STDOUT_BYTES);
+                limited.read_to_end(&mut out).await.map(|_| out)
+            };
+            let ((), out) = tokio::join!(write, read);
+            let out = out.map_err(|e| failed(format!("reading stdout: {e}")))?;
+            // The supervisor exits once the handler has, and everything it left is dead.
+            let status = child
+                .wait()
+                .await
+                .map_err(|e| failed(format!("waiting for the process: {e}")))?;
+            match status.code() {
+                Some(0) => parse_output(&out).map_err(refused),
+                Some(125) => Err(failed("its supervisor could not run".into())),
+                Some(126) => Err(failed(format!("cannot run `{}`", self.config.command))),
+                Some(127) => Err(failed(format!("no command `{}`", self.config.command))),
+                _ => Err(refused(format!("exited with {status}"))),
             }
         }
     }
@@ -178,86 +181,8 @@ fn parse_output(out: &[u8]) -> Result<Verdict, String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::panic)]
+    #![allow(clippy::unwrap_used)]
     use super::*;
-
-    /// A handler running `script` under `sh -c`, with `$PIDFILE` set.
-    #[cfg(target_os = "linux")]
-    fn shell(script: &str, pidfile: &std::path::Path) -> Handler {
-        let config = ExecConfig {
-            command: "sh".into(),
-            args: vec!["-c".into(), script.into()],
-            env: vec![format!("PIDFILE={}", pidfile.display())],
-            timeout_ms: 30_000,
-            max_concurrency: 1,
-            max_queue: 1,
-        };
-        Handler::new("t", &config, "")
-    }
-
-    /// The pid the handler wrote, once it is there.
-    #[cfg(target_os = "linux")]
-    async fn written_pid(pidfile: &std::path::Path) -> u32 {
-        for _ in 0..1000 {
-            if let Some(pid) = std::fs::read_to_string(pidfile)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-            {
-                return pid;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        panic!("the handler never wrote its child's pid");
-    }
-
-    /// Whether `pid` is still a running process (a zombie waiting for its reaper is not).
-    #[cfg(target_os = "linux")]
-    fn running(pid: u32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
-            .is_some_and(|zombie| !zombie)
-    }
-
-    /// Waits (up to 10 s, polling) for `pid` to stop running.
-    #[cfg(target_os = "linux")]
-    async fn gone(pid: u32) -> bool {
-        for _ in 0..1000 {
-            if !running(pid) {
-                return true;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        false
-    }
-
-    #[cfg(target_os = "linux")]
-    #[tokio::test]
-    async fn a_handler_is_killed_with_its_children() {
-        let dir = tempfile::tempdir().unwrap();
-        // Cut off (its future dropped, as at the deadline) while its child sleeps on.
-        let pidfile = dir.path().join("cut-off");
-        let h = shell("sleep 300 & echo $! > \"$PIDFILE\"; sleep 300", &pidfile);
-        let child = {
-            let run = h.run(b"{}");
-            tokio::pin!(run);
-            tokio::select! {
-                _ = &mut run => panic!("the handler answered"),
-                pid = written_pid(&pidfile) => pid,
-            }
-        };
-        assert!(gone(child).await, "the handler's child {child} outlived it");
-
-        // Answered, and left a child running in the background.
-        let pidfile = dir.path().join("answered");
-        let h = shell(
-            "sleep 300 >/dev/null 2>&1 & echo $! > \"$PIDFILE\"; echo '{\"score\": 1}'",
-            &pidfile,
-        );
-        assert!(h.run(b"{}").await.is_ok());
-        let child = written_pid(&pidfile).await;
-        assert!(gone(child).await, "the handler's child {child} outlived it");
-    }
 
     #[test]
     fn handler_output() {

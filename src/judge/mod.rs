@@ -13,6 +13,8 @@ mod gate;
 mod llm;
 mod rest;
 mod subject;
+#[cfg(target_os = "linux")]
+pub mod supervisor;
 mod verdict;
 
 pub use gate::Gate;

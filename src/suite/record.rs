@@ -1,15 +1,20 @@
 //! One line of a replay file, read into an exchange to check. Two shapes:
 //!
-//! - a recorded exchange: `{"id", "route"?, "protocol"?, "path"?, "request": {...},
-//!   "response": {...}}`, or `"response_sse": "data: ...\n\n..."` for a streamed answer (the
-//!   body as the provider sent it), or `"response_body": "..."` for a whole answer that is
-//!   not JSON (as text), or none (the request alone: BeforeCall only) — the shape of the
-//!   proxy's body capture (`crate::capture`), whose `metadata` a replay ignores;
+//! - a recorded exchange: the request as `"request": {...}` (JSON written into the line) or
+//!   as its bytes, `"request_body": "..."` (`request_body_base64` when not UTF-8); the answer,
+//!   if any, as `"response": {...}`, or its bytes: `"response_body"` for a whole answer,
+//!   `"response_sse"` for a streamed one (the SSE text as the provider sent it), each with a
+//!   `_base64` twin — or none (the request alone: BeforeCall only);
 //! - an OpenAI-format chat log: `{"id"?, "messages": [...], "tools"?, "model"?}`: the last
 //!   `assistant` message is the answer, the messages before it the request (OpenAI chat).
 //!
+//! The proxy's body capture (`crate::capture`) writes bodies only as strings, so that no body
+//! can break its line into records of its own; a line marked as its record
+//! (`metadata.captured_by: "guardwire"`) with a body written in as JSON is the format of
+//! earlier versions, in which a request could forge records, and is refused.
+//!
 //! Unknown top-level keys are refused (a misspelt `response` must not replay as a request
-//! alone); `metadata` and `tags` are allowed and ignored.
+//! alone); `metadata` and `tags` are allowed and otherwise ignored.
 
 use crate::protocol::{self, Protocol};
 use serde::Deserialize;
@@ -24,7 +29,7 @@ pub enum Answer<'a> {
     /// A whole JSON body.
     Whole(Cow<'a, [u8]>),
     /// An SSE body.
-    Sse(String),
+    Sse(Vec<u8>),
 }
 
 /// One exchange to replay.
@@ -55,9 +60,17 @@ struct Line<'a> {
     response: Option<&'a RawValue>,
     #[serde(default)]
     response_sse: Option<String>,
-    /// A whole answer that is not JSON, as text (a capture of a malformed upstream answer).
+    /// A whole answer's bytes, as text.
     #[serde(default)]
     response_body: Option<String>,
+    #[serde(default)]
+    request_body: Option<String>,
+    #[serde(default)]
+    request_body_base64: Option<String>,
+    #[serde(default)]
+    response_body_base64: Option<String>,
+    #[serde(default)]
+    response_sse_base64: Option<String>,
     // The chat-log shape.
     #[serde(default)]
     messages: Option<Vec<Value>>,
@@ -67,15 +80,40 @@ struct Line<'a> {
     parallel_tool_calls: Option<Value>,
     #[serde(default)]
     model: Option<String>,
-    // Ignored.
-    #[serde(default, rename = "metadata")]
-    _metadata: Option<&'a RawValue>,
+    // Ignored, but for whose record the line says it is.
+    #[serde(default)]
+    metadata: Option<&'a RawValue>,
     #[serde(default, rename = "tags")]
     _tags: Option<&'a RawValue>,
 }
 
 /// The keys a replay line may have, named when a line has another.
-const KNOWN_KEYS: &str = "id, route, protocol, path, request, response, response_sse, response_body; messages, tools, parallel_tool_calls, model; metadata, tags";
+const KNOWN_KEYS: &str = "id, route, protocol, path, request, request_body, request_body_base64, response, response_body, response_body_base64, response_sse, response_sse_base64; messages, tools, parallel_tool_calls, model; metadata, tags";
+
+/// `metadata.captured_by`, when the metadata is an object that has it.
+#[derive(Deserialize)]
+struct CapturedBy<'a> {
+    #[serde(default, borrow)]
+    captured_by: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// A body given as text or base64 (`key` names it in errors): its bytes.
+fn bytes_of(
+    text: Option<String>,
+    base64: Option<String>,
+    key: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    use base64::Engine;
+    match (text, base64) {
+        (Some(t), None) => Ok(Some(t.into_bytes())),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map(Some)
+            .map_err(|_| format!("{key}_base64: not base64")),
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(format!("a line has {key} or {key}_base64, not both")),
+    }
+}
 
 /// Reads one line (`n`: its number from 1, the id of a line without one).
 pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
@@ -91,11 +129,23 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
             )
         })?),
     };
+    let captured = l
+        .metadata
+        .and_then(|m| serde_json::from_str::<CapturedBy<'_>>(m.get()).ok())
+        .and_then(|m| m.captured_by)
+        .is_some_and(|by| by == "guardwire");
+    if captured && (l.request.is_some() || l.response.is_some()) {
+        return Err("a capture record in the format of guardwire before bodies were written as strings: a request could write records of its own into such a file; capture again (docs/capture.md)".into());
+    }
+    let request_body = bytes_of(l.request_body, l.request_body_base64, "request_body")?;
+    let response_body = bytes_of(l.response_body, l.response_body_base64, "response_body")?;
+    let response_sse = bytes_of(l.response_sse, l.response_sse_base64, "response_sse")?;
     if let Some(messages) = l.messages {
         if l.request.is_some()
+            || request_body.is_some()
             || l.response.is_some()
-            || l.response_sse.is_some()
-            || l.response_body.is_some()
+            || response_sse.is_some()
+            || response_body.is_some()
         {
             return Err("a line has either messages (a chat log) or request/response".into());
         }
@@ -119,13 +169,23 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
             "tools, parallel_tool_calls and model belong to a chat log (messages); a recorded exchange has them in its request".into(),
         );
     }
-    let request = l
-        .request
-        .ok_or("no request (a line has request and response, or messages)")?;
-    let answer = match (l.response, l.response_sse, l.response_body) {
+    let request = match (l.request, request_body) {
+        (Some(r), None) => Cow::Borrowed(r.get().as_bytes()),
+        (None, Some(b)) => Cow::Owned(b),
+        (None, None) => {
+            return Err(
+                "no request (a line has request or request_body, and a response; or messages)"
+                    .into(),
+            )
+        }
+        (Some(_), Some(_)) => {
+            return Err("a line has one of request and request_body, not both".into())
+        }
+    };
+    let answer = match (l.response, response_sse, response_body) {
         (Some(r), None, None) => Answer::Whole(Cow::Borrowed(r.get().as_bytes())),
         (None, Some(s), None) => Answer::Sse(s),
-        (None, None, Some(b)) => Answer::Whole(Cow::Owned(b.into_bytes())),
+        (None, None, Some(b)) => Answer::Whole(Cow::Owned(b)),
         (None, None, None) => Answer::None,
         _ => {
             return Err(
@@ -138,7 +198,7 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
         route: l.route,
         protocol,
         path: l.path,
-        request: Cow::Borrowed(request.get().as_bytes()),
+        request,
         answer,
     })
 }
@@ -248,5 +308,32 @@ mod tests {
         let ex = read(br#"{"id":42,"request":{"a":1}}"#, 1).unwrap();
         assert_eq!(ex.id, "42");
         assert!(matches!(ex.answer, Answer::None));
+    }
+
+    #[test]
+    fn bodies_as_strings_and_the_old_capture_format() {
+        let ex = read(
+            br#"{"request_body":"{\"a\":\n1}","response_sse_base64":"/wo=","metadata":{"captured_by":"guardwire"}}"#,
+            1,
+        )
+        .unwrap();
+        assert_eq!(&*ex.request, b"{\"a\":\n1}");
+        assert!(matches!(ex.answer, Answer::Sse(b) if b == b"\xff\n"));
+        for bad in [
+            &br#"{"request":{},"request_body":"{}"}"#[..],
+            br#"{"request_body":"{}","request_body_base64":"e30="}"#,
+            br#"{"request_body_base64":"not base64!"}"#,
+            br#"{"request_body":"{}","response":{},"response_body":"{}"}"#,
+            br#"{"messages":[],"request_body":"{}"}"#,
+        ] {
+            assert!(read(bad, 1).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        // A record of the capture's former format: refused, naming why.
+        let old = br#"{"request":{"messages":[]},"response":{},"metadata":{"captured_by":"guardwire","status":200}}"#;
+        let e = read(old, 1).err().unwrap();
+        assert!(e.contains("capture again"), "{e}");
+        // Hand-written lines keep their JSON bodies; metadata of any shape is ignored.
+        assert!(read(br#"{"request":{},"metadata":"free text"}"#, 1).is_ok());
+        assert!(read(br#"{"request":{},"metadata":{"captured_by":"me"}}"#, 1).is_ok());
     }
 }

@@ -236,7 +236,7 @@ fn run(
         Answer::Sse(body) => streamed_answer(
             &mut guard,
             protocol,
-            body.as_bytes(),
+            body,
             Fallback {
                 structural: protocol.stream_structural(),
                 ..fallback

@@ -55,6 +55,11 @@ pub async fn serve(config: &str) -> (Serve, tempfile::TempDir) {
 }
 
 impl Serve {
+    /// The process id of guardwire.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGTERM, then its stdout lines once it has exited (cleanly).
     pub async fn stop(mut self) -> Vec<String> {
         let kill = Command::new("kill")

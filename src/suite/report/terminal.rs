@@ -133,7 +133,13 @@ pub fn render(s: &Summary<'_>) -> String {
     if t.invalid > 0 {
         let _ = writeln!(o, "\ninvalid lines ({}):", t.invalid);
         for (line, e) in &t.invalid_lines {
-            let _ = writeln!(o, "  line {line}: {}", clean(e));
+            // `file:line`, as compilers name a place in a file.
+            let _ = writeln!(
+                o,
+                "  {}:{line}: {}",
+                clean(&s.file.display().to_string()),
+                clean(e)
+            );
         }
     }
     for th in s.thresholds {

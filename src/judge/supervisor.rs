@@ -1,0 +1,189 @@
+//! The supervisor of one `exec:` handler run: guardwire's own binary, started as
+//! `guardwire exec-supervise -- COMMAND ARGS…` between guardwire and the handler, so that
+//! nothing the handler starts outlives its verdict, its deadline or guardwire.
+//!
+//! A process group does not hold a handler's children (a child that calls `setsid` leaves
+//! it), and Linux's parent-death signal is one process's, cleared on `fork`. The supervisor
+//! instead makes itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): a descendant whose
+//! parent exits is handed to it rather than to init, whatever session or group it is in, so
+//! every process the handler started is in the supervisor's tree until it is reaped. The
+//! supervisor kills that whole tree (SIGKILL, found through `/proc`) and reaps it when either
+//!
+//! - the handler exits (its verdict is written): what it left running dies before guardwire
+//!   reads the exit status, so a verdict never leaves a process behind; or
+//! - its control pipe (standard error, the read end of a pipe whose only write end guardwire
+//!   holds) reaches end of file: guardwire dropped the run (deadline, cancelled request) or
+//!   guardwire itself died, however (even `SIGKILL`), since the kernel closes a dead process's
+//!   descriptors.
+//!
+//! Then it exits with the handler's status (128 + the signal when it was killed). Its own
+//! failures use the shell's codes: 125 (cannot become a subreaper), 126 (the command cannot
+//! be run), 127 (no such command), which guardwire counts as the handler's failure, not the
+//! input's. Limits: a descendant that changed its user (setuid) cannot be killed by it; and
+//! the supervisor itself, killed with `SIGKILL` before it cleaned up (the OOM killer, an
+//! operator), leaves the tree to init — guardwire runs it in a process group of its own so
+//! that a terminal's Ctrl-C to guardwire's group does not do that.
+//!
+//! No `unsafe`: rustix's safe wrappers (prctl, kill, wait) and std's `process_group`.
+
+use rustix::io::Errno;
+use rustix::process::{kill_process, Pid, Signal, WaitOptions};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+
+/// The subcommand the binary answers as the supervisor (hidden from `--help`).
+pub const SUBCOMMAND: &str = "exec-supervise";
+
+static BINARY: OnceLock<PathBuf> = OnceLock::new();
+
+/// Names the guardwire binary that supervises `exec:` handlers (the `guardwire` binary sets
+/// its own path at start-up; a test that runs handlers in its own process sets the built
+/// binary's). Without it, handlers are not run: their checks get a `process` error.
+pub fn use_binary(path: PathBuf) {
+    let _ = BINARY.set(path);
+}
+
+pub(super) fn binary() -> Option<&'static PathBuf> {
+    BINARY.get()
+}
+
+/// Runs `command` under supervision (see the module's text); the exit code to leave with.
+pub fn supervise(command: &OsString, args: &[OsString]) -> u8 {
+    if rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_err() {
+        return 125;
+    }
+    // Standard input and output are the handler's; standard error is the control pipe.
+    let handler = match std::process::Command::new(command)
+        .args(args)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return 127,
+        Err(_) => return 126,
+    };
+    let Some(handler) = i32::try_from(handler.id()).ok().and_then(Pid::from_raw) else {
+        return 125;
+    };
+    watch_control_pipe();
+    // Reaps whatever exits until the handler does (orphans handed over meanwhile are reaped
+    // too: the supervisor has no other children, so no one else's status is taken).
+    let status = loop {
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((pid, status))) if pid == handler => break status,
+            Ok(_) => {}
+            Err(Errno::INTR) => {}
+            // No child left (cannot be: the handler is one until reaped here).
+            Err(_) => return 125,
+        }
+    };
+    kill_tree();
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(125),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(137),
+        (None, None) => 125,
+    }
+}
+
+/// A thread that waits for end of file on standard error (the control pipe), then kills
+/// every descendant; the main thread reaps them.
+fn watch_control_pipe() {
+    let control = std::io::stderr().as_fd().try_clone_to_owned();
+    let _ = std::thread::Builder::new()
+        .name("control".into())
+        .spawn(move || {
+            if let Ok(fd) = control {
+                let mut pipe = std::fs::File::from(fd);
+                let mut buf = [0u8; 64];
+                // Guardwire never writes: a read returns only at end of file (or on an error,
+                // which ends supervision the same way).
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+            }
+            kill_descendants();
+        });
+}
+
+/// Kills and reaps every descendant, until none is left. Each round kills all it finds, so
+/// a process forked meanwhile is found in the next (its parent's death hands it over here).
+fn kill_tree() {
+    loop {
+        // No child, no descendant (each has an ancestor among the children): the usual
+        // handler, which left nothing, costs no walk through /proc.
+        if let Err(Errno::CHILD) = rustix::process::wait(WaitOptions::NOHANG) {
+            return;
+        }
+        kill_descendants();
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(_) | Err(Errno::INTR) => {}
+            // ECHILD: no child left, so no descendant either (each has an ancestor among the
+            // children).
+            Err(_) => return,
+        }
+    }
+}
+
+/// SIGKILL to every process under this one, found by walking `/proc`'s parent links.
+fn kill_descendants() {
+    let me = rustix::process::getpid().as_raw_pid();
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(ppid) = parent_of(pid) {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut stack = vec![me];
+    while let Some(p) = stack.pop() {
+        for &child in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(pid) = Pid::from_raw(child) {
+                // ESRCH (already gone) and EPERM (changed its user) are all it can answer.
+                let _ = kill_process(pid, Signal::KILL);
+            }
+            stack.push(child);
+        }
+    }
+}
+
+/// The parent of `pid`, from `/proc/<pid>/stat` (the field after the state, which follows
+/// the command's name in parentheses — a name that may itself hold `) `).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split(' ').nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_parent_is_read_from_proc() {
+        let me = std::process::id() as i32;
+        let parent = super::parent_of(me).unwrap_or(0);
+        assert_eq!(
+            parent,
+            rustix::process::getppid().map_or(0, |p| p.as_raw_pid())
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! `exec:` handlers leave nothing behind: guardwire (the real binary) runs
+//! tests/judges/exec_spawner.py, which starts a child in its process group and a daemon that
+//! escapes it (setsid and a double fork), and every one of them is gone after the verdict,
+//! after the deadline, and after guardwire itself is killed with SIGKILL. (A process group
+//! alone let the daemon live on in every case, and nothing killed the handler with guardwire.)
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::binary::serve;
+use common::mock_upstream::{openai_chat_answer, MockUpstream, Reply};
+use common::proxy::post_chat;
+use std::path::Path;
+use std::time::Duration;
+
+const NAMES: [&str; 3] = ["handler", "child", "daemon"];
+
+fn python() -> String {
+    std::env::var("GUARDWIRE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn chat(content: &str) -> String {
+    serde_json::json!({"model": "gpt-4o", "messages": [{"role": "user", "content": content}]})
+        .to_string()
+}
+
+/// guardwire's config: an input check by the spawner handler, which writes its pids to `pids`.
+fn config(upstream: &str, dir: &Path, timeout_ms: u64) -> String {
+    let pack = dir.join("pack.yaml");
+    std::fs::write(
+        &pack,
+        "validators:\n  - type: spawner\n    params: {direction: input}\n",
+    )
+    .unwrap();
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    format!(
+        "listen: \"127.0.0.1:0\"\nlog: {{ format: json }}\nupstreams: {{ openai: \"{upstream}\" }}\npacks: [\"{}\"]\nexec:\n  spawner:\n    command: {}\n    args: ['{}/tests/judges/exec_spawner.py']\n    env: ['PID_DIR={}']\n    timeout_ms: {timeout_ms}\n",
+        pack.display(),
+        python(),
+        env!("CARGO_MANIFEST_DIR"),
+        pids.display()
+    )
+}
+
+/// The pids the handler wrote, once all three are there (up to 20 s).
+async fn written_pids(dir: &Path) -> Vec<u32> {
+    for _ in 0..2000 {
+        let pids: Vec<u32> = NAMES
+            .iter()
+            .filter_map(|n| std::fs::read_to_string(dir.join("pids").join(n)).ok())
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        if pids.len() == NAMES.len() {
+            return pids;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the handler never wrote its pids");
+}
+
+/// Whether `pid` is a running process (a zombie waiting for its reaper is not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Asserts that none of `pids` runs any more, waiting for it up to 10 s (the supervisor
+/// kills on its own schedule; the test asks only that it happens). On failure, guardwire
+/// (`gw`) and the survivors are killed first, so that the test fails rather than waits on
+/// them.
+async fn assert_all_gone(pids: &[u32], gw: u32, when: &str) {
+    for _ in 0..1000 {
+        if !pids.iter().any(|&p| running(p)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let alive: Vec<(&str, u32)> = NAMES
+        .iter()
+        .zip(pids)
+        .filter(|(_, &p)| running(p))
+        .map(|(n, &p)| (*n, p))
+        .collect();
+    for p in alive.iter().map(|(_, p)| *p).chain([gw]) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &p.to_string()])
+            .status();
+    }
+    panic!("still running {when}: {alive:?}");
+}
+
+fn upstream_answer() -> Reply {
+    Reply::json(200, &openai_chat_answer("hello"))
+}
+
+#[tokio::test]
+async fn nothing_a_handler_started_outlives_its_verdict() {
+    let upstream = MockUpstream::start(|_| upstream_answer()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _d) = serve(&config(&upstream.base_url(), dir.path(), 20_000)).await;
+    let a = post_chat(gw.addr, &chat("all fine")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let pids = written_pids(dir.path()).await;
+    assert_all_gone(&pids, gw.id(), "after the verdict").await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn nothing_a_handler_started_outlives_its_deadline() {
+    let upstream = MockUpstream::start(|_| upstream_answer()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _d) = serve(&config(&upstream.base_url(), dir.path(), 5_000)).await;
+    let a = post_chat(gw.addr, &chat("HANG")).await;
+    // No verdict in time: fail closed.
+    assert_eq!(a.status, 400, "{}", a.text());
+    let pids = written_pids(dir.path()).await;
+    assert_all_gone(&pids, gw.id(), "after the deadline").await;
+    assert_eq!(upstream.request_count(), 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn nothing_a_handler_started_outlives_guardwire() {
+    let upstream = MockUpstream::start(|_| upstream_answer()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _d) = serve(&config(&upstream.base_url(), dir.path(), 120_000)).await;
+    let addr = gw.addr;
+    let request = tokio::spawn(async move { post_chat(addr, &chat("HANG")).await });
+    let pids = written_pids(dir.path()).await;
+    // The handler is hanging with its verdict due in two minutes: guardwire dies now, without
+    // a chance to clean up.
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &gw.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_all_gone(&pids, gw.id(), "after guardwire was killed").await;
+    request.abort();
+}

@@ -1,0 +1,50 @@
+"""An exec handler for tests/exec_children.rs that leaves processes behind: a child that
+sleeps in the handler's process group, and a daemon that leaves it (fork, setsid, fork again,
+the middle process exiting, so the daemon is an orphan in a session of its own). Each writes
+its pid to a file in $PID_DIR; then the handler writes its own and answers a passing verdict,
+or, with "HANG" in the content, sleeps past its deadline."""
+
+import json
+import os
+import sys
+import time
+
+check = json.load(sys.stdin)
+pid_dir = os.environ["PID_DIR"]
+
+
+def note(name):
+    path = os.path.join(pid_dir, name)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(str(os.getpid()))
+    os.rename(path + ".tmp", path)
+
+
+def detach_stdio():
+    # As a daemon does: the verdict pipe is the handler's alone.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+
+
+if os.fork() == 0:
+    detach_stdio()
+    note("child")
+    time.sleep(600)
+    os._exit(0)
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        detach_stdio()
+        note("daemon")
+        time.sleep(600)
+        os._exit(0)
+    os._exit(0)
+
+while not all(os.path.exists(os.path.join(pid_dir, n)) for n in ("child", "daemon")):
+    time.sleep(0.01)
+note("handler")
+if "HANG" in check["content"]:
+    time.sleep(600)
+print(json.dumps({"score": 1.0, "detail": "checked"}))
