@@ -200,8 +200,25 @@ fn check_residual(
     // Sorted, so that a payload with many escaped texts costs n log n, not n².
     by_value.sort_unstable();
     let mut left: Vec<(Range<usize>, u32)> = Vec::new();
-    residual::residual_strings(data, fallback.structural, &known, &mut left)
-        .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
+    let mut identifiers: Vec<Range<usize>> = Vec::new();
+    residual::residual_and_identifiers(
+        data,
+        fallback.structural,
+        &known,
+        &mut left,
+        &mut identifiers,
+    )
+    .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
+    // Structure in the shape of an identifier: the secret and PII patterns still read it.
+    for lit in identifiers {
+        // No escape in an identifier's literal: its text is what stands between the quotes.
+        let Some(value) = std::str::from_utf8(&data[lit.start + 1..lit.end - 1]).ok() else {
+            return Err(Stop::Unchecked(
+                "the upstream sent a frame guardwire cannot read",
+            ));
+        };
+        guard.check_identifier(value)?;
+    }
     for (lit, path) in left {
         if guard.channel_count() > MAX_CHANNELS {
             return Err(Stop::Unchecked(

@@ -20,6 +20,7 @@ use crate::delta::{Conversation, Message, Role};
 use crate::error::GatewayError;
 use crate::metrics::UpstreamErrorKind;
 use crate::policy::tools::ToolHistory;
+use crate::protocol::residual::Place;
 use crate::protocol::ParsedRequest;
 use crate::upstream::UpstreamBase;
 use bytes::Bytes;
@@ -109,11 +110,16 @@ impl RequestCtx<'_> {
             GatewayError::Upstream(why)
         })?;
         let mut messages = Vec::with_capacity(texts.len());
-        for (text, known) in texts {
+        let mut identifiers = Vec::new();
+        for (text, place) in texts {
             if text.is_empty() {
                 continue;
             }
-            if !known {
+            if place == Place::Identifier {
+                identifiers.push(text);
+                continue;
+            }
+            if place == Place::Unknown {
                 match self.route.unknown_content {
                     UnknownContent::Pass => continue,
                     UnknownContent::Block => {
@@ -127,6 +133,7 @@ impl RequestCtx<'_> {
             }
             messages.push(Message::text(Role::Other("agent_card".into()), vec![text]));
         }
+        messages.extend(crate::protocol::identifier::message(identifiers));
         if messages.is_empty() {
             return Ok(());
         }

@@ -5,7 +5,9 @@
 use crate::delta::{Conversation, Message, Role};
 use crate::error::GatewayError;
 use crate::protocol::documents::{self, Documents, StoredKind};
+use crate::protocol::identifier;
 use crate::protocol::mcp::jsonrpc::read_unique;
+use crate::protocol::residual::{schema_strings, Place};
 use crate::protocol::{ParsedRequest, ReplyTo};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -106,7 +108,8 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
         return Err(invalid("a JSON-RPC request must say \"jsonrpc\": \"2.0\""));
     }
     let mut parsed = ParsedRequest::default();
-    match method(&call.method) {
+    let known = method(&call.method);
+    match known {
         Method::Refused(why) => return Err(invalid(why)),
         Method::Task { stream } => parsed.stream = stream,
         Method::Unknown => {}
@@ -131,7 +134,44 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
             parsed.conversation = conversation(texts);
         }
     }
+    structure(body, known, &mut parsed.conversation)?;
     Ok(parsed)
+}
+
+/// The values at the call's places of structure (ids, kinds, media types, the method), read
+/// whatever `unknown_content` says: an identifier-shaped one by the secret and PII patterns, any
+/// other as text (a `contextId` that holds a sentence goes to the agent as one).
+fn structure(
+    body: &[u8],
+    known: Method,
+    conversation: &mut Conversation,
+) -> Result<(), GatewayError> {
+    let schema = match known {
+        Method::Send { .. } | Method::Task { .. } => &super::schema::CALL_SCHEMA,
+        _ => &super::schema::UNKNOWN_CALL_SCHEMA,
+    };
+    let mut left = Vec::new();
+    schema_strings(body, schema, &[], &mut left)
+        .map_err(|_| invalid("the request body cannot be read"))?;
+    let mut identifiers = Vec::new();
+    for l in left {
+        let text = || {
+            serde_json::from_slice::<String>(&body[l.literal.clone()])
+                .map_err(|_| invalid("the request body cannot be read"))
+        };
+        match l.place {
+            Place::Identifier => identifiers.push(text()?),
+            Place::Structure => conversation.messages.push(Message::text(
+                Role::Other("structure".into()),
+                vec![text()?],
+            )),
+            Place::Text | Place::Unknown => {}
+        }
+    }
+    conversation
+        .messages
+        .extend(identifier::message(identifiers));
+    Ok(())
 }
 
 /// The message's text parts as the user's message; with more than one, their concatenation
