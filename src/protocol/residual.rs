@@ -16,7 +16,7 @@
 use std::ops::Range;
 
 mod schema;
-pub use schema::{schema_strings, Left, Node, Place, Schema, Slot};
+pub use schema::{is_snake_of, schema_strings, Left, Node, Place, Schema, Slot};
 
 /// The keys whose string values are structure, not text, for one protocol.
 pub struct Structural {

@@ -102,6 +102,11 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
     // an agent's reader may take the first, which then went unchecked.
     let value = read_unique(body)
         .map_err(|e| invalid(format!("invalid JSON-RPC request: {}", e.message)))?;
+    if let Some(key) = twice_spelled(&value) {
+        return Err(invalid(format!(
+            "`{key}` is given in both its camelCase and its snake_case spelling; send one"
+        )));
+    }
     let call: Call = serde_json::from_value(value)
         .map_err(|e| invalid(format!("invalid JSON-RPC request: {e}")))?;
     if call.jsonrpc.as_deref() != Some("2.0") {
@@ -121,10 +126,16 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
                 .ok_or_else(|| invalid("params: a message is required"))?;
             let config = params.get("configuration");
             let push = config.and_then(|c| {
-                c.get("taskPushNotificationConfig")
-                    .or_else(|| c.get("pushNotificationConfig"))
+                [
+                    "taskPushNotificationConfig",
+                    "task_push_notification_config",
+                    "pushNotificationConfig",
+                    "push_notification_config",
+                ]
+                .iter()
+                .find_map(|k| c.get(*k).filter(|p| !p.is_null()))
             });
-            if push.is_some_and(|p| !p.is_null()) {
+            if push.is_some() {
                 return Err(invalid(PUSH));
             }
             let message = params
@@ -197,8 +208,9 @@ fn message_texts(
 ) -> Result<Vec<String>, GatewayError> {
     let parts = match message.get("parts") {
         Some(Value::Array(parts)) => parts,
+        // The SDKs read `null` as no parts.
+        None | Some(Value::Null) => return Ok(Vec::new()),
         Some(_) => return Err(invalid(format!("{path}.parts must be a list"))),
-        None => return Ok(Vec::new()),
     };
     let mut texts = Vec::new();
     for (i, part) in parts.iter().enumerate() {
@@ -206,11 +218,17 @@ fn message_texts(
         if let Some(text) = part.get("text").and_then(Value::as_str) {
             texts.push(text.to_owned());
         }
-        let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        // A field by its camelCase or its snake_case name, as the SDKs read it.
+        let str_of = |v: &Value, camel: &str, snake: &str| {
+            v.get(camel)
+                .or_else(|| v.get(snake))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         // 1.0: raw bytes or a URL beside `mediaType` and `filename`.
         if let Some(raw) = part.get("raw").and_then(Value::as_str) {
-            let name = str_of(part, "filename");
-            let media = str_of(part, "mediaType")
+            let name = str_of(part, "filename", "filename");
+            let media = str_of(part, "mediaType", "media_type")
                 .or_else(|| documents::media_type_of_name(name.as_deref()).map(str::to_owned));
             if let Some(t) = documents.base64(media.as_deref(), raw, &format!("{at}.raw"))? {
                 texts.push(t);
@@ -221,8 +239,8 @@ fn message_texts(
         }
         // 0.3: `file` with `bytes` or `uri` beside `mimeType` and `name`.
         if let Some(file) = part.get("file") {
-            let name = str_of(file, "name");
-            let media = str_of(file, "mimeType")
+            let name = str_of(file, "name", "name");
+            let media = str_of(file, "mimeType", "mime_type")
                 .or_else(|| documents::media_type_of_name(name.as_deref()).map(str::to_owned));
             if let Some(bytes) = file.get("bytes").and_then(Value::as_str) {
                 let path = format!("{at}.file.bytes");
@@ -236,4 +254,32 @@ fn message_texts(
         }
     }
     Ok(texts)
+}
+
+/// A field given in both spellings the agent's SDK reads (`mediaType` and `media_type`): the
+/// SDK refuses it or keeps one of them, maybe not the one checked. Free-form data (`data`,
+/// `metadata`) may name its keys as it likes.
+fn twice_spelled(value: &Value) -> Option<String> {
+    match value {
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.bytes().any(|b| b.is_ascii_uppercase()) {
+                let mut snake = String::with_capacity(k.len() + 4);
+                for c in k.chars() {
+                    if c.is_ascii_uppercase() {
+                        snake.push('_');
+                    }
+                    snake.push(c.to_ascii_lowercase());
+                }
+                if map.contains_key(&snake) {
+                    return Some(k.clone());
+                }
+            }
+            match k.as_str() {
+                "data" | "metadata" => None,
+                _ => twice_spelled(v),
+            }
+        }),
+        Value::Array(items) => items.iter().find_map(twice_spelled),
+        _ => None,
+    }
 }

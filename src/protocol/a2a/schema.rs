@@ -243,14 +243,17 @@ const fn structural(schema: &'static Schema) -> Structural {
 static ANSWER_SCHEMA: Schema = Schema {
     top: RESPONSE,
     nodes: NODES,
+    snake_case: true,
 };
 pub(super) static CALL_SCHEMA: Schema = Schema {
     top: CALL,
     nodes: NODES,
+    snake_case: true,
 };
 pub(super) static UNKNOWN_CALL_SCHEMA: Schema = Schema {
     top: UNKNOWN_CALL,
     nodes: NODES,
+    snake_case: true,
 };
 
 /// The agent's answers (whole, or one SSE event's data).
@@ -266,6 +269,7 @@ pub static UNKNOWN_CALLS: Structural = structural(&UNKNOWN_CALL_SCHEMA);
 pub static CARD_SCHEMA: Schema = Schema {
     top: CARD,
     nodes: NODES,
+    snake_case: true,
 };
 
 #[cfg(test)]

@@ -31,6 +31,9 @@ pub struct Schema {
     /// The node of the top value.
     pub top: u16,
     pub nodes: &'static [Node],
+    /// A member named in camelCase is also named by its snake_case spelling (`contextId`,
+    /// `context_id`), as protobuf's JSON reader and pydantic's `populate_by_name` accept.
+    pub snake_case: bool,
 }
 
 /// An object's members by key.
@@ -42,9 +45,27 @@ impl Schema {
         self.nodes
             .get(usize::from(node))?
             .iter()
-            .find(|(k, _)| k.as_bytes() == key)
+            .find(|(k, _)| k.as_bytes() == key || (self.snake_case && is_snake_of(k, key)))
             .map(|&(_, s)| s)
     }
+}
+
+/// True when `key` is `camel`'s snake_case spelling (`contextId` → `context_id`), and differs
+/// from it.
+pub fn is_snake_of(camel: &str, key: &[u8]) -> bool {
+    let mut k = key.iter();
+    let mut differs = false;
+    for c in camel.bytes() {
+        if c.is_ascii_uppercase() {
+            differs = true;
+            if k.next() != Some(&b'_') || k.next() != Some(&c.to_ascii_lowercase()) {
+                return false;
+            }
+        } else if k.next() != Some(&c) {
+            return false;
+        }
+    }
+    differs && k.next().is_none()
 }
 
 #[derive(Clone, Copy)]
