@@ -86,13 +86,16 @@ impl Structural {
 
 /// True when a string literal (quotes included) has the shape of structure — an id, an enum
 /// value, a model name, a base64 signature: the shape of an identifier
-/// ([`crate::protocol::identifier`]: printable ASCII, no space, no escape, at most
-/// [`crate::protocol::identifier::MAX_IDENTIFIER`] bytes), or empty. Only such a value is
+/// ([`crate::protocol::identifier`]: printable ASCII, no space, no escape) of any length (a
+/// provider's signatures and encrypted content run to kilobytes), or empty. Only such a value is
 /// exempt under a structural key ([`Structural::keys`]), and only from the text checks (the
 /// secret and PII patterns read it: [`residual_and_identifiers`]); words, escapes or any other
 /// character there are text to the client's SDK like any other, and are checked.
 pub fn structure_shaped(literal: &[u8]) -> bool {
-    literal.len() <= 2 || crate::protocol::identifier::literal_is_identifier(literal)
+    let inner = literal
+        .get(1..literal.len().saturating_sub(1))
+        .unwrap_or_default();
+    inner.iter().all(|&b| b.is_ascii_graphic() && b != b'\\')
 }
 
 /// The end (after the closing quote) of the JSON string literal whose opening quote is at
