@@ -188,7 +188,7 @@ pub fn residual_strings(
     known: &[Range<usize>],
     out: &mut Vec<(Range<usize>, u32)>,
 ) -> Result<(), Unwalkable> {
-    walk(data, structural, known, out, None)
+    walk(data, structural, known, out, None, None)
 }
 
 /// [`residual_strings`], and in `identifiers` the literal of every identifier-shaped value it
@@ -201,7 +201,28 @@ pub fn residual_and_identifiers(
     out: &mut Vec<(Range<usize>, u32)>,
     identifiers: &mut Vec<Range<usize>>,
 ) -> Result<(), Unwalkable> {
-    walk(data, structural, known, out, Some(identifiers))
+    walk(data, structural, known, out, Some(identifiers), None)
+}
+
+/// [`residual_and_identifiers`], with the strings at a schema's places of structure that are no
+/// identifiers ([`Place::Structure`]: text in a field the protocol names) in `structure`
+/// instead of `out`: they are read whatever `unknown_content` says.
+pub fn residual_parts(
+    data: &[u8],
+    structural: &Structural,
+    known: &[Range<usize>],
+    out: &mut Vec<(Range<usize>, u32)>,
+    structure: &mut Vec<(Range<usize>, u32)>,
+    identifiers: &mut Vec<Range<usize>>,
+) -> Result<(), Unwalkable> {
+    walk(
+        data,
+        structural,
+        known,
+        out,
+        Some(identifiers),
+        Some(structure),
+    )
 }
 
 fn walk(
@@ -210,18 +231,23 @@ fn walk(
     known: &[Range<usize>],
     out: &mut Vec<(Range<usize>, u32)>,
     mut identifiers: Option<&mut Vec<Range<usize>>>,
+    mut structure: Option<&mut Vec<(Range<usize>, u32)>>,
 ) -> Result<(), Unwalkable> {
     if let Some(schema) = structural.schema {
         let mut left = Vec::new();
         schema_strings(data, schema, known, &mut left)?;
         for l in left {
-            match (l.place, identifiers.as_deref_mut()) {
-                (Place::Identifier, Some(ids)) => ids.push(l.literal),
-                (Place::Identifier, None) => {}
-                (Place::Text | Place::Unknown | Place::Structure, _) => {
-                    out.push((l.literal, l.path))
+            let to = match l.place {
+                Place::Identifier => {
+                    if let Some(ids) = identifiers.as_deref_mut() {
+                        ids.push(l.literal);
+                    }
+                    continue;
                 }
-            }
+                Place::Structure => structure.as_deref_mut().unwrap_or(&mut *out),
+                Place::Text | Place::Unknown => &mut *out,
+            };
+            to.push((l.literal, l.path));
         }
         return Ok(());
     }
