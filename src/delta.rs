@@ -73,6 +73,10 @@ pub enum Role {
     Assistant,
     Tool,
     Other(String),
+    /// Not a participant: identifier-shaped values of a request's structure (ids, kinds,
+    /// media types) that only the secret and PII patterns read
+    /// ([`crate::protocol::identifier`]). No wire role parses to it.
+    Identifiers,
 }
 
 impl Role {

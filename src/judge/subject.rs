@@ -29,6 +29,7 @@ fn role_name(role: &Role) -> &str {
         Role::Assistant => "Assistant",
         Role::Tool => "Tool",
         Role::Other(o) => o,
+        Role::Identifiers => "Identifiers",
     }
 }
 

@@ -40,7 +40,13 @@ impl Policy {
         // A message's text parts are one text to the model: scanned as one, joined as
         // `Message::joined_text` says (the words of two parts stay apart, a phrase across two
         // parts is found). Each tool call's arguments are a text of their own.
-        let texts = conversation.messages.iter().flat_map(|m| {
+        // Identifier-shaped values are read by the secret and PII patterns only.
+        let (identifiers, messages): (Vec<_>, Vec<_>) = conversation
+            .messages
+            .iter()
+            .partition(|m| m.role == crate::delta::Role::Identifiers);
+        self.check_input_identifiers(identifiers.iter().flat_map(|m| &m.text), &mut hits);
+        let texts = messages.into_iter().flat_map(|m| {
             let joined: Option<Cow<'_, str>> = match m.text.as_slice() {
                 [] => None,
                 [one] => Some(Cow::Borrowed(one.as_str())),

@@ -22,7 +22,8 @@
 //!   `compile`: [`Policy::compile`] / [`Policy::load`], and a pack's evals (`compile/evals`).
 //! - `whole`: the checks on a whole text.
 //! - `verdict`: from raw hits to a verdict, shared by every phase.
-//! - `before_call`: BeforeCall's checks.
+//! - `before_call`: BeforeCall's checks; `identifiers`: the secret and PII patterns over
+//!   identifier-shaped values, in a request and in an answer.
 //! - `guard`: [`ExchangeGuard`], the phases' API and OnChunk and AfterCall; its tool calls (`guard/calls`) and budgets
 //!   (`guard/budgets`).
 //! - `redaction`: [`Redaction`] spans and how they merge.
@@ -40,6 +41,7 @@ mod compiled;
 pub mod counters;
 pub mod evals;
 mod guard;
+mod identifiers;
 pub mod json_args;
 pub mod json_text;
 pub mod judged;

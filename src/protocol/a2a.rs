@@ -19,7 +19,7 @@ mod request;
 mod schema;
 mod wire;
 
-use super::residual::{schema_strings, Structural};
+use super::residual::{schema_strings, Place, Structural};
 use super::{
     DecodeError, FrameKind, HeaderAllowlist, ParsedRequest, Protocol, ProtocolId, Provider,
     ReplyTo, StreamDecoder,
@@ -158,14 +158,14 @@ impl Protocol for A2a {
 
     /// The card's names, descriptions, skills, provider and every unknown field: what a
     /// client's model reads about the agent.
-    fn discovery_texts(&self, body: &[u8]) -> Result<Vec<(String, bool)>, String> {
+    fn discovery_texts(&self, body: &[u8]) -> Result<Vec<(String, Place)>, String> {
         let mut left = Vec::new();
         schema_strings(body, &schema::CARD_SCHEMA, &[], &mut left)
             .map_err(|_| "the agent card is not JSON guardwire can read".to_owned())?;
         left.into_iter()
             .map(|l| {
                 serde_json::from_slice::<String>(&body[l.literal])
-                    .map(|t| (t, l.known))
+                    .map(|t| (t, l.place))
                     .map_err(|_| "the agent card is not JSON guardwire can read".to_owned())
             })
             .collect()

@@ -377,9 +377,10 @@ pub trait Protocol: Send + Sync + 'static {
     }
 
     /// The texts of a discovery document (`body`, as the upstream sent it) that the client's
-    /// model may read, checked as input before the document is served: each with whether the
-    /// protocol knows its place (false: an unknown field, which follows `unknown_content`).
-    fn discovery_texts(&self, _body: &[u8]) -> Result<Vec<(String, bool)>, String> {
+    /// model may read, checked as input before the document is served: each with its place
+    /// (an unknown field's follow `unknown_content`; an identifier-shaped value at a place of
+    /// structure is read by the secret and PII patterns only).
+    fn discovery_texts(&self, _body: &[u8]) -> Result<Vec<(String, residual::Place)>, String> {
         Ok(Vec::new())
     }
 

@@ -16,7 +16,7 @@
 use std::ops::Range;
 
 mod schema;
-pub use schema::{schema_strings, Left, Node, Schema, Slot};
+pub use schema::{is_snake_of, schema_strings, Left, Node, Place, Schema, Slot};
 
 /// The keys whose string values are structure, not text, for one protocol.
 pub struct Structural {
@@ -85,14 +85,17 @@ impl Structural {
 }
 
 /// True when a string literal (quotes included) has the shape of structure — an id, an enum
-/// value, a model name, a base64 signature: printable ASCII, no space, no escape. Only such a
-/// value is exempt under a structural key ([`Structural::keys`]); words, escapes or any other
+/// value, a model name, a base64 signature: the shape of an identifier
+/// ([`crate::protocol::identifier`]: printable ASCII, no space, no escape) of any length (a
+/// provider's signatures and encrypted content run to kilobytes), or empty. Only such a value is
+/// exempt under a structural key ([`Structural::keys`]), and only from the text checks (the
+/// secret and PII patterns read it: [`residual_and_identifiers`]); words, escapes or any other
 /// character there are text to the client's SDK like any other, and are checked.
 pub fn structure_shaped(literal: &[u8]) -> bool {
     let inner = literal
         .get(1..literal.len().saturating_sub(1))
         .unwrap_or_default();
-    inner.iter().all(|&b| b > b' ' && b < 0x7f && b != b'\\')
+    inner.iter().all(|&b| b.is_ascii_graphic() && b != b'\\')
 }
 
 /// The end (after the closing quote) of the JSON string literal whose opening quote is at
@@ -185,10 +188,67 @@ pub fn residual_strings(
     known: &[Range<usize>],
     out: &mut Vec<(Range<usize>, u32)>,
 ) -> Result<(), Unwalkable> {
+    walk(data, structural, known, out, None, None)
+}
+
+/// [`residual_strings`], and in `identifiers` the literal of every identifier-shaped value it
+/// left out as structure ([`crate::protocol::identifier`]): what the secret and PII patterns
+/// still read.
+pub fn residual_and_identifiers(
+    data: &[u8],
+    structural: &Structural,
+    known: &[Range<usize>],
+    out: &mut Vec<(Range<usize>, u32)>,
+    identifiers: &mut Vec<Range<usize>>,
+) -> Result<(), Unwalkable> {
+    walk(data, structural, known, out, Some(identifiers), None)
+}
+
+/// [`residual_and_identifiers`], with the strings at a schema's places of structure that are no
+/// identifiers ([`Place::Structure`]: text in a field the protocol names) in `structure`
+/// instead of `out`: they are read whatever `unknown_content` says.
+pub fn residual_parts(
+    data: &[u8],
+    structural: &Structural,
+    known: &[Range<usize>],
+    out: &mut Vec<(Range<usize>, u32)>,
+    structure: &mut Vec<(Range<usize>, u32)>,
+    identifiers: &mut Vec<Range<usize>>,
+) -> Result<(), Unwalkable> {
+    walk(
+        data,
+        structural,
+        known,
+        out,
+        Some(identifiers),
+        Some(structure),
+    )
+}
+
+fn walk(
+    data: &[u8],
+    structural: &Structural,
+    known: &[Range<usize>],
+    out: &mut Vec<(Range<usize>, u32)>,
+    mut identifiers: Option<&mut Vec<Range<usize>>>,
+    mut structure: Option<&mut Vec<(Range<usize>, u32)>>,
+) -> Result<(), Unwalkable> {
     if let Some(schema) = structural.schema {
         let mut left = Vec::new();
         schema_strings(data, schema, known, &mut left)?;
-        out.extend(left.into_iter().map(|l| (l.literal, l.path)));
+        for l in left {
+            let to = match l.place {
+                Place::Identifier => {
+                    if let Some(ids) = identifiers.as_deref_mut() {
+                        ids.push(l.literal);
+                    }
+                    continue;
+                }
+                Place::Structure => structure.as_deref_mut().unwrap_or(&mut *out),
+                Place::Text | Place::Unknown => &mut *out,
+            };
+            to.push((l.literal, l.path));
+        }
         return Ok(());
     }
     let mut stack: Vec<Level> = Vec::with_capacity(8);
@@ -208,6 +268,11 @@ pub fn residual_strings(
         }
         _ => value_exempt(stack),
     };
+    // Under a structural key for strings, and in the shape of structure: an identifier.
+    let is_identifier = |stack: &[Level], literal: &[u8]| match stack.last() {
+        Some(l) if l.object => !(l.exempt || l.member_exempt) && l.member_scalar,
+        _ => false,
+    } && literal.len() > 2;
     let key_of = |stack: &[Level]| stack.last().and_then(|l| l.member);
     // The path id of the value about to be read.
     let value_path = |stack: &[Level]| match stack.last() {
@@ -245,7 +310,13 @@ pub fn residual_strings(
                     l.member_exempt = l.exempt || tree;
                     l.member_scalar = scalar;
                     l.member_free = member_free;
-                } else if !string_exempt(&stack, &data[lit.clone()]) {
+                } else if string_exempt(&stack, &data[lit.clone()]) {
+                    if let Some(ids) = identifiers.as_deref_mut() {
+                        if is_identifier(&stack, &data[lit.clone()]) {
+                            ids.push(lit);
+                        }
+                    }
+                } else {
                     while known.get(known_at).is_some_and(|k| k.end <= lit.start) {
                         known_at += 1;
                     }
@@ -435,7 +506,9 @@ const GEMINI_CONFIG: &[&str] = &["generationConfig|generation_config"];
 /// Adds to `conversation` every string of the request `body` that its decoder did not read
 /// into the conversation and that is not structure (tool descriptions and schemas, document
 /// blocks, prompt variables, fields guardwire does not know): one message each, so the input
-/// checks read everything the model will.
+/// checks read everything the model will. The identifier-shaped values left out as structure
+/// join one message of role [`crate::delta::Role::Identifiers`] (the secret and PII patterns
+/// read them), unless the conversation has them already.
 pub fn add_request_residuals(
     body: &[u8],
     structural: &Structural,
@@ -443,8 +516,9 @@ pub fn add_request_residuals(
 ) -> Result<(), Unwalkable> {
     use crate::delta::{Message, Role};
     let mut left = Vec::new();
-    residual_strings(body, structural, &[], &mut left)?;
-    if left.is_empty() {
+    let mut identifiers = Vec::new();
+    residual_and_identifiers(body, structural, &[], &mut left, &mut identifiers)?;
+    if left.is_empty() && identifiers.is_empty() {
         return Ok(());
     }
     // What the decoder read, by value, each occurrence once: sorted, so a long conversation
@@ -456,26 +530,41 @@ pub fn add_request_residuals(
         .map(|t| (t.as_str(), false))
         .collect();
     read.sort_unstable();
+    let mut take = |text: &str| {
+        let from = read.partition_point(|(t, _)| *t < text);
+        let unused = read[from..]
+            .iter_mut()
+            .take_while(|(t, _)| *t == text)
+            .find(|(_, used)| !*used);
+        match unused {
+            Some((_, used)) => {
+                *used = true;
+                true
+            }
+            None => false,
+        }
+    };
     let mut extra = Vec::new();
     for (lit, _) in left {
         let text: std::borrow::Cow<'_, str> =
             serde_json::from_slice(&body[lit]).map_err(|_| Unwalkable)?;
-        if text.is_empty() {
+        if text.is_empty() || take(&text) {
             continue;
         }
-        let from = read.partition_point(|(t, _)| *t < &*text);
-        let unused = read[from..]
-            .iter_mut()
-            .take_while(|(t, _)| *t == &*text)
-            .find(|(_, used)| !*used);
-        match unused {
-            Some((_, used)) => *used = true,
-            None => extra.push(Message::text(
-                Role::Other("unmodelled".into()),
-                vec![text.into_owned()],
-            )),
+        extra.push(Message::text(
+            Role::Other("unmodelled".into()),
+            vec![text.into_owned()],
+        ));
+    }
+    let mut values = Vec::new();
+    for lit in identifiers {
+        let value =
+            std::str::from_utf8(&body[lit.start + 1..lit.end - 1]).map_err(|_| Unwalkable)?;
+        if !take(value) {
+            values.push(value.to_owned());
         }
     }
+    extra.extend(crate::protocol::identifier::message(values));
     conversation.messages.extend(extra);
     Ok(())
 }

@@ -112,7 +112,10 @@ pub fn check_payload(
             });
         }
     }
-    if fallback.unknown != UnknownContent::Pass && !fallback.fully_read {
+    // With `pass`, a protocol with a schema (A2A) still has the fields it names read: the
+    // values at its places of structure.
+    let pass = fallback.unknown == UnknownContent::Pass;
+    if !fallback.fully_read && (!pass || fallback.structural.schema.is_some()) {
         check_residual(guard, deltas, data, fallback, needs, spans)?;
     }
     Ok(())
@@ -200,8 +203,44 @@ fn check_residual(
     // Sorted, so that a payload with many escaped texts costs n log n, not n².
     by_value.sort_unstable();
     let mut left: Vec<(Range<usize>, u32)> = Vec::new();
-    residual::residual_strings(data, fallback.structural, &known, &mut left)
-        .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
+    let mut structure: Vec<(Range<usize>, u32)> = Vec::new();
+    let mut identifiers: Vec<Range<usize>> = Vec::new();
+    residual::residual_parts(
+        data,
+        fallback.structural,
+        &known,
+        &mut left,
+        &mut structure,
+        &mut identifiers,
+    )
+    .map_err(|_| Stop::Unchecked("the upstream sent a frame guardwire cannot read"))?;
+    // Text in a field the schema names as structure: read as text under every setting.
+    for (lit, path) in structure {
+        if guard.channel_count() > MAX_CHANNELS {
+            return Err(Stop::Unchecked(
+                "the upstream's answer has too many distinct fields to check",
+            ));
+        }
+        let Ok(text) = serde_json::from_slice::<Cow<'_, str>>(&data[lit.clone()]) else {
+            return Err(Stop::Unchecked(
+                "the upstream sent a frame guardwire cannot read",
+            ));
+        };
+        check_text(guard, 0, path, text, Some(lit), needs, spans)?;
+    }
+    if fallback.unknown == UnknownContent::Pass {
+        left.clear();
+    }
+    // Structure in the shape of an identifier: the secret and PII patterns still read it.
+    for lit in identifiers {
+        // No escape in an identifier's literal: its text is what stands between the quotes.
+        let Some(value) = std::str::from_utf8(&data[lit.start + 1..lit.end - 1]).ok() else {
+            return Err(Stop::Unchecked(
+                "the upstream sent a frame guardwire cannot read",
+            ));
+        };
+        guard.check_identifier(value)?;
+    }
     for (lit, path) in left {
         if guard.channel_count() > MAX_CHANNELS {
             return Err(Stop::Unchecked(

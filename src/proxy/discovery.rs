@@ -20,6 +20,7 @@ use crate::delta::{Conversation, Message, Role};
 use crate::error::GatewayError;
 use crate::metrics::UpstreamErrorKind;
 use crate::policy::tools::ToolHistory;
+use crate::protocol::residual::Place;
 use crate::protocol::ParsedRequest;
 use crate::upstream::UpstreamBase;
 use bytes::Bytes;
@@ -118,11 +119,16 @@ impl RequestCtx<'_> {
             GatewayError::Upstream(why)
         })?;
         let mut messages = Vec::with_capacity(texts.len());
-        for (text, known) in texts {
+        let mut identifiers = Vec::new();
+        for (text, place) in texts {
             if text.is_empty() {
                 continue;
             }
-            if !known {
+            if place == Place::Identifier {
+                identifiers.push(text);
+                continue;
+            }
+            if place == Place::Unknown {
                 match self.route.unknown_content {
                     UnknownContent::Pass => continue,
                     UnknownContent::Block => {
@@ -136,6 +142,7 @@ impl RequestCtx<'_> {
             }
             messages.push(Message::text(Role::Other("agent_card".into()), vec![text]));
         }
+        messages.extend(crate::protocol::identifier::message(identifiers));
         if messages.is_empty() {
             return Ok(());
         }

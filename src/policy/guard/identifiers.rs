@@ -7,9 +7,6 @@
 use super::ExchangeGuard;
 use crate::policy::types::{Phase, Target};
 
-/// The check types whose streamed rules read identifiers: patterns of secrets and PII.
-const PATTERN_TYPES: &[&str] = &["regex", "pii"];
-
 impl ExchangeGuard {
     /// Scans each identifier on its own with the secret and PII patterns of the input checks
     /// (`input`: what the model or user will read) or of the output checks (data leaving).
@@ -24,26 +21,14 @@ impl ExchangeGuard {
             true => (Target::Input, Phase::Input),
             false => (Target::Output, self.chunk_phase),
         };
-        let policy = std::sync::Arc::clone(&self.policy);
-        let scan = &policy.checks(target).scan;
-        if ids.is_empty() || scan.is_empty() {
+        if ids.is_empty() {
             return Ok(());
         }
-        let mut hits = Vec::new();
+        // The one reading of identifiers (policy/identifiers.rs): each value whole, only the
+        // secret and PII patterns' hits, without a span (an identifier is not rewritten).
+        let policy = std::sync::Arc::clone(&self.policy);
         for id in ids {
-            let mut st = scan.start();
-            scan.feed(&mut st, id, &mut hits, false);
-            scan.finish(&mut st, &mut hits, false);
-            hits.retain(|h| PATTERN_TYPES.contains(&policy.validator(h.owner).canonical));
-            for h in hits.drain(..) {
-                if self.keep_matches {
-                    let matched = h.start.and_then(|s| id.get(s as usize..h.end as usize));
-                    if let Some(m) = matched {
-                        self.matches.push((h.owner, m.to_owned()));
-                    }
-                }
-                self.hits.push(h);
-            }
+            policy.identifier_hits(target, id, &mut self.hits);
         }
         self.judge(phase)
     }

@@ -8,6 +8,7 @@ use crate::delta::{Channel, Conversation, Delta, Message, Role};
 use std::borrow::Cow;
 use std::sync::Arc;
 
+mod identifiers;
 mod loading;
 mod reference_evals;
 mod streaming;

@@ -27,6 +27,21 @@ pub fn rewrite(body: &[u8], map: &dyn Fn(&str) -> Option<String>) -> Result<Vec<
     let Value::Object(mut card) = card else {
         return Err("the agent card is not a JSON object".to_owned());
     };
+    // The SDKs read each field by its camelCase or its snake_case name: the fields this
+    // rewrite reads are taken in either, and given back in camelCase.
+    camel_keys(&mut card)?;
+    for list in ["supportedInterfaces", "additionalInterfaces"] {
+        if let Some(Value::Array(items)) = card.get_mut(list) {
+            for i in items {
+                if let Value::Object(i) = i {
+                    camel_keys(i)?;
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(caps)) = card.get_mut("capabilities") {
+        camel_keys(caps)?;
+    }
     let mut reachable = 0;
     // 1.0
     if let Some(list) = card.get_mut("supportedInterfaces") {
@@ -117,4 +132,40 @@ fn rewrite_interface(
         }
         _ => false,
     }
+}
+
+/// Renames an object's snake_case members to camelCase (`supported_interfaces` →
+/// `supportedInterfaces`); a member given in both spellings is refused.
+fn camel_keys(map: &mut serde_json::Map<String, Value>) -> Result<(), String> {
+    let snake: Vec<String> = map
+        .keys()
+        .filter(|k| k.contains('_') && !k.starts_with('_'))
+        .cloned()
+        .collect();
+    for key in snake {
+        let mut camel = String::with_capacity(key.len());
+        let mut upper = false;
+        for c in key.chars() {
+            match c {
+                '_' => upper = true,
+                c if upper => {
+                    camel.push(c.to_ascii_uppercase());
+                    upper = false;
+                }
+                c => camel.push(c),
+            }
+        }
+        if !crate::protocol::residual::is_snake_of(&camel, key.as_bytes()) {
+            continue; // not a spelling of a camelCase name (`a__b`, `a_`, `a_1`)
+        }
+        if map.contains_key(&camel) {
+            return Err(format!(
+                "the agent card gives `{camel}` in both its camelCase and its snake_case spelling"
+            ));
+        }
+        if let Some(v) = map.remove(&key) {
+            map.insert(camel, v);
+        }
+    }
+    Ok(())
 }

@@ -5,7 +5,9 @@
 use crate::delta::{Conversation, Message, Role};
 use crate::error::GatewayError;
 use crate::protocol::documents::{self, Documents, StoredKind};
+use crate::protocol::identifier;
 use crate::protocol::mcp::jsonrpc::read_unique;
+use crate::protocol::residual::{schema_strings, Place};
 use crate::protocol::{ParsedRequest, ReplyTo};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -100,13 +102,19 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
     // an agent's reader may take the first, which then went unchecked.
     let value = read_unique(body)
         .map_err(|e| invalid(format!("invalid JSON-RPC request: {}", e.message)))?;
+    if let Some(key) = twice_spelled(&value) {
+        return Err(invalid(format!(
+            "`{key}` is given in both its camelCase and its snake_case spelling; send one"
+        )));
+    }
     let call: Call = serde_json::from_value(value)
         .map_err(|e| invalid(format!("invalid JSON-RPC request: {e}")))?;
     if call.jsonrpc.as_deref() != Some("2.0") {
         return Err(invalid("a JSON-RPC request must say \"jsonrpc\": \"2.0\""));
     }
     let mut parsed = ParsedRequest::default();
-    match method(&call.method) {
+    let known = method(&call.method);
+    match known {
         Method::Refused(why) => return Err(invalid(why)),
         Method::Task { stream } => parsed.stream = stream,
         Method::Unknown => {}
@@ -118,10 +126,16 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
                 .ok_or_else(|| invalid("params: a message is required"))?;
             let config = params.get("configuration");
             let push = config.and_then(|c| {
-                c.get("taskPushNotificationConfig")
-                    .or_else(|| c.get("pushNotificationConfig"))
+                [
+                    "taskPushNotificationConfig",
+                    "task_push_notification_config",
+                    "pushNotificationConfig",
+                    "push_notification_config",
+                ]
+                .iter()
+                .find_map(|k| c.get(*k).filter(|p| !p.is_null()))
             });
-            if push.is_some_and(|p| !p.is_null()) {
+            if push.is_some() {
                 return Err(invalid(PUSH));
             }
             let message = params
@@ -131,7 +145,44 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
             parsed.conversation = conversation(texts);
         }
     }
+    structure(body, known, &mut parsed.conversation)?;
     Ok(parsed)
+}
+
+/// The values at the call's places of structure (ids, kinds, media types, the method), read
+/// whatever `unknown_content` says: an identifier-shaped one by the secret and PII patterns, any
+/// other as text (a `contextId` that holds a sentence goes to the agent as one).
+fn structure(
+    body: &[u8],
+    known: Method,
+    conversation: &mut Conversation,
+) -> Result<(), GatewayError> {
+    let schema = match known {
+        Method::Send { .. } | Method::Task { .. } => &super::schema::CALL_SCHEMA,
+        _ => &super::schema::UNKNOWN_CALL_SCHEMA,
+    };
+    let mut left = Vec::new();
+    schema_strings(body, schema, &[], &mut left)
+        .map_err(|_| invalid("the request body cannot be read"))?;
+    let mut identifiers = Vec::new();
+    for l in left {
+        let text = || {
+            serde_json::from_slice::<String>(&body[l.literal.clone()])
+                .map_err(|_| invalid("the request body cannot be read"))
+        };
+        match l.place {
+            Place::Identifier => identifiers.push(text()?),
+            Place::Structure => conversation.messages.push(Message::text(
+                Role::Other("structure".into()),
+                vec![text()?],
+            )),
+            Place::Text | Place::Unknown => {}
+        }
+    }
+    conversation
+        .messages
+        .extend(identifier::message(identifiers));
+    Ok(())
 }
 
 /// The message's text parts as the user's message; with more than one, their concatenation
@@ -157,8 +208,9 @@ fn message_texts(
 ) -> Result<Vec<String>, GatewayError> {
     let parts = match message.get("parts") {
         Some(Value::Array(parts)) => parts,
+        // The SDKs read `null` as no parts.
+        None | Some(Value::Null) => return Ok(Vec::new()),
         Some(_) => return Err(invalid(format!("{path}.parts must be a list"))),
-        None => return Ok(Vec::new()),
     };
     let mut texts = Vec::new();
     for (i, part) in parts.iter().enumerate() {
@@ -166,11 +218,17 @@ fn message_texts(
         if let Some(text) = part.get("text").and_then(Value::as_str) {
             texts.push(text.to_owned());
         }
-        let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        // A field by its camelCase or its snake_case name, as the SDKs read it.
+        let str_of = |v: &Value, camel: &str, snake: &str| {
+            v.get(camel)
+                .or_else(|| v.get(snake))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         // 1.0: raw bytes or a URL beside `mediaType` and `filename`.
         if let Some(raw) = part.get("raw").and_then(Value::as_str) {
-            let name = str_of(part, "filename");
-            let media = str_of(part, "mediaType")
+            let name = str_of(part, "filename", "filename");
+            let media = str_of(part, "mediaType", "media_type")
                 .or_else(|| documents::media_type_of_name(name.as_deref()).map(str::to_owned));
             if let Some(t) = documents.base64(media.as_deref(), raw, &format!("{at}.raw"))? {
                 texts.push(t);
@@ -181,8 +239,8 @@ fn message_texts(
         }
         // 0.3: `file` with `bytes` or `uri` beside `mimeType` and `name`.
         if let Some(file) = part.get("file") {
-            let name = str_of(file, "name");
-            let media = str_of(file, "mimeType")
+            let name = str_of(file, "name", "name");
+            let media = str_of(file, "mimeType", "mime_type")
                 .or_else(|| documents::media_type_of_name(name.as_deref()).map(str::to_owned));
             if let Some(bytes) = file.get("bytes").and_then(Value::as_str) {
                 let path = format!("{at}.file.bytes");
@@ -196,4 +254,32 @@ fn message_texts(
         }
     }
     Ok(texts)
+}
+
+/// A field given in both spellings the agent's SDK reads (`mediaType` and `media_type`): the
+/// SDK refuses it or keeps one of them, maybe not the one checked. Free-form data (`data`,
+/// `metadata`) may name its keys as it likes.
+fn twice_spelled(value: &Value) -> Option<String> {
+    match value {
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.bytes().any(|b| b.is_ascii_uppercase()) {
+                let mut snake = String::with_capacity(k.len() + 4);
+                for c in k.chars() {
+                    if c.is_ascii_uppercase() {
+                        snake.push('_');
+                    }
+                    snake.push(c.to_ascii_lowercase());
+                }
+                if map.contains_key(&snake) {
+                    return Some(k.clone());
+                }
+            }
+            match k.as_str() {
+                "data" | "metadata" => None,
+                _ => twice_spelled(v),
+            }
+        }),
+        Value::Array(items) => items.iter().find_map(twice_spelled),
+        _ => None,
+    }
 }

@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
-use crate::delta::Channel;
+use crate::delta::{Channel, Role};
+use crate::protocol::residual::residual_and_identifiers;
+use proptest::prelude::*;
 
 fn texts(deltas: &[Delta<'_>]) -> Vec<(u32, String)> {
     deltas
@@ -125,10 +127,13 @@ fn whole_answers_read_tasks_messages_and_files() {
     assert!(A2a.decode_response(pdf, &mut Vec::new()).is_err());
     let image = br#"{"jsonrpc":"2.0","id":"1","result":{"message":{"parts":[{"raw":"iVBORw==","mediaType":"image/png"}]}}}"#;
     assert!(A2a.decode_response(image, &mut Vec::new()).is_ok());
-    // An unknown result shape: no delta (the fallback reads its strings).
+    // A result object guardwire cannot read as a task, a message or an event fails closed;
+    // a result of another kind (a method guardwire does not know) is left to the fallback.
     let odd = br#"{"jsonrpc":"2.0","id":"1","result":{"parts":"not a list","note":"x"}}"#;
+    assert!(A2a.decode_response(odd, &mut Vec::new()).is_err());
+    let other = br#"{"jsonrpc":"2.0","id":"1","result":["x"]}"#;
     let mut out = Vec::new();
-    A2a.decode_response(odd, &mut out).unwrap();
+    A2a.decode_response(other, &mut out).unwrap();
     assert!(out.is_empty());
 }
 
@@ -179,4 +184,260 @@ fn cards_of_both_versions_point_at_guardwire() {
     let unreachable = br#"{"url":"http://elsewhere/rpc"}"#;
     assert!(A2a.rewrite_discovery(unreachable, &map).is_err());
     assert!(A2a.rewrite_discovery(b"[]", &map).is_err());
+}
+
+/// The request's values at places of structure: (texts read as text, identifiers).
+fn structure_of(body: &str) -> (Vec<String>, Vec<String>) {
+    let p = A2a.parse_request(body.as_bytes(), "/").unwrap();
+    let of = |want: &dyn Fn(&Role) -> bool| -> Vec<String> {
+        p.conversation
+            .messages
+            .iter()
+            .filter(|m| want(&m.role))
+            .flat_map(|m| m.text.clone())
+            .collect()
+    };
+    (
+        of(&|r| *r == Role::Other("structure".into())),
+        of(&|r| *r == Role::Identifiers),
+    )
+}
+
+#[test]
+fn a_context_id_is_text_unless_it_has_an_identifiers_shape() {
+    let body = r#"{"jsonrpc":"2.0","id":"r1","method":"SendMessage","params":{"message":{"messageId":"m-1","contextId":"forbidden fruit","role":"ROLE_USER","referenceTaskIds":["t-1","sk-0123456789abcdef"],"parts":[{"text":"hi"}]}}}"#;
+    let (texts, ids) = structure_of(body);
+    assert_eq!(texts, ["forbidden fruit"]);
+    assert_eq!(
+        ids,
+        [
+            "2.0",
+            "r1",
+            "SendMessage",
+            "m-1",
+            "ROLE_USER",
+            "t-1",
+            "sk-0123456789abcdef"
+        ]
+    );
+    // The same under a method guardwire does not know: its params are text (for the
+    // fallback); its envelope's structure is read here.
+    let (texts, ids) =
+        structure_of(r#"{"jsonrpc":"2.0","id":"forbidden fruit","method":"x/y","params":{}}"#);
+    assert_eq!(
+        (texts, ids),
+        (
+            vec!["forbidden fruit".into()],
+            vec!["2.0".into(), "x/y".into()]
+        )
+    );
+}
+
+/// Positions of a request that were structure by position alone.
+const CALL_PLACES: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"contextId":VALUE,"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":VALUE,"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"taskId":VALUE,"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"referenceTaskIds":[VALUE],"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"extensions":[VALUE],"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":VALUE,"kind":VALUE,"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"context_id":VALUE,"parts":[{"text":"x","media_type":VALUE}]}}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[]},"configuration":{"acceptedOutputModes":[VALUE]},"tenant":VALUE}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":VALUE,"contextId":VALUE}}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":VALUE,"status":VALUE}}"#,
+];
+
+/// Positions of an answer that were structure by position alone.
+const ANSWER_PLACES: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":"1","result":{"task":{"id":VALUE,"contextId":VALUE,"status":{"state":VALUE,"timestamp":VALUE}}}}"#,
+    r#"{"jsonrpc":"2.0","id":"1","result":{"message":{"messageId":VALUE,"role":VALUE,"extensions":[VALUE],"referenceTaskIds":[VALUE],"parts":[]}}}"#,
+    r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":VALUE,"artifact":{"artifactId":VALUE,"parts":[{"text":"x","mediaType":VALUE}]}}}}"#,
+    r#"{"jsonrpc":"2.0","id":"1","result":{"status_update":{"task_id":VALUE,"context_id":VALUE,"status":{"state":VALUE}}}}"#,
+    r#"{"jsonrpc":"2.0","id":"1","result":{"kind":VALUE,"taskId":VALUE,"nextPageToken":VALUE}}"#,
+    r#"{"jsonrpc":"2.0","id":VALUE,"result":{"tasks":[]}}"#,
+];
+
+fn identifier_value() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9_./:@-]{1,40}"
+}
+
+fn text_value() -> impl Strategy<Value = String> {
+    (
+        "[a-z]{1,10}",
+        prop_oneof![
+            Just(" "),
+            Just("\u{a0}"),
+            Just("é"),
+            Just("\u{200b}"),
+            Just("\t")
+        ],
+        "[a-z ]{0,10}",
+    )
+        .prop_map(|(a, odd, b)| format!("{a}{odd}{b}"))
+}
+
+proptest! {
+    /// At every formerly exempt place of a request, an identifier-shaped value reaches the
+    /// secret and PII patterns and any other value is read as text, whatever
+    /// `unknown_content` says (the parser reads them).
+    #[test]
+    fn request_structure_is_exempt_only_by_shape(
+        place in 0..CALL_PLACES.len(),
+        id in identifier_value(),
+        text in text_value(),
+    ) {
+        let lit = |v: &str| serde_json::to_string(v).unwrap();
+        let (texts, ids) = structure_of(&CALL_PLACES[place].replace("VALUE", &lit(&id)));
+        prop_assert!(ids.contains(&id), "{ids:?}");
+        prop_assert!(texts.is_empty(), "{texts:?}");
+        let (texts, ids) = structure_of(&CALL_PLACES[place].replace("VALUE", &lit(&text)));
+        prop_assert!(texts.contains(&text), "{texts:?}");
+        prop_assert!(!ids.contains(&text));
+    }
+
+    /// The same in answers: the fallback reads a text-shaped value as text, and hands an
+    /// identifier-shaped one to the secret and PII patterns.
+    #[test]
+    fn answer_structure_is_exempt_only_by_shape(
+        place in 0..ANSWER_PLACES.len(),
+        id in identifier_value(),
+        text in text_value(),
+    ) {
+        let lit = |v: &str| serde_json::to_string(v).unwrap();
+        for (value, is_id) in [(&id, true), (&text, false)] {
+            let body = ANSWER_PLACES[place].replace("VALUE", &lit(value));
+            let mut out = Vec::new();
+            prop_assert!(A2a.decode_response(body.as_bytes(), &mut out).is_ok(), "{body}");
+            let (mut left, mut ids) = (Vec::new(), Vec::new());
+            residual_and_identifiers(body.as_bytes(), A2a.structural(), &[], &mut left, &mut ids)
+                .unwrap();
+            let read = |r: &std::ops::Range<usize>| {
+                serde_json::from_str::<String>(&body[r.clone()]).unwrap()
+            };
+            let left: Vec<String> = left.iter().map(|(r, _)| read(r)).collect();
+            let ids: Vec<String> = ids.iter().map(read).collect();
+            prop_assert_eq!(left.contains(value), !is_id, "{}: {:?}", body, left);
+            prop_assert_eq!(ids.contains(value), is_id, "{}: {:?}", body, ids);
+        }
+    }
+}
+
+/// The texts an answer's frames decode to, or the error.
+fn decoded(frames: &[String]) -> Result<Vec<(u32, String)>, DecodeError> {
+    let mut dec = A2a.stream_decoder();
+    let mut all = Vec::new();
+    for f in frames {
+        let mut out = Vec::new();
+        dec.decode(None, f.as_bytes(), &mut out)?;
+        all.extend(texts(&out));
+    }
+    Ok(all)
+}
+
+/// Fields of the answers in camelCase, as the decoder models them, with their snake_case name.
+const SPELLINGS: &[(&str, &str)] = &[
+    ("statusUpdate", "status_update"),
+    ("artifactUpdate", "artifact_update"),
+    ("artifactId", "artifact_id"),
+    ("lastChunk", "last_chunk"),
+    ("mediaType", "media_type"),
+    ("contextId", "context_id"),
+    ("taskId", "task_id"),
+];
+
+fn spelled(frame: &str, snake: &[bool]) -> String {
+    let mut f = frame.to_owned();
+    for ((camel, s), &use_snake) in SPELLINGS.iter().zip(snake) {
+        if use_snake {
+            f = f.replace(&format!("\"{camel}\""), &format!("\"{s}\""));
+        }
+    }
+    f
+}
+
+const SPELLED_FRAMES: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","contextId":"c","artifact":{"artifactId":"a","parts":[{"text":"the forb"}]}}}}"#,
+    r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","append":true,"lastChunk":true,"artifact":{"artifactId":"a","parts":[{"text":"idden","metadata":null},{"raw":"ZnJ1aXQ=","mediaType":"text/plain"}]}}}}"#,
+    r#"{"jsonrpc":"2.0","id":"1","result":{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_COMPLETED","message":{"parts":[{"text":"done"}]}}}}}"#,
+];
+
+proptest! {
+    /// Every field in either spelling the SDKs read decodes to the same texts.
+    #[test]
+    fn snake_case_and_camel_case_decode_alike(snake in proptest::collection::vec(any::<bool>(), SPELLINGS.len())) {
+        let camel: Vec<String> = SPELLED_FRAMES.iter().map(|f| f.to_string()).collect();
+        let mixed: Vec<String> = SPELLED_FRAMES.iter().map(|f| spelled(f, &snake)).collect();
+        let want = decoded(&camel).unwrap();
+        prop_assert!(want.iter().any(|(_, t)| t == "fruit"));
+        prop_assert_eq!(decoded(&mixed).unwrap(), want);
+    }
+
+    /// A spelling no SDK reads (another case, a stray underscore) is not decoded: its text is
+    /// left to the fallback, which reads it as text; a known field in two spellings fails.
+    #[test]
+    fn unknown_spellings_are_read_as_text_or_refused(
+        field in 0..SPELLINGS.len(),
+        variant in 0..3usize,
+    ) {
+        let (camel, snake) = SPELLINGS[field];
+        let odd = match variant {
+            0 => camel.to_ascii_uppercase(),
+            1 => format!("{snake}_"),
+            _ => format!("_{camel}"),
+        };
+        let frame = r#"{"jsonrpc":"2.0","id":"1","result":{"FIELD":{"parts":[{"text":"forbidden fruit"}]}}}"#
+            .replace("FIELD", &odd);
+        let mut out = Vec::new();
+        prop_assert!(A2a.decode_response(frame.as_bytes(), &mut out).is_ok());
+        prop_assert!(texts(&out).is_empty());
+        let mut left = Vec::new();
+        residual_and_identifiers(frame.as_bytes(), A2a.structural(), &[], &mut left, &mut Vec::new()).unwrap();
+        prop_assert!(left.iter().any(|(r, _)| &frame[r.clone()] == "\"forbidden fruit\""));
+        // Both spellings of one modelled field: refused, as protobuf's reader refuses it.
+        let both = format!(
+            r#"{{"jsonrpc":"2.0","id":"1","result":{{"{camel}":{{}},"{snake}":{{}}}}}}"#
+        );
+        if ["statusUpdate", "artifactUpdate"].contains(&camel) {
+            prop_assert!(A2a.decode_response(both.as_bytes(), &mut Vec::new()).is_err());
+        }
+    }
+}
+
+#[test]
+fn null_lists_and_snake_case_requests_are_read() {
+    let body = br#"{"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t","history":null,"artifacts":[{"artifact_id":"a","parts":[{"text":"x"}]}],"status":{"state":"completed","message":{"parts":null}}}}}"#;
+    let mut out = Vec::new();
+    A2a.decode_response(body, &mut out).unwrap();
+    assert_eq!(texts(&out), [(1, "x".into()), (1, "\n".into())]);
+    // A request's file by its snake_case media type is read as text.
+    let req = br#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"message_id":"m","parts":[{"kind":"file","file":{"bytes":"c2VjcmV0","mime_type":"text/plain"}},{"raw":"Zm9yYmlk","media_type":"text/plain"}]}}}"#;
+    let p = A2a.parse_request(req, "/").unwrap();
+    assert_eq!(p.conversation.messages[0].text, ["secret", "forbid"]);
+    // One field in both spellings is refused; a push config in snake_case too.
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[{"raw":"eA==","mediaType":"image/png","media_type":"text/plain"}]}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"parts":[]},"configuration":{"task_push_notification_config":{"url":"http://x"}}}}"#,
+    ] {
+        assert!(A2a.parse_request(body.as_bytes(), "/").is_err(), "{body}");
+    }
+}
+
+#[test]
+fn a_snake_case_card_is_rewritten_too() {
+    let map = |u: &str| {
+        u.strip_prefix("http://agent:9")
+            .map(|rest| format!("http://gw/a{rest}"))
+    };
+    let card = br#"{"name":"x","supported_interfaces":[{"url":"http://agent:9/a2a","protocol_binding":"JSONRPC"},{"url":"http://agent:9/grpc","protocol_binding":"GRPC"}],"capabilities":{"push_notifications":true}}"#;
+    let out: serde_json::Value =
+        serde_json::from_slice(&A2a.rewrite_discovery(card, &map).unwrap()).unwrap();
+    assert_eq!(
+        out["supportedInterfaces"],
+        serde_json::json!([{"url":"http://gw/a/a2a","protocolBinding":"JSONRPC"}])
+    );
+    assert!(out.get("supported_interfaces").is_none());
+    assert_eq!(out["capabilities"]["pushNotifications"], false);
+    let both =
+        br#"{"url":"http://agent:9/a2a","supported_interfaces":[],"supportedInterfaces":[]}"#;
+    assert!(A2a.rewrite_discovery(both, &map).is_err());
 }

@@ -2,8 +2,10 @@
 //! `result` is, in 1.0, `{"task"}`, `{"message"}`, `{"statusUpdate"}`, `{"artifactUpdate"}`,
 //! a bare task (`GetTask`, `CancelTask`) or `{"tasks": […]}` (`ListTasks`); in 0.3 a task,
 //! message, `status-update` or `artifact-update` object tagged with `kind`. One lenient shape
-//! reads them all ([`Event`]); an answer it cannot read in that shape yields no delta, and every
-//! string of it goes to the fallback.
+//! reads them all ([`Event`]), in every spelling the SDKs read: each field by its camelCase or
+//! its snake_case name (protobuf's JSON names and proto names; pydantic's aliases and field
+//! names), `null` for a list. A result object it cannot read in that shape fails the answer
+//! under every `unknown_content` setting; what it does not name goes to the fallback.
 //!
 //! Texts: a message's text parts on choice 0, one message after another with a line break
 //! between; an artifact's text parts on choice `1 + n` (the `n`th artifact id seen), its
@@ -41,7 +43,12 @@ struct Part<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(borrow, deserialize_with = "lenient_opt_str")]
     raw: Option<Cow<'a, str>>,
-    #[serde(borrow, rename = "mediaType", deserialize_with = "lenient_opt_str")]
+    #[serde(
+        borrow,
+        rename = "mediaType",
+        alias = "media_type",
+        deserialize_with = "lenient_opt_str"
+    )]
     media_type: Option<Cow<'a, str>>,
     #[serde(borrow, deserialize_with = "lenient_opt_str")]
     filename: Option<Cow<'a, str>>,
@@ -54,7 +61,12 @@ struct Part<'a> {
 struct File<'a> {
     #[serde(borrow, deserialize_with = "lenient_opt_str")]
     bytes: Option<Cow<'a, str>>,
-    #[serde(borrow, rename = "mimeType", deserialize_with = "lenient_opt_str")]
+    #[serde(
+        borrow,
+        rename = "mimeType",
+        alias = "mime_type",
+        deserialize_with = "lenient_opt_str"
+    )]
     mime_type: Option<Cow<'a, str>>,
     #[serde(borrow, deserialize_with = "lenient_opt_str")]
     name: Option<Cow<'a, str>>,
@@ -72,9 +84,14 @@ struct Status<'a> {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Artifact<'a> {
-    #[serde(borrow, rename = "artifactId", deserialize_with = "lenient_opt_str")]
+    #[serde(
+        borrow,
+        rename = "artifactId",
+        alias = "artifact_id",
+        deserialize_with = "lenient_opt_str"
+    )]
     id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "null_is_empty")]
     parts: Vec<Part<'a>>,
 }
 
@@ -87,26 +104,26 @@ struct Event<'a> {
     task: Option<Box<Event<'a>>>,
     #[serde(borrow)]
     message: Option<Box<Event<'a>>>,
-    #[serde(borrow, rename = "statusUpdate")]
+    #[serde(borrow, rename = "statusUpdate", alias = "status_update")]
     status_update: Option<Box<Event<'a>>>,
-    #[serde(borrow, rename = "artifactUpdate")]
+    #[serde(borrow, rename = "artifactUpdate", alias = "artifact_update")]
     artifact_update: Option<Box<Event<'a>>>,
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "null_is_empty")]
     tasks: Vec<Event<'a>>,
     #[serde(borrow, deserialize_with = "lenient_opt_str")]
     kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
     status: Option<Status<'a>>,
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "null_is_empty")]
     artifacts: Vec<Artifact<'a>>,
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "null_is_empty")]
     history: Vec<Event<'a>>,
-    #[serde(borrow)]
+    #[serde(borrow, deserialize_with = "null_is_empty")]
     parts: Vec<Part<'a>>,
     #[serde(borrow)]
     artifact: Option<Artifact<'a>>,
     append: Option<bool>,
-    #[serde(rename = "lastChunk")]
+    #[serde(rename = "lastChunk", alias = "last_chunk")]
     last_chunk: Option<bool>,
     #[serde(rename = "final")]
     is_final: Option<bool>,
@@ -140,6 +157,15 @@ fn ends_stream(state: &str) -> bool {
 }
 
 const BREAK: Cow<'static, str> = Cow::Borrowed("\n");
+
+/// A list that may be `null` (protobuf's JSON reader and pydantic read `null` as no list).
+fn null_is_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
 
 impl A2aStream {
     fn text<'a>(out: &mut Vec<Delta<'a>>, choice: u32, text: Cow<'a, str>) {
@@ -313,13 +339,25 @@ impl StreamDecoder for A2aStream {
                 "an A2A JSON-RPC response without result or error".into(),
             ));
         };
-        // A result in no shape guardwire reads yields no delta: the fallback reads it all.
-        if let Ok(event) = serde_json::from_str::<Event<'a>>(result.get()) {
-            let before = out.len();
-            if let Err(e) = self.event(out, event) {
-                out.truncate(before);
-                return Err(e);
+        // An object is a task, a message or an event, in any spelling the SDKs read: one
+        // guardwire cannot read in that shape fails the answer, whatever `unknown_content` says
+        // (the client's SDK might read its text). Any other result (of a method guardwire does
+        // not know) yields no delta: the fallback reads its strings.
+        match serde_json::from_str::<Event<'a>>(result.get()) {
+            Ok(event) => {
+                let before = out.len();
+                if let Err(e) = self.event(out, event) {
+                    out.truncate(before);
+                    return Err(e);
+                }
             }
+            Err(e) if result.get().starts_with('{') => {
+                return Err(DecodeError::json(
+                    "an A2A result guardwire cannot read as a task, a message or an event",
+                    &e,
+                ))
+            }
+            Err(_) => {}
         }
         Ok(FrameKind::Data)
     }

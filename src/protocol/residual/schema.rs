@@ -1,20 +1,23 @@
 //! The fallback by position, for protocols whose answers have a schema guardwire knows
-//! (A2A): a string is structure only where the schema puts an id, a kind or a state; everywhere
-//! else — free-form data, metadata, objects of unknown fields — every string is text, and so is
-//! every object key the schema does not name.
+//! (A2A): a string may be structure only where the schema puts an id, a kind or a state, and is
+//! there only when it has the shape of an identifier ([`crate::protocol::identifier`]; then the
+//! caller runs the secret and PII patterns over it, [`Place::Identifier`]); anything else at
+//! such a place is text. Everywhere else — free-form data, metadata, objects of unknown fields —
+//! every string is text, and so is every object key the schema does not name.
 //!
 //! [`super::Structural::keys`] exempt a key's string value wherever it appears, which suits
 //! the model providers' flat answers; a schema of nested messages, parts and free-form data
 //! needs the position: `{"data": {"id": "…"}}` is the agent's data, not a part's id.
 
 use super::{step, Unwalkable, MAX_DEPTH};
+use crate::protocol::identifier::literal_is_identifier;
 use std::ops::Range;
 
 /// What the value at a position is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
-    /// Structure: a string (or a list of strings) the checks skip. An object under it is read
-    /// as free-form data.
+    /// Structure: a string (or a list of strings) that skips the text checks when it has the
+    /// shape of an identifier. An object under it is read as free-form data.
     Exempt,
     /// Text, or free-form data: every string is read, and every key of every object inside.
     Read,
@@ -28,6 +31,9 @@ pub struct Schema {
     /// The node of the top value.
     pub top: u16,
     pub nodes: &'static [Node],
+    /// A member named in camelCase is also named by its snake_case spelling (`contextId`,
+    /// `context_id`), as protobuf's JSON reader and pydantic's `populate_by_name` accept.
+    pub snake_case: bool,
 }
 
 /// An object's members by key.
@@ -39,9 +45,27 @@ impl Schema {
         self.nodes
             .get(usize::from(node))?
             .iter()
-            .find(|(k, _)| k.as_bytes() == key)
+            .find(|(k, _)| k.as_bytes() == key || (self.snake_case && is_snake_of(k, key)))
             .map(|&(_, s)| s)
     }
+}
+
+/// True when `key` is `camel`'s snake_case spelling (`contextId` → `context_id`), and differs
+/// from it.
+pub fn is_snake_of(camel: &str, key: &[u8]) -> bool {
+    let mut k = key.iter();
+    let mut differs = false;
+    for c in camel.bytes() {
+        if c.is_ascii_uppercase() {
+            differs = true;
+            if k.next() != Some(&b'_') || k.next() != Some(&c.to_ascii_lowercase()) {
+                return false;
+            }
+        } else if k.next() != Some(&c) {
+            return false;
+        }
+    }
+    differs && k.next().is_none()
 }
 
 #[derive(Clone, Copy)]
@@ -55,16 +79,42 @@ struct Level {
     member_slot: Slot,
 }
 
-/// A string the fallback reads: its literal (quotes included), the id of its path, and whether
-/// the schema names its place (false: an unknown member's key or anything under one).
+/// What a string the walk reports is to the checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Text at a place the schema names (a name, a description, free-form data of a known
+    /// field).
+    Text,
+    /// Text under a member the schema does not name (or that member's key): what
+    /// `unknown_content` decides about.
+    Unknown,
+    /// A value at a place of structure without an identifier's shape: text, which the
+    /// checks read whatever `unknown_content` says (the schema names the field).
+    Structure,
+    /// An identifier-shaped value at a place of structure: read by the secret and PII
+    /// patterns only.
+    Identifier,
+}
+
+/// A string the fallback reads: its literal (quotes included), the id of its path, and what
+/// it is to the checks.
 pub struct Left {
     pub literal: Range<usize>,
     pub path: u32,
-    pub known: bool,
+    pub place: Place,
 }
 
-/// Appends to `out` every string literal of `data` (values and keys) the schema does not
-/// exempt and that is not inside one of `known` (sorted by start: what the decoder read).
+fn text_place(known: bool) -> Place {
+    if known {
+        Place::Text
+    } else {
+        Place::Unknown
+    }
+}
+
+/// Appends to `out` every string literal of `data` (values and keys) that is not a field name
+/// of the schema and not inside one of `known` (sorted by start: what the decoder read), with
+/// its [`Place`].
 pub fn schema_strings(
     data: &[u8],
     schema: &Schema,
@@ -112,13 +162,25 @@ pub fn schema_strings(
                         out.push(Left {
                             literal,
                             path: l.path,
-                            known: unknown_from.is_none() && !unknown_member,
+                            place: text_place(unknown_from.is_none() && !unknown_member),
                         });
                         if unknown_member && unknown_from.is_none() {
                             unknown_from = Some(depth);
                         }
                     }
-                } else if value_slot(&stack) != Slot::Exempt {
+                } else {
+                    // At a place of structure: skipped by the text checks only in the shape
+                    // of an identifier (an empty string is nothing to read).
+                    let exempt = value_slot(&stack) == Slot::Exempt;
+                    let place = if !exempt {
+                        text_place(unknown_from.is_none())
+                    } else if literal.len() <= 2 {
+                        continue;
+                    } else if literal_is_identifier(&data[literal.clone()]) {
+                        Place::Identifier
+                    } else {
+                        Place::Structure
+                    };
                     while known.get(known_at).is_some_and(|k| k.end <= literal.start) {
                         known_at += 1;
                     }
@@ -129,7 +191,7 @@ pub fn schema_strings(
                         out.push(Left {
                             literal,
                             path: value_path(&stack),
-                            known: unknown_from.is_none(),
+                            place,
                         });
                     }
                 }

@@ -103,10 +103,12 @@ fn request_texts(protocol: &dyn crate::protocol::Protocol, path: &str, body: &st
     )
     .unwrap();
     add_json_views(&mut parsed.conversation);
+    // Identifier-shaped values are read by the secret and PII patterns only, not as text.
     parsed
         .conversation
         .messages
         .iter()
+        .filter(|m| m.role != crate::delta::Role::Identifiers)
         .flat_map(crate::delta::Message::read_strings)
         .cloned()
         .collect()
@@ -232,4 +234,42 @@ fn unbalanced_or_too_deep_input_is_refused() {
             "{bad}"
         );
     }
+}
+
+/// Request identifiers: every value left out under a structural key in the shape of an
+/// identifier, in one message of their own (for the secret and PII patterns); a value of the
+/// same key that is not identifier-shaped stays text.
+fn identifiers_of(protocol: &dyn crate::protocol::Protocol, path: &str, body: &str) -> Vec<String> {
+    let mut parsed = protocol.parse_request(body.as_bytes(), path).unwrap();
+    add_request_residuals(
+        body.as_bytes(),
+        &REQUEST_STRUCTURAL,
+        &mut parsed.conversation,
+    )
+    .unwrap();
+    parsed
+        .conversation
+        .messages
+        .iter()
+        .filter(|m| m.role == crate::delta::Role::Identifiers)
+        .flat_map(|m| m.text.clone())
+        .collect()
+}
+
+#[test]
+fn request_identifiers_reach_the_pattern_checks() {
+    use crate::protocol::openai_chat::OpenAiChat;
+    let body = r#"{"model":"sk-live-0123456789abcdef","messages":[{"role":"assistant","tool_calls":[{"id":"call_AKIAIOSFODNN7EXAMPLE","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"forbidden fruit","content":"ok"}]}"#;
+    let ids = identifiers_of(&OpenAiChat, "/v1/chat/completions", body);
+    assert!(
+        ids.contains(&"sk-live-0123456789abcdef".to_owned()),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&"call_AKIAIOSFODNN7EXAMPLE".to_owned()),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"forbidden fruit".to_owned()), "{ids:?}");
+    let texts = request_texts(&OpenAiChat, "/v1/chat/completions", body);
+    assert!(reads(&texts, "forbidden fruit"), "{texts:?}");
 }

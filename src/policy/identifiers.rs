@@ -1,0 +1,52 @@
+//! Identifier-shaped values ([`crate::protocol::identifier`]): the ids, kinds and media types
+//! of a request or an answer skip the word, phrase and length checks, but not the secret and
+//! PII patterns — a key or an address has the shape of an identifier. Each value is scanned
+//! whole, as a text of its own, by its target's scan set, and only the hits of forbidden
+//! regexes (`regex` with `expect_match: false`) and `pii` count. A value is not rewritten, so a
+//! redacting validator that matches one blocks.
+
+use super::types::Target;
+use super::Policy;
+use crate::scan::Hit;
+
+impl Policy {
+    /// True when validator `owner`'s matches count in an identifier: a secret or PII pattern.
+    fn reads_identifiers(&self, owner: u32) -> bool {
+        matches!(self.validator(owner).canonical, "regex" | "pii")
+    }
+
+    /// Appends to `hits` the secret and PII matches in `value`, read as a whole text of
+    /// `target`. The hits have no span, so they block in every mode but `monitor`.
+    pub(super) fn identifier_hits(&self, target: Target, value: &str, hits: &mut Vec<Hit>) {
+        let scan = &self.checks(target).scan;
+        if scan.is_empty() || value.is_empty() {
+            return;
+        }
+        let first = hits.len();
+        let mut st = scan.start();
+        scan.feed(&mut st, value, hits, false);
+        scan.finish(&mut st, hits, false);
+        let mut kept = first;
+        for i in first..hits.len() {
+            if self.reads_identifiers(hits[i].owner) {
+                hits[kept] = Hit {
+                    start: None,
+                    ..hits[i]
+                };
+                kept += 1;
+            }
+        }
+        hits.truncate(kept);
+    }
+
+    /// BeforeCall's part for a request's identifiers.
+    pub(super) fn check_input_identifiers<'a>(
+        &self,
+        values: impl Iterator<Item = &'a String>,
+        hits: &mut Vec<Hit>,
+    ) {
+        for v in values {
+            self.identifier_hits(Target::Input, v, hits);
+        }
+    }
+}

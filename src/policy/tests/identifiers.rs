@@ -1,0 +1,96 @@
+//! Identifier-shaped values: only the secret and PII patterns read them, in a request and in an
+//! answer; the word, phrase and length checks do not.
+
+use super::*;
+use proptest::prelude::*;
+
+const PACK: &str = r#"
+validators:
+  - type: banned_words
+    params: { words: [forbidden], direction: both }
+  - type: max_length
+    params: { max_characters: 3, direction: input }
+  - type: regex
+    params: { pattern: 'sk-[a-z0-9]{16}', expect_match: false, direction: both }
+  - type: pii
+    params: { types: [email], direction: input }
+  - type: pii
+    mode: redact
+    params: { types: [email] }
+"#;
+
+fn ids(values: &[&str]) -> Conversation {
+    Conversation {
+        messages: vec![Message::text(
+            Role::Identifiers,
+            values.iter().map(|v| v.to_string()).collect(),
+        )],
+        tools: Vec::new(),
+    }
+}
+
+fn answer_id(p: &Arc<Policy>, value: &str) -> Result<(), Finding> {
+    let mut g = p.exchange_guard(Default::default(), None);
+    g.check_identifier(value)?;
+    g.after_call()
+}
+
+#[test]
+fn identifiers_meet_the_patterns_but_not_the_words() {
+    let p = policy(PACK).unwrap();
+    // Words and lengths do not read identifiers ...
+    assert!(before_call(&p, &ids(&["forbidden-ctx", "abcdef"])).is_ok());
+    assert!(answer_id(&p, "forbidden_task").is_ok());
+    // ... the same value as text is read by them.
+    let text = Conversation {
+        messages: vec![Message::text(Role::User, vec!["forbidden-ctx".into()])],
+        tools: Vec::new(),
+    };
+    assert_eq!(before_call(&p, &text).unwrap_err().validator, 0);
+    // Secrets and PII are found in identifiers, and a redacting check blocks (an identifier is
+    // not rewritten).
+    assert_eq!(
+        before_call(&p, &ids(&["ctx-sk-0123456789abcdef"]))
+            .unwrap_err()
+            .validator,
+        2
+    );
+    assert_eq!(
+        answer_id(&p, "ctx-sk-0123456789abcdef")
+            .unwrap_err()
+            .validator,
+        2
+    );
+    assert_eq!(
+        before_call(&p, &ids(&["msg-alice@example.com"]))
+            .unwrap_err()
+            .validator,
+        3
+    );
+    assert_eq!(answer_id(&p, "alice@example.com").unwrap_err().validator, 4);
+}
+
+#[test]
+fn a_repeated_identifier_is_judged_each_time_until_it_passed() {
+    let p = policy(PACK).unwrap();
+    let mut g = p.exchange_guard(Default::default(), None);
+    assert!(g.check_identifier("chatcmpl-1").is_ok());
+    assert!(g.check_identifier("chatcmpl-1").is_ok());
+    assert!(g.check_identifier("sk-0123456789abcdef").is_err());
+    assert!(g.check_identifier("sk-0123456789abcdef").is_err());
+}
+
+proptest! {
+    /// A secret anywhere in an identifier is found, whatever surrounds it.
+    #[test]
+    fn a_secret_anywhere_in_an_identifier_is_found(
+        head in "[A-Za-z0-9_-]{0,12}",
+        key in "[a-z0-9]{16}",
+        tail in "[A-Z_-]{0,12}",
+    ) {
+        let p = policy(PACK).unwrap();
+        let value = format!("{head}sk-{key}{tail}");
+        prop_assert!(before_call(&p, &ids(&[&value])).is_err());
+        prop_assert!(answer_id(&p, &value).is_err());
+    }
+}

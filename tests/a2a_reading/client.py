@@ -1,0 +1,44 @@
+"""The official A2A Python SDK's client (a2a-sdk) for tests/a2a_reading.rs.
+
+Arguments: guardwire's URL for the scripted agent, then the agent's own URL. Cases, one JSON
+line each (the texts the client received and the error it raised):
+- "context through": a message whose context_id is the banned phrase, through guardwire;
+- "snake direct" / "snake through": a message the agent answers in snake_case (a message with
+  `message_id`, `context_id`), straight from the agent (what the SDK reads) and through
+  guardwire."""
+
+import asyncio
+import json
+import sys
+import uuid
+
+from a2a.client import ClientConfig, create_client
+from a2a.helpers.proto_helpers import new_text_part
+from a2a.types import Message, Role, SendMessageRequest
+
+
+async def case(name, url, text, context_id=""):
+    client = await create_client(url, client_config=ClientConfig(streaming=False))
+    got, error = [], None
+    try:
+        message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[new_text_part(text)])
+        if context_id:
+            message.context_id = context_id
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            if event.HasField("message"):
+                got += [p.text for p in event.message.parts if p.HasField("text")]
+    except Exception as e:  # noqa: BLE001 - the error is what the test reads
+        error = f"{type(e).__name__}: {e}"
+    finally:
+        await client.close()
+    print(json.dumps({"case": name, "text": "".join(got), "error": error}), flush=True)
+
+
+async def main():
+    gw, direct = sys.argv[1], sys.argv[2]
+    await case("context through", gw, "hello", context_id="the forbidden fruit")
+    await case("snake direct", direct, "LEAK it")
+    await case("snake through", gw, "LEAK it")
+
+
+asyncio.run(main())
