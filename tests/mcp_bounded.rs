@@ -317,3 +317,104 @@ async fn a_large_stream_event_is_checked_off_the_worker_the_same() {
     assert_eq!(msgs[0]["error"]["code"], BLOCKED);
     assert!(!a.text().contains("forbidden"));
 }
+
+// ---- the official Python SDK on both sides (tests/mcp/sampling_*.py) ----
+
+mod sdk {
+    use super::*;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, Stdio};
+
+    fn python() -> PathBuf {
+        match std::env::var_os("GUARDWIRE_SDK_PYTHON") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            _ => panic!(
+                "GUARDWIRE_SDK_PYTHON (the SDK venv's python) is not set; see tests/common/sdk.rs"
+            ),
+        }
+    }
+
+    fn script(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/mcp")
+            .join(name)
+    }
+
+    struct Server(Child);
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[tokio::test]
+    #[ignore = "needs the MCP Python SDK (GUARDWIRE_SDK_PYTHON)"]
+    async fn a_blocked_sampling_request_never_settles_the_clients_own_call() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let _server = Server(
+            Command::new(python())
+                .arg(script("sampling_server.py"))
+                .arg(port.to_string())
+                .arg(log.path())
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let mut up = false;
+        for _ in 0..1200 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                up = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(up, "the MCP server did not start on port {port}");
+        let routes = format!(
+            "routes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"http://127.0.0.1:{port}/mcp\"\n"
+        );
+        let p = start_config("", PACK, &routes).await;
+        let url = format!("http://{}/mcp", p.addr());
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(python())
+                .arg(script("sampling_client.py"))
+                .arg(url)
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "client failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Value = serde_json::from_str(stdout.trim()).unwrap();
+        // The call is settled by its own result, which says the server got guardwire's error
+        // for the banned sampling request (whose id was the call's).
+        let ask = r["ask"]["ok"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(ask.contains(r#"banned={"error": -32010}"#), "{r}");
+        assert!(ask.contains(r#"clean={"ok": "hello"}"#), "{r}");
+        // The client saw the clean request only.
+        assert_eq!(r["seen"].as_array().unwrap().len(), 1, "{r}");
+        assert_eq!(r["seen"][0]["texts"], json!(["say hello"]), "{r}");
+        assert!(!r.to_string().contains("forbidden"), "{r}");
+        let logged: Vec<Value> = std::fs::read_to_string(log.path())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert_eq!(logged[0]["banned"]["error"], BLOCKED);
+    }
+}
