@@ -119,7 +119,10 @@ async fn bounded(proxy: std::net::SocketAddr, secs: u64) {
     );
     println!("| what | n | p50 | p99 | max |");
     println!("|---|---|---|---|---|");
-    for (what, xs) in [("batch at the cap", &batches), ("/healthz meanwhile", &healthz)] {
+    for (what, xs) in [
+        ("batch at the cap", &batches),
+        ("/healthz meanwhile", &healthz),
+    ] {
         println!(
             "| {what} | {} | {:.1} ms | {:.1} ms | {:.1} ms |",
             xs.len(),

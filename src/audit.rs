@@ -342,6 +342,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// A writer the test reads back.
@@ -350,7 +351,10 @@ mod tests {
 
     impl Write for Lines {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(b);
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -386,7 +390,10 @@ mod tests {
         }
         request.record(&event("secrets", "input"));
         request.record(&event("banned", "input"));
-        assert!(lines.0.lock().unwrap().is_empty(), "written when the request ends");
+        assert!(
+            lines.0.lock().unwrap().is_empty(),
+            "written when the request ends"
+        );
         drop(request);
         let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
@@ -403,10 +410,19 @@ mod tests {
         drop(request);
         let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
         let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-        assert!(last.get("count").is_none() && last.get("others").is_none(), "{last}");
+        assert!(
+            last.get("count").is_none() && last.get("others").is_none(),
+            "{last}"
+        );
         // Nothing fired: no line.
         drop(Audit::per_request(&log));
-        assert_eq!(String::from_utf8(lines.0.lock().unwrap().clone()).unwrap().lines().count(), 2);
+        assert_eq!(
+            String::from_utf8(lines.0.lock().unwrap().clone())
+                .unwrap()
+                .lines()
+                .count(),
+            2
+        );
         assert!(!Audit::per_request(&Arc::new(Audit::default())).enabled());
     }
 

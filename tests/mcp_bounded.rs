@@ -139,7 +139,15 @@ async fn a_batch_over_the_cap_is_refused_unchecked_and_unforwarded() {
     let a = post(&p, &batch(&calls[..4])).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(mock.requests().len(), 1);
-    assert_eq!(mock.requests()[0].body_json().unwrap().as_array().unwrap().len(), 4);
+    assert_eq!(
+        mock.requests()[0]
+            .body_json()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
     // A server's batch over the cap is not relayed either.
     let over = MockUpstream::start(|_| {
         let answers: Vec<Value> = (0..5)
@@ -169,7 +177,11 @@ async fn a_batchs_verdicts_are_one_audit_line() {
     assert_eq!(a.status, 200);
     let answers = a.json();
     let answers = answers.as_array().unwrap();
-    assert_eq!(answers.len(), 61, "each request of the batch gets its error");
+    assert_eq!(
+        answers.len(),
+        61,
+        "each request of the batch gets its error"
+    );
     assert_eq!(answers[60]["error"]["code"], BLOCKED);
     assert!(mock.requests().is_empty());
     let lines = settled_audit(&log, 1).await;
@@ -247,7 +259,10 @@ async fn a_blocked_server_request_is_dropped_and_answered_to_the_server() {
     let roots = json!({"jsonrpc":"2.0","id":"r1","method":"roots/list","params":{"_meta":{"note":"forbidden"}}});
     let result = json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}],"isError":false}});
     let on_post = sse(&[sampling.clone(), result.clone()]);
-    let on_get = sse(&[roots, json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})]);
+    let on_get = sse(&[
+        roots,
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}),
+    ]);
     let mock = MockUpstream::start(move |r| {
         let is_answer = r.body_json().is_some_and(|v| v.get("error").is_some());
         match (r.method.clone(), is_answer) {
@@ -260,7 +275,12 @@ async fn a_blocked_server_request_is_dropped_and_answered_to_the_server() {
     let p = proxy_for(&mock, "").await;
     let a = post(&p, &call(1, "hello").to_string()).await;
     let msgs = sse_messages(&a.body);
-    assert_eq!(msgs, vec![result], "only the call's own result: {}", a.text());
+    assert_eq!(
+        msgs,
+        vec![result],
+        "only the call's own result: {}",
+        a.text()
+    );
     assert!(!a.text().contains("forbidden"));
     let answered = wait_for_answers(&mock, 1).await;
     assert_eq!(answered.len(), 1, "{answered:?}");
@@ -268,7 +288,11 @@ async fn a_blocked_server_request_is_dropped_and_answered_to_the_server() {
     assert_eq!(error["id"], 1);
     assert_eq!(error["error"]["code"], BLOCKED);
     assert_eq!(error["error"]["data"]["validator"], "banned-words");
-    assert_eq!(session.as_deref(), Some("sess-7"), "on the client's session");
+    assert_eq!(
+        session.as_deref(),
+        Some("sess-7"),
+        "on the client's session"
+    );
     let posted = mock
         .requests()
         .into_iter()
@@ -283,7 +307,10 @@ async fn a_blocked_server_request_is_dropped_and_answered_to_the_server() {
         "GET",
         "/mcp",
         Bytes::new(),
-        &[("accept", "text/event-stream"), ("mcp-session-id", "sess-7")],
+        &[
+            ("accept", "text/event-stream"),
+            ("mcp-session-id", "sess-7"),
+        ],
     )
     .await;
     let msgs = sse_messages(&a.body);
@@ -301,7 +328,7 @@ async fn a_large_stream_event_is_checked_off_the_worker_the_same() {
     let big = "a clean sentence. ".repeat(5000);
     let clean = json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":big}]}});
     let dirty = json!({"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":format!("{big} forbidden")}]}});
-    let events = [sse(&[clean.clone()]), sse(&[dirty])];
+    let events = [sse(std::slice::from_ref(&clean)), sse(&[dirty])];
     let mock = MockUpstream::start(move |r| {
         let id = r.body_json().map(|v| v["id"].clone()).unwrap_or_default();
         Reply::sse(&events[usize::from(id == 2)])
@@ -371,7 +398,10 @@ mod sdk {
         );
         let mut up = false;
         for _ in 0..1200 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 up = true;
                 break;
             }

@@ -221,6 +221,7 @@ impl Limits {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
     use crate::config::Config;
 
     #[test]

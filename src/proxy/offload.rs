@@ -66,7 +66,13 @@ mod tests {
         assert_eq!(work.await.ok(), Some(Some(true)));
         // Small work runs in place.
         let here = std::thread::current().id();
-        assert_eq!(check(10, move || std::thread::current().id() == here).await, Some(true));
-        assert_eq!(check(THRESHOLD_BYTES, move || std::thread::current().id() == here).await, Some(false));
+        assert_eq!(
+            check(10, move || std::thread::current().id() == here).await,
+            Some(true)
+        );
+        assert_eq!(
+            check(THRESHOLD_BYTES, move || std::thread::current().id() == here).await,
+            Some(false)
+        );
     }
 }

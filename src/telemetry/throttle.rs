@@ -106,7 +106,11 @@ mod tests {
         let t = Throttle::new();
         let lines = written(&t, "a", 1000);
         // The burst, plus what refills while the loop runs (well under a second).
-        assert!(lines.len() >= BURST as usize && lines.len() < 40, "{}", lines.len());
+        assert!(
+            lines.len() >= BURST as usize && lines.len() < 40,
+            "{}",
+            lines.len()
+        );
         assert!(lines.iter().all(|&s| s == 0));
         // Another reason has its own bucket.
         let other = (0..100)

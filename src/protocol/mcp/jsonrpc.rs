@@ -458,7 +458,11 @@ mod tests {
         let e = parse_capped(batch(4).as_bytes(), 3).unwrap_err();
         assert_eq!(e.code, crate::protocol::mcp::codes::INVALID_REQUEST);
         assert_eq!(e.id, Value::Null);
-        assert!(e.message.contains("limits.max_batch_messages"), "{}", e.message);
+        assert!(
+            e.message.contains("limits.max_batch_messages"),
+            "{}",
+            e.message
+        );
         assert!(e.is_over_cap());
         // Reading stops at the cap: what follows is never read, valid or not.
         let cut = format!("{},{{\"x", &batch(5)[..batch(5).len() - 1]);

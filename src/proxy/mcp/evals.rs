@@ -101,7 +101,8 @@ impl ToolEvals {
         blocked: bool,
         fired: Vec<Fired>,
     ) {
-        let Some((mut seed, name, arguments)) = IdKey::of(id).and_then(|id| self.waiting.remove(&id))
+        let Some((mut seed, name, arguments)) =
+            IdKey::of(id).and_then(|id| self.waiting.remove(&id))
         else {
             return;
         };

@@ -89,15 +89,14 @@ impl ServerReplies {
         *req.method_mut() = Method::POST;
         *req.uri_mut() = self.uri.clone();
         *req.headers_mut() = self.headers.clone();
-        let kind = match tokio::time::timeout(self.timeout, self.client.request(&self.base, req))
-            .await
-        {
-            // The answer's body (202: none) is not read: dropping it ends the exchange.
-            Ok(Ok(resp)) if resp.status().is_success() => return,
-            Ok(Ok(_)) => UpstreamErrorKind::Malformed,
-            Ok(Err(_)) => UpstreamErrorKind::Connect,
-            Err(_) => UpstreamErrorKind::Timeout,
-        };
+        let kind =
+            match tokio::time::timeout(self.timeout, self.client.request(&self.base, req)).await {
+                // The answer's body (202: none) is not read: dropping it ends the exchange.
+                Ok(Ok(resp)) if resp.status().is_success() => return,
+                Ok(Ok(_)) => UpstreamErrorKind::Malformed,
+                Ok(Err(_)) => UpstreamErrorKind::Connect,
+                Err(_) => UpstreamErrorKind::Timeout,
+            };
         count_upstream_error(&self.metrics, self.route, kind);
         crate::telemetry::throttle::SERVER_REPLIES.allow(self.route, |suppressed| {
             tracing::warn!(route = self.route, kind = ?kind, suppressed, "the MCP server did not take guardwire's answer to its blocked request");

@@ -7,10 +7,10 @@
 
 use super::check::{Checker, Refusal, Verdict};
 use super::reply::ServerReplies;
-use crate::proxy::offload;
 use crate::protocol::mcp::codes;
 use crate::protocol::mcp::content::{Texts, MAX_TOKEN};
 use crate::protocol::mcp::jsonrpc;
+use crate::proxy::offload;
 use crate::proxy::InFlight;
 use crate::sse::{SseFrame, SseFramer};
 use crate::upstream::UpstreamBody;
