@@ -170,7 +170,7 @@ impl Gateway {
             // headers go with it and come back.
             let headers = std::mem::take(&mut parts.headers);
             let input = body.clone();
-            let checked = offload::check(body.len(), move || {
+            let checked = offload::check(offload::jsonrpc_work(&body), move || {
                 let answer = check_post(&input, &headers, &mut checker, max_batch);
                 (answer, checker, headers)
             })
@@ -386,7 +386,7 @@ async fn mcp_whole(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((Bytes::new(), Vec::new()));
     }
-    let checked = offload::check(body.len(), move || {
+    let checked = offload::check(offload::jsonrpc_work(&body), move || {
         let answer = check_answer(body, &mut checker, json, max_batch);
         (answer, std::mem::take(&mut checker.server_replies))
     })
