@@ -10,9 +10,10 @@
 use std::sync::{Arc, OnceLock};
 use tokio::sync::Semaphore;
 
-/// Checking work over this many bytes of input runs on the blocking pool. Measured on the
-/// bench machine (docs/mcp.md, "Bounded work"): the MCP check of 64 KiB of messages takes
-/// about a millisecond; the hop to the pool and back costs tens of microseconds.
+/// Checking work over this many bytes of input runs on the blocking pool (a JSON-RPC batch
+/// always does, [`jsonrpc_work`]). A chosen bound, not a measured optimum: below it one
+/// message's check takes well under a millisecond, while the hop to the pool and back costs
+/// tens of microseconds (docs/mcp.md, "Bounded work", has what was measured).
 pub const THRESHOLD_BYTES: usize = 64 << 10;
 
 /// Large checks at once, over every route: the cores guardwire may use.
