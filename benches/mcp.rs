@@ -12,6 +12,12 @@
 //!
 //! Run: `cargo bench --bench mcp [-- --runs N]` (default 3,000 calls per path and answer kind,
 //! after 300 of warm-up).
+//!
+//! Then bounded work (issue 49, docs/mcp.md "Bounded work"): batches at `limits.max_batch_messages`
+//! (128 `tools/call`s, the last one violating, so every message is checked and the batch refused)
+//! sent back to back by four clients for `--batch-secs` seconds (default 10), while a fifth
+//! client asks `/healthz` every 10 ms: the batches' and `/healthz`'s latencies; and a batch of
+//! 85,000 messages, over the cap, and the time to its refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[allow(dead_code, clippy::all)]
@@ -50,6 +56,100 @@ async fn one(client: &Http, url: &str, body: &Bytes, expect: &str) -> Duration {
     took
 }
 
+/// One POST of `body` (a batch) to `url`: its time and status.
+async fn post(client: &Http, url: &str, body: &Bytes) -> (Duration, u16) {
+    let req = http::Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-03-26")
+        .body(Full::new(body.clone()))
+        .unwrap();
+    let started = Instant::now();
+    let resp = client.request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let _ = resp.into_body().collect().await.unwrap();
+    (started.elapsed(), status)
+}
+
+/// Batches at the cap from four clients while `/healthz` is probed; then a batch over it.
+async fn bounded(proxy: std::net::SocketAddr, secs: u64) {
+    let query = answer_deltas(11, 12).concat();
+    let mut calls: Vec<serde_json::Value> = (0..128)
+        .map(|i| json!({"jsonrpc":"2.0","id":i,"method":"tools/call","params":{"name":"search_docs","arguments":{"query":query,"limit":5}}}))
+        .collect();
+    calls[127]["params"]["arguments"]["query"] = json!("send the confidential report");
+    let at_cap = Bytes::from(serde_json::Value::Array(calls).to_string());
+    let url = format!("http://{proxy}/json");
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut senders = Vec::new();
+    for _ in 0..4 {
+        let (url, body) = (url.clone(), at_cap.clone());
+        senders.push(tokio::spawn(async move {
+            let client: Http = Client::builder(TokioExecutor::new()).build_http();
+            let mut took = Vec::new();
+            while Instant::now() < until {
+                let (t, status) = post(&client, &url, &body).await;
+                assert_eq!(status, 200);
+                took.push(t);
+            }
+            took
+        }));
+    }
+    let probe: Http = Client::builder(TokioExecutor::new()).build_http();
+    let health = format!("http://{proxy}/healthz");
+    let mut healthz = Vec::new();
+    while Instant::now() < until {
+        let started = Instant::now();
+        let resp = probe.get(health.parse().unwrap()).await.unwrap();
+        let _ = resp.into_body().collect().await.unwrap();
+        healthz.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut batches = Vec::new();
+    for s in senders {
+        batches.extend(s.await.unwrap());
+    }
+    batches.sort();
+    healthz.sort();
+    let ms = |x: Duration| x.as_secs_f64() * 1e3;
+    println!();
+    println!(
+        "Bounded work: batches of 128 tools/calls ({} B, the last one blocked) from 4 clients for {secs} s, /healthz every 10 ms",
+        at_cap.len()
+    );
+    println!("| what | n | p50 | p99 | max |");
+    println!("|---|---|---|---|---|");
+    for (what, xs) in [
+        ("batch at the cap", &batches),
+        ("/healthz meanwhile", &healthz),
+    ] {
+        println!(
+            "| {what} | {} | {:.1} ms | {:.1} ms | {:.1} ms |",
+            xs.len(),
+            ms(percentile(xs, 0.5)),
+            ms(percentile(xs, 0.99)),
+            ms(*xs.last().unwrap())
+        );
+    }
+    let one = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}).to_string();
+    let over = Bytes::from(format!("[{}]", vec![one; 85_000].join(",")));
+    let client: Http = Client::builder(TokioExecutor::new()).build_http();
+    let mut refusals = Vec::new();
+    for _ in 0..5 {
+        let (t, status) = post(&client, &url, &over).await;
+        assert_eq!(status, 400);
+        refusals.push(t);
+    }
+    refusals.sort();
+    println!(
+        "| batch of 85,000 ({:.1} MB), over the cap: refused | {} | {:.1} ms | | {:.1} ms |",
+        over.len() as f64 / 1e6,
+        refusals.len(),
+        ms(percentile(&refusals, 0.5)),
+        ms(*refusals.last().unwrap())
+    );
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -80,11 +180,16 @@ fn main() {
             _ => Reply::json(200, &json_body),
         })
         .await;
+        let batch_secs = args
+            .iter()
+            .position(|a| a == "--batch-secs")
+            .and_then(|i| args.get(i + 1))
+            .map_or(10, |v| v.parse().expect("a number"));
         let dir = tempfile::tempdir().unwrap();
         let pack = dir.path().join("realistic.yaml");
         std::fs::write(&pack, realistic_pack(true, result_text.len())).unwrap();
         let yaml = format!(
-            "listen: \"127.0.0.1:0\"\npacks: [\"{}\"]\nlog: {{level: error}}\nroutes:\n  - {{name: json, protocol: mcp, path_prefix: /json, upstream: \"{base}/json\"}}\n  - {{name: sse, protocol: mcp, path_prefix: /sse, upstream: \"{base}/sse\"}}\n",
+            "listen: \"127.0.0.1:0\"\npacks: [\"{}\"]\nlog: {{level: error}}\nlimits: {{max_request_bytes: 33554432}}\nroutes:\n  - {{name: json, protocol: mcp, path_prefix: /json, upstream: \"{base}/json\"}}\n  - {{name: sse, protocol: mcp, path_prefix: /sse, upstream: \"{base}/sse\"}}\n",
             pack.display(),
             base = server.base_url()
         );
@@ -140,6 +245,9 @@ fn main() {
                 us(p50) - us(d50),
                 us(p99) - us(d99)
             );
+        }
+        if batch_secs > 0 {
+            bounded(proxy.addr, batch_secs).await;
         }
     });
 }

@@ -1,5 +1,8 @@
 //! The audit log: one JSON line per block, redaction and monitor-mode hit, and per eval
-//! result.
+//! result — except where a request's messages are checked one by one (an MCP batch, an MCP
+//! SSE stream): there one line per request ([`Audit::per_request`]) names the first verdict,
+//! how often it fired (`count`) and the others (`others`), so one request cannot write a line
+//! per message.
 //!
 //! Lines carry who and what (time, request id, route, validator, phase, mode, the rule that
 //! fired) and never the matched text or a body. The file is opened in append mode when the
@@ -8,20 +11,177 @@
 use crate::config::AuditConfig;
 use serde::Serialize;
 use std::io::Write;
-use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Where audit lines go; `Audit::default()` writes nothing.
 #[derive(Default)]
 pub struct Audit {
-    sink: Option<Mutex<Box<dyn Write + Send>>>,
+    sink: Option<Sink>,
 }
+
+enum Sink {
+    Write(Mutex<Box<dyn Write + Send>>),
+    /// One request's verdicts, written to the log as one line when the request ends (or, a
+    /// long stream, every [`SUMMARY_EVERY`]).
+    Summary(Mutex<Summary>, Arc<Audit>),
+}
+
+/// A long-lived request (an MCP GET stream) writes its summary line at most this often.
+pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Audit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Audit")
             .field("enabled", &self.sink.is_some())
             .finish()
+    }
+}
+
+/// The verdicts of one request so far: one group per validator, phase, mode and rule, the
+/// first verdict's line kept whole.
+struct Summary {
+    groups: Vec<Group>,
+    since: Instant,
+}
+
+/// Verdicts of one validator, phase, mode and rule in one request.
+struct Group {
+    first: Owned,
+    count: u64,
+}
+
+/// An [`AuditEvent`] that outlives its borrows.
+struct Owned {
+    ts: String,
+    request_id: String,
+    route: String,
+    protocol: String,
+    key_id: Option<String>,
+    validator: String,
+    check: String,
+    phase: String,
+    mode: String,
+    rule: Option<String>,
+    matched: Option<String>,
+}
+
+impl Owned {
+    fn of(e: &AuditEvent<'_>) -> Owned {
+        Owned {
+            ts: e.ts.clone(),
+            request_id: e.request_id.to_owned(),
+            route: e.route.to_owned(),
+            protocol: e.protocol.to_owned(),
+            key_id: e.key_id.map(str::to_owned),
+            validator: e.validator.to_owned(),
+            check: e.check.to_owned(),
+            phase: e.phase.to_owned(),
+            mode: e.mode.to_owned(),
+            rule: e.rule.map(str::to_owned),
+            matched: e.matched.map(str::to_owned),
+        }
+    }
+
+    fn same_kind(&self, e: &AuditEvent<'_>) -> bool {
+        self.validator == e.validator
+            && self.check == e.check
+            && self.phase == e.phase
+            && self.mode == e.mode
+            && self.rule.as_deref() == e.rule
+    }
+
+    fn event(&self) -> AuditEvent<'_> {
+        AuditEvent {
+            ts: self.ts.clone(),
+            request_id: &self.request_id,
+            route: &self.route,
+            protocol: &self.protocol,
+            key_id: self.key_id.as_deref(),
+            validator: &self.validator,
+            check: &self.check,
+            phase: &self.phase,
+            mode: &self.mode,
+            rule: self.rule.as_deref(),
+            matched: self.matched.as_deref(),
+            score: None,
+            result: None,
+        }
+    }
+}
+
+/// A request's one line: its first verdict, as a line of its own would be, how many times that
+/// validator fired with that phase, mode and rule, and the other kinds that fired.
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    #[serde(flatten)]
+    first: AuditEvent<'a>,
+    #[serde(skip_serializing_if = "is_one")]
+    count: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    others: Vec<Other<'a>>,
+}
+
+#[derive(Serialize)]
+struct Other<'a> {
+    validator: &'a str,
+    #[serde(rename = "type")]
+    check: &'a str,
+    phase: &'a str,
+    mode: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<&'a str>,
+    count: u64,
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
+impl Summary {
+    fn add(&mut self, e: &AuditEvent<'_>) {
+        match self.groups.iter_mut().find(|g| g.first.same_kind(e)) {
+            Some(g) => g.count += 1,
+            None => self.groups.push(Group {
+                first: Owned::of(e),
+                count: 1,
+            }),
+        }
+    }
+
+    /// Writes the line (if anything fired since the last) and starts anew.
+    fn flush(&mut self, to: &Audit) {
+        self.since = Instant::now();
+        let groups = std::mem::take(&mut self.groups);
+        let Some((first, rest)) = groups.split_first() else {
+            return;
+        };
+        let others = rest
+            .iter()
+            .map(|g| Other {
+                validator: &g.first.validator,
+                check: &g.first.check,
+                phase: &g.first.phase,
+                mode: &g.first.mode,
+                rule: g.first.rule.as_deref(),
+                count: g.count,
+            })
+            .collect();
+        to.write(&SummaryLine {
+            first: first.first.event(),
+            count: first.count,
+            others,
+        });
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        if let Some(Sink::Summary(summary, parent)) = &self.sink {
+            if let Ok(mut s) = summary.lock() {
+                s.flush(parent);
+            }
+        }
     }
 }
 
@@ -74,14 +234,32 @@ impl Audit {
             }
         };
         Ok(Audit {
-            sink: Some(Mutex::new(sink)),
+            sink: Some(Sink::Write(Mutex::new(sink))),
         })
     }
 
     /// Lines go to `sink` (`guardwire eval`'s live runs read each exchange's verdicts back).
     pub fn to_writer(sink: Box<dyn Write + Send>) -> Audit {
         Audit {
-            sink: Some(Mutex::new(sink)),
+            sink: Some(Sink::Write(Mutex::new(sink))),
+        }
+    }
+
+    /// The audit of one request whose verdicts are summarised in one line to `log`, written
+    /// when this is dropped (a long stream's every [`SUMMARY_EVERY`] too). Eval results are
+    /// written as they come.
+    pub fn per_request(log: &Arc<Audit>) -> Audit {
+        match log.enabled() {
+            true => Audit {
+                sink: Some(Sink::Summary(
+                    Mutex::new(Summary {
+                        groups: Vec::new(),
+                        since: Instant::now(),
+                    }),
+                    Arc::clone(log),
+                )),
+            },
+            false => Audit::default(),
         }
     }
 
@@ -89,12 +267,32 @@ impl Audit {
         self.sink.is_some()
     }
 
-    /// Writes one line. A failing sink is reported in the log, never to the client.
+    /// Writes one line (or, per request, adds it to the request's line). A failing sink is
+    /// reported in the log, never to the client.
     pub fn record(&self, event: &AuditEvent<'_>) {
-        let Some(sink) = &self.sink else {
+        match &self.sink {
+            None => {}
+            Some(Sink::Write(_)) => self.write(event),
+            Some(Sink::Summary(_, parent)) if event.score.is_some() || event.result.is_some() => {
+                parent.record(event)
+            }
+            Some(Sink::Summary(summary, parent)) => {
+                let Ok(mut s) = summary.lock() else {
+                    return;
+                };
+                s.add(event);
+                if s.since.elapsed() >= SUMMARY_EVERY {
+                    s.flush(parent);
+                }
+            }
+        }
+    }
+
+    fn write<T: Serialize>(&self, line: &T) {
+        let Some(Sink::Write(sink)) = &self.sink else {
             return;
         };
-        let Ok(mut line) = serde_json::to_vec(event) else {
+        let Ok(mut line) = serde_json::to_vec(line) else {
             return;
         };
         line.push(b'\n');
@@ -104,7 +302,9 @@ impl Audit {
             Err(_) => return,
         };
         if let Err(e) = written {
-            tracing::warn!(error = %e, "cannot write the audit log");
+            crate::telemetry::throttle::AUDIT_WRITE.allow("audit", |suppressed| {
+                tracing::warn!(error = %e, suppressed, "cannot write the audit log");
+            });
         }
     }
 }
@@ -142,7 +342,89 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A writer the test reads back.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn event<'a>(validator: &'a str, phase: &'a str) -> AuditEvent<'a> {
+        AuditEvent {
+            ts: now_rfc3339(),
+            request_id: "r1",
+            route: "tools",
+            protocol: "mcp",
+            key_id: None,
+            validator,
+            check: "banned_words",
+            phase,
+            mode: "enforce",
+            rule: None,
+            matched: None,
+            score: None,
+            result: None,
+        }
+    }
+
+    #[test]
+    fn a_request_writes_one_line_however_many_verdicts() {
+        let lines = Lines::default();
+        let log = Arc::new(Audit::to_writer(Box::new(lines.clone())));
+        let request = Audit::per_request(&log);
+        for _ in 0..1000 {
+            request.record(&event("banned", "response"));
+        }
+        request.record(&event("secrets", "input"));
+        request.record(&event("banned", "input"));
+        assert!(
+            lines.0.lock().unwrap().is_empty(),
+            "written when the request ends"
+        );
+        drop(request);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let line: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(line["validator"], "banned");
+        assert_eq!(line["phase"], "response");
+        assert_eq!(line["count"], 1000);
+        assert_eq!(line["others"][0]["validator"], "secrets");
+        assert_eq!(line["others"][1]["phase"], "input");
+        assert_eq!(line["others"][1]["count"], 1);
+        // One verdict: the line a verdict always had.
+        let request = Audit::per_request(&log);
+        request.record(&event("banned", "input"));
+        drop(request);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert!(
+            last.get("count").is_none() && last.get("others").is_none(),
+            "{last}"
+        );
+        // Nothing fired: no line.
+        drop(Audit::per_request(&log));
+        assert_eq!(
+            String::from_utf8(lines.0.lock().unwrap().clone())
+                .unwrap()
+                .lines()
+                .count(),
+            2
+        );
+        assert!(!Audit::per_request(&Arc::new(Audit::default())).enabled());
+    }
 
     #[test]
     fn civil_dates() {

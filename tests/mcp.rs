@@ -304,6 +304,8 @@ async fn server_requests_on_the_get_stream_are_checked_and_legacy_sse_refused() 
     let mock = MockUpstream::start(move |r| {
         if r.path_and_query.starts_with("/legacy") {
             Reply::sse(b"event: endpoint\ndata: /messages?session_id=1\n\n")
+        } else if r.method == http::Method::POST {
+            Reply::chunks(202, Vec::new())
         } else {
             Reply::sse(&stream)
         }
@@ -318,12 +320,16 @@ async fn server_requests_on_the_get_stream_are_checked_and_legacy_sse_refused() 
         &[("accept", "text/event-stream")],
     )
     .await;
+    // The blocked request is not the client's to answer (its id is the server's): dropped,
+    // and its error goes to the server (tests/mcp_bounded.rs).
     let msgs = sse_messages(&a.body);
-    assert_eq!(msgs.len(), 2, "{}", a.text());
-    assert_eq!(msgs[0]["id"], "s1");
-    assert_eq!(msgs[0]["error"]["code"], BLOCKED);
-    assert_eq!(msgs[1]["method"], "elicitation/create");
+    assert_eq!(msgs.len(), 1, "{}", a.text());
+    assert_eq!(msgs[0]["method"], "elicitation/create");
     assert!(!a.text().contains("forbidden"));
+    assert!(mock.wait_for_requests(2, Duration::from_secs(5)).await);
+    let answer = mock.requests()[1].body_json().unwrap();
+    assert_eq!(answer["id"], "s1");
+    assert_eq!(answer["error"]["code"], BLOCKED);
     let p = proxy_for(&format!("{}/legacy", mock.base_url()), "", "").await;
     let a = send(
         p.addr(),

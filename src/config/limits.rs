@@ -76,7 +76,14 @@ pub struct Limits {
     /// holds for a stream whose client stopped reading, but also caps one upstream connection's
     /// throughput at about one buffer per round trip. Read at start.
     pub upstream_receive_buffer_bytes: usize,
+    /// Most messages in one JSON-RPC batch (an MCP POST's array, or a server's JSON answer):
+    /// a batch over it is answered with one JSON-RPC error at once, nothing of it checked or
+    /// forwarded, so the work one request can ask for is bounded.
+    pub max_batch_messages: usize,
 }
+
+/// The largest `limits.max_batch_messages`: checks and ids of a batch are kept per message.
+pub const MAX_BATCH_MESSAGES: usize = 100_000;
 
 /// The range of `limits.upstream_h2_stream_window_bytes`: from HTTP/2's own default window
 /// (RFC 9113 §6.9.2) to hyper's default (2 MiB). With at most
@@ -138,6 +145,9 @@ impl Default for Limits {
             // (`tcp_rmem`'s default, 128 KiB), while a large answer from a distant provider gets
             // the window its round trip needs.
             upstream_receive_buffer_bytes: 0,
+            // The SDKs send one message per POST (2025-06-18 dropped batches); 128 leaves room
+            // for a 2025-03-26 client's batch while one batch's checks stay within milliseconds.
+            max_batch_messages: 128,
         }
     }
 }
@@ -216,6 +226,11 @@ impl Limits {
                 MAX_UPSTREAM_H2_STREAMS_PER_CONNECTION
             )));
         }
+        if !(1..=MAX_BATCH_MESSAGES).contains(&self.max_batch_messages) {
+            return Err(ConfigError::Invalid(format!(
+                "limits.max_batch_messages: must be between 1 and {MAX_BATCH_MESSAGES}"
+            )));
+        }
         if self.max_buffered_request_bytes < self.max_request_bytes {
             return Err(ConfigError::Invalid(format!(
                 "limits.max_buffered_request_bytes: must be at least limits.max_request_bytes ({}), or a body of the largest size could never be read",
@@ -242,5 +257,24 @@ impl Limits {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use crate::config::Config;
+
+    #[test]
+    fn the_batch_cap_has_a_default_and_a_range() {
+        let c = Config::from_yaml("{}\n").expect("the defaults load");
+        assert_eq!(c.limits.max_batch_messages, 128);
+        let c = Config::from_yaml("limits: { max_batch_messages: 1 }\n").expect("1 loads");
+        assert_eq!(c.limits.max_batch_messages, 1);
+        for bad in ["0", "100001"] {
+            let yaml = format!("limits: {{ max_batch_messages: {bad} }}\n");
+            let e = Config::from_yaml(&yaml).expect_err(bad).to_string();
+            assert!(e.contains("limits.max_batch_messages"), "{e}");
+        }
     }
 }

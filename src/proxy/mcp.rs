@@ -13,19 +13,22 @@
 
 pub mod check;
 pub mod evals;
+pub mod reply;
 pub mod session;
 pub mod stream;
 
 use super::body::ProxyBody;
 use super::charset::{self, Transcoder};
 use super::client_address::AddressShare;
+use super::offload;
 use super::request::{self, RequestCtx};
 use super::runtime::{Route, Runtime};
 use super::{headers, Gateway};
+use crate::audit::Audit;
 use crate::error::GatewayError;
 use crate::metrics::UpstreamErrorKind;
 use crate::policy::tools::ToolHistory;
-use crate::protocol::mcp::jsonrpc::{self, Kind};
+use crate::protocol::mcp::jsonrpc::{self, IdKey, Kind};
 use crate::protocol::mcp::{codes, routing, VERSIONS};
 use crate::telemetry::RequestTrace;
 use crate::upstream::UpstreamBody;
@@ -34,7 +37,10 @@ use check::{Checker, Refusal, Verdict};
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use reply::ServerReplies;
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A JSON-RPC error answer of guardwire's own.
@@ -126,17 +132,19 @@ impl Gateway {
             id: request_id.to_str().unwrap_or(""),
             trace,
         };
+        let max_batch = rt.config.limits.max_batch_messages;
         let mut checker = Checker {
-            policy: std::sync::Arc::clone(ctx.caller.policy),
-            metrics: std::sync::Arc::clone(&self.metrics),
-            audit: std::sync::Arc::clone(&rt.audit),
+            policy: Arc::clone(ctx.caller.policy),
+            metrics: Arc::clone(&self.metrics),
+            audit: Arc::new(Audit::per_request(&rt.audit)),
             route: route.name,
             key_id: ctx.caller.key_id,
             trace: trace.for_stream(),
             unknown: route.unknown_content,
             poisoned_tools: route.poisoned_tools,
             keep_matches: rt.config.audit.include_match,
-            pending: Vec::new(),
+            pending: HashMap::new(),
+            server_replies: Vec::new(),
             // Opened once the request is admitted: nothing before it reaches the store.
             session: session::SessionView::default(),
             evals: ctx.eval_template().map(|t| {
@@ -162,7 +170,22 @@ impl Gateway {
         let permit = ctx.admit(address, held)?;
         checker.session = session::open(&self.mcp_sessions, session.clone());
         if parts.method == Method::POST {
-            if let Some(answer) = self.mcp_check_post(&body, &parts.headers, &mut checker) {
+            // A large body is checked off the async worker (`offload.rs`): the checker and
+            // headers go with it and come back.
+            let headers = std::mem::take(&mut parts.headers);
+            let input = body.clone();
+            let checked = offload::check(offload::jsonrpc_work(&body), move || {
+                let answer = check_post(&input, &headers, &mut checker, max_batch);
+                (answer, checker, headers)
+            })
+            .await;
+            let Some((answer, back, headers)) = checked else {
+                return Err(GatewayError::Internal(
+                    "the check of the MCP request failed".into(),
+                ));
+            };
+            (checker, parts.headers) = (back, headers);
+            if let Some(answer) = answer {
                 return Ok(answer);
             }
             // Forwarded: the session's later calls are checked with these.
@@ -191,6 +214,15 @@ impl Gateway {
             .map_or_else(|| base.uri_for(&format!("/{query}")), Ok)
             .map_err(|e| GatewayError::InvalidRequest(format!("bad request path: {e}")))?;
         *up_req.uri_mut() = uri;
+        let replies = ServerReplies::new(
+            Arc::clone(&self.client),
+            base.clone(),
+            up_req.uri().clone(),
+            up_req.headers().clone(),
+            Duration::from_millis(rt.config.timeouts.response_headers_ms),
+            Arc::clone(&self.metrics),
+            route.name,
+        );
         let mut guard = ctx.guard(ToolHistory::default(), None);
         guard.answer(false);
         let (head, body) = ctx
@@ -224,35 +256,42 @@ impl Gateway {
         if let Ok(declared) = &declared {
             declared.label(&mut out_headers);
         }
-        let whole = match declared {
+        let declared = match declared {
             Ok(declared) if content_type.starts_with(b"text/event-stream") => {
                 let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
                 let max_frame = rt.config.limits.max_frame_bytes;
                 let text = declared.transcoder();
-                let stream = stream::McpStream::new(body, text, checker, max_frame, idle, permit);
+                let stream =
+                    stream::McpStream::new(body, text, checker, max_frame, idle, permit, replies);
                 let mut r = Response::new(ProxyBody::Mcp(Box::new(stream)));
                 *r.status_mut() = head.status;
                 *r.headers_mut() = out_headers;
                 return Ok(r);
             }
+            other => other,
+        };
+        // The server's own words are not relayed unchecked (its status stays): an error for
+        // the one request waiting, else without an id.
+        let sole_id = match checker.pending.len() {
+            1 => checker.pending.keys().next().map(IdKey::to_value),
+            _ => None,
+        }
+        .unwrap_or(Value::Null);
+        let json = content_type.starts_with(b"application/json");
+        let whole = match declared {
             Ok(declared) => {
-                let json = content_type.starts_with(b"application/json");
-                self.mcp_whole(&ctx, body, declared.transcoder(), &mut checker, json)
-                    .await
+                let text = declared.transcoder();
+                mcp_whole(&ctx, body, text, checker, json, max_batch).await
             }
             Err(why) => Err(why),
         };
         drop(permit);
         let body = match whole {
-            Ok(body) => body,
-            Err(why) => {
-                // The server's own words are not relayed unchecked: its status stays.
-                let id = match checker.pending.as_slice() {
-                    [(id, _)] => id.clone(),
-                    _ => Value::Null,
-                };
-                why.json(&id).into()
+            Ok((body, to_server)) => {
+                replies.send(to_server);
+                body
             }
+            Err(why) => why.json(&sole_id).into(),
         };
         out_headers.remove(header::CONTENT_LENGTH);
         if !body.is_empty() {
@@ -266,138 +305,180 @@ impl Gateway {
         *r.headers_mut() = out_headers;
         Ok(r)
     }
+}
 
-    /// Checks the messages of a POST. `Some`: the answer (nothing is forwarded).
-    fn mcp_check_post(
-        &self,
-        body: &[u8],
-        headers: &http::HeaderMap,
-        checker: &mut Checker,
-    ) -> Option<Response<ProxyBody>> {
-        let (messages, batch) = match jsonrpc::parse(body) {
-            Ok(m) => m,
-            Err(invalid) => {
-                let why = Refusal::new(invalid.code, invalid.message);
-                return Some(refused(StatusCode::BAD_REQUEST, &invalid.id, &why));
-            }
-        };
-        // The 2026-07-28 routing headers copy values of the body; what they carry is checked
-        // with it (a server that read them instead would see nothing unchecked).
-        let params = match routing::texts(headers, &messages) {
-            Ok(p) => p,
-            Err(bad) => {
-                let why = Refusal::new(bad.code, bad.message);
-                return Some(refused(StatusCode::BAD_REQUEST, &bad.id, &why));
-            }
-        };
-        let mut refusals = Vec::new();
-        for (i, msg) in messages.iter().enumerate() {
-            if let Err(why) = checker.client_message(msg, &params) {
-                refusals.push((i, why));
+/// Checks the messages of a POST (at most `max_batch` in a batch). `Some`: the answer
+/// (nothing is forwarded).
+fn check_post(
+    body: &[u8],
+    headers: &http::HeaderMap,
+    checker: &mut Checker,
+    max_batch: usize,
+) -> Option<Response<ProxyBody>> {
+    // Over the cap, reading stops there: nothing is checked.
+    let (messages, batch) = match jsonrpc::parse_capped(body, max_batch) {
+        Ok(m) => m,
+        Err(invalid) => {
+            let why = Refusal::new(invalid.code, invalid.message);
+            return Some(refused(StatusCode::BAD_REQUEST, &invalid.id, &why));
+        }
+    };
+    // The 2026-07-28 routing headers copy values of the body; what they carry is checked
+    // with it (a server that read them instead would see nothing unchecked).
+    let params = match routing::texts(headers, &messages) {
+        Ok(p) => p,
+        Err(bad) => {
+            let why = Refusal::new(bad.code, bad.message);
+            return Some(refused(StatusCode::BAD_REQUEST, &bad.id, &why));
+        }
+    };
+    // The answers are matched to the requests by id: two requests with one id could not be
+    // told apart (and JSON-RPC wants ids unique among the requests in flight).
+    let mut pending = HashMap::new();
+    for msg in &messages {
+        if let (Kind::Request(method), Some(id)) = (&msg.kind, IdKey::of(&msg.id)) {
+            if pending.insert(id, method.clone()).is_some() {
+                let why = Refusal::new(
+                    codes::INVALID_REQUEST,
+                    "two requests of the batch have the same id; a request's id must be unique among the requests in flight",
+                );
+                return Some(refused(StatusCode::BAD_REQUEST, &Value::Null, &why));
             }
         }
-        if refusals.is_empty() {
-            checker.pending = messages
-                .iter()
-                .filter_map(|m| match &m.kind {
-                    Kind::Request(method) => Some((m.id.clone(), method.clone())),
-                    _ => None,
-                })
-                .collect();
-            return None;
-        }
-        // Nothing of the POST is forwarded: each request gets its error.
-        let mut errors = Vec::new();
-        for (i, msg) in messages.iter().enumerate() {
-            let refusal = refusals
-                .iter()
-                .find(|(j, _)| *j == i)
-                .map(|(_, w)| w.clone());
-            let why = match (refusal, &msg.kind) {
-                // A refused notification or response too: its error, without an id.
-                (Some(why), _) => why,
-                (None, Kind::Request(_)) => Refusal::new(
-                    codes::REFUSED,
-                    "not forwarded: another message of this batch was blocked",
-                ),
-                (None, _) => continue,
-            };
-            errors.push(why.json(&msg.id));
-        }
-        let status = match messages.iter().any(|m| matches!(m.kind, Kind::Request(_))) {
-            true => StatusCode::OK,
-            // A notification or response has no answer of its own: the POST is refused.
-            false => StatusCode::BAD_REQUEST,
-        };
-        let body = match batch {
-            true => format!("[{}]", errors.join(",")),
-            false => errors.pop().unwrap_or_default(),
-        };
-        Some(rpc_response(status, body))
     }
+    let refusals: Vec<Option<Refusal>> = messages
+        .iter()
+        .map(|msg| checker.client_message(msg, &params).err())
+        .collect();
+    if refusals.iter().all(Option::is_none) {
+        checker.pending = pending;
+        return None;
+    }
+    // Nothing of the POST is forwarded: each request gets its error.
+    let mut errors = Vec::new();
+    for (msg, refusal) in messages.iter().zip(refusals) {
+        let why = match (refusal, &msg.kind) {
+            // A refused notification or response too: its error, without an id.
+            (Some(why), _) => why,
+            (None, Kind::Request(_)) => Refusal::new(
+                codes::REFUSED,
+                "not forwarded: another message of this batch was blocked",
+            ),
+            (None, _) => continue,
+        };
+        errors.push(why.json(&msg.id));
+    }
+    let status = match messages.iter().any(|m| matches!(m.kind, Kind::Request(_))) {
+        true => StatusCode::OK,
+        // A notification or response has no answer of its own: the POST is refused.
+        false => StatusCode::BAD_REQUEST,
+    };
+    let body = match batch {
+        true => format!("[{}]", errors.join(",")),
+        false => errors.pop().unwrap_or_default(),
+    };
+    Some(rpc_response(status, body))
+}
 
-    /// A whole answer (JSON, or anything else the server sent): read within the limits, decoded
-    /// into UTF-8 by `text`, each message checked; `Err`: what replaces it.
-    async fn mcp_whole(
-        &self,
-        ctx: &RequestCtx<'_>,
-        body: UpstreamBody,
-        text: Transcoder,
-        checker: &mut Checker,
-        json: bool,
-    ) -> Result<Bytes, Refusal> {
-        let idle = Duration::from_millis(ctx.rt.config.timeouts.idle_ms);
-        let limit = ctx.rt.config.limits.max_response_bytes;
-        let read = tokio::time::timeout(idle, Limited::new(body, limit).collect()).await;
-        let body = match read {
-            Ok(Ok(collected)) => text.whole(collected.to_bytes()),
-            Err(_) => {
-                ctx.count_upstream_error(UpstreamErrorKind::Idle);
-                return Err(Refusal::new(
-                    codes::UPSTREAM,
-                    "the MCP server's answer stalled",
-                ));
-            }
-            Ok(Err(_)) => {
-                ctx.count_upstream_error(UpstreamErrorKind::Reset);
-                return Err(Refusal::new(
-                    codes::UPSTREAM,
-                    "the MCP server's answer failed or was larger than limits.max_response_bytes",
-                ));
-            }
-        };
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Bytes::new());
+/// A whole answer (JSON, or anything else the server sent): read within the limits, decoded
+/// into UTF-8 by `text`, each message checked (off the async worker when large); `Ok`: the answer to relay and the
+/// errors that answer the server's own blocked requests; `Err`: what replaces it.
+async fn mcp_whole(
+    ctx: &RequestCtx<'_>,
+    body: UpstreamBody,
+    text: Transcoder,
+    mut checker: Checker,
+    json: bool,
+    max_batch: usize,
+) -> Result<(Bytes, Vec<String>), Refusal> {
+    let idle = Duration::from_millis(ctx.rt.config.timeouts.idle_ms);
+    let limit = ctx.rt.config.limits.max_response_bytes;
+    let read = tokio::time::timeout(idle, Limited::new(body, limit).collect()).await;
+    let body = match read {
+        Ok(Ok(collected)) => text.whole(collected.to_bytes()),
+        Err(_) => {
+            ctx.count_upstream_error(UpstreamErrorKind::Idle);
+            return Err(Refusal::new(
+                codes::UPSTREAM,
+                "the MCP server's answer stalled",
+            ));
         }
-        let parsed = match json {
-            true => jsonrpc::parse(&body).ok(),
-            false => None,
-        };
-        let Some((messages, batch)) = parsed else {
+        Ok(Err(_)) => {
+            ctx.count_upstream_error(UpstreamErrorKind::Reset);
+            return Err(Refusal::new(
+                codes::UPSTREAM,
+                "the MCP server's answer failed or was larger than limits.max_response_bytes",
+            ));
+        }
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok((Bytes::new(), Vec::new()));
+    }
+    let checked = offload::check(offload::jsonrpc_work(&body), move || {
+        let answer = check_answer(body, &mut checker, json, max_batch);
+        (answer, std::mem::take(&mut checker.server_replies))
+    })
+    .await;
+    match checked {
+        Some((Ok(body), to_server)) => Ok((body, to_server)),
+        Some((Err(why), _)) => {
             ctx.count_upstream_error(UpstreamErrorKind::Malformed);
+            Err(why)
+        }
+        None => Err(Refusal::new(
+            codes::UNCHECKABLE,
+            "guardwire could not check the MCP server's answer",
+        )),
+    }
+}
+
+/// Checks each message of a whole answer; `Err`: it is not JSON-RPC (or a batch over the cap).
+fn check_answer(
+    body: Bytes,
+    checker: &mut Checker,
+    json: bool,
+    max_batch: usize,
+) -> Result<Bytes, Refusal> {
+    let parsed = match json {
+        true => jsonrpc::parse_capped(&body, max_batch),
+        false => Err(jsonrpc::Invalid {
+            code: codes::UPSTREAM,
+            message: String::new(),
+            id: Value::Null,
+        }),
+    };
+    let (messages, batch) = match parsed {
+        Ok(m) => m,
+        Err(e) if e.is_over_cap() => {
+            return Err(Refusal::new(
+                codes::UPSTREAM,
+                format!("the MCP server answered a batch of more than {max_batch} messages (limits.max_batch_messages)"),
+            ))
+        }
+        Err(_) => {
             return Err(Refusal::new(
                 codes::UPSTREAM,
                 "the MCP server answered something that is not JSON-RPC",
-            ));
-        };
-        let mut changed = false;
-        let mut out = Vec::with_capacity(messages.len());
-        for msg in &messages {
-            match checker.server_message(msg) {
-                Verdict::Pass => out.push(msg.to_json()),
-                Verdict::Replace(json) => {
-                    changed = true;
-                    out.push(json);
-                }
-                Verdict::Drop => changed = true,
+            ))
+        }
+    };
+    let mut changed = false;
+    let mut out = Vec::with_capacity(messages.len());
+    for msg in &messages {
+        match checker.server_message(msg) {
+            Verdict::Pass => out.push(msg.to_json()),
+            Verdict::Replace(json) => {
+                changed = true;
+                out.push(json);
             }
+            Verdict::Drop => changed = true,
         }
-        if !changed {
-            return Ok(body);
-        }
-        Ok(match batch {
-            true => format!("[{}]", out.join(",")).into(),
-            false => out.pop().unwrap_or_default().into(),
-        })
     }
+    if !changed {
+        return Ok(body);
+    }
+    Ok(match batch {
+        true => format!("[{}]", out.join(",")).into(),
+        false => out.pop().unwrap_or_default().into(),
+    })
 }

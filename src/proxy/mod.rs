@@ -19,6 +19,7 @@ mod exchange;
 pub mod headers;
 pub mod judged;
 mod mcp;
+mod offload;
 mod operator;
 pub mod redact;
 pub mod report;

@@ -65,7 +65,12 @@ impl Reporter<'_> {
                 route,
             })
             .inc();
-        tracing::info!(request_id, route, key_id = self.key_id, validator = %v.label, phase, mode = mode_name, "guardrail verdict");
+        // Rate-limited per route, key and validator (one request's batch can fire thousands):
+        // the counter above and the audit line below count every verdict.
+        let reason = (route, self.key_id, v.label.as_str());
+        crate::telemetry::throttle::VERDICTS.allow(&reason, |suppressed| {
+            tracing::info!(request_id, route, key_id = self.key_id, validator = %v.label, phase, mode = mode_name, suppressed, "guardrail verdict");
+        });
         self.trace.verdict(&v.label, phase, mode_name);
         self.trace.note_fired(crate::evals::Fired {
             validator: f.validator,

@@ -9,6 +9,7 @@
 
 #[cfg(feature = "otel")]
 mod otel;
+pub mod throttle;
 
 use crate::config::{Config, LogFormat};
 use crate::protocol::Protocol;

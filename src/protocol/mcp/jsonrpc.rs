@@ -8,7 +8,7 @@
 //! escaped) is refused — serde_json keeps the last copy, other readers keep the first — in the
 //! same single pass that reads the message ([`Unique`]).
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -53,6 +53,37 @@ impl Message {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string(&self.body).unwrap_or_default()
+    }
+}
+
+/// A message's id as a hash key, so a batch's messages are matched with their answers in
+/// linear time. JSON-RPC ids are strings or integers, and `1` and `"1"` are different ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum IdKey {
+    Int(i128),
+    Str(String),
+}
+
+impl IdKey {
+    /// `None`: not an id a request can have (`null`, a float, anything else).
+    pub fn of(id: &Value) -> Option<IdKey> {
+        match id {
+            Value::String(s) => Some(IdKey::Str(s.clone())),
+            Value::Number(n) => n
+                .as_u64()
+                .map(i128::from)
+                .or_else(|| n.as_i64().map(i128::from))
+                .map(IdKey::Int),
+            _ => None,
+        }
+    }
+
+    /// The id as JSON.
+    pub fn to_value(&self) -> Value {
+        match self {
+            IdKey::Str(s) => Value::String(s.clone()),
+            IdKey::Int(n) => serde_json::from_str(&n.to_string()).unwrap_or(Value::Null),
+        }
     }
 }
 
@@ -152,37 +183,147 @@ impl<'de> Visitor<'de> for UniqueVisitor {
 
 /// Reads JSON whole, refusing duplicate keys: the error to answer, never quoting the input.
 pub fn read_unique(data: &[u8]) -> Result<Value, Invalid> {
-    use serde_json::error::Category;
     serde_json::from_slice::<Unique>(data)
         .map(|u| u.0)
-        .map_err(|e| {
-            // A duplicate found before a syntax error further on: the body is no JSON at all,
-            // and is answered as such (the error path only reads it twice).
-            let e = match e.classify() {
-                Category::Data => serde_json::from_slice::<de::IgnoredAny>(data).err().unwrap_or(e),
-                _ => e,
-            };
-            let (code, what) = match e.classify() {
-                // The only data error a `Unique` raises: any JSON is a value.
-                Category::Data => (
-                    super::codes::INVALID_REQUEST,
-                    "an object has the same key twice (readers disagree on which copy counts; the key is not quoted)",
-                ),
-                Category::Eof => (super::codes::PARSE_ERROR, "not JSON: cut short"),
-                _ => (super::codes::PARSE_ERROR, "not JSON: invalid"),
-            };
-            Invalid {
-                code,
-                // Kind and position only: the body is not quoted back.
-                message: format!("{what} at line {}, column {}", e.line(), e.column()),
-                id: Value::Null,
+        .map_err(|e| why_not_read(e, data))
+}
+
+/// The error to answer for bytes the reader refused: kind and position, never the input.
+fn why_not_read(e: serde_json::Error, data: &[u8]) -> Invalid {
+    use serde_json::error::Category;
+    // A duplicate found before a syntax error further on: the body is no JSON at all, and is
+    // answered as such (the error path only reads it twice).
+    let e = match e.classify() {
+        Category::Data => serde_json::from_slice::<de::IgnoredAny>(data)
+            .err()
+            .unwrap_or(e),
+        _ => e,
+    };
+    let (code, what) = match e.classify() {
+        // The only data error a `Unique` raises: any JSON is a value.
+        Category::Data => (
+            super::codes::INVALID_REQUEST,
+            "an object has the same key twice (readers disagree on which copy counts; the key is not quoted)",
+        ),
+        Category::Eof => (super::codes::PARSE_ERROR, "not JSON: cut short"),
+        _ => (super::codes::PARSE_ERROR, "not JSON: invalid"),
+    };
+    Invalid {
+        code,
+        // Kind and position only: the body is not quoted back.
+        message: format!("{what} at line {}, column {}", e.line(), e.column()),
+        id: Value::Null,
+    }
+}
+
+/// A POST body or an event's data read as [`Unique`] does, but a top-level array stops being
+/// read at its `max + 1`-th element ([`OVER_CAP`]).
+struct TopLevel {
+    max: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for TopLevel {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopLevel {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON-RPC message or batch")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        UniqueVisitor.visit_bool(v)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        UniqueVisitor.visit_i64(v)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        UniqueVisitor.visit_u64(v)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        UniqueVisitor.visit_f64(v)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        UniqueVisitor.visit_str(v)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        UniqueVisitor.visit_string(v)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        UniqueVisitor.visit_unit()
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        UniqueVisitor.visit_map(map)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Unique(v)) = seq.next_element()? {
+            if items.len() == self.max {
+                return Err(de::Error::custom(OVER_CAP));
             }
-        })
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
 }
 
 /// Reads a POST body or an event's data: one message or a non-empty batch array.
 pub fn parse(data: &[u8]) -> Result<(Vec<Message>, bool), Invalid> {
-    let value = read_unique(data)?;
+    parse_capped(data, usize::MAX)
+}
+
+/// The error a batch over its cap raises inside the reader (never a key, so never confused
+/// with [`DUPLICATE`]'s).
+const OVER_CAP: &str = "batch over its cap";
+
+/// How the refusal of a batch over its cap begins ([`Invalid::is_over_cap`]).
+const OVER_CAP_MESSAGE: &str = "a batch of more than";
+
+impl Invalid {
+    /// Whether this refuses a batch over its cap ([`parse_capped`]).
+    pub fn is_over_cap(&self) -> bool {
+        self.message.starts_with(OVER_CAP_MESSAGE)
+    }
+}
+
+/// [`parse`] with at most `max` messages in a batch: reading stops at the first message past
+/// it (so a huge batch costs no more than `max` messages to refuse) and the answer is
+/// [`Invalid`] with [`Invalid::over_cap`] set.
+pub fn parse_capped(data: &[u8], max: usize) -> Result<(Vec<Message>, bool), Invalid> {
+    let mut de = serde_json::Deserializer::from_slice(data);
+    let read = TopLevel { max }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    let value = match read {
+        Ok(v) => v,
+        Err(e)
+            if e.classify() == serde_json::error::Category::Data
+                && e.to_string().starts_with(OVER_CAP) =>
+        {
+            return Err(Invalid {
+                code: super::codes::INVALID_REQUEST,
+                message: format!(
+                    "{OVER_CAP_MESSAGE} {max} messages is refused (limits.max_batch_messages); nothing of it was checked or forwarded"
+                ),
+                id: Value::Null,
+            })
+        }
+        Err(e) => return Err(why_not_read(e, data)),
+    };
     match value {
         Value::Array(items) if items.is_empty() => Err(invalid(
             "an empty batch is not a JSON-RPC message",
@@ -304,6 +445,75 @@ mod tests {
                 .unwrap();
         assert!(is_batch);
         assert_eq!(batch.len(), 2);
+    }
+
+    fn batch(n: usize) -> String {
+        let one = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        format!("[{}]", vec![one; n].join(","))
+    }
+
+    #[test]
+    fn a_batch_over_its_cap_is_refused_with_the_key_named() {
+        assert_eq!(parse_capped(batch(3).as_bytes(), 3).unwrap().0.len(), 3);
+        let e = parse_capped(batch(4).as_bytes(), 3).unwrap_err();
+        assert_eq!(e.code, crate::protocol::mcp::codes::INVALID_REQUEST);
+        assert_eq!(e.id, Value::Null);
+        assert!(
+            e.message.contains("limits.max_batch_messages"),
+            "{}",
+            e.message
+        );
+        assert!(e.is_over_cap());
+        // Reading stops at the cap: what follows is never read, valid or not.
+        let cut = format!("{},{{\"x", &batch(5)[..batch(5).len() - 1]);
+        let e = parse_capped(cut.as_bytes(), 3).unwrap_err();
+        assert!(e.message.contains("max_batch_messages"), "{}", e.message);
+        // One message is no batch; the cap does not apply to arrays inside it.
+        let one = r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1,2,3,4,5]}"#;
+        assert!(parse_capped(one.as_bytes(), 1).is_ok());
+        // Other errors are worded as before.
+        let e = parse_capped(b"[{\"a\":1,\"a\":2}]", 3).unwrap_err();
+        assert!(e.message.contains("same key twice"), "{}", e.message);
+        let e = parse_capped(b"[{\"a\":1}", 3).unwrap_err();
+        assert_eq!(e.code, crate::protocol::mcp::codes::PARSE_ERROR);
+        assert!(parse_capped(b"[] x", 3).is_err(), "trailing bytes");
+    }
+
+    #[test]
+    fn ids_key_by_type_and_value() {
+        assert_eq!(IdKey::of(&json_id("1")), Some(IdKey::Int(1)));
+        assert_ne!(IdKey::of(&json_id("1")), IdKey::of(&json_id("\"1\"")));
+        assert_eq!(IdKey::of(&json_id("-1")), Some(IdKey::Int(-1)));
+        assert_eq!(
+            IdKey::of(&json_id("18446744073709551615")),
+            Some(IdKey::Int(i128::from(u64::MAX)))
+        );
+        assert_eq!(IdKey::of(&Value::Null), None);
+        assert_eq!(IdKey::of(&json_id("1.5")), None);
+    }
+
+    fn json_id(s: &str) -> Value {
+        serde_json::from_str(s).unwrap()
+    }
+
+    proptest::proptest! {
+        /// Whatever the batch's length and the cap, a batch is read as `parse` reads it
+        /// when it fits and refused when it does not.
+        #[test]
+        fn the_cap_is_exact(n in 1usize..40, max in 1usize..40) {
+            let body = batch(n);
+            match parse_capped(body.as_bytes(), max) {
+                Ok((m, true)) => {
+                    proptest::prop_assert!(n <= max);
+                    proptest::prop_assert_eq!(m.len(), parse(body.as_bytes()).unwrap().0.len());
+                }
+                Ok(_) => proptest::prop_assert!(false, "a batch read as one message"),
+                Err(e) => {
+                    proptest::prop_assert!(n > max);
+                    proptest::prop_assert!(e.message.contains("max_batch_messages"));
+                }
+            }
+        }
     }
 
     #[test]

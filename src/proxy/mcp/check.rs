@@ -15,12 +15,13 @@ use crate::delta::{Channel, Conversation, Delta, Message as ConvMessage, Role};
 use crate::metrics::Metrics;
 use crate::policy::{Finding, Policy};
 use crate::protocol::mcp::content::{canonical, json_text, Texts};
-use crate::protocol::mcp::jsonrpc::{error_json, Kind, Message};
+use crate::protocol::mcp::jsonrpc::{error_json, IdKey, Kind, Message};
 use crate::protocol::mcp::{codes, STRUCTURAL, VERSIONS};
 use crate::protocol::residual;
 use crate::telemetry::RequestTrace;
 use serde_json::{json, Value};
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Why a message does not pass: the JSON-RPC error that answers it.
@@ -53,7 +54,8 @@ pub enum Verdict {
     Pass,
     /// Released as this message instead (a JSON-RPC error for its id, or a filtered list).
     Replace(String),
-    /// Not released (a notification that failed its checks).
+    /// Not released: a notification, or a request of the server (whose error goes to the
+    /// server, [`Checker::server_replies`]), that failed its checks.
     Drop,
 }
 
@@ -61,6 +63,7 @@ pub enum Verdict {
 pub struct Checker {
     pub policy: Arc<Policy>,
     pub metrics: Arc<Metrics>,
+    /// The request's audit: one line for all its messages' verdicts (`Audit::per_request`).
     pub audit: Arc<Audit>,
     pub route: &'static str,
     pub key_id: Option<&'static str>,
@@ -68,8 +71,11 @@ pub struct Checker {
     pub unknown: UnknownContent,
     pub poisoned_tools: PoisonedTools,
     pub keep_matches: bool,
-    /// The client's requests this answer may carry responses for: (id, method).
-    pub pending: Vec<(Value, String)>,
+    /// The client's requests this answer may carry responses for: their methods by id.
+    pub pending: HashMap<IdKey, String>,
+    /// The JSON-RPC errors that answer the server's own requests guardwire did not relay to
+    /// the client (the server waits for them; sent on the session by the caller).
+    pub server_replies: Vec<String>,
     /// The MCP session's calls and removed tools (`session.rs`).
     pub session: SessionView,
     /// The packs' evals, when they have any: each `tools/call` a turn (`evals.rs`).
@@ -307,11 +313,9 @@ impl Checker {
     pub fn server_event(&mut self, msg: &Message, event_id: Option<&str>) -> Verdict {
         let extra: Vec<String> = event_id.map(str::to_owned).into_iter().collect();
         let method = match msg.kind {
-            Kind::Response | Kind::Error => self
-                .pending
-                .iter()
-                .position(|(id, _)| *id == msg.id)
-                .map(|i| self.pending.swap_remove(i).1),
+            Kind::Response | Kind::Error => {
+                IdKey::of(&msg.id).and_then(|id| self.pending.remove(&id))
+            }
             _ => None,
         };
         if let (Kind::Response, Some("tools/list")) = (&msg.kind, method.as_deref()) {
@@ -333,6 +337,13 @@ impl Checker {
         let verdict = match self.input(texts, &what) {
             Ok(()) => Verdict::Pass,
             Err(_) if matches!(msg.kind, Kind::Notification(_)) => Verdict::Drop,
+            // The server's id is the server's: ids are per direction, so an error with it
+            // sent to the client could settle one of the client's own requests. The request
+            // is dropped and its error goes back to the server.
+            Err(r) if matches!(msg.kind, Kind::Request(_)) => {
+                self.server_replies.push(r.json(&msg.id));
+                Verdict::Drop
+            }
             Err(r) => Verdict::Replace(r.json(&msg.id)),
         };
         if let (Some(texts), Some(evals)) = (result, &mut self.evals) {

@@ -11,7 +11,9 @@ use crate::delta::{Conversation, Message, Role, ToolCall};
 use crate::evals::{may_select, turn_index_of, EvalSeed, Fired};
 use crate::judge::Answer;
 use crate::policy::tools::ToolHistory;
+use crate::protocol::mcp::jsonrpc::IdKey;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The evals of one MCP request's tool calls.
@@ -21,8 +23,8 @@ pub struct ToolEvals {
     /// The evals' session header, else the `Mcp-Session-Id`, else none (each call a session
     /// of its own: the stateless envelope has no session).
     session: Option<String>,
-    /// Calls forwarded, waiting for their result: (request id, seed, name, arguments).
-    waiting: Vec<(Value, EvalSeed, String, String)>,
+    /// Calls forwarded, waiting for their result, by request id: (seed, name, arguments).
+    waiting: HashMap<IdKey, (EvalSeed, String, String)>,
 }
 
 impl ToolEvals {
@@ -30,7 +32,7 @@ impl ToolEvals {
         ToolEvals {
             template,
             session,
-            waiting: Vec::new(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -79,9 +81,12 @@ impl ToolEvals {
                 (None, None),
                 None,
             ),
-            None => self
-                .waiting
-                .push((id.clone(), seed, name.to_owned(), arguments.to_owned())),
+            None => {
+                if let Some(id) = IdKey::of(id) {
+                    self.waiting
+                        .insert(id, (seed, name.to_owned(), arguments.to_owned()));
+                }
+            }
         }
     }
 
@@ -96,10 +101,11 @@ impl ToolEvals {
         blocked: bool,
         fired: Vec<Fired>,
     ) {
-        let Some(i) = self.waiting.iter().position(|(w, ..)| w == id) else {
+        let Some((mut seed, name, arguments)) =
+            IdKey::of(id).and_then(|id| self.waiting.remove(&id))
+        else {
             return;
         };
-        let (_, mut seed, name, arguments) = self.waiting.swap_remove(i);
         let mut conversation = Conversation::clone(&seed.conversation);
         conversation.messages.push(Message {
             is_error,
@@ -118,7 +124,7 @@ impl ToolEvals {
 
     /// Whether a call `id` waits for its result (its answer's texts are then kept).
     pub fn waits_for(&self, id: &Value) -> bool {
-        self.waiting.iter().any(|(w, ..)| w == id)
+        IdKey::of(id).is_some_and(|id| self.waiting.contains_key(&id))
     }
 }
 

@@ -6,9 +6,11 @@
 //! stream, with an error for every request of the client still waiting.
 
 use super::check::{Checker, Refusal, Verdict};
+use super::reply::ServerReplies;
 use crate::protocol::mcp::codes;
 use crate::protocol::mcp::content::{Texts, MAX_TOKEN};
 use crate::protocol::mcp::jsonrpc;
+use crate::proxy::offload;
 use crate::proxy::InFlight;
 use crate::sse::{SseFrame, SseFramer};
 use crate::upstream::UpstreamBody;
@@ -48,14 +50,31 @@ pub struct McpStream {
     upstream: Option<UpstreamBody>,
     /// The server's bytes into the UTF-8 text the events are read from.
     text: crate::proxy::charset::Transcoder,
-    framer: SseFramer,
-    checker: Checker,
+    /// The checking side; `None` while a large check runs off the async worker ([`Checking`]).
+    relay: Option<Box<Relay>>,
+    checking: Option<Checking>,
     out: VecDeque<Bytes>,
     idle: Duration,
     idle_timer: Pin<Box<tokio::time::Sleep>>,
-    max_frame: usize,
+    /// Where the errors for the server's blocked requests go.
+    replies: ServerReplies,
     /// Keeps the exchange counted in flight until the stream ends.
     _permit: InFlight,
+}
+
+/// A check of events on the blocking pool (`offload.rs`): the relay comes back with them
+/// checked; `None`: it panicked there.
+type Checking = Pin<Box<dyn Future<Output = Option<Box<Relay>>> + Send>>;
+
+/// What reads, checks and rewrites the server's events, without I/O: it can move to the
+/// blocking pool and back.
+struct Relay {
+    framer: SseFramer,
+    checker: Checker,
+    out: VecDeque<Bytes>,
+    max_frame: usize,
+    /// The stream is over (an error ended it): nothing more is read from the server.
+    ended: bool,
 }
 
 impl McpStream {
@@ -66,28 +85,54 @@ impl McpStream {
         max_frame: usize,
         idle: Duration,
         permit: InFlight,
+        replies: ServerReplies,
     ) -> McpStream {
         McpStream {
             upstream: Some(upstream),
             text,
-            framer: SseFramer::new(max_frame),
-            checker,
+            relay: Some(Box::new(Relay {
+                framer: SseFramer::new(max_frame),
+                checker,
+                out: VecDeque::new(),
+                max_frame,
+                ended: false,
+            })),
+            checking: None,
             out: VecDeque::new(),
             idle,
             idle_timer: Box::pin(tokio::time::sleep(idle)),
-            max_frame,
+            replies,
             _permit: permit,
         }
     }
 
     pub fn is_end(&self) -> bool {
-        self.upstream.is_none() && self.out.is_empty()
+        self.upstream.is_none() && self.out.is_empty() && self.checking.is_none()
     }
 
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         loop {
             if let Some(b) = self.out.pop_front() {
                 return Poll::Ready(Some(b));
+            }
+            if let Some(checking) = self.checking.as_mut() {
+                // The server is not read meanwhile: its events wait in the socket.
+                let Poll::Ready(back) = checking.as_mut().poll(cx) else {
+                    return Poll::Pending;
+                };
+                self.checking = None;
+                match back {
+                    Some(relay) => self.settle(relay),
+                    None => {
+                        // The checker is gone with the check: nothing more can be checked,
+                        // nor the client's waiting requests answered.
+                        self.upstream = None;
+                        self.out.push_back(Bytes::from_static(
+                            b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32011,\"message\":\"guardwire could not check the MCP server's stream\"}}\n\n",
+                        ));
+                    }
+                }
+                continue;
             }
             let Some(up) = self.upstream.as_mut() else {
                 return Poll::Ready(None);
@@ -101,12 +146,10 @@ impl McpStream {
                         self.ingest(&data);
                     }
                 }
-                Poll::Ready(Some(Err(_))) => {
-                    self.end(Refusal::new(
-                        codes::UPSTREAM,
-                        "the MCP server's stream failed",
-                    ));
-                }
+                Poll::Ready(Some(Err(_))) => self.end(Refusal::new(
+                    codes::UPSTREAM,
+                    "the MCP server's stream failed",
+                )),
                 Poll::Ready(None) => {
                     // A character cut short by the end is U+FFFD in the event it ends (an
                     // unfinished one, below).
@@ -115,7 +158,9 @@ impl McpStream {
                         self.ingest(&tail);
                     }
                     // An event the server did not finish is never released.
-                    let _ = self.framer.finish();
+                    if let Some(relay) = self.relay.as_mut() {
+                        let _ = relay.framer.finish();
+                    }
                     self.upstream = None;
                 }
                 Poll::Pending => {
@@ -132,8 +177,53 @@ impl McpStream {
         }
     }
 
-    /// Feeds bytes of the upstream body; complete events are checked and queued.
-    pub fn ingest(&mut self, data: &Bytes) {
+    /// Feeds bytes of the upstream body; complete events are checked (here, or off the async
+    /// worker when they are large) and queued.
+    fn ingest(&mut self, data: &Bytes) {
+        let Some(mut relay) = self.relay.take() else {
+            return;
+        };
+        let Some(frames) = relay.frames(data) else {
+            return self.settle(relay);
+        };
+        let bytes = frames.iter().map(|f| f.raw.len()).sum();
+        if !offload::is_large(bytes) {
+            relay.check(frames);
+            return self.settle(relay);
+        }
+        self.checking = Some(Box::pin(offload::check(bytes, move || {
+            relay.check(frames);
+            relay
+        })));
+    }
+
+    /// The relay is back from its work: its events go out, its answers to the server's
+    /// blocked requests are sent.
+    fn settle(&mut self, mut relay: Box<Relay>) {
+        self.out.append(&mut relay.out);
+        let replies = std::mem::take(&mut relay.checker.server_replies);
+        if !replies.is_empty() {
+            self.replies.send(replies);
+        }
+        if relay.ended {
+            self.upstream = None;
+        }
+        self.relay = Some(relay);
+    }
+
+    /// Ends the stream (the server failed or stalled).
+    fn end(&mut self, why: Refusal) {
+        if let Some(mut relay) = self.relay.take() {
+            relay.end(why);
+            self.settle(relay);
+        }
+        self.upstream = None;
+    }
+}
+
+impl Relay {
+    /// The complete events in `data`; `None`: the stream ended (an event too large).
+    fn frames(&mut self, data: &Bytes) -> Option<Vec<SseFrame>> {
         let mut frames = Vec::new();
         let pushed = self.framer.push(data, &mut frames);
         // The framer bounds what it buffers; an event that came whole in one read is measured
@@ -143,10 +233,14 @@ impl McpStream {
                 codes::UNCHECKABLE,
                 "the MCP server sent an event larger than limits.max_frame_bytes",
             ));
-            return;
+            return None;
         }
+        Some(frames)
+    }
+
+    fn check(&mut self, frames: Vec<SseFrame>) {
         for f in frames {
-            if self.upstream.is_none() {
+            if self.ended {
                 return;
             }
             self.frame(f);
@@ -295,11 +389,11 @@ impl McpStream {
             "MCP stream ended"
         );
         for (id, _) in std::mem::take(&mut self.checker.pending) {
-            let json = why.json(&id);
+            let json = why.json(&id.to_value());
             self.out
                 .push_back(format!("event: message\ndata: {json}\n\n").into());
         }
-        self.upstream = None;
+        self.ended = true;
     }
 }
 
