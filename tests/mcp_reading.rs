@@ -167,7 +167,22 @@ async fn prompts_resources_and_sampling_are_read_joined() {
     )
     .await;
     assert!(!a.text().contains("You must"), "{}", a.text());
-    assert!(a.text().contains(&BLOCKED.to_string()), "{}", a.text());
+    // A blocked server request is dropped, never answered to the client (its id is the
+    // server's); its error goes to the server.
+    assert!(!a.text().contains("s1"), "{}", a.text());
+    let mut answered = None;
+    for _ in 0..200 {
+        answered = mock.requests().into_iter().find_map(|r| {
+            let v = r.body_json()?;
+            (r.method == http::Method::POST && v["id"] == "s1").then_some(v)
+        });
+        if answered.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let answered = answered.expect("the server got the error of its blocked request");
+    assert_eq!(answered["error"]["code"], BLOCKED, "{answered}");
 }
 
 #[tokio::test]
