@@ -893,6 +893,13 @@ fn main() {
         c.final_summary();
         return;
     }
+    // `-- normalize` runs only the normalised view group.
+    if std::env::args().skip(1).any(|a| a == "normalize") {
+        let mut c = Criterion::default().configure_from_args();
+        bench_normalize(&mut c, &long);
+        c.final_summary();
+        return;
+    }
     // `-- pii` runs only the PII group: skip building the other (slow) fixtures.
     if std::env::args().skip(1).any(|a| a == "pii") {
         let mut c = Criterion::default().configure_from_args();
@@ -927,8 +934,42 @@ fn main() {
     let limits = format!("{dir}/benches/common/limits.yaml");
     bench_stream_guard(&mut c, text, "limits", &limits);
     bench_pii(&mut c, &long);
+    bench_normalize(&mut c, &long);
     bench_decode(&mut c);
     c.final_summary();
+}
+
+/// The normalised view alone (`normalize: full`), in 64-byte deltas with `pending_start` per
+/// delta (as the text checks ask): `plain` is the prose with its non-ASCII sprinkles turned
+/// into ASCII (the fast path), `prose` the prose as generated.
+fn bench_normalize(c: &mut Criterion, long: &str) {
+    use guardwire::scan::normal::{Normalize, Normalizer};
+    let prose = &long[..long
+        .char_indices()
+        .nth(256 * 1024)
+        .map_or(long.len(), |(i, _)| i)];
+    let plain: String = prose
+        .chars()
+        .map(|c| if c.is_ascii() { c } else { 'x' })
+        .collect();
+    let mut group = c.benchmark_group("normalize/full");
+    configure(&mut group);
+    for (name, text) in [("plain", plain.as_str()), ("prose", prose)] {
+        let pieces = deltas(text, 64);
+        group.throughput(Throughput::Bytes(text.len() as u64));
+        group.bench_with_input(BenchmarkId::new(name, 64), &pieces, |b, pieces| {
+            b.iter(|| {
+                let mut n = Normalizer::new(Normalize::Full);
+                let mut len = 0;
+                for piece in pieces {
+                    len += n.feed(piece).len();
+                    black_box(n.pending_start());
+                }
+                len + n.finish().len()
+            });
+        });
+    }
+    group.finish();
 }
 
 /// Decoding one streamed Chat Completions event as the provider sends it (the load bench's

@@ -202,16 +202,22 @@ fn compile_scan(
         finders: Vec::new(),
     };
     let mut regex_owners = Vec::new();
+    let mut owners = Vec::new();
     for (i, (v, def)) in defs.iter().enumerate() {
         if !own(v) {
             continue;
         }
         let before = rules.regexes.len();
+        let count = |r: &ScanRules| r.literals.len() + r.regexes.len() + r.pii.len();
+        let rules_before = count(&rules);
         (rules.owner, rules.redact) = (i as u32, v.mode == Mode::Redact);
         def.check()
             .compile_scan(&mut rules)
             .map_err(compile_error(v))?;
         regex_owners.resize(regex_owners.len() + rules.regexes.len() - before, i);
+        if count(&rules) > rules_before {
+            owners.push(i as u32);
+        }
     }
     let ScanRules {
         literals,
@@ -252,6 +258,7 @@ fn compile_scan(
         normalize,
         set: ScanSet::new(literals, regexes, pii),
         finders,
+        owners,
     })
 }
 

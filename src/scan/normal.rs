@@ -1,11 +1,17 @@
-//! The normalised view of text: what a reader sees, for the text checks to match on.
+//! The normalised view of text: what its readers read, for the text checks to match on.
 //!
-//! A model (or a user) can spell a banned phrase so that every reader renders it while the
-//! bytes differ: a zero-width space or soft hyphen inside a word, fullwidth or mathematical
-//! letters, a no-break space, a Cyrillic `о` among Latin letters. The [`Normalizer`] turns the
-//! text, piece by piece as it streams, into a view where those spellings are the plain one:
+//! Two readers read an answer (or a prompt): a person, through a Markdown or HTML renderer,
+//! and a model, through its tokenizer. Either can be handed a banned phrase whose bytes do not
+//! hold it: a zero-width space or soft hyphen inside a word, fullwidth or mathematical letters,
+//! a Cyrillic `о` among Latin letters, tag characters that spell it invisibly, marks drawn over
+//! every letter, a Hangul filler for a space, a bidi override that shows reversed text in
+//! order, markup inside a word. The [`Normalizer`] turns the text, piece by piece as it
+//! streams, into a view where those spellings are the plain one. In every setting but `none`:
 //! - default-ignorable code points (zero-width spaces and joiners, soft hyphen, word joiner,
-//!   BOM, bidi controls, variation selectors, tag characters, Hangul fillers) are removed;
+//!   BOM, bidi controls, a lone variation selector) are removed; tag characters are read as the
+//!   ASCII they spell and a run of variation selectors as the bytes it carries (`carrier.rs`:
+//!   a model reads both); letters that render as a blank (Hangul fillers, the braille blank)
+//!   read as a space (`chars::is_blank`);
 //! - a run of whitespace (spaces, tabs, line breaks, every Unicode space and separator) is one
 //!   U+0020, so a phrase matches however its words are spaced or wrapped (Markdown renders a
 //!   single line break as a space);
@@ -13,18 +19,25 @@
 //! - compatibility decomposition (NFKD), with combining marks in canonical order. A decomposed
 //!   form needs no look-ahead (NFKC would wait for a mark that may follow any letter) and
 //!   matches exactly what NFKC matching would, since the patterns go through the same view
-//!   ([`normalize_pattern`]);
+//!   ([`normalize_pattern`]). Marks drawn over letters read as not there: those of the blocks
+//!   every script shares on any letter, and any mark on a Latin or look-alike letter (accents,
+//!   strike-through, "Zalgo" stacks); a script's own marks (Arabic vowels, Indic signs) stay;
+//! - text under bidi overrides, embeddings and isolates is read as written and, as an aside,
+//!   in the order it is shown (`bidi.rs`, UAX #9);
 //! - `full` only: in a word that mixes Latin with look-alike letters of another script
 //!   (Cyrillic, Greek, Armenian, Cherokee, Coptic), each look-alike letter becomes the Latin
 //!   letter it is confusable with (UTS #39 skeletons, from `unicode-security`). Single-script
 //!   words are left alone, so Russian or Greek text never turns into Latin words.
-//!   Combining marks that decorate a Latin or look-alike letter (strike-through, overlays,
-//!   "Zalgo" stacks: marks that do not compose with it into a letter Unicode has) are dropped,
-//!   and so are Markdown's emphasis, strike-through and code marks (`*`, `~`, `` ` ``, and `_`
-//!   at a word's edge), which a rendered answer does not show (`for**bid**den`,
-//!   `_forbidden_ fruit`; `snake_case` keeps its `_`, as Markdown does). Character references
-//!   (`&#102;`, `&#x66;`, `&nbsp;`, `&fopf;`), which Markdown and HTML render as the character,
-//!   read as that character (`markup.rs`).
+//!   Inline Markdown and HTML read as a CommonMark renderer shows them: emphasis, strike-through
+//!   and code marks (`*`, `~`, `` ` ``, and `_` at a word's edge) are dropped (`markup.rs`), as
+//!   are HTML tags (a tag that breaks a block is a space), comments, link brackets and
+//!   destinations, and backslashes before the punctuation they escape (`html.rs`); character
+//!   references (`&#102;`, `&nbsp;`) read as the character (`markup.rs`).
+//!
+//! Where the person and the model read different text (a comment's or an attribute's text, a
+//! link's destination, the shown order of a bidi run), the view holds both: the person's text,
+//! joined as shown, and the other as an *aside*, a line of its own followed by the view's last
+//! characters written again (`aside.rs`), so a phrase matches in either reading.
 //!
 //! Otherwise case is left to the matchers, as before (literals fold ASCII and simple Unicode
 //! case; regexes match as written), so a pattern means the same in the view as in raw text.
@@ -33,11 +46,19 @@
 //! [`Normalizer::raw_end`]), so a match found in the view blocks, holds back and redacts the
 //! raw bytes — the obfuscating characters inside a match included. The view is decided char by
 //! char with state carried across pieces, so any split of a text gives the view (and the map)
-//! of the whole text; only a run of combining marks and, with `full`, a word's leading run of
-//! look-alike letters, a run of `_` and a character reference wait for what follows
-//! ([`Normalizer::pending_start`]).
+//! of the whole text. What waits for what follows is bounded and decided by the text alone
+//! ([`Normalizer::pending_start`]): a run of combining marks, with `full` a word's leading run
+//! of look-alike letters, a run of `_` and a character reference (64 characters, the longest
+//! reference), a variation selector (one character), a bidi run (until it ends, at most
+//! [`bidi::MAX_BIDI`] characters: past that with a control open the span is refused,
+//! [`Normalizer::take_refusal`]), and with `full` a `<` construct, a backslash and the hidden
+//! text of a comment, tag or link (`html.rs`).
 
+mod aside;
+mod bidi;
+mod carrier;
 mod chars;
+mod html;
 mod map;
 mod markup;
 mod pattern;
@@ -45,8 +66,10 @@ mod pattern;
 pub use pattern::{normalize_hir, normalize_pattern};
 
 use chars::{
-    class, full_fold, is_ascii_space, is_ignorable, is_markup, latin_twin, plain_space, Class,
+    class, full_fold, is_ascii_space, is_blank, is_ignorable, is_markup, is_shared_mark,
+    latin_twin, plain_space, Class,
 };
+use html::Markup;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use unicode_normalization::char::{canonical_combining_class, decompose_compatible};
@@ -139,6 +162,30 @@ pub struct Normalizer {
     /// A piece of a pattern (a regex's literal), whose `_` is text: what surrounds it in the
     /// text is not known here, and inside a word (`sk_live_…`) the view keeps it.
     fragment: bool,
+    /// The view's last bytes (what an aside writes again; `aside.rs`).
+    recent: String,
+    /// Variation selectors of the current run, as the bytes they carry (`carrier.rs`).
+    selectors: Vec<Unit>,
+    selector_run: u32,
+    /// The raw characters since a bidi control opened a run (`bidi.rs`), the controls open
+    /// (true: an isolate), characters since the last one closed, and the view's text before
+    /// the run (with the raw position of its start).
+    bidi: Vec<Unit>,
+    bidi_open: Vec<bool>,
+    bidi_trail: usize,
+    bidi_context: String,
+    bidi_context_raw: u64,
+    /// A raw span the view could not read within its bounds (see [`Normalizer::take_refusal`]).
+    refused: Option<(u64, u64)>,
+    /// `full`: the Markdown and HTML construct being read (`html.rs`), its `<…` so far, its
+    /// hidden text so far, a backslash waiting for the character it escapes, the `[` open, and
+    /// whether the last character was a `]` that closed one (a `(` then opens a destination).
+    markup: Markup,
+    tag: Vec<Unit>,
+    hidden: Vec<Unit>,
+    escape: Option<Unit>,
+    brackets: u32,
+    after_bracket: bool,
 }
 
 impl Normalizer {
@@ -157,6 +204,21 @@ impl Normalizer {
             underscores_after_word: false,
             reference: Vec::new(),
             fragment: false,
+            recent: String::new(),
+            selectors: Vec::new(),
+            selector_run: 0,
+            bidi: Vec::new(),
+            bidi_open: Vec::new(),
+            bidi_trail: 0,
+            bidi_context: String::new(),
+            bidi_context_raw: 0,
+            refused: None,
+            markup: Markup::Text,
+            tag: Vec::new(),
+            hidden: Vec::new(),
+            escape: None,
+            brackets: 0,
+            after_bracket: false,
         }
     }
 
@@ -185,10 +247,32 @@ impl Normalizer {
         let marks = self.marks.iter().map(|(u, _)| u.raw).min();
         let underscores = self.underscores.first().map(|u| u.raw);
         let reference = self.reference.first().map(|u| u.raw);
-        [held, marks, underscores, reference]
-            .into_iter()
-            .flatten()
-            .min()
+        let selectors = self.selectors.first().map(|u| u.raw);
+        let bidi = (!self.bidi.is_empty()).then_some(self.bidi_context_raw);
+        let tag = self.tag.first().map(|u| u.raw);
+        let hidden = self.hidden.first().map(|u| u.raw);
+        let escape = self.escape.map(|u| u.raw);
+        [
+            held,
+            marks,
+            underscores,
+            reference,
+            selectors,
+            bidi,
+            tag,
+            hidden,
+            escape,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// A raw span the view could not read within its bounds (a bidi run longer than the
+    /// bound with a control still open), taken once: the checks on this view treat it as a
+    /// match, so what cannot be read is not passed.
+    pub fn take_refusal(&mut self) -> Option<(u64, u64)> {
+        self.refused.take()
     }
 
     /// Normalises the next piece; the view of it is returned (borrowed when the piece is its
@@ -230,6 +314,11 @@ impl Normalizer {
             || !self.held.is_empty()
             || !self.underscores.is_empty()
             || !self.reference.is_empty()
+            || self.selector_run > 0
+            || !self.bidi.is_empty()
+            || self.markup != Markup::Text
+            || self.escape.is_some()
+            || self.after_bracket
         {
             return 0;
         }
@@ -240,7 +329,8 @@ impl Normalizer {
             if b >= 0x80
                 || (space && after_space)
                 || (!space && is_ascii_space(b))
-                || (markup && (is_markup(b) || b == b'_' || b == b'&'))
+                || (markup
+                    && (is_markup(b) || matches!(b, b'_' | b'&' | b'<' | b'[' | b']' | b'\\')))
             {
                 return i;
             }
@@ -261,17 +351,29 @@ impl Normalizer {
         self.base = Some(char::from(last));
         let len = text.len() as u64;
         self.push_run(raw, raw + len, true, len);
+        self.remember(text);
     }
 
-    /// One character that is not plain ASCII (or comes after something waiting).
+    /// One character that is not plain ASCII (or comes after something waiting): the bidi
+    /// stage records it, the carrier stage reads tag characters and selector runs, and the
+    /// rest goes through markup (`full`) and the text stages.
     fn char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
-        if self.mode == Normalize::Full {
-            if !self.reference_char(c, raw, raw_end, out) {
-                self.markup_char(c, raw, raw_end, false, out);
-            }
+        self.bidi_char(c, raw, raw_end, out);
+        if self.carrier_char(c, raw, raw_end, out) {
             return;
         }
+        if self.mode == Normalize::Full {
+            return self.html_char(c, raw, raw_end, false, out);
+        }
         self.text_char(c, raw, raw_end, true, out);
+    }
+
+    /// A character a carrier spelled: text, never markup.
+    fn spelled_char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        if self.mode == Normalize::Full {
+            return self.html_char(c, raw, raw_end, true, out);
+        }
+        self.text_char(c, raw, raw_end, false, out);
     }
 
     /// One character past the Markdown stage; `literal` is false for a character a reference
@@ -283,6 +385,15 @@ impl Normalizer {
                 raw,
                 raw_end,
                 exact: literal,
+            };
+            return self.starter(unit, out);
+        }
+        if is_blank(c) {
+            let unit = Unit {
+                c: ' ',
+                raw,
+                raw_end,
+                exact: false,
             };
             return self.starter(unit, out);
         }
@@ -320,6 +431,10 @@ impl Normalizer {
         });
         let exact = literal && n == 1 && parts[0] == c;
         for &d in &parts[..n] {
+            if is_shared_mark(d) {
+                // Drawn over a letter, read as the letter (`chars::is_shared_mark`).
+                continue;
+            }
             let unit = Unit {
                 c: d,
                 raw,
@@ -341,7 +456,12 @@ impl Normalizer {
     /// The end of the text: whatever waited is written as it is.
     pub fn finish(&mut self) -> String {
         let mut out = String::new();
+        self.end_selector_run(&mut out);
+        if self.mode == Normalize::Full {
+            self.finish_html(&mut out);
+        }
         self.finish_markup(&mut out);
+        self.end_bidi(&mut out);
         self.flush_marks(&mut out);
         self.flush_held(false, &mut out);
         self.word_latin = false;
@@ -402,34 +522,14 @@ impl Normalizer {
         self.marks = marks;
     }
 
-    /// `full`: whether `marks` decorate a letter rather than make one: on a Latin (or look-alike)
-    /// letter, marks that do not compose with it into one precomposed letter (strike-through,
-    /// overlays, "Zalgo" stacks) are read as not there. An accented letter Unicode has
-    /// (`é`, Vietnamese `ệ`, Cyrillic `й`) keeps its marks, so accented words stay themselves.
-    fn decorations(&self, marks: &[(Unit, u8)]) -> bool {
-        let Some(base) = self.base else {
-            return false;
-        };
-        if self.mode != Normalize::Full || !matches!(class(base), Class::Latin | Class::LookAlike) {
-            return false;
-        }
-        // No precomposed letter carries more than three marks (Greek `ᾇ`).
-        let mut sorted = [(0u8, '\0'); 4];
-        let Some(sorted) = sorted.get_mut(..marks.len()) else {
-            return true;
-        };
-        for (slot, (u, ccc)) in sorted.iter_mut().zip(marks) {
-            *slot = (*ccc, u.c);
-        }
-        sorted.sort_by_key(|(ccc, _)| *ccc);
-        let mut c = base;
-        for &(_, m) in sorted.iter() {
-            match unicode_normalization::char::compose(c, m) {
-                Some(composed) => c = composed,
-                None => return true,
-            }
-        }
-        false
+    /// Whether `marks` decorate a letter rather than make one: every mark on a Latin (or
+    /// look-alike) letter does (strike-through, overlays, "Zalgo" stacks, and accents: a
+    /// person reads the letter under them), so the letter reads alone. (The marks of the
+    /// shared blocks never get here: `chars::is_shared_mark`.) Marks of other scripts'
+    /// letters (Arabic vowels, Indic signs) are theirs.
+    fn decorations(&self, _marks: &[(Unit, u8)]) -> bool {
+        self.base
+            .is_some_and(|b| matches!(class(b), Class::Latin | Class::LookAlike))
     }
 
     /// One character of the view, through the look-alike stage (`full`).
@@ -504,14 +604,24 @@ impl Normalizer {
         out.push(unit.c);
         let len = unit.c.len_utf8() as u64;
         self.push_run(unit.raw, unit.raw_end, unit.exact, len);
+        self.remember(unit.c.encode_utf8(&mut [0; 4]));
     }
 
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         self.runs.capacity() * std::mem::size_of::<Run>()
             + self.marks.capacity() * std::mem::size_of::<(Unit, u8)>()
-            + (self.held.capacity() + self.underscores.capacity() + self.reference.capacity())
+            + (self.held.capacity()
+                + self.underscores.capacity()
+                + self.reference.capacity()
+                + self.selectors.capacity()
+                + self.bidi.capacity()
+                + self.tag.capacity()
+                + self.hidden.capacity())
                 * std::mem::size_of::<Unit>()
+            + self.recent.capacity()
+            + self.bidi_context.capacity()
+            + self.bidi_open.capacity()
     }
 }
 

@@ -22,6 +22,8 @@ pub struct ViewSet {
     pub set: ScanSet,
     /// (validator, finder) of redacting regexes: their hits get a start.
     pub finders: Vec<(u32, SpanFinder)>,
+    /// The validators of this set: text the view refuses to read is a match of each.
+    pub owners: Vec<u32>,
 }
 
 /// One channel's state for a [`TextScan`].
@@ -103,6 +105,7 @@ impl TextScan {
                     lane.set.feed(&mut ls.scan, &view, hits);
                     lane.find_starts(&mut ls.recent, &view, &mut hits[first..], find_spans);
                     map_back(n, &mut hits[first..]);
+                    lane.refuse(n, hits);
                     n.prune(lane.set.safe_pos(&ls.scan));
                 }
             }
@@ -125,6 +128,7 @@ impl TextScan {
                     lane.set.finish(&mut ls.scan, hits);
                     lane.find_starts(&mut ls.recent, &rest, &mut hits[first..], find_spans);
                     map_back(n, &mut hits[first..]);
+                    lane.refuse(n, hits);
                 }
             }
         }
@@ -137,7 +141,11 @@ impl TextScan {
             let view_safe = lane.set.safe_pos(&ls.scan);
             safe = safe.min(match &ls.normalizer {
                 None => view_safe,
-                Some(n) => n.raw_start(view_safe),
+                // What waits in the view may lie before text already in it (a bidi run's
+                // written order goes on while its shown order waits): hold it too.
+                Some(n) => n
+                    .raw_start(view_safe)
+                    .min(n.pending_start().unwrap_or(u64::MAX)),
             });
         }
         safe
@@ -159,6 +167,20 @@ impl TextScan {
 }
 
 impl ViewSet {
+    /// A span the view refused to read is a match of every validator of this set (fail
+    /// closed: see `normal/bidi.rs`).
+    fn refuse(&self, n: &mut Normalizer, hits: &mut Vec<Hit>) {
+        let Some((start, end)) = n.take_refusal() else {
+            return;
+        };
+        hits.extend(self.owners.iter().map(|&owner| Hit {
+            owner,
+            start: Some(start),
+            end,
+            rule: None,
+        }));
+    }
+
     /// Keeps the lane's recent view and gives start-less hits of redacting regexes the start
     /// of their match in it (left `None` when not found: the hit then blocks).
     fn find_starts(

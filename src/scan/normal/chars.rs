@@ -187,3 +187,71 @@ pub(super) fn is_markup(b: u8) -> bool {
 pub(super) fn is_ascii_space(b: u8) -> bool {
     b == b' ' || (b'\t'..=b'\r').contains(&b)
 }
+
+/// Code points a renderer draws as an empty space of a letter's width, though Unicode does not
+/// call them white space: the Hangul fillers (letters, and default-ignorable, yet a font shows
+/// them as a blank advance) and the blank symbols (braille pattern blank, ideographic half fill
+/// space). Between words they read as the space a person sees, not as nothing (which would
+/// join the words) and not as letters (which would part a phrase).
+pub(super) fn is_blank(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x115F | 0x1160 | 0x3164 | 0xFFA0 | 0x2800 | 0x303F
+    )
+}
+
+/// Combining marks of the blocks shared by every script (accents, overlays, enclosing marks,
+/// the "Zalgo" stock: Combining Diacritical Marks and their Extended and Supplement blocks,
+/// the marks for symbols, half marks, and the Cyrillic titlos and enclosing signs). Drawn over
+/// a letter they leave the letter a reader reads, so the view reads the letter alone; a mark
+/// of a script's own block (Arabic vowels, Hebrew points, Indic vowel signs, kana voicing)
+/// is part of the letter and stays.
+pub(super) fn is_shared_mark(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x0300..=0x036F
+            | 0x0483..=0x0489
+            | 0x1AB0..=0x1AFF
+            | 0x1DC0..=0x1DFF
+            | 0x20D0..=0x20FF
+            | 0xFE20..=0xFE2F
+    )
+}
+
+/// Unicode tag characters that spell ASCII (U+E0020..U+E007E): invisible to a person, read by
+/// a model as the ASCII they spell ("ASCII smuggling").
+pub(super) fn tag_ascii(c: char) -> Option<char> {
+    match c as u32 {
+        u @ 0xE0020..=0xE007E => char::from_u32(u - 0xE0000),
+        _ => None,
+    }
+}
+
+/// The byte a variation selector carries when selectors are used as a byte channel (VS1..VS16
+/// are 0..15, VS17..VS256 are 16..255: the encoding of "emoji smuggling").
+pub(super) fn selector_byte(c: char) -> Option<u8> {
+    match c as u32 {
+        u @ 0xFE00..=0xFE0F => u8::try_from(u - 0xFE00).ok(),
+        u @ 0xE0100..=0xE01EF => u8::try_from(u - 0xE0100 + 16).ok(),
+        _ => None,
+    }
+}
+
+/// The explicit bidirectional formatting characters (UAX #9): embeddings, overrides and their
+/// end, isolates and their end. A run they open is displayed in another order than it is
+/// written.
+pub(super) fn is_bidi_opener(c: char) -> bool {
+    matches!(c as u32, 0x202A..=0x202E | 0x2066..=0x2068) && c != '\u{202C}'
+}
+
+pub(super) fn is_bidi_closer(c: char) -> bool {
+    matches!(c, '\u{202C}' | '\u{2069}')
+}
+
+/// A paragraph separator of UAX #9 (bidi class B): the end of a paragraph's reordering.
+pub(super) fn is_paragraph_end(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r' | '\u{1C}' | '\u{1D}' | '\u{1E}' | '\u{85}' | '\u{2029}'
+    )
+}

@@ -8,6 +8,12 @@ impl Normalizer {
     pub(super) fn push_run(&mut self, raw: u64, raw_end: u64, exact: bool, len: u64) {
         let out = self.out_len;
         self.out_len += len;
+        // The raw end never goes back: what comes after an aside but waited from before it
+        // (a `_` run, a tag read as text) maps to the end of the aside too.
+        let (raw_end, exact) = match self.runs.back() {
+            Some(last) if last.raw_end > raw_end => (last.raw_end, false),
+            _ => (raw_end, exact),
+        };
         if let Some(last) = self.runs.back_mut() {
             if exact && last.exact && last.raw_end == raw {
                 last.raw_end = raw_end;
@@ -58,8 +64,13 @@ impl Normalizer {
         }
     }
 
-    /// View positions before `pos` will not be mapped again.
+    /// View positions before `pos` will not be mapped again (but for the view's last bytes,
+    /// which an aside writes again: `aside.rs`).
     pub fn prune(&mut self, pos: u64) {
+        let pos = pos.min(
+            self.out_len
+                .saturating_sub(super::aside::RECENT_BYTES as u64 * 2),
+        );
         let i = self.runs.partition_point(|r| r.out <= pos);
         if i > 1 {
             self.runs.drain(..i - 1);

@@ -18,7 +18,7 @@
 //! Both wait at most a bounded run ([`MAX_HELD`](super::MAX_HELD) underscores, the longest
 //! reference), decided by the text alone, so every split of a text gives the same view.
 
-use super::{is_ignorable, is_markup, Normalizer, Unit, MAX_HELD};
+use super::{is_blank, is_ignorable, is_markup, Normalizer, Unit, MAX_HELD};
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
@@ -73,7 +73,7 @@ impl Normalizer {
         if !spelled && c.is_ascii() && is_markup(c as u8) {
             return;
         }
-        if !self.underscores.is_empty() && !is_ignorable(c) {
+        if !self.underscores.is_empty() && (!is_ignorable(c) || is_blank(c)) {
             let keep = self.underscores_after_word == c.is_alphanumeric();
             self.flush_underscores(keep, out);
         }
@@ -175,7 +175,7 @@ impl Normalizer {
     }
 
     /// The reference read so far is text as written (its `&` starts nothing).
-    fn flush_reference(&mut self, out: &mut String) {
+    pub(super) fn flush_reference(&mut self, out: &mut String) {
         let mut read = std::mem::take(&mut self.reference);
         for &u in &read {
             self.markup_char(u.c, u.raw, u.raw_end, false, out);

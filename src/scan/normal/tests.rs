@@ -33,7 +33,8 @@ fn obfuscations_read_as_the_plain_text() {
         "for\u{2060}bid\u{feff}den\u{3000}fruit",
         "\u{1d41f}\u{1d428}\u{1d42b}\u{1d41b}\u{1d422}\u{1d41d}\u{1d41d}\u{1d41e}\u{1d427} fruit",
         "forbidden\u{202f}fru\u{456}t",
-        "forbidden fru\u{200d}it\u{e0041}",
+        // A language tag says nothing (tag characters that spell ASCII read as it: below).
+        "forbidden fru\u{200d}it\u{e0001}",
         "forbi\u{fe0f}dden\u{2009}fruit",
     ] {
         assert_eq!(full(obfuscated), "forbidden fruit", "{obfuscated:?}");
@@ -57,8 +58,10 @@ fn single_script_words_are_left_alone() {
                 decompose_compatible(c, |d| v.push(d));
                 v
             })
+            .filter(|&c| !is_shared_mark(c))
             .collect();
-        // Only the final sigma changes (full case folding).
+        // Only the final sigma changes (full case folding), and accents read as not there
+        // (a person reads the letter under them: `marks_drawn_over_every_letter_…`).
         assert_eq!(v, nfkd.replace('ς', "σ"), "{clean:?}");
     }
     assert_eq!(full("вор"), "вор");
@@ -117,9 +120,11 @@ fn nfkc_mode_keeps_look_alikes() {
 
 #[test]
 fn marks_are_put_in_canonical_order() {
-    // dot below (220) before acute (230), whichever way they came.
-    assert_eq!(full("e\u{301}\u{323}x"), full("e\u{323}\u{301}x"));
-    assert_eq!(full("é"), "e\u{301}");
+    // Hebrew qamats (18) before dagesh (21), whichever way they came.
+    assert_eq!(full("\u{5d1}\u{5bc}\u{5b8}x"), "\u{5d1}\u{5b8}\u{5bc}x");
+    assert_eq!(full("\u{5d1}\u{5b8}\u{5bc}x"), "\u{5d1}\u{5b8}\u{5bc}x");
+    // An accent over a Latin letter is read as not there.
+    assert_eq!(full("é"), "e");
 }
 
 #[test]
@@ -242,6 +247,35 @@ fn texts() -> impl Strategy<Value = String> {
         "ς",
         "ǅ",
         "\u{1100}\u{1161}",
+        // The reader's view: carriers, blanks, marks, bidi controls, inline markup.
+        "\u{e0066}",
+        "\u{e0020}",
+        "\u{e0001}",
+        "\u{fe01}",
+        "\u{e0156}",
+        "\u{e0172}",
+        "\u{3164}",
+        "\u{2800}",
+        "\u{308}",
+        "\u{202e}",
+        "\u{202c}",
+        "\u{2067}",
+        "\u{2069}",
+        "\u{200f}",
+        "\u{5d0}",
+        "<b>",
+        "</b>",
+        "<",
+        ">",
+        "<!--",
+        "-->",
+        "<span title=\"",
+        "\"",
+        "[",
+        "](",
+        ")",
+        "\\",
+        "<https:",
     ]);
     prop::collection::vec(pieces, 0..40).prop_map(|v| v.concat())
 }
@@ -264,8 +298,9 @@ proptest! {
             prop_assert_eq!(wn.raw_end(p), sn.raw_end(p));
             prop_assert!(text.is_char_boundary(wn.raw_start(p) as usize));
             prop_assert!(text.is_char_boundary(wn.raw_end(p) as usize));
+            // The raw end never goes back (an aside's start may: it maps to where it came
+            // from, and what is written again after it to the end of the aside).
             if let Some(q) = prev {
-                prop_assert!(wn.raw_start(q) <= wn.raw_start(p));
                 prop_assert!(wn.raw_end(q) <= wn.raw_end(p));
             }
             prev = Some(p);
@@ -461,4 +496,307 @@ fn character_references_read_as_the_character_they_render() {
     assert_eq!(n.raw_end(view.len() as u64), text.len() as u64);
     // Only with `full`.
     assert_eq!(normalize_str("&#102;", Normalize::Nfkc), "&#102;");
+}
+
+/// `text` spelled in tag characters.
+fn tags(text: &str) -> String {
+    text.chars()
+        .map(|c| char::from_u32(0xE0000 + c as u32).unwrap())
+        .collect()
+}
+
+/// `text`'s UTF-8 bytes carried by variation selectors.
+fn selectors(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            0..=15 => char::from_u32(0xFE00 + u32::from(b)).unwrap(),
+            _ => char::from_u32(0xE0100 + u32::from(b) - 16).unwrap(),
+        })
+        .collect()
+}
+
+/// Every split of `text` gives the view of the whole text, in both settings but `none`.
+fn same_view_at_every_split(text: &str) {
+    for mode in [Normalize::Full, Normalize::Nfkc] {
+        let whole = normalize_str(text, mode);
+        for cut in (1..text.len()).filter(|&c| text.is_char_boundary(c)) {
+            assert_eq!(
+                view_of(text, &[cut], mode).0,
+                whole,
+                "{text:?} cut at {cut}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tag_characters_read_as_the_ascii_they_spell() {
+    let text = format!("Eat the {}. Yum", tags("forbidden fruit"));
+    for mode in [Normalize::Full, Normalize::Nfkc] {
+        assert_eq!(normalize_str(&text, mode), "Eat the forbidden fruit. Yum");
+    }
+    same_view_at_every_split(&text);
+    // Each spelled character maps to its tag character.
+    let (view, n) = view_of(&text, &[], Normalize::Full);
+    let start = view.find("forbidden").unwrap() as u64;
+    assert_eq!((n.raw_start(start), n.raw_end(start + 1)), (8, 12));
+    // The language tag and CANCEL TAG say nothing; a spelled `*` is a star, not emphasis.
+    assert_eq!(full("\u{e0001}a\u{e007f}b"), "ab");
+    assert_eq!(full(&tags("*x*")), "*x*");
+    assert_eq!(normalize_str(&tags("x"), Normalize::None), tags("x"));
+}
+
+#[test]
+fn a_run_of_variation_selectors_reads_as_the_bytes_it_carries() {
+    let text = format!("Look \u{1f600}{} ok", selectors("forbidden fruit"));
+    assert_eq!(full(&text), "Look \u{1f600}forbidden fruit ok");
+    same_view_at_every_split(&text);
+    // Multi-byte characters, and bytes that are no UTF-8.
+    assert_eq!(full(&format!("x{}", selectors("ｆé"))), "xfe");
+    assert_eq!(full("x\u{e01ef}\u{e01ef}y"), "x\u{fffd}\u{fffd}y");
+    // One selector picks a glyph and reads as nothing.
+    assert_eq!(
+        full("\u{2764}\u{fe0f} forbid\u{fe0e}den"),
+        "\u{2764} forbidden"
+    );
+    // The run waits for what follows, and no longer.
+    let mut n = Normalizer::new(Normalize::Full);
+    assert_eq!(n.feed("a\u{fe0f}"), "a");
+    assert_eq!(n.pending_start(), Some(1));
+    assert_eq!(n.feed("b"), "b");
+    assert_eq!(n.pending_start(), None);
+}
+
+#[test]
+fn letters_that_render_as_blanks_read_as_a_space() {
+    for blank in [
+        '\u{115f}', '\u{1160}', '\u{3164}', '\u{ffa0}', '\u{2800}', '\u{303f}',
+    ] {
+        let text = format!("forbidden{blank}fruit");
+        assert_eq!(full(&text), "forbidden fruit", "{blank:?}");
+        assert_eq!(normalize_str(&text, Normalize::Nfkc), "forbidden fruit");
+        assert_eq!(full(&format!("forbidden {blank} fruit")), "forbidden fruit");
+    }
+    // The general class: every default-ignorable letter (a font draws it as a blank advance).
+    for u in 0x80..=0x10FFFFu32 {
+        let Some(c) = char::from_u32(u) else { continue };
+        if is_ignorable(c) && c.is_alphabetic() {
+            assert!(chars::is_blank(c), "U+{u:04X}");
+        }
+    }
+}
+
+#[test]
+fn marks_drawn_over_every_letter_read_as_the_letters() {
+    for (text, view) in [
+        // Marks that compose into letters Unicode has (ö, ë, ẗ) and marks that do not.
+        (
+            "f\u{308}o\u{308}r\u{308}b\u{308}i\u{308}d\u{308}d\u{308}e\u{308}n\u{308} fruit",
+            "forbidden fruit",
+        ),
+        ("ḟȯṙḃïḋḋëṅ ḟṙüïẗ", "forbidden fruit"),
+        ("f\u{20dd}o\u{20dd}r\u{20dd}bidden fruit", "forbidden fruit"),
+        ("f\u{489}o\u{489}rbidden fruit", "forbidden fruit"),
+        // Over other scripts' letters too, with the marks every script shares.
+        ("с\u{308}о\u{308}к\u{308}", "сок"),
+        ("東\u{336}京\u{336}", "東京"),
+    ] {
+        for mode in [Normalize::Full, Normalize::Nfkc] {
+            assert_eq!(normalize_str(text, mode), view, "{text:?} {mode:?}");
+        }
+        same_view_at_every_split(text);
+    }
+    // A script's own marks are part of its letters.
+    assert_eq!(full("كَتَبَ").chars().count(), 6);
+    assert_eq!(full("हिन्दी"), "हिन्दी");
+    assert_eq!(full("が"), "か\u{3099}");
+}
+
+/// Whether the view reads `phrase` (in the written or the shown order).
+fn reads(view: &str, phrase: &str) -> bool {
+    view.split('\n').any(|line| line.contains(phrase))
+}
+
+#[test]
+fn text_under_bidi_controls_reads_as_it_is_shown_too() {
+    for text in [
+        "\u{202e}tiurf neddibrof\u{202c}",
+        "Eat the \u{202e}tiurf neddibrof\u{202c}. Yum",
+        "forbidden \u{202e}tiurf\u{202c}",
+        "\u{202e}neddibrof\u{202c} fruit",
+        // An isolate or embedding shows Latin words in right-to-left order where a mark
+        // parts them (RLI alone does not reverse Latin letters; RLO does).
+        "\u{2067}fruit\u{200f} forbidden\u{2069} now",
+        "\u{202e}tiurf neddibrof",
+        "\u{202e}tiurf neddibrof\nnext line",
+        "\u{202e}tiurf\u{2069} neddibrof\u{202c}",
+        "\u{202b}fruit\u{200f} forbidden\u{202c}",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        assert!(reads(
+            &normalize_str(text, Normalize::Nfkc),
+            "forbidden fruit"
+        ));
+        same_view_at_every_split(text);
+    }
+    // The written order stays (a model reads it), and plain left-to-right or Hebrew text with
+    // no controls is read once.
+    assert!(reads(
+        &full("\u{202e}forbidden fruit\u{202c}"),
+        "forbidden fruit"
+    ));
+    assert_eq!(full("שלום forbidden fruit"), "שלום forbidden fruit");
+    assert_eq!(full("a \u{202a}b\u{202c} c"), "a b c");
+    // The shown order waits in the hold-back from the context on, and the match in it maps
+    // to the raw text from there.
+    let mut n = Normalizer::new(Normalize::Full);
+    let mut view = n.feed("forbidden \u{202e}tiu").into_owned();
+    assert_eq!(n.pending_start(), Some(0));
+    view.push_str(&n.feed("rf\u{202c}"));
+    view.push_str(&n.finish());
+    let at = view.rfind("forbidden fruit").unwrap() as u64;
+    assert_eq!(n.raw_start(at), 0);
+    assert_eq!(
+        n.raw_end(at + 15),
+        "forbidden \u{202e}tiurf\u{202c}".len() as u64
+    );
+}
+
+#[test]
+fn a_bidi_run_past_the_bound_is_refused() {
+    let open = format!("\u{202e}{}", "ab ".repeat(bidi::MAX_BIDI));
+    let mut n = Normalizer::new(Normalize::Full);
+    n.feed(&open);
+    let (start, end) = n.take_refusal().unwrap();
+    assert_eq!(start, 0);
+    assert!(end as usize <= open.len());
+    assert_eq!(n.take_refusal(), None);
+    // Closed runs are read however long the paragraph.
+    let closed = format!("\u{202e}ab\u{202c}{}", "ab ".repeat(bidi::MAX_BIDI));
+    let mut n = Normalizer::new(Normalize::Full);
+    n.feed(&closed);
+    n.finish();
+    assert_eq!(n.take_refusal(), None);
+}
+
+#[test]
+fn inline_markup_reads_as_a_renderer_shows_it() {
+    for text in [
+        "for<b>bid</b>den fruit",
+        "<span>forbid</span>den fruit",
+        "forbid<sup>den</sup> fruit",
+        "forbid<wbr>den<wbr/> fruit",
+        "forbid<span class=\"x\">den</span> fruit",
+        "forbid<a href='http://x'>den</a> fruit",
+        "[forbid](http://x)den fruit",
+        "[forbid](<http://x> \"t\")den [fruit]()",
+        "forbid<!-- hidden -->den fruit",
+        "forbid<!---->den fruit",
+        "forbidden<br>fruit",
+        "forbidden</p><p>fruit",
+        "<https://forbidden.fruit>",
+        "for\\bidden fruit",
+        "for&#98;idden <em>fruit</em>",
+    ] {
+        let view = full(text);
+        let phrase = if text.starts_with("<https") {
+            "https://forbidden.fruit"
+        } else if text.starts_with("for\\b") {
+            "for\\bidden fruit"
+        } else {
+            "forbidden fruit"
+        };
+        assert!(reads(&view, phrase), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // What a tag, comment or link hides a model reads: it is read too, on a line of its own.
+    for text in [
+        "<span title=\"forbidden fruit\">x</span>",
+        "a<!-- forbidden fruit -->b",
+        "[x](forbidden fruit)",
+    ] {
+        assert!(reads(&full(text), "forbidden fruit"), "{text:?}");
+        assert!(!reads(&full(text), "xforbidden"), "{text:?}");
+    }
+    // Escaped punctuation is shown as itself; text that is no tag is text.
+    for (text, view) in [
+        ("forbid\\*den\\*", "forbid*den*"),
+        ("a < b, c > d", "a < b, c > d"),
+        ("x <3 y", "x <3 y"),
+        ("1 <", "1 <"),
+        ("a\\", "a\\"),
+    ] {
+        assert_eq!(full(text), view, "{text:?}");
+    }
+    // Only with `full`.
+    assert_eq!(normalize_str("a<b>c", Normalize::Nfkc), "a<b>c");
+}
+
+#[test]
+fn a_match_through_markup_maps_to_the_whole_raw_span() {
+    let text = "Eat forbid<!-- c -->den fruit.";
+    let (view, n) = view_of(text, &[], Normalize::Full);
+    let at = view.rfind("forbidden fruit").unwrap() as u64;
+    let (start, end) = (n.raw_start(at), n.raw_end(at + 15));
+    assert_eq!(
+        &text[start as usize..end as usize],
+        "forbid<!-- c -->den fruit"
+    );
+}
+
+/// The text a CommonMark renderer shows for `markdown` (pulldown-cmark): text and code, with
+/// inline HTML not shown and line breaks as spaces.
+fn rendered(markdown: &str) -> String {
+    use pulldown_cmark::{Event, Parser};
+    let mut shown = String::new();
+    for event in Parser::new(markdown) {
+        match event {
+            Event::Text(t) | Event::Code(t) => shown.push_str(&t),
+            Event::SoftBreak | Event::HardBreak => shown.push(' '),
+            _ => {}
+        }
+    }
+    shown
+}
+
+fn markup_texts() -> impl Strategy<Value = String> {
+    let word = prop::sample::select(vec!["pro", "ject", "blue", "bird", "x"]);
+    let wrap = prop::sample::select(vec![
+        "{}",
+        "{}",
+        "**{}**",
+        "<b>{}</b>",
+        "<span>{}</span>",
+        "<em class=\"c\">{}</em>",
+        "[{}]()",
+        "[{}](http://x)",
+        "{}<wbr>",
+        "{}<!-- c -->",
+        "<sup>{}</sup>",
+        "{}\\*",
+        "{} ",
+    ]);
+    prop::collection::vec((word, wrap), 1..6).prop_map(|parts| {
+        parts
+            .into_iter()
+            .map(|(w, f)| f.replace("{}", w))
+            .collect::<String>()
+    })
+}
+
+proptest! {
+    /// Differential: the view's shown text is what a CommonMark renderer shows.
+    #[test]
+    fn the_view_shows_what_a_renderer_shows(text in markup_texts()) {
+        let view = full(&text);
+        // The shown text is the last line (asides come before the text written again).
+        let shown = view.rsplit('\n').next().unwrap_or("");
+        let rendered = rendered(&text);
+        // A `*` a renderer leaves as text (delimiter runs that open or close nothing, as in
+        // `**a****b**`) the view reads as not there, like every `*`: it errs towards a match.
+        prop_assume!(rendered.matches('*').count() == text.matches("\\*").count());
+        let expected = normalize_str(&rendered, Normalize::Nfkc);
+        prop_assert_eq!(shown.trim(), expected.trim(), "{:?} reads {:?}", text, view);
+    }
 }

@@ -1,0 +1,106 @@
+//! Text one reader sees and the other does not, written into the view as a line of its own.
+//!
+//! A person and a model read different text where the bytes carry something that is not
+//! shown (an HTML comment, a tag's attributes, a link's destination: a model reads them) or
+//! shown in another order (text under bidi controls). The view is the person's text, joined
+//! as it is shown; the other reading is written as an *aside*: a line break, the aside's
+//! text, a line break, and then the view's last characters again (at most [`REPLAY`] of them,
+//! back to the previous line break), so the text after the aside joins the text before it as
+//! the person sees it. A phrase matches in either reading; none of the view's line breaks come
+//! from the text (white space folds to one space), so no phrase is matched across an aside.
+//!
+//! Map: an aside maps to the raw span it came from; the characters written again map from
+//! where they came to the end of that span, so a match through them holds back and redacts
+//! everything in between (the raw end of the map never goes back).
+
+use super::{Normalizer, Unit};
+
+/// Characters of the view written again after an aside (a phrase longer than this that runs
+/// through an aside is not joined).
+pub(super) const REPLAY: usize = 64;
+
+/// View bytes kept for [`REPLAY`] (`recent` is cut back to this when it reaches twice as much).
+pub(super) const RECENT_BYTES: usize = 4 * REPLAY;
+
+impl Normalizer {
+    /// Keeps the view's last characters (what an aside writes again).
+    pub(super) fn remember(&mut self, view: &str) {
+        if view.len() >= RECENT_BYTES {
+            self.recent.clear();
+            let mut cut = view.len() - RECENT_BYTES;
+            while !view.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.recent.push_str(&view[cut..]);
+            return;
+        }
+        self.recent.push_str(view);
+        if self.recent.len() >= 2 * RECENT_BYTES {
+            let mut cut = self.recent.len() - RECENT_BYTES;
+            while !self.recent.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.recent.drain(..cut);
+        }
+    }
+
+    /// The view's last characters after its last line break (at most [`REPLAY`]), as text
+    /// and with the view position of its first byte.
+    pub(super) fn replay_text(&self) -> (u64, String) {
+        let line = self.recent.rsplit('\n').next().unwrap_or("");
+        let start = line
+            .char_indices()
+            .rev()
+            .nth(REPLAY - 1)
+            .map_or(0, |(i, _)| i);
+        let text = &line[start..];
+        (self.out_len - text.len() as u64, text.to_owned())
+    }
+
+    /// Writes `text`, which came from raw `raw..raw_end`, as an aside (see the module docs).
+    pub(super) fn aside(&mut self, text: &str, raw: u64, raw_end: u64, out: &mut String) {
+        if text.is_empty() {
+            return;
+        }
+        self.settle(out);
+        let (at, replay) = self.replay_text();
+        let replay: Vec<Unit> = replay
+            .char_indices()
+            .map(|(i, c)| {
+                let pos = at + i as u64;
+                Unit {
+                    c,
+                    raw: self.raw_start(pos),
+                    raw_end: self.raw_end(pos + c.len_utf8() as u64).max(raw_end),
+                    exact: false,
+                }
+            })
+            .collect();
+        self.line_break(raw, raw_end, out);
+        for c in text.chars() {
+            self.text_char(c, raw, raw_end, false, out);
+        }
+        self.settle(out);
+        self.line_break(raw, raw_end, out);
+        self.word_latin = false;
+        self.base = None;
+        for u in replay {
+            self.starter(u, out);
+        }
+    }
+
+    /// Writes whatever waits in the stages after markup (marks, a word's look-alike letters).
+    fn settle(&mut self, out: &mut String) {
+        self.flush_marks(out);
+        self.flush_held(false, out);
+    }
+
+    /// A line break of the view (only asides make them).
+    fn line_break(&mut self, raw: u64, raw_end: u64, out: &mut String) {
+        out.push('\n');
+        self.recent.push('\n');
+        self.after_space = true;
+        self.word_latin = false;
+        self.push_run(raw, raw_end, false, 1);
+    }
+}

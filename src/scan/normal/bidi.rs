@@ -1,0 +1,124 @@
+//! Bidirectional controls: text shown in another order than it is written.
+//!
+//! An override, embedding or isolate (U+202A..U+202E, U+2066..U+2068) changes the order in
+//! which a renderer shows what follows: RLO + `dribeulb tcejorp` + PDF is shown as
+//! `project bluebird`, while a model reads the characters in the order they came. The view
+//! keeps the written order (the model's reading: the text flows on into the view at once) and
+//! adds the shown order as an aside (`aside.rs`): from the first control, the raw characters
+//! are recorded, with the view's last characters before it as context (the paragraph's text
+//! before the control, at most [`REPLAY`](super::aside::REPLAY) characters), and once the
+//! controls' run ends, the recorded text is reordered by the Unicode Bidirectional Algorithm
+//! (UAX #9, the `unicode-bidi` crate: the paragraph's direction from its first strong
+//! character, marks (LRM, RLM, ALM) included) and written as an aside when its order differs.
+//!
+//! A run ends at the end of its paragraph (a line break or paragraph separator: a control
+//! without its closing PDF or PDI reaches that far, as UAX #9 says), at the end of the text, or
+//! [`TRAIL`] characters after its last control closed (so the shown text around the run is in
+//! the aside). Every split of the text records the same characters, so the view is the same.
+//!
+//! Bound: the raw bytes from the context on wait in the hold-back until the aside is written.
+//! A run longer than [`MAX_BIDI`] characters is written then, and if a control is still open
+//! there, the span is *refused* ([`Normalizer::take_refusal`]): the checks that read this view
+//! count it as a match (fail closed), as the order a renderer shows past that point depends on
+//! where it breaks lines.
+
+use super::chars::{is_bidi_closer, is_bidi_opener, is_paragraph_end};
+use super::{Normalizer, Unit};
+use unicode_bidi::BidiInfo;
+
+/// Characters recorded after the last control closed.
+pub(super) const TRAIL: usize = 64;
+
+/// The longest run of text under bidi controls that is read (see the module docs).
+pub(super) const MAX_BIDI: usize = 1024;
+
+impl Normalizer {
+    /// The bidi stage for one raw character, before the rest of the view: it records the run
+    /// of controls the character is in (if any). A paragraph end writes the run's aside before
+    /// the character goes on.
+    pub(super) fn bidi_char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        if self.bidi.is_empty() {
+            if !is_bidi_opener(c) {
+                return;
+            }
+            let (at, context) = self.replay_text();
+            self.bidi_context_raw = if context.is_empty() {
+                raw
+            } else {
+                self.raw_start(at)
+            };
+            self.bidi_context = context;
+        }
+        if is_paragraph_end(c) {
+            return self.end_bidi(out);
+        }
+        self.bidi.push(Unit {
+            c,
+            raw,
+            raw_end,
+            exact: true,
+        });
+        if is_bidi_opener(c) {
+            self.bidi_open.push(matches!(c, '\u{2066}'..='\u{2068}'));
+            self.bidi_trail = 0;
+        } else if is_bidi_closer(c) {
+            self.close_bidi(c == '\u{2069}');
+        } else if self.bidi_open.is_empty() {
+            self.bidi_trail += 1;
+        }
+        if self.bidi.len() > MAX_BIDI {
+            if !self.bidi_open.is_empty() {
+                self.refused = Some((self.bidi_context_raw, raw_end));
+            }
+            self.end_bidi(out);
+        } else if self.bidi_open.is_empty() && self.bidi_trail >= TRAIL {
+            self.end_bidi(out);
+        }
+    }
+
+    /// A PDF closes the last embedding or override (not past an isolate); a PDI closes the
+    /// last isolate and everything opened inside it; an unmatched closer does nothing (UAX #9).
+    fn close_bidi(&mut self, isolate: bool) {
+        if isolate {
+            if let Some(i) = self.bidi_open.iter().rposition(|&iso| iso) {
+                self.bidi_open.truncate(i);
+            }
+        } else if self.bidi_open.last() == Some(&false) {
+            self.bidi_open.pop();
+        }
+        if self.bidi_open.is_empty() {
+            self.bidi_trail = 0;
+        }
+    }
+
+    /// Ends the recorded run: its shown order, when it differs, is written as an aside.
+    pub(super) fn end_bidi(&mut self, out: &mut String) {
+        let Some(last) = self.bidi.last().copied() else {
+            return;
+        };
+        let mut logical = std::mem::take(&mut self.bidi_context);
+        logical.extend(self.bidi.iter().map(|u| u.c));
+        let raw = self.bidi_context_raw;
+        self.bidi.clear();
+        self.bidi_open.clear();
+        self.bidi_trail = 0;
+        let info = BidiInfo::new(&logical, None);
+        let mut shown = String::with_capacity(logical.len());
+        for para in &info.paragraphs {
+            shown.push_str(&info.reorder_line(para, para.range.clone()));
+        }
+        let written: String = logical.chars().filter(|&c| !is_control(c)).collect();
+        let shown: String = shown.chars().filter(|&c| !is_control(c)).collect();
+        if shown != written {
+            self.aside(&shown, raw, last.raw_end, out);
+        }
+    }
+}
+
+/// The bidi formatting characters and marks, which show nothing themselves.
+fn is_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}

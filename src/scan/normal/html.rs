@@ -1,0 +1,345 @@
+//! `full`: inline Markdown and HTML read as a CommonMark renderer (with inline HTML) shows them.
+//!
+//! - **HTML tags** (`<b>`, `</span>`, `<wbr>`, `<br/>`, `<a href="…">`) are not shown: a tag
+//!   inside a word leaves the word joined (`proj<b>ect</b>`), a tag that breaks a line or a
+//!   block (`<br>`, `<p>`, `<div>`, `<li>`, `<td>`, …) reads as a space. What a tag carries
+//!   besides its name (attributes: a `title`, an `alt`, a URL) a model reads, so it is written
+//!   as an aside (`aside.rs`), not dropped.
+//! - **HTML comments** (`<!-- … -->`) are not shown; their text is an aside.
+//! - **Links** `[text](destination "title")`: the brackets are not shown, the text is; the
+//!   destination and title are an aside. (`[` and `]` are read as not there wherever they are.)
+//! - **Autolinks** (`<https://x>`, `<a@b.c>`): the link is shown without its angle brackets.
+//! - **Backslash escapes** (`\*`, `\_`, `\<`): the punctuation is shown as text (never markup);
+//!   a backslash before a line break is a hard break.
+//!
+//! A construct waits while it is read: a tag up to [`MAX_TAG`] characters (longer, or with a
+//! character no tag has, it is text as written, as CommonMark shows it); the hidden text of a
+//! comment, a tag's attributes or a link destination is written as an aside every
+//! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
+
+use super::chars::is_paragraph_end;
+use super::{Normalizer, Unit};
+
+/// The longest tag name (and `<`, `/`) read as a tag.
+const MAX_TAG: usize = 40;
+
+/// Hidden text is written as an aside at least this often.
+const MAX_HIDDEN: usize = 256;
+
+/// What the markup reader is in the middle of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Markup {
+    #[default]
+    Text,
+    /// A `<` construct being read (in `tag`).
+    Tag,
+    /// A tag's attributes, up to its `>` (`quote`: inside a quoted value).
+    Attributes { quote: Option<char>, block: bool },
+    /// A comment's text, up to `-->` (`dashes`: how many `-` came last).
+    Comment { dashes: u8 },
+    /// A link's destination and title, up to the `)` that closes the `(` (`depth`: nested
+    /// parentheses).
+    Destination { depth: u8 },
+    /// An autolink's text, up to its `>`.
+    Autolink,
+}
+
+/// Tags a renderer shows as a break between words.
+const BLOCK_TAGS: [&str; 38] = [
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "caption",
+    "dd",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "tbody",
+    "td",
+    "th",
+    "tr",
+    "ul",
+];
+
+impl Normalizer {
+    /// The markup stage for one character (`full`); `spelled`: the character came from a
+    /// reference or a carrier, so it is text (never markup) — but hidden if it comes inside a
+    /// comment, a tag or a destination.
+    pub(super) fn html_char(
+        &mut self,
+        c: char,
+        raw: u64,
+        raw_end: u64,
+        spelled: bool,
+        out: &mut String,
+    ) {
+        let unit = Unit {
+            c,
+            raw,
+            raw_end,
+            exact: true,
+        };
+        match self.markup {
+            Markup::Text => {}
+            Markup::Tag => {
+                if !spelled && self.tag_continues(c, unit, out) {
+                    return;
+                }
+                self.tag_as_text(out);
+            }
+            Markup::Attributes { quote, block } => {
+                let quote = match quote {
+                    Some(q) if c == q => None,
+                    None if !spelled && (c == '"' || c == '\'') => Some(c),
+                    None if !spelled && c == '>' => {
+                        self.end_hidden(out);
+                        self.markup = Markup::Text;
+                        return self.tag_shown(block, raw, raw_end, out);
+                    }
+                    q => q,
+                };
+                self.markup = Markup::Attributes { quote, block };
+                return self.hide(unit, out);
+            }
+            Markup::Comment { dashes } => {
+                if !spelled && c == '>' && dashes >= 2 {
+                    let keep = self.hidden.len().saturating_sub(2);
+                    self.hidden.truncate(keep);
+                    self.end_hidden(out);
+                    self.markup = Markup::Text;
+                    return;
+                }
+                let dashes = if !spelled && c == '-' {
+                    dashes.saturating_add(1)
+                } else {
+                    0
+                };
+                self.markup = Markup::Comment { dashes };
+                return self.hide(unit, out);
+            }
+            Markup::Destination { depth } => {
+                if !spelled && is_paragraph_end(c) {
+                    self.end_hidden(out);
+                    self.markup = Markup::Text;
+                } else {
+                    let depth = match c {
+                        '(' if !spelled => depth.saturating_add(1),
+                        ')' if !spelled && depth == 0 => {
+                            self.end_hidden(out);
+                            self.markup = Markup::Text;
+                            return;
+                        }
+                        ')' if !spelled => depth - 1,
+                        _ => depth,
+                    };
+                    self.markup = Markup::Destination { depth };
+                    return self.hide(unit, out);
+                }
+            }
+            Markup::Autolink => {
+                if !spelled && c == '>' {
+                    self.markup = Markup::Text;
+                    return;
+                }
+                if c.is_whitespace() || c == '<' {
+                    self.markup = Markup::Text;
+                }
+            }
+        }
+        if let Some(slash) = self.escape.take() {
+            if !spelled && c.is_ascii_punctuation() {
+                self.after_bracket = false;
+                return self.markup_char(c, slash.raw, raw_end, true, out);
+            }
+            if spelled || (c != '\n' && c != '\r') {
+                self.reference_or_markup('\\', slash.raw, slash.raw_end, out);
+            }
+        }
+        if spelled {
+            // A spelled character continues no reference: the one read so far is text.
+            self.flush_reference(out);
+            self.after_bracket = false;
+            return self.markup_char(c, raw, raw_end, true, out);
+        }
+        let after_bracket = std::mem::take(&mut self.after_bracket);
+        if matches!(c, '\\' | '<' | '[' | ']') || (c == '(' && after_bracket) {
+            // Markup ends a reference being read (`&amp<b>` is text, then a tag).
+            self.flush_reference(out);
+        }
+        match c {
+            '\\' => self.escape = Some(unit),
+            '<' => {
+                self.tag.push(unit);
+                self.markup = Markup::Tag;
+            }
+            '[' => self.brackets = self.brackets.saturating_add(1),
+            ']' => {
+                self.after_bracket = self.brackets > 0;
+                self.brackets = self.brackets.saturating_sub(1);
+            }
+            '(' if after_bracket => self.markup = Markup::Destination { depth: 0 },
+            _ => {
+                if is_paragraph_end(c) {
+                    self.brackets = 0;
+                }
+                self.reference_or_markup(c, raw, raw_end, out);
+            }
+        }
+    }
+
+    /// The reference and emphasis stages (`markup.rs`) for a character of the text.
+    fn reference_or_markup(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        if !self.reference_char(c, raw, raw_end, out) {
+            self.markup_char(c, raw, raw_end, false, out);
+        }
+    }
+
+    /// Whether `c` continues the `<` construct read so far (taking it).
+    fn tag_continues(&mut self, c: char, unit: Unit, out: &mut String) -> bool {
+        let body: Vec<char> = self.tag[1..].iter().map(|u| u.c).collect();
+        let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-';
+        let closing = body.first() == Some(&'/');
+        let name = if closing { &body[1..] } else { &body[..] };
+        let ends_void = name.last() == Some(&'/');
+        if body.len() >= MAX_TAG {
+            return false;
+        }
+        match (name, c) {
+            ([], '!') if !closing => self.tag.push(unit),
+            (['!'], '-') => self.tag.push(unit),
+            (['!', '-'], '-') => {
+                self.tag.clear();
+                self.markup = Markup::Comment { dashes: 0 };
+            }
+            ([], '/') if !closing => self.tag.push(unit),
+            ([], c) if c.is_ascii_alphabetic() => self.tag.push(unit),
+            ([first, ..], c) if first.is_ascii_alphabetic() && !ends_void => {
+                if name_char(c) || (c == '/' && !closing) {
+                    self.tag.push(unit);
+                } else if c == '>' {
+                    let block = self.block_tag(closing);
+                    let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
+                    self.tag.clear();
+                    self.markup = Markup::Text;
+                    self.tag_shown(block, raw, raw_end, out);
+                } else if c.is_whitespace() && !closing {
+                    let block = self.block_tag(false);
+                    self.tag.clear();
+                    self.markup = Markup::Attributes { quote: None, block };
+                } else if (c == ':' || c == '@') && !closing {
+                    // An autolink (`<https://…>`, `<a@b.c>`): shown without its brackets.
+                    let shown: Vec<Unit> = self.tag.drain(1..).collect();
+                    self.tag.clear();
+                    self.markup = Markup::Autolink;
+                    for u in shown {
+                        self.reference_or_markup(u.c, u.raw, u.raw_end, out);
+                    }
+                    self.reference_or_markup(c, unit.raw, unit.raw_end, out);
+                } else {
+                    return false;
+                }
+            }
+            (_, '>') if ends_void => {
+                let block = self.block_tag(closing);
+                let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
+                self.tag.clear();
+                self.markup = Markup::Text;
+                self.tag_shown(block, raw, raw_end, out);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether the tag read so far (its name) breaks a line or a block.
+    fn block_tag(&self, closing: bool) -> bool {
+        let skip = if closing { 2 } else { 1 };
+        let name: String = self
+            .tag
+            .iter()
+            .skip(skip)
+            .map(|u| u.c.to_ascii_lowercase())
+            .filter(|&c| c != '/')
+            .collect();
+        BLOCK_TAGS.contains(&name.as_str())
+    }
+
+    /// A whole tag was read: it shows nothing, or a break between words.
+    fn tag_shown(&mut self, block: bool, raw: u64, raw_end: u64, out: &mut String) {
+        if block {
+            self.markup_char(' ', raw, raw_end, true, out);
+        }
+    }
+
+    /// The `<` construct read so far is text as written.
+    fn tag_as_text(&mut self, out: &mut String) {
+        self.markup = Markup::Text;
+        let read = std::mem::take(&mut self.tag);
+        for u in read {
+            self.reference_or_markup(u.c, u.raw, u.raw_end, out);
+        }
+    }
+
+    /// A character of hidden text (written as an aside at its end, or every [`MAX_HIDDEN`]).
+    fn hide(&mut self, unit: Unit, out: &mut String) {
+        self.hidden.push(unit);
+        if self.hidden.len() >= MAX_HIDDEN {
+            self.end_hidden(out);
+        }
+    }
+
+    /// Writes the hidden text read so far as an aside.
+    fn end_hidden(&mut self, out: &mut String) {
+        let (Some(first), Some(last)) = (self.hidden.first(), self.hidden.last()) else {
+            return;
+        };
+        let (raw, raw_end) = (first.raw, last.raw_end);
+        let text: String = self.hidden.iter().map(|u| u.c).collect();
+        self.hidden.clear();
+        // Punctuation alone (`<br />`'s `/`, an empty title) says nothing.
+        if text.chars().any(char::is_alphanumeric) {
+            self.aside(&text, raw, raw_end, out);
+        }
+    }
+
+    /// The end of the text: a construct still being read is text as written (a tag), or its
+    /// hidden text is an aside; a waiting backslash is text.
+    pub(super) fn finish_html(&mut self, out: &mut String) {
+        match self.markup {
+            Markup::Tag => self.tag_as_text(out),
+            Markup::Text | Markup::Autolink => {}
+            _ => self.end_hidden(out),
+        }
+        self.markup = Markup::Text;
+        if let Some(slash) = self.escape.take() {
+            self.reference_or_markup('\\', slash.raw, slash.raw_end, out);
+        }
+        self.after_bracket = false;
+        self.brackets = 0;
+    }
+}
