@@ -189,3 +189,12 @@ pub struct Conversation {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
 }
+
+impl Conversation {
+    /// The messages a participant reads: without the carrier of identifier-shaped values
+    /// ([`Role::Identifiers`]), which only the input checks' secret and PII patterns read — a
+    /// judge, an eval's session key or a token estimate never sees it.
+    pub fn read_messages(&self) -> impl Iterator<Item = &Message> {
+        self.messages.iter().filter(|m| m.role != Role::Identifiers)
+    }
+}

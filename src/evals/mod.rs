@@ -77,8 +77,7 @@ impl Turn {
 /// The bytes of text in a conversation and its answer.
 fn text_bytes(c: &Conversation, answer: Option<&Answer>) -> usize {
     let messages: usize = c
-        .messages
-        .iter()
+        .read_messages()
         .map(|m| {
             let text: usize = m.text.iter().map(String::len).sum();
             let calls: usize = m
@@ -169,7 +168,7 @@ pub fn session_of(header: Option<&str>, conversation: &Conversation) -> String {
         return h.to_owned();
     }
     let mut hash = Fnv1a::new();
-    for m in &conversation.messages {
+    for m in conversation.read_messages() {
         hash.write(format!("{:?}", m.role).as_bytes());
         for t in &m.text {
             hash.write(&[0]);

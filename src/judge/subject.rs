@@ -135,7 +135,7 @@ impl Subject {
     /// tool calls are listed after.
     fn transcript(&self, session: bool) -> String {
         let mut lines = Vec::new();
-        for m in &self.conversation.messages {
+        for m in self.conversation.read_messages() {
             if session && matches!(m.role, Role::System | Role::Tool) {
                 continue;
             }
@@ -230,8 +230,7 @@ impl Subject {
     pub fn messages_json(&self) -> Vec<Value> {
         let mut out: Vec<Value> = self
             .conversation
-            .messages
-            .iter()
+            .read_messages()
             .map(|m| {
                 json!({
                     "role": role_name(&m.role).to_ascii_lowercase(),

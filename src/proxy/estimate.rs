@@ -43,7 +43,7 @@ impl RequestCopy {
 
 fn conversation_texts(c: &Conversation) -> Vec<&str> {
     let mut out = Vec::new();
-    for m in &c.messages {
+    for m in c.read_messages() {
         out.extend(m.text.iter().map(String::as_str));
         for call in &m.tool_calls {
             out.push(call.name.as_str());
