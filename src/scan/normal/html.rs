@@ -244,11 +244,15 @@ impl Normalizer {
                 } else if c == '>' {
                     let block = self.block_tag(closing);
                     let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
+                    self.hide_name(out);
+                    self.end_hidden(out);
                     self.tag.clear();
                     self.markup = Markup::Text;
                     self.tag_shown(block, raw, raw_end, out);
                 } else if c.is_whitespace() && !closing {
                     let block = self.block_tag(false);
+                    self.hide_name(out);
+                    self.hide(unit, out);
                     self.tag.clear();
                     self.markup = Markup::Attributes { quote: None, block };
                 } else if (c == ':' || c == '@') && !closing {
@@ -267,6 +271,8 @@ impl Normalizer {
             (_, '>') if ends_void => {
                 let block = self.block_tag(closing);
                 let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
+                self.hide_name(out);
+                self.end_hidden(out);
                 self.tag.clear();
                 self.markup = Markup::Text;
                 self.tag_shown(block, raw, raw_end, out);
@@ -287,6 +293,19 @@ impl Normalizer {
             .filter(|&c| c != '/')
             .collect();
         BLOCK_TAGS.contains(&name.as_str())
+    }
+
+    /// A tag's name is not shown, but a model reads it (`<ignore-previous-instructions>`):
+    /// it is hidden text, written as an aside as the attributes are.
+    fn hide_name(&mut self, out: &mut String) {
+        let name: Vec<Unit> = self.tag[1..]
+            .iter()
+            .filter(|u| u.c != '/')
+            .copied()
+            .collect();
+        for u in name {
+            self.hide(u, out);
+        }
     }
 
     /// A whole tag was read: it shows nothing, or a break between words.

@@ -715,9 +715,24 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         "<span title=\"forbidden fruit\">x</span>",
         "a<!-- forbidden fruit -->b",
         "[x](forbidden fruit)",
+        // A tag's name is not shown either, and a model reads it.
+        "<forbidden-fruit>x",
+        "x</forbidden-fruit>",
+        "<forbidden-fruit title=\"a\">x",
+        "<forbidden-fruit/>x",
     ] {
-        assert!(reads(&full(text), "forbidden fruit"), "{text:?}");
+        let phrase = if text.contains("forbidden-fruit") {
+            "forbidden-fruit"
+        } else {
+            "forbidden fruit"
+        };
+        assert!(
+            reads(&full(text), phrase),
+            "{text:?} reads {:?}",
+            full(text)
+        );
         assert!(!reads(&full(text), "xforbidden"), "{text:?}");
+        same_view_at_every_split(text);
     }
     // Escaped punctuation is shown as itself; text that is no tag is text.
     for (text, view) in [
