@@ -13,6 +13,7 @@ mod common;
 
 use common::mock_upstream::{MockUpstream, Reply};
 use common::proxy::{send, start_config, Answer};
+use common::sdk::client_output;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -500,22 +501,12 @@ async fn the_a2a_sdk_client_and_agent_through_guardwire() {
     );
     let proxy = start_config("", PACK, &extra).await;
     let gw = format!("http://{}", proxy.addr());
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python())
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/a2a/client.py"))
+    let stdout = client_output(python(), move |c| {
+        c.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/a2a/client.py"))
             .arg(format!("{gw}/agent"))
-            .arg(format!("{gw}/agent03"))
-            .output()
-            .unwrap()
+            .arg(format!("{gw}/agent03"));
     })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     println!("{stdout}");
     let cases: Vec<Value> = stdout
         .lines()

@@ -15,6 +15,7 @@ mod common;
 
 use common::mock_upstream::{MockUpstream, Reply};
 use common::proxy::{send, start_config, Answer};
+use common::sdk::client_output;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 
@@ -172,25 +173,15 @@ async fn the_a2a_sdk_reads_what_guardwire_checks() {
     let proxy = start_config("", PACK, &routes(&agent.base_url(), "pass")).await;
     let gw = format!("http://{}/agent", proxy.addr());
     let direct = agent.base_url();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python())
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/a2a_reading/client.py"
-            ))
-            .arg(gw)
-            .arg(direct)
-            .output()
-            .unwrap()
+    let stdout = client_output(python(), move |c| {
+        c.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/a2a_reading/client.py"
+        ))
+        .arg(gw)
+        .arg(direct);
     })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     let cases: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

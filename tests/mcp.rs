@@ -518,6 +518,7 @@ mod node;
 
 pub(crate) mod sdk {
     use super::*;
+    use crate::common::sdk::client_output;
     use std::path::PathBuf;
     use std::process::{Child, Command, Stdio};
 
@@ -597,23 +598,13 @@ pub(crate) mod sdk {
 
     pub(crate) async fn client(url: &str, mode: &str) -> Value {
         let (url, mode) = (url.to_owned(), mode.to_owned());
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(python())
-                .arg(script("client.py"))
+        let stdout = client_output(python(), move |c| {
+            c.arg(script("client.py"))
                 .arg(url)
                 .arg(mode)
-                .env("PYTHONDONTWRITEBYTECODE", "1")
-                .output()
-                .unwrap()
+                .env("PYTHONDONTWRITEBYTECODE", "1");
         })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "client failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .await;
         serde_json::from_str(stdout.trim()).unwrap()
     }
 
@@ -744,22 +735,12 @@ pub(crate) mod sdk {
 
     async fn client_charset(url: &str) -> Value {
         let url = url.to_owned();
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(python())
-                .arg(script("charset_client.py"))
+        let stdout = client_output(python(), move |c| {
+            c.arg(script("charset_client.py"))
                 .arg(url)
-                .env("PYTHONDONTWRITEBYTECODE", "1")
-                .output()
-                .unwrap()
+                .env("PYTHONDONTWRITEBYTECODE", "1");
         })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "client failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .await;
         serde_json::from_str(stdout.trim()).unwrap()
     }
 }

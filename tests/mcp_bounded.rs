@@ -349,6 +349,7 @@ async fn a_large_stream_event_is_checked_off_the_worker_the_same() {
 
 mod sdk {
     use super::*;
+    use crate::common::sdk::client_output;
     use std::path::PathBuf;
     use std::process::{Child, Command, Stdio};
 
@@ -413,22 +414,12 @@ mod sdk {
         );
         let p = start_config("", PACK, &routes).await;
         let url = format!("http://{}/mcp", p.addr());
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(python())
-                .arg(script("sampling_client.py"))
+        let stdout = client_output(python(), move |c| {
+            c.arg(script("sampling_client.py"))
                 .arg(url)
-                .env("PYTHONDONTWRITEBYTECODE", "1")
-                .output()
-                .unwrap()
+                .env("PYTHONDONTWRITEBYTECODE", "1");
         })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "client failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .await;
         let r: Value = serde_json::from_str(stdout.trim()).unwrap();
         // The call is settled by its own result, which says the server got guardwire's error
         // for the banned sampling request (whose id was the call's).

@@ -303,6 +303,7 @@ async fn every_spelling_an_sdk_reads_is_checked_under_pass() {
 
 mod sdk {
     use super::*;
+    use crate::common::sdk::client_output;
     use std::path::PathBuf;
     use std::process::{Child, Command, Stdio};
     use std::time::Duration;
@@ -359,22 +360,12 @@ mod sdk {
     /// What the Python SDK's Client read: `client.py URL MODE ACTION`.
     async fn client(url: String, mode: &str, action: &str) -> Value {
         let (mode, action) = (mode.to_owned(), action.to_owned());
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(python())
-                .arg(script("client.py"))
+        let stdout = client_output(python(), move |c| {
+            c.arg(script("client.py"))
                 .args([url, mode, action])
-                .env("PYTHONDONTWRITEBYTECODE", "1")
-                .output()
-                .unwrap()
+                .env("PYTHONDONTWRITEBYTECODE", "1");
         })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "client failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        .await;
         serde_json::from_str(stdout.trim()).unwrap()
     }
 

@@ -294,3 +294,24 @@ pub fn assert_openai_forwarded(mock: &MockUpstream, path: &str, stream: bool) {
     assert_eq!(body["model"], json!("gpt-4o"));
     assert_eq!(body["stream"].as_bool().unwrap_or(false), stream, "{body}");
 }
+
+/// Runs a client program (an SDK script) to its end and returns what it printed. It runs on
+/// the blocking pool: the test's async workers serve the proxy it talks to. A client that
+/// fails fails the test, with its output and its stderr.
+pub async fn client_output(
+    program: impl AsRef<std::ffi::OsStr>,
+    args: impl FnOnce(&mut std::process::Command),
+) -> String {
+    let mut cmd = std::process::Command::new(program);
+    args(&mut cmd);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

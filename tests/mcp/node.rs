@@ -10,6 +10,7 @@
 use super::sdk::{self, free_port};
 use super::{proxy_for, BLOCKED, PACK};
 use crate::common::proxy::{start_config, Proxy};
+use crate::common::sdk::client_output;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -88,23 +89,13 @@ pub(crate) async fn ts_client(url: &str, banned: &str, extra: &[&str]) -> Value 
     let url = url.to_owned();
     let banned = banned.to_owned();
     let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(node())
-            .arg(node_script("mcp_client.mjs"))
+    let stdout = client_output(node(), move |c| {
+        c.arg(node_script("mcp_client.mjs"))
             .arg(url)
             .args(extra)
-            .env("GUARDWIRE_BANNED_WORD", banned)
-            .output()
-            .unwrap()
+            .env("GUARDWIRE_BANNED_WORD", banned);
     })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    .await;
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
