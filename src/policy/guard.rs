@@ -122,7 +122,7 @@ pub struct ExchangeGuard {
 }
 
 /// Identifier values an answer remembers as checked; past them, each is scanned every time.
-const MAX_IDENTIFIERS_REMEMBERED: usize = 64;
+pub(super) const MAX_IDENTIFIERS_REMEMBERED: usize = 64;
 
 impl Policy {
     /// Starts the guard of one exchange: BeforeCall over the request, then OnChunk and
@@ -279,29 +279,6 @@ impl ExchangeGuard {
             f.matched = matched(f.validator);
             f
         })
-    }
-
-    /// Checks an identifier-shaped value of the answer (an id, a kind, a media type found at a
-    /// place of structure): only the output's secret and PII patterns, over the value alone
-    /// (see `policy/identifiers.rs`). Nothing is held back: the value is whole.
-    /// A value already checked is not scanned again (a stream repeats its ids in every frame).
-    pub fn check_identifier(&mut self, value: &str) -> Result<(), Finding> {
-        let hash = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            value.hash(&mut h);
-            h.finish()
-        };
-        if self.identifiers_checked.contains(&hash) {
-            return Ok(());
-        }
-        let policy = Arc::clone(&self.policy);
-        policy.identifier_hits(Target::Output, value, &mut self.hits);
-        self.judge(self.chunk_phase)?;
-        if self.identifiers_checked.len() < MAX_IDENTIFIERS_REMEMBERED {
-            self.identifiers_checked.push(hash);
-        }
-        Ok(())
     }
 
     /// OnChunk: checks one delta. For text it returns the channel and the channel position the

@@ -4,32 +4,53 @@
 //! a cursor or a media type can carry a key as well as any text can; a word in one is no
 //! sentence a reader reads.
 
-use super::ExchangeGuard;
+use super::{ExchangeGuard, MAX_IDENTIFIERS_REMEMBERED};
 use crate::policy::types::{Phase, Target};
+use crate::policy::Finding;
+use std::sync::Arc;
 
 impl ExchangeGuard {
     /// Scans each identifier on its own with the secret and PII patterns of the input checks
     /// (`input`: what the model or user will read) or of the output checks (data leaving).
     /// `Err` carries the first enforcing violation; monitor-mode findings are kept with the
     /// exchange's.
-    pub fn check_identifiers(
-        &mut self,
-        input: bool,
-        ids: &[String],
-    ) -> Result<(), crate::policy::Finding> {
+    pub fn check_identifiers(&mut self, input: bool, ids: &[String]) -> Result<(), Finding> {
+        for id in ids {
+            self.identifier(input, id)?;
+        }
+        Ok(())
+    }
+
+    /// Checks an identifier-shaped value of the answer (an id, a kind, a media type found at a
+    /// place of structure). Nothing is held back: the value is whole.
+    pub fn check_identifier(&mut self, value: &str) -> Result<(), Finding> {
+        self.identifier(false, value)
+    }
+
+    /// The one reading of an identifier (policy/identifiers.rs): the value whole, only the
+    /// secret and PII patterns' hits, without a span (an identifier is not rewritten). A value
+    /// already checked on the same side is not scanned again (a stream repeats its ids in
+    /// every frame).
+    fn identifier(&mut self, input: bool, value: &str) -> Result<(), Finding> {
         let (target, phase) = match input {
             true => (Target::Input, Phase::Input),
             false => (Target::Output, self.chunk_phase),
         };
-        if ids.is_empty() {
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (input, value).hash(&mut h);
+            h.finish()
+        };
+        if self.identifiers_checked.contains(&hash) {
             return Ok(());
         }
-        // The one reading of identifiers (policy/identifiers.rs): each value whole, only the
-        // secret and PII patterns' hits, without a span (an identifier is not rewritten).
-        let policy = std::sync::Arc::clone(&self.policy);
-        for id in ids {
-            policy.identifier_hits(target, id, &mut self.hits);
+        let policy = Arc::clone(&self.policy);
+        policy.identifier_hits(target, value, &mut self.hits);
+        self.judge(phase)?;
+        if self.identifiers_checked.len() < MAX_IDENTIFIERS_REMEMBERED {
+            self.identifiers_checked.push(hash);
         }
-        self.judge(phase)
+        Ok(())
     }
 }
