@@ -12,6 +12,7 @@ mod common;
 
 use bytes::Bytes;
 use common::mock_upstream::{MockUpstream, RecordedRequest, Reply};
+use common::protocols::{mcp_sse as sse, sse_messages};
 use common::proxy::{metrics, send, start_config, Answer, Proxy};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -61,31 +62,6 @@ fn method_of(r: &RecordedRequest) -> String {
     r.body_json()
         .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_default()
-}
-
-fn sse(events: &[String]) -> Vec<u8> {
-    events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| format!("event: message\nid: ev-{i}\ndata: {e}\n\n"))
-        .collect::<String>()
-        .into_bytes()
-}
-
-/// The JSON-RPC messages of an SSE body.
-fn sse_messages(body: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(body)
-        .split("\n\n")
-        .filter_map(|ev| {
-            let data: Vec<&str> = ev
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            (!data.is_empty() && !data.concat().trim().is_empty())
-                .then(|| serde_json::from_str(&data.join("\n")).unwrap())
-        })
-        .collect()
 }
 
 #[tokio::test]

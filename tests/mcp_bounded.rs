@@ -10,6 +10,7 @@ mod common;
 
 use bytes::Bytes;
 use common::mock_upstream::{MockUpstream, RecordedRequest, Reply};
+use common::protocols::{mcp_sse as sse, sse_messages};
 use common::proxy::{send, start_config, Answer, Proxy};
 use http::Method;
 use serde_json::{json, Value};
@@ -74,30 +75,6 @@ async fn settled_audit(path: &Path, at_least: usize) -> Vec<Value> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     audit_lines(path)
-}
-
-fn sse(events: &[Value]) -> Vec<u8> {
-    events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| format!("event: message\nid: ev-{i}\ndata: {e}\n\n"))
-        .collect::<String>()
-        .into_bytes()
-}
-
-fn sse_messages(body: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(body)
-        .split("\n\n")
-        .filter_map(|ev| {
-            let data: Vec<&str> = ev
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            (!data.is_empty() && !data.concat().trim().is_empty())
-                .then(|| serde_json::from_str(&data.join("\n")).unwrap())
-        })
-        .collect()
 }
 
 #[tokio::test]

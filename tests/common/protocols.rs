@@ -350,3 +350,29 @@ pub async fn stream(p: &Proto, addr: std::net::SocketAddr, prompt: &str, splits:
     )
     .await
 }
+
+/// An MCP server's SSE body: each JSON-RPC message one `message` event with an id.
+pub fn mcp_sse<T: std::fmt::Display>(events: &[T]) -> Vec<u8> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("event: message\nid: ev-{i}\ndata: {e}\n\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The JSON-RPC messages of an SSE body.
+pub fn sse_messages(body: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(body)
+        .split("\n\n")
+        .filter_map(|ev| {
+            let data: Vec<&str> = ev
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            (!data.is_empty() && !data.concat().trim().is_empty())
+                .then(|| serde_json::from_str(&data.join("\n")).unwrap())
+        })
+        .collect()
+}
