@@ -20,6 +20,7 @@ pub mod scan;
 pub mod scoring;
 pub mod server;
 pub mod sse;
+pub mod state;
 pub mod suite;
 pub mod telemetry;
 pub mod tls;

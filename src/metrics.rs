@@ -8,6 +8,7 @@ mod exposition;
 mod judges;
 mod labels;
 mod process;
+mod state;
 mod workers;
 
 pub use capture::{CaptureLabels, CaptureMetrics};
@@ -22,6 +23,7 @@ pub use labels::{
     VerdictLabels,
 };
 use process::ProcessMetrics;
+pub use state::StateMetrics;
 pub use workers::{WorkerConnections, WorkerLabels};
 
 use prometheus_client::metrics::counter::Counter;
@@ -90,6 +92,8 @@ pub struct Metrics {
     pub judges: JudgeMetrics,
     /// The body capture: records written and dropped.
     pub capture: CaptureMetrics,
+    /// The state store and the keys' limits over time.
+    pub state: StateMetrics,
     /// Production evals: scores, results, the queue, the packs' own metrics.
     pub evals: EvalMetrics,
     /// 1 when the last reload succeeded (or none was tried), 0 when it failed.
@@ -287,10 +291,12 @@ impl Metrics {
         );
         let judges = JudgeMetrics::register(registry);
         let capture = CaptureMetrics::register(registry);
+        let state = StateMetrics::register(registry);
         let evals = EvalMetrics::register(registry);
         Metrics {
             judges,
             capture,
+            state,
             evals,
             registry: root,
             requests,

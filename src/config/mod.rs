@@ -21,6 +21,7 @@ mod judges;
 mod limits;
 mod routes;
 mod sections;
+pub mod state;
 mod telemetry;
 
 use errors::format_figment_error;
@@ -106,6 +107,10 @@ pub struct Config {
     pub prices: std::collections::BTreeMap<String, Price>,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// Where state shared across requests and replicas lives (the keys' `rpm_limit`,
+    /// `tpm_limit` and `max_budget`): in process, or a Redis server for a fleet.
+    #[serde(default)]
+    pub state: state::StateConfig,
     /// What happens to answer text the protocol decoders do not model (unknown events and
     /// fields); a route may set its own.
     #[serde(default)]
@@ -201,6 +206,21 @@ pub struct KeyConfig {
     /// Default: no limit of its own.
     #[serde(default)]
     pub max_concurrent_requests: Option<usize>,
+    /// Requests per minute (a sliding window, across replicas with `state.url`); over it: 429.
+    #[serde(default)]
+    pub rpm_limit: Option<u64>,
+    /// Tokens per minute, input and output (reserved before the call, settled with the
+    /// provider's usage); over it: 429.
+    #[serde(default)]
+    pub tpm_limit: Option<u64>,
+    /// USD this key may spend per `budget_duration` (priced with `prices`); over it: 429
+    /// `insufficient_quota`.
+    #[serde(default)]
+    pub max_budget: Option<f64>,
+    /// How long a budget lasts from its first use before it starts again (`30s`, `30m`, `1h`,
+    /// `1d`, `30d`); absent: it never resets.
+    #[serde(default)]
+    pub budget_duration: Option<String>,
 }
 
 impl KeyConfig {
@@ -215,6 +235,44 @@ impl KeyConfig {
             (None, Some(_)) => Err("key: must not be empty".into()),
             _ => Err("exactly one of key_env and key is required".into()),
         }
+    }
+
+    /// Its limits over time (`rpm_limit`, `tpm_limit`, `max_budget`, `budget_duration`),
+    /// `None` when it has none.
+    pub fn limits(&self) -> Result<Option<crate::state::KeyLimits>, String> {
+        if self.rpm_limit == Some(0) {
+            return Err("rpm_limit: must be at least 1".into());
+        }
+        if self.tpm_limit == Some(0) {
+            return Err("tpm_limit: must be at least 1".into());
+        }
+        let budget = match (self.max_budget, &self.budget_duration) {
+            (None, None) => None,
+            (None, Some(_)) => return Err("budget_duration: needs a max_budget".into()),
+            (Some(usd), duration) => {
+                if !(usd.is_finite() && usd > 0.0 && usd < 1e9) {
+                    return Err("max_budget: must be a number of USD above 0".into());
+                }
+                let duration_ms = match duration {
+                    Some(d) => Some(
+                        state::parse_duration_ms(d).map_err(|e| format!("budget_duration: {e}"))?,
+                    ),
+                    None => None,
+                };
+                Some(crate::state::BudgetLimit {
+                    max_micro_usd: crate::state::micro_usd(usd),
+                    duration_ms,
+                })
+            }
+        };
+        if self.rpm_limit.is_none() && self.tpm_limit.is_none() && budget.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(crate::state::KeyLimits {
+            rpm: self.rpm_limit,
+            tpm: self.tpm_limit,
+            budget,
+        }))
     }
 
     /// The provider key to swap in, if any.
@@ -290,7 +348,8 @@ impl Config {
 }
 
 /// Top-level config keys, the only ones environment variables may set.
-const TOP_LEVEL_KEYS: [&str; 24] = [
+const TOP_LEVEL_KEYS: [&str; 25] = [
+    "state",
     "listen",
     "forward_headers",
     "pack_env",
@@ -455,8 +514,15 @@ impl Config {
             if k.max_concurrent_requests == Some(0) {
                 return Err(at("max_concurrent_requests: must be at least 1".into()));
             }
+            k.limits().map_err(at)?;
+            if k.max_budget.is_some() && self.prices.is_empty() {
+                return Err(at(
+                    "max_budget: spend is priced with `prices`, and none are configured".into(),
+                ));
+            }
         }
         self.validate_durations()?;
+        self.state.validate()?;
         self.telemetry.validate()?;
         self.capture.validate(&self.routes)?;
         judges::validate_judges(&mut self.judges)?;

@@ -1,0 +1,376 @@
+//! The limits' behaviour, the same tests for both backends: the in-process one always, the
+//! Redis one against a real `redis-server` (ignored unless asked for; `tests/run` asks).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use super::limits::{Ask, BudgetLimit, Decision, KeyLimits, Limit, Used};
+use super::local::LocalLimits;
+use super::redis::{Conn, RedisLimits};
+use super::LimitStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn limits(rpm: Option<u64>, tpm: Option<u64>, budget: Option<(u64, Option<u64>)>) -> KeyLimits {
+    KeyLimits {
+        rpm,
+        tpm,
+        budget: budget.map(|(max_micro_usd, duration_ms)| BudgetLimit {
+            max_micro_usd,
+            duration_ms,
+        }),
+    }
+}
+
+const TTL: u64 = 60_000;
+
+async fn reserve(s: &dyn LimitStore, key: &str, l: &KeyLimits, ask: Ask, id: &str) -> Decision {
+    s.reserve(key, l, ask, id, TTL)
+        .await
+        .expect("store answers")
+}
+
+fn refused_by(d: &Decision) -> Option<Limit> {
+    match d {
+        Decision::Admitted(_) => None,
+        Decision::Refused { limit, .. } => Some(*limit),
+    }
+}
+
+async fn requests_are_exact(s: Arc<dyn LimitStore>) {
+    let l = limits(Some(5), None, None);
+    for i in 0..5 {
+        let d = reserve(&*s, "rpm", &l, Ask::default(), &format!("r{i}")).await;
+        let Decision::Admitted(q) = d else {
+            panic!("request {i} refused: {d:?}")
+        };
+        assert_eq!(q.requests.unwrap().remaining, 4 - i);
+    }
+    let d = reserve(&*s, "rpm", &l, Ask::default(), "r5").await;
+    let Decision::Refused {
+        limit,
+        retry_after_ms,
+        quota,
+    } = d
+    else {
+        panic!("the sixth request passed")
+    };
+    assert_eq!(limit, Limit::Requests);
+    assert!(retry_after_ms.is_some_and(|ms| (1..=60_000).contains(&ms)));
+    assert_eq!(quota.requests.unwrap().remaining, 0);
+    // Settling does not give a request back: a request was made.
+    s.settle("rpm", &l, "r0", Used::default()).await.unwrap();
+    assert_eq!(
+        refused_by(&reserve(&*s, "rpm", &l, Ask::default(), "r6").await),
+        Some(Limit::Requests)
+    );
+    // Another key is not touched.
+    assert!(refused_by(&reserve(&*s, "other", &l, Ask::default(), "o").await).is_none());
+}
+
+async fn concurrent_requests_never_pass_together(s: Arc<dyn LimitStore>) {
+    let l = Arc::new(limits(Some(10), None, Some((1_000, None))));
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let (s, l) = (Arc::clone(&s), Arc::clone(&l));
+        tasks.push(tokio::spawn(async move {
+            let ask = Ask {
+                tokens: 0,
+                micro_usd: 70,
+            };
+            s.reserve("conc", &l, ask, &format!("c{i}"), TTL)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut admitted = 0;
+    for t in tasks {
+        if matches!(t.await.unwrap(), Decision::Admitted(_)) {
+            admitted += 1;
+        }
+    }
+    assert_eq!(
+        admitted, 10,
+        "rpm 10 admits exactly 10 of 40 concurrent requests"
+    );
+    let q = s.usage("conc", &l).await.unwrap();
+    assert_eq!(q.budget.unwrap().reserved_micro_usd, 700);
+}
+
+async fn tokens_reserve_then_settle(s: Arc<dyn LimitStore>) {
+    let l = limits(None, Some(100), None);
+    let ask = Ask {
+        tokens: 40,
+        micro_usd: 0,
+    };
+    assert!(refused_by(&reserve(&*s, "tpm", &l, ask, "a").await).is_none());
+    assert!(refused_by(&reserve(&*s, "tpm", &l, ask, "b").await).is_none());
+    assert_eq!(
+        refused_by(&reserve(&*s, "tpm", &l, ask, "c").await),
+        Some(Limit::Tokens)
+    );
+    // "a" used 10 of its 40: 50 in the window, so 40 more fit.
+    let used = Used {
+        tokens: 10,
+        micro_usd: 0,
+    };
+    s.settle("tpm", &l, "a", used).await.unwrap();
+    assert_eq!(
+        s.usage("tpm", &l).await.unwrap().tokens.unwrap().remaining,
+        50
+    );
+    assert!(refused_by(&reserve(&*s, "tpm", &l, ask, "d").await).is_none());
+    // An empty window admits one request larger than the limit, so it is not refused forever.
+    let big = Ask {
+        tokens: 500,
+        micro_usd: 0,
+    };
+    assert!(refused_by(&reserve(&*s, "tpm-big", &l, big, "x").await).is_none());
+    assert_eq!(
+        refused_by(&reserve(&*s, "tpm-big", &l, ask, "y").await),
+        Some(Limit::Tokens)
+    );
+}
+
+async fn budget_never_overspends(s: Arc<dyn LimitStore>) {
+    let l = Arc::new(limits(None, None, Some((1_000, None))));
+    let ask = Ask {
+        tokens: 0,
+        micro_usd: 100,
+    };
+    let mut tasks = Vec::new();
+    for i in 0..25 {
+        let (s, l) = (Arc::clone(&s), Arc::clone(&l));
+        tasks.push(tokio::spawn(async move {
+            let id = format!("b{i}");
+            let d = s.reserve("budget", &l, ask, &id, TTL).await.unwrap();
+            (id, d)
+        }));
+    }
+    let mut admitted = Vec::new();
+    for t in tasks {
+        let (id, d) = t.await.unwrap();
+        match d {
+            Decision::Admitted(_) => admitted.push(id),
+            Decision::Refused {
+                limit,
+                retry_after_ms,
+                ..
+            } => {
+                assert_eq!(limit, Limit::Budget);
+                assert_eq!(
+                    retry_after_ms, None,
+                    "a budget without a duration never resets"
+                );
+            }
+        }
+    }
+    assert_eq!(admitted.len(), 10);
+    for id in &admitted {
+        s.settle(
+            "budget",
+            &l,
+            id,
+            Used {
+                tokens: 0,
+                micro_usd: 100,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let b = s.usage("budget", &l).await.unwrap().budget.unwrap();
+    assert_eq!((b.spent_micro_usd, b.reserved_micro_usd), (1_000, 0));
+    assert_eq!(b.remaining_micro_usd(), 0);
+    // A spent budget refuses even a request that asks nothing.
+    assert_eq!(
+        refused_by(&reserve(&*s, "budget", &l, Ask::default(), "z").await),
+        Some(Limit::Budget)
+    );
+    s.reset("budget").await.unwrap();
+    let b = s.usage("budget", &l).await.unwrap().budget.unwrap();
+    assert_eq!((b.spent_micro_usd, b.reserved_micro_usd), (0, 0));
+}
+
+async fn reservations_expire_and_are_counted_once(s: Arc<dyn LimitStore>) {
+    let l = limits(None, Some(1_000), Some((1_000, None)));
+    let ask = Ask {
+        tokens: 300,
+        micro_usd: 300,
+    };
+    let d = s.reserve("exp", &l, ask, "e1", 50).await.unwrap();
+    assert!(refused_by(&d).is_none());
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let q = s.usage("exp", &l).await.unwrap();
+    assert_eq!(
+        q.budget.unwrap().reserved_micro_usd,
+        0,
+        "an expired reservation is given back"
+    );
+    assert_eq!(q.tokens.unwrap().remaining, 1_000);
+    // Its request settles late (or had reserved nothing while the store was down): its usage
+    // counts once.
+    s.settle(
+        "exp",
+        &l,
+        "e1",
+        Used {
+            tokens: 200,
+            micro_usd: 250,
+        },
+    )
+    .await
+    .unwrap();
+    let q = s.usage("exp", &l).await.unwrap();
+    assert_eq!(q.budget.unwrap().spent_micro_usd, 250);
+    assert_eq!(q.tokens.unwrap().remaining, 800);
+    s.settle(
+        "exp",
+        &l,
+        "never-made",
+        Used {
+            tokens: 0,
+            micro_usd: 50,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.usage("exp", &l)
+            .await
+            .unwrap()
+            .budget
+            .unwrap()
+            .spent_micro_usd,
+        300
+    );
+}
+
+async fn budget_window_starts_again(s: Arc<dyn LimitStore>) {
+    let l = limits(None, None, Some((100, Some(1_000))));
+    let ask = Ask {
+        tokens: 0,
+        micro_usd: 100,
+    };
+    assert!(refused_by(&reserve(&*s, "window", &l, ask, "w1").await).is_none());
+    s.settle(
+        "window",
+        &l,
+        "w1",
+        Used {
+            tokens: 0,
+            micro_usd: 100,
+        },
+    )
+    .await
+    .unwrap();
+    let d = reserve(&*s, "window", &l, ask, "w2").await;
+    let Decision::Refused { retry_after_ms, .. } = d else {
+        panic!("a spent budget admitted a request")
+    };
+    assert!(retry_after_ms.is_some_and(|ms| ms <= 1_000));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(refused_by(&reserve(&*s, "window", &l, ask, "w3").await).is_none());
+}
+
+async fn all(s: Arc<dyn LimitStore>) {
+    requests_are_exact(Arc::clone(&s)).await;
+    concurrent_requests_never_pass_together(Arc::clone(&s)).await;
+    tokens_reserve_then_settle(Arc::clone(&s)).await;
+    budget_never_overspends(Arc::clone(&s)).await;
+    reservations_expire_and_are_counted_once(Arc::clone(&s)).await;
+    budget_window_starts_again(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_limits() {
+    all(Arc::new(LocalLimits::default())).await;
+}
+
+/// A throwaway `redis-server` on a free loopback port (GUARDWIRE_REDIS_SERVER, else the one
+/// on PATH), killed when dropped.
+pub(crate) struct RedisServer {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let bin = std::env::var("GUARDWIRE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("{bin}: {e} (install redis-server, or set GUARDWIRE_REDIS_SERVER)")
+            });
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return RedisServer { child, port };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("redis-server did not listen on {port}");
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (tests/run installs it)"]
+async fn redis_limits() {
+    let server = RedisServer::start();
+    let url = format!("redis://127.0.0.1:{}/0", server.port);
+    let store = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t:");
+    store.ping().await.unwrap();
+    all(Arc::new(store)).await;
+    // Two replicas are two connections to one server: they count as one.
+    let a = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t2:");
+    let b = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t2:");
+    let l = limits(Some(3), None, None);
+    let mut admitted = 0;
+    for (i, s) in [&a, &b, &a, &b, &a, &b].into_iter().enumerate() {
+        if matches!(
+            reserve(s, "shared", &l, Ask::default(), &format!("s{i}")).await,
+            Decision::Admitted(_)
+        ) {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 3);
+}
+
+#[tokio::test]
+async fn a_store_that_is_down_answers_an_error_not_a_hang() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let store = RedisLimits::new(
+        Conn::new(
+            &format!("redis://127.0.0.1:{port}"),
+            Duration::from_millis(200),
+        )
+        .unwrap(),
+        "t:",
+    );
+    let l = limits(Some(1), None, None);
+    assert!(store
+        .reserve("k", &l, Ask::default(), "x", TTL)
+        .await
+        .is_err());
+    assert!(store.ping().await.is_err());
+}
