@@ -56,6 +56,18 @@ pub enum GatewayError {
     /// (`limits.max_buffered_request_bytes_per_client_address`): try again shortly.
     #[error("this client address has too many requests or request bytes in flight; retry shortly")]
     AddressLimit,
+    /// The caller's key is over its `rpm_limit`, `tpm_limit` or `max_budget`: 429, nothing sent
+    /// upstream.
+    #[error("{}", rate_limited_message(*limit))]
+    RateLimited {
+        limit: crate::state::Limit,
+        /// When a retry could pass (None: not while this budget lasts).
+        retry_after_ms: Option<u64>,
+    },
+    /// The caller's key has limits over time, the state store cannot count them, and
+    /// `state.on_error` is `fail_closed`: 503, nothing sent upstream.
+    #[error("this key's limits cannot be counted right now; retry shortly")]
+    StateUnavailable,
     /// guardwire is shutting down and its drain deadline passed.
     #[error("guardwire is shutting down; retry the request")]
     ShuttingDown,
@@ -77,10 +89,13 @@ impl GatewayError {
             GatewayError::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             GatewayError::Upstream(_) | GatewayError::UpstreamIncomplete => StatusCode::BAD_GATEWAY,
             GatewayError::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            GatewayError::Overloaded | GatewayError::BufferFull | GatewayError::ShuttingDown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            GatewayError::KeyLimit | GatewayError::AddressLimit => StatusCode::TOO_MANY_REQUESTS,
+            GatewayError::Overloaded
+            | GatewayError::BufferFull
+            | GatewayError::ShuttingDown
+            | GatewayError::StateUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            GatewayError::KeyLimit
+            | GatewayError::AddressLimit
+            | GatewayError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -107,8 +122,29 @@ impl GatewayError {
             GatewayError::KeyLimit | GatewayError::AddressLimit => {
                 ("requests", "rate_limit_exceeded")
             }
+            // As OpenAI answers its own rate limits and an exhausted quota.
+            GatewayError::RateLimited { limit, .. } => match limit {
+                crate::state::Limit::Requests => ("requests", "rate_limit_exceeded"),
+                crate::state::Limit::Tokens => ("tokens", "rate_limit_exceeded"),
+                crate::state::Limit::Budget => ("insufficient_quota", "insufficient_quota"),
+            },
+            GatewayError::StateUnavailable => ("server_error", "state_unavailable"),
             GatewayError::ShuttingDown => ("server_error", "shutting_down"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
+        }
+    }
+}
+
+fn rate_limited_message(limit: crate::state::Limit) -> &'static str {
+    match limit {
+        crate::state::Limit::Requests => {
+            "this key is over its rpm_limit (requests per minute); retry after the time retry-after gives"
+        }
+        crate::state::Limit::Tokens => {
+            "this key is over its tpm_limit (tokens per minute); retry after the time retry-after gives"
+        }
+        crate::state::Limit::Budget => {
+            "this key has spent its max_budget for the current budget_duration"
         }
     }
 }

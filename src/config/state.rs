@@ -111,9 +111,11 @@ pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        "mo" => return Err(format!(
+        "mo" => {
+            return Err(format!(
             "{text:?}: calendar months are not supported (their length varies); write 30d or 31d"
-        )),
+        ))
+        }
         _ => {
             return Err(format!(
                 "{text:?} is not a duration such as 30s, 30m, 1h, 1d or 30d"

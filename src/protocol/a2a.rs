@@ -81,6 +81,8 @@ pub fn code_of(err: &GatewayError) -> i64 {
         | GatewayError::BufferFull
         | GatewayError::KeyLimit
         | GatewayError::AddressLimit
+        | GatewayError::RateLimited { .. }
+        | GatewayError::StateUnavailable
         | GatewayError::ShuttingDown => codes::RETRY,
         GatewayError::Internal(_) => codes::INTERNAL,
     }

@@ -383,10 +383,13 @@ fn anthropic_error_json(err: &GatewayError) -> String {
         GatewayError::Unauthorized(_) => "authentication_error",
         GatewayError::PayloadTooLarge { .. } => "request_too_large",
         GatewayError::UpstreamTimeout(_) => "timeout_error",
-        GatewayError::Overloaded | GatewayError::BufferFull | GatewayError::ShuttingDown => {
-            "overloaded_error"
+        GatewayError::Overloaded
+        | GatewayError::BufferFull
+        | GatewayError::ShuttingDown
+        | GatewayError::StateUnavailable => "overloaded_error",
+        GatewayError::KeyLimit | GatewayError::AddressLimit | GatewayError::RateLimited { .. } => {
+            "rate_limit_error"
         }
-        GatewayError::KeyLimit | GatewayError::AddressLimit => "rate_limit_error",
         GatewayError::Upstream(_)
         | GatewayError::UpstreamIncomplete
         | GatewayError::Internal(_) => "api_error",

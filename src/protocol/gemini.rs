@@ -471,8 +471,11 @@ fn gemini_error_json(err: &GatewayError) -> String {
         | GatewayError::Internal(_)
         | GatewayError::Overloaded
         | GatewayError::BufferFull
-        | GatewayError::ShuttingDown => "UNAVAILABLE",
-        GatewayError::KeyLimit | GatewayError::AddressLimit => "RESOURCE_EXHAUSTED",
+        | GatewayError::ShuttingDown
+        | GatewayError::StateUnavailable => "UNAVAILABLE",
+        GatewayError::KeyLimit | GatewayError::AddressLimit | GatewayError::RateLimited { .. } => {
+            "RESOURCE_EXHAUSTED"
+        }
         GatewayError::UpstreamTimeout(_) | GatewayError::BodyTimeout { .. } => "DEADLINE_EXCEEDED",
         GatewayError::Blocked { .. }
         | GatewayError::InvalidRequest(_)

@@ -35,6 +35,8 @@ pub mod codes {
     pub const UPSTREAM: i64 = -32012;
     /// Refused by guardwire for another reason (a key, a limit, a method).
     pub const REFUSED: i64 = -32013;
+    /// The key is over its `rpm_limit`, `tpm_limit` or `max_budget` (HTTP 429, `retry-after`).
+    pub const RATE_LIMITED: i64 = -32014;
     /// The routing headers do not match the body, or carry what guardwire cannot read
     /// (spec-defined in 2026-07-28).
     pub const HEADER_MISMATCH: i64 = -32020;
@@ -153,6 +155,7 @@ pub fn error_code(err: &GatewayError) -> i64 {
         GatewayError::Upstream(_)
         | GatewayError::UpstreamTimeout(_)
         | GatewayError::UpstreamIncomplete => codes::UPSTREAM,
+        GatewayError::RateLimited { .. } => codes::RATE_LIMITED,
         _ => codes::REFUSED,
     }
 }

@@ -21,6 +21,8 @@ pub struct ClientKey {
     pub in_flight: Arc<Budget>,
     /// Its `max_concurrent_requests`, when it has one.
     pub max_in_flight: Option<usize>,
+    /// Its limits over time (`rpm_limit`, `tpm_limit`, `max_budget`), when it has any.
+    pub limits: Option<Arc<crate::state::KeyLimits>>,
 }
 
 impl ClientKey {
@@ -37,6 +39,7 @@ impl ClientKey {
             upstream_key,
             in_flight: Budget::new(),
             max_in_flight: None,
+            limits: None,
         }
     }
 }

@@ -90,6 +90,9 @@ pub struct StreamContext {
     pub request: super::estimate::RequestCopy,
     /// What the error frame that ends the stream repeats of the request (its JSON-RPC id).
     pub reply_to: crate::protocol::ReplyTo,
+    /// The key's reservation against its limits over time: the stream's usage is recorded on
+    /// it when the stream ends (however it ends), and it settles as it is dropped.
+    pub reservation: Option<crate::state::Reservation>,
 }
 
 /// The answer's judged checks under way, once the rest of the stream passed.
@@ -541,6 +544,10 @@ impl Drop for GuardedStream {
             &self.ctx.trace,
             estimated,
         );
+        if let Some(r) = &self.ctx.reservation {
+            let (input, output) = self.guard.usage();
+            r.record(input, output);
+        }
         // A turn for the evals when it was blocked or answered in full; not a stream cut off
         // (client gone, upstream failure, drain stop) or left awaiting verdicts.
         let trace = &self.ctx.trace;

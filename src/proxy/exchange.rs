@@ -161,6 +161,7 @@ impl<'a> RequestCtx<'a> {
             evals,
             request,
             reply_to,
+            reservation,
         } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
@@ -194,6 +195,7 @@ impl<'a> RequestCtx<'a> {
             hide_usage: answered.hide_usage,
             request,
             reply_to,
+            reservation,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, text, guard, ctx);
@@ -219,6 +221,7 @@ impl<'a> RequestCtx<'a> {
             conversation,
             evals,
             request,
+            reservation,
             ..
         } = kept;
         let head_at = answered.head_at;
@@ -300,6 +303,10 @@ impl<'a> RequestCtx<'a> {
             self.trace,
             estimated,
         );
+        if let Some(r) = &reservation {
+            let (input, output) = guard.usage();
+            r.record(input, output);
+        }
         // The answer's judged checks, once every other check passed; their wait is not the
         // proxy's time.
         let mut judged_for = Duration::ZERO;

@@ -99,6 +99,7 @@ impl Gateway {
         started: Instant,
         request_id: &HeaderValue,
         trace: &RequestTrace,
+        quota: &mut Option<crate::state::Quota>,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let base = route.upstream.as_ref().ok_or_else(|| {
             GatewayError::NotFound("no upstream is configured for this MCP route".into())
@@ -168,6 +169,8 @@ impl Gateway {
             }
         };
         let permit = ctx.admit(address, held)?;
+        // Each MCP request counts for `rpm_limit`; MCP traffic has no model tokens to ask.
+        let _reserved = ctx.reserve(|_| Ok(Default::default()), None, quota).await?;
         checker.session = session::open(&self.mcp_sessions, session.clone());
         if parts.method == Method::POST {
             // A large body is checked off the async worker (`offload.rs`): the checker and

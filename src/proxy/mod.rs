@@ -21,6 +21,7 @@ pub mod judged;
 mod mcp;
 mod offload;
 mod operator;
+pub mod quota;
 pub mod redact;
 pub mod report;
 mod request;
@@ -78,6 +79,9 @@ pub struct Gateway {
     evals: Arc<crate::evals::EvalQueue>,
     /// MCP sessions' tool calls and removed tools (`mcp/session.rs`); kept across reloads.
     mcp_sessions: Arc<dyn mcp::session::SessionStore>,
+    /// State shared across requests and replicas (`state:`): the keys' limits over time.
+    /// Made at start; `state:` changes take effect on restart.
+    pub(crate) state: Arc<crate::state::State>,
 }
 
 /// One request counted against `limits.max_concurrent_requests` (and its key's
@@ -98,7 +102,13 @@ impl Gateway {
         let metrics = Arc::new(metrics);
         let evals =
             crate::evals::EvalQueue::new(runtime.config.evals.clone(), Arc::clone(&metrics));
+        let state = crate::state::State::new(
+            &runtime.config.state,
+            runtime.config.timeouts.total_ms,
+            Arc::clone(&metrics),
+        )?;
         Ok(Gateway {
+            state: Arc::new(state),
             evals: Arc::new(evals),
             runtime: ArcSwap::from_pointee(runtime),
             client: Arc::new(client),
@@ -260,6 +270,9 @@ impl Gateway {
         );
         // What an error answer repeats of the request (its JSON-RPC id), once its body is read.
         let mut reply_to = ReplyTo::default();
+        // The caller's key's quota, once its limits over time were counted: the answer's
+        // rate-limit headers.
+        let mut quota = None;
         let result = match route {
             None => Err(GatewayError::NotFound(format!(
                 "no route for {} {}",
@@ -283,6 +296,7 @@ impl Gateway {
                     &request_id,
                     &trace,
                     &mut reply_to,
+                    &mut quota,
                 ));
                 match tokio::time::timeout(total, exchange).await {
                     Ok(result) => result,
@@ -308,6 +322,9 @@ impl Gateway {
             }
             error_response(protocol, &e, &reply_to)
         });
+        if let Some(q) = &quota {
+            quota::set_headers(protocol.id(), q, resp.headers_mut());
+        }
         resp.headers_mut().insert(&headers::REQUEST_ID, request_id);
         // A stream observes its own duration, and finishes its trace, when it ends.
         if !matches!(resp.body(), ProxyBody::Guarded(_)) {
@@ -358,10 +375,11 @@ impl Gateway {
         request_id: &HeaderValue,
         trace: &RequestTrace,
         reply_to: &mut ReplyTo,
+        quota: &mut Option<crate::state::Quota>,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         if route.protocol.id() == crate::protocol::ProtocolId::Mcp {
             return self
-                .mcp_exchange(rt, route, req, address, started, request_id, trace)
+                .mcp_exchange(rt, route, req, address, started, request_id, trace, quota)
                 .await;
         }
         let target = request::target(route, &req)?;
@@ -406,8 +424,15 @@ impl Gateway {
         let permit = ctx.admit(address, body_bytes)?;
         let base = match target {
             Target::Checked(base, _) => base,
-            Target::Passthrough(base) => return ctx.passthrough(&parts, base, body).await,
-            Target::Discovery(base) => return ctx.discovery(&parts, base).await,
+            // Requests all the same for `rpm_limit`, asking no tokens.
+            Target::Passthrough(base) => {
+                let _reserved = ctx.reserve(|_| Ok(Default::default()), None, quota).await?;
+                return ctx.passthrough(&parts, base, body).await;
+            }
+            Target::Discovery(base) => {
+                let _reserved = ctx.reserve(|_| Ok(Default::default()), None, quota).await?;
+                return ctx.discovery(&parts, base).await;
+            }
         };
         *reply_to = protocol.reply_to(&body);
         let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
@@ -416,6 +441,18 @@ impl Gateway {
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         trace.note_model_label(traffic.model);
+        let model = parsed.model.as_deref();
+        let price = model.and_then(|m| rt.config.price(m));
+        let reservation = ctx
+            .reserve(
+                |limits| {
+                    let default_output = rt.config.state.reserve_output_tokens;
+                    quota::ask(limits, &body, model, price, default_output)
+                },
+                price,
+                quota,
+            )
+            .await?;
         let before_call = ctx.before_call(&parsed);
         // Judged checks and evals see the conversation (the request's, and the answer's
         // `_session` variants); it is kept only when some exist.
@@ -501,6 +538,7 @@ impl Gateway {
             evals,
             request,
             reply_to: reply_to.clone(),
+            reservation,
         };
         if sse {
             return Ok(ctx.relay_stream(head, body, text, guard, answered, permit, kept));
@@ -550,8 +588,26 @@ pub fn error_response(
         | GatewayError::BufferFull
         | GatewayError::KeyLimit
         | GatewayError::AddressLimit
+        | GatewayError::StateUnavailable
         | GatewayError::ShuttingDown => {
             h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        // A budget that never starts again: no retry will pass.
+        GatewayError::RateLimited {
+            retry_after_ms: None,
+            ..
+        } => {
+            h.insert("x-should-retry", HeaderValue::from_static("false"));
+        }
+        GatewayError::RateLimited {
+            retry_after_ms: Some(ms),
+            ..
+        } => {
+            h.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(quota::retry_after_secs(Some(*ms))),
+            );
+            h.insert("retry-after-ms", HeaderValue::from(*ms));
         }
         _ => {}
     }

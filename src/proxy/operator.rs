@@ -16,7 +16,7 @@ impl Gateway {
     /// in (requests in flight finish on the old one), else keeps the running one. Either way
     /// the result is counted and logged (with file and key on failure). Settings of the
     /// listener itself (`listen`, `limits.max_header_bytes`, `timeouts.client_header_ms`,
-    /// `timeouts.connect_ms`) take effect on restart only.
+    /// `timeouts.connect_ms`) and `state:` take effect on restart only.
     pub async fn reload(&self) -> Result<(), String> {
         let _one_at_a_time = self.reloading.lock().await;
         let result = match &self.config_path {
@@ -103,6 +103,84 @@ impl Gateway {
         }
     }
 
+    /// The key `id` (percent-decoded) and its limits over time, or the answer saying why not.
+    fn limited_key(
+        &self,
+        id: &str,
+    ) -> Result<(&'static str, Arc<crate::state::KeyLimits>), Box<Response<ProxyBody>>> {
+        let id = percent_decoded(id);
+        let rt = self.runtime();
+        let Some(key) = rt.keys.iter().find(|k| k.id == id) else {
+            return Err(Box::new(plain(
+                StatusCode::NOT_FOUND,
+                format!("no key {id:?}\n"),
+            )));
+        };
+        match &key.limits {
+            Some(limits) => Ok((key.id, Arc::clone(limits))),
+            None => Err(Box::new(plain(
+                StatusCode::NOT_FOUND,
+                format!("key {id:?} has no rpm_limit, tpm_limit or max_budget\n"),
+            ))),
+        }
+    }
+
+    /// `GET /admin/keys/<id>/usage`: the key's counts and what is left, as JSON.
+    async fn key_usage(&self, id: &str) -> Response<ProxyBody> {
+        let (id, limits) = match self.limited_key(id) {
+            Ok(k) => k,
+            Err(refusal) => return *refusal,
+        };
+        match self.state.usage(id, &limits).await {
+            Ok(q) => {
+                let window = |w: Option<crate::state::Window>| {
+                    w.map(|w| {
+                        serde_json::json!({"limit": w.limit, "remaining": w.remaining, "reset_ms": w.reset_ms})
+                    })
+                };
+                let usd = |micro: u64| micro as f64 / 1e6;
+                let budget = q.budget.map(|b| {
+                    serde_json::json!({
+                        "max_usd": usd(b.max_micro_usd),
+                        "spent_usd": usd(b.spent_micro_usd),
+                        "reserved_usd": usd(b.reserved_micro_usd),
+                        "remaining_usd": usd(b.remaining_micro_usd()),
+                        "reset_ms": b.reset_ms,
+                    })
+                });
+                let body = serde_json::json!({
+                    "key": id,
+                    "requests": window(q.requests),
+                    "tokens": window(q.tokens),
+                    "budget": budget,
+                });
+                let mut r = plain(StatusCode::OK, format!("{body}\n"));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                r
+            }
+            Err(e) => plain(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+        }
+    }
+
+    /// `POST /admin/keys/<id>/reset`: the key's counts forgotten (requests in flight settle as
+    /// new usage).
+    async fn key_reset(&self, id: &str) -> Response<ProxyBody> {
+        let (id, _) = match self.limited_key(id) {
+            Ok(k) => k,
+            Err(refusal) => return *refusal,
+        };
+        match self.state.reset(id).await {
+            Ok(()) => {
+                tracing::info!(key = id, "the key's limits over time were reset");
+                plain(StatusCode::OK, "reset\n")
+            }
+            Err(e) => plain(StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")),
+        }
+    }
+
     /// The operators' listener (`admin.listen`): its endpoints, and 404 for anything else.
     pub async fn handle_operator(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         match self.operator_endpoint(&req).await {
@@ -137,19 +215,40 @@ impl Gateway {
         }
     }
 
-    /// `/healthz`, `/readyz`, `/metrics` and `POST /admin/reload` (which needs the token
-    /// wherever it is asked).
+    /// `/healthz`, `/readyz`, `/metrics`, `POST /admin/reload` and `/admin/keys/*` (which
+    /// need the token wherever they are asked).
     async fn operator_endpoint(&self, req: &Request<Incoming>) -> Option<Response<ProxyBody>> {
         Some(match (req.method(), req.uri().path()) {
             (&Method::GET, "/healthz") => plain(StatusCode::OK, "ok\n"),
             (&Method::GET, "/readyz") => {
+                // The store's state is reported, not made a condition: with the store down
+                // every replica would turn unready together, and keys without limits (and
+                // `fail_open` ones) can still be served.
+                let (state, _) = self.state.readiness().await;
                 if self.draining.load(Ordering::Acquire) {
-                    plain(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+                    plain(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("draining\n{state}\n"),
+                    )
                 } else {
-                    plain(StatusCode::OK, "ready\n")
+                    plain(StatusCode::OK, format!("ready\n{state}\n"))
                 }
             }
             (&Method::POST, "/admin/reload") => self.admin_reload(req).await,
+            (method, path) if path.starts_with("/admin/keys/") => {
+                if let Some(refusal) = self.refuse_without_token(req, "not found\n") {
+                    return Some(refusal);
+                }
+                let rest = &path["/admin/keys/".len()..];
+                match (method, rest.rsplit_once('/')) {
+                    (&Method::GET, Some((id, "usage"))) => self.key_usage(id).await,
+                    (&Method::POST, Some((id, "reset"))) => self.key_reset(id).await,
+                    _ => plain(
+                        StatusCode::NOT_FOUND,
+                        "not found: GET /admin/keys/<id>/usage or POST /admin/keys/<id>/reset\n",
+                    ),
+                }
+            }
             (&Method::GET, "/metrics") => {
                 let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
                 let m = &self.metrics;
@@ -169,4 +268,25 @@ impl Gateway {
             _ => return None,
         })
     }
+}
+
+/// A path segment with its `%XX` escapes decoded (key ids may hold any character); a bad
+/// escape is kept as written.
+fn percent_decoded(segment: &str) -> String {
+    let b = segment.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

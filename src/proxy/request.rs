@@ -59,6 +59,9 @@ pub struct Kept {
     /// What an error answer repeats of the request (its JSON-RPC id): the error frame that
     /// ends a stream carries it too.
     pub reply_to: protocol::ReplyTo,
+    /// The key's reservation against its limits over time, settled when the exchange ends
+    /// with the usage recorded on it.
+    pub reservation: Option<crate::state::Reservation>,
 }
 
 /// Who a request is from, once its key is checked, and what that decides.
@@ -68,6 +71,8 @@ pub struct Caller<'a> {
     pub upstream_key: Option<&'a str>,
     /// Its key's requests in flight and `max_concurrent_requests`, when it has one.
     pub key_limit: Option<(&'a Arc<Budget>, usize)>,
+    /// Its key's limits over time, when it has any.
+    pub limits: Option<&'a Arc<crate::state::KeyLimits>>,
     /// The client address it came from (the TCP peer's, counted as
     /// [`super::client_address::counted_as`] says), when known.
     pub address: Option<IpAddr>,
@@ -156,6 +161,7 @@ pub fn authenticate<'a>(
             key_id: None,
             upstream_key: None,
             key_limit: None,
+            limits: None,
             address,
         });
     }
@@ -172,6 +178,7 @@ pub fn authenticate<'a>(
         key_id: Some(key.id),
         upstream_key: key.upstream_key.as_deref(),
         key_limit: key.max_in_flight.map(|max| (&key.in_flight, max)),
+        limits: key.limits.as_ref(),
         address,
     })
 }
@@ -352,6 +359,44 @@ impl<'a> RequestCtx<'a> {
             address,
             body,
         )
+    }
+
+    /// Step 4b: against the key's limits over time (when it has any), the request reserves
+    /// what it may use (`ask`): refused with 429 over a limit, 503 when the store cannot count
+    /// under `state.on_error: fail_closed`. The key's quota goes into `quota`, for the answer's
+    /// rate-limit headers.
+    pub async fn reserve(
+        &self,
+        ask: impl FnOnce(&crate::state::KeyLimits) -> Result<crate::state::Ask, GatewayError>,
+        price: Option<crate::config::Price>,
+        quota: &mut Option<crate::state::Quota>,
+    ) -> Result<Option<crate::state::Reservation>, GatewayError> {
+        let (Some(limits), Some(key)) = (self.caller.limits, self.caller.key_id) else {
+            return Ok(None);
+        };
+        let ask = ask(limits)?;
+        match self.gw.state.reserve(key, limits, ask, price).await {
+            Ok(crate::state::Admission::Admitted {
+                quota: q,
+                reservation,
+            }) => {
+                *quota = Some(q);
+                Ok(Some(reservation))
+            }
+            Ok(crate::state::Admission::Refused {
+                limit,
+                retry_after_ms,
+                quota: q,
+            }) => {
+                *quota = Some(q);
+                Err(GatewayError::RateLimited {
+                    limit,
+                    retry_after_ms,
+                })
+            }
+            Ok(crate::state::Admission::Unchecked) => Ok(None),
+            Err(_) => Err(GatewayError::StateUnavailable),
+        }
     }
 
     /// Before step 5: the request's references to provider-stored content (which no input

@@ -225,6 +225,7 @@ impl Runtime {
                 k.upstream_key().map_err(setup)?,
             );
             key.max_in_flight = k.max_concurrent_requests;
+            key.limits = k.limits().map_err(setup)?.map(Arc::new);
             keys.push(key);
         }
         check_mcp_tool_checks(&config, &routes, &keys)?;

@@ -160,6 +160,7 @@ impl State {
         key: &'static str,
         limits: &Arc<KeyLimits>,
         ask: Ask,
+        price: Option<crate::config::Price>,
     ) -> Result<Admission, StoreError> {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let fut = self
@@ -173,6 +174,7 @@ impl State {
                     key,
                     limits: Arc::clone(limits),
                     id,
+                    price,
                     used: Mutex::new(Used::default()),
                 },
             }),
@@ -278,13 +280,23 @@ pub struct Reservation {
     key: &'static str,
     limits: Arc<KeyLimits>,
     id: String,
+    /// The requested model's price, for the spend of the tokens recorded.
+    price: Option<crate::config::Price>,
     used: Mutex<Used>,
 }
 
 impl Reservation {
-    /// The exchange's usage as counted when it ended (reported, or estimated).
-    pub fn record(&self, used: Used) {
-        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = used;
+    /// The exchange's tokens as counted when it ended (reported, or estimated), priced at the
+    /// requested model's price.
+    pub fn record(&self, input: Option<u64>, output: Option<u64>) {
+        let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
+        let usd = self.price.map_or(0.0, |p| {
+            (input as f64 * p.input_per_mtok + output as f64 * p.output_per_mtok) / 1e6
+        });
+        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Used {
+            tokens: input.saturating_add(output),
+            micro_usd: micro_usd(usd),
+        };
     }
 }
 
