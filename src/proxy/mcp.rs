@@ -99,6 +99,7 @@ impl Gateway {
         started: Instant,
         request_id: &HeaderValue,
         trace: &RequestTrace,
+        reply_to: &mut crate::protocol::ReplyTo,
         quota: &mut Option<crate::state::Quota>,
     ) -> Result<Response<ProxyBody>, GatewayError> {
         let base = route.upstream.as_ref().ok_or_else(|| {
@@ -169,6 +170,8 @@ impl Gateway {
             }
         };
         let permit = ctx.admit(address, held)?;
+        // A refusal from here on answers the message's id (a batch's: null).
+        *reply_to = crate::protocol::mcp::jsonrpc::reply_to(&body);
         // Each MCP request counts for `rpm_limit`; MCP traffic has no model tokens to ask.
         let _reserved = ctx.reserve(|_| Ok(Default::default()), None, quota).await?;
         checker.session = session::open(&self.mcp_sessions, session.clone());

@@ -379,7 +379,9 @@ impl Gateway {
     ) -> Result<Response<ProxyBody>, GatewayError> {
         if route.protocol.id() == crate::protocol::ProtocolId::Mcp {
             return self
-                .mcp_exchange(rt, route, req, address, started, request_id, trace, quota)
+                .mcp_exchange(
+                    rt, route, req, address, started, request_id, trace, reply_to, quota,
+                )
                 .await;
         }
         let target = request::target(route, &req)?;

@@ -13,10 +13,8 @@
 //! through [`State`], whose `on_error` and metrics apply to it too.
 
 pub mod limits;
-mod local;
+pub mod local;
 pub mod redis;
-#[cfg(test)]
-mod tests;
 
 pub use limits::{
     micro_usd, Ask, BudgetLeft, BudgetLimit, Decision, KeyLimits, Limit, Quota, Used, Window,
@@ -99,6 +97,10 @@ pub struct State {
     metrics: Arc<Metrics>,
 }
 
+/// How long a reservation outlives the longest request (`timeouts.total_ms`): time enough for
+/// its settlement's round trip.
+const RESERVATION_MARGIN_MS: u64 = 5_000;
+
 /// How often a `fail_open` outage is logged.
 const FAIL_OPEN_LOG_INTERVAL_MS: u64 = 10_000;
 
@@ -127,7 +129,7 @@ impl State {
             timeout,
             // A request lives at most `timeouts.total_ms`; its reservation a little longer, so
             // one settled at the very end still finds it.
-            reservation_ttl_ms: total_ms.saturating_add(30_000),
+            reservation_ttl_ms: total_ms.saturating_add(RESERVATION_MARGIN_MS),
             shown_url,
             last_fail_open_log: AtomicU64::new(0),
             started: Instant::now(),

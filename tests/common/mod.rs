@@ -7,6 +7,7 @@ pub mod mock_upstream;
 pub mod openai_responses;
 pub mod protocols;
 pub mod proxy;
+pub mod redis;
 pub mod scripted;
 pub mod sdk;
 pub mod tls;

@@ -8,9 +8,8 @@ use crate::protocol::documents::{self, Documents, StoredKind};
 use crate::protocol::identifier;
 use crate::protocol::mcp::jsonrpc::read_unique;
 use crate::protocol::residual::{schema_strings, Place};
-use crate::protocol::{ParsedRequest, ReplyTo};
+use crate::protocol::ParsedRequest;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// What a method is to guardwire.
@@ -47,25 +46,8 @@ pub fn method(name: &str) -> Method {
     }
 }
 
-/// The call's id, whatever else the body holds (`null` when it has none or is not JSON, as
-/// JSON-RPC answers what it cannot read).
-pub fn reply_to(body: &[u8]) -> ReplyTo {
-    #[derive(Deserialize)]
-    struct Id<'a> {
-        #[serde(borrow, default)]
-        id: Option<&'a RawValue>,
-    }
-    let id = serde_json::from_slice::<Id<'_>>(body)
-        .ok()
-        .and_then(|i| i.id)
-        // An id is a string, a number or null (JSON-RPC 2.0): anything else is answered null.
-        .filter(|id| !matches!(id.get().as_bytes().first(), Some(b'{' | b'[')))
-        .map_or_else(
-            || RawValue::from_string("null".into()),
-            |id| Ok(id.to_owned()),
-        );
-    ReplyTo { rpc_id: id.ok() }
-}
+/// The id an error answer repeats: JSON-RPC's rule, shared with MCP.
+pub use crate::protocol::mcp::jsonrpc::reply_to;
 
 #[derive(Deserialize)]
 struct Call {

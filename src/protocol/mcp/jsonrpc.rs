@@ -399,6 +399,26 @@ pub fn error_json(id: &Value, code: i64, message: &str, data: Option<Value>) -> 
     serde_json::to_string(&body).unwrap_or_default()
 }
 
+/// The call's id, whatever else the body holds (`null` when it has none or is not JSON, as
+/// JSON-RPC answers what it cannot read).
+pub fn reply_to(body: &[u8]) -> crate::protocol::ReplyTo {
+    #[derive(serde::Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a serde_json::value::RawValue>,
+    }
+    let id = serde_json::from_slice::<Id<'_>>(body)
+        .ok()
+        .and_then(|i| i.id)
+        // An id is a string, a number or null (JSON-RPC 2.0): anything else is answered null.
+        .filter(|id| !matches!(id.get().as_bytes().first(), Some(b'{' | b'[')))
+        .map_or_else(
+            || serde_json::value::RawValue::from_string("null".into()),
+            |id| Ok(id.to_owned()),
+        );
+    crate::protocol::ReplyTo { rpc_id: id.ok() }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

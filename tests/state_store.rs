@@ -1,11 +1,14 @@
-//! The limits' behaviour, the same tests for both backends: the in-process one always, the
-//! Redis one against a real `redis-server` (ignored unless asked for; `tests/run` asks).
+//! The state room's limits, the same behaviour tests for both backends: the in-process one
+//! always, the Redis one against a real `redis-server` (ignored unless asked for; `tests/run`
+//! installs one and asks).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use super::limits::{Ask, BudgetLimit, Decision, KeyLimits, Limit, Used};
-use super::local::LocalLimits;
-use super::redis::{Conn, RedisLimits};
-use super::LimitStore;
+mod common;
+
+use common::redis::RedisServer;
+use guardwire::state::local::LocalLimits;
+use guardwire::state::redis::{Conn, RedisLimits};
+use guardwire::state::{Ask, BudgetLimit, Decision, KeyLimits, Limit, LimitStore, Used};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -285,53 +288,11 @@ async fn in_process_limits() {
     all(Arc::new(LocalLimits::default())).await;
 }
 
-/// A throwaway `redis-server` on a free loopback port (GUARDWIRE_REDIS_SERVER, else the one
-/// on PATH), killed when dropped.
-pub(crate) struct RedisServer {
-    child: std::process::Child,
-    pub port: u16,
-}
-
-impl RedisServer {
-    pub fn start() -> RedisServer {
-        let bin = std::env::var("GUARDWIRE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = std::process::Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("{bin}: {e} (install redis-server, or set GUARDWIRE_REDIS_SERVER)")
-            });
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return RedisServer { child, port };
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("redis-server did not listen on {port}");
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (tests/run installs it)"]
 async fn redis_limits() {
     let server = RedisServer::start();
-    let url = format!("redis://127.0.0.1:{}/0", server.port);
+    let url = server.url();
     let store = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t:");
     store.ping().await.unwrap();
     all(Arc::new(store)).await;
