@@ -351,7 +351,9 @@ async fn refusals_in_every_protocol_shape() {
         .map(|p| format!("  {p}: \"{base}\"\n"))
         .concat();
     let p = start_config(&upstreams, PACK, &format!("{routes}keys:\n{keys}")).await;
-    let cases: [(&str, &str, Value, &[(&str, &str)]); 5] = [
+    // (protocol, path, body, headers of its own)
+    type Case<'a> = (&'a str, &'a str, Value, &'a [(&'a str, &'a str)]);
+    let cases: [Case; 5] = [
         (
             "openai",
             "/v1/chat/completions",

@@ -77,6 +77,61 @@ const NGINX_ROW: &str = "nginx (plain reverse proxy)";
 const RELAY_ROW: &str = "bare hyper relay (guardwire's stack, no checks)";
 const NONE_ROW: &str = "guardwire, no packs";
 const REAL_ROW: &str = "guardwire, realistic pack";
+const KEYS_ROW: &str = "guardwire, realistic pack, client keys";
+const LIMITS_ROW: &str = "guardwire, realistic pack, keys with limits (Redis)";
+
+/// `--limits`: the client keys the load client presents (one per protocol's header), with
+/// `limits` on each; limits high enough that nothing is refused, so the row shows what
+/// counting costs.
+fn keys_yaml(limits: &str) -> String {
+    let mut y = String::from(
+        "prices:\n  gpt: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n  claude: {input_per_mtok: 3, output_per_mtok: 15}\n  gemini: {input_per_mtok: 0.3, output_per_mtok: 2.5}\nkeys:\n",
+    );
+    for (i, k) in client::NORMAL_KEYS.iter().enumerate() {
+        let _ = writeln!(y, "  - {{id: load{i}, key: \"{k}\"{limits}}}");
+    }
+    y
+}
+
+/// A throwaway redis-server for `--limits` (GUARDWIRE_REDIS_SERVER, else the one on PATH).
+struct RedisServer(std::process::Child, u16);
+
+impl RedisServer {
+    fn start() -> RedisServer {
+        let bin = std::env::var("GUARDWIRE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let port = free_port();
+        let child = std::process::Command::new(&bin)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("--limits needs redis-server ({bin}): {e}"));
+        let mut r = RedisServer(child, port);
+        for _ in 0..250 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return r;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = r.0.kill();
+        panic!("redis-server did not listen on {port}");
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// Each compared target's CPU per stream in one phase's rows.
 fn phase_cpu(rows: &[(&str, Summary)]) -> PhaseCpu {
@@ -139,6 +194,31 @@ fn main() {
         &server,
     );
     check(&none_cfg).unwrap_or_else(|e| panic!("this build rejects {}: {e}", opts.runtime_note()));
+    // `--limits`: the realistic pack with client keys, without and with limits over time.
+    let redis = opts.limits.then(RedisServer::start);
+    let (p_keys, p_limited) = (free_port(), free_port());
+    let limit_cfgs = redis.as_ref().map(|r| {
+        let keys = keys_yaml("");
+        let limited = format!(
+            "state: {{url: \"redis://127.0.0.1:{}/0\"}}\n{}",
+            r.1,
+            keys_yaml(", rpm_limit: 1000000000, tpm_limit: 1000000000000, max_budget: 100000000")
+        );
+        let cfg = |name, port, extra: String| {
+            write_config(
+                dir.path(),
+                name,
+                mock,
+                Some(&pack_path),
+                port,
+                &format!("{server}{extra}"),
+            )
+        };
+        (
+            cfg("keys.yaml", p_keys, keys),
+            cfg("limited.yaml", p_limited, limited),
+        )
+    });
     let (with_pii, pii_note) = match opts.pii {
         Pii::Off => (false, "pii: off (--pii off)".to_owned()),
         Pii::On | Pii::Auto => {
@@ -251,6 +331,16 @@ fn main() {
         let t_start = Instant::now();
         let mut none = spawn_proxy("guardwire (no packs)", &none_cfg, p_none);
         let mut real = spawn_proxy("guardwire (realistic pack)", &real_cfg, p_real);
+        let mut limit_proxies = limit_cfgs.as_ref().map(|(keys, limited)| {
+            (
+                spawn_proxy("guardwire (keys)", keys, p_keys),
+                spawn_proxy("guardwire (keys with limits)", limited, p_limited),
+            )
+        });
+        if let Some((k, l)) = &mut limit_proxies {
+            wait_ready(k).await;
+            wait_ready(l).await;
+        }
         let mut relay = opts
             .relay
             .then(|| spawn_relay(mock, free_port(), opts.relay_workers()));
@@ -285,6 +375,10 @@ fn main() {
                 }
                 targets.push((NONE_ROW, none.addr, Some(Meter::Process(none.pid()))));
                 targets.push((REAL_ROW, real.addr, Some(Meter::Process(real.pid()))));
+                if let Some((k, l)) = &limit_proxies {
+                    targets.push((KEYS_ROW, k.addr, Some(Meter::Process(k.pid()))));
+                    targets.push((LIMITS_ROW, l.addr, Some(Meter::Process(l.pid()))));
+                }
                 // Throughput: no gaps.
                 mock_state.gap_ns.store(0, Ordering::Relaxed);
                 let mut rows = Vec::new();

@@ -121,6 +121,9 @@ pub(super) struct Opts {
     /// `server:` key, so an older build without it runs too) and `server.workers`.
     pub(super) runtime: Option<String>,
     pub(super) workers: Option<usize>,
+    /// Two more rows (`--limits`): the realistic pack with client keys, and the same keys with
+    /// `rpm_limit`, `tpm_limit` and `max_budget` counted in a local redis-server.
+    pub(super) limits: bool,
 }
 
 impl Opts {
@@ -219,6 +222,7 @@ pub(super) fn parse_opts() -> Opts {
         soak_notsent_lowat: None,
         runtime: None,
         workers: None,
+        limits: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -229,6 +233,7 @@ pub(super) fn parse_opts() -> Opts {
             "--no-rss" => o.rss = false,
             "--no-nginx" => o.nginx = false,
             "--no-relay" => o.relay = false,
+            "--limits" => o.limits = true,
             "--no-soak" => o.soak.streams = 0,
             "--soak" => o.soak.streams = val().parse().unwrap_or_else(|_| usage()),
             "--soak-send-ms" => o.soak.send_ms = val().parse().unwrap_or_else(|_| usage()),
