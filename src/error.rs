@@ -1,6 +1,7 @@
 //! The one place where failures become HTTP statuses. Each protocol renders the body in its own
 //! provider's error shape ([`crate::protocol::Protocol::error_body`]).
 
+use crate::state::limits::Limit;
 use http::StatusCode;
 
 /// Everything that can end a request with an error answer from guardwire itself.
@@ -60,7 +61,7 @@ pub enum GatewayError {
     /// upstream.
     #[error("{}", rate_limited_message(*limit))]
     RateLimited {
-        limit: crate::state::Limit,
+        limit: Limit,
         /// When a retry could pass (None: not while this budget lasts).
         retry_after_ms: Option<u64>,
     },
@@ -124,9 +125,9 @@ impl GatewayError {
             }
             // As OpenAI answers its own rate limits and an exhausted quota.
             GatewayError::RateLimited { limit, .. } => match limit {
-                crate::state::Limit::Requests => ("requests", "rate_limit_exceeded"),
-                crate::state::Limit::Tokens => ("tokens", "rate_limit_exceeded"),
-                crate::state::Limit::Budget => ("insufficient_quota", "insufficient_quota"),
+                Limit::Requests => ("requests", "rate_limit_exceeded"),
+                Limit::Tokens => ("tokens", "rate_limit_exceeded"),
+                Limit::Budget => ("insufficient_quota", "insufficient_quota"),
             },
             GatewayError::StateUnavailable => ("server_error", "state_unavailable"),
             GatewayError::ShuttingDown => ("server_error", "shutting_down"),
@@ -135,15 +136,15 @@ impl GatewayError {
     }
 }
 
-fn rate_limited_message(limit: crate::state::Limit) -> &'static str {
+fn rate_limited_message(limit: Limit) -> &'static str {
     match limit {
-        crate::state::Limit::Requests => {
+        Limit::Requests => {
             "this key is over its rpm_limit (requests per minute); retry after the time retry-after gives"
         }
-        crate::state::Limit::Tokens => {
+        Limit::Tokens => {
             "this key is over its tpm_limit (tokens per minute); retry after the time retry-after gives"
         }
-        crate::state::Limit::Budget => {
+        Limit::Budget => {
             "this key has spent its max_budget for the current budget_duration"
         }
     }

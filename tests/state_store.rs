@@ -293,12 +293,21 @@ async fn in_process_limits() {
 async fn redis_limits() {
     let server = RedisServer::start();
     let url = server.url();
-    let store = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t:");
+    let store = RedisLimits::new(
+        Arc::new(Conn::new(&url, Duration::from_secs(2)).unwrap()),
+        "t:",
+    );
     store.ping().await.unwrap();
     all(Arc::new(store)).await;
     // Two replicas are two connections to one server: they count as one.
-    let a = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t2:");
-    let b = RedisLimits::new(Conn::new(&url, Duration::from_secs(2)).unwrap(), "t2:");
+    let a = RedisLimits::new(
+        Arc::new(Conn::new(&url, Duration::from_secs(2)).unwrap()),
+        "t2:",
+    );
+    let b = RedisLimits::new(
+        Arc::new(Conn::new(&url, Duration::from_secs(2)).unwrap()),
+        "t2:",
+    );
     let l = limits(Some(3), None, None);
     let mut admitted = 0;
     for (i, s) in [&a, &b, &a, &b, &a, &b].into_iter().enumerate() {
@@ -321,11 +330,13 @@ async fn a_store_that_is_down_answers_an_error_not_a_hang() {
         .unwrap()
         .port();
     let store = RedisLimits::new(
-        Conn::new(
-            &format!("redis://127.0.0.1:{port}"),
-            Duration::from_millis(200),
-        )
-        .unwrap(),
+        Arc::new(
+            Conn::new(
+                &format!("redis://127.0.0.1:{port}"),
+                Duration::from_millis(200),
+            )
+            .unwrap(),
+        ),
         "t:",
     );
     let l = limits(Some(1), None, None);
@@ -334,4 +345,108 @@ async fn a_store_that_is_down_answers_an_error_not_a_hang() {
         .await
         .is_err());
     assert!(store.ping().await.is_err());
+}
+
+mod sessions {
+    use super::*;
+    use guardwire::policy::tools::CallRecord;
+    use guardwire::state::sessions::redis::RedisSessions;
+    use guardwire::state::sessions::{Change, Key, LocalSessions, SessionStore};
+
+    fn key(session: &str) -> Key {
+        Key {
+            key_id: Some("k"),
+            route: "tools",
+            session: Some(session.into()),
+        }
+    }
+
+    fn call(name: &str) -> Change {
+        Change::Called(vec![CallRecord {
+            name: name.into(),
+            args: "{}".into(),
+            ..CallRecord::default()
+        }])
+    }
+
+    /// Two handles on one store (two replicas of one server, or one process's store twice):
+    /// what one writes the other reads; concurrent writes to one session all land; an ended
+    /// session is gone.
+    async fn shared(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
+        a.save(&key("s"), call("read_secret")).await.unwrap();
+        let seen = b.load(&key("s")).await.unwrap();
+        assert_eq!(seen.history.calls.len(), 1);
+        assert_eq!(seen.history.calls[0].name, "read_secret");
+        assert!(b
+            .load(&key("other"))
+            .await
+            .unwrap()
+            .history
+            .calls
+            .is_empty());
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let s = Arc::clone(if i % 2 == 0 { &a } else { &b });
+            tasks.push(tokio::spawn(async move {
+                s.save(&key("busy"), call(&format!("t{i}"))).await.unwrap()
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let calls = a.load(&key("busy")).await.unwrap().history.calls;
+        assert_eq!(calls.len(), 40, "no concurrent write was lost");
+        let mut names: Vec<_> = calls.iter().map(|c| c.name.clone()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 40);
+        b.end(&key("busy")).await.unwrap();
+        assert!(a.load(&key("busy")).await.unwrap().history.calls.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_process_sessions() {
+        let local: Arc<dyn SessionStore> = Arc::new(LocalSessions::default());
+        shared(Arc::clone(&local), local).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs redis-server (tests/run installs it)"]
+    async fn redis_sessions_shared_by_replicas() {
+        let server = RedisServer::start();
+        let conn = || Arc::new(Conn::new(&server.url(), Duration::from_secs(2)).unwrap());
+        let a = Arc::new(RedisSessions::new(conn(), "s:", 60_000, 3));
+        let b = Arc::new(RedisSessions::new(conn(), "s:", 60_000, 3));
+        shared(a.clone(), b.clone()).await;
+        // A key at its quota of sessions loses its least recently used, never another key's.
+        let other = Key {
+            key_id: Some("other"),
+            ..key("o")
+        };
+        a.save(&other, call("x")).await.unwrap();
+        for s in ["1", "2", "3"] {
+            a.save(&key(s), call("x")).await.unwrap();
+        }
+        // "1" used again: "s" (older) goes first, then "2".
+        assert_eq!(b.load(&key("1")).await.unwrap().history.calls.len(), 1);
+        b.save(&key("4"), call("x")).await.unwrap();
+        let held = |s: &'static str| {
+            let a = a.clone();
+            async move { !a.load(&key(s)).await.unwrap().history.calls.is_empty() }
+        };
+        assert!(held("1").await && held("3").await && held("4").await);
+        assert!(!held("s").await && !held("2").await);
+        assert_eq!(a.load(&other).await.unwrap().history.calls.len(), 1);
+        // Sessions expire after their last use.
+        let short = RedisSessions::new(conn(), "ttl:", 1_000, 3);
+        short.save(&key("t"), call("x")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        assert!(short
+            .load(&key("t"))
+            .await
+            .unwrap()
+            .history
+            .calls
+            .is_empty());
+    }
 }

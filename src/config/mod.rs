@@ -239,7 +239,7 @@ impl KeyConfig {
 
     /// Its limits over time (`rpm_limit`, `tpm_limit`, `max_budget`, `budget_duration`),
     /// `None` when it has none.
-    pub fn limits(&self) -> Result<Option<crate::state::KeyLimits>, String> {
+    pub fn limits(&self) -> Result<Option<crate::state::limits::KeyLimits>, String> {
         if self.rpm_limit == Some(0) {
             return Err("rpm_limit: must be at least 1".into());
         }
@@ -259,8 +259,8 @@ impl KeyConfig {
                     ),
                     None => None,
                 };
-                Some(crate::state::BudgetLimit {
-                    max_micro_usd: crate::state::micro_usd(usd),
+                Some(crate::state::limits::BudgetLimit {
+                    max_micro_usd: crate::state::limits::micro_usd(usd),
                     duration_ms,
                 })
             }
@@ -268,7 +268,7 @@ impl KeyConfig {
         if self.rpm_limit.is_none() && self.tpm_limit.is_none() && budget.is_none() {
             return Ok(None);
         }
-        Ok(Some(crate::state::KeyLimits {
+        Ok(Some(crate::state::limits::KeyLimits {
             rpm: self.rpm_limit,
             tpm: self.tpm_limit,
             budget,

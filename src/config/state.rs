@@ -27,6 +27,16 @@ pub struct StateConfig {
     /// `max_completion_tokens`, `max_output_tokens`, `maxOutputTokens`).
     #[serde(default = "default_reserve_output_tokens")]
     pub reserve_output_tokens: u64,
+    /// An MCP session is forgotten this long after its last use (milliseconds).
+    #[serde(default = "default_session_ttl_ms")]
+    pub session_ttl_ms: u64,
+    /// MCP sessions one client key holds at once; over it, its least recently used goes.
+    #[serde(default = "default_max_sessions_per_key")]
+    pub max_sessions_per_key: usize,
+    /// MCP sessions held at once in process, over every key (in-process state only: a Redis
+    /// server bounds its memory itself).
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
 }
 
 impl Default for StateConfig {
@@ -37,6 +47,9 @@ impl Default for StateConfig {
             timeout_ms: default_timeout_ms(),
             key_prefix: default_key_prefix(),
             reserve_output_tokens: default_reserve_output_tokens(),
+            session_ttl_ms: default_session_ttl_ms(),
+            max_sessions_per_key: default_max_sessions_per_key(),
+            max_sessions: default_max_sessions(),
         }
     }
 }
@@ -50,6 +63,18 @@ fn default_key_prefix() -> String {
 }
 
 fn default_reserve_output_tokens() -> u64 {
+    4096
+}
+
+fn default_session_ttl_ms() -> u64 {
+    86_400_000
+}
+
+fn default_max_sessions_per_key() -> usize {
+    1024
+}
+
+fn default_max_sessions() -> usize {
     4096
 }
 
@@ -77,6 +102,14 @@ impl StateConfig {
         }
         if self.reserve_output_tokens == 0 {
             return bad("reserve_output_tokens: must be at least 1".into());
+        }
+        if self.session_ttl_ms < 1_000 {
+            return bad("session_ttl_ms: must be at least 1000".into());
+        }
+        if self.max_sessions_per_key == 0 || self.max_sessions < self.max_sessions_per_key {
+            return bad(
+                "max_sessions_per_key: must be at least 1, and max_sessions at least max_sessions_per_key".into(),
+            );
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The metrics of the state store (`state:`) and the keys' limits over time.
 
-use crate::state::Limit;
+use crate::state::limits::Limit;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

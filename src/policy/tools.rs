@@ -128,7 +128,7 @@ pub struct AntiPattern {
 }
 
 /// A tool call as the checks see it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CallRecord {
     pub name: String,
     /// The complete arguments (JSON text); for a streaming call, what arrived so far.

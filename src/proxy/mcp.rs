@@ -14,7 +14,6 @@
 pub mod check;
 pub mod evals;
 pub mod reply;
-pub mod session;
 pub mod stream;
 
 use super::body::ProxyBody;
@@ -30,6 +29,7 @@ use crate::metrics::UpstreamErrorKind;
 use crate::policy::tools::ToolHistory;
 use crate::protocol::mcp::jsonrpc::{self, IdKey, Kind};
 use crate::protocol::mcp::{codes, routing, VERSIONS};
+use crate::state::sessions as session;
 use crate::telemetry::RequestTrace;
 use crate::upstream::UpstreamBody;
 use bytes::Bytes;
@@ -174,7 +174,11 @@ impl Gateway {
         *reply_to = crate::protocol::mcp::jsonrpc::reply_to(&body);
         // Each MCP request counts for `rpm_limit`; MCP traffic has no model tokens to ask.
         let _reserved = ctx.reserve(|_| Ok(Default::default()), None, quota).await?;
-        checker.session = session::open(&self.mcp_sessions, session.clone());
+        checker.session = self
+            .state
+            .open_session(session.clone())
+            .await
+            .map_err(|_| GatewayError::StateUnavailable)?;
         if parts.method == Method::POST {
             // A large body is checked off the async worker (`offload.rs`): the checker and
             // headers go with it and come back.
@@ -194,8 +198,12 @@ impl Gateway {
             if let Some(answer) = answer {
                 return Ok(answer);
             }
-            // Forwarded: the session's later calls are checked with these.
-            checker.session.commit();
+            // Forwarded: the session's later calls (on any replica) are checked with these.
+            checker
+                .session
+                .commit()
+                .await
+                .map_err(|_| GatewayError::StateUnavailable)?;
         } else if !body.is_empty() {
             return Err(GatewayError::InvalidRequest(format!(
                 "an MCP {} has no body",
@@ -236,7 +244,7 @@ impl Gateway {
             .await?
             .into_parts();
         if parts.method == Method::DELETE && head.status.is_success() {
-            checker.session.end();
+            checker.session.end().await;
         }
         if headers::encoded(&head.headers) {
             ctx.count_upstream_error(UpstreamErrorKind::Encoded);

@@ -77,9 +77,8 @@ pub struct Gateway {
     stop_streams: watch::Sender<bool>,
     /// Where ended exchanges wait for the packs' `evals:` (configured at start).
     evals: Arc<crate::evals::EvalQueue>,
-    /// MCP sessions' tool calls and removed tools (`mcp/session.rs`); kept across reloads.
-    mcp_sessions: Arc<dyn mcp::session::SessionStore>,
-    /// State shared across requests and replicas (`state:`): the keys' limits over time.
+    /// State shared across requests and replicas (`state:`): the keys' limits over time, MCP
+    /// sessions' tool calls and removed tools; kept across reloads.
     /// Made at start; `state:` changes take effect on restart.
     pub(crate) state: Arc<crate::state::State>,
 }
@@ -121,7 +120,6 @@ impl Gateway {
             connections: Budget::new(),
             draining: AtomicBool::new(false),
             stop_streams: watch::channel(false).0,
-            mcp_sessions: Arc::new(mcp::session::LocalSessions::default()),
         })
     }
 

@@ -15,6 +15,7 @@
 pub mod limits;
 pub mod local;
 pub mod redis;
+pub mod sessions;
 
 pub use limits::{
     micro_usd, Ask, BudgetLeft, BudgetLimit, Decision, KeyLimits, Limit, Quota, Used, Window,
@@ -85,6 +86,8 @@ pub trait LimitStore: Send + Sync {
 /// The state room as the proxy holds it: the backend, what to do when it fails, its metrics.
 pub struct State {
     limits: Arc<dyn LimitStore>,
+    /// MCP sessions' tool calls and removed tools.
+    sessions: Arc<dyn sessions::SessionStore>,
     on_error: OnStoreError,
     timeout: Duration,
     reservation_ttl_ms: u64,
@@ -113,18 +116,40 @@ impl State {
         metrics: Arc<Metrics>,
     ) -> Result<State, String> {
         let timeout = Duration::from_millis(config.timeout_ms);
-        let (limits, shown_url): (Arc<dyn LimitStore>, _) = match &config.url {
-            None => (Arc::new(local::LocalLimits::default()), None),
-            Some(url) => (
-                Arc::new(redis::RedisLimits::new(
-                    redis::Conn::new(url, timeout)?,
-                    &config.key_prefix,
-                )),
-                Some(crate::config::state::without_password(url)),
+        type Stores = (Arc<dyn LimitStore>, Arc<dyn sessions::SessionStore>);
+        let ((limits, sessions), shown_url): (Stores, _) = match &config.url {
+            None => (
+                (
+                    Arc::new(local::LocalLimits::default()),
+                    Arc::new(sessions::LocalSessions::new(
+                        config.max_sessions_per_key,
+                        config.max_sessions,
+                    )),
+                ),
+                None,
             ),
+            Some(url) => {
+                let conn = Arc::new(redis::Conn::new(url, timeout)?);
+                (
+                    (
+                        Arc::new(redis::RedisLimits::new(
+                            Arc::clone(&conn),
+                            &config.key_prefix,
+                        )),
+                        Arc::new(sessions::redis::RedisSessions::new(
+                            conn,
+                            &config.key_prefix,
+                            config.session_ttl_ms,
+                            config.max_sessions_per_key,
+                        )),
+                    ),
+                    Some(crate::config::state::without_password(url)),
+                )
+            }
         };
         Ok(State {
             limits,
+            sessions,
             on_error: config.on_error,
             timeout,
             // A request lives at most `timeouts.total_ms`; its reservation a little longer, so
@@ -229,6 +254,27 @@ impl State {
             // The reservation expires on its own; the usage it stood for is not counted.
             tracing::debug!(key, error = %e, "a reservation could not be settled; it expires");
         }
+    }
+
+    /// Opens an MCP session's view for an admitted request (see [`sessions::open`]): refused
+    /// when the store cannot answer under `fail_closed`.
+    pub async fn open_session(
+        &self,
+        key: sessions::Key,
+    ) -> Result<sessions::SessionView, StoreError> {
+        let fail_open = self.on_error == OnStoreError::FailOpen;
+        let at = Instant::now();
+        let view = sessions::open(&self.sessions, key, fail_open).await;
+        self.metrics.state.observe(
+            self.limits.kind(),
+            "session_load",
+            at.elapsed(),
+            view.is_err(),
+        );
+        if view.is_err() {
+            self.metrics.state.failed_closed();
+        }
+        view
     }
 
     /// A key's counts, for the admin endpoint.

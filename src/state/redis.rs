@@ -276,14 +276,14 @@ return 1
 "#;
 
 pub struct RedisLimits {
-    conn: Conn,
+    conn: std::sync::Arc<Conn>,
     prefix: String,
     reserve: redis::Script,
     settle: redis::Script,
 }
 
 impl RedisLimits {
-    pub fn new(conn: Conn, prefix: &str) -> RedisLimits {
+    pub fn new(conn: std::sync::Arc<Conn>, prefix: &str) -> RedisLimits {
         RedisLimits {
             conn,
             prefix: prefix.to_owned(),

@@ -1,4 +1,4 @@
-//! Tool checks across an MCP session (src/proxy/mcp/session.rs): the pack's session checks see
+//! Tool checks across an MCP session (src/state/sessions.rs): the pack's session checks see
 //! every `tools/call` guardwire forwarded in the same `Mcp-Session-Id`, and a tool guardwire
 //! removed from the session's `tools/list` cannot be called in it. The server is scripted; what
 //! reached it is what it recorded.

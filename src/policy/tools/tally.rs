@@ -25,7 +25,7 @@ pub const RECENT: usize = 32;
 pub const MAX_FIELDS: usize = 128;
 
 /// A tool name as kept: its first [`MAX_NAME_BYTES`] bytes, and whether it was longer.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 struct Name {
     kept: String,
     cut: bool,
@@ -52,7 +52,7 @@ impl Name {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 struct ToolTally {
     calls: u64,
     /// The top-level argument fields its calls were sent with.
@@ -64,9 +64,12 @@ struct ToolTally {
 }
 
 /// The calls a history no longer keeps, counted (oldest first, in the order they were made).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Serialized for a session kept in a shared store (`state::sessions`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CallTally {
     calls: u64,
+    /// As a list of pairs: JSON's keys are strings, these are names with a flag.
+    #[serde(with = "pairs")]
     per_tool: BTreeMap<Name, ToolTally>,
     /// Calls of tools past [`MAX_TOOLS`] names: each may be of any tool.
     untracked: u64,
@@ -76,6 +79,30 @@ pub struct CallTally {
     recent: VecDeque<Name>,
     /// How many calls in a row, at the end, were of the last name.
     run: u64,
+}
+
+/// A map with structured keys, written as a list of pairs.
+mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
+        map: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<
+        'de,
+        D: Deserializer<'de>,
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+    >(
+        d: D,
+    ) -> Result<BTreeMap<K, V>, D::Error> {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
 }
 
 /// An empty tally, for histories that forget nothing.

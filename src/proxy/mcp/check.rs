@@ -8,7 +8,6 @@
 use super::super::check::{check_payload, Fallback, Needs, Stop};
 use super::super::Reporter;
 use super::evals::ToolEvals;
-use super::session::SessionView;
 use crate::audit::Audit;
 use crate::config::{PoisonedTools, UnknownContent};
 use crate::delta::{Channel, Conversation, Delta, Message as ConvMessage, Role};
@@ -18,6 +17,7 @@ use crate::protocol::mcp::content::{canonical, json_text, Texts};
 use crate::protocol::mcp::jsonrpc::{error_json, IdKey, Kind, Message};
 use crate::protocol::mcp::{codes, STRUCTURAL, VERSIONS};
 use crate::protocol::residual;
+use crate::state::sessions::SessionView;
 use crate::telemetry::RequestTrace;
 use serde_json::{json, Value};
 use std::borrow::Cow;

@@ -10,15 +10,17 @@
 //! envelope) share one entry per key and route, which holds removed tools only: they have no
 //! session whose calls could be counted.
 //!
-//! The state lives behind one trait, [`SessionStore`] (in process: [`LocalSessions`]; a
-//! shared backend for fleets is issue 50's), which the request flow reaches from one place:
-//! the request opens its [`SessionView`] once it is admitted (authenticated, its body read,
-//! its in-flight permit taken), and every read and write goes through that view. Loading
-//! never makes an entry: a session is made by the first write of an admitted request.
+//! The state lives behind one trait, [`SessionStore`] (in process: [`LocalSessions`]; on the
+//! state server shared by replicas: [`redis::RedisSessions`], so a session spread over
+//! replicas is checked as one), which the request flow reaches from one place: the request
+//! opens its [`SessionView`] once it is admitted (authenticated, its body read, its in-flight
+//! permit taken), and every read and write goes through that view. Loading never makes an
+//! entry: a session is made by the first write of an admitted request.
 //!
-//! Tenants are kept apart: each key has a quota of sessions ([`MAX_SESSIONS_PER_KEY`]), and a
+//! Tenants are kept apart: each key has a quota of sessions (`state.max_sessions_per_key`,
+//! [`MAX_SESSIONS_PER_KEY`] by default), and a
 //! key at its quota evicts its own least recently used session. The total
-//! ([`MAX_SESSIONS`]) is a memory bound; when it is reached, the session evicted is the least
+//! (`state.max_sessions`, [`MAX_SESSIONS`] by default) is a memory bound; when it is reached, the session evicted is the least
 //! recently used of the key that holds the most, so a key never loses a session to a key that
 //! holds fewer.
 //!
@@ -29,8 +31,12 @@
 //! checks (counts, repeats, anti-patterns, fields sent) decide the same however much history
 //! is kept.
 
+pub mod redis;
+
+use super::{StoreError, StoreFuture};
 use crate::policy::tools::{CallRecord, CallTally, ToolHistory};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 /// Sessions held at once, over every route and key.
@@ -63,7 +69,7 @@ pub struct Key {
 
 /// A tool removed from a session's `tools/list`: its name (or its first bytes), and the
 /// validator that removed it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Removed {
     name: String,
     truncated: bool,
@@ -87,8 +93,8 @@ pub struct Snapshot {
     pub removed: Vec<Removed>,
 }
 
-/// What an admitted request adds to its session.
-#[derive(Debug, Clone)]
+/// What an admitted request adds to its session (a shared store appends it as JSON).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub enum Change {
     /// Calls forwarded, in order.
     Called(Vec<CallRecord>),
@@ -96,28 +102,42 @@ pub enum Change {
     Removed(Removed),
 }
 
-/// Where sessions live. Every method is one step of one request: a backend shared by
-/// replicas implements the same three.
+/// Where sessions live. Every method is one step of one request; the in-process store's
+/// futures are ready at once, a shared store's are one or two round trips.
 pub trait SessionStore: Send + Sync + std::fmt::Debug {
     /// The session's state; an unknown session is empty, and nothing is made.
-    fn load(&self, key: &Key) -> Snapshot;
-    /// Adds what a request did; makes the session if it is new, within its key's quota.
-    fn save(&self, key: &Key, change: Change);
+    fn load<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Snapshot>;
+    /// Adds what a request did, atomically (two replicas writing one session at once both
+    /// land); makes the session if it is new, within its key's quota.
+    fn save<'a>(&'a self, key: &'a Key, change: Change) -> StoreFuture<'a, ()>;
     /// The client ended the session (DELETE).
-    fn end(&self, key: &Key);
+    fn end<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, ()>;
 }
 
-#[derive(Debug, Default)]
+/// One session's state, as kept (a shared store keeps it as JSON).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct State {
     calls: VecDeque<CallRecord>,
     bytes: usize,
     /// The calls forgotten past [`MAX_SESSION_BYTES`], counted.
     forgotten: CallTally,
     removed: Vec<Removed>,
+    #[serde(skip)]
     last_used: u64,
 }
 
 impl State {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            history: ToolHistory {
+                calls: self.calls.iter().cloned().collect(),
+                turn_start: 0,
+                forgotten: self.forgotten.clone(),
+            },
+            removed: self.removed.clone(),
+        }
+    }
+
     fn apply(&mut self, change: Change) {
         match change {
             Change::Called(new) => {
@@ -181,15 +201,15 @@ impl Inner {
 
     /// Room for one more session of `key_id`: its own least recently used goes at its quota;
     /// at the total, the least recently used of the key that holds the most.
-    fn make_room(&mut self, key_id: Option<&'static str>) {
+    fn make_room(&mut self, key_id: Option<&'static str>, per_key: usize, total: usize) {
         let quota = match key_id {
-            Some(_) => MAX_SESSIONS_PER_KEY,
-            None => MAX_SESSIONS,
+            Some(_) => per_key,
+            None => total,
         };
         let own = self.tenants.get(&key_id).map_or(0, |t| t.sessions.len());
         let evict_from = if own >= quota {
             Some(key_id)
-        } else if self.held >= MAX_SESSIONS {
+        } else if self.held >= total {
             self.tenants
                 .iter()
                 .max_by_key(|(k, t)| (t.sessions.len(), **k == key_id))
@@ -212,12 +232,29 @@ impl Inner {
 }
 
 /// Every MCP route's sessions, in this process (one store per gateway; it outlives reloads).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LocalSessions {
     inner: Mutex<Inner>,
+    /// `state.max_sessions_per_key` and `state.max_sessions`.
+    per_key: usize,
+    total: usize,
+}
+
+impl Default for LocalSessions {
+    fn default() -> Self {
+        LocalSessions::new(MAX_SESSIONS_PER_KEY, MAX_SESSIONS)
+    }
 }
 
 impl LocalSessions {
+    pub fn new(per_key: usize, total: usize) -> LocalSessions {
+        LocalSessions {
+            inner: Mutex::new(Inner::default()),
+            per_key,
+            total,
+        }
+    }
+
     /// Sessions held.
     #[cfg(test)]
     pub fn held(&self) -> usize {
@@ -226,8 +263,8 @@ impl LocalSessions {
     }
 }
 
-impl SessionStore for LocalSessions {
-    fn load(&self, key: &Key) -> Snapshot {
+impl LocalSessions {
+    fn load_now(&self, key: &Key) -> Snapshot {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let now = inner.tick();
         let Some(tenant) = inner.tenants.get_mut(&key.key_id) else {
@@ -239,19 +276,12 @@ impl SessionStore for LocalSessions {
         };
         tenant.by_use.remove(&state.last_used);
         state.last_used = now;
-        let snapshot = Snapshot {
-            history: ToolHistory {
-                calls: state.calls.iter().cloned().collect(),
-                turn_start: 0,
-                forgotten: state.forgotten.clone(),
-            },
-            removed: state.removed.clone(),
-        };
+        let snapshot = state.snapshot();
         tenant.by_use.insert(now, id);
         snapshot
     }
 
-    fn save(&self, key: &Key, change: Change) {
+    fn save_now(&self, key: &Key, change: Change) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let now = inner.tick();
         let id = (key.route, key.session.clone());
@@ -260,7 +290,7 @@ impl SessionStore for LocalSessions {
             .get(&key.key_id)
             .is_some_and(|t| t.sessions.contains_key(&id));
         if !known {
-            inner.make_room(key.key_id);
+            inner.make_room(key.key_id, self.per_key, self.total);
             inner.held += 1;
         }
         let tenant = inner.tenants.entry(key.key_id).or_default();
@@ -273,7 +303,7 @@ impl SessionStore for LocalSessions {
         tenant.by_use.insert(now, id);
     }
 
-    fn end(&self, key: &Key) {
+    fn end_now(&self, key: &Key) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let Some(tenant) = inner.tenants.get_mut(&key.key_id) else {
             return;
@@ -290,16 +320,56 @@ impl SessionStore for LocalSessions {
     }
 }
 
+impl SessionStore for LocalSessions {
+    fn load<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Snapshot> {
+        let snapshot = self.load_now(key);
+        Box::pin(async move { Ok(snapshot) })
+    }
+
+    fn save<'a>(&'a self, key: &'a Key, change: Change) -> StoreFuture<'a, ()> {
+        self.save_now(key, change);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn end<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, ()> {
+        self.end_now(key);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Runs `fut` to its end now when it is ready at once (the in-process store's always are),
+/// else on the runtime, detached: for writes made where a request cannot wait (a `tools/list`
+/// answer being relayed).
+fn detach(fut: impl Future<Output = ()> + Send + 'static) {
+    let mut fut = Box::pin(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    if fut.as_mut().poll(&mut cx).is_pending() {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(fut);
+        }
+    }
+}
+
 /// Opens the view of `key`'s session for a request that was admitted: the one place the
-/// request flow reaches the store.
-pub fn open(store: &Arc<dyn SessionStore>, key: Key) -> SessionView {
-    let Snapshot { history, removed } = store.load(&key);
-    SessionView {
+/// request flow reaches the store. A store that cannot answer: an error, or with `fail_open`
+/// an empty view (the session's checks then see this request only; counted by the caller).
+pub async fn open(
+    store: &Arc<dyn SessionStore>,
+    key: Key,
+    fail_open: bool,
+) -> Result<SessionView, StoreError> {
+    let Snapshot { history, removed } = match store.load(&key).await {
+        Ok(snapshot) => snapshot,
+        Err(_) if fail_open => Snapshot::default(),
+        Err(e) => return Err(e),
+    };
+    Ok(SessionView {
         store: Some((Arc::clone(store), key)),
+        fail_open,
         history,
         removed,
         added: 0,
-    }
+    })
 }
 
 /// One request's view of its session: the calls before it (the checks' history) and the
@@ -307,6 +377,8 @@ pub fn open(store: &Arc<dyn SessionStore>, key: Key) -> SessionView {
 #[derive(Debug, Default)]
 pub struct SessionView {
     store: Option<(Arc<dyn SessionStore>, Key)>,
+    /// `state.on_error: fail_open`: a write the store refuses is let go.
+    fail_open: bool,
     history: ToolHistory,
     removed: Vec<Removed>,
     /// Calls of this request, at the end of `history`, not yet written back.
@@ -351,23 +423,31 @@ impl SessionView {
         self.added += 1;
     }
 
-    /// The request's calls were forwarded: the session keeps them.
-    pub fn commit(&mut self) {
+    /// The request's calls are about to be forwarded: the session keeps them first, so the
+    /// session's next request, on any replica, sees them. An error (under `fail_closed`): the
+    /// request must not be forwarded.
+    pub async fn commit(&mut self) -> Result<(), StoreError> {
         let Some((store, key)) = &self.store else {
-            return;
+            return Ok(());
         };
         let new = &self.history.calls[self.history.calls.len() - self.added..];
         if new.is_empty() {
-            return;
+            return Ok(());
         }
-        store.save(key, Change::Called(new.to_vec()));
+        match store.save(key, Change::Called(new.to_vec())).await {
+            Ok(()) => {}
+            Err(_) if self.fail_open => {}
+            Err(e) => return Err(e),
+        }
         self.added = 0;
+        Ok(())
     }
 
-    /// The client ended the session (its DELETE was answered with success).
-    pub fn end(&self) {
+    /// The client ended the session (its DELETE was answered with success). A store that
+    /// cannot answer lets the session expire instead.
+    pub async fn end(&self) {
         if let Some((store, key)) = &self.store {
-            store.end(key);
+            let _ = store.end(key).await;
         }
     }
 
@@ -385,13 +465,23 @@ impl SessionView {
             truncated: cut < name.len(),
             validator: validator.to_owned(),
         };
-        store.save(key, Change::Removed(removed.clone()));
+        let (store, key, change) = (
+            Arc::clone(store),
+            key.clone(),
+            Change::Removed(removed.clone()),
+        );
+        detach(async move {
+            if let Err(e) = store.save(&key, change).await {
+                tracing::warn!(error = %e, "a removed tool could not be written to the session store");
+            }
+        });
         self.removed.push(removed);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
 
     fn key(session: Option<&str>) -> Key {
@@ -406,6 +496,26 @@ mod tests {
         }
     }
 
+    /// The value of a future that is ready at once (the in-process store's are).
+    fn now<T>(fut: impl Future<Output = T>) -> T {
+        let mut fut = std::pin::pin!(fut);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the in-process store made a request wait"),
+        }
+    }
+
+    trait Commit {
+        fn commit_now(&mut self);
+    }
+
+    impl Commit for SessionView {
+        fn commit_now(&mut self) {
+            now(self.commit()).unwrap();
+        }
+    }
+
     /// The store as the gateway holds it, and the view a request opens.
     struct Store(Arc<dyn SessionStore>, Arc<LocalSessions>);
 
@@ -416,11 +526,11 @@ mod tests {
         }
 
         fn view(&self, key: Key) -> SessionView {
-            open(&self.0, key)
+            now(open(&self.0, key, false)).unwrap()
         }
 
         fn end(&self, key: &Key) {
-            self.0.end(key)
+            now(self.0.end(key)).unwrap()
         }
 
         fn held(&self) -> usize {
@@ -435,7 +545,7 @@ mod tests {
         v.called("add", "{}");
         v.called("add", "{}");
         assert_eq!(v.history().calls.len(), 2, "later calls of one POST see it");
-        v.commit();
+        v.commit_now();
         assert_eq!(store.view(key(Some("a"))).history().calls.len(), 2);
         assert!(store.view(key(Some("b"))).history().calls.is_empty());
         let other_key = Key {
@@ -446,7 +556,7 @@ mod tests {
         // Without a session nothing is counted.
         let mut v = store.view(key(None));
         v.called("add", "{}");
-        v.commit();
+        v.commit_now();
         assert!(store.view(key(None)).history().calls.is_empty());
         // Long arguments are unreadable; the oldest calls go past the byte bound.
         let mut v = store.view(key(Some("a")));
@@ -454,7 +564,7 @@ mod tests {
             v.called("echo", &"x".repeat(MAX_ARGS_BYTES + 1));
             v.called("echo", &format!("\"{}\"", "y".repeat(1000)));
         }
-        v.commit();
+        v.commit_now();
         let h = store.view(key(Some("a"))).history();
         let bytes: usize = h.calls.iter().map(|c| c.name.len() + c.args.len()).sum();
         assert!(bytes <= MAX_SESSION_BYTES, "{bytes}");
@@ -469,11 +579,11 @@ mod tests {
         let store = Store::new();
         let mut other = store.view(key_of("other", Some("b")));
         other.called("add", "{}");
-        other.commit();
+        other.commit_now();
         for i in 0..MAX_SESSIONS_PER_KEY + 10 {
             let mut v = store.view(key(Some(&i.to_string())));
             v.called("add", "{}");
-            v.commit();
+            v.commit_now();
             if i == 100 {
                 // Used again later: the oldest by use are evicted, not by creation.
                 let _ = store.view(key(Some("5")));
@@ -505,18 +615,18 @@ mod tests {
             for i in 0..n {
                 let mut v = store.view(key_of(id, Some(&i.to_string())));
                 v.called("add", "{}");
-                v.commit();
+                v.commit_now();
             }
         }
         let small = "small";
         let mut v = store.view(key_of(small, Some("s")));
         v.called("add", "{}");
-        v.commit();
+        v.commit_now();
         assert_eq!(store.held(), MAX_SESSIONS);
         // Another session of the small key: a key holding the most loses its oldest.
         let mut v = store.view(key_of(small, Some("t")));
         v.called("add", "{}");
-        v.commit();
+        v.commit_now();
         assert_eq!(store.held(), MAX_SESSIONS);
         let kept =
             |k: &'static str, s: &str| !store.view(key_of(k, Some(s))).history().calls.is_empty();
@@ -538,7 +648,7 @@ mod tests {
         for _ in 0..5000 {
             v.called("add", &args);
         }
-        v.commit();
+        v.commit_now();
         let h = store.view(key(Some("long"))).history();
         assert!(h.calls.len() < 5000, "the history is bounded");
         assert_eq!(h.calls.len() as u64 + h.forgotten.count(Some("add")), 5000);
