@@ -423,12 +423,18 @@ mod sessions {
             key_id: Some("other"),
             ..key("o")
         };
+        // Last use is kept to the server's millisecond: steps a few apart, so the order of use
+        // is the order written here.
+        let tick = || tokio::time::sleep(Duration::from_millis(3));
         a.save(&other, call("x")).await.unwrap();
         for s in ["1", "2", "3"] {
+            tick().await;
             a.save(&key(s), call("x")).await.unwrap();
         }
         // "1" used again: "s" (older) goes first, then "2".
+        tick().await;
         assert_eq!(b.load(&key("1")).await.unwrap().history.calls.len(), 1);
+        tick().await;
         b.save(&key("4"), call("x")).await.unwrap();
         let held = |s: &'static str| {
             let a = a.clone();
