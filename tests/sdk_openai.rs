@@ -354,3 +354,29 @@ async fn embeddings_inputs_are_checked_for_the_sdk() {
     assert_eq!(report["dims"], json!(3), "{report:#}");
     h.stop().await;
 }
+
+/// A key over its `rpm_limit`: the SDK raises `RateLimitError` (429, `rate_limit_exceeded`),
+/// with the `retry-after` and `x-ratelimit-*` headers it reads; the answer it was given before
+/// carried the headers too (docs/limits.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the SDK venv: run tests/run"]
+async fn a_key_over_its_rate_limit_raises_rate_limit_error() {
+    let sdk = Sdk::openai_chat();
+    let reply = Reply::json(200, &chat_completion("fine"));
+    let keys = "keys:\n  - {id: app, key: test-key, rpm_limit: 1}\n";
+    let h = Harness::start_config(reply, common::sdk::PACK, keys).await;
+
+    let report = h.run(&sdk, "rate_limited").await;
+
+    assert_eq!(report["exception"], json!("RateLimitError"), "{report:#}");
+    assert_eq!(report["status_code"], json!(429), "{report:#}");
+    assert_eq!(report["code"], json!("rate_limit_exceeded"), "{report:#}");
+    let headers = &report["headers"];
+    assert_eq!(headers["x-ratelimit-limit-requests"], json!("1"), "{report:#}");
+    assert_eq!(headers["x-ratelimit-remaining-requests"], json!("0"), "{report:#}");
+    let retry: u64 = headers["retry-after"].as_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{report:#}");
+    assert_eq!(report["first_headers"]["x-ratelimit-remaining-requests"], json!("0"));
+    assert_eq!(h.mock.request_count(), 1, "the refused call never went upstream");
+    h.stop().await;
+}

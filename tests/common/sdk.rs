@@ -149,6 +149,14 @@ impl Harness {
         Harness { mock, proxy }
     }
 
+    /// Like [`Harness::start_with`], with `extra` config lines (keys, limits, …).
+    #[allow(dead_code)]
+    pub async fn start_config(reply: Reply, pack: &str, extra: &str) -> Harness {
+        let mock = MockUpstream::start(move |_| reply.clone()).await;
+        let proxy = start_proxy_all(&mock.base_url(), pack, extra).await;
+        Harness { mock, proxy }
+    }
+
     /// Runs one scenario of `sdk`'s script against this guardwire; its JSON report.
     pub async fn run(&self, sdk: &Sdk, scenario: &str) -> Value {
         run_sdk(sdk, self.proxy.addr(), scenario).await

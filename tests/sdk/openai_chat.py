@@ -217,7 +217,29 @@ def embeddings_clean(client: openai.OpenAI) -> Dict[str, Any]:
     return {"count": len(result.data), "dims": len(result.data[0].embedding)}
 
 
+def rate_limited(client: openai.OpenAI) -> Dict[str, Any]:
+    """A key with `rpm_limit: 1`: the first call passes, the second is refused as OpenAI refuses
+    one over its rate limit."""
+    first = client.chat.completions.with_raw_response.create(model=MODEL, messages=user(CLEAN_PROMPT))
+    limits = {k: v for k, v in first.headers.items() if k.startswith("x-ratelimit-")}
+    try:
+        client.chat.completions.create(model=MODEL, messages=user(CLEAN_PROMPT))
+    except openai.RateLimitError as e:
+        out = error_fields(e)
+        out["first_headers"] = limits
+        out["headers"] = {
+            k: v
+            for k, v in e.response.headers.items()
+            if k.startswith("x-ratelimit-") or k.startswith("retry-after")
+        }
+        return out
+    except openai.APIError as e:
+        raise ScenarioFailed(f"expected openai.RateLimitError, got {type(e).__name__}: {e}") from e
+    raise ScenarioFailed("the second call over rpm_limit: 1 was not refused")
+
+
 SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
+    "rate_limited": rate_limited,
     "completion_blocked": completion_blocked,
     "completion_clean": completion_clean,
     "embeddings_input_block": embeddings_input_block,
