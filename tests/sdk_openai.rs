@@ -372,11 +372,26 @@ async fn a_key_over_its_rate_limit_raises_rate_limit_error() {
     assert_eq!(report["status_code"], json!(429), "{report:#}");
     assert_eq!(report["code"], json!("rate_limit_exceeded"), "{report:#}");
     let headers = &report["headers"];
-    assert_eq!(headers["x-ratelimit-limit-requests"], json!("1"), "{report:#}");
-    assert_eq!(headers["x-ratelimit-remaining-requests"], json!("0"), "{report:#}");
+    assert_eq!(
+        headers["x-ratelimit-limit-requests"],
+        json!("1"),
+        "{report:#}"
+    );
+    assert_eq!(
+        headers["x-ratelimit-remaining-requests"],
+        json!("0"),
+        "{report:#}"
+    );
     let retry: u64 = headers["retry-after"].as_str().unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "{report:#}");
-    assert_eq!(report["first_headers"]["x-ratelimit-remaining-requests"], json!("0"));
-    assert_eq!(h.mock.request_count(), 1, "the refused call never went upstream");
+    assert_eq!(
+        report["first_headers"]["x-ratelimit-remaining-requests"],
+        json!("0")
+    );
+    assert_eq!(
+        h.mock.request_count(),
+        1,
+        "the refused call never went upstream"
+    );
     h.stop().await;
 }

@@ -92,6 +92,10 @@ pub const CATALOG: &[Entry] = &[
     entry("tools_called", &["tool_called"], Some(&tools::TOOL)),
     entry("tools_not_called", &[], Some(&tools::TOOL)),
     entry("tool_args", &[], Some(&tools::TOOL)),
+    // PromptKit's session handlers: the same rules over every call of the session.
+    entry("tools_called_session", &[], Some(&tools::TOOL)),
+    entry("tools_not_called_session", &[], Some(&tools::TOOL)),
+    entry("tool_args_session", &[], Some(&tools::TOOL)),
     entry("tool_calls_with_args", &[], Some(&tools::TOOL)),
     entry("tool_call_count", &[], Some(&tools::TOOL)),
     entry("tool_call_sequence", &[], Some(&tools::TOOL)),

@@ -19,6 +19,11 @@ impl CheckType for ToolType {
             // The catalog's names, then PromptKit's handlers'.
             "agent_invoked" | "agent_not_invoked" => &[("agents", "agent_names")],
             "agent_response_contains" => &[("agent", "agent_name"), ("contains", "patterns")],
+            // PromptKit's handlers read `tools` when `tool_names` is absent.
+            "tools_called"
+            | "tools_not_called"
+            | "tools_called_session"
+            | "tools_not_called_session" => &[("tools", "tool_names")],
             _ => &[],
         }
     }
@@ -147,6 +152,28 @@ fn tool_check(canonical: &str, p: &mut Params) -> Result<ToolCheck, String> {
                 scope: p.scope()?,
             })
         }
+        // PromptKit's `_session` types: `scope: session` by name (and no `scope` param).
+        "tools_called_session" => {
+            let names = p.required_string_list("tool_names")?;
+            let min_calls = p.u64("min_calls")?.unwrap_or(1);
+            if min_calls == 0 {
+                return Err("param 'min_calls': must be at least 1".into());
+            }
+            Ok(ToolCheck::Called {
+                names,
+                min_calls,
+                scope: Scope::Session,
+            })
+        }
+        "tools_not_called_session" => Ok(ToolCheck::NotCalled {
+            names: p.required_string_list("tool_names")?,
+            scope: Scope::Session,
+        }),
+        "tool_args_session" => Ok(ToolCheck::Args {
+            tool: p.required_string("tool_name")?,
+            expected: p.required_object("expected_args")?,
+            scope: Scope::Session,
+        }),
         "tools_not_called" => Ok(ToolCheck::NotCalled {
             names: p.required_string_list("tool_names")?,
             scope: p.scope()?,

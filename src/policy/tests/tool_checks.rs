@@ -393,3 +393,44 @@ validators:
         "{e}"
     );
 }
+
+/// PromptKit's `tools_called_session`, `tools_not_called_session` and `tool_args_session` are
+/// the turn types with `scope: session`, by name: the session here called `old_tool` with
+/// `{"to":"eve"}` before the current turn.
+#[test]
+fn promptkit_session_types_read_the_whole_session() {
+    let p = |yaml: &str| policy(&format!("validators:\n  - {yaml}\n")).unwrap();
+    let answer = [text(0, "done")];
+    let not_called = p("type: tools_not_called_session\n    params: { tools: [old_tool] }");
+    assert_eq!(verdict(&not_called, &[], &answer), Some(0));
+    let turn = p("type: tools_not_called\n    params: { tools: [old_tool] }");
+    assert_eq!(verdict(&turn, &[], &answer), None);
+    let called = p("type: tools_called_session\n    params: { tool_names: [old_tool] }");
+    assert_eq!(verdict(&called, &[], &answer), None);
+    let turn = p("type: tools_called\n    params: { tool_names: [old_tool] }");
+    assert_eq!(verdict(&turn, &[], &answer), Some(0));
+    let twice = p("type: tools_called_session\n    params: { tools: [old_tool], min_calls: 2 }");
+    assert_eq!(verdict(&twice, &[], &answer), Some(0));
+    assert_eq!(
+        verdict(&twice, &[("old_tool", "{}", Some("ok"))], &answer),
+        None
+    );
+    let args = p(
+        "type: tool_args_session\n    params: { tool_name: old_tool, expected_args: { to: eve } }",
+    );
+    assert_eq!(verdict(&args, &[], &answer), None);
+    let other = p(
+        "type: tool_args_session\n    params: { tool_name: old_tool, expected_args: { to: bob } }",
+    );
+    assert_eq!(verdict(&other, &[], &answer), Some(0));
+    let turn =
+        p("type: tool_args\n    params: { tool_name: old_tool, expected_args: { to: eve } }");
+    assert_eq!(
+        verdict(&turn, &[], &answer),
+        Some(0),
+        "not called in this turn"
+    );
+    // The scope is the type's: a `scope` param is refused, not silently obeyed.
+    let e = policy("validators:\n  - type: tools_called_session\n    params: { tool_names: [a], scope: turn }\n").unwrap_err();
+    assert!(e.contains("scope"), "{e}");
+}
