@@ -348,3 +348,51 @@ async fn capture_settings_are_checked_at_load() {
         "{err}"
     );
 }
+
+/// An answer in UTF-16 is recorded as the text guardwire checked — decoded, in UTF-8 — not as
+/// its wire bytes, so `eval --replay` decides on what the proxy decided on: the codename the
+/// proxy blocked in a UTF-16 answer is blocked again on replay.
+#[tokio::test]
+async fn a_capture_records_the_answer_as_decoded() {
+    let answer = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "The plan is project bluebird, én route."}}]
+    })
+    .to_string();
+    let utf16: Vec<u8> = answer
+        .encode_utf16()
+        .flat_map(|u| u.to_le_bytes())
+        .collect();
+    let upstream = MockUpstream::start(move |_| {
+        Reply::chunks(
+            200,
+            utf16
+                .chunks(5)
+                .map(|c| common::mock_upstream::Chunk::now(c.to_vec()))
+                .collect(),
+        )
+        .with_header("content-type", "application/json; charset=utf-16le")
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("capture.jsonl");
+    let pack = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(PACK)).unwrap();
+    let extra = format!("capture:\n  path: \"{}\"\n", file.display());
+    let proxy = start_proxy(&upstream.base_url(), &pack, &extra).await;
+    let a = post_chat(proxy.addr(), &request("Hello", false)).await;
+    assert_eq!(a.status, 400, "the proxy blocks the codename: {}", a.text());
+    let records = lines(&file, 1).await;
+    assert_eq!(records[0]["response_body"], answer, "{}", records[0]);
+    assert!(
+        records[0].get("response_body_base64").is_none(),
+        "{}",
+        records[0]
+    );
+    let out = dir.path().join("replay.json");
+    let (code, text) = replay(&file, &out);
+    assert_eq!(code, 0, "{text}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(r["blocked"], 1, "{r}");
+    assert_eq!(r["invalid"], 0, "{r}");
+}

@@ -55,6 +55,38 @@ impl Declared {
     }
 }
 
+/// The body capture's view of an answer (`capture:`): shown the body as the checks read it —
+/// decoded from its declared charset into UTF-8 — so a record replays what was decided, not
+/// the bytes on the wire.
+pub struct DecodedTap {
+    text: std::sync::Mutex<Transcoder>,
+    inner: std::sync::Arc<dyn crate::upstream::Tap>,
+}
+
+impl DecodedTap {
+    pub fn new(text: Transcoder, inner: std::sync::Arc<dyn crate::upstream::Tap>) -> DecodedTap {
+        DecodedTap {
+            text: std::sync::Mutex::new(text),
+            inner,
+        }
+    }
+}
+
+impl crate::upstream::Tap for DecodedTap {
+    fn data(&self, bytes: &[u8]) {
+        let mut text = self.text.lock().unwrap_or_else(|p| p.into_inner());
+        if text.passes() {
+            drop(text);
+            return self.inner.data(bytes);
+        }
+        let out = text.push(Bytes::copy_from_slice(bytes));
+        drop(text);
+        if !out.is_empty() {
+            self.inner.data(&out);
+        }
+    }
+}
+
 /// The media type (`type/subtype`, lower case) and charset of a head's `Content-Type`, or why
 /// its body cannot be read as its readers read it. No `Content-Type`: UTF-8, no media type.
 pub fn declared(headers: &HeaderMap) -> Result<Declared, Unreadable> {

@@ -107,6 +107,15 @@ impl<'a> RequestCtx<'a> {
             GatewayError::Upstream(format!("the upstream's answer cannot be checked: {why}"))
         })?;
         declared.label(&mut parts.headers);
+        if let Some(c) = self.trace.capture() {
+            // Recorded as the checks read it: decoded from its charset (the tap set above
+            // recorded nothing yet; it stays for answers relayed as they came).
+            let inner = Arc::clone(c) as Arc<dyn crate::upstream::Tap>;
+            body.set_tap(Arc::new(charset::DecodedTap::new(
+                declared.transcoder(),
+                inner,
+            )));
+        }
         Ok(Head::Check {
             parts,
             body,
