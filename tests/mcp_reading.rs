@@ -415,3 +415,30 @@ mod sdk {
         assert!(!r.to_string().contains("forbidden"), "{r}");
     }
 }
+
+/// An SSE event id of the SDKs' shape is structure — words are not checked in it — yet the
+/// secret and PII patterns read it: a key as an event id never reaches the client (the event
+/// does, without it), a plain id does.
+#[tokio::test]
+async fn sse_event_ids_meet_the_secret_patterns() {
+    for (id, kept) in [(KEY, false), ("stream-7:forbidden", true), ("ev-0", true)] {
+        let mock = MockUpstream::start(move |r: &RecordedRequest| {
+            let rid = r.body_json().map_or(Value::Null, |b| b["id"].clone());
+            let msg = json!({"jsonrpc":"2.0","id":rid,"result":{"content":[{"type":"text","text":"ok"}]}});
+            Reply::sse(format!("event: message\nid: {id}\ndata: {msg}\n\n").as_bytes())
+        })
+        .await;
+        let p = proxy_for(&format!("{}/mcp", mock.base_url()), "scan").await;
+        let a = post(&p, &request("tools/call")).await;
+        assert_eq!(a.status, 200, "{id}: {}", a.text());
+        let text = a.text();
+        assert_eq!(text.contains(&format!("id: {id}\n")), kept, "{id}: {text}");
+        assert!(
+            text.contains("\"text\":\"ok\""),
+            "{id}: the event itself is relayed: {text}"
+        );
+        if !kept {
+            assert!(!text.contains(KEY), "{text}");
+        }
+    }
+}

@@ -36,9 +36,10 @@ fn event_id(raw: &[u8]) -> Option<&str> {
 const MAX_STRUCTURE_ID: usize = 128;
 
 /// An event id of the shape the SDKs give (stream ids, counters, UUIDs, timestamps: up to
-/// [`MAX_STRUCTURE_ID`] bytes of ASCII letters, digits and `. _ : / -`) is structure, not text: a
-/// pattern that happens to match a random id (a phone-like run of digits) must not replace the
-/// event. Any other id guardwire relays is checked as text with its event's message.
+/// [`MAX_STRUCTURE_ID`] bytes of ASCII letters, digits and `. _ : / -`) is structure, not text:
+/// a word or phrase check that happens to match a random id must not replace the event. It is
+/// still an identifier the secret and PII patterns read (no position is exempt); one they flag
+/// is not relayed. Any other id guardwire relays is checked as text with its event's message.
 fn is_structure_id(id: &str) -> bool {
     id.len() <= MAX_STRUCTURE_ID
         && id
@@ -328,12 +329,15 @@ impl Relay {
             blank => {
                 let blank = blank.as_deref();
                 let checked = id.filter(|id| {
-                    if is_structure_id(id) {
-                        return true;
-                    }
-                    let texts = Texts {
-                        modelled: vec![id.to_string()],
-                        ..Texts::default()
+                    let texts = match is_structure_id(id) {
+                        true => Texts {
+                            identifiers: vec![id.to_string()],
+                            ..Texts::default()
+                        },
+                        false => Texts {
+                            modelled: vec![id.to_string()],
+                            ..Texts::default()
+                        },
                     };
                     self.checker
                         .input(texts, "the server's SSE event id")
@@ -368,6 +372,19 @@ impl Relay {
         let Some(msg) = messages.first() else {
             return;
         };
+        // An id of the SDKs' shape meets the secret and PII patterns on its own; one they
+        // flag goes, the event is relayed without it.
+        let id = id.filter(|id| {
+            !is_structure_id(id) || {
+                let texts = Texts {
+                    identifiers: vec![id.to_string()],
+                    ..Texts::default()
+                };
+                self.checker
+                    .input(texts, "the server's SSE event id")
+                    .is_ok()
+            }
+        });
         match self
             .checker
             .server_event(msg, id.filter(|id| !is_structure_id(id)))
