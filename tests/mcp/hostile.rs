@@ -270,7 +270,9 @@ async fn sse_comments_are_dropped_and_ids_checked() {
 
 /// Fails before the fix: an event id was always checked as text, so a pattern matching an
 /// SDK's random id (digits like a social security number) replaced the event. Ids of the
-/// SDKs' shape are structure; any other id is still checked with its message.
+/// SDKs' shape are structure — the event is never replaced for them — yet no position is
+/// exempt from the secret and PII patterns: an id they flag is dropped, its event relayed
+/// without it. Any other id is still checked as text with its message.
 #[tokio::test]
 async fn event_ids_of_the_sdks_shape_are_structure_others_text() {
     // The route's pack, and a pattern that matches ids like social security numbers.
@@ -300,8 +302,9 @@ async fn event_ids_of_the_sdks_shape_are_structure_others_text() {
     );
     let a = post(&p, &batch, &[]).await;
     let text = a.text();
-    assert!(text.contains("id: 987-65-4321\n"), "the priming id: {text}");
-    assert!(text.contains("id: 123-45-6789\n"), "{text}");
+    assert!(!text.contains("987-65-4321"), "the priming id: {text}");
+    assert!(!text.contains("id: 123-45-6789\n"), "{text}");
+    assert!(text.starts_with("data: \n\n"), "the priming event, without its id: {text}");
     assert!(!text.contains("+x"), "{text}");
     assert!(!text.contains("forbidden@"), "{text}");
     let msgs = sse_messages(&a.body);
