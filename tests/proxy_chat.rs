@@ -474,3 +474,42 @@ async fn an_undecided_unbounded_pattern_fails_closed_at_the_holdback_limit() {
         "{text}"
     );
 }
+
+/// A whole answer over the size that is checked off the async worker (64 KiB, `offload.rs`):
+/// the same verdicts as a small one — the banned phrase at its very end blocks it, a clean one
+/// passes byte for byte — with the check run on the blocking pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_whole_answers_are_checked_off_the_worker_with_the_same_verdicts() {
+    let filler = "All quiet on the river today. ".repeat(4_000);
+    for (tail, blocked) in [
+        ("and a forbidden fruit.", true),
+        ("and nothing more.", false),
+    ] {
+        let content = format!("{filler}{tail}");
+        let body = serde_json::json!({
+            "id": "x", "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}]
+        })
+        .to_string();
+        assert!(body.len() > 100_000);
+        let mock = MockUpstream::start({
+            let body = body.clone();
+            move |_| Reply::json(200, &body)
+        })
+        .await;
+        let proxy = start_proxy(&mock.base_url(), BANNED_PACK, "").await;
+        let a = post_chat(
+            proxy.addr(),
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .await;
+        if blocked {
+            assert_eq!(a.status, 400, "{}", &a.text()[..200.min(a.text().len())]);
+            assert!(!a.text().contains("forbidden fruit"));
+        } else {
+            assert_eq!(a.status, 200);
+            assert_eq!(a.text(), body);
+        }
+    }
+}

@@ -11,9 +11,9 @@
 use super::body::{GuardedStream, ProxyBody, StreamContext};
 use super::charset::{self, Transcoder};
 use super::check::{check_payload, Needs, Stop};
-use super::redact;
 use super::request::{Kept, RequestCtx, Waited};
 use super::{headers, InFlight};
+use super::{offload, redact};
 use crate::delta::Conversation;
 use crate::error::GatewayError;
 use crate::metrics::{LatencyLabels, TrafficLabels, UpstreamErrorKind};
@@ -259,48 +259,45 @@ impl<'a> RequestCtx<'a> {
             Ok(Ok(collected)) => text.whole(collected.to_bytes()),
         };
         let check_started = Instant::now();
-        let mut deltas = Vec::new();
-        if let Err(e) = self.protocol.decode_response(&body, &mut deltas) {
-            self.count_upstream_error(UpstreamErrorKind::Malformed);
-            tracing::warn!(request_id = self.id, error = %e, "malformed upstream response");
-            return Err(GatewayError::Upstream(
-                "the upstream sent a malformed response".into(),
-            ));
-        }
-        let mut spans = Vec::new();
-        let on_chunk = self.trace.on_chunk_span().entered();
-        let verdict = match check_payload(
-            &mut guard,
-            &deltas,
-            &body,
-            self.fallback(),
-            &mut Needs::new(),
-            &mut spans,
-        ) {
-            Ok(()) => Ok(()),
-            Err(Stop::Violation(finding)) => Err(finding),
-            // A whole answer has nothing before it to repeat.
-            Err(Stop::Unchecked(why)) => {
+        // Decoding and checking a large answer (up to `limits.max_response_bytes`) takes
+        // milliseconds: off the async worker, as MCP's large messages (`offload.rs`).
+        let work = WholeWork {
+            protocol: self.protocol,
+            fallback: self.fallback(),
+            request,
+            started: self.started,
+            on_chunk: self.trace.on_chunk_span(),
+            after_call: self.trace.after_call_span(),
+        };
+        let checked = offload::check(body.len(), {
+            let body = body.clone();
+            move || work.run(&body, guard)
+        })
+        .await;
+        let WholeChecked {
+            mut guard,
+            spans,
+            verdict,
+            estimated,
+        } = match checked {
+            Some(Ok(checked)) => checked,
+            Some(Err(WholeFailure::Malformed(e))) => {
+                self.count_upstream_error(UpstreamErrorKind::Malformed);
+                tracing::warn!(request_id = self.id, error = %e, "malformed upstream response");
+                return Err(GatewayError::Upstream(
+                    "the upstream sent a malformed response".into(),
+                ));
+            }
+            Some(Err(WholeFailure::Unchecked(why))) => {
                 self.count_upstream_error(UpstreamErrorKind::Malformed);
                 return Err(GatewayError::Upstream(why.into()));
             }
+            None => {
+                return Err(GatewayError::Internal(
+                    "the check of the answer failed".into(),
+                ))
+            }
         };
-        drop(on_chunk);
-        // What the provider did not report is estimated before AfterCall (`cost_budget`).
-        let estimated = super::estimate::fill(
-            &mut guard,
-            || request.tokens(),
-            || {
-                let (texts, total) = super::estimate::answer_texts(&deltas);
-                super::estimate::count(texts.into_iter(), total)
-            },
-        );
-        let verdict = verdict
-            .and_then(|()| {
-                let _span = self.trace.after_call_span().entered();
-                guard.after_call()
-            })
-            .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
         guard.take_findings(|monitored, redacted| {
             self.report().monitor(monitored);
             self.report().redactions(redacted);
@@ -342,7 +339,6 @@ impl<'a> RequestCtx<'a> {
             }
             return Err(blocked);
         }
-        drop(deltas);
         let body = if guard.redactions().is_empty() {
             body
         } else {
@@ -386,6 +382,80 @@ impl<'a> RequestCtx<'a> {
             .await?
             .into_parts();
         Ok(relay(parts, body))
+    }
+}
+
+/// What checking a whole answer needs, moved to where [`offload::check`] runs it.
+struct WholeWork {
+    protocol: &'static dyn crate::protocol::Protocol,
+    fallback: super::check::Fallback,
+    request: super::estimate::RequestCopy,
+    started: Instant,
+    on_chunk: tracing::Span,
+    after_call: tracing::Span,
+}
+
+/// A whole answer checked: the guard back, the text spans (for redactions), the verdict of
+/// OnChunk and AfterCall, and which token counts were estimated.
+struct WholeChecked {
+    guard: ExchangeGuard,
+    spans: Vec<redact::TextSpan>,
+    verdict: Result<(), crate::policy::Finding>,
+    estimated: super::estimate::Estimated,
+}
+
+enum WholeFailure {
+    /// The answer is not its protocol's (the decoder's error, for the log).
+    Malformed(String),
+    /// Something in it cannot be checked.
+    Unchecked(&'static str),
+}
+
+impl WholeWork {
+    /// Decodes `body`, runs the frame checker over it (OnChunk and the fallback), estimates
+    /// what the provider did not report (before AfterCall: `cost_budget`), then AfterCall.
+    fn run(self, body: &[u8], mut guard: ExchangeGuard) -> Result<WholeChecked, WholeFailure> {
+        let mut deltas = Vec::new();
+        if let Err(e) = self.protocol.decode_response(body, &mut deltas) {
+            return Err(WholeFailure::Malformed(e.to_string()));
+        }
+        let mut spans = Vec::new();
+        let on_chunk = self.on_chunk.entered();
+        let verdict = match check_payload(
+            &mut guard,
+            &deltas,
+            body,
+            self.fallback,
+            &mut Needs::new(),
+            &mut spans,
+        ) {
+            Ok(()) => Ok(()),
+            Err(Stop::Violation(finding)) => Err(finding),
+            // A whole answer has nothing before it to repeat.
+            Err(Stop::Unchecked(why)) => return Err(WholeFailure::Unchecked(why)),
+        };
+        drop(on_chunk);
+        let request = self.request;
+        let estimated = super::estimate::fill(
+            &mut guard,
+            || request.tokens(),
+            || {
+                let (texts, total) = super::estimate::answer_texts(&deltas);
+                super::estimate::count(texts.into_iter(), total)
+            },
+        );
+        let verdict = verdict
+            .and_then(|()| {
+                let _span = self.after_call.entered();
+                guard.after_call()
+            })
+            .and_then(|()| guard.check_latency(self.started.elapsed().as_millis() as u64));
+        Ok(WholeChecked {
+            guard,
+            spans,
+            verdict,
+            estimated,
+        })
     }
 }
 

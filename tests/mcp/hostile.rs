@@ -304,7 +304,10 @@ async fn event_ids_of_the_sdks_shape_are_structure_others_text() {
     let text = a.text();
     assert!(!text.contains("987-65-4321"), "the priming id: {text}");
     assert!(!text.contains("id: 123-45-6789\n"), "{text}");
-    assert!(text.starts_with("data: \n\n"), "the priming event, without its id: {text}");
+    assert!(
+        text.starts_with("data: \n\n"),
+        "the priming event, without its id: {text}"
+    );
     assert!(!text.contains("+x"), "{text}");
     assert!(!text.contains("forbidden@"), "{text}");
     let msgs = sse_messages(&a.body);
