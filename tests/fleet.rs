@@ -537,18 +537,7 @@ async fn admin_usage_needs_the_token_and_names_keys() {
     assert_eq!(v["requests"]["remaining"], 10, "{v}");
 }
 
-const SESSION_PACK: &str = r#"
-validators:
-  - { id: call-count, type: tool_call_count, params: { max: 3 } }
-  - id: anti-patterns
-    type: tool_anti_pattern
-    params:
-      patterns:
-        - { sequence: [read_secret, send_email], message: "No mail after reading a secret." }
-  - id: no-injection
-    type: regex
-    params: { pattern: "(?i)ignore previous instructions", expect_match: false, direction: input }
-"#;
+use common::protocols::MCP_SESSION_PACK as SESSION_PACK;
 
 async fn mcp_server() -> MockUpstream {
     MockUpstream::start(|r| {

@@ -376,3 +376,19 @@ pub fn sse_messages(body: &[u8]) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// A pack of MCP session tool checks (tests/mcp/session.rs, tests/fleet.rs): a count over the
+/// session, an anti-pattern across calls, and the injection phrase that removes a tool from a
+/// `tools/list`.
+pub const MCP_SESSION_PACK: &str = r#"
+validators:
+  - { id: call-count, type: tool_call_count, params: { max: 3 } }
+  - id: anti-patterns
+    type: tool_anti_pattern
+    params:
+      patterns:
+        - { sequence: [read_secret, send_email], message: "No mail after reading a secret." }
+  - id: no-injection
+    type: regex
+    params: { pattern: "(?i)ignore previous instructions", expect_match: false, direction: input }
+"#;

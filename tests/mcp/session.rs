@@ -8,18 +8,7 @@ use crate::common::mock_upstream::{MockUpstream, Reply};
 use crate::common::proxy::{send, start_config, Proxy};
 use serde_json::{json, Value};
 
-const SESSION_PACK: &str = r#"
-validators:
-  - { id: call-count, type: tool_call_count, params: { max: 3 } }
-  - id: anti-patterns
-    type: tool_anti_pattern
-    params:
-      patterns:
-        - { sequence: [read_secret, send_email], message: "No mail after reading a secret." }
-  - id: no-injection
-    type: regex
-    params: { pattern: "(?i)ignore previous instructions", expect_match: false, direction: input }
-"#;
+use crate::common::protocols::MCP_SESSION_PACK as SESSION_PACK;
 
 async fn session_proxy(upstream: &str) -> Proxy {
     let routes = format!(

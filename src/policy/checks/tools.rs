@@ -47,6 +47,20 @@ impl Check for Tool {
     }
 }
 
+/// `tools_called` (and its session form): each of `tool_names` called `min_calls` times.
+fn tools_called(p: &mut Params, scope: Scope) -> Result<ToolCheck, String> {
+    let names = p.required_string_list("tool_names")?;
+    let min_calls = p.u64("min_calls")?.unwrap_or(1);
+    if min_calls == 0 {
+        return Err("param 'min_calls': must be at least 1".into());
+    }
+    Ok(ToolCheck::Called {
+        names,
+        min_calls,
+        scope,
+    })
+}
+
 fn tool_check(canonical: &str, p: &mut Params) -> Result<ToolCheck, String> {
     match canonical {
         // Agents are tools named after them (PromptKit).
@@ -141,30 +155,11 @@ fn tool_check(canonical: &str, p: &mut Params) -> Result<ToolCheck, String> {
             fields: p.required_string_list("fields")?,
         }),
         "tools_called" => {
-            let names = p.required_string_list("tool_names")?;
-            let min_calls = p.u64("min_calls")?.unwrap_or(1);
-            if min_calls == 0 {
-                return Err("param 'min_calls': must be at least 1".into());
-            }
-            Ok(ToolCheck::Called {
-                names,
-                min_calls,
-                scope: p.scope()?,
-            })
+            let scope = p.scope()?;
+            tools_called(p, scope)
         }
         // PromptKit's `_session` types: `scope: session` by name (and no `scope` param).
-        "tools_called_session" => {
-            let names = p.required_string_list("tool_names")?;
-            let min_calls = p.u64("min_calls")?.unwrap_or(1);
-            if min_calls == 0 {
-                return Err("param 'min_calls': must be at least 1".into());
-            }
-            Ok(ToolCheck::Called {
-                names,
-                min_calls,
-                scope: Scope::Session,
-            })
-        }
+        "tools_called_session" => tools_called(p, Scope::Session),
         "tools_not_called_session" => Ok(ToolCheck::NotCalled {
             names: p.required_string_list("tool_names")?,
             scope: Scope::Session,
