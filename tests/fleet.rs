@@ -662,3 +662,77 @@ async fn an_mcp_session_across_replicas_is_checked_as_one() {
     let split = mcp_session_outcomes(&[c.addr(), d.addr()], "s-2").await;
     assert_ne!(split, alone, "{split:?}");
 }
+
+/// A replica killed (SIGKILL) with a stream in flight never settles its reservation: the
+/// reservation expires (`timeouts.total_ms` + 5 s) and is given back, and the key's counts are
+/// then the settled usage — nothing — as another replica reads them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (tests/run installs it)"]
+async fn a_killed_replicas_reservations_expire() {
+    let redis = RedisServer::start();
+    let up = MockUpstream::start(|_| {
+        Reply::chunks(
+            200,
+            vec![Chunk::now(format!(
+                "data: {}\n\n",
+                json!({"choices":[{"index":0,"delta":{"role":"assistant","content":"partial"}}]})
+            ))],
+        )
+        .with_header("content-type", "text/event-stream")
+        .then_hang()
+    })
+    .await;
+    let keys = "keys:\n  - {id: k, key: k, max_budget: 100000}\n";
+    let config = format!(
+        "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\nlog: {{ format: json }}\ntimeouts: {{ total_ms: 1500 }}\n{}{PRICES}{keys}",
+        up.base_url(),
+        state(Some(&redis.url()), "fail_closed"),
+    );
+    let (doomed, _dir) = common::binary::serve(&config).await;
+    let survivor = replica(
+        &up,
+        Some(&redis.url()),
+        "fail_closed",
+        &keys["keys:\n".len()..],
+    )
+    .await;
+    let body = json!({"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hello"}]});
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.to_string().len()
+    );
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(doomed.addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("partial") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the stream ended early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let usage = |a| async move { admin(a, "GET", "/admin/keys/k/usage").await.json() };
+    let v = usage(survivor.addr()).await;
+    assert!(v["budget"]["reserved_usd"].as_f64().unwrap() > 0.0, "{v}");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &doomed.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(s);
+    // Expiry: 1.5 s + 5 s after the reservation; polled, not timed.
+    let mut v = usage(survivor.addr()).await;
+    for _ in 0..200 {
+        if v["budget"]["reserved_usd"].as_f64() == Some(0.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        v = usage(survivor.addr()).await;
+    }
+    assert_eq!(v["budget"]["reserved_usd"].as_f64(), Some(0.0), "{v}");
+    assert_eq!(
+        v["budget"]["spent_usd"].as_f64(),
+        Some(0.0),
+        "nothing was settled: {v}"
+    );
+}
