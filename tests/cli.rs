@@ -338,6 +338,10 @@ fn check_loads_the_catalog_pack_with_every_type_and_alias() {
         "guardrail_triggered",
         "faithfulness",
         "answer_relevancy",
+        "toxicity",
+        "bias",
+        "hallucination",
+        "role_violation",
     ] {
         assert!(
             out.contains(&format!("({canonical})")),

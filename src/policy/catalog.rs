@@ -27,3 +27,11 @@ pub(super) fn check_type(canonical: &str) -> Option<&'static dyn CheckType> {
         .find(|e| e.name == canonical)
         .and_then(|e| e.check)
 }
+
+/// Why a proxy cannot run `canonical`, for a type the catalog refuses for a reason.
+pub(super) fn refusal(canonical: &str) -> Option<&'static str> {
+    CATALOG
+        .iter()
+        .find(|e| e.name == canonical)
+        .and_then(|e| e.refused)
+}

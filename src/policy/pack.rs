@@ -264,9 +264,14 @@ fn parse_validator(
             },
             &mut p,
         ),
-        None => Err(format!(
-            "check type `{canonical}` is in the PromptKit catalog but not supported by guardwire yet"
-        )),
+        None => Err(match super::catalog::refusal(canonical) {
+            Some(why) => format!(
+                "check type `{canonical}` is in the PromptKit catalog, and guardwire refuses it: {why}"
+            ),
+            None => format!(
+                "check type `{canonical}` is in the PromptKit catalog but not supported by guardwire yet"
+            ),
+        }),
     }
     .map_err(&at)?;
     if let Some(check) = def.judged() {

@@ -40,6 +40,8 @@ pub struct Entry {
     pub name: &'static str,
     pub aliases: &'static [&'static str],
     pub(super) check: Option<&'static dyn CheckType>,
+    /// For a type guardwire refuses: why a proxy cannot run it (None: not yet built).
+    pub(super) refused: Option<&'static str>,
 }
 
 const fn entry(
@@ -51,8 +53,23 @@ const fn entry(
         name,
         aliases,
         check,
+        refused: None,
     }
 }
+
+/// A type of the catalog a proxy cannot run, and why (said when a pack names it).
+const fn refused(name: &'static str, why: &'static str) -> Entry {
+    Entry {
+        name,
+        aliases: &[],
+        check: None,
+        refused: Some(why),
+    }
+}
+
+const MEDIA: &str =
+    "it reads images, audio or video, and guardwire checks the text and tool calls of an exchange";
+const COMPOSITION: &str = "it reads the steps of a PromptKit composition (a pipeline run inside PromptKit), which never cross the wire guardwire sits on";
 
 /// The registry: every type of the PromptKit catalog, with its aliases and, when guardwire
 /// implements it, its check type. Order follows the PromptKit "Checks Reference".
@@ -106,8 +123,8 @@ pub const CATALOG: &[Entry] = &[
     entry("no_tool_errors", &[], Some(&tools::TOOL)),
     entry("tool_result_includes", &[], Some(&tools::TOOL)),
     entry("tool_result_matches", &[], Some(&tools::TOOL)),
-    entry("tool_result_has_media", &[], None),
-    entry("tool_result_media_type", &[], None),
+    refused("tool_result_has_media", MEDIA),
+    refused("tool_result_media_type", MEDIA),
     entry(
         "tool_args_excluded_session",
         &["tools_not_called_with_args"],
@@ -129,12 +146,12 @@ pub const CATALOG: &[Entry] = &[
     ),
     entry("workflow_transition_order", &[], Some(&tools::TOOL)),
     entry("workflow_tool_access", &[], Some(&tools::TOOL)),
-    entry("image_format", &[], None),
-    entry("image_dimensions", &[], None),
-    entry("audio_format", &[], None),
-    entry("audio_duration", &[], None),
-    entry("video_duration", &[], None),
-    entry("video_resolution", &[], None),
+    refused("image_format", MEDIA),
+    refused("image_dimensions", MEDIA),
+    refused("audio_format", MEDIA),
+    refused("audio_duration", MEDIA),
+    refused("video_duration", MEDIA),
+    refused("video_resolution", MEDIA),
     entry("llm_judge", &[], Some(&judged::JUDGED)),
     entry(
         "llm_judge_session",
@@ -161,6 +178,30 @@ pub const CATALOG: &[Entry] = &[
     // request carries.
     entry("faithfulness", &[], Some(&judged::JUDGED)),
     entry("answer_relevancy", &[], Some(&judged::JUDGED)),
+    // PromptKit's judged safety types (DeepEval's metrics): an LLM judge with their criteria.
+    entry("hallucination", &[], Some(&judged::JUDGED)),
+    entry("bias", &[], Some(&judged::JUDGED)),
+    entry("toxicity", &[], Some(&judged::JUDGED)),
+    entry("role_violation", &[], Some(&judged::JUDGED)),
+    // PromptKit types a proxy cannot run, refused with the reason.
+    refused(
+        "tool_exec",
+        "it executes a tool itself, and guardwire only relays and checks the calls an agent makes",
+    ),
+    refused("composition_step_output", COMPOSITION),
+    refused("composition_branch_taken", COMPOSITION),
+    refused("composition_parallel_complete", COMPOSITION),
+    refused("composition_output", COMPOSITION),
+    refused(
+        "text_toxicity",
+        "it asks a toxicity classifier service guardwire does not run; use `toxicity` (an LLM judge) or a `rest_eval` to your classifier",
+    ),
+    refused(
+        "text_sentiment",
+        "it asks a sentiment classifier service guardwire does not run; use an `llm_judge` or a `rest_eval` to your classifier",
+    ),
+    refused("audio_emotion", MEDIA),
+    refused("image_moderation", MEDIA),
     // guardwire's own, evals only: HoloDeck's reference text metrics.
     entry("bleu", &[], Some(&reference::REFERENCE)),
     entry("rouge", &[], Some(&reference::REFERENCE)),

@@ -501,3 +501,70 @@ fn reasoning_shares_the_answers_automata_when_it_has_the_same_checks() {
     assert!(g.on_chunk(&thought).is_ok());
     assert!(g.after_call().is_ok());
 }
+
+/// PromptKit's judged safety types: an LLM judge with each type's criteria, shown what
+/// PromptKit shows it (the answer; the context for `hallucination`; the system messages as the
+/// role for `role_violation`). The types a proxy cannot run are refused with the reason.
+#[test]
+fn judged_safety_types_load_and_the_unrunnable_are_refused_with_why() {
+    let refs = judged::CheckRefs {
+        judges: vec!["safety".into()],
+        ..Default::default()
+    };
+    for (ty, judged_is, says) in [
+        ("toxicity", "Text", "no toxic content"),
+        ("bias", "Text", "no bias"),
+        ("hallucination", "Rag", "hallucinated"),
+        ("role_violation", "Rag", "keeps the role"),
+    ] {
+        let p = policy_with(&format!("validators:\n  - type: {ty}\n"), &refs)
+            .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        let (_, check) = &p.judged_output()[0];
+        let judged::JudgedKind::Llm(llm) = &check.kind else {
+            panic!("{ty}: {:?}", check.kind)
+        };
+        assert!(
+            format!("{:?}", llm.judged).starts_with(judged_is),
+            "{ty}: {:?}",
+            llm.judged
+        );
+        assert!(llm.criteria.contains(says), "{ty}: {}", llm.criteria);
+        // The pack's own criteria replace the default.
+        let own = policy_with(
+            &format!("validators:\n  - type: {ty}\n    params: {{criteria: mine}}\n"),
+            &refs,
+        )
+        .unwrap();
+        let judged::JudgedKind::Llm(llm) = &own.judged_output()[0].1.kind else {
+            panic!()
+        };
+        assert_eq!(llm.criteria, "mine");
+    }
+    let role = format!("{:?}", {
+        let p = policy_with("validators:\n  - type: role_violation\n", &refs).unwrap();
+        let judged::JudgedKind::Llm(llm) = &p.judged_output()[0].1.kind else {
+            panic!()
+        };
+        llm.judged.clone()
+    });
+    assert!(role.contains("\"system\""), "{role}");
+    let e = policy_with(
+        "validators:\n  - type: role_violation\n    params: {agent_role: pirate}\n",
+        &refs,
+    )
+    .unwrap_err();
+    assert!(e.contains("agent_role"), "{e}");
+    for (ty, why) in [
+        ("tool_exec", "executes a tool"),
+        ("composition_output", "composition"),
+        ("text_toxicity", "classifier"),
+        ("text_sentiment", "classifier"),
+        ("image_format", "images, audio or video"),
+    ] {
+        let e = policy_with(&format!("validators:\n  - type: {ty}\n"), &refs).unwrap_err();
+        assert!(
+            e.contains("guardwire refuses it") && e.contains(why),
+            "{ty}: {e}"
+        );
+    }
+}

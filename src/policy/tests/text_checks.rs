@@ -45,7 +45,7 @@ fn errors_name_file_validator_and_param() {
     assert!(e.contains("param 'colour': unknown param"), "{e}");
     let e = policy("validators:\n  - type: max_length\n    params: { max: -3 }\n").unwrap_err();
     assert!(e.contains("param 'max'"), "{e}");
-    let e = policy("validators:\n  - type: image_format\n    params: {}\n").unwrap_err();
+    let e = policy("validators:\n  - type: directional\n    params: {}\n").unwrap_err();
     assert!(e.contains("not supported by guardwire yet"), "{e}");
     let e = policy("validators:\n  - type: content_excludes\n    params: { patterns: [a], match_mode: fuzzy }\n").unwrap_err();
     assert!(e.contains("param 'match_mode'"), "{e}");
