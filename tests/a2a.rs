@@ -594,3 +594,37 @@ async fn the_a2a_sdk_client_and_agent_through_guardwire() {
         );
     }
 }
+
+/// protobuf's JSON reader (the a2a-sdk's) takes an enum by name or by number: a stream whose
+/// final status says `"state": 3` (TASK_STATE_COMPLETED) has ended, not been cut; a number the
+/// enum does not have is no state, and a stream that stops there fails closed.
+#[tokio::test]
+async fn task_states_by_number_end_a_stream_as_their_names_do() {
+    for (state, complete) in [
+        ("3", true),
+        ("8", true),
+        ("\"TASK_STATE_COMPLETED\"", true),
+        ("99", false),
+        ("2", false),
+    ] {
+        let body = artifact_stream("n1", &["all ", "good"]).replace(
+            "\"state\":\"TASK_STATE_COMPLETED\"",
+            &format!("\"state\":{state}"),
+        );
+        assert!(body.contains(&format!("\"state\":{state}")));
+        let agent = MockUpstream::start({
+            let body = body.clone();
+            move |_| Reply::sse(body.as_bytes())
+        })
+        .await;
+        let proxy = start_config("", PACK, &routes(&agent.base_url())).await;
+        let a = post(proxy.addr(), call("SendStreamingMessage", "n1", "hi"), None).await;
+        assert_eq!(a.status, 200);
+        if complete {
+            assert_eq!(a.text(), body, "state {state}");
+        } else {
+            let e = rpc_error(&a.text());
+            assert_eq!(e["error"]["code"], -32093, "state {state}: {}", a.text());
+        }
+    }
+}

@@ -75,7 +75,7 @@ struct File<'a> {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct Status<'a> {
-    #[serde(borrow, deserialize_with = "lenient_opt_str")]
+    #[serde(borrow, deserialize_with = "task_state")]
     state: Option<Cow<'a, str>>,
     #[serde(borrow)]
     message: Option<Box<Event<'a>>>,
@@ -135,6 +135,43 @@ struct Envelope<'a> {
     result: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
+}
+
+/// A task's state as the SDKs read it: its name, or (protobuf's JSON reader accepts both) its
+/// number in a2a.proto's `TaskState`, read as that name. A number the enum does not have, or
+/// anything else, is no known state: the stream is not taken to have ended (a stream that stops
+/// there is a cut one, and fails closed).
+fn task_state<'de: 'a, 'a, D>(d: D) -> Result<Option<Cow<'a, str>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    const BY_NUMBER: [&str; 9] = [
+        "TASK_STATE_UNSPECIFIED",
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_AUTH_REQUIRED",
+    ];
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum State<'a> {
+        Number(u64),
+        #[serde(borrow)]
+        Name(Cow<'a, str>),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Option::<State<'a>>::deserialize(d)? {
+        Some(State::Name(n)) => Some(n),
+        Some(State::Number(n)) => usize::try_from(n)
+            .ok()
+            .and_then(|n| BY_NUMBER.get(n))
+            .map(|s| Cow::Borrowed(*s)),
+        Some(State::Other(_)) | None => None,
+    })
 }
 
 /// States after which an agent's stream ends: terminal, or waiting on the client.
