@@ -451,22 +451,45 @@ async fn refusals_in_every_protocol_shape() {
     }
 }
 
+/// A streamed chat request of key `k` over a raw connection, read until the answer's first
+/// text ("partial") arrived: the stream is then in flight, its reservation made.
+async fn stream_in_flight(addr: SocketAddr) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = json!({"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hello"}]});
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.to_string().len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("partial") {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the stream ended early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    s
+}
+
+/// A chat stream that sends its first text ("partial answer") and then never ends.
+fn hanging_stream() -> Reply {
+    Reply::chunks(
+        200,
+        vec![Chunk::now(format!(
+            "data: {}\n\n",
+            json!({"choices":[{"index":0,"delta":{"role":"assistant","content":"partial answer"}}]})
+        ))],
+    )
+    .with_header("content-type", "text/event-stream")
+    .then_hang()
+}
+
 /// A client that goes away mid-stream: the stream's reservation is settled all the same (with
 /// the usage estimated from what was streamed), never left to inflate the key's counts.
 #[tokio::test]
 async fn a_client_gone_mid_stream_leaves_no_reservation() {
-    let up = MockUpstream::start(|_| {
-        Reply::chunks(
-            200,
-            vec![Chunk::now(format!(
-                "data: {}\n\n",
-                json!({"choices":[{"index":0,"delta":{"role":"assistant","content":"partial answer"}}]})
-            ))],
-        )
-        .with_header("content-type", "text/event-stream")
-        .then_hang()
-    })
-    .await;
+    let up = MockUpstream::start(|_| hanging_stream()).await;
     let p = replica(
         &up,
         None,
@@ -474,22 +497,8 @@ async fn a_client_gone_mid_stream_leaves_no_reservation() {
         "  - {id: k, key: k, max_budget: 100000}\n",
     )
     .await;
-    let body = json!({"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hello"}]});
-    let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.to_string().len()
-    );
     {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
-        s.write_all(request.as_bytes()).await.unwrap();
-        let mut buf = vec![0u8; 4096];
-        let mut got = Vec::new();
-        while !String::from_utf8_lossy(&got).contains("partial answer") {
-            let n = s.read(&mut buf).await.unwrap();
-            assert!(n > 0, "the stream ended early");
-            got.extend_from_slice(&buf[..n]);
-        }
+        let _in_flight = stream_in_flight(p.addr()).await;
         let reserved = admin(p.addr(), "GET", "/admin/keys/k/usage").await.json();
         assert!(
             reserved["budget"]["reserved_usd"].as_f64().unwrap() > 0.0,
@@ -670,18 +679,7 @@ async fn an_mcp_session_across_replicas_is_checked_as_one() {
 #[ignore = "needs redis-server (tests/run installs it)"]
 async fn a_killed_replicas_reservations_expire() {
     let redis = RedisServer::start();
-    let up = MockUpstream::start(|_| {
-        Reply::chunks(
-            200,
-            vec![Chunk::now(format!(
-                "data: {}\n\n",
-                json!({"choices":[{"index":0,"delta":{"role":"assistant","content":"partial"}}]})
-            ))],
-        )
-        .with_header("content-type", "text/event-stream")
-        .then_hang()
-    })
-    .await;
+    let up = MockUpstream::start(|_| hanging_stream()).await;
     let keys = "keys:\n  - {id: k, key: k, max_budget: 100000}\n";
     let config = format!(
         "listen: \"127.0.0.1:0\"\nupstreams: {{ openai: \"{}\" }}\nlog: {{ format: json }}\ntimeouts: {{ total_ms: 1500 }}\n{}{PRICES}{keys}",
@@ -696,21 +694,7 @@ async fn a_killed_replicas_reservations_expire() {
         &keys["keys:\n".len()..],
     )
     .await;
-    let body = json!({"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hello"}]});
-    let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.to_string().len()
-    );
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(doomed.addr).await.unwrap();
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut got = Vec::new();
-    let mut buf = vec![0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("partial") {
-        let n = s.read(&mut buf).await.unwrap();
-        assert!(n > 0, "the stream ended early");
-        got.extend_from_slice(&buf[..n]);
-    }
+    let s = stream_in_flight(doomed.addr).await;
     let usage = |a| async move { admin(a, "GET", "/admin/keys/k/usage").await.json() };
     let v = usage(survivor.addr()).await;
     assert!(v["budget"]["reserved_usd"].as_f64().unwrap() > 0.0, "{v}");
