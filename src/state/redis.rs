@@ -38,23 +38,22 @@ impl Conn {
         })
     }
 
-    /// The shared connection, connecting when there is none.
-    pub async fn get(&self) -> Result<ConnectionManager, StoreError> {
-        if let Some(c) = self
-            .managed
+    /// The connection made, if one is.
+    fn made(&self) -> Option<ConnectionManager> {
+        self.managed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-        {
+    }
+
+    /// The shared connection, connecting when there is none.
+    pub async fn get(&self) -> Result<ConnectionManager, StoreError> {
+        if let Some(c) = self.made() {
             return Ok(c);
         }
         let mut last = self.connecting.lock().await;
-        if let Some(c) = self
-            .managed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
+        // Another request may have connected while this one waited.
+        if let Some(c) = self.made() {
             return Ok(c);
         }
         if last.is_some_and(|at| at.elapsed() < RECONNECT_INTERVAL) {
