@@ -42,11 +42,15 @@
 
 mod client;
 mod clock;
+// The tests' throwaway redis-server (`--limits`).
 #[path = "../common/mod.rs"]
 mod common;
 mod mock;
 mod opts;
 mod proxy;
+#[allow(dead_code, clippy::all)]
+#[path = "../../tests/common/redis.rs"]
+mod redis_server;
 mod relay;
 mod report;
 mod soak;
@@ -91,46 +95,6 @@ fn keys_yaml(limits: &str) -> String {
         let _ = writeln!(y, "  - {{id: load{i}, key: \"{k}\"{limits}}}");
     }
     y
-}
-
-/// A throwaway redis-server for `--limits` (GUARDWIRE_REDIS_SERVER, else the one on PATH).
-struct RedisServer(std::process::Child, u16);
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        let bin = std::env::var("GUARDWIRE_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        let port = free_port();
-        let child = std::process::Command::new(&bin)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("--limits needs redis-server ({bin}): {e}"));
-        let mut r = RedisServer(child, port);
-        for _ in 0..250 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return r;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = r.0.kill();
-        panic!("redis-server did not listen on {port}");
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Each compared target's CPU per stream in one phase's rows.
@@ -195,13 +159,13 @@ fn main() {
     );
     check(&none_cfg).unwrap_or_else(|e| panic!("this build rejects {}: {e}", opts.runtime_note()));
     // `--limits`: the realistic pack with client keys, without and with limits over time.
-    let redis = opts.limits.then(RedisServer::start);
+    let redis = opts.limits.then(redis_server::RedisServer::start);
     let (p_keys, p_limited) = (free_port(), free_port());
     let limit_cfgs = redis.as_ref().map(|r| {
         let keys = keys_yaml("");
         let limited = format!(
-            "state: {{url: \"redis://127.0.0.1:{}/0\"}}\n{}",
-            r.1,
+            "state: {{url: \"{}\"}}\n{}",
+            r.url(),
             keys_yaml(", rpm_limit: 1000000000, tpm_limit: 1000000000000, max_budget: 100000000")
         );
         let cfg = |name, port, extra: String| {
