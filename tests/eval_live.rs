@@ -43,13 +43,18 @@ fn whole(text: &str) -> String {
 }
 
 fn tool_call_stream() -> Vec<u8> {
+    tool_call_stream_with(r#"{\"city\":\"Paris\"}"#)
+}
+
+/// A streamed call of `get_weather` with `args` (JSON text escaped for a JSON string).
+fn tool_call_stream_with(args: &str) -> Vec<u8> {
     const P: &str = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":"#;
     let frames = [
         format!(
             r#"{P}{{"role":"assistant","tool_calls":[{{"index":0,"id":"call_1","type":"function","function":{{"name":"get_weather","arguments":""}}}}]}},"finish_reason":null}}]}}"#
         ),
         format!(
-            r#"{P}{{"tool_calls":[{{"index":0,"function":{{"arguments":"{{\"city\":\"Paris\"}}"}}}}]}},"finish_reason":null}}]}}"#
+            r#"{P}{{"tool_calls":[{{"index":0,"function":{{"arguments":"{args}"}}}}]}},"finish_reason":null}}]}}"#
         ),
         format!(r#"{P}{{}},"finish_reason":"tool_calls"}}]}}"#),
     ];
@@ -94,6 +99,11 @@ async fn upstream() -> (MockUpstream, Arc<AtomicUsize>) {
                 _ => Reply::json(200, &whole("Recovered")),
             },
             "weather" => Reply::sse_every(&tool_call_stream(), 5, ms),
+            "weather in Rome" => Reply::sse_every(
+                &tool_call_stream_with(r#"{\"city\":\"Rome\",\"days\":3}"#),
+                5,
+                ms,
+            ),
             "hang" => Reply::Hang,
             "What are your business hours?" => Reply::sse_every(
                 &openai_chat_stream_with_usage(&["We are open ", "Monday to Friday."], 9, 6),
@@ -471,4 +481,105 @@ async fn a_scenario_runs_turn_by_turn_with_its_assertions() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("bad.yaml: spec.tool_policy"), "{out}");
     assert_eq!(mock.request_count(), before);
+}
+
+/// Assertions decide by PromptKit's handlers' rules, which read the transcript: every
+/// assistant message so far and every tool call made in the conversation.
+const TRANSCRIPT_SCENARIO: &str = r#"apiVersion: promptkit.altairalabs.ai/v1alpha1
+kind: Scenario
+metadata: {name: transcript}
+spec:
+  streaming: true
+  turns:
+    - role: user
+      content: "What are your business hours?"
+    - role: user
+      content: "Do you offer weekend support?"
+      assertions:
+        - type: content_excludes
+          params: {patterns: ["monday"]}
+        - type: contains_any
+          params: {patterns: ["friday", "saturday"]}
+        - type: contains
+          params: {patterns: ["weekend", "holiday"]}
+        - type: banned_words
+          params: {words: ["sorr"]}
+    - role: user
+      content: "weather in Rome"
+    - role: user
+      content: "weather"
+      assertions:
+        - type: tool_args
+          params: {tool_name: get_weather, expected_args: {city: Rome}}
+        - type: tool_args
+          params: {tool_name: get_weather, expected_args: {days: "3"}}
+        - type: tool_args
+          params: {tool_name: get_weather, expected_args: {city: Oslo}}
+        - type: tool_args
+          params: {tool_name: lookup, expected_args: {q: x}}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_assertions_read_the_transcript_as_promptkit_does() {
+    let (mock, _) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    // No pack: the example pack's `min_length` would block the answers that only call a tool.
+    let config = dir.path().join("bare.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let scenario = dir.path().join("transcript.yaml");
+    std::fs::write(&scenario, TRANSCRIPT_SCENARIO).unwrap();
+    let report = dir.path().join("report.json");
+    let args: Vec<String> = [
+        "--config",
+        &config,
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--model",
+        "gpt-4o-mini",
+        "--json",
+        report.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (_, out) = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&refs, &[])
+    })
+    .await
+    .unwrap();
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let passed = |n: usize| -> Vec<bool> {
+        case_of(&r, &format!("transcript#turn{n}"))["live"]["assertions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["passed"].as_bool().unwrap())
+            .collect()
+    };
+    let t2 = case_of(&r, "transcript#turn2");
+    assert_eq!(t2["output"], "No weekend support, sorry.", "{t2}");
+    // `monday` is in the first answer; `friday` too; the answer has one of the two words
+    // `contains` asks for (scored 0.5); `sorr` is no whole word.
+    assert_eq!(passed(2), [false, true, false, true], "{t2}");
+    assert!(
+        t2["live"]["assertions"][2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("scored 0.5000"),
+        "{t2}"
+    );
+    // The third turn's call asked for Rome in 3 days, the answer's for Paris: one match is
+    // enough, values compare by their string form, a tool never called fails.
+    let t4 = case_of(&r, "transcript#turn4");
+    assert_eq!(passed(4), [true, true, false, false], "{t4}");
 }

@@ -338,3 +338,82 @@ async fn a_stream_cut_off_is_no_turn() {
     let m = metrics_with(proxy.addr(), &[&result("short", "fail", 1)]).await;
     assert!(m.lines().any(|l| l == result("short", "pass", 0)), "{m}");
 }
+
+/// PromptKit's assertion rules read the transcript: every assistant message of the
+/// conversation and every tool call in it, not only the answer the validator reads
+/// (runtime/evals/handlers: `contentUnderTest`, `ExtractToolCalls`, `argsMatch`).
+const TRANSCRIPT_PACK: &str = r#"
+evals:
+  - id: no_monday
+    type: content_excludes
+    trigger: every_turn
+    params: {patterns: [MONDAY]}
+  - id: mentions_friday
+    type: contains_any
+    trigger: every_turn
+    params: {patterns: [friday, saturday]}
+  - id: both_words
+    type: contains
+    trigger: every_turn
+    params: {patterns: [weekend, holiday]}
+    metric: {name: both_words_share, type: gauge}
+  - id: asked_rome
+    type: tool_args
+    trigger: every_turn
+    params: {tool_name: get_weather, expected_args: {city: Rome, days: "3"}}
+  - id: asked_oslo
+    type: tool_args
+    trigger: every_turn
+    params: {tool_name: get_weather, expected_args: {city: Oslo}}
+  - id: looked_up
+    type: tool_args_session
+    trigger: every_turn
+    params: {tool_name: lookup, expected_args: {q: x}}
+"#;
+
+#[tokio::test]
+async fn deterministic_evals_read_the_transcript_as_promptkit_does() {
+    let answer = json!({"id": "c", "object": "chat.completion", "model": "gpt-4o", "choices": [{"index": 0,
+        "message": {"role": "assistant", "content": "No weekend support, sorry.", "tool_calls": [
+            {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        "finish_reason": "tool_calls"}]})
+    .to_string();
+    let upstream = {
+        let answer = answer.clone();
+        MockUpstream::start(move |_| Reply::json(200, &answer)).await
+    };
+    let proxy = start_proxy(&upstream.base_url(), TRANSCRIPT_PACK, "").await;
+    // The history: an earlier answer said Monday and Friday and called the tool for Rome.
+    let request = json!({"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "When are you open?"},
+        {"role": "assistant", "content": "We are open Monday to Friday.", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\",\"days\":3}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "user", "content": "And at weekends?"}]})
+    .to_string();
+    let r = post_chat(proxy.addr(), &request).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), answer);
+    let m = metrics_with(
+        proxy.addr(),
+        &[
+            // An earlier assistant message holds `Monday` (case-insensitive).
+            &result("no_monday", "fail", 1),
+            // One assistant message of the conversation holds one pattern.
+            &result("mentions_friday", "pass", 1),
+            // Half the patterns in the answer: score 0.5, under the default threshold of 1.
+            &result("both_words", "fail", 1),
+            // One call of the tool matches (the earlier one, `3` read as "3"), though the
+            // answer's own call does not.
+            &result("asked_rome", "pass", 1),
+            &result("asked_oslo", "fail", 1),
+            // Never called.
+            &result("looked_up", "fail", 1),
+        ],
+    )
+    .await;
+    assert!(
+        m.contains("guardwire_eval_both_words_share{route=\"openai_chat\"} 0.5"),
+        "{m}"
+    );
+}

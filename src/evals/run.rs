@@ -97,6 +97,13 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
                 reason: None,
             }
         }
+        EvalCheck::Transcript(rule) => match &turn.answer {
+            Some(answer) => Scored::Score {
+                score: rule.score(&turn.conversation, answer),
+                reason: None,
+            },
+            None => Scored::NotApplicable,
+        },
         EvalCheck::Reference(check) => {
             let Some(answer) = &turn.answer else {
                 return Scored::NotApplicable;

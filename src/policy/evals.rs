@@ -123,6 +123,10 @@ pub enum EvalCheck {
     },
     /// `bleu`, `rouge`, `meteor`: the answer's score against a reference.
     Reference(Arc<ReferenceCheck>),
+    /// PromptKit's assertion rule over the transcript (every assistant message and tool call
+    /// of the conversation with the answer), for the checks whose eval reads more than the
+    /// validator does: see [`super::transcript`].
+    Transcript(Arc<super::transcript::TranscriptRule>),
 }
 
 /// A reference text metric as an eval: the metric, set up (METEOR with its WordNet loaded),

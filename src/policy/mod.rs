@@ -49,6 +49,7 @@ mod limits;
 pub mod pack;
 pub mod structured;
 pub mod tools;
+pub mod transcript;
 mod types;
 mod verdict;
 mod whole;

@@ -309,6 +309,9 @@ fn run_one(
     let model = opts.model.as_deref().unwrap_or_default();
     let mut messages: Vec<Value> = Vec::new();
     let mut stopped: Option<String> = None;
+    // Each answered turn's tool calls: the requests carry the answers' text only (no tool
+    // runs here, so no results to pair calls with), the transcript rules read the calls too.
+    let mut calls: Vec<Vec<(String, String)>> = Vec::new();
     for (i, t) in s.turns.iter().enumerate() {
         if let Some(why) = &stopped {
             out.push(not_run(s, i, t, why.clone()));
@@ -383,6 +386,13 @@ fn run_one(
                         obs.duration_ms as u64,
                     )),
                     (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
+                    (EvalCheck::Transcript(rule), Ok(conversation)) => {
+                        let score = rule.score(&with_calls(conversation, &calls), &answer);
+                        if score != 0.0 && score != 1.0 {
+                            scored = Some(format!("scored {score:.4}"));
+                        }
+                        Ok(e.passes(score))
+                    }
                     (EvalCheck::Reference(r), Ok(conversation)) => crate::evals::score_reference(
                         r,
                         &Arc::new(conversation.clone()),
@@ -420,6 +430,7 @@ fn run_one(
             stopped = Some(format!("not run: turn {} was {why}", i + 1));
         }
         messages.push(json!({"role": "assistant", "content": answer.text}));
+        calls.push(answer.tool_calls.clone());
         out.push(CaseResult {
             id: format!("{}#turn{}", s.name, i + 1),
             tags: s.labels.clone(),
@@ -432,6 +443,32 @@ fn run_one(
             observed: Some(obs),
         });
     }
+}
+
+/// `conversation` with the earlier turns' tool calls on their assistant messages (the n-th
+/// assistant message is the n-th turn's answer), as PromptKit's transcript holds them.
+fn with_calls(
+    conversation: &crate::delta::Conversation,
+    calls: &[Vec<(String, String)>],
+) -> crate::delta::Conversation {
+    let mut c = conversation.clone();
+    let answers = c
+        .messages
+        .iter_mut()
+        .filter(|m| m.role == crate::delta::Role::Assistant);
+    for (m, turn) in answers.zip(calls) {
+        if m.tool_calls.is_empty() {
+            m.tool_calls = turn
+                .iter()
+                .map(|(name, arguments)| crate::delta::ToolCall {
+                    id: None,
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                })
+                .collect();
+        }
+    }
+    c
 }
 
 #[cfg(test)]

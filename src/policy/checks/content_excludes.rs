@@ -4,6 +4,7 @@
 use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compiled::ScanRules;
 use crate::policy::pack::params::Params;
+use crate::policy::transcript::TranscriptRule;
 use crate::scan::normal::normalize_pattern;
 use crate::scan::LiteralRule;
 
@@ -32,9 +33,11 @@ impl CheckType for ContentExcludesType {
                 ))
             }
         };
+        let transcript = TranscriptRule::excludes(patterns.clone(), word_boundary)?;
         Ok(CheckDef::new(ContentExcludes {
             patterns,
             word_boundary,
+            transcript,
         }))
     }
 }
@@ -43,11 +46,17 @@ impl CheckType for ContentExcludesType {
 struct ContentExcludes {
     patterns: Vec<String>,
     word_boundary: bool,
+    /// As an assertion: PromptKit's rule over every assistant message, read as written.
+    transcript: TranscriptRule,
 }
 
 impl Check for ContentExcludes {
     fn kind(&self) -> Kind {
         Kind::Streamed
+    }
+
+    fn transcript(&self) -> Option<TranscriptRule> {
+        Some(self.transcript.clone())
     }
 
     fn compile_scan(&self, rules: &mut ScanRules) -> Result<(), String> {

@@ -29,6 +29,7 @@ use super::compiled::{Policy, ScanRules, TargetChecks};
 use super::evals::EvalCheck;
 use super::judged::{CheckRefs, JudgedCheck};
 use super::pack::params::Params;
+use super::transcript::TranscriptRule;
 use super::types::Validator;
 use super::whole::WholeText;
 use std::fmt::Debug;
@@ -286,6 +287,12 @@ pub(super) trait Check: Debug + Send + Sync {
 
     /// How an eval runs it, when not as a one-validator policy over the recorded turn.
     fn eval(&self) -> Option<EvalCheck> {
+        None
+    }
+
+    /// PromptKit's assertion rule, where an eval of the answer (direction `output`) reads the
+    /// transcript rather than what the validator reads ([`crate::policy::transcript`]).
+    fn transcript(&self) -> Option<TranscriptRule> {
         None
     }
 }

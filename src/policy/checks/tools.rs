@@ -6,6 +6,7 @@ use super::{non_empty_patterns, Check, CheckDef, CheckType, Kind, Named};
 use crate::policy::compiled::Policy;
 use crate::policy::pack::params::Params;
 use crate::policy::tools::workflow::{AccessRule, WorkflowCheck};
+use crate::policy::transcript::TranscriptRule;
 use crate::policy::{Scope, ToolCheck, Validator};
 use crate::scan::compile_hir;
 use serde_json::Value;
@@ -44,6 +45,18 @@ impl Check for Tool {
 
     fn compile_exchange(&self, owner: u32, _: &Validator, policy: &mut Policy) {
         policy.tools.push((owner, self.0.clone()));
+    }
+
+    /// `tool_args` and `tool_args_session` as assertions: one matching call of the whole
+    /// transcript suffices (the validator checks every call of the tool).
+    fn transcript(&self) -> Option<TranscriptRule> {
+        match &self.0 {
+            ToolCheck::Args { tool, expected, .. } => Some(TranscriptRule::ToolArgs {
+                tool: tool.clone(),
+                expected: expected.clone(),
+            }),
+            _ => None,
+        }
     }
 }
 

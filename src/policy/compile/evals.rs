@@ -4,7 +4,7 @@
 use super::super::checks::CheckDef;
 use super::super::compiled::Policy;
 use super::super::evals::{Eval, EvalCheck, EvalHead};
-use super::super::types::{Mode, PolicyError, Validator};
+use super::super::types::{Direction, Mode, PolicyError, Validator};
 use std::sync::Arc;
 
 /// The check definition of an eval, before it is compiled.
@@ -49,9 +49,13 @@ pub(super) fn compile(defs: Vec<EvalDef>) -> Result<Vec<Eval>, PolicyError> {
                 )));
             }
         }
-        let check = match def.check.check().eval() {
-            Some(check) => check,
-            None => {
+        let transcript = (def.validator.direction == Direction::Output)
+            .then(|| def.check.check().transcript())
+            .flatten();
+        let check = match (def.check.check().eval(), transcript) {
+            (Some(check), _) => check,
+            (None, Some(rule)) => EvalCheck::Transcript(Arc::new(rule)),
+            (None, None) => {
                 // Run as an enforcing validator: its verdict is the phases' `Err`.
                 let mut alone = def.validator.clone();
                 alone.mode = Mode::Enforce;
