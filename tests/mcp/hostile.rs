@@ -122,6 +122,10 @@ async fn unknown_fields_are_checked_everywhere() {
         json!({"jsonrpc":"2.0","method":"notifications/initialized","params":{"x-extra":"forbidden"}}),
         json!({"jsonrpc":"2.0","method":"notifications/initialized","params":{"forbidden":null}}),
         json!({"jsonrpc":"2.0","id":1,"method":"vendor/x","x-top":"forbidden"}),
+        // A tool call's envelope and id are read as every other message's (before the fix
+        // only its params were).
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}},"x-top":"forbidden"}),
+        json!({"jsonrpc":"2.0","id":"the forbidden words","method":"tools/call","params":{"name":"t","arguments":{}}}),
     ] {
         let a = post(&p, &body.to_string(), &[]).await;
         assert_eq!(a.json()["error"]["code"], BLOCKED, "{body}: {}", a.text());

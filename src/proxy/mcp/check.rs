@@ -276,10 +276,15 @@ impl Checker {
                 let arguments = p
                     .and_then(|p| p.get("arguments"))
                     .map_or_else(|| "{}".into(), json_text);
-                let mut rest = p.cloned().unwrap_or_default();
-                rest.remove("name");
-                rest.remove("arguments");
-                let mut texts = Texts::of_value(&Value::Object(rest), &["params"]);
+                // The rest of the message (its id, envelope and other params, unknown fields
+                // included) is read as every other message is; name and arguments are the
+                // tool call's.
+                let mut rest = msg.body.clone();
+                if let Some(Value::Object(params)) = rest.get_mut("params") {
+                    params.remove("name");
+                    params.remove("arguments");
+                }
+                let mut texts = Texts::of_message(&rest);
                 texts.modelled.extend(params.iter().cloned());
                 self.trace.note_tool(name);
                 let what = format!("the call of tool '{name}'");
