@@ -62,6 +62,7 @@ fn spellings() -> Vec<String> {
         "<span>pro</span>ject <sup>blue</sup>bird".into(),
         "[proj](http://x)ect blue[bird]()".into(),
         "pro<!-- c -->ject bluebird".into(),
+        "pro<?c?>ject blue<!c>bird".into(),
         "proj<span class=\"x\">ect</span> bluebird".into(),
         "project<br>bluebird".into(),
     ]

@@ -5,7 +5,11 @@
 //!   block (`<br>`, `<p>`, `<div>`, `<li>`, `<td>`, …) reads as a space. What a tag carries
 //!   besides its name (attributes: a `title`, an `alt`, a URL) a model reads, so it is written
 //!   as an aside (`aside.rs`), not dropped.
-//! - **HTML comments** (`<!-- … -->`) are not shown; their text is an aside.
+//! - **HTML comments** (`<!-- … -->`) are not shown; their text is an aside. Nor are
+//!   processing instructions (`<?x?>`), declarations (`<!x>`) and CDATA sections, which a
+//!   browser reads as comments up to the first `>` (`forbid<?x?>den` reads `forbidden`); a
+//!   `<?` or `<!` + letter starts one at once, so one never waits (a `<?x>` that CommonMark
+//!   would show as text is hidden too: a false block at worst).
 //! - **Links** `[text](destination "title")`: the brackets are not shown, the text is; the
 //!   destination and title are an aside. (`[` and `]` are read as not there wherever they are.)
 //! - **Autolinks** (`<https://x>`, `<a@b.c>`): the link is shown without its angle brackets.
@@ -37,6 +41,10 @@ pub(super) enum Markup {
     Attributes { quote: Option<char>, block: bool },
     /// A comment's text, up to `-->` (`dashes`: how many `-` came last).
     Comment { dashes: u8 },
+    /// A processing instruction (`<?…?>`), a declaration (`<!X…>`) or a CDATA section
+    /// (`<![CDATA[…]]>`): raw HTML to CommonMark, a bogus comment to a browser, which hides it
+    /// up to the first `>`.
+    Bogus,
     /// A link's destination and title, up to the `)` that closes the `(` (`depth`: nested
     /// parentheses).
     Destination { depth: u8 },
@@ -142,6 +150,14 @@ impl Normalizer {
                 self.markup = Markup::Comment { dashes };
                 return self.hide(unit, out);
             }
+            Markup::Bogus => {
+                if !spelled && c == '>' {
+                    self.end_hidden(out);
+                    self.markup = Markup::Text;
+                    return;
+                }
+                return self.hide(unit, out);
+            }
             Markup::Destination { depth } => {
                 if !spelled && is_paragraph_end(c) {
                     self.end_hidden(out);
@@ -231,6 +247,15 @@ impl Normalizer {
         }
         match (name, c) {
             ([], '!') if !closing => self.tag.push(unit),
+            ([], '?') if !closing => {
+                self.tag.clear();
+                self.markup = Markup::Bogus;
+            }
+            (['!'], c) if c.is_ascii_alphabetic() || c == '[' => {
+                self.tag.clear();
+                self.markup = Markup::Bogus;
+                self.hide(unit, out);
+            }
             (['!'], '-') => self.tag.push(unit),
             (['!', '-'], '-') => {
                 self.tag.clear();
