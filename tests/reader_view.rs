@@ -49,6 +49,8 @@ fn spellings() -> Vec<String> {
         tags("project bluebird"),
         format!("pro{}", tags("ject bluebird")),
         format!("\u{1f426}{}", selectors("project bluebird")),
+        // Glued to a visible word: `niceproject bluebird` to the view before the fix.
+        format!("nice{}", tags("project bluebird")),
         marked("project bluebird", '\u{308}'),
         marked("project bluebird", '\u{307}'),
         "project\u{3164}bluebird".into(),

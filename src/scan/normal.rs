@@ -167,6 +167,8 @@ pub struct Normalizer {
     /// Variation selectors of the current run, as the bytes they carry (`carrier.rs`).
     selectors: Vec<Unit>,
     selector_run: u32,
+    /// What the current carrier run spelled, written as an aside when it ends (`carrier.rs`).
+    carried: Vec<Unit>,
     /// The raw characters since a bidi control opened a run (`bidi.rs`), the controls open
     /// (true: an isolate), characters since the last one closed, and the view's text before
     /// the run (with the raw position of its start).
@@ -207,6 +209,7 @@ impl Normalizer {
             recent: String::new(),
             selectors: Vec::new(),
             selector_run: 0,
+            carried: Vec::new(),
             bidi: Vec::new(),
             bidi_open: Vec::new(),
             bidi_trail: 0,
@@ -315,6 +318,7 @@ impl Normalizer {
             || !self.underscores.is_empty()
             || !self.reference.is_empty()
             || self.selector_run > 0
+            || !self.carried.is_empty()
             || !self.bidi.is_empty()
             || self.markup != Markup::Text
             || self.escape.is_some()
@@ -457,6 +461,7 @@ impl Normalizer {
     pub fn finish(&mut self) -> String {
         let mut out = String::new();
         self.end_selector_run(&mut out);
+        self.end_carried(&mut out);
         if self.mode == Normalize::Full {
             self.finish_html(&mut out);
         }

@@ -14,9 +14,17 @@
 //!
 //! What a carrier spells goes through the rest of the view like text (an invisible character
 //! it spells is dropped, a space folds), but is never markup: `*` spelled in tags is a star.
+//! It is read twice: joined to the visible text around it (a word split between visible and
+//! carried letters is one word to the model), and, when the run ends, alone as an aside
+//! (`aside.rs`): the model reads the carried text as text of its own, so `nice` followed by a
+//! carried `bluebird` holds the word `bluebird`, not only `nicebluebird`.
 
 use super::chars::{selector_byte, tag_ascii};
 use super::{Normalizer, Unit};
+
+/// A carrier run's text is written as an aside at least this often (so a long run never
+/// waits whole).
+const MAX_CARRIED: usize = 256;
 
 impl Normalizer {
     /// The carrier stage for one character: true when it was taken (a tag character or a
@@ -43,10 +51,38 @@ impl Normalizer {
         }
         self.end_selector_run(out);
         if let Some(ascii) = tag_ascii(c) {
-            self.spelled_char(ascii, raw, raw_end, out);
+            self.carried_char(ascii, raw, raw_end, out);
             return true;
         }
+        self.end_carried(out);
         false
+    }
+
+    /// A character a carrier spelled: into the view, and kept for the run's aside.
+    fn carried_char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        self.carried.push(Unit {
+            c,
+            raw,
+            raw_end,
+            exact: false,
+        });
+        self.spelled_char(c, raw, raw_end, out);
+        if self.carried.len() >= MAX_CARRIED {
+            self.end_carried(out);
+        }
+    }
+
+    /// Ends a carrier run: what it spelled, read alone, is an aside (when it says something).
+    pub(super) fn end_carried(&mut self, out: &mut String) {
+        let (Some(first), Some(last)) = (self.carried.first(), self.carried.last()) else {
+            return;
+        };
+        let (raw, raw_end) = (first.raw, last.raw_end);
+        let text: String = self.carried.iter().map(|u| u.c).collect();
+        self.carried.clear();
+        if text.chars().any(char::is_alphanumeric) {
+            self.aside(&text, raw, raw_end, out);
+        }
     }
 
     /// Ends a run of variation selectors: a lone selector reads as nothing; the unfinished
@@ -72,7 +108,7 @@ impl Normalizer {
             };
             if need == 0 {
                 self.selectors.remove(0);
-                self.spelled_char(char::REPLACEMENT_CHARACTER, first.raw, first.raw_end, out);
+                self.carried_char(char::REPLACEMENT_CHARACTER, first.raw, first.raw_end, out);
                 continue;
             }
             let have = self.selectors.len().min(need);
@@ -85,7 +121,7 @@ impl Normalizer {
                     let last = self.selectors[have - 1];
                     self.selectors.drain(..have);
                     if let Some(d) = s.chars().next() {
-                        self.spelled_char(d, first.raw, last.raw_end, out);
+                        self.carried_char(d, first.raw, last.raw_end, out);
                     }
                 }
                 Err(e) if e.error_len().is_none() && !end => return,
@@ -94,7 +130,7 @@ impl Normalizer {
                     let bad = e.valid_up_to().max(1);
                     let last = self.selectors[bad - 1];
                     self.selectors.drain(..bad);
-                    self.spelled_char(char::REPLACEMENT_CHARACTER, first.raw, last.raw_end, out);
+                    self.carried_char(char::REPLACEMENT_CHARACTER, first.raw, last.raw_end, out);
                 }
             }
         }

@@ -536,8 +536,16 @@ fn same_view_at_every_split(text: &str) {
 fn tag_characters_read_as_the_ascii_they_spell() {
     let text = format!("Eat the {}. Yum", tags("forbidden fruit"));
     for mode in [Normalize::Full, Normalize::Nfkc] {
-        assert_eq!(normalize_str(&text, mode), "Eat the forbidden fruit. Yum");
+        // Joined to the text around it, and alone as an aside once the run ends.
+        assert_eq!(
+            normalize_str(&text, mode),
+            "Eat the forbidden fruit\nforbidden fruit\nEat the forbidden fruit. Yum"
+        );
     }
+    // Glued to a visible word, the carried word is still a word of its own to the model.
+    let glued = format!("nice{}", tags("bluebird"));
+    assert_eq!(full(&glued), "nicebluebird\nbluebird\nnicebluebird");
+    same_view_at_every_split(&glued);
     same_view_at_every_split(&text);
     // Each spelled character maps to its tag character.
     let (view, n) = view_of(&text, &[], Normalize::Full);
@@ -545,17 +553,20 @@ fn tag_characters_read_as_the_ascii_they_spell() {
     assert_eq!((n.raw_start(start), n.raw_end(start + 1)), (8, 12));
     // The language tag and CANCEL TAG say nothing; a spelled `*` is a star, not emphasis.
     assert_eq!(full("\u{e0001}a\u{e007f}b"), "ab");
-    assert_eq!(full(&tags("*x*")), "*x*");
+    assert_eq!(full(&tags("*x*")), "*x*\n*x*\n*x*");
     assert_eq!(normalize_str(&tags("x"), Normalize::None), tags("x"));
 }
 
 #[test]
 fn a_run_of_variation_selectors_reads_as_the_bytes_it_carries() {
     let text = format!("Look \u{1f600}{} ok", selectors("forbidden fruit"));
-    assert_eq!(full(&text), "Look \u{1f600}forbidden fruit ok");
+    assert_eq!(
+        full(&text),
+        "Look \u{1f600}forbidden fruit\nforbidden fruit\nLook \u{1f600}forbidden fruit ok"
+    );
     same_view_at_every_split(&text);
-    // Multi-byte characters, and bytes that are no UTF-8.
-    assert_eq!(full(&format!("x{}", selectors("ｆé"))), "xfe");
+    // Multi-byte characters, and bytes that are no UTF-8 (which say nothing alone).
+    assert_eq!(full(&format!("x{}", selectors("ｆé"))), "xfe\nfe\nxfe");
     assert_eq!(full("x\u{e01ef}\u{e01ef}y"), "x\u{fffd}\u{fffd}y");
     // One selector picks a glyph and reads as nothing.
     assert_eq!(
