@@ -24,6 +24,12 @@ pub enum Channel {
     Other(u32),
 }
 
+/// The [`Channel::Other`] where a decoder writes a second reading of the texts it writes on
+/// [`Channel::Content`] (A2A's parts one per line, as the a2a-sdk's `get_message_text` joins
+/// them, beside the parts run together): checked under the same hold-back, never kept as
+/// answer text (judges and lengths read `Content`).
+pub const READ_APART: u32 = u32::MAX - 1;
+
 impl Channel {
     /// True for channels that are part of the model's output proper (not reasoning).
     pub fn is_output(self) -> bool {

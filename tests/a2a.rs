@@ -144,6 +144,30 @@ async fn a_phrase_split_between_appended_chunks_never_leaks_at_any_byte_split() 
     }
 }
 
+/// The a2a-sdk appends an appended chunk's parts to the artifact's and joins them with a line
+/// break: a phrase whose words are two chunks reads `forbidden\nfruit` to its client.
+#[tokio::test]
+async fn a_phrase_whose_words_are_two_appended_chunks_never_leaks_at_any_byte_split() {
+    let body = artifact_stream("req-8", &["Here is the forbidden", "fruit, take it."]);
+    let agent = common::protocols::split_mock(body.clone()).await;
+    let proxy = start_config("", PACK, &routes(&agent.base_url())).await;
+    for split in std::iter::once(None).chain((1..body.len()).map(Some)) {
+        let a = post(
+            proxy.addr(),
+            call("SendStreamingMessage", "req-8", "hi"),
+            split,
+        )
+        .await;
+        let text = a.text();
+        assert!(
+            !text.contains("forbidden"),
+            "split {split:?} leaked: {text}"
+        );
+        assert!(!text.contains("fruit"), "split {split:?} leaked: {text}");
+        assert_eq!(rpc_error(&text)["error"]["code"], BLOCKED, "{text}");
+    }
+}
+
 #[tokio::test]
 async fn a_clean_stream_and_a_clean_task_pass_byte_for_byte() {
     let body = artifact_stream("s1", &["Here is the forbid", "dingly good fruit."]);
@@ -184,6 +208,14 @@ async fn whole_answers_block_a_phrase_split_between_parts_of_an_artifact() {
             json!("w2"),
             json!({"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"},
                 "artifacts": [{"artifactId": "a", "parts": [{"text": "the forbid"}, {"text": "den fruit"}]}]}}),
+        ),
+        // The SDK joins parts with a line break: `forbidden\nfruit` (before the fix only
+        // the parts run together were read, `forbiddenfruit`).
+        (
+            "SendMessage",
+            json!("w3"),
+            json!({"message": {"messageId": "m2", "role": "ROLE_AGENT",
+                "parts": [{"text": "forbidden"}, {"text": "fruit"}]}}),
         ),
         (
             "message/send",

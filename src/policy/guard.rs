@@ -367,7 +367,7 @@ impl ExchangeGuard {
             }
         };
         if let Channel::Other(path) = channel {
-            if policy.keeps_answer {
+            if policy.keeps_answer && *path != crate::delta::READ_APART {
                 choice_state(&mut self.choices, *choice).push_other(Unmodelled::Path(*path), text);
             }
         }

@@ -8,14 +8,17 @@
 //! under every `unknown_content` setting; what it does not name goes to the fallback.
 //!
 //! Texts: a message's text parts on choice 0, one message after another with a line break
-//! between; an artifact's text parts on choice `1 + n` (the `n`th artifact id seen), its
+//! between; each part's text read twice, run together with the part before it (a word cut
+//! between two parts is one word to a client that concatenates them) and, on
+//! [`READ_APART`], after a line break (as the a2a-sdk's `get_message_text` and
+//! `get_artifact_text` join parts, so a phrase split between two parts is found too); an artifact's text parts on choice `1 + n` (the `n`th artifact id seen), its
 //! appended chunks (`append: true`) continuing its text, a replacing chunk (no `append`) after a
 //! line break, and a line break once its last chunk (`lastChunk: true`, or a task's complete
 //! artifact) is in, so nothing after it waits on it. Inline files of a text media type are read
 //! as text; media files (images, audio) are exempt, as in requests; other files cannot be
 //! checked and fail the answer.
 
-use crate::delta::{Channel, Delta};
+use crate::delta::{Channel, Delta, READ_APART};
 use crate::protocol::documents::{self, Documents};
 use crate::protocol::mcp::jsonrpc::read_unique;
 use crate::protocol::{lenient_opt_str, DecodeError, FrameKind, StreamDecoder};
@@ -215,6 +218,21 @@ impl A2aStream {
         }
     }
 
+    /// A part's text: run on with what came before, and on [`READ_APART`] after a line break.
+    fn part<'a>(out: &mut Vec<Delta<'a>>, choice: u32, text: Cow<'a, str>) {
+        if text.is_empty() {
+            return;
+        }
+        for t in [BREAK, text.clone()] {
+            out.push(Delta::Text {
+                choice,
+                channel: Channel::Other(READ_APART),
+                text: t,
+            });
+        }
+        Self::text(out, choice, text);
+    }
+
     /// The texts of `parts` on `choice`; true when there was any.
     fn parts<'a>(
         out: &mut Vec<Delta<'a>>,
@@ -224,7 +242,7 @@ impl A2aStream {
         let before = out.len();
         for p in parts {
             if let Some(t) = p.text {
-                Self::text(out, choice, t);
+                Self::part(out, choice, t);
             }
             let (bytes, media, name) = match (p.raw, p.file) {
                 (Some(raw), _) => (Some(raw), p.media_type, p.filename),
@@ -237,7 +255,7 @@ impl A2aStream {
                 .or_else(|| documents::media_type_of_name(name.as_deref()));
             let mut docs = Documents::default();
             match docs.base64(media, &bytes, "file") {
-                Ok(Some(text)) => Self::text(out, choice, Cow::Owned(text)),
+                Ok(Some(text)) => Self::part(out, choice, Cow::Owned(text)),
                 Ok(None) if docs.unreadable.is_empty() => {} // an image or audio
                 _ => {
                     return Err(DecodeError(format!(
