@@ -123,6 +123,27 @@ async fn nothing_a_handler_started_outlives_its_deadline() {
     gw.stop().await;
 }
 
+/// A handler that stops its supervisor (it runs as the same user): guardwire kills the
+/// supervisor's tree and the supervisor itself at the deadline (before, both lived on).
+#[tokio::test]
+async fn a_handler_that_stops_its_supervisor_still_leaves_nothing() {
+    let upstream = MockUpstream::start(|_| upstream_answer()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _d) = serve(&config(&upstream.base_url(), dir.path(), 3_000)).await;
+    let a = post_chat(gw.addr, &chat("STOP")).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    let mut pids = written_pids(dir.path()).await;
+    let supervisor: u32 = std::fs::read_to_string(dir.path().join("pids").join("supervisor"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    pids.push(supervisor);
+    assert_all_gone(&pids, gw.id(), "after the deadline, its supervisor stopped").await;
+    assert_eq!(upstream.request_count(), 0);
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn nothing_a_handler_started_outlives_guardwire() {
     let upstream = MockUpstream::start(|_| upstream_answer()).await;

@@ -124,6 +124,9 @@ impl Handler {
             let mut child = cmd
                 .spawn()
                 .map_err(|e| failed(format!("cannot start `{}`: {e}", self.config.command)))?;
+            // Declared after `child`, so dropped before it: the supervisor is not reaped yet,
+            // its pid still its own.
+            let mut running = RunningSupervisor(child.id().and_then(|p| i32::try_from(p).ok()));
             let mut stdin = child
                 .stdin
                 .take()
@@ -151,12 +154,32 @@ impl Handler {
                 .wait()
                 .await
                 .map_err(|e| failed(format!("waiting for the process: {e}")))?;
+            running.0 = None;
             match status.code() {
                 Some(0) => parse_output(&out).map_err(refused),
                 Some(125) => Err(failed("its supervisor could not run".into())),
                 Some(126) => Err(failed(format!("cannot run `{}`", self.config.command))),
                 Some(127) => Err(failed(format!("no command `{}`", self.config.command))),
                 _ => Err(refused(format!("exited with {status}"))),
+            }
+        }
+    }
+}
+
+/// A supervisor not yet waited for: when the run ends without its exit (the deadline, a
+/// cancelled request), guardwire kills its tree and it rather than trust it to (its handler
+/// may have stopped it).
+#[cfg(target_os = "linux")]
+struct RunningSupervisor(Option<i32>);
+
+#[cfg(target_os = "linux")]
+impl Drop for RunningSupervisor {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            // A walk through /proc: off the async workers when there are some.
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(move || super::supervisor::end_run(pid))),
+                Err(_) => super::supervisor::end_run(pid),
             }
         }
     }

@@ -21,8 +21,11 @@
 //! be run), 127 (no such command), which guardwire counts as the handler's failure, not the
 //! input's. Limits: a descendant that changed its user (setuid) cannot be killed by it; and
 //! the supervisor itself, killed with `SIGKILL` before it cleaned up (the OOM killer, an
-//! operator), leaves the tree to init — guardwire runs it in a process group of its own so
-//! that a terminal's Ctrl-C to guardwire's group does not do that.
+//! operator, or the handler itself, which runs as the same user), leaves the tree to init —
+//! guardwire runs it in a process group of its own so that a terminal's Ctrl-C to guardwire's
+//! group does not do that. A supervisor still running when its run ends without a verdict
+//! (deadline, cancelled request; stopped by its handler with `SIGSTOP`, say) is not waited
+//! for: guardwire kills its tree itself, then it ([`end_run`]).
 //!
 //! No `unsafe`: rustix's safe wrappers (prctl, kill, wait) and std's `process_group`.
 
@@ -136,12 +139,31 @@ fn kill_tree() {
     }
 }
 
+/// Guardwire's side, for a run that ended while its supervisor (`pid`, not yet reaped) still
+/// runs: SIGKILL to every process under it, round after round until none is found (a process
+/// forked meanwhile is under a killed one, or handed to the supervisor), then to it.
+pub fn end_run(pid: i32) {
+    for _ in 0..16 {
+        if kill_under(pid) == 0 {
+            break;
+        }
+    }
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
+}
+
 /// SIGKILL to every process under this one, found by walking `/proc`'s parent links.
 fn kill_descendants() {
-    let me = rustix::process::getpid().as_raw_pid();
+    kill_under(rustix::process::getpid().as_raw_pid());
+}
+
+/// SIGKILL to every running process under `root`; how many there were.
+fn kill_under(root: i32) -> usize {
+    let mut killed = 0;
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
+        return 0;
     };
     for entry in entries.flatten() {
         let Some(pid) = entry
@@ -151,28 +173,35 @@ fn kill_descendants() {
         else {
             continue;
         };
-        if let Some(ppid) = parent_of(pid) {
-            children.entry(ppid).or_default().push(pid);
+        if let Some((ppid, zombie)) = parent_of(pid) {
+            if !zombie {
+                children.entry(ppid).or_default().push(pid);
+            }
         }
     }
-    let mut stack = vec![me];
+    let mut stack = vec![root];
     while let Some(p) = stack.pop() {
         for &child in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
             if let Some(pid) = Pid::from_raw(child) {
                 // ESRCH (already gone) and EPERM (changed its user) are all it can answer.
                 let _ = kill_process(pid, Signal::KILL);
+                killed += 1;
             }
             stack.push(child);
         }
     }
+    killed
 }
 
 /// The parent of `pid`, from `/proc/<pid>/stat` (the field after the state, which follows
-/// the command's name in parentheses — a name that may itself hold `) `).
-fn parent_of(pid: i32) -> Option<i32> {
+/// the command's name in parentheses — a name that may itself hold `) `), and whether it is a
+/// zombie (dead, waiting to be reaped: nothing to kill).
+fn parent_of(pid: i32) -> Option<(i32, bool)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(") ")?;
-    rest.split(' ').nth(1)?.parse().ok()
+    let mut fields = rest.split(' ');
+    let zombie = fields.next()? == "Z";
+    Some((fields.next()?.parse().ok()?, zombie))
 }
 
 #[cfg(test)]
@@ -180,7 +209,7 @@ mod tests {
     #[test]
     fn the_parent_is_read_from_proc() {
         let me = std::process::id() as i32;
-        let parent = super::parent_of(me).unwrap_or(0);
+        let parent = super::parent_of(me).map_or(0, |(p, _)| p);
         assert_eq!(
             parent,
             rustix::process::getppid().map_or(0, |p| p.as_raw_pid())

@@ -1,11 +1,13 @@
 """An exec handler for tests/exec_children.rs that leaves processes behind: a child that
 sleeps in the handler's process group, and a daemon that leaves it (fork, setsid, fork again,
 the middle process exiting, so the daemon is an orphan in a session of its own). Each writes
-its pid to a file in $PID_DIR; then the handler writes its own and answers a passing verdict,
-or, with "HANG" in the content, sleeps past its deadline."""
+its pid to a file in $PID_DIR; then the handler writes its own (and its supervisor's) and
+answers a passing verdict, or, with "HANG" in the content, sleeps past its deadline — with
+"STOP", after stopping its supervisor (SIGSTOP), so that only guardwire can end the run."""
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -45,6 +47,12 @@ if os.fork() == 0:
 while not all(os.path.exists(os.path.join(pid_dir, n)) for n in ("child", "daemon")):
     time.sleep(0.01)
 note("handler")
+with open(os.path.join(pid_dir, "supervisor.tmp"), "w", encoding="utf-8") as f:
+    f.write(str(os.getppid()))
+os.rename(os.path.join(pid_dir, "supervisor.tmp"), os.path.join(pid_dir, "supervisor"))
+if "STOP" in check["content"]:
+    os.kill(os.getppid(), signal.SIGSTOP)
+    time.sleep(600)
 if "HANG" in check["content"]:
     time.sleep(600)
 print(json.dumps({"score": 1.0, "detail": "checked"}))
