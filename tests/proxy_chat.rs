@@ -513,3 +513,68 @@ async fn large_whole_answers_are_checked_off_the_worker_with_the_same_verdicts()
         }
     }
 }
+
+/// A chat stream's structural strings (`id`, `system_fingerprint`, `obfuscation`, …) skip the
+/// word and phrase checks but not the secret patterns — on the fast path too, where a frame
+/// read in full skips the fallback: a key in the first chunk's `system_fingerprint`, or in a
+/// later chunk's `id` that its template does not have, ends the stream before it reaches the
+/// client; a clean stream with changing ids passes.
+#[tokio::test]
+async fn structural_strings_meet_the_secret_patterns_on_the_fast_path() {
+    const KEY: &str = "sk-ABCDEFGHIJKLMNOPQRSTUVWX";
+    let pack = "validators:\n  - id: no-keys\n    type: regex\n    params: { pattern: \"sk-[A-Za-z0-9]{24}\", expect_match: false }\n";
+    let chunk = |id: &str, fp: &str, text: &str| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"id": id, "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "system_fingerprint": fp, "choices": [{"index": 0, "delta": {"content": text}}]})
+        )
+    };
+    for (chunks, leaks) in [
+        (
+            vec![chunk("c1", KEY, "Hello"), chunk("c1", KEY, " there")],
+            true,
+        ),
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                chunk("c1", "fp", " there"),
+                chunk(KEY, "fp", " friend"),
+            ],
+            true,
+        ),
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                chunk("c2", "fp", " there"),
+                chunk("c3", "fp2", " friend"),
+            ],
+            false,
+        ),
+    ] {
+        let mut body: String = chunks.concat();
+        body.push_str("data: [DONE]\n\n");
+        let mock = MockUpstream::start({
+            let body = body.clone();
+            move |_| Reply::sse_every(body.as_bytes(), 1_000_000, Duration::ZERO)
+        })
+        .await;
+        let proxy = start_proxy(&mock.base_url(), pack, "").await;
+        let a = post_chat(
+            proxy.addr(),
+            r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .await;
+        assert_eq!(a.status, 200);
+        let text = a.text();
+        assert!(!text.contains(KEY), "{text}");
+        assert_eq!(
+            text.contains("no-keys") || text.contains("\"error\""),
+            leaks,
+            "{text}"
+        );
+        if !leaks {
+            assert!(text.contains("friend") && text.contains("[DONE]"), "{text}");
+        }
+    }
+}

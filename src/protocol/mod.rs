@@ -204,6 +204,14 @@ pub trait StreamDecoder: Send {
         false
     }
 
+    /// With [`StreamDecoder::fully_read`]: the identifier-shaped strings of the last frame
+    /// (literals, quotes included) that the decoder skipped as structure and the checks have not
+    /// seen — the secret and PII patterns read them, as the fallback would have (no position is
+    /// exempt). Values a template repeats unchanged are not listed again.
+    fn identifiers(&self) -> &[std::ops::Range<usize>] {
+        &[]
+    }
+
     /// True when the stream sends texts again ([`Delta::Repeat`]: Responses `.done` events and
     /// `response.completed`). The guard then keeps each channel's text to verify a repeat is
     /// what streamed before; without it, a repeat cannot be verified and fails closed.

@@ -350,6 +350,9 @@ struct ChatStream {
     /// The stream's last plain text chunk, which the next ones most likely repeat but for
     /// their text.
     template: Option<Template>,
+    /// The last fully read frame's identifier-shaped strings not seen before
+    /// ([`StreamDecoder::identifiers`]).
+    identifiers: Vec<std::ops::Range<usize>>,
 }
 
 impl StreamDecoder for ChatStream {
@@ -361,12 +364,13 @@ impl StreamDecoder for ChatStream {
     ) -> Result<FrameKind, DecodeError> {
         self.fully_read = false;
         self.usage_only = false;
+        self.identifiers.clear();
         if data.trim_ascii() == b"[DONE]" {
             self.fully_read = true;
             return Ok(FrameKind::Terminal);
         }
         if let Some(template) = &self.template {
-            if let Some(text) = template.text(data) {
+            if let Some(text) = template.text(data, &mut self.identifiers) {
                 self.fully_read = template.fully_read();
                 if !text.is_empty() {
                     out.push(Delta::Text {
@@ -381,6 +385,18 @@ impl StreamDecoder for ChatStream {
         let mut chunk = Chunk::default();
         let holes;
         (self.fully_read, holes) = parse_chunk(data, &mut chunk, " chunk")?;
+        if self.fully_read {
+            // The strings skipped as structure are identifiers the fallback would have read:
+            // listed for the secret and PII patterns, or (too many to list) walked after all.
+            match holes.as_ref().and_then(|h| h.spans()) {
+                Some(spans) => self.identifiers.extend(
+                    spans
+                        .filter(|&(_, _, marked)| !marked)
+                        .map(|(start, end, _)| start..end),
+                ),
+                None => self.fully_read = false,
+            }
+        }
         if chunk.error.is_some() {
             return Ok(FrameKind::UpstreamError);
         }
@@ -394,6 +410,10 @@ impl StreamDecoder for ChatStream {
 
     fn fully_read(&self) -> bool {
         self.fully_read
+    }
+
+    fn identifiers(&self) -> &[std::ops::Range<usize>] {
+        &self.identifiers
     }
 
     fn usage_only(&self) -> bool {

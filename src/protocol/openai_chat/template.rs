@@ -75,8 +75,27 @@ impl Template {
         t.fully_read = fully_read;
     }
 
-    /// The content text of `data` if it is this template with other strings in its holes.
-    pub(super) fn text<'a>(&self, data: &'a [u8]) -> Option<Cow<'a, str>> {
+    /// The content text of `data` if it is this template with other strings in its holes; the
+    /// structural strings that differ from the template's go into `identifiers` (for the
+    /// secret and PII patterns: the template's own were read with its frame).
+    pub(super) fn text<'a>(
+        &self,
+        data: &'a [u8],
+        identifiers: &mut Vec<std::ops::Range<usize>>,
+    ) -> Option<Cow<'a, str>> {
+        let listed = identifiers.len();
+        let text = self.read(data, identifiers);
+        if text.is_none() {
+            identifiers.truncate(listed);
+        }
+        text
+    }
+
+    fn read<'a>(
+        &self,
+        data: &'a [u8],
+        identifiers: &mut Vec<std::ops::Range<usize>>,
+    ) -> Option<Cow<'a, str>> {
         let mut text = None;
         let (mut at, mut from) = (0, 0); // in `data`, in the template
         for (start, end, marked) in self.holes.spans()? {
@@ -101,6 +120,7 @@ impl Template {
                 if !structure_shaped(s.since(at)) {
                     return None;
                 }
+                identifiers.push(at..s.pos());
             }
             at = s.pos();
         }

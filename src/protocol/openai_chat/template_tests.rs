@@ -163,7 +163,12 @@ fn refilled_chunks_take_the_template() {
         decode_with(&mut d, base.as_bytes()).unwrap();
         let next = refill(&mut g, &base, false).unwrap();
         tried += 1;
-        if d.template.as_ref().unwrap().text(next.as_bytes()).is_some() {
+        if d.template
+            .as_ref()
+            .unwrap()
+            .text(next.as_bytes(), &mut Vec::new())
+            .is_some()
+        {
             used += 1;
         }
     }
