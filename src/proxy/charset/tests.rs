@@ -261,8 +261,12 @@ proptest! {
         prop_assert_eq!(&whole[..], &reference(encoding, &bytes)[..]);
         prop_assert_eq!(chunked(encoding, &bytes, &cuts), whole.to_vec());
         // What round-trips comes out as the text that was sent (unmappable characters are
-        // numeric references in legacy encodings, which the round trip keeps).
-        if !encoding.encode(&text).2 || encoding == UTF_16LE || encoding == UTF_16BE || mark > 0 {
+        // numeric references in legacy encodings, which the round trip keeps; some mapped ones
+        // come back as another: `¥` is Shift_JIS's 0x5C, which reads `\`).
+        let (sent, _, unmappable) = encoding.encode(&text);
+        let round_trips =
+            !unmappable && encoding.decode_without_bom_handling(&sent).0 == text.as_str();
+        if round_trips || encoding == UTF_16LE || encoding == UTF_16BE || mark > 0 {
             prop_assert_eq!(std::str::from_utf8(&whole).ok(), Some(text.as_str()));
         }
     }
