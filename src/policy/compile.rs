@@ -70,40 +70,18 @@ impl Policy {
             };
             if *target == Target::Reasoning && scanned(Target::Reasoning) == scanned(Target::Output)
             {
-                let output = &policy.targets[Target::Output as usize];
-                let (scan, ids) = (Arc::clone(&output.scan), Arc::clone(&output.identifiers));
-                policy.targets[t].scan = scan;
-                policy.targets[t].identifiers = ids;
+                policy.targets[t].scan = Arc::clone(&policy.targets[Target::Output as usize].scan);
                 continue;
             }
             // One scan set per `normalize:` setting in use: each reads its own view.
-            let lanes = |only_identifiers: bool| -> Result<TextScan, PolicyError> {
-                let mut lanes = Vec::new();
-                for normalize in [Normalize::None, Normalize::Nfkc, Normalize::Full] {
-                    let own = |v: &Validator| {
-                        v.covers(*target)
-                            && v.normalize == normalize
-                            && (!only_identifiers || reads_identifiers(v))
-                    };
-                    if defs
-                        .iter()
-                        .any(|(v, def)| own(v) && (!only_identifiers || is_scanned(def)))
-                    {
-                        lanes.push(compile_scan(&defs, own, normalize)?);
-                    }
+            let mut lanes = Vec::new();
+            for normalize in [Normalize::None, Normalize::Nfkc, Normalize::Full] {
+                let own = |v: &Validator| v.covers(*target) && v.normalize == normalize;
+                if defs.iter().any(|(v, _)| own(v)) {
+                    lanes.push(compile_scan(&defs, own, normalize)?);
                 }
-                Ok(TextScan::new(lanes))
-            };
-            let scan = Arc::new(lanes(false)?);
-            let all_read_identifiers = defs
-                .iter()
-                .filter(|(v, def)| v.covers(*target) && is_scanned(def))
-                .all(|(v, _)| reads_identifiers(v));
-            policy.targets[t].identifiers = match all_read_identifiers {
-                true => Arc::clone(&scan),
-                false => Arc::new(lanes(true)?),
-            };
-            policy.targets[t].scan = scan;
+            }
+            policy.targets[t].scan = Arc::new(TextScan::new(lanes));
         }
         for (i, (v, def)) in defs.iter().enumerate() {
             def.check().compile_exchange(i as u32, v, &mut policy);
@@ -205,12 +183,6 @@ impl Policy {
 /// The checks a [`TextScan`] runs (words and phrases, forbidden regexes, PII).
 fn is_scanned(def: &CheckDef) -> bool {
     def.kind() == Kind::Streamed
-}
-
-/// Whether `v`'s matches count in an identifier-shaped value: a secret or PII pattern
-/// (`identifiers.rs`).
-pub(super) fn reads_identifiers(v: &Validator) -> bool {
-    matches!(v.canonical, "regex" | "pii")
 }
 
 /// The scan set of the validators `own` picks (one target, one `normalize:` setting), with its

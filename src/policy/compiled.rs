@@ -14,9 +14,6 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(super) struct TargetChecks {
     pub(super) scan: Arc<TextScan>,
-    /// The secret and PII patterns of `scan` alone: what an identifier-shaped value is scanned
-    /// by (`identifiers.rs`), without the words and phrases it skips.
-    pub(super) identifiers: Arc<TextScan>,
     /// (validator, max characters) — output: per choice over content and refusal; input: per message.
     pub(super) max_chars: Vec<(u32, u64)>,
     /// (validator, length limit counted as the text streams) — output: per answer and refusal

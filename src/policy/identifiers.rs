@@ -10,12 +10,15 @@ use super::Policy;
 use crate::scan::Hit;
 
 impl Policy {
+    /// True when validator `owner`'s matches count in an identifier: a secret or PII pattern.
+    fn reads_identifiers(&self, owner: u32) -> bool {
+        matches!(self.validator(owner).canonical, "regex" | "pii")
+    }
+
     /// Appends to `hits` the secret and PII matches in `value`, read as a whole text of
     /// `target`. The hits have no span, so they block in every mode but `monitor`.
     pub(super) fn identifier_hits(&self, target: Target, value: &str, hits: &mut Vec<Hit>) {
-        // The secret and PII patterns alone (compiled apart, so the words and phrases an
-        // identifier skips cost it nothing).
-        let scan = &self.checks(target).identifiers;
+        let scan = &self.checks(target).scan;
         if scan.is_empty() || value.is_empty() {
             return;
         }
@@ -25,7 +28,7 @@ impl Policy {
         scan.finish(&mut st, hits, false);
         let mut kept = first;
         for i in first..hits.len() {
-            if super::compile::reads_identifiers(self.validator(hits[i].owner)) {
+            if self.reads_identifiers(hits[i].owner) {
                 hits[kept] = Hit {
                     start: None,
                     ..hits[i]
