@@ -822,3 +822,42 @@ async fn a_monitor_mode_latency_budget_counts_a_slow_stream_and_lets_it_finish()
         "{m}"
     );
 }
+
+/// A stream's identifier-shaped strings skip the word and phrase checks but not the secret
+/// patterns — on every protocol's fast path too, where a text event that repeats the last one
+/// but for its text and a few unread members is read from its template and skips the
+/// fallback: a key in such a member of a later event ends the stream before it reaches the
+/// client (before the fix it was relayed), and changing clean values pass.
+#[tokio::test]
+async fn identifiers_a_template_skips_meet_the_secret_patterns() {
+    const KEY: &str = "sk-ABCDEFGHIJKLMNOPQRSTUVWX";
+    let pack = "validators:\n  - id: no-keys\n    type: regex\n    params: { pattern: \"sk-[A-Za-z0-9]{24}\", expect_match: false }\n";
+    for p in all() {
+        // A member each protocol's text events carry and its decoder does not read.
+        let member = match p.name {
+            "openai_chat" => "system_fingerprint",
+            "openai_responses" => "obfuscation",
+            "anthropic_messages" => "id",
+            _ => "responseId",
+        };
+        for (values, leaks) in [(["v1", "v2", KEY], true), (["v1", "v2", "v3"], false)] {
+            let (mut frames, first) = (p.text_frames)(&["Hello", " there", " friend"]);
+            for (k, value) in values.iter().enumerate() {
+                let frame = &mut frames[first + k];
+                let at = frame.find("data: ").unwrap() + "data: ".len();
+                let end = frame[at..].find('\n').unwrap() + at;
+                let mut data: serde_json::Value = serde_json::from_str(&frame[at..end]).unwrap();
+                data[member] = json!(value);
+                frame.replace_range(at..end, &data.to_string());
+            }
+            let body = frames.concat();
+            let mock = split_mock(body).await;
+            let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+            let a = stream(&p, proxy.addr(), "hi", "").await;
+            let text = a.text();
+            assert!(!text.contains(KEY), "{}: {text}", p.name);
+            assert_eq!(text.contains("no-keys"), leaks, "{}: {text}", p.name);
+            assert_eq!(text.contains(" friend"), !leaks, "{}: {text}", p.name);
+        }
+    }
+}

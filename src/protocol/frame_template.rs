@@ -147,24 +147,37 @@ impl FrameTemplate {
     /// Reads `data` from `slot`'s template if it matches: its delta into `out`, and its kind.
     /// `fully_read` is set to whether the fallback has nothing left to read in `data`
     /// ([`FrameTemplate::fully_read`]; false when there is no match) — the decoder's
-    /// [`super::StreamDecoder::fully_read`] for this frame.
+    /// [`super::StreamDecoder::fully_read`] for this frame; `identifiers` gets the literals of
+    /// the string holes whose value differs from the template's (the decoder's
+    /// [`super::StreamDecoder::identifiers`]: the template's own were read with its frame).
     pub fn read<'a>(
         slot: &mut Option<FrameTemplate>,
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
         structural: &Structural,
         fully_read: &mut bool,
+        identifiers: &mut Vec<Range<usize>>,
     ) -> Option<FrameKind> {
         *fully_read = false;
         let t = slot.as_mut()?;
-        let text = t.text(data)?;
+        let listed = identifiers.len();
+        let Some(text) = t.text(data, identifiers) else {
+            identifiers.truncate(listed);
+            return None;
+        };
         *fully_read = t.fully_read(&text, structural);
         out.extend(t.delta(text));
         Some(t.kind)
     }
 
-    /// The text of `data` if it is this template with other values in its holes.
-    pub fn text<'a>(&self, data: &'a [u8]) -> Option<Cow<'a, str>> {
+    /// The text of `data` if it is this template with other values in its holes; the literals
+    /// of string holes whose value differs from the template's go into `identifiers` (left
+    /// there on no match: the caller drops them).
+    pub fn text<'a>(
+        &self,
+        data: &'a [u8],
+        identifiers: &mut Vec<Range<usize>>,
+    ) -> Option<Cow<'a, str>> {
         let mut text = None;
         let (mut at, mut from) = (0, 0); // in `data`, in the template
         for &(start, end, hole) in &self.holes {
@@ -191,6 +204,7 @@ impl FrameTemplate {
                     if !structure_shaped(s.since(at)) {
                         return None;
                     }
+                    identifiers.push(at..s.pos());
                 }
                 Hole::Num => {
                     if !matches!(data.get(at), Some(b'-' | b'0'..=b'9')) {

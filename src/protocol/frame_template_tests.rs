@@ -197,7 +197,10 @@ pub(crate) fn refills_take_the_template<D: StreamDecoder + Default>(
         let d = primed(sub, &base);
         let t = (sub.template)(&d).unwrap();
         let next = refill(&mut g, t, &base, false);
-        assert!(t.text(next.as_bytes()).is_some(), "{next}\nafter {base}");
+        assert!(
+            t.text(next.as_bytes(), &mut Vec::new()).is_some(),
+            "{next}\nafter {base}"
+        );
     }
 }
 

@@ -213,6 +213,8 @@ struct ResponsesStream {
     template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
     fully_read: bool,
+    /// Its identifier-shaped strings the checks have not seen ([`StreamDecoder::identifiers`]).
+    identifiers: Vec<std::ops::Range<usize>>,
 }
 
 impl StreamDecoder for ResponsesStream {
@@ -226,13 +228,19 @@ impl StreamDecoder for ResponsesStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
-        let (template, fully_read) = (&mut self.template, &mut self.fully_read);
-        if let Some(kind) = FrameTemplate::read(template, data, out, &EVENT_STRUCTURAL, fully_read)
+        self.identifiers.clear();
+        let (template, fully_read, ids) = (
+            &mut self.template,
+            &mut self.fully_read,
+            &mut self.identifiers,
+        );
+        if let Some(kind) =
+            FrameTemplate::read(template, data, out, &EVENT_STRUCTURAL, fully_read, ids)
         {
             return Ok(kind);
         }
         let before = out.len();
-        let kind = match skim_event::read(data, out) {
+        let kind = match skim_event::read(data, out, &mut self.identifiers) {
             Some((kind, fully_read)) => {
                 self.fully_read = fully_read;
                 kind
@@ -247,6 +255,10 @@ impl StreamDecoder for ResponsesStream {
 
     fn fully_read(&self) -> bool {
         self.fully_read
+    }
+
+    fn identifiers(&self) -> &[std::ops::Range<usize>] {
+        &self.identifiers
     }
 }
 

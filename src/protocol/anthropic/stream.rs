@@ -98,6 +98,8 @@ pub(super) struct MessagesStream {
     pub(super) template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
     fully_read: bool,
+    /// Its identifier-shaped strings the checks have not seen ([`StreamDecoder::identifiers`]).
+    identifiers: Vec<std::ops::Range<usize>>,
 }
 
 impl MessagesStream {
@@ -116,8 +118,13 @@ impl StreamDecoder for MessagesStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
-        let (template, fully_read) = (&mut self.template, &mut self.fully_read);
-        if let Some(kind) = FrameTemplate::read(template, data, out, &STRUCTURAL, fully_read) {
+        self.identifiers.clear();
+        let (template, fully_read, ids) = (
+            &mut self.template,
+            &mut self.fully_read,
+            &mut self.identifiers,
+        );
+        if let Some(kind) = FrameTemplate::read(template, data, out, &STRUCTURAL, fully_read, ids) {
             return Ok(kind);
         }
         let ev: Event<'a> = serde_json::from_slice(data)
@@ -220,5 +227,9 @@ impl StreamDecoder for MessagesStream {
 
     fn fully_read(&self) -> bool {
         self.fully_read
+    }
+
+    fn identifiers(&self) -> &[std::ops::Range<usize>] {
+        &self.identifiers
     }
 }

@@ -22,6 +22,8 @@ pub(super) struct GeminiStream {
     template: Option<FrameTemplate>,
     /// The last chunk had no string the decoder did not read or know as structure.
     fully_read: bool,
+    /// Its identifier-shaped strings the checks have not seen ([`StreamDecoder::identifiers`]).
+    identifiers: Vec<std::ops::Range<usize>>,
 }
 
 impl GeminiStream {
@@ -105,8 +107,13 @@ impl StreamDecoder for GeminiStream {
         data: &'a [u8],
         out: &mut Vec<Delta<'a>>,
     ) -> Result<FrameKind, DecodeError> {
-        let (template, fully_read) = (&mut self.template, &mut self.fully_read);
-        if let Some(kind) = FrameTemplate::read(template, data, out, &STRUCTURAL, fully_read) {
+        self.identifiers.clear();
+        let (template, fully_read, ids) = (
+            &mut self.template,
+            &mut self.fully_read,
+            &mut self.identifiers,
+        );
+        if let Some(kind) = FrameTemplate::read(template, data, out, &STRUCTURAL, fully_read, ids) {
             return Ok(kind);
         }
         let resp: Response<'a> = serde_json::from_slice(data)
@@ -137,6 +144,10 @@ impl StreamDecoder for GeminiStream {
 
     fn fully_read(&self) -> bool {
         self.fully_read
+    }
+
+    fn identifiers(&self) -> &[std::ops::Range<usize>] {
+        &self.identifiers
     }
 
     /// Gemini streams end with the body; the last chunk carries a `finishReason`.

@@ -39,11 +39,30 @@ struct Texts {
     read: smallvec::SmallVec<[Range<usize>; 8]>,
     /// A skipped member has a string that is neither a structural key's nor exempt.
     unread: bool,
+    /// Literals of the identifier-shaped strings under structural keys (outside the exempt
+    /// trees): what the fallback hands to the secret and PII patterns
+    /// (`residual_and_identifiers`), listed for them when the fallback does not walk.
+    ids: smallvec::SmallVec<[Range<usize>; 8]>,
+}
+
+impl Texts {
+    /// A structural key's string of the shape of structure: an identifier (when not empty).
+    fn identifier(&mut self, literal: Range<usize>) {
+        if literal.len() > 2 {
+            self.ids.push(literal);
+        }
+    }
 }
 
 /// Reads `data` into `out` and returns its kind and whether the fallback has nothing left to
-/// read; `None` (and `out` untouched) when serde_json must decode it.
-pub(super) fn read<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Option<(FrameKind, bool)> {
+/// read; `None` (and `out` untouched) when serde_json must decode it. With `fully_read`,
+/// `identifiers` gets the identifier-shaped strings the fallback would have handed to the
+/// secret and PII patterns.
+pub(super) fn read<'a>(
+    data: &'a [u8],
+    out: &mut Vec<Delta<'a>>,
+    identifiers: &mut Vec<Range<usize>>,
+) -> Option<(FrameKind, bool)> {
     let mut s = Skim::new(data);
     let mut texts = Texts::default();
     let ev = event(&mut s, &mut texts).ok()?;
@@ -59,6 +78,9 @@ pub(super) fn read<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Option<(Fram
             .read
             .iter()
             .all(|lit| delivered.iter().any(|d| by_place(d, data, lit)));
+    if fully_read {
+        identifiers.extend(texts.ids);
+    }
     Some((kind, fully_read))
 }
 
@@ -111,8 +133,11 @@ fn opt_str<'a>(
     let start = s.value_start();
     let v = s.opt_str()?;
     // A structural key's string is structure only of its shape (`residual::structure_shaped`).
-    if v.is_some() && !(structural && structure_shaped(s.since(start))) {
-        texts.read.push(start..s.pos());
+    if v.is_some() {
+        match structural && structure_shaped(s.since(start)) {
+            true => texts.identifier(start..s.pos()),
+            false => texts.read.push(start..s.pos()),
+        }
     }
     Ok(v)
 }
@@ -138,7 +163,10 @@ fn unread_value(s: &mut Skim<'_>, texts: &mut Texts, structural: bool) -> Skimme
     match s.bytes().get(start) {
         Some(b'"') => {
             s.skip_str()?;
-            texts.unread |= !(structural && structure_shaped(s.since(start)));
+            match structural && structure_shaped(s.since(start)) {
+                true => texts.identifier(start..s.pos()),
+                false => texts.unread = true,
+            }
             Ok(())
         }
         Some(b'{') => s.object(|s, key| unread_value(s, texts, STRUCTURAL.is_structural_key(key))),
@@ -163,6 +191,7 @@ fn event<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<Event<'a>> {
                 if !structure_shaped(s.since(start)) {
                     return Err(Unsure);
                 }
+                texts.identifier(start..s.pos());
             }
             b"output_index" => {
                 once(&mut seen, 2)?;

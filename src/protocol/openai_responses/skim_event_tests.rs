@@ -11,21 +11,53 @@ use crate::protocol::frame_template_tests::{extras, finding, object, plain, valu
 use crate::protocol::openai_chat::skim_tests::{Gen, Rng};
 use crate::protocol::{FrameKind, StreamDecoder};
 
-type Outcome = Result<(FrameKind, Vec<String>, Vec<(usize, usize)>), ()>;
+type Outcome = Result<
+    (
+        FrameKind,
+        Vec<String>,
+        Vec<(usize, usize)>,
+        Vec<std::ops::Range<usize>>,
+    ),
+    (),
+>;
 
 /// The decoder as it runs (a fresh stream: no template yet).
 fn decoder(data: &[u8]) -> Outcome {
     let mut d = ResponsesStream::default();
     let mut out = Vec::new();
     let kind = d.decode(None, data, &mut out).map_err(|_| ())?;
-    Ok(outcome(kind, &out, data, d.fully_read()))
+    let (k, deltas, found) = outcome(kind, &out, data, d.fully_read());
+    // What the secret and PII patterns read: the identifiers the decoder listed when it
+    // promised the fallback nothing, else the fallback's own.
+    let ids = match d.fully_read() {
+        true => d.identifiers().to_vec(),
+        false => fallback_identifiers(data),
+    };
+    Ok((k, deltas, found, ids))
 }
 
 /// serde_json, and the fallback walking the whole event.
 fn reference(data: &[u8]) -> Outcome {
     let mut out = Vec::new();
     let kind = decode_event(data, &mut out).map_err(|_| ())?;
-    Ok(outcome(kind, &out, data, false))
+    let (k, deltas, found) = outcome(kind, &out, data, false);
+    Ok((k, deltas, found, fallback_identifiers(data)))
+}
+
+/// The identifier-shaped values the fallback hands to the secret and PII patterns.
+fn fallback_identifiers(data: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut ids = Vec::new();
+    let walked = crate::protocol::residual::residual_and_identifiers(
+        data,
+        &STRUCTURAL,
+        &[],
+        &mut Vec::new(),
+        &mut ids,
+    );
+    if walked.is_err() {
+        return vec![usize::MAX..usize::MAX];
+    }
+    ids
 }
 
 fn outcome(
@@ -294,7 +326,7 @@ fn well_formed_events_take_the_fast_path() {
     for seed in 0..2000 {
         let data = event(&mut gen(seed), false);
         let mut out = Vec::new();
-        let read = read(data.as_bytes(), &mut out);
+        let read = read(data.as_bytes(), &mut out, &mut Vec::new());
         assert!(read.is_some(), "not read by the fast path: {data}");
         promised += usize::from(read.is_some_and(|(_, fully_read)| fully_read));
     }
@@ -335,7 +367,7 @@ fn closing_events_skip_serde_and_the_fallback() {
     for (data, kind) in &events {
         let mut out = Vec::new();
         assert_eq!(
-            read(data.as_bytes(), &mut out),
+            read(data.as_bytes(), &mut out, &mut Vec::new()),
             Some((*kind, true)),
             "{data}"
         );
@@ -354,20 +386,20 @@ fn closing_events_skip_serde_and_the_fallback() {
     let escaped = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"text":"Hello\nworld"}"#;
     let mut out = Vec::new();
     assert_eq!(
-        read(escaped.as_bytes(), &mut out),
+        read(escaped.as_bytes(), &mut out, &mut Vec::new()),
         Some((FrameKind::Data, false))
     );
     // An unknown member with a string: the fallback reads it.
     let unknown = r#"{"type":"response.output_text.done","output_index":0,"text":"Hello world","note":"psst"}"#;
     assert_eq!(
-        read(unknown.as_bytes(), &mut Vec::new()),
+        read(unknown.as_bytes(), &mut Vec::new(), &mut Vec::new()),
         Some((FrameKind::Data, false))
     );
     assert_eq!(decoder(unknown.as_bytes()), reference(unknown.as_bytes()));
     // A text read but not delivered (a part in an event that repeats none): read as before.
     let undelivered = r#"{"type":"response.output_text.done","text":"a","part":{"text":"b"}}"#;
     assert_eq!(
-        read(undelivered.as_bytes(), &mut Vec::new()),
+        read(undelivered.as_bytes(), &mut Vec::new(), &mut Vec::new()),
         Some((FrameKind::Data, false))
     );
 }
