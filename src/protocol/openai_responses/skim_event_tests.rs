@@ -55,7 +55,9 @@ fn fallback_identifiers(data: &[u8]) -> Vec<std::ops::Range<usize>> {
         &mut ids,
     );
     if walked.is_err() {
-        return vec![usize::MAX..usize::MAX];
+        // Unwalkable: a marker no listing gives.
+        ids.clear();
+        ids.push(usize::MAX..usize::MAX);
     }
     ids
 }
