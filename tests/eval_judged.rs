@@ -98,6 +98,57 @@ fn list_answer(p: &str) -> Option<String> {
         }
         return Some(json!({ "verdicts": verdicts }).to_string());
     }
+    // DeepEval's faithfulness and answer relevancy: lists of truths, claims and statements
+    // (the sentences shown), then a verdict per numbered claim or statement.
+    let sentences_of = |text: &str| -> Vec<String> {
+        text.split_inclusive(". ")
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    if p.starts_with("Based on the given text, please generate") {
+        let truths = sentences_of(between(p, "\n\nText:\n", "\n\nJSON:"));
+        return Some(json!({ "truths": truths }).to_string());
+    }
+    if p.starts_with("Based on the given text, please extract") {
+        let claims = sentences_of(between(p, "\n\nAI Output:\n", "\n\nJSON:"));
+        return Some(json!({ "claims": claims }).to_string());
+    }
+    if p.starts_with("Given the text, breakdown") {
+        let statements = sentences_of(between(p, "\n\nText:\n", "\n\nJSON:"));
+        return Some(json!({ "statements": statements }).to_string());
+    }
+    let numbered = |section: &str| -> Vec<String> {
+        between(p, section, "\n\nJSON:")
+            .lines()
+            .map(|l| l.split_once(". ").map_or(l, |(_, r)| r).to_owned())
+            .collect()
+    };
+    if p.starts_with("Based on the given claims") {
+        // Against truths about Paris: Lyon contradicts them, wine and the Louvre they do not say.
+        let verdicts: Vec<Value> = numbered("numbered below):\n")
+            .iter()
+            .map(|c| match c {
+                c if c.contains("Lyon") => {
+                    json!({"verdict": "no", "reason": "the capital is Paris"})
+                }
+                c if c.contains("Paris") => json!({"verdict": "yes"}),
+                _ => json!({"verdict": "idk", "reason": "not in the context"}),
+            })
+            .collect();
+        return Some(json!({ "verdicts": verdicts }).to_string());
+    }
+    if p.starts_with("For the provided list of statements") {
+        // Relevant to "What is the capital of France?": what names a capital.
+        let verdicts: Vec<Value> = numbered("numbered below):\n")
+            .iter()
+            .map(|s| match s.contains("capital") {
+                true => json!({"verdict": "yes"}),
+                false => json!({"verdict": "no", "reason": "not about the capital"}),
+            })
+            .collect();
+        return Some(json!({ "verdicts": verdicts }).to_string());
+    }
     if p.starts_with("For EACH sentence") {
         let verdicts: Vec<Value> = between(p, "Expected Output:\n", "\n\nRetrieval Context:")
             .lines()
@@ -784,4 +835,52 @@ fn the_html_report_opens_in_headless_chromium_with_the_blocked_span_marked() {
     .unwrap();
     let (_, console) = chromium(&bad, dir.path());
     assert!(console.iter().any(|l| l.contains("broken")), "{console:?}");
+}
+
+/// DeepEval's faithfulness (the answer's claims against the context's truths: yes, no or idk)
+/// and answer relevancy (the answer's statements against the input), by their metric names:
+/// the share of verdicts that are not "no".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faithfulness_and_answer_relevancy_count_every_verdict_but_no() {
+    let judge = judge().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &judge.base_url());
+    let cases = write(
+        dir.path(),
+        "cases.jsonl",
+        concat!(
+            r#"{"id": "mixed", "input": "What is the capital of France?", "actual_output": "Paris is the capital. Lyon is the capital. It has wine. It has the Louvre.", "retrieval_context": ["The capital of France is Paris."]}"#,
+            "\n"
+        ),
+    );
+    let json_out = dir.path().join("report.json");
+    let (code, text) = eval(&[
+        "--config",
+        &config,
+        "--cases",
+        &cases,
+        "--metric",
+        "faithfulness",
+        "--metric",
+        "answer_relevancy",
+        "--json",
+        json_out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+    // Claims: Paris yes, Lyon no, wine idk, Louvre idk: 3 of 4.
+    let f = metric(&report, "mixed", "faithfulness");
+    assert!(near(&f["score"], 0.75), "{f} {text}");
+    assert!(
+        f["reasoning"]
+            .as_str()
+            .unwrap()
+            .contains("claim 2: no: Lyon is the capital. (the capital is Paris)"),
+        "{f}"
+    );
+    // Statements: two name the capital, two do not: 2 of 4.
+    let r = metric(&report, "mixed", "answer_relevancy");
+    assert!(near(&r["score"], 0.5), "{r}");
+    // Each truths, claims and statements call, then one verdicts call per metric.
+    assert_eq!(judge.request_count(), 5);
 }

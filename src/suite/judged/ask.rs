@@ -95,9 +95,11 @@ pub fn ask(spec: &Spec, case: &CaseView<'_>) -> Option<Ask> {
         scale: Scale::OneToFive,
     };
     Some(match spec.kind {
-        Kind::ContextualRelevancy | Kind::ContextualPrecision | Kind::ContextualRecall => {
-            return None
-        }
+        Kind::ContextualRelevancy
+        | Kind::ContextualPrecision
+        | Kind::ContextualRecall
+        | Kind::Faithfulness
+        | Kind::AnswerRelevancy => return None,
         Kind::Groundedness => one(
             "Groundedness: every claim of the Response is supported by the Context; a claim the Context does not support, or contradicts, lowers the score.",
             format!("Query:\n{query}\n\nContext:\n{}\n\nResponse:\n{output}", numbered(context)),

@@ -11,6 +11,7 @@
 //! packs' evals use. The judge's reasons are kept with the score for the reports.
 
 mod ask;
+mod claims;
 mod deepeval;
 mod steps;
 
@@ -40,11 +41,15 @@ pub enum Kind {
     ContextualRelevancy,
     ContextualPrecision,
     ContextualRecall,
+    /// DeepEval's faithfulness: the answer's claims against the retrieval context's truths.
+    Faithfulness,
+    /// DeepEval's answer relevancy: the answer's statements against the input.
+    AnswerRelevancy,
     GEval,
 }
 
 /// The judged metrics `--metric` accepts by name (G-Eval needs a `--metric-file` entry).
-pub const NAMES: [&str; 8] = [
+pub const NAMES: [&str; 10] = [
     "groundedness",
     "relevance",
     "coherence",
@@ -53,6 +58,8 @@ pub const NAMES: [&str; 8] = [
     "contextual_relevancy",
     "contextual_precision",
     "contextual_recall",
+    "faithfulness",
+    "answer_relevancy",
 ];
 
 impl Kind {
@@ -66,6 +73,8 @@ impl Kind {
             "contextual_relevancy" => Kind::ContextualRelevancy,
             "contextual_precision" => Kind::ContextualPrecision,
             "contextual_recall" => Kind::ContextualRecall,
+            "faithfulness" => Kind::Faithfulness,
+            "answer_relevancy" => Kind::AnswerRelevancy,
             "g_eval" | "geval" => Kind::GEval,
             _ => return None,
         })
@@ -133,12 +142,18 @@ impl Spec {
     /// A metric without parameters (every kind but G-Eval).
     pub fn plain(kind: Kind, name: &str) -> Spec {
         let needs = match kind {
-            Kind::Groundedness | Kind::ContextualRelevancy => vec![Needs::Context],
+            Kind::Groundedness | Kind::ContextualRelevancy | Kind::Faithfulness => {
+                vec![Needs::Context]
+            }
             Kind::Similarity => vec![Needs::GroundTruth],
             Kind::ContextualPrecision | Kind::ContextualRecall => {
                 vec![Needs::GroundTruth, Needs::Context]
             }
-            Kind::Relevance | Kind::Coherence | Kind::Fluency | Kind::GEval => Vec::new(),
+            Kind::Relevance
+            | Kind::Coherence
+            | Kind::Fluency
+            | Kind::GEval
+            | Kind::AnswerRelevancy => Vec::new(),
         };
         Spec {
             name: name.to_owned(),
@@ -340,6 +355,9 @@ impl Runner {
             Kind::ContextualRelevancy | Kind::ContextualPrecision | Kind::ContextualRecall
         ) {
             return self.contextual(spec, &judge, case);
+        }
+        if matches!(spec.kind, Kind::Faithfulness | Kind::AnswerRelevancy) {
+            return self.claims(spec, &judge, case);
         }
         let steps = spec.steps()?.to_vec();
         let ask = ask::ask(spec, case)
