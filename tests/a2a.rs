@@ -660,3 +660,46 @@ async fn task_states_by_number_end_a_stream_as_their_names_do() {
         }
     }
 }
+
+/// Verdicts of one agent answer are one audit line, however many parts and chunks fired: a
+/// stream of 200 appended chunks, each redacted, writes one line with the count (not 200
+/// lines). Each part is read twice (run on, and apart: `READ_APART`), so a match inside one
+/// part is counted by both readings: 400.
+#[tokio::test]
+async fn an_answers_verdicts_are_one_audit_line() {
+    const REDACT: &str = "validators:\n  - id: codename\n    type: content_excludes\n    mode: redact\n    mask: \"[codename]\"\n    params: { patterns: [\"bluebird\"] }\n";
+    let chunks: Vec<&str> = std::iter::repeat_n("a bluebird. ", 200).collect();
+    let body = artifact_stream("many", &chunks);
+    let agent = common::protocols::split_mock(body).await;
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let extra = format!("audit: {{path: \"{}\"}}\n", audit.display());
+    let proxy = start_config("", REDACT, &format!("{}{extra}", routes(&agent.base_url()))).await;
+    let a = post(
+        proxy.addr(),
+        call("SendStreamingMessage", "many", "hi"),
+        None,
+    )
+    .await;
+    let text = a.text();
+    assert!(
+        !text.contains("bluebird") && text.contains("TASK_STATE_COMPLETED"),
+        "{text}"
+    );
+    drop(proxy);
+    let mut lines = Vec::new();
+    for _ in 0..200 {
+        lines = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        if !lines.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["validator"], "codename", "{lines:?}");
+    assert_eq!(lines[0]["count"], 400, "{lines:?}");
+}

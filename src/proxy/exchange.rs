@@ -174,9 +174,15 @@ impl<'a> RequestCtx<'a> {
         } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
+        // An agent's answer may hold any number of parts and chunks: its verdicts are one
+        // audit line for the request, as an MCP request's are (`Audit::per_request`).
+        let audit = match self.protocol.name() {
+            "a2a" => Arc::new(crate::audit::Audit::per_request(&self.rt.audit)),
+            _ => Arc::clone(&self.rt.audit),
+        };
         let ctx = StreamContext {
             metrics: Arc::clone(&self.gw.metrics),
-            audit: Arc::clone(&self.rt.audit),
+            audit,
             key_id: self.caller.key_id,
             route: self.route.name,
             protocol: self.protocol,
