@@ -97,7 +97,15 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
                 reason: None,
             }
         }
-        EvalCheck::Transcript(rule) => match &turn.answer {
+        // An MCP turn is a tool call, not a conversation's answer: the validator's reading.
+        EvalCheck::Transcript(_, policy) if turn.protocol == "mcp" => match &turn.answer {
+            Some(_) => Scored::Score {
+                score: if replay(policy, turn) { 1.0 } else { 0.0 },
+                reason: None,
+            },
+            None => Scored::NotApplicable,
+        },
+        EvalCheck::Transcript(rule, _) => match &turn.answer {
             Some(answer) => Scored::Score {
                 score: rule.score(&turn.conversation, answer),
                 reason: None,

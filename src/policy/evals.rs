@@ -125,8 +125,10 @@ pub enum EvalCheck {
     Reference(Arc<ReferenceCheck>),
     /// PromptKit's assertion rule over the transcript (every assistant message and tool call
     /// of the conversation with the answer), for the checks whose eval reads more than the
-    /// validator does: see [`super::transcript`].
-    Transcript(Arc<super::transcript::TranscriptRule>),
+    /// validator does: see [`super::transcript`]. With the one-validator policy a turn of an
+    /// agent route is replayed through instead (an MCP turn is a tool call: its output is
+    /// the call, which no assistant message holds).
+    Transcript(Arc<super::transcript::TranscriptRule>, Arc<Policy>),
 }
 
 /// A reference text metric as an eval: the metric, set up (METEOR with its WordNet loaded),

@@ -386,7 +386,7 @@ fn run_one(
                         obs.duration_ms as u64,
                     )),
                     (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
-                    (EvalCheck::Transcript(rule), Ok(conversation)) => {
+                    (EvalCheck::Transcript(rule, _), Ok(conversation)) => {
                         let score = rule.score(&with_calls(conversation, &calls), &answer);
                         if score != 0.0 && score != 1.0 {
                             scored = Some(format!("scored {score:.4}"));

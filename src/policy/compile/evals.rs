@@ -52,15 +52,18 @@ pub(super) fn compile(defs: Vec<EvalDef>) -> Result<Vec<Eval>, PolicyError> {
         let transcript = (def.validator.direction == Direction::Output)
             .then(|| def.check.check().transcript())
             .flatten();
-        let check = match (def.check.check().eval(), transcript) {
-            (Some(check), _) => check,
-            (None, Some(rule)) => EvalCheck::Transcript(Arc::new(rule)),
-            (None, None) => {
+        let check = match def.check.check().eval() {
+            Some(check) => check,
+            None => {
                 // Run as an enforcing validator: its verdict is the phases' `Err`.
                 let mut alone = def.validator.clone();
                 alone.mode = Mode::Enforce;
                 alone.buffer = false;
-                EvalCheck::Replay(Arc::new(Policy::compile(vec![(alone, def.check)])?))
+                let replay = Arc::new(Policy::compile(vec![(alone, def.check)])?);
+                match transcript {
+                    Some(rule) => EvalCheck::Transcript(Arc::new(rule), replay),
+                    None => EvalCheck::Replay(replay),
+                }
             }
         };
         // The eval's `threshold` decides when it sets a score bound; else the params'.
