@@ -551,6 +551,31 @@ async fn structural_strings_meet_the_secret_patterns_on_the_fast_path() {
             ],
             false,
         ),
+        // A tool call's id and a finish reason, read by the fast path as known strings
+        // (before the fix no check read them).
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": KEY, "type": "function",
+                            "function": {"name": "f", "arguments": "{}"}}]}, "finish_reason": null}]})
+                ),
+            ],
+            true,
+        ),
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": KEY}]})
+                ),
+            ],
+            true,
+        ),
     ] {
         let mut body: String = chunks.concat();
         body.push_str("data: [DONE]\n\n");

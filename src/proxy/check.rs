@@ -61,6 +61,33 @@ pub fn check_payload(
                 "the upstream repeated text that it had not streamed"
             }));
         }
+        // A tool call's id and a finish reason reach the client too, whatever decoder read
+        // them (a fast path delivers them as known strings the fallback leaves out): an
+        // identifier meets the secret and PII patterns, anything else is read as text.
+        let value = match d {
+            Delta::ToolCallStart {
+                choice,
+                id: Some(id),
+                ..
+            } => Some((*choice, &**id)),
+            Delta::Finish { choice, reason } => Some((*choice, &**reason)),
+            _ => None,
+        };
+        if let Some((choice, value)) = value {
+            if crate::protocol::identifier::is_identifier(value) {
+                guard.check_identifier(value)?;
+            } else {
+                check_text(guard, choice, STRUCTURE_TEXTS, Cow::Borrowed(value), None, needs, spans)?;
+                let line_break = Delta::Text {
+                    choice,
+                    channel: Channel::Other(STRUCTURE_TEXTS),
+                    text: Cow::Borrowed("\n"),
+                };
+                if let Some((ch, pos)) = guard.on_chunk(&line_break)? {
+                    note_need(needs, ch, pos);
+                }
+            }
+        }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
             if let Delta::ToolCallStart { choice, name, .. } = d {
                 // A tool name reaches the client too: checked as a text of its own, complete
@@ -127,6 +154,9 @@ const MAX_CHANNELS: usize = 512;
 
 /// The [`Channel::Other`] of tool names (residual paths are hashes; a clash only joins texts).
 const TOOL_NAMES: u32 = u32::MAX;
+
+/// The [`Channel::Other`] of tool call ids and finish reasons that are no identifiers.
+const STRUCTURE_TEXTS: u32 = u32::MAX - 2;
 
 /// Checks `text` on [`Channel::Other`]`(path)`, as a piece of the text streamed there and as a
 /// value of its own ([`ExchangeGuard::check_whole_value`]); with redaction, notes where it
