@@ -703,3 +703,25 @@ async fn an_answers_verdicts_are_one_audit_line() {
     assert_eq!(lines[0]["validator"], "codename", "{lines:?}");
     assert_eq!(lines[0]["count"], 400, "{lines:?}");
 }
+
+/// Appended chunks without an `artifactId` continue each other, as the SDKs read a missing id
+/// as the empty one (protobuf's default): a phrase whose words are two such chunks is found
+/// (before the fix each chunk was an artifact of its own).
+#[tokio::test]
+async fn chunks_without_an_artifact_id_continue_each_other() {
+    let events = [
+        result("n1", json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
+            "artifact": {"parts": [{"text": "the forbidden"}]}}})),
+        result("n1", json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "append": true,
+            "artifact": {"parts": [{"text": "fruit"}]}}})),
+        result("n1", json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"}}})),
+    ];
+    let body = sse(&events);
+    let agent = common::protocols::split_mock(body).await;
+    let proxy = start_config("", PACK, &routes(&agent.base_url())).await;
+    let a = post(proxy.addr(), call("SendStreamingMessage", "n1", "hi"), None).await;
+    let text = a.text();
+    assert!(!text.contains("fruit"), "{text}");
+    assert_eq!(rpc_error(&text)["error"]["code"], BLOCKED, "{text}");
+}

@@ -284,11 +284,10 @@ impl A2aStream {
         append: bool,
         last: bool,
     ) -> Result<(), DecodeError> {
-        let slot = match a
-            .id
-            .as_deref()
-            .and_then(|id| self.artifacts.iter().position(|(a, _)| a == id))
-        {
+        // No id is the empty id, as the SDKs' readers take it (protobuf's default): chunks
+        // without one continue each other.
+        let id = a.id.as_deref().unwrap_or_default();
+        let slot = match self.artifacts.iter().position(|(a, _)| a == id) {
             Some(slot) => slot,
             None => {
                 if self.artifacts.len() >= MAX_ARTIFACTS {
@@ -296,8 +295,7 @@ impl A2aStream {
                         "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
                     )));
                 }
-                let id = a.id.as_deref().unwrap_or_default().to_owned();
-                self.artifacts.push((id, false));
+                self.artifacts.push((id.to_owned(), false));
                 self.artifacts.len() - 1
             }
         };
