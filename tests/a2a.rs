@@ -710,12 +710,21 @@ async fn an_answers_verdicts_are_one_audit_line() {
 #[tokio::test]
 async fn chunks_without_an_artifact_id_continue_each_other() {
     let events = [
-        result("n1", json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
-            "artifact": {"parts": [{"text": "the forbidden"}]}}})),
-        result("n1", json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "append": true,
-            "artifact": {"parts": [{"text": "fruit"}]}}})),
-        result("n1", json!({"statusUpdate": {"taskId": "t", "contextId": "c",
-            "status": {"state": "TASK_STATE_COMPLETED"}}})),
+        result(
+            "n1",
+            json!({"artifactUpdate": {"taskId": "t", "contextId": "c",
+            "artifact": {"parts": [{"text": "the forbidden"}]}}}),
+        ),
+        result(
+            "n1",
+            json!({"artifactUpdate": {"taskId": "t", "contextId": "c", "append": true,
+            "artifact": {"parts": [{"text": "fruit"}]}}}),
+        ),
+        result(
+            "n1",
+            json!({"statusUpdate": {"taskId": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_COMPLETED"}}}),
+        ),
     ];
     let body = sse(&events);
     let agent = common::protocols::split_mock(body).await;

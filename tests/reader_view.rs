@@ -65,6 +65,7 @@ fn spellings() -> Vec<String> {
         "[proj](http://x)ect blue[bird]()".into(),
         "pro<!-- c -->ject bluebird".into(),
         "pro<?c?>ject blue<!c>bird".into(),
+        "pro<!-->ject blue</ x>bird".into(),
         "proj<span class=\"x\">ect</span> bluebird".into(),
         "project<br>bluebird".into(),
     ]

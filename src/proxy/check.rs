@@ -77,7 +77,15 @@ pub fn check_payload(
             if crate::protocol::identifier::is_identifier(value) {
                 guard.check_identifier(value)?;
             } else {
-                check_text(guard, choice, STRUCTURE_TEXTS, Cow::Borrowed(value), None, needs, spans)?;
+                check_text(
+                    guard,
+                    choice,
+                    STRUCTURE_TEXTS,
+                    Cow::Borrowed(value),
+                    None,
+                    needs,
+                    spans,
+                )?;
                 let line_break = Delta::Text {
                     choice,
                     channel: Channel::Other(STRUCTURE_TEXTS),

@@ -113,10 +113,11 @@ fn whole_answers_read_tasks_messages_and_files() {
     A2a.decode_response(body, &mut out).unwrap();
     assert_eq!(
         texts(&out),
+        // The history, then the status message: in the order they were said.
         [
-            (0, "status".into()),
-            (0, "\n".into()),
             (0, "asked".into()),
+            (0, "\n".into()),
+            (0, "status".into()),
             (0, "\n".into()),
             (1, "one".into()),
             (1, "two".into()),

@@ -331,6 +331,10 @@ impl A2aStream {
         if e.is_final == Some(true) {
             self.done = true;
         }
+        // A task's history, then its status message (the latest), as they were said.
+        for m in e.history {
+            Self::message(out, m)?;
+        }
         if let Some(status) = e.status {
             if status.state.as_deref().is_some_and(ends_stream) {
                 self.done = true;
@@ -338,9 +342,6 @@ impl A2aStream {
             if let Some(m) = status.message {
                 Self::message(out, *m)?;
             }
-        }
-        for m in e.history {
-            Self::message(out, m)?;
         }
         for a in e.artifacts {
             self.artifact(out, a, false, true)?;

@@ -39,8 +39,10 @@ pub(super) enum Markup {
     Tag,
     /// A tag's attributes, up to its `>` (`quote`: inside a quoted value).
     Attributes { quote: Option<char>, block: bool },
-    /// A comment's text, up to `-->` (`dashes`: how many `-` came last).
-    Comment { dashes: u8 },
+    /// A comment's text, up to `-->` or a browser's `--!>` (`dashes`: how many `-` came last;
+    /// `bang`: a `!` after two of them; `read`: characters read, up to 2 — `<!-->` and
+    /// `<!--->` are empty comments).
+    Comment { dashes: u8, bang: bool, read: u8 },
     /// A processing instruction (`<?…?>`), a declaration (`<!X…>`) or a CDATA section
     /// (`<![CDATA[…]]>`): raw HTML to CommonMark, a bogus comment to a browser, which hides it
     /// up to the first `>`.
@@ -134,20 +136,24 @@ impl Normalizer {
                 self.markup = Markup::Attributes { quote, block };
                 return self.hide(unit, out);
             }
-            Markup::Comment { dashes } => {
-                if !spelled && c == '>' && dashes >= 2 {
-                    let keep = self.hidden.len().saturating_sub(2);
+            Markup::Comment { dashes, bang, read } => {
+                let empty = read == 0 || (read == 1 && dashes == 1);
+                if !spelled && c == '>' && (dashes >= 2 || bang || empty) {
+                    let closing = if bang { 3 } else { usize::from(dashes.min(2)) };
+                    let keep = self.hidden.len().saturating_sub(closing);
                     self.hidden.truncate(keep);
                     self.end_hidden(out);
                     self.markup = Markup::Text;
                     return;
                 }
+                let bang = !spelled && c == '!' && dashes >= 2;
                 let dashes = if !spelled && c == '-' {
                     dashes.saturating_add(1)
                 } else {
                     0
                 };
-                self.markup = Markup::Comment { dashes };
+                let read = read.saturating_add(1).min(2);
+                self.markup = Markup::Comment { dashes, bang, read };
                 return self.hide(unit, out);
             }
             Markup::Bogus => {
@@ -259,9 +265,24 @@ impl Normalizer {
             (['!'], '-') => self.tag.push(unit),
             (['!', '-'], '-') => {
                 self.tag.clear();
-                self.markup = Markup::Comment { dashes: 0 };
+                self.markup = Markup::Comment {
+                    dashes: 0,
+                    bang: false,
+                    read: 0,
+                };
             }
             ([], '/') if !closing => self.tag.push(unit),
+            // A browser shows nothing of `</>`, and reads `</` + a non-letter as a comment up
+            // to the next `>` (CommonMark shows both as text: the person's view hides them).
+            ([], '>') if closing => {
+                self.tag.clear();
+                self.markup = Markup::Text;
+            }
+            ([], c) if closing && !c.is_ascii_alphabetic() => {
+                self.tag.clear();
+                self.markup = Markup::Bogus;
+                self.hide(unit, out);
+            }
             ([], c) if c.is_ascii_alphabetic() => self.tag.push(unit),
             ([first, ..], c) if first.is_ascii_alphabetic() && !ends_void => {
                 if name_char(c) || (c == '/' && !closing) {
@@ -274,8 +295,9 @@ impl Normalizer {
                     self.tag.clear();
                     self.markup = Markup::Text;
                     self.tag_shown(block, raw, raw_end, out);
-                } else if c.is_whitespace() && !closing {
-                    let block = self.block_tag(false);
+                } else if c.is_whitespace() {
+                    // An end tag's attributes are ignored by a browser, hidden all the same.
+                    let block = self.block_tag(closing);
                     self.hide_name(out);
                     self.hide(unit, out);
                     self.tag.clear();
