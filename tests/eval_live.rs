@@ -504,6 +504,10 @@ spec:
           params: {patterns: ["weekend", "holiday"]}
         - type: banned_words
           params: {words: ["sorr"]}
+        - type: assertion
+          params: {eval_type: contains, eval_params: {patterns: ["weekend", "holiday"]}, min_score: 0.5}
+        - type: assertion
+          params: {eval_type: contains_any, eval_params: {patterns: ["nope"]}}
     - role: user
       content: "weather in Rome"
     - role: user
@@ -569,8 +573,9 @@ async fn scenario_assertions_read_the_transcript_as_promptkit_does() {
     let t2 = case_of(&r, "transcript#turn2");
     assert_eq!(t2["output"], "No weekend support, sorry.", "{t2}");
     // `monday` is in the first answer; `friday` too; the answer has one of the two words
-    // `contains` asks for (scored 0.5); `sorr` is no whole word.
-    assert_eq!(passed(2), [false, true, false, true], "{t2}");
+    // `contains` asks for (scored 0.5); `sorr` is no whole word. PromptKit's `type: assertion`
+    // wrapper: the same 0.5 passes its `min_score: 0.5`; without one it needs 1.
+    assert_eq!(passed(2), [false, true, false, true, true, false], "{t2}");
     assert!(
         t2["live"]["assertions"][2]["message"]
             .as_str()

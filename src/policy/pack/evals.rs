@@ -63,6 +63,13 @@ pub(super) fn parse_eval(
             }
         }
     }
+    if type_name == "assertion" {
+        let (inner, t) = unwrap_assertion(&check).map_err(&at)?;
+        check = inner;
+        if t.min_score.is_some() || t.max_score.is_some() {
+            threshold = Some(t);
+        }
+    }
     let id =
         id.ok_or_else(|| at("missing `id` (every eval needs one: it labels its metrics)".into()))?;
     let percentage = percentage.unwrap_or(DEFAULT_SAMPLE_PERCENTAGE);
@@ -100,6 +107,54 @@ pub(super) fn parse_eval(
         validator,
         check: def,
     }))
+}
+
+/// PromptKit's `type: assertion` wrapper (runtime/evals/wrappers.go): the eval `eval_type`
+/// with the params `eval_params`, passing when its score is at least `min_score` and at most
+/// `max_score` (neither: a score of 1, the default threshold). The wrapped check, and the
+/// threshold.
+fn unwrap_assertion(check: &Map<String, Value>) -> Result<(Map<String, Value>, Threshold), String> {
+    let params = match check.get("params") {
+        Some(Value::Object(p)) => p,
+        _ => return Err("a `type: assertion` needs `params` with `eval_type`".into()),
+    };
+    let mut threshold = Threshold::default();
+    let mut inner = check.clone();
+    let mut eval_type = None;
+    inner.insert("params".into(), Value::Object(Map::new()));
+    for (key, value) in params {
+        match key.as_str() {
+            "eval_type" => match value.as_str() {
+                Some(t) if !t.is_empty() && t != "assertion" => eval_type = Some(t.to_owned()),
+                _ => return Err("param 'eval_type': the type of the eval it wraps, a string".into()),
+            },
+            "eval_params" => match value {
+                Value::Object(p) => {
+                    inner.insert("params".into(), Value::Object(p.clone()));
+                }
+                Value::Null => {}
+                _ => return Err("param 'eval_params': a mapping".into()),
+            },
+            "min_score" | "max_score" => {
+                let Some(v) = value.as_f64() else {
+                    return Err(format!("param '{key}': a number"));
+                };
+                match key.as_str() {
+                    "min_score" => threshold.min_score = Some(v),
+                    _ => threshold.max_score = Some(v),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "param '{other}': unknown (a `type: assertion` takes eval_type, eval_params, min_score, max_score)"
+                ))
+            }
+        }
+    }
+    let eval_type =
+        eval_type.ok_or("param 'eval_type': missing (the type of the eval it wraps)")?;
+    inner.insert("type".into(), Value::String(eval_type));
+    Ok((inner, threshold))
 }
 
 fn parse_when(value: &Value) -> Result<When, String> {
@@ -258,4 +313,44 @@ fn parse_threshold(value: &Value) -> Result<(Threshold, Option<bool>), String> {
         }
     }
     Ok((t, passed))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_assertion_wrapper_unwraps_to_its_eval_and_threshold() {
+        let check = |v: Value| v.as_object().unwrap().clone();
+        let (inner, t) = unwrap_assertion(&check(json!({"type": "assertion",
+            "params": {"eval_type": "contains", "eval_params": {"patterns": ["a"]}, "min_score": 0.5}})))
+        .unwrap();
+        assert_eq!(inner["type"], "contains");
+        assert_eq!(inner["params"], json!({"patterns": ["a"]}));
+        assert_eq!((t.min_score, t.max_score), (Some(0.5), None));
+        for (bad, why) in [
+            (json!({"type": "assertion"}), "needs `params`"),
+            (
+                json!({"type": "assertion", "params": {}}),
+                "'eval_type': missing",
+            ),
+            (
+                json!({"type": "assertion", "params": {"eval_type": "assertion"}}),
+                "'eval_type'",
+            ),
+            (
+                json!({"type": "assertion", "params": {"eval_type": "x", "min_score": "high"}}),
+                "'min_score': a number",
+            ),
+            (
+                json!({"type": "assertion", "params": {"eval_type": "x", "action": "block"}}),
+                "'action': unknown",
+            ),
+        ] {
+            let e = unwrap_assertion(&check(bad.clone())).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 }
