@@ -576,6 +576,50 @@ async fn structural_strings_meet_the_secret_patterns_on_the_fast_path() {
             ],
             true,
         ),
+        // A later chunk of a call: its id without a name (no delta carries it), plain and
+        // escaped, and a call with no function at all.
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                            "function": {"name": "f", "arguments": ""}}]}, "finish_reason": null}]})
+                ),
+                format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": KEY,
+                            "function": {"arguments": "{}"}}]}, "finish_reason": null}]})
+                ),
+            ],
+            true,
+        ),
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": KEY}]}, "finish_reason": null}]})
+                ),
+            ],
+            true,
+        ),
+        (
+            vec![
+                chunk("c1", "fp", "Hello"),
+                format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "KEY_ESCAPED",
+                            "function": {"arguments": "{}"}}]}, "finish_reason": null}]})
+                )
+                .replace("KEY_ESCAPED", &KEY.replacen('A', "\\u0041", 1)),
+            ],
+            true,
+        ),
     ] {
         let mut body: String = chunks.concat();
         body.push_str("data: [DONE]\n\n");

@@ -271,7 +271,10 @@ fn parse_chunk<'a>(
 }
 
 /// Appends the deltas of one chunk (or of a whole response: `message` instead of `delta`).
-fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
+/// True when a tool call's `id` came without a name (a later chunk of a call, or no function
+/// at all): no delta carries it, so the fallback must read the chunk.
+fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) -> bool {
+    let mut undelivered_id = false;
     for c in &mut chunk.choices {
         let choice = c.index;
         if let Some(d) = &mut c.delta {
@@ -310,15 +313,19 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
                         },
                         Channel::ToolInput(index),
                     ),
-                    (None, None) => continue,
+                    (None, None) => {
+                        undelivered_id |= call.id.is_some();
+                        continue;
+                    }
                 };
-                if let Some(name) = function.name {
-                    out.push(Delta::ToolCallStart {
+                match function.name {
+                    Some(name) => out.push(Delta::ToolCallStart {
                         choice,
                         index,
                         id: call.id,
                         name,
-                    });
+                    }),
+                    None => undelivered_id |= call.id.is_some(),
                 }
                 if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
                     out.push(Delta::Text {
@@ -339,6 +346,7 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) {
             output_tokens: u.completion_tokens,
         });
     }
+    undelivered_id
 }
 
 #[derive(Default)]
@@ -404,7 +412,9 @@ impl StreamDecoder for ChatStream {
             Template::record(&mut self.template, data, &chunk, &holes, self.fully_read);
         }
         self.usage_only = chunk.choices.is_empty() && chunk.usage.is_some();
-        chunk_deltas(&mut chunk, out);
+        if chunk_deltas(&mut chunk, out) {
+            self.fully_read = false;
+        }
         Ok(FrameKind::Data)
     }
 
@@ -534,7 +544,8 @@ impl Protocol for OpenAiChat {
     ) -> Result<(), DecodeError> {
         let mut chunk = Chunk::default();
         parse_chunk(body, &mut chunk, "")?;
-        chunk_deltas(&mut chunk, out);
+        // A whole answer is walked by the fallback whatever it holds.
+        let _ = chunk_deltas(&mut chunk, out);
         Ok(())
     }
 }
