@@ -244,11 +244,13 @@ impl Normalizer {
     /// Whether `c` continues the `<` construct read so far (taking it).
     fn tag_continues(&mut self, c: char, unit: Unit, out: &mut String) -> bool {
         let body: Vec<char> = self.tag[1..].iter().map(|u| u.c).collect();
-        let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-';
+        // A browser's tag name: after its first (ASCII) letter, anything up to white space,
+        // `/` or `>` (`<o:p>`, `<b.x>`, `<bé>`); CommonMark's stricter names are among them.
+        let name_char = |c: char| !c.is_whitespace() && c != '/' && c != '>';
         let closing = body.first() == Some(&'/');
         let name = if closing { &body[1..] } else { &body[..] };
         let ends_void = name.last() == Some(&'/');
-        if body.len() >= MAX_TAG {
+        if body.len() > MAX_TAG {
             return false;
         }
         match (name, c) {
@@ -256,6 +258,16 @@ impl Normalizer {
             ([], '?') if !closing => {
                 self.tag.clear();
                 self.markup = Markup::Bogus;
+            }
+            // `<!>` and `<!->`: empty comments to a browser.
+            (['!'] | ['!', '-'], '>') => {
+                self.tag.clear();
+                self.markup = Markup::Text;
+            }
+            (['!', '-'], c) if c != '-' => {
+                self.tag.clear();
+                self.markup = Markup::Bogus;
+                self.hide(unit, out);
             }
             (['!'], c) if c.is_ascii_alphabetic() || c == '[' => {
                 self.tag.clear();
@@ -284,8 +296,20 @@ impl Normalizer {
                 self.hide(unit, out);
             }
             ([], c) if c.is_ascii_alphabetic() => self.tag.push(unit),
+            // `<a/title=">">`: a `/` not followed by `>` starts the attributes, as a browser
+            // reads it.
+            ([first, ..], c) if first.is_ascii_alphabetic() && ends_void && c != '>' => {
+                let block = self.block_tag(closing);
+                self.hide_name(out);
+                self.tag.clear();
+                let quote = (c == '"' || c == '\'').then_some(c);
+                self.markup = Markup::Attributes { quote, block };
+                self.hide(unit, out);
+            }
             ([first, ..], c) if first.is_ascii_alphabetic() && !ends_void => {
-                if name_char(c) || (c == '/' && !closing) {
+                // An autolink's scheme has 2 to 32 characters (`<o:p>` is a tag).
+                let autolink = (c == ':' && name.len() >= 2) || c == '@';
+                if !autolink && (name_char(c) || (c == '/' && !closing)) {
                     self.tag.push(unit);
                 } else if c == '>' {
                     let block = self.block_tag(closing);

@@ -723,6 +723,15 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         "forbid</1>den fruit",
         "forbid</>den fruit",
         "forbid</b x=\"y\">den fruit",
+        // Names a browser reads (Office's `<o:p>`, punctuation, non-ASCII, controls), the empty
+        // `<!>`, and an attribute after `/` whose value holds `>`.
+        "forbid<o:p></o:p>den fruit",
+        "forbid<b.x>den fruit",
+        "forbid<bé>den fruit",
+        "forbid<b\u{1}>den fruit",
+        "forbid<!>den fruit",
+        "forbid<!->den fruit",
+        "forbid<a/title=\">\">den fruit",
         "forbidden<br>fruit",
         "forbidden</p><p>fruit",
         "<https://forbidden.fruit>",
