@@ -38,7 +38,13 @@ pub(super) enum Markup {
     /// A `<` construct being read (in `tag`).
     Tag,
     /// A tag's attributes, up to its `>` (`quote`: inside a quoted value).
-    Attributes { quote: Option<char>, block: bool },
+    /// (`after_eq`: a `=` came last, so a quote opens a value — anywhere else a browser reads
+    /// a quote as a character, and the next `>` ends the tag).
+    Attributes {
+        quote: Option<char>,
+        block: bool,
+        after_eq: bool,
+    },
     /// A comment's text, up to `-->` or a browser's `--!>` (`dashes`: how many `-` came last;
     /// `bang`: a `!` after two of them; `read`: characters read, up to 2 — `<!-->` and
     /// `<!--->` are empty comments).
@@ -122,18 +128,29 @@ impl Normalizer {
                 }
                 self.tag_as_text(out);
             }
-            Markup::Attributes { quote, block } => {
-                let quote = match quote {
-                    Some(q) if c == q => None,
-                    None if !spelled && (c == '"' || c == '\'') => Some(c),
+            Markup::Attributes {
+                quote,
+                block,
+                after_eq,
+            } => {
+                let (quote, after_eq) = match quote {
+                    Some(q) if c == q => (None, false),
+                    Some(q) => (Some(q), false),
                     None if !spelled && c == '>' => {
                         self.end_hidden(out);
                         self.markup = Markup::Text;
                         return self.tag_shown(block, raw, raw_end, out);
                     }
-                    q => q,
+                    None if !spelled && after_eq && (c == '"' || c == '\'') => (Some(c), false),
+                    None if !spelled && c == '=' => (None, true),
+                    None if c.is_whitespace() => (None, after_eq),
+                    None => (None, false),
                 };
-                self.markup = Markup::Attributes { quote, block };
+                self.markup = Markup::Attributes {
+                    quote,
+                    block,
+                    after_eq,
+                };
                 return self.hide(unit, out);
             }
             Markup::Comment { dashes, bang, read } => {
@@ -250,7 +267,7 @@ impl Normalizer {
         let closing = body.first() == Some(&'/');
         let name = if closing { &body[1..] } else { &body[..] };
         let ends_void = name.last() == Some(&'/');
-        if body.len() > MAX_TAG {
+        if name.len() > MAX_TAG {
             return false;
         }
         match (name, c) {
@@ -269,7 +286,8 @@ impl Normalizer {
                 self.markup = Markup::Bogus;
                 self.hide(unit, out);
             }
-            (['!'], c) if c.is_ascii_alphabetic() || c == '[' => {
+            // `<!` + anything but `-` (and `>`, above): a bogus comment to a browser.
+            (['!'], c) if c != '-' => {
                 self.tag.clear();
                 self.markup = Markup::Bogus;
                 self.hide(unit, out);
@@ -302,8 +320,11 @@ impl Normalizer {
                 let block = self.block_tag(closing);
                 self.hide_name(out);
                 self.tag.clear();
-                let quote = (c == '"' || c == '\'').then_some(c);
-                self.markup = Markup::Attributes { quote, block };
+                self.markup = Markup::Attributes {
+                    quote: None,
+                    block,
+                    after_eq: false,
+                };
                 self.hide(unit, out);
             }
             ([first, ..], c) if first.is_ascii_alphabetic() && !ends_void => {
@@ -319,13 +340,18 @@ impl Normalizer {
                     self.tag.clear();
                     self.markup = Markup::Text;
                     self.tag_shown(block, raw, raw_end, out);
-                } else if c.is_whitespace() {
-                    // An end tag's attributes are ignored by a browser, hidden all the same.
+                } else if c.is_whitespace() || (c == '/' && closing) {
+                    // An end tag's attributes (and a `/` after its name) are ignored by a
+                    // browser, hidden all the same.
                     let block = self.block_tag(closing);
                     self.hide_name(out);
                     self.hide(unit, out);
                     self.tag.clear();
-                    self.markup = Markup::Attributes { quote: None, block };
+                    self.markup = Markup::Attributes {
+                        quote: None,
+                        block,
+                        after_eq: false,
+                    };
                 } else if (c == ':' || c == '@') && !closing {
                     // An autolink (`<https://…>`, `<a@b.c>`): shown without its brackets.
                     let shown: Vec<Unit> = self.tag.drain(1..).collect();

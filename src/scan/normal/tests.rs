@@ -732,6 +732,17 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         "forbid<!>den fruit",
         "forbid<!->den fruit",
         "forbid<a/title=\">\">den fruit",
+        // A quote opens a value only after `=`; `<!` + any character; `/` in an end tag.
+        "forbid<a x\">den fruit",
+        "forbid<a x=y\">den fruit",
+        "forbid<a x='y'\">den fruit",
+        "forbid<a '>den fruit",
+        "forbid<a title = \"x>y\">den fruit",
+        "forbid<!1>den fruit",
+        "forbid<! >den fruit",
+        "forbid<!#>den fruit",
+        "forbid</b/>den fruit",
+        "forbid</b/x>den fruit",
         "forbidden<br>fruit",
         "forbidden</p><p>fruit",
         "<https://forbidden.fruit>",
@@ -855,5 +866,16 @@ proptest! {
         prop_assume!(rendered.matches('*').count() == text.matches("\\*").count());
         let expected = normalize_str(&rendered, Normalize::Nfkc);
         prop_assert_eq!(shown.trim(), expected.trim(), "{:?} reads {:?}", text, view);
+    }
+}
+
+#[test]
+fn tag_names_of_forty_characters_are_tags_whether_start_or_end() {
+    let name = "a".repeat(40);
+    for text in [
+        format!("forbid<{name}>den fruit"),
+        format!("forbid</{name}>den fruit"),
+    ] {
+        assert!(reads(&full(&text), "forbidden fruit"), "{text}");
     }
 }
