@@ -183,6 +183,8 @@ pub struct Normalizer {
     /// hidden text so far, a backslash waiting for the character it escapes, the `[` open, and
     /// whether the last character was a `]` that closed one (a `(` then opens a destination).
     markup: Markup,
+    /// `full`: the start tag being read opens a raw-text element (`html.rs`, [`RAW_TEXT`]).
+    raw_text: Option<u8>,
     tag: Vec<Unit>,
     hidden: Vec<Unit>,
     escape: Option<Unit>,
@@ -217,6 +219,7 @@ impl Normalizer {
             bidi_context_raw: 0,
             refused: None,
             markup: Markup::Text,
+            raw_text: None,
             tag: Vec::new(),
             hidden: Vec::new(),
             escape: None,

@@ -58,7 +58,16 @@ pub(super) enum Markup {
     Destination { depth: u8 },
     /// An autolink's text, up to its `>`.
     Autolink,
+    /// The content of a raw-text element ([`RAW_TEXT`]`[element]`), up to its end tag
+    /// (`matched`: how many characters of `</name` came last).
+    RawText { element: u8, matched: u8 },
 }
+
+/// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
+/// hidden up to their end tag, their text an aside.
+pub(super) const RAW_TEXT: [&str; 7] = [
+    "script", "style", "template", "title", "iframe", "noembed", "noframes",
+];
 
 /// Tags a renderer shows as a break between words.
 const BLOCK_TAGS: [&str; 38] = [
@@ -138,7 +147,13 @@ impl Normalizer {
                     Some(q) => (Some(q), false),
                     None if !spelled && c == '>' => {
                         self.end_hidden(out);
-                        self.markup = Markup::Text;
+                        self.markup = match self.raw_text.take() {
+                            Some(element) => Markup::RawText {
+                                element,
+                                matched: 0,
+                            },
+                            None => Markup::Text,
+                        };
                         return self.tag_shown(block, raw, raw_end, out);
                     }
                     None if !spelled && after_eq && (c == '"' || c == '\'') => (Some(c), false),
@@ -171,6 +186,43 @@ impl Normalizer {
                 };
                 let read = read.saturating_add(1).min(2);
                 self.markup = Markup::Comment { dashes, bang, read };
+                return self.hide(unit, out);
+            }
+            Markup::RawText { element, matched } => {
+                let name = RAW_TEXT[usize::from(element)];
+                let close = 2 + name.len();
+                if usize::from(matched) == close
+                    && !spelled
+                    && (c == '>' || c == '/' || c.is_whitespace())
+                {
+                    let keep = self.hidden.len().saturating_sub(close);
+                    self.hidden.truncate(keep);
+                    self.end_hidden(out);
+                    self.markup = match c {
+                        '>' => Markup::Text,
+                        _ => Markup::Attributes {
+                            quote: None,
+                            block: false,
+                            after_eq: false,
+                        },
+                    };
+                    return;
+                }
+                let want = |i: usize| match i {
+                    0 => Some('<'),
+                    1 => Some('/'),
+                    i => name.as_bytes().get(i - 2).map(|b| char::from(*b)),
+                };
+                let matched = if spelled {
+                    0
+                } else if want(usize::from(matched)) == Some(c.to_ascii_lowercase()) {
+                    matched + 1
+                } else if c == '<' {
+                    1
+                } else {
+                    0
+                };
+                self.markup = Markup::RawText { element, matched };
                 return self.hide(unit, out);
             }
             Markup::Bogus => {
@@ -334,16 +386,24 @@ impl Normalizer {
                     self.tag.push(unit);
                 } else if c == '>' {
                     let block = self.block_tag(closing);
+                    let element = self.raw_text_element(closing);
                     let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
                     self.hide_name(out);
                     self.end_hidden(out);
                     self.tag.clear();
-                    self.markup = Markup::Text;
+                    self.markup = match element {
+                        Some(element) => Markup::RawText {
+                            element,
+                            matched: 0,
+                        },
+                        None => Markup::Text,
+                    };
                     self.tag_shown(block, raw, raw_end, out);
                 } else if c.is_whitespace() || (c == '/' && closing) {
                     // An end tag's attributes (and a `/` after its name) are ignored by a
                     // browser, hidden all the same.
                     let block = self.block_tag(closing);
+                    self.raw_text = self.raw_text_element(closing);
                     self.hide_name(out);
                     self.hide(unit, out);
                     self.tag.clear();
@@ -377,6 +437,23 @@ impl Normalizer {
             _ => return false,
         }
         true
+    }
+
+    /// The raw-text element ([`RAW_TEXT`]) a start tag read so far opens, if any.
+    fn raw_text_element(&self, closing: bool) -> Option<u8> {
+        if closing {
+            return None;
+        }
+        let name: String = self
+            .tag
+            .iter()
+            .skip(1)
+            .map(|u| u.c.to_ascii_lowercase())
+            .collect();
+        RAW_TEXT
+            .iter()
+            .position(|r| *r == name)
+            .and_then(|i| u8::try_from(i).ok())
     }
 
     /// Whether the tag read so far (its name) breaks a line or a block.
