@@ -38,12 +38,13 @@ pub(super) enum Markup {
     /// A `<` construct being read (in `tag`).
     Tag,
     /// A tag's attributes, up to its `>` (`quote`: inside a quoted value).
-    /// (`after_eq`: a `=` came last, so a quote opens a value — anywhere else a browser reads
+    /// (`after_eq`: where in an attribute the reader is, [`attr`]; a quote opens a value only
+    /// right after a name's `=` — anywhere else a browser reads
     /// a quote as a character, and the next `>` ends the tag).
     Attributes {
         quote: Option<char>,
         block: bool,
-        after_eq: bool,
+        after_eq: u8,
     },
     /// A comment's text, up to `-->` or a browser's `--!>` (`dashes`: how many `-` came last;
     /// `bang`: a `!` after two of them; `read`: characters read, up to 2 — `<!-->` and
@@ -61,6 +62,36 @@ pub(super) enum Markup {
     /// The content of a raw-text element ([`RAW_TEXT`]`[element]`), up to its end tag
     /// (`matched`: how many characters of `</name` came last).
     RawText { element: u8, matched: u8 },
+}
+
+/// Where a browser's tokenizer is among a tag's attributes (WHATWG 13.2.5.32–.39), so that a
+/// quote opens a value only where it does: right after a name's `=`.
+mod attr {
+    pub const BEFORE_NAME: u8 = 0;
+    const NAME: u8 = 1;
+    const AFTER_NAME: u8 = 2;
+    pub const BEFORE_VALUE: u8 = 3;
+    const UNQUOTED: u8 = 4;
+
+    /// The state after `c` (not `>`, not an opening quote).
+    pub fn next(state: u8, c: char) -> u8 {
+        let space = super::html_space(c);
+        match state {
+            NAME | AFTER_NAME if c == '=' => BEFORE_VALUE,
+            NAME | AFTER_NAME if space => AFTER_NAME,
+            BEFORE_VALUE if space => BEFORE_VALUE,
+            BEFORE_VALUE | UNQUOTED if !space => UNQUOTED,
+            _ if c == '/' || space => BEFORE_NAME,
+            // In a name (an `=` or a quote first in one is a character of it).
+            _ => NAME,
+        }
+    }
+}
+
+/// HTML's white space (tab, line feed, form feed, carriage return, space): what ends a tag
+/// name or an attribute; every other character (NBSP, U+3000) belongs to it.
+pub(super) fn html_space(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\x0c' | '\r' | ' ')
 }
 
 /// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
@@ -143,8 +174,9 @@ impl Normalizer {
                 after_eq,
             } => {
                 let (quote, after_eq) = match quote {
-                    Some(q) if c == q => (None, false),
-                    Some(q) => (Some(q), false),
+                    // A quoted value ends; what follows starts the next attribute.
+                    Some(q) if c == q => (None, attr::BEFORE_NAME),
+                    Some(q) => (Some(q), attr::BEFORE_NAME),
                     None if !spelled && c == '>' => {
                         self.end_hidden(out);
                         self.markup = match self.raw_text.take() {
@@ -156,10 +188,11 @@ impl Normalizer {
                         };
                         return self.tag_shown(block, raw, raw_end, out);
                     }
-                    None if !spelled && after_eq && (c == '"' || c == '\'') => (Some(c), false),
-                    None if !spelled && c == '=' => (None, true),
-                    None if c.is_whitespace() => (None, after_eq),
-                    None => (None, false),
+                    None if spelled => (None, attr::next(after_eq, 'x')),
+                    None if after_eq == attr::BEFORE_VALUE && (c == '"' || c == '\'') => {
+                        (Some(c), attr::BEFORE_NAME)
+                    }
+                    None => (None, attr::next(after_eq, c)),
                 };
                 self.markup = Markup::Attributes {
                     quote,
@@ -203,7 +236,7 @@ impl Normalizer {
                         _ => Markup::Attributes {
                             quote: None,
                             block: false,
-                            after_eq: false,
+                            after_eq: attr::BEFORE_NAME,
                         },
                     };
                     return;
@@ -315,12 +348,31 @@ impl Normalizer {
         let body: Vec<char> = self.tag[1..].iter().map(|u| u.c).collect();
         // A browser's tag name: after its first (ASCII) letter, anything up to white space,
         // `/` or `>` (`<o:p>`, `<b.x>`, `<bé>`); CommonMark's stricter names are among them.
-        let name_char = |c: char| !c.is_whitespace() && c != '/' && c != '>';
+        let name_char = |c: char| !html_space(c) && c != '/' && c != '>';
         let closing = body.first() == Some(&'/');
         let name = if closing { &body[1..] } else { &body[..] };
         let ends_void = name.last() == Some(&'/');
         if name.len() > MAX_TAG {
-            return false;
+            // A browser hides a tag whatever its name's length: past the bound the rest of the
+            // tag is read as its (hidden) attributes rather than wait for the name to end.
+            if !name.first().is_some_and(char::is_ascii_alphabetic) {
+                return false;
+            }
+            self.hide_name(out);
+            self.tag.clear();
+            self.raw_text = None;
+            if c == '>' {
+                self.end_hidden(out);
+                self.markup = Markup::Text;
+                return true;
+            }
+            self.markup = Markup::Attributes {
+                quote: None,
+                block: false,
+                after_eq: attr::next(attr::BEFORE_NAME, 'x'),
+            };
+            self.hide(unit, out);
+            return true;
         }
         match (name, c) {
             ([], '!') if !closing => self.tag.push(unit),
@@ -375,7 +427,7 @@ impl Normalizer {
                 self.markup = Markup::Attributes {
                     quote: None,
                     block,
-                    after_eq: false,
+                    after_eq: attr::next(attr::BEFORE_NAME, c),
                 };
                 self.hide(unit, out);
             }
@@ -399,7 +451,7 @@ impl Normalizer {
                         None => Markup::Text,
                     };
                     self.tag_shown(block, raw, raw_end, out);
-                } else if c.is_whitespace() || (c == '/' && closing) {
+                } else if html_space(c) || (c == '/' && closing) {
                     // An end tag's attributes (and a `/` after its name) are ignored by a
                     // browser, hidden all the same.
                     let block = self.block_tag(closing);
@@ -410,7 +462,7 @@ impl Normalizer {
                     self.markup = Markup::Attributes {
                         quote: None,
                         block,
-                        after_eq: false,
+                        after_eq: attr::BEFORE_NAME,
                     };
                 } else if (c == ':' || c == '@') && !closing {
                     // An autolink (`<https://…>`, `<a@b.c>`): shown without its brackets.

@@ -751,6 +751,13 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         "forbid<template>t</template>den fruit",
         "forbid<title>t</title>den fruit",
         "forbid<SCRIPT type=\"x\">a</b><</script >den fruit",
+        // A quote opens a value only right after a name's `=`; HTML's white space only.
+        "forbid<a =\"x>den fruit",
+        "forbid<a x==\"y>den fruit",
+        "forbid<a x=\"y\"=\"z>den fruit",
+        "forbid<a x = = \"y>den fruit",
+        "forbid<a\u{a0}=\"y>den fruit",
+        "forbid<a\u{3000}=\"y>den fruit",
         "forbidden<br>fruit",
         "forbidden</p><p>fruit",
         "<https://forbidden.fruit>",
@@ -880,9 +887,13 @@ proptest! {
 #[test]
 fn tag_names_of_forty_characters_are_tags_whether_start_or_end() {
     let name = "a".repeat(40);
+    let longer = "a".repeat(41);
     for text in [
         format!("forbid<{name}>den fruit"),
         format!("forbid</{name}>den fruit"),
+        // Longer: the rest of the tag is read as hidden attributes.
+        format!("forbid<{longer}>den fruit"),
+        format!("forbid<{longer} x>den fruit"),
     ] {
         assert!(reads(&full(&text), "forbidden fruit"), "{text}");
     }
