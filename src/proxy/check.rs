@@ -77,44 +77,18 @@ pub fn check_payload(
             if crate::protocol::identifier::is_identifier(value) {
                 guard.check_identifier(value)?;
             } else {
-                check_text(
-                    guard,
-                    choice,
-                    STRUCTURE_TEXTS,
-                    Cow::Borrowed(value),
-                    None,
-                    needs,
-                    spans,
-                )?;
-                let line_break = Delta::Text {
-                    choice,
-                    channel: Channel::Other(STRUCTURE_TEXTS),
-                    text: Cow::Borrowed("\n"),
-                };
-                if let Some((ch, pos)) = guard.on_chunk(&line_break)? {
-                    note_need(needs, ch, pos);
-                }
+                let value = Cow::Borrowed(value);
+                check_complete(guard, choice, STRUCTURE_TEXTS, value, None, needs, spans)?;
             }
         }
         let Some((ch, pos)) = guard.on_chunk(d)? else {
             if let Delta::ToolCallStart { choice, name, .. } = d {
-                // A tool name reaches the client too: checked as a text of its own, complete
-                // (the line break after it ends any match in progress, so its frame is not
-                // held for what follows).
+                // A tool name reaches the client too: checked as a text of its own, complete.
                 let literal = redacts
                     .then(|| redact::locate(data, name, &[]).map(|(r, _)| r))
                     .flatten();
                 let name = Cow::Borrowed(&**name);
-                check_text(guard, *choice, TOOL_NAMES, name, literal, needs, spans)?;
-                // The line break is no value (no whole-value scan) and nothing to redact.
-                let line_break = Delta::Text {
-                    choice: *choice,
-                    channel: Channel::Other(TOOL_NAMES),
-                    text: Cow::Borrowed("\n"),
-                };
-                if let Some((ch, pos)) = guard.on_chunk(&line_break)? {
-                    note_need(needs, ch, pos);
-                }
+                check_complete(guard, *choice, TOOL_NAMES, name, literal, needs, spans)?;
             }
             continue;
         };
@@ -199,6 +173,30 @@ fn check_text(
             raw: false,
             text: text.into_owned(),
         });
+    }
+    Ok(())
+}
+
+/// [`check_text`] for a text that is whole (a tool name, an id read as text), then a line
+/// break on its channel, which ends any match in progress so its frame is not held for what
+/// follows. The line break is no value (no whole-value scan) and nothing to redact.
+fn check_complete(
+    guard: &mut ExchangeGuard,
+    choice: u32,
+    path: u32,
+    text: Cow<'_, str>,
+    literal: Option<Range<usize>>,
+    needs: &mut Needs,
+    spans: &mut Vec<TextSpan>,
+) -> Result<(), Stop> {
+    check_text(guard, choice, path, text, literal, needs, spans)?;
+    let line_break = Delta::Text {
+        choice,
+        channel: Channel::Other(path),
+        text: Cow::Borrowed("\n"),
+    };
+    if let Some((ch, pos)) = guard.on_chunk(&line_break)? {
+        note_need(needs, ch, pos);
     }
     Ok(())
 }
