@@ -109,12 +109,14 @@ struct EvalArgs {
     /// process), instead of checking a recorded answer.
     #[arg(long)]
     live: bool,
-    /// Live runs: cases in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    concurrency: usize,
-    /// Live runs: the longest a case may take, retries and their waits included (seconds).
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
-    timeout: f64,
+    /// Live runs: cases in flight at once [default: 4; --holodeck: the agent's
+    /// execution.parallel_test_cases, else 4].
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+    /// Live runs: the longest a case may take, retries and their waits included (seconds)
+    /// [default: 60; --holodeck: the agent's execution.llm_timeout, else 60].
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
     /// Live runs: retries after a 429, a 5xx or a connection error (HoloDeck's max_retries).
     #[arg(long, value_name = "N", default_value_t = 3)]
     max_retries: u32,
@@ -137,6 +139,10 @@ struct EvalArgs {
     /// assertions (repeatable).
     #[arg(long = "scenario", value_name = "FILE.yaml")]
     scenarios: Vec<PathBuf>,
+    /// A HoloDeck agent.yaml: its test_cases sent live to the config's upstream, its
+    /// evaluations scored as HoloDeck scores them (docs/evaluation.md).
+    #[arg(long, value_name = "AGENT.yaml")]
+    holodeck: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -157,14 +163,12 @@ fn main() -> ExitCode {
 }
 
 fn eval(a: EvalArgs) -> ExitCode {
-    let Some(timeout) = std::time::Duration::try_from_secs_f64(a.timeout)
+    let secs = a.timeout.unwrap_or(60.0);
+    let Some(timeout) = std::time::Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero())
     else {
-        eprintln!(
-            "error: --timeout {}: a positive number of seconds",
-            a.timeout
-        );
+        eprintln!("error: --timeout {secs}: a positive number of seconds");
         return ExitCode::from(2);
     };
     let opts = guardwire::suite::EvalOptions {
@@ -188,19 +192,28 @@ fn eval(a: EvalArgs) -> ExitCode {
         jobs: a.jobs,
         max_line_bytes: a.max_line_bytes,
         examples: a.examples,
-        live: (a.live || !a.scenarios.is_empty()).then_some(guardwire::suite::live::LiveOptions {
-            concurrency: a.concurrency,
-            timeout,
-            retry: guardwire::suite::live::RetryConfig {
-                max_retries: a.max_retries,
-                base_delay: a.retry_base_delay,
-                max_delay: a.retry_max_delay,
-                exponential_base: a.retry_exponential_base,
+        live: (a.live || !a.scenarios.is_empty() || a.holodeck.is_some()).then_some(
+            guardwire::suite::live::LiveOptions {
+                concurrency: a.concurrency.unwrap_or(4),
+                timeout,
+                retry: guardwire::suite::live::RetryConfig {
+                    max_retries: a.max_retries,
+                    base_delay: a.retry_base_delay,
+                    max_delay: a.retry_max_delay,
+                    exponential_base: a.retry_exponential_base,
+                },
+                stream: a.stream,
+                model: a.model,
             },
-            stream: a.stream,
-            model: a.model,
-        }),
+        ),
         scenarios: a.scenarios,
+        holodeck: a
+            .holodeck
+            .map(|agent| guardwire::suite::holodeck::HolodeckOptions {
+                agent,
+                timeout_given: a.timeout.is_some(),
+                concurrency_given: a.concurrency.is_some(),
+            }),
     };
     match guardwire::suite::run(&opts) {
         Ok(guardwire::suite::Verdict::Passed) => ExitCode::SUCCESS,

@@ -82,7 +82,8 @@ fn bleu_and_rouge_score_cases_and_thresholds_decide_the_exit_status() {
             "--metric".into(),
             "bleu:0.4".into(),
             "--metric".into(),
-            "rouge".into(),
+            // A text metric has no threshold unless given (HoloDeck's rule).
+            "rouge:0.5".into(),
             "--rouge-stem".into(),
             "--json".into(),
             json.to_str().unwrap().to_owned(),
@@ -105,7 +106,7 @@ fn bleu_and_rouge_score_cases_and_thresholds_decide_the_exit_status() {
     let running = metric(&r, "running", "bleu");
     assert!(near(&running["score"], 0.0) && running["passed"] == false);
     assert!(running["reason"].as_str().unwrap().contains("below 0.4"));
-    // rouge-score with the stemmer; rougeL is thresholded (default 0.5), all three reported.
+    // rouge-score with the stemmer; rougeL is thresholded (0.5), all three reported.
     let quick = metric(&r, "quick", "rouge");
     assert!(near(&quick["score"], 0.5882352941176471), "{quick}");
     assert!(
@@ -310,7 +311,7 @@ fn the_html_report_escapes_every_text_and_fetches_nothing() {
         "--cases",
         cases.to_str().unwrap(),
         "--metric",
-        "bleu",
+        "bleu:0.5",
         "--metric",
         "rouge",
         "--html",

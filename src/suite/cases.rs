@@ -88,6 +88,9 @@ pub struct Case {
     pub variant_of: Option<String>,
     /// The exchange as a replay line (what the packs check; what a live run sends).
     pub(super) exchange: Vec<u8>,
+    /// The metrics scored on this case, by index in the run's [`Scorer::asked`]; `None`: all
+    /// (a HoloDeck test case may name its own).
+    pub metrics: Option<Vec<usize>>,
 }
 
 /// How one case came out.
@@ -110,6 +113,8 @@ pub struct CaseResult {
 
 /// One metric on one case.
 pub struct MetricResult {
+    /// Which of the run's metrics ([`Scorer::asked`]) this is.
+    pub asked: usize,
     pub metric: Metric,
     /// The score the case needed.
     pub min: f64,
@@ -418,6 +423,7 @@ fn read_case(raw: &str, n: u64) -> Result<Case, String> {
         trajectory,
         variant_of: l.variant_of,
         exchange: Value::Object(exchange).to_string().into_bytes(),
+        metrics: None,
     })
 }
 
@@ -484,17 +490,56 @@ pub fn run(
     }
 }
 
-/// Every metric asked for on one case (`related`: its base or its variants).
+/// Every metric asked for on one case (`related`: its base or its variants): the case's own
+/// list, else all; under HoloDeck's rule ([`Scorer::skip_unmet`]) only those whose inputs the
+/// case has, and none on an empty answer.
 pub fn score_all(scorer: &Scorer, case: &Case, related: &[&Case]) -> Vec<MetricResult> {
-    scorer
-        .asked
-        .iter()
-        .map(|a| score(scorer, &a.metric, a.min, case, related))
+    let all: Vec<usize> = match &case.metrics {
+        Some(list) => list.clone(),
+        None => (0..scorer.asked.len()).collect(),
+    };
+    if scorer.skip_unmet && case.output.as_deref().is_none_or(str::is_empty) {
+        return Vec::new();
+    }
+    all.into_iter()
+        .filter_map(|i| {
+            let a = scorer.asked.get(i)?;
+            if scorer.skip_unmet && !a.metric.needs().iter().all(|n| case.has(*n)) {
+                return None;
+            }
+            Some(score(scorer, i, case, related))
+        })
         .collect()
 }
 
-/// One metric on one case.
-fn score(scorer: &Scorer, m: &Metric, min: f64, case: &Case, related: &[&Case]) -> MetricResult {
+/// One metric (the run's `i`-th) on one case.
+fn score(scorer: &Scorer, i: usize, case: &Case, related: &[&Case]) -> MetricResult {
+    let a = &scorer.asked[i];
+    let (m, min) = (&a.metric, a.min);
+    let fail = |reason: String| MetricResult {
+        asked: i,
+        metric: m.clone(),
+        min,
+        score: None,
+        passed: false,
+        reason: Some(reason),
+        detail: Vec::new(),
+        reasoning: None,
+    };
+    // HoloDeck's `response_path`: the metric grades the answer's JSON leaf.
+    let leaf;
+    let case = match (&a.response_path, &case.output) {
+        (Some(path), Some(output)) => match path.extract(output) {
+            Ok(text) => {
+                let mut c = case.clone();
+                c.output = Some(text);
+                leaf = c;
+                &leaf
+            }
+            Err(e) => return fail(e),
+        },
+        _ => case,
+    };
     let refs: Vec<&str> = case.expected.as_deref().into_iter().collect();
     let output = case.output.as_deref().unwrap_or_default();
     let scored = match m {
@@ -523,10 +568,24 @@ fn score(scorer: &Scorer, m: &Metric, min: f64, case: &Case, related: &[&Case]) 
                         "contain"
                     }
                 ),
+                Metric::Equality(_) | Metric::Numeric(_) => format!(
+                    "{} scored {score}: the output is not {} the ground truth",
+                    m.name(),
+                    if matches!(m, Metric::Equality(_)) {
+                        "equal to"
+                    } else {
+                        "the number of"
+                    }
+                ),
+                Metric::Matches(p) => format!(
+                    "matches scored {score}: the output has no match of {:?}",
+                    p.pattern
+                ),
                 Metric::Trajectory(_) => scored.reasoning.clone().unwrap_or_default(),
                 _ => format!("{} scored {score:.4}, below {min}", m.name()),
             });
             MetricResult {
+                asked: i,
                 metric: m.clone(),
                 min,
                 score: Some(score),
@@ -536,15 +595,7 @@ fn score(scorer: &Scorer, m: &Metric, min: f64, case: &Case, related: &[&Case]) 
                 reasoning: scored.reasoning,
             }
         }
-        Err(e) => MetricResult {
-            metric: m.clone(),
-            min,
-            score: None,
-            passed: false,
-            reason: Some(e),
-            detail: Vec::new(),
-            reasoning: None,
-        },
+        Err(e) => fail(e),
     }
 }
 

@@ -17,6 +17,7 @@
 //!   - {metric: golden_path, match: in_order}
 //! ```
 
+use super::deterministic::Matches;
 use super::judged::{self, Param};
 use super::metrics::{Asked, Metric};
 use super::trajectory::{self, Grader, Outcome, PathMatch};
@@ -71,6 +72,9 @@ struct Entry {
     /// `directional`'s `check`.
     #[serde(default)]
     check: Option<String>,
+    /// `matches`' regex (Puck's `matches`).
+    #[serde(default)]
+    pattern: Option<String>,
 }
 
 /// What the file asks for.
@@ -127,6 +131,7 @@ fn set_keys(e: &Entry) -> Vec<&'static str> {
     add("match", e.path_match.is_some());
     add("compare", e.compare.is_some());
     add("check", e.check.is_some());
+    add("pattern", e.pattern.is_some());
     k
 }
 
@@ -149,6 +154,7 @@ fn entry(e: Entry) -> Result<Asked, String> {
         "golden_path" => &["match"],
         "outcome_equivalent" => &["compare"],
         "directional" => &["check"],
+        "matches" => &["pattern"],
         _ if judged::Kind::by_name(m).is_some() => &["judge"],
         _ => &[],
     };
@@ -267,6 +273,14 @@ fn entry(e: Entry) -> Result<Asked, String> {
                 ))
             }
         },
+        "matches" => Metric::Matches(Arc::new(
+            Matches::new(&need(e.pattern, "pattern")?).map_err(|err| format!("metric matches: {err}"))?,
+        )),
+        "satisfies" | "output_matches" => {
+            return Err(format!(
+                "metric {m}: Puck's {m} takes an Elixir function as its predicate; a metric file holds no code (matches takes a regex)"
+            ))
+        }
         _ => {
             let mut metric = Metric::by_name(m).ok_or_else(|| format!("unknown metric {m:?}"))?;
             if let (Metric::Judged(spec), Some(j)) = (&mut metric, e.judge) {
@@ -281,11 +295,8 @@ fn entry(e: Entry) -> Result<Asked, String> {
         Some(t) => return Err(format!("metric {m}: threshold {t} is not from 0 to 1")),
     };
     let strict = matches!(&metric, Metric::Judged(s) if s.strict_mode);
-    Ok(Asked {
-        metric,
-        // DeepEval: strict mode sets the threshold to 1.
-        min: if strict { 1.0 } else { min },
-    })
+    // DeepEval: strict mode sets the threshold to 1.
+    Ok(Asked::new(metric, if strict { 1.0 } else { min }))
 }
 
 #[cfg(test)]
@@ -331,6 +342,12 @@ mod tests {
                 "key judge does not apply",
             ),
             ("metrics: [{metric: blue}]", "unknown metric"),
+            ("metrics: [{metric: matches}]", "pattern is required"),
+            (
+                "metrics: [{metric: matches, pattern: \"(\"}]",
+                "does not compile",
+            ),
+            ("metrics: [{metric: satisfies}]", "takes an Elixir function"),
             ("metrics: [{metric: rouge, threshold: 2}]", "threshold 2"),
             ("metrics: [{metric: rouge, colour: red}]", "unknown field"),
             (

@@ -4,6 +4,7 @@
 //! any case runs, and a run asking for METEOR without a readable WordNet is refused. Adding a
 //! metric is an arm in [`Metric::by_name`], [`Metric::needs`] and [`Scorer::score`].
 
+use super::deterministic::{Equality, Matches, Numeric, ResponsePath};
 use super::needs::CaseView;
 use super::{judged, trajectory};
 use crate::scoring::meteor::Meteor;
@@ -31,6 +32,12 @@ pub enum Metric {
     Judged(Arc<judged::Spec>),
     /// A trajectory grader or cross-variant assertion (src/suite/trajectory.rs): 1 or 0.
     Trajectory(Arc<trajectory::Spec>),
+    /// HoloDeck's `equality` (src/suite/deterministic.rs): 1 or 0.
+    Equality(Arc<Equality>),
+    /// HoloDeck's `numeric`: 1 or 0.
+    Numeric(Arc<Numeric>),
+    /// Puck's `matches`: the pattern is found in the output, 1 or 0.
+    Matches(Arc<Matches>),
 }
 
 /// Every name [`Metric::by_name`] accepts.
@@ -75,15 +82,23 @@ impl Metric {
             Metric::Meteor => "meteor",
             Metric::Judged(s) => &s.name,
             Metric::Trajectory(s) => &s.name,
+            Metric::Equality(_) => "equality",
+            Metric::Numeric(_) => "numeric",
+            Metric::Matches(_) => "matches",
         }
     }
 
     /// What a case must carry for this metric.
     pub fn needs(&self) -> Vec<Needs> {
         match self {
-            Metric::Equals | Metric::Contains | Metric::Bleu | Metric::Rouge | Metric::Meteor => {
-                vec![Needs::GroundTruth, Needs::Output]
-            }
+            Metric::Equals
+            | Metric::Contains
+            | Metric::Bleu
+            | Metric::Rouge
+            | Metric::Meteor
+            | Metric::Equality(_)
+            | Metric::Numeric(_) => vec![Needs::GroundTruth, Needs::Output],
+            Metric::Matches(_) => vec![Needs::Output],
             Metric::Judged(s) => {
                 let mut n = s.needs.clone();
                 n.push(Needs::Output);
@@ -93,12 +108,20 @@ impl Metric {
         }
     }
 
-    /// The per-case threshold when `--metric NAME` gives none.
+    /// The per-case threshold when `--metric NAME` gives none. The reference text metrics
+    /// have none, as in HoloDeck (whose evaluators pass every score without a threshold):
+    /// their score is reported and never fails a case.
     pub fn default_min(&self) -> f64 {
         match self {
-            Metric::Equals | Metric::Contains | Metric::Trajectory(_) => 1.0,
+            Metric::Equals
+            | Metric::Contains
+            | Metric::Trajectory(_)
+            | Metric::Equality(_)
+            | Metric::Numeric(_)
+            | Metric::Matches(_) => 1.0,
             Metric::Judged(s) if s.strict_mode => 1.0,
-            Metric::Bleu | Metric::Rouge | Metric::Meteor | Metric::Judged(_) => 0.5,
+            Metric::Judged(_) => 0.5,
+            Metric::Bleu | Metric::Rouge | Metric::Meteor => 0.0,
         }
     }
 }
@@ -108,6 +131,19 @@ impl Metric {
 pub struct Asked {
     pub metric: Metric,
     pub min: f64,
+    /// HoloDeck's `response_path`: the leaf of the JSON answer the metric scores instead of
+    /// the whole answer (a case whose answer has none fails the metric, with the reason).
+    pub response_path: Option<Arc<ResponsePath>>,
+}
+
+impl Asked {
+    pub fn new(metric: Metric, min: f64) -> Asked {
+        Asked {
+            metric,
+            min,
+            response_path: None,
+        }
+    }
 }
 
 /// How the metrics of a run are set up (`--rouge-variant`, `--rouge-stem`, `--wordnet-dir`).
@@ -151,6 +187,10 @@ pub struct Scorer {
     pub judge: Option<String>,
     /// The judges judged metrics call, once the config's runtime is built ([`Scorer::attach`]).
     judges: Option<judged::Runner>,
+    /// HoloDeck's rule (`eval --holodeck`): a metric whose inputs a case lacks (a ground truth,
+    /// a retrieval context) is not run on it, and an empty answer runs none — where `--cases`
+    /// refuses such a case before the run.
+    pub skip_unmet: bool,
 }
 
 impl Scorer {
@@ -187,7 +227,7 @@ impl Scorer {
                             )
                         })?,
                 };
-                Ok(Asked { metric, min })
+                Ok(Asked::new(metric, min))
             })
             .collect::<Result<Vec<_>, String>>()?;
         let mut asked = asked;
@@ -221,6 +261,7 @@ impl Scorer {
             meteor,
             judge,
             judges: None,
+            skip_unmet: false,
         })
     }
 
@@ -288,9 +329,13 @@ impl Scorer {
                 0.0
             }
         };
+        let first = || references.first().copied().unwrap_or_default();
         let text = match metric {
             Metric::Equals => return plain(hit(&|r| answer.trim() == r)),
             Metric::Contains => return plain(hit(&|r| answer.trim().contains(r))),
+            Metric::Equality(e) => return plain(f64::from(u8::from(e.equal(answer, first())))),
+            Metric::Numeric(n) => return plain(f64::from(u8::from(n.equal(answer, first())?))),
+            Metric::Matches(m) => return plain(f64::from(u8::from(m.found(answer)?))),
             Metric::Bleu => TextMetric::Bleu,
             Metric::Rouge => TextMetric::Rouge {
                 variant: self.rouge_variant,
@@ -341,7 +386,11 @@ mod tests {
         }
         let s = scorer(&["equals", "bleu:0.25", "rouge"], &opts).unwrap();
         let mins: Vec<f64> = s.asked.iter().map(|a| a.min).collect();
-        assert_eq!(mins, [1.0, 0.25, 0.5]);
+        assert_eq!(
+            mins,
+            [1.0, 0.25, 0.0],
+            "a text metric has no threshold by default"
+        );
         let bad = MetricOptions {
             rouge_variant: "rougeLsum".into(),
             ..MetricOptions::default()

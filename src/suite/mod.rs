@@ -12,9 +12,13 @@
 //! - `judged/`: the judged metrics, on the config's judges; `trajectory.rs`: the trajectory
 //!   graders; `needs.rs`: what a metric reads, the case view both score;
 //!   `metric_file.rs`: `--metric-file`, metrics with parameters;
+//! - `holodeck/`: `--holodeck`, a HoloDeck agent.yaml run live and scored as HoloDeck does;
+//!   `deterministic.rs`: HoloDeck's equality, numeric and response_path, Puck's matches;
 //! - `report/`: the terminal table, the JSON and JUnit files, the progress line.
 
 pub mod cases;
+pub mod deterministic;
+pub mod holodeck;
 pub mod judged;
 pub mod live;
 pub mod metric_file;
@@ -64,6 +68,8 @@ pub struct EvalOptions {
     pub live: Option<live::LiveOptions>,
     /// `--scenario`: PromptKit scenario files, run live turn by turn.
     pub scenarios: Vec<PathBuf>,
+    /// `--holodeck`: a HoloDeck agent.yaml, its test cases run live and scored.
+    pub holodeck: Option<holodeck::HolodeckOptions>,
 }
 
 /// Why a run could not be done (exit status 2), as opposed to a threshold that failed (1).
@@ -90,6 +96,9 @@ pub fn run(opts: &EvalOptions) -> Result<Verdict, EvalError> {
                 "--fail-under {rate}: a pass rate between 0 and 1"
             )));
         }
+    }
+    if let Some(h) = &opts.holodeck {
+        return holodeck::run(opts, h);
     }
     if !opts.scenarios.is_empty() {
         return run_scenarios(opts);

@@ -136,6 +136,10 @@ pub struct Spec {
     /// the run ([`Runner::generate_steps`]), or why its reply was unusable (every case then
     /// fails the metric with that reason). `None`: not generated (yet).
     pub generated_steps: Option<Result<Vec<String>, String>>,
+    /// HoloDeck's scaling of the 1–5 metrics (groundedness, relevance, coherence, fluency,
+    /// similarity): the raw score over 5 (1 → 0.2), where guardwire's own is (raw − 1) / 4
+    /// (1 → 0). Set by `eval --holodeck`, whose thresholds are HoloDeck's.
+    pub over_five: bool,
 }
 
 impl Spec {
@@ -165,6 +169,7 @@ impl Spec {
             strict_mode: false,
             needs,
             generated_steps: None,
+            over_five: false,
         }
     }
 
@@ -208,6 +213,7 @@ impl Spec {
             strict_mode,
             needs,
             generated_steps: None,
+            over_five: false,
         })
     }
 
@@ -505,6 +511,8 @@ impl Runner {
 fn final_score(spec: &Spec, score: f64) -> f64 {
     match spec.kind {
         Kind::GEval if spec.strict_mode => f64::from(u8::from(score >= 1.0)),
+        // The raw 1–5 score is 1 + 4 × score; HoloDeck divides it by 5.
+        _ if spec.over_five => (1.0 + 4.0 * score) / 5.0,
         _ => score,
     }
 }

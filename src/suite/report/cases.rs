@@ -5,7 +5,7 @@
 use super::junit::escape;
 use super::terminal::{clean, clean_to};
 use super::Threshold;
-use crate::suite::cases::CaseResult;
+use crate::suite::cases::{CaseResult, MetricResult};
 use crate::suite::metrics::Metric;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -52,11 +52,22 @@ pub fn rows(results: &[CaseResult], metrics: &[Metric]) -> Vec<Row> {
         steps: None,
     }];
     for (i, m) in metrics.iter().enumerate() {
-        let scores: Vec<f64> = results.iter().filter_map(|r| r.scores[i].score).collect();
+        // The cases this metric ran on (a HoloDeck test case may run only some).
+        let ran: Vec<&MetricResult> = results
+            .iter()
+            .filter_map(|r| r.scores.iter().find(|s| s.asked == i))
+            .collect();
+        let scores: Vec<f64> = ran.iter().filter_map(|s| s.score).collect();
+        // The same metric asked again with other parameters (HoloDeck's rungs): `name #2`.
+        let seen = metrics[..i].iter().filter(|o| o.name() == m.name()).count();
         rows.push(Row {
-            name: m.name().into(),
-            scored: results.len() as u64,
-            passed: results.iter().filter(|r| r.scores[i].passed).count() as u64,
+            name: if seen == 0 {
+                m.name().into()
+            } else {
+                format!("{} #{}", m.name(), seen + 1)
+            },
+            scored: ran.len() as u64,
+            passed: ran.iter().filter(|s| s.passed).count() as u64,
             mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
             steps: steps_of(m),
         });
