@@ -4,12 +4,16 @@
 //! conversation), its evaluations scored with HoloDeck's rules (thresholds and their absence,
 //! the turn > test case > agent precedence, metrics skipped when their inputs are missing,
 //! 1–5 scores over 5, equality, numeric with response_path) on a scripted judge; and what it
-//! cannot run refused before anything is sent, naming the file and the key.
+//! cannot run refused before anything is sent, naming the file and the key. HoloDeck itself is
+//! the oracle of the agent files and of equality, numeric and response_path (`#[ignore]`d: it
+//! needs `$GUARDWIRE_HOLODECK_PYTHON`, the venv tests/run builds from tests/holodeck/).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
 use common::mock_upstream::{MockUpstream, RecordedRequest, Reply};
+use common::scripted::Rng;
+use guardwire::suite::deterministic::{Equality, Numeric, ResponsePath};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
@@ -134,8 +138,8 @@ evaluations:
   model: {provider: openai, name: gpt-4o}
   metrics:
     - {type: standard, metric: bleu}
-    - {metric: rouge, threshold: 0.99}
-    - {metric: groundedness, threshold: 0.8}
+    - {type: standard, metric: rouge, threshold: 0.99}
+    - {type: standard, metric: groundedness, threshold: 0.8}
     - {type: rag, metric_type: faithfulness}
 test_cases:
   - name: capital
@@ -308,16 +312,17 @@ fn what_holodeck_runs_elsewhere_is_refused_naming_the_key() {
         ("test_cases: [{input: q, files: [{path: a.pdf, type: pdf}]}]", "test_cases[0].files: file inputs"),
         ("test_cases: [{input: q, expected_tools: [search]}]", "test_cases[0].expected_tools"),
         ("evaluations: {metrics: [{type: code, grader: \"m:f\"}]}\ntest_cases: [{input: q}]", "evaluations.metrics[0]: type code runs a Python grader"),
-        ("evaluations: {metrics: [{metric: similarity}]}\ntest_cases: [{input: q}]", "evaluations.metrics[0].metric: \"similarity\" is not one of"),
-        ("evaluations: {metrics: [{metric: bleu, colour: red}]}\ntest_cases: [{input: q}]", "unknown field `colour`"),
+        ("evaluations: {metrics: [{type: standard, metric: similarity}]}\ntest_cases: [{input: q}]", "evaluations.metrics[0].metric: \"similarity\" is not one of"),
+        ("evaluations: {metrics: [{type: standard, metric: bleu, colour: red}]}\ntest_cases: [{input: q}]", "unknown field `colour`"),
         ("evaluations: {metrics: [{type: geval, name: n, criteria: c, threshold: 1.5}]}\ntest_cases: [{input: q}]", "evaluations.metrics[0].threshold: threshold must be between 0.0 and 1.0"),
-        ("evaluations: {model: {provider: openai, name: gpt-5}, metrics: [{metric: coherence}]}\ntest_cases: [{input: q}]", "evaluations.model: model \"gpt-5\" is no judge's model in the config (judges: quality (gpt-4o))"),
-        ("evaluations: {metrics: [{metric: bleu, retry_on_failure: 5}]}\ntest_cases: [{input: q}]", "retry_on_failure must be between 1 and 3"),
+        ("evaluations: {model: {provider: openai, name: gpt-5}, metrics: [{type: standard, metric: coherence}]}\ntest_cases: [{input: q}]", "evaluations.model: model \"gpt-5\" is no judge's model in the config (judges: quality (gpt-4o))"),
+        ("evaluations: {metrics: [{type: standard, metric: bleu, retry_on_failure: 5}]}\ntest_cases: [{input: q}]", "retry_on_failure must be between 1 and 3"),
         ("test_cases: [{input: q, turns: [{input: r}]}]", "cannot also set top-level [\"input\"]"),
         ("test_cases: [{name: x}]", "test_cases[0]: test case requires either `input`"),
         ("response_format: {type: object}\ntest_cases: [{input: q}]", "response_format: structured output"),
         ("widget: 1\ntest_cases: [{input: q}]", "unknown field `widget`"),
         ("evaluations: {metrics: []}\ntest_cases: [{input: q}]", "metrics must have at least one metric"),
+        ("evaluations: {metrics: [{metric: bleu}]}\ntest_cases: [{input: q}]", "evaluations.metrics[0].type: required"),
     ] {
         let agent = dir.path().join("agent.yaml");
         std::fs::write(&agent, format!("{head}{body}\n")).unwrap();
@@ -398,4 +403,173 @@ async fn the_example_agent_file_runs_as_documented() {
         out.contains("agent \"echo-agent\": 3 of 5 test cases passed"),
         "{out}"
     );
+}
+
+/// Picks `1..=max` fragments at random, joined.
+fn join(rng: &mut Rng, parts: &[&str], max: usize) -> String {
+    (0..1 + rng.below(max))
+        .map(|_| parts[rng.below(parts.len())])
+        .collect()
+}
+
+/// HoloDeck 0.7.1's own code (tests/holodeck/oracle.py) decides as guardwire does: the agent
+/// files of these tests are HoloDeck's (the valid ones valid, the malformed ones refused by its
+/// models too), and equality, numeric and response_path agree on thousands of generated inputs
+/// — Unicode case folding, Python's white space and punctuation, numbers with separators,
+/// percents, other scripts' digits, infinities, paths of every shape and JSON leaves.
+#[test]
+#[ignore = "needs $GUARDWIRE_HOLODECK_PYTHON (tests/run builds it)"]
+fn holodeck_itself_agrees() {
+    let python = std::env::var("GUARDWIRE_HOLODECK_PYTHON").expect(
+        "GUARDWIRE_HOLODECK_PYTHON: the venv built from tests/holodeck/ (tests/run sets it)",
+    );
+    let mut rng = Rng(0x5eed_4010_dec4);
+    let head = "name: a\nmodel: {provider: openai, name: m}\ninstructions: {inline: hi}\n";
+    let valid = [
+        AGENT.to_owned(),
+        std::fs::read_to_string("examples/holodeck/agent.yaml").unwrap(),
+        format!("{head}test_cases: [{{input: q, evaluations: [{{metric: numeric, accept_percent: true, relative_tolerance: 0.1, response_path: \"items[0].v\"}}, {{name: g, criteria: c}}, {{metric_type: faithfulness}}]}}]\n"),
+    ];
+    let malformed: Vec<String> = [
+        "evaluations: {metrics: [{type: standard, metric: bleu, colour: red}]}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: [{type: standard, metric: similarity}]}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: [{type: geval, name: n, criteria: c, threshold: 1.5}]}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: [{type: standard, metric: bleu, retry_on_failure: 5}]}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: [{type: rag, metric_type: recall}]}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: [{type: standard, metric: equality, response_path: \"a..b\"}]}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: []}\ntest_cases: [{input: q}]",
+        "evaluations: {metrics: [{metric: bleu}]}\ntest_cases: [{input: q}]",
+        "test_cases: [{input: q, turns: [{input: r}]}]",
+        "test_cases: [{name: x}]",
+        "widget: 1\ntest_cases: [{input: q}]",
+    ]
+    .iter()
+    .map(|b| format!("{head}{b}\n"))
+    .collect();
+    // Equality: fragments that fold, collapse or vanish differently.
+    let text = [
+        "Paris", "paris", "PARIS", "ß", "SS", "ss", "ẞ", "Σ", "σ", "ς", "ﬁ", "fi", "İ", "i\u{307}",
+        "ǅ", "Ꭰ", "ꭰ", " ", "  ", "\t", "\u{1c}", "\u{a0}", "\u{3000}", "\u{200b}", "!", ".", ",",
+        "«", "»", "—", "-", "'", "42", "a b", "\n", "µ", "μ", "K", "\u{212a}",
+    ];
+    let mut equality = Vec::new();
+    for _ in 0..3000 {
+        let a = join(&mut rng, &text, 4);
+        let b = match rng.below(3) {
+            0 => a.to_uppercase(),
+            1 => join(&mut rng, &text, 4),
+            _ => a.replace(' ', "\t").replace('.', ""),
+        };
+        let flags = [rng.below(2) == 1, rng.below(2) == 1, rng.below(2) == 1];
+        equality.push((a, b, flags));
+    }
+    let numbers = [
+        "1", "0", "42", ".", "5", "e", "E", "-", "+", "%", ",", "_", "\u{a0}", "\u{202f}", " ",
+        "inf", "nan", "Infinity", "١", "٢", "1e3", "1,000", "0.5", "\u{1c}", "x",
+    ];
+    let mut numeric = Vec::new();
+    for _ in 0..4000 {
+        let a = join(&mut rng, &numbers, 4);
+        let b = if rng.below(3) == 0 {
+            a.clone()
+        } else {
+            join(&mut rng, &numbers, 3)
+        };
+        let n = Numeric {
+            absolute_tolerance: [1e-6, 0.5, 0.0][rng.below(3)],
+            relative_tolerance: [0.0, 0.01, 1.0][rng.below(3)],
+            accept_percent: rng.below(2) == 1,
+            accept_thousands_separators: rng.below(2) == 1,
+        };
+        numeric.push((a, b, n));
+    }
+    let doc = r#"{"a": [true, {"b": 1.5}], "_x": null, "a-b": "s", "aé": 2, "b": {"c": [1e16, -0.0, 100, 1.0e-5, 12345678901234567890, 0.1, 123456789012345.6]}}"#;
+    let steps = [
+        "a", "b", "_x", "c", "1", "[0]", "[1]", "[4]", "[", "]", ".", "-", "é", "aé", "a-b",
+        "[10]", " ", "\n",
+    ];
+    let mut paths: Vec<String> = (0..3000).map(|_| join(&mut rng, &steps, 5)).collect();
+    paths.extend(
+        [
+            "b.c[0]", "b.c[1]", "b.c[2]", "b.c[3]", "b.c[4]", "b.c[5]", "b.c[6]", "a[1].b", "_x",
+            "a", "a\n",
+        ]
+        .map(String::from),
+    );
+
+    let input = json!({
+        "agents": valid.iter().chain(&malformed).collect::<Vec<_>>(),
+        "equality": equality.iter().map(|(a, b, f)| json!({"a": a, "b": b, "flags": {"case_insensitive": f[0], "strip_whitespace": f[1], "strip_punctuation": f[2]}})).collect::<Vec<_>>(),
+        "numeric": numeric.iter().map(|(a, b, n)| json!({"a": a, "b": b, "flags": {"absolute_tolerance": n.absolute_tolerance, "relative_tolerance": n.relative_tolerance, "accept_percent": n.accept_percent, "accept_thousands_separators": n.accept_thousands_separators}})).collect::<Vec<_>>(),
+        "paths": paths.iter().map(|p| json!({"path": p, "doc": doc})).collect::<Vec<_>>(),
+    });
+    let mut child = Command::new(python)
+        .arg("tests/holodeck/oracle.py")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the oracle failed");
+    let o: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(o["version"], "0.7.1");
+
+    let agents = o["agents"].as_array().unwrap();
+    for (i, text) in valid.iter().enumerate() {
+        assert!(
+            agents[i].is_null(),
+            "HoloDeck refuses {text}: {}",
+            agents[i]
+        );
+    }
+    for (j, text) in malformed.iter().enumerate() {
+        assert!(
+            agents[valid.len() + j].is_string(),
+            "HoloDeck accepts {text}"
+        );
+    }
+    let mut equal = 0;
+    for ((a, b, f), want) in equality.iter().zip(o["equality"].as_array().unwrap()) {
+        let e = Equality {
+            case_insensitive: f[0],
+            strip_whitespace: f[1],
+            strip_punctuation: f[2],
+        };
+        let got = e.equal(a, b);
+        assert_eq!(json!(got), *want, "equality {a:?} {b:?} {f:?}");
+        equal += usize::from(got);
+    }
+    assert!(equal > 300, "the generator makes equal pairs too: {equal}");
+    let (mut read, mut same) = (0, 0);
+    for ((a, b, n), want) in numeric.iter().zip(o["numeric"].as_array().unwrap()) {
+        let got = n.equal(a, b).ok();
+        assert_eq!(json!(got), *want, "numeric {a:?} {b:?} {n:?}");
+        read += usize::from(got.is_some());
+        same += usize::from(got == Some(true));
+    }
+    assert!(
+        read > 400 && same > 200,
+        "numbers read: {read}, equal: {same}"
+    );
+    let mut leaves = 0;
+    let extracted = o["paths"].as_array().unwrap();
+    let valid_paths = o["valid_paths"].as_array().unwrap();
+    for ((p, want), valid) in paths.iter().zip(extracted).zip(valid_paths) {
+        let parsed = ResponsePath::parse(p);
+        assert_eq!(json!(parsed.is_ok()), *valid, "path {p:?} valid");
+        let got = parsed.ok().and_then(|path| path.extract(doc).ok());
+        assert_eq!(json!(got), *want, "path {p:?}");
+        leaves += usize::from(got.is_some());
+    }
+    assert!(leaves > 50, "leaves found: {leaves}");
 }

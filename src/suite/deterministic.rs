@@ -118,7 +118,9 @@ impl Numeric {
 /// `inf`/`infinity`/`nan` in any case. Python also reads other scripts' decimal digits
 /// (`float("٣")` is 3.0): those of [`decimal_digit`] are read here too.
 pub fn py_float(text: &str) -> Option<f64> {
-    let t = text.trim_matches(py_isspace);
+    // float() strips Unicode's White_Space — not the separators U+001C–U+001F that
+    // `str.strip()` also removes (it reads an ASCII text as bytes, with C's isspace).
+    let t = text.trim_matches(char::is_whitespace);
     let (sign, body) = match t.as_bytes().first() {
         Some(b'-') => (-1.0, &t[1..]),
         Some(b'+') => (1.0, &t[1..]),
@@ -205,7 +207,10 @@ impl ResponsePath {
             )
         };
         let mut steps = Vec::new();
-        for segment in path.split('.') {
+        // HoloDeck checks the grammar with `re.match(r"^…$")`, whose `$` also matches before
+        // a final line break: `answer\n` is the path `answer`.
+        let grammar = path.strip_suffix('\n').unwrap_or(path);
+        for segment in grammar.split('.') {
             let (key, mut rest) = match segment.find('[') {
                 Some(i) => segment.split_at(i),
                 None => (segment, ""),

@@ -98,6 +98,10 @@ struct Evaluations {
     #[serde(default)]
     model: Option<Provider>,
     metrics: Vec<Yaml>,
+    /// `holodeck test optimize`'s settings: no part of a test run.
+    #[serde(default)]
+    #[allow(dead_code)]
+    optimizer: Option<Yaml>,
 }
 
 #[derive(Deserialize)]
@@ -420,11 +424,13 @@ fn plan(
     if let Some(m) = default_model {
         check_provider(m, "evaluations.model")?;
     }
-    let mut rung = |list: &[Yaml], key: &str| -> Result<Vec<usize>, String> {
+    // The agent's list is a union discriminated by `type` (which each entry must then
+    // give); a test case's or turn's is a plain union, whose members pydantic tries in turn.
+    let mut rung = |list: &[Yaml], key: &str, tagged: bool| -> Result<Vec<usize>, String> {
         let mut out = Vec::new();
         for (i, raw) in list.iter().enumerate() {
             let key = format!("{key}[{i}]");
-            if let Some(asked) = metric(raw, &key, default_model, judges)? {
+            if let Some(asked) = metric(raw, &key, tagged, default_model, judges)? {
                 let at = match metrics.iter().position(|m| *m == asked) {
                     Some(at) => at,
                     None => {
@@ -446,7 +452,7 @@ fn plan(
                 "metrics must have at least one metric",
             )
         }
-        Some(e) => rung(&e.metrics, "evaluations.metrics")?,
+        Some(e) => rung(&e.metrics, "evaluations.metrics", true)?,
         None => Vec::new(),
     };
     let cases = file.test_cases.unwrap_or_default();
@@ -471,7 +477,9 @@ fn plan(
             );
         }
         let case_metrics = match &tc.evaluations {
-            Some(list) if !list.is_empty() => Some(rung(list, &format!("{key}.evaluations"))?),
+            Some(list) if !list.is_empty() => {
+                Some(rung(list, &format!("{key}.evaluations"), false)?)
+            }
             _ => None,
         };
         let turns = match tc.turns {
@@ -521,7 +529,7 @@ fn plan(
                     blank(&t.ground_truth, &format!("{tkey}.ground_truth"))?;
                     let own = match &t.evaluations {
                         Some(list) if !list.is_empty() => {
-                            Some(rung(list, &format!("{tkey}.evaluations"))?)
+                            Some(rung(list, &format!("{tkey}.evaluations"), false)?)
                         }
                         _ => None,
                     };
@@ -609,13 +617,25 @@ fn protocol_of(p: &Provider, key: &str) -> Result<&'static str, String> {
 fn metric(
     raw: &Yaml,
     key: &str,
+    tagged: bool,
     default_model: Option<&Provider>,
     judges: &Judges<'_>,
 ) -> Result<Option<Asked>, String> {
-    let kind = raw
-        .get("type")
-        .map(|t| t.as_str().unwrap_or("(not a string)"))
-        .unwrap_or("standard");
+    let has = |k: &str| raw.get(k).is_some();
+    let kind = match raw.get("type") {
+        Some(t) => t.as_str().unwrap_or("(not a string)"),
+        None if tagged => {
+            return Err(format!(
+                "{key}.type: required in evaluations.metrics (standard, geval, rag or code): HoloDeck reads that list as a union discriminated by type"
+            ))
+        }
+        // The member whose required keys the entry has, as pydantic's union finds it.
+        None if has("metric") => "standard",
+        None if has("metric_type") => "rag",
+        None if has("grader") => "code",
+        None if has("criteria") => "geval",
+        None => "standard",
+    };
     let parse_err = |e: serde_norway::Error| format!("{key}: {e}");
     let judge_of = |model: &Option<Provider>| -> Result<Option<String>, String> {
         if let Some(m) = model {
