@@ -59,6 +59,7 @@ mod bidi;
 mod carrier;
 mod chars;
 mod html;
+mod join;
 mod map;
 mod markup;
 mod pattern;
@@ -190,6 +191,8 @@ pub struct Normalizer {
     escape: Option<Unit>,
     brackets: u32,
     after_bracket: bool,
+    /// `full`: a browser's reading around an autolink, being recorded (`join.rs`).
+    join: Option<Box<join::Join>>,
 }
 
 impl Normalizer {
@@ -225,6 +228,7 @@ impl Normalizer {
             escape: None,
             brackets: 0,
             after_bracket: false,
+            join: None,
         }
     }
 
@@ -326,6 +330,7 @@ impl Normalizer {
             || self.markup != Markup::Text
             || self.escape.is_some()
             || self.after_bracket
+            || self.join.is_some()
         {
             return 0;
         }
@@ -370,6 +375,7 @@ impl Normalizer {
             return;
         }
         if self.mode == Normalize::Full {
+            self.join_char(c, out);
             return self.html_char(c, raw, raw_end, false, out);
         }
         self.text_char(c, raw, raw_end, true, out);
@@ -469,6 +475,7 @@ impl Normalizer {
             self.finish_html(&mut out);
         }
         self.finish_markup(&mut out);
+        self.end_join(&mut out);
         self.end_bidi(&mut out);
         self.flush_marks(&mut out);
         self.flush_held(false, &mut out);
@@ -630,6 +637,10 @@ impl Normalizer {
             + self.recent.capacity()
             + self.bidi_context.capacity()
             + self.bidi_open.capacity()
+            + self
+                .join
+                .as_ref()
+                .map_or(0, |j| std::mem::size_of::<join::Join>() + j.heap_bytes())
     }
 }
 

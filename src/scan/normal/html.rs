@@ -288,10 +288,12 @@ impl Normalizer {
             Markup::Autolink => {
                 if !spelled && c == '>' {
                     self.markup = Markup::Text;
+                    self.close_join(true);
                     return;
                 }
                 if c.is_whitespace() || c == '<' {
                     self.markup = Markup::Text;
+                    self.close_join(false);
                 }
             }
         }
@@ -465,7 +467,9 @@ impl Normalizer {
                         after_eq: attr::BEFORE_NAME,
                     };
                 } else if (c == ':' || c == '@') && !closing {
-                    // An autolink (`<https://…>`, `<a@b.c>`): shown without its brackets.
+                    // An autolink (`<https://…>`, `<a@b.c>`): shown without its brackets (a
+                    // browser hides it: its reading is an aside, `join.rs`).
+                    self.open_join(self.tag[0].raw, out);
                     let shown: Vec<Unit> = self.tag.drain(1..).collect();
                     self.tag.clear();
                     self.markup = Markup::Autolink;

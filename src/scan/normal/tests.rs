@@ -761,6 +761,12 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         "forbidden<br>fruit",
         "forbidden</p><p>fruit",
         "<https://forbidden.fruit>",
+        // An autolink a browser hides: its reading (the word joined around it) is read too.
+        "forbid<ab:c>den fruit",
+        "forbid<x@y.z>den fruit",
+        "forbid<https://e.x/p?q=1>den fruit",
+        "forbid<ab:c d>den fruit",
+        "forbid<ab:c<d>den fruit",
         "for\\bidden fruit",
         "for&#98;idden <em>fruit</em>",
     ] {
