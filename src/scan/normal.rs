@@ -63,6 +63,7 @@ mod join;
 mod map;
 mod markup;
 mod pattern;
+mod segment;
 
 pub use pattern::{normalize_hir, normalize_pattern};
 
@@ -191,8 +192,17 @@ pub struct Normalizer {
     escape: Option<Unit>,
     brackets: u32,
     after_bracket: bool,
-    /// `full`: a browser's reading around an autolink, being recorded (`join.rs`).
-    join: Option<Box<join::Join>>,
+    /// `full`: the browser's and the Markdown renderer's readings around the constructs they
+    /// read apart, being recorded (`join.rs`).
+    joins: [Option<Box<join::Join>>; 2],
+    /// `full`: a white space run waiting for the character after it, and whether the last
+    /// character was a U+200B (`segment.rs`).
+    pending_space: Option<segment::Pending>,
+    after_zwsp: bool,
+    /// `full`: the tag being read is a `<wbr>` (`segment.rs`); its text as written (`join.rs`).
+    wbr: bool,
+    tag_raw: String,
+    tag_raw_at: u64,
 }
 
 impl Normalizer {
@@ -228,7 +238,12 @@ impl Normalizer {
             escape: None,
             brackets: 0,
             after_bracket: false,
-            join: None,
+            joins: [None, None],
+            pending_space: None,
+            after_zwsp: false,
+            wbr: false,
+            tag_raw: String::new(),
+            tag_raw_at: 0,
         }
     }
 
@@ -330,7 +345,9 @@ impl Normalizer {
             || self.markup != Markup::Text
             || self.escape.is_some()
             || self.after_bracket
-            || self.join.is_some()
+            || self.joining()
+            || self.pending_space.is_some()
+            || self.after_zwsp
         {
             return 0;
         }
@@ -392,6 +409,9 @@ impl Normalizer {
     /// One character past the Markdown stage; `literal` is false for a character a reference
     /// spelled, whose view maps to the whole reference.
     fn text_char(&mut self, c: char, raw: u64, raw_end: u64, literal: bool, out: &mut String) {
+        if self.mode == Normalize::Full && self.segment_char(c, raw, raw_end, out) {
+            return;
+        }
         if c.is_ascii() {
             let unit = Unit {
                 c,
@@ -475,7 +495,8 @@ impl Normalizer {
             self.finish_html(&mut out);
         }
         self.finish_markup(&mut out);
-        self.end_join(&mut out);
+        self.end_segment(&mut out);
+        self.end_joins(&mut out);
         self.end_bidi(&mut out);
         self.flush_marks(&mut out);
         self.flush_held(false, &mut out);
@@ -620,6 +641,7 @@ impl Normalizer {
         let len = unit.c.len_utf8() as u64;
         self.push_run(unit.raw, unit.raw_end, unit.exact, len);
         self.remember(unit.c.encode_utf8(&mut [0; 4]));
+        self.join_written(unit.c);
     }
 
     /// Heap bytes held.
@@ -637,10 +659,13 @@ impl Normalizer {
             + self.recent.capacity()
             + self.bidi_context.capacity()
             + self.bidi_open.capacity()
+            + self.tag_raw.capacity()
             + self
-                .join
-                .as_ref()
-                .map_or(0, |j| std::mem::size_of::<join::Join>() + j.heap_bytes())
+                .joins
+                .iter()
+                .flatten()
+                .map(|j| std::mem::size_of::<join::Join>() + j.heap_bytes())
+                .sum::<usize>()
     }
 }
 

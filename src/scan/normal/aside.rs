@@ -63,6 +63,12 @@ impl Normalizer {
             return;
         }
         self.settle(out);
+        // The aside and the view written again after it are no text a reader reads on: no
+        // recording around an autolink takes them (`join.rs`).
+        let joins = std::mem::take(&mut self.joins);
+        // Nor is a white space run waiting in the text (`segment.rs`) the aside's.
+        let (pending_space, after_zwsp) = (self.pending_space.take(), self.after_zwsp);
+        self.after_zwsp = false;
         let (at, replay) = self.replay_text();
         let replay: Vec<Unit> = replay
             .char_indices()
@@ -87,6 +93,9 @@ impl Normalizer {
         for u in replay {
             self.starter(u, out);
         }
+        self.joins = joins;
+        self.pending_space = pending_space;
+        self.after_zwsp = after_zwsp;
     }
 
     /// Writes whatever waits in the stages after markup (marks, a word's look-alike letters).

@@ -66,7 +66,7 @@ pub(super) enum Markup {
 
 /// Where a browser's tokenizer is among a tag's attributes (WHATWG 13.2.5.32–.39), so that a
 /// quote opens a value only where it does: right after a name's `=`.
-mod attr {
+pub(super) mod attr {
     pub const BEFORE_NAME: u8 = 0;
     const NAME: u8 = 1;
     const AFTER_NAME: u8 = 2;
@@ -96,8 +96,11 @@ pub(super) fn html_space(c: char) -> bool {
 
 /// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
 /// hidden up to their end tag, their text an aside.
-pub(super) const RAW_TEXT: [&str; 7] = [
+pub(super) const RAW_TEXT: [&str; 9] = [
     "script", "style", "template", "title", "iframe", "noembed", "noframes",
+    // Raw text where scripts run, as in every person's browser.
+    "noscript", // Shown in a box of its own, apart from the words around it.
+    "textarea",
 ];
 
 /// Tags a renderer shows as a break between words.
@@ -160,6 +163,12 @@ impl Normalizer {
             raw_end,
             exact: true,
         };
+        if matches!(self.markup, Markup::Tag | Markup::Attributes { .. }) {
+            self.tag_raw_push(c);
+        } else if !self.tag_raw.is_empty() {
+            // The `<` was no tag's (a comment, an autolink, text).
+            self.tag_raw.clear();
+        }
         match self.markup {
             Markup::Text => {}
             Markup::Tag => {
@@ -276,6 +285,7 @@ impl Normalizer {
                         ')' if !spelled && depth == 0 => {
                             self.end_hidden(out);
                             self.markup = Markup::Text;
+                            self.image_end();
                             return;
                         }
                         ')' if !spelled => depth - 1,
@@ -320,11 +330,19 @@ impl Normalizer {
         match c {
             '\\' => self.escape = Some(unit),
             '<' => {
+                // As after `&`: a `<` after a word lets a `_` run close emphasis (CommonMark
+                // reads the characters as written, the tag's among them).
+                self.underscores_before_punctuation(out);
                 self.tag.push(unit);
                 self.markup = Markup::Tag;
+                self.tag_raw_start(raw);
             }
-            '[' => self.brackets = self.brackets.saturating_add(1),
+            '[' => {
+                self.brackets = self.brackets.saturating_add(1);
+                self.open_image(raw, self.brackets);
+            }
             ']' => {
+                self.image_bracket(self.brackets);
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);
             }
@@ -423,7 +441,7 @@ impl Normalizer {
             // `<a/title=">">`: a `/` not followed by `>` starts the attributes, as a browser
             // reads it.
             ([first, ..], c) if first.is_ascii_alphabetic() && ends_void && c != '>' => {
-                let block = self.block_tag(closing);
+                let block = self.read_tag_name(closing);
                 self.hide_name(out);
                 self.tag.clear();
                 self.markup = Markup::Attributes {
@@ -439,7 +457,7 @@ impl Normalizer {
                 if !autolink && (name_char(c) || (c == '/' && !closing)) {
                     self.tag.push(unit);
                 } else if c == '>' {
-                    let block = self.block_tag(closing);
+                    let block = self.read_tag_name(closing);
                     let element = self.raw_text_element(closing);
                     let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
                     self.hide_name(out);
@@ -456,7 +474,7 @@ impl Normalizer {
                 } else if html_space(c) || (c == '/' && closing) {
                     // An end tag's attributes (and a `/` after its name) are ignored by a
                     // browser, hidden all the same.
-                    let block = self.block_tag(closing);
+                    let block = self.read_tag_name(closing);
                     self.raw_text = self.raw_text_element(closing);
                     self.hide_name(out);
                     self.hide(unit, out);
@@ -469,7 +487,7 @@ impl Normalizer {
                 } else if (c == ':' || c == '@') && !closing {
                     // An autolink (`<https://…>`, `<a@b.c>`): shown without its brackets (a
                     // browser hides it: its reading is an aside, `join.rs`).
-                    self.open_join(self.tag[0].raw, out);
+                    self.open_join(self.tag[0].raw);
                     let shown: Vec<Unit> = self.tag.drain(1..).collect();
                     self.tag.clear();
                     self.markup = Markup::Autolink;
@@ -482,7 +500,7 @@ impl Normalizer {
                 }
             }
             (_, '>') if ends_void => {
-                let block = self.block_tag(closing);
+                let block = self.read_tag_name(closing);
                 let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
                 self.hide_name(out);
                 self.end_hidden(out);
@@ -512,8 +530,8 @@ impl Normalizer {
             .and_then(|i| u8::try_from(i).ok())
     }
 
-    /// Whether the tag read so far (its name) breaks a line or a block.
-    fn block_tag(&self, closing: bool) -> bool {
+    /// Whether the tag read so far (its name) breaks a line or a block; notes a `<wbr>`.
+    fn read_tag_name(&mut self, closing: bool) -> bool {
         let skip = if closing { 2 } else { 1 };
         let name: String = self
             .tag
@@ -522,6 +540,7 @@ impl Normalizer {
             .map(|u| u.c.to_ascii_lowercase())
             .filter(|&c| c != '/')
             .collect();
+        self.wbr = !closing && name == "wbr";
         BLOCK_TAGS.contains(&name.as_str())
     }
 
@@ -543,6 +562,13 @@ impl Normalizer {
         if block {
             self.markup_char(' ', raw, raw_end, true, out);
         }
+        // A browser lays `<wbr>` out as a U+200B: a line break next to it shows as nothing
+        // (`segment.rs`).
+        if std::mem::take(&mut self.wbr) {
+            self.wbr_read();
+        }
+        // A tag CommonMark does not read as one is text to a Markdown renderer (`join.rs`).
+        self.tag_ended(false, out);
     }
 
     /// The `<` construct read so far is text as written.
@@ -582,6 +608,11 @@ impl Normalizer {
         match self.markup {
             Markup::Tag => self.tag_as_text(out),
             Markup::Text | Markup::Autolink => {}
+            Markup::Attributes { .. } => {
+                self.end_hidden(out);
+                // Never closed: a browser drops it, a Markdown renderer shows it.
+                self.tag_ended(true, out);
+            }
             _ => self.end_hidden(out),
         }
         self.markup = Markup::Text;

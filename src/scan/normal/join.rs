@@ -1,119 +1,348 @@
-//! Autolinks in a word: a Markdown renderer shows `<ab:c>` and `<x@y.z>` as links (their text
-//! without the brackets), a browser reading the same text as HTML hides them as elements it
-//! does not know. The view is the Markdown reading (the link text flows on in the word:
-//! `forbid<ab:c>den` is `forbidab:cden`); the browser's reading — the text before the autolink
-//! joined to the text after it, `forbidden` — is written as an aside (`aside.rs`).
+//! Two readers of one text: a Markdown renderer and a browser reading HTML disagree on a few
+//! constructs, and the view (which shows what either shows) reads one of them in line and the
+//! other reading as an aside (`aside.rs`), recorded here.
 //!
-//! When an autolink opens, the view's last characters (at most
-//! [`REPLAY`](super::aside::REPLAY), back to the previous line break) are kept as the
-//! context; after its `>`, the view goes on, and once [`TRAIL`] bytes of it were written (or a
-//! paragraph ends, or the text), the context followed by the view's text since the `>` (up to
-//! a line break) is the aside. Every split of the text writes the same view, so the aside is
-//! the same. What turns out to be no autolink (white space or a `<` before its `>`: Markdown
-//! shows it as text) is a tag to a browser, up to the next `>`: the aside joins the context to
-//! the view after that `>`.
+//! - **Autolinks** (`<ab:c>`, `<x@y.z>`): Markdown shows their text without the brackets (the
+//!   view: `forbid<ab:c>den` is `forbidab:cden`), a browser hides them as elements it does not
+//!   know: its reading, the text before the autolink joined to the text after it
+//!   (`forbidden`), is the aside. What turns out to be no autolink (white space or a `<`
+//!   before its `>`: Markdown shows it as text) is a tag to a browser, up to its `>` (the first
+//!   outside a quoted attribute value), read the same way.
+//! - **Images** (`![alt](destination)`): the view shows the alt text (what a model reads, and
+//!   a browser when the image does not load); a person sees the image: the text before it
+//!   joined to the text after it is the aside.
+//! - **Tags CommonMark does not read as tags** (`<forbidden fr<!---->`, `<fo<q>`, an unclosed
+//!   `<x y`): the view hides them as a browser does; Markdown shows them as written (their
+//!   character references decoded): the view before, the tag's text and the view after are
+//!   the aside.
+//!
+//! Each reading ([`BROWSER`], [`MARKDOWN`]) is recorded on its own: when a construct opens, the
+//! view's last characters (at most [`REPLAY`], back to the previous line break) are its
+//! context; once it closes, the characters the view writes (not those of asides) are
+//! recorded, and once [`TRAIL`] bytes of them were (or the text ends) the context followed by
+//! them is the aside. Another construct of the same reading while one is recorded goes on from
+//! that reading so far (its context is the earlier context and what was recorded), so a word
+//! cut by several reads whole. Every split of the text writes the same view, so the asides are
+//! the same.
 
+use super::aside::REPLAY;
+use super::html::attr;
 use super::Normalizer;
+use std::sync::LazyLock;
 
-/// Bytes of the view after an autolink that its aside joins to the context (within what the
-/// view keeps: [`RECENT_BYTES`](super::aside::RECENT_BYTES)).
-pub(super) const TRAIL: u64 = 192;
+/// Comments and tags CommonMark reads inside a `<…>` it does not read as a tag.
+static INNER_MARKUP: LazyLock<regex::Regex> = LazyLock::new(|| {
+    let pattern = format!(r"<!-->|<!--->|<!--[\s\S]*?-->|{}", commonmark_tags());
+    regex::Regex::new(&pattern)
+        .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
+});
 
-/// The reading of a browser around one autolink, being recorded.
+/// CommonMark's raw HTML open and closing tags (spec 0.31.2, 6.6), as a regex.
+fn commonmark_tags() -> String {
+    let ws = r"[ \t\n\r\x0c]";
+    let value = r#"(?:[^"'=<>`\x00-\x20]+|'[^']*'|"[^"]*")"#;
+    let attribute = format!(r"{ws}+[a-zA-Z_:][a-zA-Z0-9_.:-]*(?:{ws}*={ws}*{value})?");
+    format!(r"(?:<[A-Za-z][A-Za-z0-9-]*(?:{attribute})*{ws}*/?>|</[A-Za-z][A-Za-z0-9-]*{ws}*>)")
+}
+
+/// The longest tag kept for CommonMark's reading of it.
+const MAX_TAG_TEXT: usize = 512;
+
+/// CommonMark's raw HTML open and closing tags (spec 0.31.2, 6.6): a browser reads more as a
+/// tag (`<forbidden fr<!---->`, `<fo<q>`), which Markdown shows as text.
+static COMMONMARK_TAG: LazyLock<regex::Regex> = LazyLock::new(|| {
+    let pattern = format!("^{}$", commonmark_tags());
+    regex::Regex::new(&pattern)
+        .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
+});
+
+/// Bytes of the view after an autolink that its aside joins to the context.
+pub(super) const TRAIL: usize = 192;
+
+/// The browser's reading (autolinks, images, no-autolinks).
+pub(super) const BROWSER: usize = 0;
+/// The Markdown renderer's reading (tags CommonMark does not read).
+pub(super) const MARKDOWN: usize = 1;
+
+/// One reading around a construct, being recorded.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Join {
-    /// The view's text before the autolink, and the raw position where it starts.
+    /// The browser's text before the autolink, and the raw position where it starts.
     context: String,
     context_raw: u64,
-    /// Where the view was when the autolink's `>` was read.
-    after: Option<u64>,
+    /// The autolink's `>` was read: the view after it is being recorded into `after`.
+    closed: bool,
+    after: String,
     /// It was no autolink (white space or a `<` before its `>`: Markdown shows it as text), but
-    /// a browser reads it as a tag up to the next `>`; `gt`: that `>` was read.
+    /// a browser reads it as a tag up to its `>` (outside a quoted value: `quote`, `attr` as
+    /// the view's tag reader keeps them); `gt`: that `>` was read.
     tag: bool,
     gt: bool,
+    quote: Option<char>,
+    attr: u8,
+    /// Characters of that tag read (at most [`MAX_TAG`]: a tag that does not end by then
+    /// writes no aside).
+    read: usize,
+    /// An image, `![alt](destination)`: a person sees the image, not its alt text (nor the
+    /// `!`); `depth`: the brackets open inside its `[`, `alt`: its `]` was read, `destination`:
+    /// its `(` was (the image ends with the destination's `)`).
+    image: bool,
+    depth: u32,
+    alt: bool,
+    destination: bool,
 }
+
+/// The longest browser's tag read for its `>`.
+const MAX_TAG: usize = 1024;
 
 impl Join {
     pub(super) fn heap_bytes(&self) -> usize {
-        self.context.capacity()
+        self.context.capacity() + self.after.capacity()
     }
 }
 
 impl Normalizer {
-    /// An autolink opens at raw `raw` (its `<`): the view before it is the context.
-    pub(super) fn open_join(&mut self, raw: u64, out: &mut String) {
-        self.end_join(out);
-        let (at, context) = self.replay_text();
-        let context_raw = if context.is_empty() {
-            raw
-        } else {
-            self.raw_start(at)
-        };
-        self.join = Some(Box::new(Join {
+    /// A `<` starts a tag: its text is kept for CommonMark's reading of it.
+    pub(super) fn tag_raw_start(&mut self, raw: u64) {
+        self.tag_raw.clear();
+        self.tag_raw.push('<');
+        self.tag_raw_at = raw;
+    }
+
+    /// A character of the tag being read.
+    pub(super) fn tag_raw_push(&mut self, c: char) {
+        if !self.tag_raw.is_empty() && self.tag_raw.len() < MAX_TAG_TEXT {
+            self.tag_raw.push(c);
+        }
+    }
+
+    /// The context of a construct of `reading` opening: that reading recorded so far (another
+    /// construct of it is being recorded), else the view's last characters.
+    fn context(&mut self, reading: usize, raw: u64, out: &mut String) -> (String, u64) {
+        match self.joins[reading].take() {
+            Some(j) if j.closed => {
+                let mut text = j.context;
+                text.push_str(&j.after);
+                let line = text.rsplit('\n').next().unwrap_or("");
+                let start = line
+                    .char_indices()
+                    .rev()
+                    .nth(REPLAY - 1)
+                    .map_or(0, |(i, _)| i);
+                (line[start..].to_owned(), j.context_raw)
+            }
+            _ => {
+                let _ = out;
+                let (at, mut context) = self.replay_text();
+                let context_raw = if context.is_empty() {
+                    raw
+                } else {
+                    self.raw_start(at)
+                };
+                // A white space run still waiting (`segment.rs`) shows before the construct.
+                if self.pending_space.is_some() {
+                    context.push(' ');
+                }
+                (context, context_raw)
+            }
+        }
+    }
+
+    /// A tag the view hid ended (`unclosed`: the text ended inside it). When CommonMark does
+    /// not read it as a tag, a Markdown renderer shows it as written (its references decoded).
+    pub(super) fn tag_ended(&mut self, unclosed: bool, out: &mut String) {
+        let text = std::mem::take(&mut self.tag_raw);
+        if text.is_empty()
+            || text.len() >= MAX_TAG_TEXT
+            || (!unclosed && COMMONMARK_TAG.is_match(&text))
+        {
+            return;
+        }
+        let raw = self.tag_raw_at;
+        let (mut context, context_raw) = self.context(MARKDOWN, raw, out);
+        // What CommonMark does read inside it (a comment, a tag: `<fo<q>`) it hides.
+        let shown = INNER_MARKUP.replace_all(&text[1..], "");
+        context.push('<');
+        context.push_str(&super::markup::decode_references(&shown));
+        self.joins[MARKDOWN] = Some(Box::new(Join {
             context,
             context_raw,
-            after: None,
-            tag: false,
-            gt: false,
+            closed: true,
+            ..Join::default()
         }));
     }
 
+    /// An autolink opens at raw `raw` (its `<`).
+    pub(super) fn open_join(&mut self, raw: u64) {
+        let mut scratch = String::new();
+        let (context, context_raw) = self.context(BROWSER, raw, &mut scratch);
+        self.joins[BROWSER] = Some(Box::new(Join {
+            context,
+            context_raw,
+            ..Join::default()
+        }));
+    }
+
+    /// A `[` after a `!` the view wrote (`depth`: the brackets open with it): an image's alt
+    /// text may start, which a person does not see.
+    pub(super) fn open_image(&mut self, raw: u64, depth: u32) {
+        if !self.recent.ends_with('!') {
+            return;
+        }
+        self.open_join(raw);
+        if let Some(j) = &mut self.joins[BROWSER] {
+            // The `!` is no text of the image's reader either.
+            if j.context.ends_with('!') {
+                j.context.pop();
+            }
+            j.image = true;
+            j.depth = depth;
+        }
+    }
+
+    /// A `]` with `depth` brackets open before it: the end of an image's alt text.
+    pub(super) fn image_bracket(&mut self, depth: u32) {
+        if let Some(j) = &mut self.joins[BROWSER] {
+            if j.image && !j.alt && depth == j.depth {
+                j.alt = true;
+            }
+        }
+    }
+
+    /// The `)` that ends a link destination: an image's, the end of the image.
+    pub(super) fn image_end(&mut self) {
+        if let Some(j) = &mut self.joins[BROWSER] {
+            if j.image && j.destination {
+                j.closed = true;
+            }
+        }
+    }
+
     /// The autolink's `>` (`true`) or the end of what was read as one (`false`: it was not an
-    /// autolink, and a browser's tag goes on to the next `>`).
+    /// autolink, and a browser's tag goes on to its `>`).
     pub(super) fn close_join(&mut self, autolink: bool) {
-        let at = self.out_len;
-        if let Some(j) = &mut self.join {
+        if let Some(j) = &mut self.joins[BROWSER] {
             if autolink {
-                j.after = Some(at);
+                j.closed = true;
             } else {
                 j.tag = true;
             }
         }
     }
 
-    /// A raw character, before the rest of the view reads it: after a browser's tag, the
-    /// character after its `>` starts the text after it; the end of a paragraph, or enough
-    /// view after the autolink, writes the aside.
+    /// Whether a reading is being recorded.
+    pub(super) fn joining(&self) -> bool {
+        self.joins.iter().any(Option::is_some)
+    }
+
+    /// A raw character, before the rest of the view reads it: it moves a construct of the
+    /// browser's reading on; enough recorded writes an aside.
     pub(super) fn join_char(&mut self, c: char, out: &mut String) {
-        let at = self.out_len;
-        let Some(j) = &mut self.join else { return };
-        if j.tag && j.after.is_none() {
-            if j.gt {
-                j.after = Some(at);
-            } else {
-                j.gt = c == '>';
-                if super::chars::is_paragraph_end(c) {
-                    self.join = None;
+        if let Some(j) = &mut self.joins[BROWSER] {
+            if j.image && !j.closed {
+                // An image's `]` is followed by its destination's `(`, else it was no image.
+                if j.alt && !j.destination {
+                    if c == '(' {
+                        j.destination = true;
+                    } else {
+                        self.joins[BROWSER] = None;
+                    }
+                } else if super::chars::is_paragraph_end(c) {
+                    self.joins[BROWSER] = None;
                 }
-                return;
+            } else if j.tag && !j.closed {
+                if j.gt {
+                    j.closed = true;
+                } else {
+                    j.read += 1;
+                    if j.read > MAX_TAG {
+                        self.joins[BROWSER] = None;
+                    } else {
+                        match j.quote {
+                            Some(q) if c == q => j.quote = None,
+                            Some(_) => {}
+                            None if c == '>' => j.gt = true,
+                            None if j.attr == attr::BEFORE_VALUE && (c == '"' || c == '\'') => {
+                                j.quote = Some(c);
+                                j.attr = attr::BEFORE_NAME;
+                            }
+                            None => j.attr = attr::next(j.attr, c),
+                        }
+                    }
+                }
             }
         }
-        let Some(after) = j.after else { return };
-        if at - after >= TRAIL || super::chars::is_paragraph_end(c) {
-            self.end_join(out);
+        for reading in [BROWSER, MARKDOWN] {
+            // A line break is white space in the view, and a soft break in Markdown: the
+            // recording goes on through it, up to its bound.
+            if self.joins[reading]
+                .as_ref()
+                .is_some_and(|j| j.closed && j.after.len() >= TRAIL)
+            {
+                self.end_join(reading, out);
+            }
         }
     }
 
-    /// Writes the browser's reading — the context and the view since the autolink's `>` —
-    /// as an aside, when the autolink was closed and text followed it.
-    pub(super) fn end_join(&mut self, out: &mut String) {
-        let Some(j) = self.join.take() else { return };
-        // No `>` yet (or the text ended right after a tag's): nothing follows.
-        let Some(after) = j.after else { return };
-        let since = usize::try_from(self.out_len - after).unwrap_or(usize::MAX);
-        let Some(start) = self.recent.len().checked_sub(since) else {
+    /// A character the view writes (not in an aside): recorded after a closed construct.
+    pub(super) fn join_written(&mut self, c: char) {
+        for j in self.joins.iter_mut().flatten() {
+            if j.closed {
+                j.after.push(c);
+            }
+        }
+    }
+
+    /// Writes a reading — its context and what the view wrote since the construct closed — as
+    /// an aside, when text followed it.
+    pub(super) fn end_join(&mut self, reading: usize, out: &mut String) {
+        let Some(j) = self.joins[reading].take() else {
             return;
         };
-        let Some(tail) = self.recent.get(start..) else {
-            return;
-        };
-        let tail = tail.split('\n').next().unwrap_or("");
-        if tail.trim().is_empty() {
+        if !j.closed || (j.after.trim().is_empty() && reading == BROWSER) {
             return;
         }
         let mut text = j.context;
-        text.push_str(tail);
+        text.push_str(&j.after);
         let raw_end = self.raw_end(self.out_len);
         self.aside(&text, j.context_raw, raw_end, out);
+    }
+
+    /// The end of the text: every reading recorded is written.
+    pub(super) fn end_joins(&mut self, out: &mut String) {
+        self.end_join(BROWSER, out);
+        self.end_join(MARKDOWN, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commonmark_reads_these_as_tags_and_not_those() {
+        for tag in [
+            "<b>",
+            "</b >",
+            "<a href='x' title=\"y\">",
+            "<x-y/>",
+            "<a b=c d>",
+        ] {
+            assert!(COMMONMARK_TAG.is_match(tag), "{tag}");
+        }
+        for not in [
+            "<a/b>",
+            "<o:p>",
+            "<fo<q>",
+            "<forbidden fr<!---->",
+            "<a b=\"c>",
+            "< b>",
+        ] {
+            assert!(!COMMONMARK_TAG.is_match(not), "{not}");
+        }
+        assert_eq!(
+            INNER_MARKUP.replace_all("fo<q>x<!-- c -->y<!-->", ""),
+            "foxy"
+        );
     }
 }

@@ -80,6 +80,15 @@ impl Normalizer {
         self.text_char(c, raw, raw_end, !spelled, out);
     }
 
+    /// CommonMark decides a `_` run by the characters as written: after a word, the `&` of a
+    /// reference or the `<` of a tag is punctuation that lets the run close emphasis, whatever
+    /// it turns out to show (before a word, the run waits for the text shown next).
+    pub(super) fn underscores_before_punctuation(&mut self, out: &mut String) {
+        if !self.underscores.is_empty() && self.underscores_after_word {
+            self.flush_underscores(false, out);
+        }
+    }
+
     /// Writes the waiting `_` run as text (`keep`) or drops it as emphasis.
     fn flush_underscores(&mut self, keep: bool, out: &mut String) {
         let mut run = std::mem::take(&mut self.underscores);
@@ -124,6 +133,7 @@ impl Normalizer {
             self.flush_reference(out);
         }
         if c == '&' {
+            self.underscores_before_punctuation(out);
             self.reference.push(Unit {
                 c,
                 raw,
@@ -154,26 +164,67 @@ impl Normalizer {
     /// The text the reference read so far names, when `;` ends it here.
     fn resolve_reference(&self) -> Option<String> {
         let body: String = self.reference[1..].iter().map(|u| u.c).collect();
-        let number = |digits: &str, radix: u32| -> Option<String> {
-            if digits.is_empty() {
-                return None;
-            }
-            let code = u32::from_str_radix(digits, radix).ok()?;
-            let c = match code {
-                0 => char::REPLACEMENT_CHARACTER,
-                _ => char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
-            };
-            Some(c.to_string())
-        };
-        if let Some(hex) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {
-            return number(hex, 16);
-        }
-        if let Some(decimal) = body.strip_prefix('#') {
-            return number(decimal, 10);
-        }
-        NAMED.get(body.as_str()).cloned()
+        resolve(&body)
     }
+}
 
+/// `text` with its character references (as the reference stage reads them) replaced by
+/// what they name: the text of a tag Markdown shows as written (`join.rs`).
+pub(super) fn decode_references(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let end = rest[1..]
+            .char_indices()
+            .take(MAX_REFERENCE)
+            .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '#'))
+            .map(|(i, c)| (i + 1, c));
+        match end {
+            Some((semi, ';')) => match resolve(&rest[1..semi]) {
+                Some(named) => {
+                    out.push_str(&named);
+                    rest = &rest[semi + 1..];
+                }
+                None => {
+                    out.push('&');
+                    rest = &rest[1..];
+                }
+            },
+            _ => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What a reference's body (between `&` and `;`) names.
+fn resolve(body: &str) -> Option<String> {
+    let number = |digits: &str, radix: u32| -> Option<String> {
+        if digits.is_empty() {
+            return None;
+        }
+        let code = u32::from_str_radix(digits, radix).ok()?;
+        let c = match code {
+            0 => char::REPLACEMENT_CHARACTER,
+            _ => char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
+        };
+        Some(c.to_string())
+    };
+    if let Some(hex) = body.strip_prefix("#x").or_else(|| body.strip_prefix("#X")) {
+        return number(hex, 16);
+    }
+    if let Some(decimal) = body.strip_prefix('#') {
+        return number(decimal, 10);
+    }
+    NAMED.get(body).cloned()
+}
+
+impl Normalizer {
     /// The reference read so far is text as written (its `&` starts nothing).
     pub(super) fn flush_reference(&mut self, out: &mut String) {
         let mut read = std::mem::take(&mut self.reference);

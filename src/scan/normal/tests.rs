@@ -767,6 +767,25 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         "forbid<https://e.x/p?q=1>den fruit",
         "forbid<ab:c d>den fruit",
         "forbid<ab:c<d>den fruit",
+        "forbid<ab:c title=\">\">den fruit",
+        "for<x@y.z>bid<https://e.x>den fruit",
+        // An image: a person sees it, not its alt text.
+        "forbid![alt](img.png)den fruit",
+        // A line break next to a zero-width space (or a <wbr>) shows as nothing.
+        "forbidden fru\n\u{200b}it",
+        "forbidden fru\u{200b} \n it",
+        "forbidden fru<wbr>\nit",
+        "forbidden fru\n&#8203;it",
+        // Text a browser does not show where scripts run, or shows in a box of its own.
+        "forbid<noscript>x</noscript>den fruit",
+        "forbid<textarea>x</textarea>den fruit",
+        // A `_` run before a reference or a tag, after a word: emphasis that closes.
+        "forbidden frui__&#8203;t",
+        "_forbidden frui_<b>t",
+        // Tags CommonMark shows as text, a browser hides.
+        "<forbidden fr<!---->uit",
+        "<forbidden fruit",
+        "x <forbidden f&shy;ruit",
         "for\\bidden fruit",
         "for&#98;idden <em>fruit</em>",
     ] {
