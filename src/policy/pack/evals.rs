@@ -63,8 +63,8 @@ pub(super) fn parse_eval(
             }
         }
     }
-    if type_name == "assertion" {
-        let (inner, t) = unwrap_assertion(&check).map_err(&at)?;
+    if type_name == "assertion" || type_name == "guardrail" {
+        let (inner, t) = unwrap_assertion(&check, &type_name).map_err(&at)?;
         check = inner;
         if t.min_score.is_some() || t.max_score.is_some() {
             threshold = Some(t);
@@ -109,14 +109,23 @@ pub(super) fn parse_eval(
     }))
 }
 
-/// PromptKit's `type: assertion` wrapper (runtime/evals/wrappers.go): the eval `eval_type`
-/// with the params `eval_params`, passing when its score is at least `min_score` and at most
-/// `max_score` (neither: a score of 1, the default threshold). The wrapped check, and the
-/// threshold.
-fn unwrap_assertion(check: &Map<String, Value>) -> Result<(Map<String, Value>, Threshold), String> {
+/// PromptKit's `type: assertion` and `type: guardrail` wrappers (runtime/evals/wrappers.go):
+/// the eval `eval_type` with the params `eval_params`, passing when its score is at least
+/// `min_score` and at most `max_score` (neither: a score of 1, the default threshold); a
+/// guardrail also takes `action` (PromptKit records it with the verdict; default `block`).
+/// An eval that gives no score counts as failed either way here (`error`), PromptKit's
+/// guardrail reading (fail closed). The wrapped check, and the threshold.
+fn unwrap_assertion(
+    check: &Map<String, Value>,
+    wrapper: &str,
+) -> Result<(Map<String, Value>, Threshold), String> {
     let params = match check.get("params") {
         Some(Value::Object(p)) => p,
-        _ => return Err("a `type: assertion` needs `params` with `eval_type`".into()),
+        _ => {
+            return Err(format!(
+                "a `type: {wrapper}` needs `params` with `eval_type`"
+            ))
+        }
     };
     let mut threshold = Threshold::default();
     let mut inner = check.clone();
@@ -124,8 +133,15 @@ fn unwrap_assertion(check: &Map<String, Value>) -> Result<(Map<String, Value>, T
     inner.insert("params".into(), Value::Object(Map::new()));
     for (key, value) in params {
         match key.as_str() {
+            "action" if wrapper == "guardrail" => {
+                if !value.is_string() {
+                    return Err("param 'action': a string (block, the default, or another action name)".into());
+                }
+            }
             "eval_type" => match value.as_str() {
-                Some(t) if !t.is_empty() && t != "assertion" => eval_type = Some(t.to_owned()),
+                Some(t) if !t.is_empty() && t != "assertion" && t != "guardrail" => {
+                    eval_type = Some(t.to_owned())
+                }
                 _ => return Err("param 'eval_type': the type of the eval it wraps, a string".into()),
             },
             "eval_params" => match value {
@@ -146,7 +162,8 @@ fn unwrap_assertion(check: &Map<String, Value>) -> Result<(Map<String, Value>, T
             }
             other => {
                 return Err(format!(
-                    "param '{other}': unknown (a `type: assertion` takes eval_type, eval_params, min_score, max_score)"
+                    "param '{other}': unknown (a `type: {wrapper}` takes eval_type, eval_params, min_score, max_score{})",
+                    if wrapper == "guardrail" { ", action" } else { "" }
                 ))
             }
         }
@@ -325,7 +342,7 @@ mod tests {
     fn the_assertion_wrapper_unwraps_to_its_eval_and_threshold() {
         let check = |v: Value| v.as_object().unwrap().clone();
         let (inner, t) = unwrap_assertion(&check(json!({"type": "assertion",
-            "params": {"eval_type": "contains", "eval_params": {"patterns": ["a"]}, "min_score": 0.5}})))
+            "params": {"eval_type": "contains", "eval_params": {"patterns": ["a"]}, "min_score": 0.5}})), "assertion")
         .unwrap();
         assert_eq!(inner["type"], "contains");
         assert_eq!(inner["params"], json!({"patterns": ["a"]}));
@@ -349,8 +366,25 @@ mod tests {
                 "'action': unknown",
             ),
         ] {
-            let e = unwrap_assertion(&check(bad.clone())).unwrap_err();
+            let e = unwrap_assertion(&check(bad.clone()), "assertion").unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
+        // The guardrail wrapper: the same, and an `action`.
+        let (inner, t) = unwrap_assertion(
+            &check(
+                json!({"type": "guardrail", "params": {"eval_type": "banned_words",
+                "eval_params": {"words": ["x"]}, "max_score": 0.2, "action": "block"}}),
+            ),
+            "guardrail",
+        )
+        .unwrap();
+        assert_eq!(inner["type"], "banned_words");
+        assert_eq!((t.min_score, t.max_score), (None, Some(0.2)));
+        let e = unwrap_assertion(
+            &check(json!({"type": "guardrail", "params": {"eval_type": "x", "action": 1}})),
+            "guardrail",
+        )
+        .unwrap_err();
+        assert!(e.contains("'action': a string"), "{e}");
     }
 }
