@@ -54,14 +54,89 @@ pub(super) enum Markup {
     /// (`<![CDATA[…]]>`): raw HTML to CommonMark, a bogus comment to a browser, which hides it
     /// up to the first `>`.
     Bogus,
-    /// A link's destination and title, up to the `)` that closes the `(` (`depth`: nested
-    /// parentheses).
-    Destination { depth: u8 },
+    /// A link's destination and title, up to the `)` that closes the `(`.
+    Destination(Destination),
     /// An autolink's text, up to its `>`.
     Autolink,
     /// The content of a raw-text element ([`RAW_TEXT`]`[element]`), up to its end tag
     /// (`matched`: how many characters of `</name` came last).
     RawText { element: u8, matched: u8 },
+}
+
+/// Where the reader is in a link's `(destination "title")` (CommonMark 6.3): a destination in
+/// `<…>` or raw (parentheses balanced), then an optional title in `"…"`, `'…'` or `(…)`,
+/// backslash escapes everywhere, line breaks but no blank line; the `)` after them ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Destination {
+    phase: u8,
+    depth: u8,
+    close: char,
+    escape: bool,
+    line_break: bool,
+}
+
+impl Destination {
+    const BEFORE: u8 = 0;
+    const ANGLE: u8 = 1;
+    const RAW: u8 = 2;
+    const AFTER: u8 = 3;
+    const TITLE: u8 = 4;
+
+    /// The state after `c`; `None`: the link ends here (its `)`, or a blank line).
+    fn next(mut self, c: char, spelled: bool) -> Option<Destination> {
+        if spelled {
+            if self.phase == Self::BEFORE || self.phase == Self::AFTER {
+                self.phase = Self::RAW;
+            }
+            return Some(self);
+        }
+        if self.escape {
+            self.escape = false;
+            return Some(self);
+        }
+        let space = c.is_whitespace();
+        if is_paragraph_end(c) {
+            if self.line_break {
+                return None;
+            }
+            self.line_break = true;
+        } else if !space {
+            self.line_break = false;
+        }
+        if c == '\\' && self.phase != Self::BEFORE && self.phase != Self::AFTER {
+            self.escape = true;
+            return Some(self);
+        }
+        match self.phase {
+            Self::BEFORE | Self::AFTER if space => {}
+            Self::BEFORE if c == '<' => self.phase = Self::ANGLE,
+            Self::BEFORE | Self::AFTER if c == ')' => return None,
+            Self::AFTER if c == '"' || c == '\'' => {
+                self.phase = Self::TITLE;
+                self.close = c;
+            }
+            Self::AFTER if c == '(' => {
+                self.phase = Self::TITLE;
+                self.close = ')';
+            }
+            Self::ANGLE if c == '>' => self.phase = Self::AFTER,
+            Self::ANGLE => {}
+            Self::TITLE if c == self.close => self.phase = Self::AFTER,
+            Self::TITLE => {}
+            // A raw destination (or what follows a title: not CommonMark's, read as one).
+            _ => {
+                self.phase = Self::RAW;
+                match c {
+                    _ if space => self.phase = Self::AFTER,
+                    '(' => self.depth = self.depth.saturating_add(1),
+                    ')' if self.depth == 0 => return None,
+                    ')' => self.depth -= 1,
+                    _ => {}
+                }
+            }
+        }
+        Some(self)
+    }
 }
 
 /// Where a browser's tokenizer is among a tag's attributes (WHATWG 13.2.5.32–.39), so that a
@@ -96,11 +171,12 @@ pub(super) fn html_space(c: char) -> bool {
 
 /// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
 /// hidden up to their end tag, their text an aside.
-pub(super) const RAW_TEXT: [&str; 9] = [
+pub(super) const RAW_TEXT: [&str; 11] = [
     "script", "style", "template", "title", "iframe", "noembed", "noframes",
     // Raw text where scripts run, as in every person's browser.
     "noscript", // Shown in a box of its own, apart from the words around it.
-    "textarea",
+    "textarea", // Not displayed by a browser's own style sheet.
+    "datalist", "rp",
 ];
 
 /// Tags a renderer shows as a break between words.
@@ -275,24 +351,23 @@ impl Normalizer {
                 }
                 return self.hide(unit, out);
             }
-            Markup::Destination { depth } => {
-                if !spelled && is_paragraph_end(c) {
-                    self.end_hidden(out);
-                    self.markup = Markup::Text;
-                } else {
-                    let depth = match c {
-                        '(' if !spelled => depth.saturating_add(1),
-                        ')' if !spelled && depth == 0 => {
-                            self.end_hidden(out);
-                            self.markup = Markup::Text;
-                            self.image_end();
-                            return;
-                        }
-                        ')' if !spelled => depth - 1,
-                        _ => depth,
-                    };
-                    self.markup = Markup::Destination { depth };
-                    return self.hide(unit, out);
+            Markup::Destination(d) => {
+                match d.next(c, spelled) {
+                    Some(d) => {
+                        self.markup = Markup::Destination(d);
+                        return self.hide(unit, out);
+                    }
+                    None if c == ')' => {
+                        self.end_hidden(out);
+                        self.markup = Markup::Text;
+                        self.image_end();
+                        return;
+                    }
+                    // A blank line: no link (what was read stays hidden).
+                    None => {
+                        self.end_hidden(out);
+                        self.markup = Markup::Text;
+                    }
                 }
             }
             Markup::Autolink => {
@@ -346,7 +421,7 @@ impl Normalizer {
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);
             }
-            '(' if after_bracket => self.markup = Markup::Destination { depth: 0 },
+            '(' if after_bracket => self.markup = Markup::Destination(Destination::default()),
             _ => {
                 if is_paragraph_end(c) {
                     self.brackets = 0;

@@ -247,8 +247,13 @@ impl Normalizer {
                     } else {
                         self.joins[BROWSER] = None;
                     }
-                } else if super::chars::is_paragraph_end(c) {
-                    self.joins[BROWSER] = None;
+                } else {
+                    // Line breaks may come in the alt text and the destination; a bound ends
+                    // an image that never does.
+                    j.read += 1;
+                    if j.read > MAX_TAG {
+                        self.joins[BROWSER] = None;
+                    }
                 }
             } else if j.tag && !j.closed {
                 if j.gt {
@@ -299,7 +304,9 @@ impl Normalizer {
         let Some(j) = self.joins[reading].take() else {
             return;
         };
-        if !j.closed || (j.after.trim().is_empty() && reading == BROWSER) {
+        // Written even with nothing after the construct: its reading ends a word there (the
+        // view's `fruit<ab:c>` is `fruitab:c`) and may carry an earlier construct's.
+        if !j.closed || (j.context.trim().is_empty() && j.after.trim().is_empty()) {
             return;
         }
         let mut text = j.context;

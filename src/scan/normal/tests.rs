@@ -764,6 +764,16 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         // An autolink a browser hides: its reading (the word joined around it) is read too.
         "forbid<ab:c>den fruit",
         "forbid<x@y.z>den fruit",
+        // Review 6: a trailing autolink, and link titles, escapes and <…> destinations.
+        "forbidden fruit<ab:c>",
+        "forbid<ab:c>den fruit, see <https://e.x>",
+        "[forbid](x \"a)b\")den fruit",
+        "[forbid](x 'a)b')den fruit",
+        "[forbid](a\\)b)den fruit",
+        "[forbid](<a)b>)den fruit",
+        "[forbid](x (a\\)b))den fruit",
+        "forbid![a](b \"c)d\")den fruit",
+        "forbid![a](\nc)den fruit",
         "forbid<https://e.x/p?q=1>den fruit",
         "forbid<ab:c d>den fruit",
         "forbid<ab:c<d>den fruit",
