@@ -64,7 +64,7 @@ pub(super) fn parse_eval(
         }
     }
     if type_name == "assertion" || type_name == "guardrail" {
-        let (inner, t) = unwrap_assertion(&check, &type_name).map_err(&at)?;
+        let (inner, t) = unwrap_assertion(&check, type_name).map_err(&at)?;
         check = inner;
         if t.min_score.is_some() || t.max_score.is_some() {
             threshold = Some(t);
