@@ -197,7 +197,7 @@ pub struct Normalizer {
     joins: [Option<Box<join::Join>>; 2],
     /// `full`: a white space run waiting for the character after it, and whether the last
     /// character was a U+200B (`segment.rs`).
-    pending_space: Option<segment::Pending>,
+    after_break: bool,
     after_zwsp: bool,
     /// `full`: the tag being read is a `<wbr>` (`segment.rs`); its text as written (`join.rs`).
     wbr: bool,
@@ -239,7 +239,7 @@ impl Normalizer {
             brackets: 0,
             after_bracket: false,
             joins: [None, None],
-            pending_space: None,
+            after_break: false,
             after_zwsp: false,
             wbr: false,
             tag_raw: String::new(),
@@ -346,8 +346,8 @@ impl Normalizer {
             || self.escape.is_some()
             || self.after_bracket
             || self.joining()
-            || self.pending_space.is_some()
             || self.after_zwsp
+            || self.after_break
         {
             return 0;
         }
@@ -409,8 +409,8 @@ impl Normalizer {
     /// One character past the Markdown stage; `literal` is false for a character a reference
     /// spelled, whose view maps to the whole reference.
     fn text_char(&mut self, c: char, raw: u64, raw_end: u64, literal: bool, out: &mut String) {
-        if self.mode == Normalize::Full && self.segment_char(c, raw, raw_end, out) {
-            return;
+        if self.mode == Normalize::Full {
+            self.segment_char(c, raw);
         }
         if c.is_ascii() {
             let unit = Unit {
@@ -495,7 +495,6 @@ impl Normalizer {
             self.finish_html(&mut out);
         }
         self.finish_markup(&mut out);
-        self.end_segment(&mut out);
         self.end_joins(&mut out);
         self.end_bidi(&mut out);
         self.flush_marks(&mut out);

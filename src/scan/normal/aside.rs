@@ -66,9 +66,8 @@ impl Normalizer {
         // The aside and the view written again after it are no text a reader reads on: no
         // recording around an autolink takes them (`join.rs`).
         let joins = std::mem::take(&mut self.joins);
-        // Nor is a white space run waiting in the text (`segment.rs`) the aside's.
-        let (pending_space, after_zwsp) = (self.pending_space.take(), self.after_zwsp);
-        self.after_zwsp = false;
+        // Nor is the text's state around line breaks (`segment.rs`) the aside's.
+        let (after_break, after_zwsp) = (self.after_break, self.after_zwsp);
         let (at, replay) = self.replay_text();
         let replay: Vec<Unit> = replay
             .char_indices()
@@ -94,7 +93,7 @@ impl Normalizer {
             self.starter(u, out);
         }
         self.joins = joins;
-        self.pending_space = pending_space;
+        self.after_break = after_break;
         self.after_zwsp = after_zwsp;
     }
 

@@ -640,7 +640,7 @@ impl Normalizer {
         // A browser lays `<wbr>` out as a U+200B: a line break next to it shows as nothing
         // (`segment.rs`).
         if std::mem::take(&mut self.wbr) {
-            self.wbr_read();
+            self.wbr_read(raw);
         }
         // A tag CommonMark does not read as one is text to a Markdown renderer (`join.rs`).
         self.tag_ended(false, out);

@@ -90,6 +90,8 @@ pub(super) struct Join {
     depth: u32,
     alt: bool,
     destination: bool,
+    /// A line break a browser removes: the white space recorded first is not shown.
+    trim: bool,
 }
 
 /// The longest browser's tag read for its `>`.
@@ -133,16 +135,12 @@ impl Normalizer {
             }
             _ => {
                 let _ = out;
-                let (at, mut context) = self.replay_text();
+                let (at, context) = self.replay_text();
                 let context_raw = if context.is_empty() {
                     raw
                 } else {
                     self.raw_start(at)
                 };
-                // A white space run still waiting (`segment.rs`) shows before the construct.
-                if self.pending_space.is_some() {
-                    context.push(' ');
-                }
                 (context, context_raw)
             }
         }
@@ -168,6 +166,22 @@ impl Normalizer {
             context,
             context_raw,
             closed: true,
+            ..Join::default()
+        }));
+    }
+
+    /// A line break next to a U+200B (`segment.rs`): a browser shows none there, so the view
+    /// before the white space is joined to what comes after it.
+    pub(super) fn join_across_break(&mut self, raw: u64) {
+        let mut scratch = String::new();
+        let (mut context, context_raw) = self.context(BROWSER, raw, &mut scratch);
+        let kept = context.trim_end_matches([' ', '\t']).len();
+        context.truncate(kept);
+        self.joins[BROWSER] = Some(Box::new(Join {
+            context,
+            context_raw,
+            closed: true,
+            trim: true,
             ..Join::default()
         }));
     }
@@ -310,7 +324,11 @@ impl Normalizer {
             return;
         }
         let mut text = j.context;
-        text.push_str(&j.after);
+        text.push_str(if j.trim {
+            j.after.trim_start_matches([' ', '\t'])
+        } else {
+            &j.after
+        });
         let raw_end = self.raw_end(self.out_len);
         self.aside(&text, j.context_raw, raw_end, out);
     }
