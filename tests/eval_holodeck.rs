@@ -11,37 +11,13 @@
 
 mod common;
 
-use common::mock_upstream::{MockUpstream, RecordedRequest, Reply};
+use common::binary::eval;
+use common::mock_upstream::{openai_chat_answer, MockUpstream, RecordedRequest, Reply};
 use common::scripted::Rng;
 use guardwire::suite::deterministic::{Equality, Numeric, ResponsePath};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_guardwire");
-
-fn eval(args: &[&str]) -> (i32, String) {
-    let out = Command::new(BIN)
-        .arg("eval")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("GUARDWIRE_EVAL_KEY")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
-
-fn whole(text: &str) -> String {
-    json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-           "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-           "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}})
-    .to_string()
-}
 
 fn last_user(req: &RecordedRequest) -> String {
     let body = req.body_json().unwrap_or(Value::Null);
@@ -74,7 +50,7 @@ async fn model() -> MockUpstream {
             }
             other => format!("unexpected prompt {other:?}"),
         };
-        Reply::json(200, &whole(&text))
+        Reply::json(200, &openai_chat_answer(&text))
     })
     .await
 }
@@ -372,7 +348,10 @@ fn what_holodeck_runs_elsewhere_is_refused_naming_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_agent_file_runs_as_documented() {
     let echo = MockUpstream::start(|req| {
-        Reply::json(200, &whole(&format!("You said: {}", last_user(req))))
+        Reply::json(
+            200,
+            &openai_chat_answer(&format!("You said: {}", last_user(req))),
+        )
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
