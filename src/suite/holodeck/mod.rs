@@ -1,7 +1,8 @@
 //! `guardwire eval --holodeck agent.yaml`: a HoloDeck agent's `test_cases` sent live through
 //! guardwire to the config's upstream (the agent's model, its instructions as the system
 //! prompt), its `evaluations` scored on the answers with HoloDeck's rules, and the reports of
-//! `--cases`. `agent.rs` reads the file as HoloDeck's models do; this runs it.
+//! `--cases`. `agent.rs` reads the file as HoloDeck's models do (`metric.rs` its metrics lists); this runs
+//! it.
 //!
 //! HoloDeck's rules followed here (its `lib/test_runner/executor.py`): a metric's list is the
 //! turn's, else the test case's, else the agent's; a metric whose inputs a turn lacks (a
@@ -13,6 +14,7 @@
 //! conversation so far (the earlier turns and the answers they got).
 
 mod agent;
+mod metric;
 
 use super::cases::{Case, CaseResult};
 use super::live::{self, LiveOptions};
