@@ -335,7 +335,7 @@ impl Scorer {
             Metric::Contains => return plain(hit(&|r| answer.trim().contains(r))),
             Metric::Equality(e) => return plain(f64::from(u8::from(e.equal(answer, first())))),
             Metric::Numeric(n) => return plain(f64::from(u8::from(n.equal(answer, first())?))),
-            Metric::Matches(m) => return plain(f64::from(u8::from(m.found(answer)?))),
+            Metric::Matches(m) => return plain(f64::from(u8::from(m.found(answer)))),
             Metric::Bleu => TextMetric::Bleu,
             Metric::Rouge => TextMetric::Rouge {
                 variant: self.rouge_variant,

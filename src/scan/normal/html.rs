@@ -643,7 +643,7 @@ impl Normalizer {
             self.wbr_read(raw);
         }
         // A tag CommonMark does not read as one is text to a Markdown renderer (`join.rs`).
-        self.tag_ended(false, out);
+        self.tag_ended(false);
     }
 
     /// The `<` construct read so far is text as written.
@@ -686,7 +686,7 @@ impl Normalizer {
             Markup::Attributes { .. } => {
                 self.end_hidden(out);
                 // Never closed: a browser drops it, a Markdown renderer shows it.
-                self.tag_ended(true, out);
+                self.tag_ended(true);
             }
             _ => self.end_hidden(out),
         }

@@ -120,7 +120,7 @@ impl Normalizer {
 
     /// The context of a construct of `reading` opening: that reading recorded so far (another
     /// construct of it is being recorded), else the view's last characters.
-    fn context(&mut self, reading: usize, raw: u64, out: &mut String) -> (String, u64) {
+    fn context(&mut self, reading: usize, raw: u64) -> (String, u64) {
         match self.joins[reading].take() {
             Some(j) if j.closed => {
                 let mut text = j.context;
@@ -134,7 +134,6 @@ impl Normalizer {
                 (line[start..].to_owned(), j.context_raw)
             }
             _ => {
-                let _ = out;
                 let (at, context) = self.replay_text();
                 let context_raw = if context.is_empty() {
                     raw
@@ -148,7 +147,7 @@ impl Normalizer {
 
     /// A tag the view hid ended (`unclosed`: the text ended inside it). When CommonMark does
     /// not read it as a tag, a Markdown renderer shows it as written (its references decoded).
-    pub(super) fn tag_ended(&mut self, unclosed: bool, out: &mut String) {
+    pub(super) fn tag_ended(&mut self, unclosed: bool) {
         let text = std::mem::take(&mut self.tag_raw);
         if text.is_empty()
             || text.len() >= MAX_TAG_TEXT
@@ -157,7 +156,7 @@ impl Normalizer {
             return;
         }
         let raw = self.tag_raw_at;
-        let (mut context, context_raw) = self.context(MARKDOWN, raw, out);
+        let (mut context, context_raw) = self.context(MARKDOWN, raw);
         // What CommonMark does read inside it (a comment, a tag: `<fo<q>`) it hides.
         let shown = INNER_MARKUP.replace_all(&text[1..], "");
         context.push('<');
@@ -173,8 +172,7 @@ impl Normalizer {
     /// A line break next to a U+200B (`segment.rs`): a browser shows none there, so the view
     /// before the white space is joined to what comes after it.
     pub(super) fn join_across_break(&mut self, raw: u64) {
-        let mut scratch = String::new();
-        let (mut context, context_raw) = self.context(BROWSER, raw, &mut scratch);
+        let (mut context, context_raw) = self.context(BROWSER, raw);
         let kept = context.trim_end_matches([' ', '\t']).len();
         context.truncate(kept);
         self.joins[BROWSER] = Some(Box::new(Join {
@@ -188,8 +186,7 @@ impl Normalizer {
 
     /// An autolink opens at raw `raw` (its `<`).
     pub(super) fn open_join(&mut self, raw: u64) {
-        let mut scratch = String::new();
-        let (context, context_raw) = self.context(BROWSER, raw, &mut scratch);
+        let (context, context_raw) = self.context(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
             context,
             context_raw,
