@@ -2,7 +2,7 @@
 //! `EvaluationMetric`, `GEvalMetric`, `RAGMetric`), `code` refused — checked as HoloDeck's
 //! models check it and turned into a metric with HoloDeck's pass rule.
 
-use super::agent::{check_provider, Judges, Provider};
+use super::provider::{check_provider, Judges, Provider};
 use crate::suite::deterministic::{Equality, Numeric, ResponsePath};
 use crate::suite::judged::{self, Kind, Param, Spec};
 use crate::suite::metrics::{Asked, Metric};

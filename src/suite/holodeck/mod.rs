@@ -15,6 +15,7 @@
 
 mod agent;
 mod metric;
+mod provider;
 
 use super::cases::{Case, CaseResult};
 use super::live::{self, LiveOptions};
@@ -61,7 +62,7 @@ pub fn run(opts: &EvalOptions, h: &HolodeckOptions) -> Result<Verdict, EvalError
     }
     live.retry.check().map_err(EvalError::Setup)?;
     let config = Config::load(&opts.config).map_err(|e| EvalError::Setup(e.to_string()))?;
-    let judges = agent::Judges(
+    let judges = provider::Judges(
         config
             .judges
             .iter()
