@@ -72,7 +72,7 @@ pub enum Delta<'a> {
 }
 
 /// Who wrote a message of the conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Role {
     System,
     User,
@@ -98,7 +98,7 @@ impl Role {
 }
 
 /// A tool call made by the assistant earlier in the conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub id: Option<String>,
     pub name: String,
@@ -107,7 +107,7 @@ pub struct ToolCall {
 }
 
 /// One message of a request's conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Message {
     pub role: Role,
     /// Text parts, in order (multi-part content keeps its parts apart).
@@ -183,14 +183,14 @@ pub fn result_reports_error(text: &str) -> bool {
 }
 
 /// A tool the client offers the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolSpec {
     pub name: String,
     pub description: Option<String>,
 }
 
 /// What a request asks of the model, in one shape for every protocol.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Conversation {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,

@@ -149,8 +149,19 @@ async fn evals_score_turns_off_the_path_and_never_change_the_answer() {
         "{m}"
     );
 
-    // A whole answer: released as the provider sent it, whatever the evals find.
-    let r = post_chat(proxy.addr(), &chat("hi", false)).await;
+    // A whole answer: released as the provider sent it, whatever the evals find. The client
+    // ends its session with it, so `on_session_complete` runs too.
+    let r = send(
+        proxy.addr(),
+        "POST",
+        "/v1/chat/completions",
+        chat("hi", false),
+        &[
+            ("content-type", "application/json"),
+            ("x-session-end", "true"),
+        ],
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), answer);
     let m = metrics_with(
@@ -222,7 +233,7 @@ async fn evals_score_turns_off_the_path_and_never_change_the_answer() {
     );
     assert!(
         !m.contains(&result("greeted", "fail", 1)),
-        "a blocked turn does not complete the session: {m}"
+        "a turn that does not end its session does not complete it: {m}"
     );
     assert_eq!(
         judge.requests().len(),

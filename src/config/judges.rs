@@ -313,6 +313,11 @@ pub struct EvalsConfig {
     /// The request header that names the session (`sample_sessions`, `sample_turns`); without
     /// it a session is known by its conversation's first messages.
     pub session_header: String,
+    /// The request header that ends the session with this turn (`true` or `1`): the
+    /// session-level evals (`on_session_complete`, `sample_sessions`) run once it is answered.
+    pub session_end_header: String,
+    /// A session without a turn for this long has ended (its session-level evals run).
+    pub session_idle_ms: u64,
     /// The WordNet 3.0 folder the packs' `meteor` evals read (loaded when a pack asks for it).
     pub wordnet_dir: std::path::PathBuf,
 }
@@ -325,6 +330,9 @@ impl Default for EvalsConfig {
             max_queue_bytes: 64 << 20,
             max_concurrency: 4,
             session_header: "x-session-id".into(),
+            session_end_header: "x-session-end".into(),
+            // A quarter of an hour: longer than a person's pause, short enough to report on.
+            session_idle_ms: 15 * 60 * 1000,
             wordnet_dir: crate::scoring::meteor::Meteor::default_dir().to_path_buf(),
         }
     }
@@ -343,6 +351,16 @@ pub(super) fn validate_evals(e: &EvalsConfig) -> Result<(), ConfigError> {
     }
     if http::HeaderName::from_bytes(e.session_header.as_bytes()).is_err() {
         return Err(at("session_header: not a valid header name"));
+    }
+    if http::HeaderName::from_bytes(e.session_end_header.as_bytes()).is_err()
+        || e.session_end_header.eq_ignore_ascii_case(&e.session_header)
+    {
+        return Err(at(
+            "session_end_header: not a valid header name, or the same as session_header",
+        ));
+    }
+    if !(1_000..=30 * 24 * 3_600_000).contains(&e.session_idle_ms) {
+        return Err(at("session_idle_ms: must be from 1000 (1 s) to 2592000000 (30 days)"));
     }
     Ok(())
 }

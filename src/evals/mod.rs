@@ -13,8 +13,10 @@
 //! assistant messages before it.
 
 mod run;
+pub mod session;
 
 pub use run::{check_turn, detail_line, score_reference};
+pub use session::{SessionContext, SessionResolver};
 
 use crate::audit::Audit;
 use crate::budget::{Budget, Held};
@@ -27,7 +29,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc;
 
 /// A validator that fired on the exchange (for `guardrail_triggered`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Fired {
     /// Its index in the exchange's policy.
     pub validator: u32,
@@ -62,9 +64,49 @@ pub struct Turn {
     pub key_id: Option<&'static str>,
     /// From the request's arrival to the exchange's end (`latency_budget`).
     pub elapsed_ms: u64,
-    /// Tokens the provider reported, and the model's price (`cost_budget`).
-    pub usage: (Option<u64>, Option<u64>),
-    pub price: Option<Price>,
+    /// What the turn spent — once recorded in its session, what the session spent up to it
+    /// (`cost_budget`).
+    pub spend: Spend,
+    /// The client ended its session with this turn (`evals.session_end_header`).
+    pub ends_session: bool,
+}
+
+/// Tokens and their price, as `cost_budget` reads them: a turn's, or its session's so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spend {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// `None` without a price for the model, or without both token counts.
+    pub cost_usd: Option<f64>,
+}
+
+impl Spend {
+    /// A turn's spend: its usage at the model's price; nothing when it never reached the
+    /// provider (`answered` false: blocked before the call).
+    pub fn of_turn(
+        answered: bool,
+        usage: (Option<u64>, Option<u64>),
+        price: Option<Price>,
+    ) -> Spend {
+        if !answered {
+            return Spend {
+                input_tokens: Some(0),
+                output_tokens: Some(0),
+                cost_usd: Some(0.0),
+            };
+        }
+        let cost_usd = match (usage, price) {
+            ((Some(i), Some(o)), Some(p)) => {
+                Some((i as f64 * p.input_per_mtok + o as f64 * p.output_per_mtok) / 1e6)
+            }
+            _ => None,
+        };
+        Spend {
+            input_tokens: usage.0,
+            output_tokens: usage.1,
+            cost_usd,
+        }
+    }
 }
 
 impl Turn {
@@ -124,6 +166,8 @@ pub struct EvalSeed {
     pub key_id: Option<&'static str>,
     /// When the request arrived (the turn's `elapsed_ms` counts from here).
     pub started: std::time::Instant,
+    /// The request ended its session (`evals.session_end_header`).
+    pub ends_session: bool,
 }
 
 impl EvalSeed {
@@ -138,6 +182,8 @@ impl EvalSeed {
         price: Option<Price>,
     ) {
         let turn = Turn {
+            spend: Spend::of_turn(answer.is_some(), usage, price),
+            ends_session: self.ends_session,
             turn_index: turn_index_of(&self.conversation),
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             policy: self.policy,
@@ -153,8 +199,6 @@ impl EvalSeed {
             protocol: self.protocol,
             request_id: self.request_id,
             key_id: self.key_id,
-            usage,
-            price,
         };
         let queue = Arc::clone(&self.queue);
         queue.submit(turn);
@@ -183,14 +227,15 @@ pub fn session_of(header: Option<&str>, conversation: &Conversation) -> String {
 }
 
 /// Whether some eval of `policy` may select the turn: sampling is decided from the request
-/// alone, so a turn no eval samples is not kept (nor queued) at all.
+/// alone, so a turn no eval samples is not kept (nor queued) at all — unless an eval sums the
+/// session's spend, which needs every turn.
 pub fn may_select(policy: &Policy, session: &str, turn_index: usize) -> bool {
     use crate::policy::evals::Trigger;
     policy.evals().iter().any(|e| match e.trigger {
         Trigger::SampleTurns(p) => sampled(session, turn_index, p),
         Trigger::SampleSessions(p) => sampled(session, 0, p),
         Trigger::EveryTurn | Trigger::WorkflowStep | Trigger::SessionComplete => true,
-    })
+    }) || policy.evals().iter().any(|e| e.reads_session_spend())
 }
 
 /// The turn's number in its session: the assistant messages before it.
@@ -232,17 +277,25 @@ pub fn sampled(session: &str, turn_index: usize, percentage: f64) -> bool {
 pub struct EvalQueue {
     config: EvalsConfig,
     metrics: Arc<Metrics>,
+    /// Where sessions are kept between turns (`None`: no session evals, in unit tests).
+    state: Option<Arc<crate::state::State>>,
     /// Turns waiting or being evaluated, with their share of `evals.max_queue_bytes`.
     sender: OnceLock<mpsc::Sender<(Turn, Held)>>,
     bytes: Arc<Budget>,
 }
 
 impl EvalQueue {
-    /// A queue of `config.max_queue` turns, its workers not started yet.
-    pub fn new(config: EvalsConfig, metrics: Arc<Metrics>) -> EvalQueue {
+    /// A queue of `config.max_queue` turns, its workers not started yet; sessions are kept in
+    /// `state`.
+    pub fn new(
+        config: EvalsConfig,
+        metrics: Arc<Metrics>,
+        state: Option<Arc<crate::state::State>>,
+    ) -> EvalQueue {
         EvalQueue {
             config,
             metrics,
+            state,
             sender: OnceLock::new(),
             bytes: Budget::new(),
         }
@@ -251,6 +304,11 @@ impl EvalQueue {
     /// The session header's name.
     pub fn session_header(&self) -> &str {
         &self.config.session_header
+    }
+
+    /// The header that ends a session's name.
+    pub fn session_end_header(&self) -> &str {
+        &self.config.session_end_header
     }
 
     /// A share of `evals.max_queue_bytes` for a turn of `n` bytes; `None` (and the turn
@@ -268,10 +326,15 @@ impl EvalQueue {
     pub fn start_on(&self, runtime: &tokio::runtime::Handle) -> &mpsc::Sender<(Turn, Held)> {
         self.sender.get_or_init(|| {
             let (tx, rx) = mpsc::channel(self.config.max_queue);
+            let sessions = self.state.as_ref().map(|state| session::Sessions {
+                state: Arc::clone(state),
+                idle_ms: self.config.session_idle_ms,
+            });
             runtime.spawn(work(
                 rx,
                 self.config.max_concurrency,
                 Arc::clone(&self.metrics),
+                sessions.map(Arc::new),
             ));
             tx
         })
@@ -305,7 +368,12 @@ impl EvalQueue {
 
 /// Takes turns in order, at most `concurrency` being evaluated at once; a turn waiting for a
 /// slot still counts in the queue's depth, and its bytes until it is evaluated.
-async fn work(mut rx: mpsc::Receiver<(Turn, Held)>, concurrency: usize, metrics: Arc<Metrics>) {
+async fn work(
+    mut rx: mpsc::Receiver<(Turn, Held)>,
+    concurrency: usize,
+    metrics: Arc<Metrics>,
+    sessions: Option<Arc<session::Sessions>>,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(concurrency));
     while let Some((turn, held)) = rx.recv().await {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
@@ -313,10 +381,71 @@ async fn work(mut rx: mpsc::Receiver<(Turn, Held)>, concurrency: usize, metrics:
         };
         metrics.evals.queue_depth.dec();
         let metrics = Arc::clone(&metrics);
+        let sessions = sessions.clone();
         tokio::spawn(async move {
-            run::evaluate(Arc::new(turn), &metrics).await;
+            let mut turn = turn;
+            let Some(sessions) = sessions.filter(|_| turn.policy.tracks_eval_sessions()) else {
+                run::evaluate(Arc::new(turn), &metrics).await;
+                drop((slot, held));
+                return;
+            };
+            sessions.record(&mut turn).await;
+            let turn = Arc::new(turn);
+            run::evaluate(Arc::clone(&turn), &metrics).await;
+            if turn.ends_session {
+                sessions.end(SessionContext::of(&turn), &metrics).await;
+            }
             drop((slot, held));
         });
+    }
+}
+
+impl EvalQueue {
+    /// The client ended `session` (an MCP `DELETE`): its session evals run now, on this
+    /// replica, whichever recorded its turns.
+    pub fn end_session(&self, context: SessionContext) {
+        let (Some(state), Ok(runtime)) = (&self.state, tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        if !context.policy.tracks_eval_sessions() {
+            return;
+        }
+        let sessions = session::Sessions {
+            state: Arc::clone(state),
+            idle_ms: self.config.session_idle_ms,
+        };
+        let metrics = Arc::clone(&self.metrics);
+        runtime.spawn(async move { sessions.end(context, &metrics).await });
+    }
+
+    /// Runs the session evals of every session that idled past `evals.session_idle_ms`, each
+    /// once over the fleet, until `stop` resolves; `resolve` finds a session's route and key
+    /// in the running config.
+    pub async fn sweep_idle_sessions(
+        &self,
+        resolve: &dyn SessionResolver,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let Some(state) = &self.state else {
+            return;
+        };
+        let sessions = session::Sessions {
+            state: Arc::clone(state),
+            idle_ms: self.config.session_idle_ms,
+        };
+        let sweep = async {
+            let mut every = tokio::time::interval(session::SWEEP_INTERVAL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                sessions.sweep(resolve, &self.metrics).await;
+            }
+        };
+        tokio::select! {
+            () = sweep => {}
+            () = stop => {}
+        }
     }
 }
 
@@ -331,7 +460,7 @@ mod tests {
             max_queue_bytes: 1000,
             ..EvalsConfig::default()
         };
-        let queue = EvalQueue::new(config, Arc::new(Metrics::new()));
+        let queue = EvalQueue::new(config, Arc::new(Metrics::new()), None);
         let first = queue.take_bytes(600);
         assert!(first.is_some());
         assert!(queue.take_bytes(600).is_none(), "600 + 600 > 1000");

@@ -23,17 +23,7 @@ enum Scored {
 
 /// Runs every eval of the turn's policy that selects it, at once.
 pub(super) async fn evaluate(turn: Arc<Turn>, metrics: &Metrics) {
-    let names: Vec<&str> = turn
-        .conversation
-        .messages
-        .iter()
-        .flat_map(|m| m.tool_calls.iter().map(|c| c.name.as_str()))
-        .chain(
-            turn.answer
-                .iter()
-                .flat_map(|a| a.tool_calls.iter().map(|(n, _)| n.as_str())),
-        )
-        .collect();
+    let names: Vec<&str> = tool_names(&turn);
     let mut runs = tokio::task::JoinSet::new();
     for (i, e) in turn.policy.evals().iter().enumerate() {
         if triggers(e.trigger, &turn) && e.when.holds(names.iter().copied()) {
@@ -53,16 +43,63 @@ pub(super) async fn evaluate(turn: Arc<Turn>, metrics: &Metrics) {
 }
 
 fn triggers(trigger: Trigger, turn: &Turn) -> bool {
-    let calls = || turn.answer.iter().flat_map(|a| a.tool_calls.iter());
+    let mut calls = turn.answer.iter().flat_map(|a| a.tool_calls.iter());
     match trigger {
         Trigger::EveryTurn => true,
-        Trigger::WorkflowStep => calls().any(|(n, _)| n == "workflow__transition"),
+        Trigger::WorkflowStep => calls.any(|(n, _)| n == "workflow__transition"),
         Trigger::SampleTurns(p) => sampled(&turn.session, turn.turn_index, p),
-        Trigger::SampleSessions(p) => sampled(&turn.session, 0, p),
-        Trigger::SessionComplete => {
-            !turn.blocked && turn.answer.is_some() && calls().next().is_none()
+        // Session-level: run when the session ends ([`evaluate_session`]).
+        Trigger::SampleSessions(_) | Trigger::SessionComplete => false,
+    }
+}
+
+/// Runs the evals a session's end selects (`on_session_complete`; `sample_sessions` when the
+/// session is sampled) over its last turn, whose spend is the session's. `lost`: the last
+/// turn was not kept, and each such eval reports that error instead.
+pub(super) async fn evaluate_session(turn: Arc<Turn>, metrics: &Metrics, lost: Option<&str>) {
+    let names: Vec<&str> = tool_names(&turn);
+    let mut runs = tokio::task::JoinSet::new();
+    for (i, e) in turn.policy.evals().iter().enumerate() {
+        let selected = match e.trigger {
+            Trigger::SessionComplete => true,
+            Trigger::SampleSessions(p) => sampled(&turn.session, 0, p),
+            _ => false,
+        };
+        if !selected {
+            continue;
+        }
+        if let Some(why) = lost {
+            record(&turn, metrics, e, Scored::Error(why.to_owned()));
+            continue;
+        }
+        if e.when.holds(names.iter().copied()) {
+            let turn = Arc::clone(&turn);
+            runs.spawn(async move {
+                let scored = score(&turn.policy.evals()[i], &turn).await;
+                (i, scored)
+            });
         }
     }
+    while let Some(done) = runs.join_next().await {
+        match done {
+            Ok((i, scored)) => record(&turn, metrics, &turn.policy.evals()[i], scored),
+            Err(e) => tracing::error!(error = %e, "an eval's task failed"),
+        }
+    }
+}
+
+/// The tools called in the turn's session: the request's history and the answer's.
+fn tool_names(turn: &Turn) -> Vec<&str> {
+    turn.conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.name.as_str()))
+        .chain(
+            turn.answer
+                .iter()
+                .flat_map(|a| a.tool_calls.iter().map(|(n, _)| n.as_str())),
+        )
+        .collect()
 }
 
 async fn score(eval: &Eval, turn: &Turn) -> Scored {
@@ -204,24 +241,23 @@ fn replay(policy: &Arc<Policy>, turn: &Turn) -> bool {
         policy,
         &turn.conversation,
         turn.answer.as_ref(),
-        turn.usage,
-        turn.price,
+        turn.spend,
         turn.elapsed_ms,
     )
 }
 
 /// A deterministic check's one-validator policy over one turn (the request's conversation,
-/// the answer, its usage, price and time): true when it passes. The evals' path, also taken by
-/// `guardwire eval`'s scenario assertions.
+/// the answer, what it — or its session so far — spent, and its time): true when it passes.
+/// The evals' path, also taken by `guardwire eval`'s scenario assertions.
 pub fn check_turn(
     policy: &Arc<Policy>,
     conversation: &crate::delta::Conversation,
     answer: Option<&crate::judge::Answer>,
-    usage: (Option<u64>, Option<u64>),
-    price: Option<crate::config::Price>,
+    spend: super::Spend,
     elapsed_ms: u64,
 ) -> bool {
-    let mut guard = policy.exchange_guard(policy.tool_history(conversation), price);
+    let mut guard = policy.exchange_guard(policy.tool_history(conversation), None);
+    guard.set_known_cost(spend.cost_usd);
     guard.answer(false);
     if guard.before_call(conversation).is_err() {
         return false;
@@ -248,8 +284,8 @@ pub fn check_turn(
         });
     }
     deltas.push(Delta::Usage {
-        input_tokens: usage.0,
-        output_tokens: usage.1,
+        input_tokens: spend.input_tokens,
+        output_tokens: spend.output_tokens,
     });
     deltas.push(Delta::Finish {
         choice: 0,

@@ -15,7 +15,7 @@ pub struct Subject {
 }
 
 /// An answer as judged: its text (every choice's, in order) and its tool calls.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Answer {
     pub text: String,
     /// (name, arguments as JSON text).

@@ -50,7 +50,7 @@ pub struct Policy {
     /// (validator, milliseconds) of `latency_budget`s.
     pub(super) latency: Vec<(u32, u64)>,
     /// (validator, max total tokens, max cost) of `cost_budget`s.
-    pub(super) cost: Vec<(u32, Option<u64>, Option<f64>)>,
+    pub(super) cost: Vec<(u32, CostLimits)>,
     /// Some validator asks for the whole response to be held until it passes.
     pub(super) buffer: bool,
     /// Some validator redacts (asked per frame, so computed once).
@@ -68,4 +68,14 @@ pub struct Policy {
     /// or evals.
     pub(super) keeps_answer: bool,
     pub(super) packs: Vec<String>,
+}
+
+/// A `cost_budget`'s limits (each optional, at least one given): tokens in, out and both, and
+/// USD.
+#[derive(Debug, Clone, Copy)]
+pub struct CostLimits {
+    pub max_input_tokens: Option<u64>,
+    pub max_output_tokens: Option<u64>,
+    pub max_total_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
 }

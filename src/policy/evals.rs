@@ -35,11 +35,37 @@ pub enum Trigger {
     /// A share of turns, decided by hashing the session and turn (the same turn always
     /// decides the same way).
     SampleTurns(f64),
-    /// A share of sessions: every turn of a sampled session.
+    /// A share of sessions, decided by hashing the session: run once when a sampled session
+    /// ends (PromptKit runs it with the session evals).
     SampleSessions(f64),
-    /// The turn that ends a session as a proxy can see it: an answer with no tool calls
-    /// (the assistant answers the user instead of asking for a tool), not blocked.
+    /// Once per session, when it ends: the client ends it, or it idles
+    /// (`evals.session_idle_ms`).
     SessionComplete,
+}
+
+impl Trigger {
+    /// Runs when a session ends, not on its turns.
+    pub fn at_session_end(self) -> bool {
+        matches!(self, Trigger::SampleSessions(_) | Trigger::SessionComplete)
+    }
+}
+
+impl Eval {
+    /// Reads the session's spend: `cost_budget` sums it over the session's turns, as
+    /// PromptKit sums the conversation's messages' costs.
+    pub fn reads_session_spend(&self) -> bool {
+        self.validator.canonical == "cost_budget"
+    }
+}
+
+impl Policy {
+    /// Its evals need the session's turns kept: some run when a session ends, or read the
+    /// session's spend.
+    pub fn tracks_eval_sessions(&self) -> bool {
+        self.evals()
+            .iter()
+            .any(|e| e.trigger.at_session_end() || e.reads_session_spend())
+    }
 }
 
 /// `when:`: preconditions on the session's tool calls (the request's history and the

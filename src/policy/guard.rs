@@ -96,6 +96,8 @@ pub struct ExchangeGuard {
     /// (input, output) tokens, as last reported.
     usage: (Option<u64>, Option<u64>),
     price: Option<Price>,
+    /// The spend in USD when known without a price (an eval's session total).
+    known_cost_usd: Option<f64>,
     /// `latency_budget` validators already reported.
     latency_fired: Vec<u32>,
     /// Messages of rules that fired, by validator.
@@ -142,6 +144,7 @@ impl Policy {
             calls: Vec::new(),
             usage: (None, None),
             price,
+            known_cost_usd: None,
             latency_fired: Vec::new(),
             notes: Vec::new(),
             redactions: Vec::new(),

@@ -307,6 +307,7 @@ impl Protocol for AnthropicMessages {
             })
             .collect();
         Ok(ParsedRequest {
+            session: None,
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: Conversation { messages, tools },

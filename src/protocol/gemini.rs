@@ -406,6 +406,7 @@ impl Protocol for Gemini {
             })
             .collect();
         Ok(ParsedRequest {
+            session: None,
             stream: method_of(path) == Some("streamGenerateContent"),
             model: model_and_method(path).map(|(model, _)| model.to_owned()),
             conversation: Conversation { messages, tools },

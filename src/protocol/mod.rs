@@ -115,6 +115,8 @@ pub struct ParsedRequest {
     /// Inline documents the proxy cannot read (refused unless `unknown_content: pass`) and
     /// references to provider-stored content (the route's `stored_context`).
     pub documents: documents::Documents,
+    /// The session the request names itself (A2A's `contextId`), for the evals.
+    pub session: Option<String>,
 }
 
 /// What an error answer to a request repeats of it, read from its body before it is parsed

@@ -521,6 +521,7 @@ impl Protocol for OpenAiChat {
             })
             .collect();
         Ok(ParsedRequest {
+            session: None,
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: Conversation { messages, tools },

@@ -182,6 +182,7 @@ impl Protocol for OpenAiCompletions {
         let (mut texts, tokens) = req.prompt.map_or((Vec::new(), false), TextsOrTokens::texts);
         texts.extend(req.suffix);
         Ok(ParsedRequest {
+            session: None,
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: separate_texts(texts),

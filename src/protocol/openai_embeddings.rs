@@ -67,6 +67,7 @@ impl Protocol for OpenAiEmbeddings {
         let req: Request = super::request_json(body)?;
         let (texts, tokens) = req.input.texts();
         Ok(ParsedRequest {
+            session: None,
             stream: false,
             model: req.model,
             conversation: separate_texts(texts),

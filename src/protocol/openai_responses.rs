@@ -492,6 +492,7 @@ impl Protocol for OpenAiResponses {
             })
             .collect();
         Ok(ParsedRequest {
+            session: None,
             stream: req.stream.unwrap_or(false),
             model: req.model,
             conversation: Conversation { messages, tools },

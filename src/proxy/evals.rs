@@ -17,14 +17,21 @@ impl RequestCtx<'_> {
         &self,
         headers: &HeaderMap,
         conversation: &Arc<Conversation>,
+        named: Option<&str>,
     ) -> Option<EvalSeed> {
         let mut seed = self.eval_template()?;
-        let session = session_of(self.eval_session_header(headers), conversation);
+        // The session header, else the session the request names (A2A's `contextId`), else
+        // the conversation's opening.
+        let session = session_of(self.eval_session_header(headers).or(named), conversation);
         if !may_select(&seed.policy, &session, turn_index_of(conversation)) {
             return None;
         }
         seed.conversation = Arc::clone(conversation);
         seed.session = session;
+        seed.ends_session = headers
+            .get(self.gw.evals.session_end_header())
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() == "1" || v.trim().eq_ignore_ascii_case("true"));
         Some(seed)
     }
 
@@ -61,6 +68,7 @@ impl RequestCtx<'_> {
             request_id: self.id.to_owned(),
             key_id: self.caller.key_id,
             started: self.started,
+            ends_session: false,
         })
     }
 }
@@ -76,4 +84,53 @@ pub fn submit_answered(seed: EvalSeed, guard: &ExchangeGuard, trace: &RequestTra
         guard.usage(),
         guard.price(),
     );
+}
+
+/// An idle session's context, found in the running config by its route and key: the key's
+/// packs, else the route's; `None` when either is gone or its policy has no evals.
+impl crate::evals::SessionResolver for super::Gateway {
+    fn resolve(
+        &self,
+        route: &str,
+        key_id: Option<&str>,
+        session: &str,
+    ) -> Option<crate::evals::SessionContext> {
+        let rt = self.runtime();
+        let route = rt.routes.iter().find(|r| r.name == route)?;
+        let key = match key_id {
+            Some(id) => Some(rt.keys.iter().find(|k| k.id == id)?),
+            None => None,
+        };
+        let policy = key.and_then(|k| k.policy.as_ref()).unwrap_or(&route.policy);
+        if policy.evals().is_empty() {
+            return None;
+        }
+        Some(crate::evals::SessionContext {
+            policy: Arc::clone(policy),
+            env: JudgeEnv {
+                judges: Arc::clone(&rt.eval_judges),
+                tenant: key.map(|k| k.id),
+                client: Arc::clone(&self.client),
+                metrics: Arc::clone(&self.metrics),
+            },
+            audit: Arc::clone(&rt.audit),
+            keep_reasons: rt.config.audit.include_match,
+            route: route.name,
+            protocol: route.protocol.name(),
+            key_id: key.map(|k| k.id),
+            session: session.to_owned(),
+        })
+    }
+}
+
+impl super::Gateway {
+    /// Runs the session evals of the sessions that idle past `evals.session_idle_ms` (each
+    /// once over the fleet) until `stop` resolves.
+    pub async fn sweep_eval_sessions(
+        self: Arc<Self>,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        let evals = Arc::clone(&self.evals);
+        evals.sweep_idle_sessions(&*self, stop).await;
+    }
 }

@@ -245,6 +245,9 @@ impl Gateway {
             .into_parts();
         if parts.method == Method::DELETE && head.status.is_success() {
             checker.session.end().await;
+            if let Some(evals) = &checker.evals {
+                evals.end_session();
+            }
         }
         if headers::encoded(&head.headers) {
             ctx.count_upstream_error(UpstreamErrorKind::Encoded);

@@ -99,15 +99,18 @@ impl Gateway {
         let metrics = Metrics::new();
         note_runtime(&metrics, &runtime);
         let metrics = Arc::new(metrics);
-        let evals =
-            crate::evals::EvalQueue::new(runtime.config.evals.clone(), Arc::clone(&metrics));
-        let state = crate::state::State::new(
+        let state = Arc::new(crate::state::State::new(
             &runtime.config.state,
             runtime.config.timeouts.total_ms,
             Arc::clone(&metrics),
-        )?;
+        )?);
+        let evals = crate::evals::EvalQueue::new(
+            runtime.config.evals.clone(),
+            Arc::clone(&metrics),
+            Some(Arc::clone(&state)),
+        );
         Ok(Gateway {
-            state: Arc::new(state),
+            state,
             evals: Arc::new(evals),
             runtime: ArcSwap::from_pointee(runtime),
             client: Arc::new(client),
@@ -462,7 +465,7 @@ impl Gateway {
             .then(|| Arc::new(std::mem::take(&mut parsed.conversation)));
         let mut evals = conversation
             .as_ref()
-            .and_then(|c| ctx.eval_seed(&parts.headers, c));
+            .and_then(|c| ctx.eval_seed(&parts.headers, c, parsed.session.as_deref()));
         // A request blocked before the call is a turn for the evals too.
         let blocked_before = |evals: Option<crate::evals::EvalSeed>, e: GatewayError| {
             if let (Some(seed), GatewayError::Blocked { .. }) = (evals, &e) {

@@ -114,6 +114,8 @@ pub async fn start_runtime(
             Some(bound)
         }
     };
+    // Sessions that idle end here (the session-level evals), on every shape of server.
+    tokio::spawn(Arc::clone(&gateway).sweep_eval_sessions(wait_true(rx.clone())));
     if gateway.config_path().is_some() && !poll.is_zero() {
         // The baseline is what was just loaded, not what the files say once the task runs.
         let loaded = fingerprint(&gateway);

@@ -12,6 +12,7 @@
 //! implemented by [`local`] (in process) and [`redis`] (on the same [`redis::Conn`]), reached
 //! through [`State`], whose `on_error` and metrics apply to it too.
 
+pub mod eval_sessions;
 pub mod limits;
 pub mod local;
 pub mod redis;
@@ -88,6 +89,8 @@ pub struct State {
     limits: Arc<dyn LimitStore>,
     /// MCP sessions' tool calls and removed tools.
     sessions: Arc<dyn sessions::SessionStore>,
+    /// The sessions of the session-level evals: their spend, last turn and end.
+    eval_sessions: Arc<dyn eval_sessions::EvalSessions>,
     on_error: OnStoreError,
     timeout: Duration,
     reservation_ttl_ms: u64,
@@ -116,12 +119,20 @@ impl State {
         metrics: Arc<Metrics>,
     ) -> Result<State, String> {
         let timeout = Duration::from_millis(config.timeout_ms);
-        type Stores = (Arc<dyn LimitStore>, Arc<dyn sessions::SessionStore>);
-        let ((limits, sessions), shown_url): (Stores, _) = match &config.url {
+        type Stores = (
+            Arc<dyn LimitStore>,
+            Arc<dyn sessions::SessionStore>,
+            Arc<dyn eval_sessions::EvalSessions>,
+        );
+        let ((limits, sessions, eval_sessions), shown_url): (Stores, _) = match &config.url {
             None => (
                 (
                     Arc::new(local::LocalLimits::default()),
                     Arc::new(sessions::LocalSessions::new(
+                        config.max_sessions_per_key,
+                        config.max_sessions,
+                    )),
+                    Arc::new(eval_sessions::LocalEvalSessions::new(
                         config.max_sessions_per_key,
                         config.max_sessions,
                     )),
@@ -137,9 +148,14 @@ impl State {
                             &config.key_prefix,
                         )),
                         Arc::new(sessions::redis::RedisSessions::new(
-                            conn,
+                            Arc::clone(&conn),
                             &config.key_prefix,
                             config.session_ttl_ms,
+                            config.max_sessions_per_key,
+                        )),
+                        Arc::new(eval_sessions::redis::RedisEvalSessions::new(
+                            conn,
+                            &config.key_prefix,
                             config.max_sessions_per_key,
                         )),
                     ),
@@ -150,6 +166,7 @@ impl State {
         Ok(State {
             limits,
             sessions,
+            eval_sessions,
             on_error: config.on_error,
             timeout,
             // A request lives at most `timeouts.total_ms`; its reservation a little longer, so
@@ -275,6 +292,37 @@ impl State {
             self.metrics.state.failed_closed();
         }
         view
+    }
+
+    /// Adds a turn to its session for the session-level evals; returns the session's spend
+    /// with it.
+    pub async fn record_eval_turn(
+        &self,
+        session: &eval_sessions::SessionRef,
+        spent: eval_sessions::Spent,
+        last: Option<&str>,
+        idle_ms: u64,
+    ) -> Result<eval_sessions::Spent, StoreError> {
+        let fut = self.eval_sessions.record(session, spent, last, idle_ms);
+        self.timed("eval_session_record", fut).await
+    }
+
+    /// Claims up to `max` sessions that ended by idling.
+    pub async fn claim_idle_sessions(
+        &self,
+        max: usize,
+    ) -> Result<Vec<eval_sessions::Ended>, StoreError> {
+        self.timed("eval_session_claim", self.eval_sessions.claim_due(max))
+            .await
+    }
+
+    /// Claims a session its client ended.
+    pub async fn claim_eval_session(
+        &self,
+        session: &eval_sessions::SessionRef,
+    ) -> Result<Option<eval_sessions::Ended>, StoreError> {
+        self.timed("eval_session_claim", self.eval_sessions.claim(session))
+            .await
     }
 
     /// A key's counts, for the admin endpoint.

@@ -381,8 +381,11 @@ fn run_one(
                         policy,
                         conversation,
                         Some(&answer),
-                        (obs.input_tokens, obs.output_tokens),
-                        None,
+                        crate::evals::Spend {
+                            input_tokens: obs.input_tokens,
+                            output_tokens: obs.output_tokens,
+                            cost_usd: None,
+                        },
                         obs.duration_ms as u64,
                     )),
                     (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),

@@ -1,7 +1,7 @@
-//! `cost_budget`: the response's usage stays within a token count and a price.
+//! `cost_budget`: the usage stays within token counts (in, out, both) and a price.
 
 use super::{Check, CheckDef, CheckType, Kind, Named};
-use crate::policy::compiled::Policy;
+use crate::policy::compiled::{CostLimits, Policy};
 use crate::policy::pack::params::Params;
 use crate::policy::Validator;
 
@@ -10,24 +10,26 @@ pub(in crate::policy) const COST_BUDGET: CostBudgetType = CostBudgetType;
 
 impl CheckType for CostBudgetType {
     fn build(&self, _: &Named, p: &mut Params) -> Result<CheckDef, String> {
-        let max_total_tokens = p.u64("max_total_tokens")?;
-        let max_cost_usd = p.non_negative("max_cost_usd")?;
-        if max_total_tokens.is_none() && max_cost_usd.is_none() {
-            return Err(
-                "param 'max_total_tokens' or 'max_cost_usd': at least one is required".into(),
-            );
+        let limits = CostLimits {
+            max_input_tokens: p.u64("max_input_tokens")?,
+            max_output_tokens: p.u64("max_output_tokens")?,
+            max_total_tokens: p.u64("max_total_tokens")?,
+            max_cost_usd: p.non_negative("max_cost_usd")?,
+        };
+        if limits.max_input_tokens.is_none()
+            && limits.max_output_tokens.is_none()
+            && limits.max_total_tokens.is_none()
+            && limits.max_cost_usd.is_none()
+        {
+            return Err("param 'max_cost_usd', 'max_total_tokens', 'max_input_tokens' or 'max_output_tokens': at least one is required".into());
         }
-        Ok(CheckDef::new(CostBudget {
-            max_total_tokens,
-            max_cost_usd,
-        }))
+        Ok(CheckDef::new(CostBudget { limits }))
     }
 }
 
 #[derive(Debug)]
 struct CostBudget {
-    max_total_tokens: Option<u64>,
-    max_cost_usd: Option<f64>,
+    limits: CostLimits,
 }
 
 impl Check for CostBudget {
@@ -36,8 +38,6 @@ impl Check for CostBudget {
     }
 
     fn compile_exchange(&self, owner: u32, _: &Validator, policy: &mut Policy) {
-        policy
-            .cost
-            .push((owner, self.max_total_tokens, self.max_cost_usd));
+        policy.cost.push((owner, self.limits));
     }
 }

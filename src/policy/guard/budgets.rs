@@ -50,25 +50,39 @@ impl ExchangeGuard {
     /// What the reported usage costs in USD, at the requested model's configured price: `None`
     /// without a price or without both token counts.
     pub fn cost_usd(&self) -> Option<f64> {
+        if self.known_cost_usd.is_some() {
+            return self.known_cost_usd;
+        }
         let (Some(input), Some(output), Some(p)) = (self.usage.0, self.usage.1, self.price) else {
             return None;
         };
         Some((input as f64 * p.input_per_mtok + output as f64 * p.output_per_mtok) / 1e6)
     }
 
+    /// The spend `cost_budget` reads, known already (an eval's session total, summed over
+    /// turns priced one by one) rather than priced from the usage.
+    pub fn set_known_cost(&mut self, usd: Option<f64>) {
+        self.known_cost_usd = usd;
+    }
+
     /// `cost_budget` on the usage the provider reported.
     pub(super) fn check_cost(&mut self) {
         let policy = &*self.policy;
-        for &(owner, max_tokens, max_usd) in &policy.cost {
+        for &(owner, limits) in &policy.cost {
             let (Some(input), Some(output)) = self.usage else {
                 policy.erred(owner, &mut self.hits);
                 continue;
             };
-            if max_tokens.is_some_and(|m| input + output > m) {
+            // PromptKit's rule: any count over its maximum fails.
+            let over = |max: Option<u64>, n: u64| max.is_some_and(|m| n > m);
+            if over(limits.max_input_tokens, input)
+                || over(limits.max_output_tokens, output)
+                || over(limits.max_total_tokens, input + output)
+            {
                 self.hits.push(whole_hit(owner));
                 continue;
             }
-            if let Some(max) = max_usd {
+            if let Some(max) = limits.max_cost_usd {
                 match self.cost_usd() {
                     Some(usd) => {
                         if usd > max {

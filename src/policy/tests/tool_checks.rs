@@ -388,10 +388,17 @@ validators:
     g.on_chunk(&text(0, "x")).unwrap();
     assert!(g.after_call().is_ok());
     let e = policy("validators:\n  - type: cost_budget\n    params: {}\n").unwrap_err();
-    assert!(
-        e.contains("param 'max_total_tokens' or 'max_cost_usd'"),
-        "{e}"
-    );
+    assert!(e.contains("param 'max_cost_usd', 'max_total_tokens'"), "{e}");
+    // PromptKit's input and output maxima: any count over its maximum fails.
+    let split = policy("validators:\n  - type: cost_budget\n    params: { max_input_tokens: 100, max_output_tokens: 50 }\n").unwrap();
+    let run_split = |u| {
+        let mut g = split.exchange_guard(ToolHistory::default(), None);
+        g.on_chunk(&u).unwrap();
+        g.after_call().err().map(|f| f.validator)
+    };
+    assert_eq!(run_split(usage(100, 50)), None);
+    assert_eq!(run_split(usage(101, 10)), Some(0));
+    assert_eq!(run_split(usage(10, 51)), Some(0));
 }
 
 /// PromptKit's `tools_called_session`, `tools_not_called_session` and `tool_args_session` are

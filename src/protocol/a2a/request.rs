@@ -123,6 +123,11 @@ pub fn parse(body: &[u8]) -> Result<ParsedRequest, GatewayError> {
             let message = params
                 .get("message")
                 .ok_or_else(|| invalid("params.message is required"))?;
+            parsed.session = ["contextId", "context_id"]
+                .iter()
+                .find_map(|k| message.get(*k).and_then(Value::as_str))
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned);
             let texts = message_texts(message, "params.message", &mut parsed.documents)?;
             parsed.conversation = conversation(texts);
         }

@@ -8,7 +8,7 @@
 //! protocols.
 
 use crate::delta::{Conversation, Message, Role, ToolCall};
-use crate::evals::{may_select, turn_index_of, EvalSeed, Fired};
+use crate::evals::{may_select, turn_index_of, EvalSeed, Fired, SessionContext};
 use crate::judge::Answer;
 use crate::policy::tools::ToolHistory;
 use crate::protocol::mcp::jsonrpc::IdKey;
@@ -61,10 +61,10 @@ impl ToolEvals {
                 .collect(),
             tools: Vec::new(),
         };
-        let session = match &self.session {
-            Some(s) => s.clone(),
+        let (session, alone) = match &self.session {
+            Some(s) => (s.clone(), false),
             // Without a session, the call alone: the HTTP request's id and the call's.
-            None => format!("{}/{id}", self.template.request_id),
+            None => (format!("{}/{id}", self.template.request_id), true),
         };
         let turn = turn_index_of(&conversation);
         if !may_select(&self.template.policy, &session, turn) {
@@ -72,6 +72,8 @@ impl ToolEvals {
         }
         let mut seed = self.template.clone();
         seed.session = session;
+        // A call without a session is a session that ends with it.
+        seed.ends_session = alone;
         seed.conversation = Arc::new(conversation);
         match refused {
             Some(fired) => seed.submit(
@@ -120,6 +122,24 @@ impl ToolEvals {
             (None, None),
             None,
         );
+    }
+
+    /// The client ended its session (`DELETE`): the session evals run now.
+    pub fn end_session(&self) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let t = &self.template;
+        t.queue.end_session(SessionContext {
+            policy: Arc::clone(&t.policy),
+            env: t.env.clone(),
+            audit: Arc::clone(&t.audit),
+            keep_reasons: t.keep_reasons,
+            route: t.route,
+            protocol: t.protocol,
+            key_id: t.key_id,
+            session: session.clone(),
+        });
     }
 
     /// Whether a call `id` waits for its result (its answer's texts are then kept).

@@ -1,0 +1,304 @@
+//! What the packs' session-level evals (`on_session_complete`, `sample_sessions`, and the
+//! session's spend for `cost_budget`) keep of a session between its turns: the spend summed
+//! over its turns, how many there were, its last turn (what the session evals read — clients
+//! resend the conversation with every turn, so the last turn holds it all), and when it ends.
+//!
+//! A session ends when the client says so (the `evals.session_end_header` on an LLM route's
+//! request, an MCP `DELETE`), or `evals.session_idle_ms` after its last turn. Ending *claims*
+//! the session: it is taken out of the store atomically, so its session evals run exactly once
+//! whichever replica recorded its turns and whichever replica notices the end (each replica
+//! looks for ended sessions every second).
+//!
+//! Bounded like the MCP sessions: a key holds at most `state.max_sessions_per_key` open
+//! sessions and the store `state.max_sessions` (in process); past its quota a key's least
+//! recently used session is ended early (its evals run on what it had), never dropped unseen.
+//! A last turn larger than [`MAX_LAST_TURN_BYTES`] is not kept; its session evals report an
+//! error rather than judge an earlier turn.
+
+pub mod redis;
+
+use super::StoreFuture;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The largest last turn kept (its JSON).
+pub const MAX_LAST_TURN_BYTES: usize = 1 << 20;
+
+/// Which session: the route, the client's key, and the session id (the session header, an
+/// MCP session id, an A2A context, or the conversation's opening).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct SessionRef {
+    pub route: String,
+    pub key_id: Option<String>,
+    pub session: String,
+}
+
+/// Spend summed over turns. A sum is `None` once a turn that reached the provider reported
+/// (or was estimated) without it: a total that misses a turn is not the session's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Spent {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub micro_usd: Option<u64>,
+}
+
+impl Spent {
+    /// Nothing spent yet.
+    pub const ZERO: Spent = Spent {
+        input_tokens: Some(0),
+        output_tokens: Some(0),
+        micro_usd: Some(0),
+    };
+
+    /// This and `turn` together.
+    pub fn add(self, turn: Spent) -> Spent {
+        let sum = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
+        Spent {
+            input_tokens: sum(self.input_tokens, turn.input_tokens),
+            output_tokens: sum(self.output_tokens, turn.output_tokens),
+            micro_usd: sum(self.micro_usd, turn.micro_usd),
+        }
+    }
+}
+
+/// A session taken out of the store: it ended, and its session evals are to run now.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    pub session: SessionRef,
+    pub spent: Spent,
+    pub turns: u64,
+    /// Its last turn as recorded (JSON), `None` when it was too large to keep.
+    pub last: Option<String>,
+}
+
+/// Where the sessions of the session-level evals live. Every method is one atomic step (one
+/// round trip on a shared store).
+pub trait EvalSessions: Send + Sync {
+    /// Adds a turn to the session (made if new): its spend, its JSON as the session's last
+    /// turn (`None`: too large to keep), and the session's new end, `idle_ms` from now.
+    /// Returns the session's spend with this turn.
+    fn record<'a>(
+        &'a self,
+        session: &'a SessionRef,
+        spent: Spent,
+        last: Option<&'a str>,
+        idle_ms: u64,
+    ) -> StoreFuture<'a, Spent>;
+    /// Claims up to `max` sessions whose end has passed.
+    fn claim_due(&self, max: usize) -> StoreFuture<'_, Vec<Ended>>;
+    /// Claims the session now (its client ended it); `None` when it is unknown or another
+    /// replica claimed it first.
+    fn claim<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Option<Ended>>;
+}
+
+/// Milliseconds since the Unix epoch: a shared store's ends must mean the same on every
+/// replica.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+struct Entry {
+    spent: Spent,
+    turns: u64,
+    last: Option<String>,
+    /// When it ends (ms since the epoch).
+    ends_at: u64,
+    /// When it last had a turn, for the quotas' least recently used.
+    used_at: u64,
+}
+
+/// The sessions of one process.
+pub struct LocalEvalSessions {
+    entries: Mutex<HashMap<SessionRef, Entry>>,
+    max_per_key: usize,
+    max_total: usize,
+}
+
+impl LocalEvalSessions {
+    pub fn new(max_per_key: usize, max_total: usize) -> LocalEvalSessions {
+        LocalEvalSessions {
+            entries: Mutex::new(HashMap::new()),
+            max_per_key,
+            max_total,
+        }
+    }
+
+    fn take(entries: &mut HashMap<SessionRef, Entry>, session: &SessionRef) -> Option<Ended> {
+        entries.remove(session).map(|e| Ended {
+            session: session.clone(),
+            spent: e.spent,
+            turns: e.turns,
+            last: e.last,
+        })
+    }
+}
+
+/// A new session of `key` needs room: the least recently used open session of that key (at
+/// its quota), or of the key that holds the most (at the total), ends now.
+fn make_room(
+    entries: &mut HashMap<SessionRef, Entry>,
+    key: &Option<String>,
+    max_per_key: usize,
+    max_total: usize,
+    now: u64,
+) {
+    let open = |e: &Entry| e.ends_at > now;
+    let of_key = entries
+        .iter()
+        .filter(|(s, e)| &s.key_id == key && open(e))
+        .count();
+    let victim_key = if of_key >= max_per_key {
+        Some(key.clone())
+    } else if entries.values().filter(|e| open(e)).count() >= max_total {
+        let mut counts: HashMap<&Option<String>, usize> = HashMap::new();
+        for (s, e) in entries.iter() {
+            if open(e) {
+                *counts.entry(&s.key_id).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(k, _)| k.clone())
+    } else {
+        None
+    };
+    if let Some(victim_key) = victim_key {
+        if let Some(e) = entries
+            .iter_mut()
+            .filter(|(s, e)| s.key_id == victim_key && open(e))
+            .min_by_key(|(_, e)| e.used_at)
+            .map(|(_, e)| e)
+        {
+            e.ends_at = now;
+        }
+    }
+}
+
+impl EvalSessions for LocalEvalSessions {
+    fn record<'a>(
+        &'a self,
+        session: &'a SessionRef,
+        spent: Spent,
+        last: Option<&'a str>,
+        idle_ms: u64,
+    ) -> StoreFuture<'a, Spent> {
+        let now = now_ms();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if !entries.contains_key(session) {
+            make_room(
+                &mut entries,
+                &session.key_id,
+                self.max_per_key,
+                self.max_total,
+                now,
+            );
+        }
+        let e = entries.entry(session.clone()).or_insert(Entry {
+            spent: Spent::ZERO,
+            turns: 0,
+            last: None,
+            ends_at: 0,
+            used_at: 0,
+        });
+        e.spent = e.spent.add(spent);
+        e.turns += 1;
+        e.last = last.map(str::to_owned);
+        e.ends_at = now.saturating_add(idle_ms);
+        e.used_at = now;
+        let total = e.spent;
+        Box::pin(std::future::ready(Ok(total)))
+    }
+
+    fn claim_due(&self, max: usize) -> StoreFuture<'_, Vec<Ended>> {
+        let now = now_ms();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let due: Vec<SessionRef> = entries
+            .iter()
+            .filter(|(_, e)| e.ends_at <= now)
+            .map(|(s, _)| s.clone())
+            .take(max)
+            .collect();
+        let ended = due
+            .iter()
+            .filter_map(|s| Self::take(&mut entries, s))
+            .collect();
+        Box::pin(std::future::ready(Ok(ended)))
+    }
+
+    fn claim<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Option<Ended>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let ended = Self::take(&mut entries, session);
+        Box::pin(std::future::ready(Ok(ended)))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn s(key: &str, id: &str) -> SessionRef {
+        SessionRef {
+            route: "r".into(),
+            key_id: Some(key.into()),
+            session: id.into(),
+        }
+    }
+
+    fn turn(i: u64, o: u64) -> Spent {
+        Spent {
+            input_tokens: Some(i),
+            output_tokens: Some(o),
+            micro_usd: Some(i + o),
+        }
+    }
+
+    #[tokio::test]
+    async fn spend_sums_over_turns_and_a_claim_takes_the_session_once() {
+        let store = LocalEvalSessions::new(10, 100);
+        let a = s("k", "a");
+        assert_eq!(
+            store.record(&a, turn(10, 5), Some("1"), 60_000).await.unwrap(),
+            turn(10, 5)
+        );
+        let total = store.record(&a, turn(1, 2), Some("2"), 60_000).await.unwrap();
+        assert_eq!(total, turn(11, 7));
+        // A turn without usage makes the sums unknown from then on.
+        let unknown = Spent {
+            input_tokens: None,
+            ..turn(0, 0)
+        };
+        assert_eq!(
+            store.record(&a, unknown, Some("3"), 60_000).await.unwrap().input_tokens,
+            None
+        );
+        assert!(store.claim_due(10).await.unwrap().is_empty(), "not idle yet");
+        let ended = store.claim(&a).await.unwrap().unwrap();
+        assert_eq!((ended.turns, ended.last.as_deref()), (3, Some("3")));
+        assert_eq!(ended.spent.output_tokens, Some(7));
+        assert!(store.claim(&a).await.unwrap().is_none(), "claimed once");
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_is_due_and_a_key_past_its_quota_ends_its_oldest() {
+        let store = LocalEvalSessions::new(2, 100);
+        store.record(&s("k", "a"), turn(1, 1), None, 0).await.unwrap();
+        let due = store.claim_due(10).await.unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].last, None);
+        for id in ["x", "y"] {
+            store.record(&s("k", id), turn(1, 1), None, 60_000).await.unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        store.record(&s("other", "o"), turn(1, 1), None, 60_000).await.unwrap();
+        // A third session of `k`: its oldest (`x`) ends now; `other`'s stays open.
+        store.record(&s("k", "z"), turn(1, 1), None, 60_000).await.unwrap();
+        let due = store.claim_due(10).await.unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].session, s("k", "x"));
+    }
+}

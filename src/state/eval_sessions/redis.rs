@@ -1,0 +1,202 @@
+//! The session-level evals' sessions on the state server shared by replicas. Everything lives
+//! under one hash tag (`{evals}`), so each step is one script on one slot:
+//! - a session is a hash (`in`, `out`, `usd`: sums, `u` once unknown; `turns`; `last`, its
+//!   last turn's JSON; `idx`, its key's index), named by its [`SessionRef`] as JSON;
+//! - `due`, a sorted set of every open session by when it ends;
+//! - per key, a sorted set of its open sessions by last use (the quota).
+//!
+//! A claim removes the session from `due` first (`ZREM` answers 1 to one caller only), so two
+//! replicas that see it end at once never both run its evals. A session's keys expire an hour
+//! after it should have ended, should no replica be left to claim it.
+
+use super::{Ended, EvalSessions, SessionRef, Spent};
+use crate::state::redis::Conn;
+use crate::state::{StoreError, StoreFuture};
+use std::sync::Arc;
+
+/// How long a session's keys outlive its end, unclaimed.
+const UNCLAIMED_MS: u64 = 3_600_000;
+
+/// KEYS: 1 the session, 2 `due`, 3 its key's index. ARGV: 1 the member, 2–4 the turn's input
+/// tokens, output tokens and micro-USD ('' unknown), 5 its JSON ('' not kept), 6 idle ms, 7 the
+/// key's quota, 8 the sessions' prefix, 9 the keys' TTL. Returns the three sums.
+const RECORD: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[7]) then
+  local old = redis.call('ZRANGE', KEYS[3], 0, 0)
+  if old[1] then
+    redis.call('ZREM', KEYS[3], old[1])
+    redis.call('ZADD', KEYS[2], now, old[1])
+  end
+end
+local function add(f, v)
+  if v == '' or redis.call('HGET', KEYS[1], f) == 'u' then
+    redis.call('HSET', KEYS[1], f, 'u')
+    return 'u'
+  end
+  return tostring(redis.call('HINCRBY', KEYS[1], f, v))
+end
+local sums = {add('in', ARGV[2]), add('out', ARGV[3]), add('usd', ARGV[4])}
+redis.call('HINCRBY', KEYS[1], 'turns', 1)
+redis.call('HSET', KEYS[1], 'idx', KEYS[3])
+if ARGV[5] == '' then redis.call('HDEL', KEYS[1], 'last') else redis.call('HSET', KEYS[1], 'last', ARGV[5]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[9])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[1])
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ARGV[9])
+return sums
+"#;
+
+/// KEYS: 1 `due`. ARGV: 1 the sessions' prefix, 2 a member to claim, or '' for those due, 3
+/// at most that many. Returns six values per session claimed: the member, the three sums, the
+/// turns and the last turn (nil when not kept).
+const CLAIM: &str = r#"
+local members
+if ARGV[2] ~= '' then
+  members = {ARGV[2]}
+else
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+end
+local out = {}
+for _, m in ipairs(members) do
+  if redis.call('ZREM', KEYS[1], m) == 1 then
+    local h = ARGV[1] .. m
+    local v = redis.call('HMGET', h, 'in', 'out', 'usd', 'turns', 'last', 'idx')
+    redis.call('DEL', h)
+    if v[6] then redis.call('ZREM', v[6], m) end
+    if v[4] then
+      table.insert(out, m)
+      for i = 1, 5 do table.insert(out, v[i] or false) end
+    end
+  end
+end
+return out
+"#;
+
+pub struct RedisEvalSessions {
+    conn: Arc<Conn>,
+    /// `<state.key_prefix>{evals}:`.
+    prefix: String,
+    max_per_key: usize,
+    record: redis::Script,
+    claim: redis::Script,
+}
+
+impl RedisEvalSessions {
+    pub fn new(conn: Arc<Conn>, prefix: &str, max_per_key: usize) -> RedisEvalSessions {
+        RedisEvalSessions {
+            conn,
+            prefix: format!("{prefix}{{evals}}:"),
+            max_per_key,
+            record: redis::Script::new(RECORD),
+            claim: redis::Script::new(CLAIM),
+        }
+    }
+
+    fn sessions(&self) -> String {
+        format!("{}s:", self.prefix)
+    }
+
+    fn due(&self) -> String {
+        format!("{}due", self.prefix)
+    }
+
+    async fn claim_members(&self, member: &str, max: usize) -> Result<Vec<Ended>, StoreError> {
+        let args = [self.sessions(), member.to_owned(), max.to_string()];
+        let flat: Vec<Option<String>> = self.conn.run(&self.claim, &[self.due()], &args).await?;
+        let mut ended = Vec::new();
+        for v in flat.chunks(6) {
+            let [Some(member), input, output, usd, Some(turns), last] = v else {
+                return Err(StoreError::Protocol("a claimed session's fields".into()));
+            };
+            let session: SessionRef = serde_json::from_str(member)
+                .map_err(|e| StoreError::Protocol(format!("a session's name: {e}")))?;
+            let turns = turns
+                .parse()
+                .map_err(|e| StoreError::Protocol(format!("a session's turns: {e}")))?;
+            ended.push(Ended {
+                session,
+                spent: Spent {
+                    input_tokens: sum(input)?,
+                    output_tokens: sum(output)?,
+                    micro_usd: sum(usd)?,
+                },
+                turns,
+                last: last.clone(),
+            });
+        }
+        Ok(ended)
+    }
+}
+
+/// A sum as the store keeps it: a number, or `u` (unknown).
+fn sum(v: &Option<String>) -> Result<Option<u64>, StoreError> {
+    match v.as_deref() {
+        None | Some("u") => Ok(None),
+        Some(n) => n
+            .parse()
+            .map(Some)
+            .map_err(|e| StoreError::Protocol(format!("a session's sum {n:?}: {e}"))),
+    }
+}
+
+fn arg(v: Option<u64>) -> String {
+    v.map(|n| n.to_string()).unwrap_or_default()
+}
+
+impl EvalSessions for RedisEvalSessions {
+    fn record<'a>(
+        &'a self,
+        session: &'a SessionRef,
+        spent: Spent,
+        last: Option<&'a str>,
+        idle_ms: u64,
+    ) -> StoreFuture<'a, Spent> {
+        Box::pin(async move {
+            let member = serde_json::to_string(session)
+                .map_err(|e| StoreError::Protocol(format!("a session's name: {e}")))?;
+            let tenant = session.key_id.as_deref().unwrap_or("");
+            let keys = [
+                format!("{}{member}", self.sessions()),
+                self.due(),
+                // The key id as JSON: no id can spell another's index.
+                format!("{}k:{}", self.prefix, serde_json::json!(tenant)),
+            ];
+            let args = [
+                member,
+                arg(spent.input_tokens),
+                arg(spent.output_tokens),
+                arg(spent.micro_usd),
+                last.unwrap_or("").to_owned(),
+                idle_ms.to_string(),
+                self.max_per_key.to_string(),
+                self.sessions(),
+                idle_ms.saturating_add(UNCLAIMED_MS).to_string(),
+            ];
+            let sums: Vec<String> = self.conn.run(&self.record, &keys, &args).await?;
+            let [input, output, usd] = sums.as_slice() else {
+                return Err(StoreError::Protocol("a session's sums".into()));
+            };
+            Ok(Spent {
+                input_tokens: sum(&Some(input.clone()))?,
+                output_tokens: sum(&Some(output.clone()))?,
+                micro_usd: sum(&Some(usd.clone()))?,
+            })
+        })
+    }
+
+    fn claim_due(&self, max: usize) -> StoreFuture<'_, Vec<Ended>> {
+        Box::pin(self.claim_members("", max))
+    }
+
+    fn claim<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Option<Ended>> {
+        Box::pin(async move {
+            let member = serde_json::to_string(session)
+                .map_err(|e| StoreError::Protocol(format!("a session's name: {e}")))?;
+            Ok(self.claim_members(&member, 1).await?.into_iter().next())
+        })
+    }
+}

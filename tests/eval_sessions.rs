@@ -1,0 +1,181 @@
+//! Sessions of the packs' `evals:` through guardwire: `cost_budget` summed over a session's
+//! turns (PromptKit sums the conversation's costs), `on_session_complete` and
+//! `sample_sessions` run once per session — when the client ends it (the session-end header;
+//! an MCP `DELETE`) or when it idles — on one replica (in process) and across two replicas
+//! sharing a real `redis-server` (the ignored test; `tests/run` installs it), where each
+//! session's evals run exactly once whichever replica saw its turns.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::mock_upstream::{MockUpstream, Reply};
+use common::proxy::{metrics, send, start_config, Proxy};
+use common::redis::RedisServer;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const PACK: &str = r#"
+name: sessions
+validators:
+  - type: banned_words
+    params: {words: [forbidden]}
+evals:
+  - id: spend_turn
+    type: cost_budget
+    trigger: every_turn
+    params: {max_total_tokens: 40}
+  - id: spend_session
+    type: cost_budget
+    trigger: on_session_complete
+    params: {max_cost_usd: 40}
+  - id: greeted
+    type: contains
+    trigger: on_session_complete
+    params: {patterns: [ok]}
+  - id: sampled
+    type: contains
+    trigger: sample_sessions
+    sample_percentage: 100
+    params: {patterns: [ok]}
+"#;
+
+/// A price of $1 per token, so a session's spend in USD is its tokens.
+const PRICES: &str = "prices:\n  m: {input_per_mtok: 1000000, output_per_mtok: 1000000}\n";
+
+/// Every answer reports 10 input and 5 output tokens.
+async fn upstream() -> MockUpstream {
+    MockUpstream::start(|_| {
+        Reply::json(
+            200,
+            &json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})
+            .to_string(),
+        )
+    })
+    .await
+}
+
+async fn replica(up: &MockUpstream, redis: Option<&str>) -> Proxy {
+    let state = redis
+        .map(|url| format!("state: {{url: \"{url}\", timeout_ms: 500}}\n"))
+        .unwrap_or_default();
+    start_config(
+        &format!("  openai: \"{}\"\n", up.base_url()),
+        PACK,
+        &format!("{state}{PRICES}evals: {{session_idle_ms: 1000}}\n"),
+    )
+    .await
+}
+
+/// One turn of `session`; `end`: the client ends the session with it.
+async fn turn(addr: SocketAddr, session: &str, end: bool) {
+    let body = json!({"model":"m","messages":[{"role":"user","content":"hello"}]});
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("x-session-id", session),
+    ];
+    if end {
+        headers.push(("x-session-end", "true"));
+    }
+    let a = send(addr, "POST", "/v1/chat/completions", body.to_string(), &headers).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+}
+
+/// `guardwire_eval_results_total` of `eval` and `result`, summed over `addrs`.
+async fn results(addrs: &[SocketAddr], eval: &str, result: &str) -> u64 {
+    let line = format!(
+        "guardwire_eval_results_total{{eval=\"{eval}\",route=\"openai_chat\",result=\"{result}\"}} "
+    );
+    let mut n = 0;
+    for a in addrs {
+        let m = metrics(*a).await;
+        n += m
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .map_or(0, |v| v.parse::<u64>().unwrap());
+    }
+    n
+}
+
+/// Waits (up to 20 s) until every `(eval, result, n)` holds over `addrs`.
+async fn until(addrs: &[SocketAddr], want: &[(&str, &str, u64)]) {
+    for _ in 0..400 {
+        let mut all = true;
+        for (eval, result, n) in want {
+            all &= results(addrs, eval, result).await == *n;
+        }
+        if all {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut got = Vec::new();
+    for (eval, result, _) in want {
+        got.push((eval, result, results(addrs, eval, result).await));
+    }
+    panic!("wanted {want:?}, got {got:?}");
+}
+
+/// Turns of one session over `addrs` in turn (the last ends it), then a session left to idle.
+async fn sessions_end_once(addrs: &[SocketAddr]) {
+    let at = |i: usize| addrs[i % addrs.len()];
+    // Three turns of 15 tokens: the session has spent 15, 30, 45 after each.
+    turn(at(0), "s-1", false).await;
+    turn(at(1), "s-1", false).await;
+    until(addrs, &[("spend_turn", "pass", 2)]).await;
+    // Not ended yet: no session eval ran.
+    for eval in ["spend_session", "greeted", "sampled"] {
+        for r in ["pass", "fail", "error"] {
+            assert_eq!(results(addrs, eval, r).await, 0, "{eval} {r}");
+        }
+    }
+    turn(at(2), "s-1", true).await;
+    // The third turn's spend is the session's (45 > 40), and the session evals ran once:
+    // $45 over the $40 budget, the last answer greets.
+    until(
+        addrs,
+        &[
+            ("spend_turn", "fail", 1),
+            ("spend_session", "fail", 1),
+            ("greeted", "pass", 1),
+            ("sampled", "pass", 1),
+        ],
+    )
+    .await;
+
+    // A session that idles: its evals run once `session_idle_ms` after its last turn, on one
+    // replica only, however many look for it.
+    turn(at(0), "s-2", false).await;
+    turn(at(1), "s-2", false).await;
+    until(
+        addrs,
+        &[
+            ("spend_session", "pass", 1),
+            ("greeted", "pass", 2),
+            ("sampled", "pass", 2),
+        ],
+    )
+    .await;
+    // Every replica's sweep has passed a few times since: still once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(results(addrs, "greeted", "pass").await, 2);
+    assert_eq!(results(addrs, "spend_session", "fail").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_evals_run_once_when_it_ends_on_one_replica() {
+    let up = upstream().await;
+    let p = replica(&up, None).await;
+    sessions_end_once(&[p.addr()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (tests/run installs it)"]
+async fn a_session_spread_over_two_replicas_is_one_session() {
+    let redis = RedisServer::start();
+    let up = upstream().await;
+    let a = replica(&up, Some(&redis.url())).await;
+    let b = replica(&up, Some(&redis.url())).await;
+    sessions_end_once(&[a.addr(), b.addr()]).await;
+}
