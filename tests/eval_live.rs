@@ -588,3 +588,98 @@ async fn scenario_assertions_read_the_transcript_as_promptkit_does() {
     let t4 = case_of(&r, "transcript#turn4");
     assert_eq!(passed(4), [true, true, false, false], "{t4}");
 }
+
+/// A scenario is a session: `cost_budget` reads the run's spend so far (PromptKit sums the
+/// conversation's costs), and `conversation_assertions` are checked once, after the last
+/// turn, over the whole conversation and the run's spend.
+const SESSION_SCENARIO: &str = r#"apiVersion: promptkit.altairalabs.ai/v1alpha1
+kind: Scenario
+metadata: {name: session}
+spec:
+  streaming: true
+  turns:
+    - role: user
+      content: "What are your business hours?"
+      assertions:
+        - type: cost_budget
+          params: {max_total_tokens: 30}
+    - role: user
+      content: "Do you offer weekend support?"
+      assertions:
+        - type: cost_budget
+          params: {max_total_tokens: 30}
+  conversation_assertions:
+    - type: cost_budget
+      params: {max_total_tokens: 40, max_cost_usd: 40}
+    - type: cost_budget
+      params: {max_input_tokens: 28}
+    - type: cost_budget
+      params: {max_cost_usd: 39.5}
+    - type: content_excludes
+      params: {patterns: ["monday"]}
+    - type: contains_any
+      params: {patterns: ["weekend"]}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_is_a_session_with_its_spend_and_conversation_assertions() {
+    let (mock, _) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    // $1 a token, so the spend in USD is the tokens.
+    let config = dir.path().join("bare.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\nprices:\n  gpt-4o-mini: {{input_per_mtok: 1000000, output_per_mtok: 1000000}}\n",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let scenario = dir.path().join("session.yaml");
+    std::fs::write(&scenario, SESSION_SCENARIO).unwrap();
+    let report = dir.path().join("report.json");
+    let args: Vec<String> = [
+        "--config",
+        &config,
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--model",
+        "gpt-4o-mini",
+        "--json",
+        report.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (_, out) = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&refs, &[])
+    })
+    .await
+    .unwrap();
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let passed = |id: &str| -> Vec<bool> {
+        case_of(&r, id)["live"]["assertions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["passed"].as_bool().unwrap())
+            .collect()
+    };
+    // 9 + 6 tokens, then 20 + 5: the second turn alone is within 30, the run is not.
+    assert_eq!(passed("session#turn1"), [true], "{out}");
+    assert_eq!(passed("session#turn2"), [false], "{out}");
+    // The run: 40 tokens ($40), 29 of them input; `monday` is in the first answer, `weekend`
+    // in the last.
+    let c = case_of(&r, "session#conversation");
+    assert_eq!(c["output"], "No weekend support, sorry.", "{c}");
+    assert_eq!(
+        passed("session#conversation"),
+        [true, false, false, false, true],
+        "{c}"
+    );
+    // Once, after the last turn: two requests in all.
+    assert_eq!(mock.request_count(), 2);
+}

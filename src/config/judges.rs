@@ -360,7 +360,9 @@ pub(super) fn validate_evals(e: &EvalsConfig) -> Result<(), ConfigError> {
         ));
     }
     if !(1_000..=30 * 24 * 3_600_000).contains(&e.session_idle_ms) {
-        return Err(at("session_idle_ms: must be from 1000 (1 s) to 2592000000 (30 days)"));
+        return Err(at(
+            "session_idle_ms: must be from 1000 (1 s) to 2592000000 (30 days)",
+        ));
     }
     Ok(())
 }

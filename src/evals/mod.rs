@@ -81,6 +81,23 @@ pub struct Spend {
 }
 
 impl Spend {
+    /// Nothing spent.
+    pub const NOTHING: Spend = Spend {
+        input_tokens: Some(0),
+        output_tokens: Some(0),
+        cost_usd: Some(0.0),
+    };
+
+    /// This and `other` together; a sum is unknown once either part is.
+    pub fn plus(self, other: Spend) -> Spend {
+        let tokens = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
+        Spend {
+            input_tokens: tokens(self.input_tokens, other.input_tokens),
+            output_tokens: tokens(self.output_tokens, other.output_tokens),
+            cost_usd: self.cost_usd.zip(other.cost_usd).map(|(a, b)| a + b),
+        }
+    }
+
     /// A turn's spend: its usage at the model's price; nothing when it never reached the
     /// provider (`answered` false: blocked before the call).
     pub fn of_turn(
@@ -89,11 +106,7 @@ impl Spend {
         price: Option<Price>,
     ) -> Spend {
         if !answered {
-            return Spend {
-                input_tokens: Some(0),
-                output_tokens: Some(0),
-                cost_usd: Some(0.0),
-            };
+            return Spend::NOTHING;
         }
         let cost_usd = match (usage, price) {
             ((Some(i), Some(o)), Some(p)) => {

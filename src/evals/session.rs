@@ -67,8 +67,7 @@ impl SessionContext {
 /// Finds a session's context in the running config (the proxy implements it): `None` when its
 /// route or key is gone.
 pub trait SessionResolver: Send + Sync {
-    fn resolve(&self, route: &str, key_id: Option<&str>, session: &str)
-        -> Option<SessionContext>;
+    fn resolve(&self, route: &str, key_id: Option<&str>, session: &str) -> Option<SessionContext>;
 }
 
 /// A session's last turn as the store keeps it.

@@ -126,10 +126,7 @@ impl crate::evals::SessionResolver for super::Gateway {
 impl super::Gateway {
     /// Runs the session evals of the sessions that idle past `evals.session_idle_ms` (each
     /// once over the fleet) until `stop` resolves.
-    pub async fn sweep_eval_sessions(
-        self: Arc<Self>,
-        stop: impl std::future::Future<Output = ()>,
-    ) {
+    pub async fn sweep_eval_sessions(self: Arc<Self>, stop: impl std::future::Future<Output = ()>) {
         let evals = Arc::clone(&self.evals);
         evals.sweep_idle_sessions(&*self, stop).await;
     }

@@ -52,7 +52,7 @@ impl Spent {
     };
 
     /// This and `turn` together.
-    pub fn add(self, turn: Spent) -> Spent {
+    pub fn plus(self, turn: Spent) -> Spent {
         let sum = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
         Spent {
             input_tokens: sum(self.input_tokens, turn.input_tokens),
@@ -204,7 +204,7 @@ impl EvalSessions for LocalEvalSessions {
             ends_at: 0,
             used_at: 0,
         });
-        e.spent = e.spent.add(spent);
+        e.spent = e.spent.plus(spent);
         e.turns += 1;
         e.last = last.map(str::to_owned);
         e.ends_at = now.saturating_add(idle_ms);
@@ -262,10 +262,16 @@ mod tests {
         let store = LocalEvalSessions::new(10, 100);
         let a = s("k", "a");
         assert_eq!(
-            store.record(&a, turn(10, 5), Some("1"), 60_000).await.unwrap(),
+            store
+                .record(&a, turn(10, 5), Some("1"), 60_000)
+                .await
+                .unwrap(),
             turn(10, 5)
         );
-        let total = store.record(&a, turn(1, 2), Some("2"), 60_000).await.unwrap();
+        let total = store
+            .record(&a, turn(1, 2), Some("2"), 60_000)
+            .await
+            .unwrap();
         assert_eq!(total, turn(11, 7));
         // A turn without usage makes the sums unknown from then on.
         let unknown = Spent {
@@ -273,10 +279,17 @@ mod tests {
             ..turn(0, 0)
         };
         assert_eq!(
-            store.record(&a, unknown, Some("3"), 60_000).await.unwrap().input_tokens,
+            store
+                .record(&a, unknown, Some("3"), 60_000)
+                .await
+                .unwrap()
+                .input_tokens,
             None
         );
-        assert!(store.claim_due(10).await.unwrap().is_empty(), "not idle yet");
+        assert!(
+            store.claim_due(10).await.unwrap().is_empty(),
+            "not idle yet"
+        );
         let ended = store.claim(&a).await.unwrap().unwrap();
         assert_eq!((ended.turns, ended.last.as_deref()), (3, Some("3")));
         assert_eq!(ended.spent.output_tokens, Some(7));
@@ -286,17 +299,29 @@ mod tests {
     #[tokio::test]
     async fn an_idle_session_is_due_and_a_key_past_its_quota_ends_its_oldest() {
         let store = LocalEvalSessions::new(2, 100);
-        store.record(&s("k", "a"), turn(1, 1), None, 0).await.unwrap();
+        store
+            .record(&s("k", "a"), turn(1, 1), None, 0)
+            .await
+            .unwrap();
         let due = store.claim_due(10).await.unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].last, None);
         for id in ["x", "y"] {
-            store.record(&s("k", id), turn(1, 1), None, 60_000).await.unwrap();
+            store
+                .record(&s("k", id), turn(1, 1), None, 60_000)
+                .await
+                .unwrap();
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        store.record(&s("other", "o"), turn(1, 1), None, 60_000).await.unwrap();
+        store
+            .record(&s("other", "o"), turn(1, 1), None, 60_000)
+            .await
+            .unwrap();
         // A third session of `k`: its oldest (`x`) ends now; `other`'s stays open.
-        store.record(&s("k", "z"), turn(1, 1), None, 60_000).await.unwrap();
+        store
+            .record(&s("k", "z"), turn(1, 1), None, 60_000)
+            .await
+            .unwrap();
         let due = store.claim_due(10).await.unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].session, s("k", "x"));

@@ -16,6 +16,7 @@ use super::cases::CaseResult;
 use super::live::{self, Harness, LiveOptions};
 use super::observed::{AssertionResult, Observed};
 use crate::delta::Conversation;
+use crate::evals::Spend;
 use crate::judge::{Answer, JudgeEnv, Subject};
 use crate::policy::evals::{Eval, EvalCheck};
 use crate::policy::judged::CheckRefs;
@@ -37,18 +38,32 @@ pub struct Scenario {
     pub labels: Vec<String>,
     streaming: bool,
     turns: Vec<Turn>,
+    /// `spec.conversation_assertions`: checked once, after the last turn, over the whole
+    /// conversation and the run's spend.
+    conversation: Option<Assertions>,
 }
 
 struct Turn {
     content: String,
-    /// The turn's assertions compiled as one pack's evals, in the file's order.
+    assertions: Assertions,
+}
+
+/// A list of assertions, compiled as one pack's evals in the file's order.
+struct Assertions {
     policy: Arc<Policy>,
     /// Each assertion's type as written and `message`.
     written: Vec<(String, Option<String>)>,
 }
 
 const TOP_KEYS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
-const SPEC_KEYS: &[&str] = &["id", "task_type", "description", "streaming", "turns"];
+const SPEC_KEYS: &[&str] = &[
+    "id",
+    "task_type",
+    "description",
+    "streaming",
+    "turns",
+    "conversation_assertions",
+];
 const TURN_KEYS: &[&str] = &["role", "content", "assertions"];
 const ASSERTION_KEYS: &[&str] = &["type", "params", "message"];
 
@@ -136,12 +151,24 @@ pub fn parse_with(file: &str, text: &str, refs: &CheckRefs) -> Result<Scenario, 
         .enumerate()
         .map(|(i, t)| turn(file, i, t, refs))
         .collect::<Result<Vec<_>, _>>()?;
+    let conversation = match spec.get("conversation_assertions") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(list)) if !list.is_empty() => Some(assertions(
+            file,
+            "spec.conversation_assertions",
+            list,
+            refs,
+        )?),
+        Some(Value::Array(_)) => None,
+        Some(_) => return Err(format!("{file}: spec.conversation_assertions: a list")),
+    };
     Ok(Scenario {
         file: file.to_owned(),
         name,
         labels,
         streaming,
         turns,
+        conversation,
     })
 }
 
@@ -167,10 +194,23 @@ fn turn(file: &str, i: usize, t: &Value, refs: &CheckRefs) -> Result<Turn, Strin
         Some(Value::Array(a)) => &a[..],
         Some(_) => return Err(format!("{file}: {at}.assertions: a list")),
     };
+    Ok(Turn {
+        content,
+        assertions: assertions(file, &format!("{at}.assertions"), list, refs)?,
+    })
+}
+
+/// Compiles the assertions of `list` (at `at` in `file`) as one pack's evals.
+fn assertions(
+    file: &str,
+    at: &str,
+    list: &[Value],
+    refs: &CheckRefs,
+) -> Result<Assertions, String> {
     let mut evals = Vec::new();
     let mut written = Vec::new();
     for (j, a) in list.iter().enumerate() {
-        let at = format!("{at}.assertions[{j}]");
+        let at = format!("{at}[{j}]");
         let a = object(file, &at, a)?;
         keys(file, &format!("{at}."), a, ASSERTION_KEYS)?;
         let ty = a
@@ -196,20 +236,17 @@ fn turn(file: &str, i: usize, t: &Value, refs: &CheckRefs) -> Result<Turn, Strin
     }
     let doc = json!({"name": format!("{file} {at}"), "evals": evals});
     let pack = crate::policy::pack::parse_pack(file, &doc, refs).map_err(|e| {
-        // The pack's `evals[j]` is this turn's `assertions[j]`.
-        let location = e
-            .location
-            .replacen("evals[", &format!("{at}.assertions["), 1);
+        // The pack's `evals[j]` is this list's `[j]`.
+        let location = e.location.replacen("evals[", &format!("{at}["), 1);
         format!("{file}: {location}{}", e.message)
     })?;
     let policy = Policy::compile_packs(vec![pack]).map_err(|e| format!("{file}: {at}: {e}"))?;
     if policy.evals().len() != written.len() {
         return Err(format!(
-            "{file}: {at}.assertions: `enabled: false` is not an assertion's key"
+            "{file}: {at}: `enabled: false` is not an assertion's key"
         ));
     }
-    Ok(Turn {
-        content,
+    Ok(Assertions {
         policy: Arc::new(policy),
         written,
     })
@@ -270,11 +307,11 @@ fn judged(
     Ok(e.passes(v.score))
 }
 
-fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
+fn not_run(s: &Scenario, id: String, input: &str, a: &Assertions, why: String) -> CaseResult {
     CaseResult {
-        id: format!("{}#turn{}", s.name, i + 1),
+        id,
         tags: s.labels.clone(),
-        input: t.content.clone(),
+        input: input.to_owned(),
         output: None,
         expected: None,
         pack: Some(why.clone()),
@@ -282,7 +319,7 @@ fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
         scores: Vec::new(),
         observed: Some(Observed {
             error: Some(why.clone()),
-            assertions: t
+            assertions: a
                 .written
                 .iter()
                 .map(|(check, _)| AssertionResult {
@@ -296,6 +333,14 @@ fn not_run(s: &Scenario, i: usize, t: &Turn, why: String) -> CaseResult {
     }
 }
 
+/// What an answered turn leaves for the assertions: what was observed, the answer, and the
+/// request as the proxy read it (by its protocol's parser).
+struct Answered {
+    obs: Observed,
+    answer: Answer,
+    conversation: Result<Conversation, String>,
+}
+
 fn run_one(
     h: &Harness,
     env: &Result<JudgeEnv, String>,
@@ -307,14 +352,20 @@ fn run_one(
     let rt = h.runtime();
     let chat = protocol::by_name("openai_chat");
     let model = opts.model.as_deref().unwrap_or_default();
+    let price = rt.config.price(model);
     let mut messages: Vec<Value> = Vec::new();
     let mut stopped: Option<String> = None;
     // Each answered turn's tool calls: the requests carry the answers' text only (no tool
     // runs here, so no results to pair calls with), the transcript rules read the calls too.
     let mut calls: Vec<Vec<(String, String)>> = Vec::new();
+    // What the run has spent so far: `cost_budget` reads the conversation's total, as
+    // PromptKit sums its messages' costs.
+    let mut spent = Spend::NOTHING;
+    let mut last: Option<Answered> = None;
     for (i, t) in s.turns.iter().enumerate() {
+        let id = format!("{}#turn{}", s.name, i + 1);
         if let Some(why) = &stopped {
-            out.push(not_run(s, i, t, why.clone()));
+            out.push(not_run(s, id, &t.content, &t.assertions, why.clone()));
             continue;
         }
         messages.push(json!({"role": "user", "content": t.content}));
@@ -336,116 +387,180 @@ fn run_one(
             Ok(p) => p,
             Err(e) => {
                 stopped = Some(format!("not run: {e}"));
-                out.push(not_run(s, i, t, format!("not run: {e}")));
+                out.push(not_run(
+                    s,
+                    id,
+                    &t.content,
+                    &t.assertions,
+                    format!("not run: {e}"),
+                ));
                 continue;
             }
         };
-        let (mut obs, answer) = h.send(&p, opts);
+        let (obs, answer) = h.send(&p, opts);
         let pack = live::pack_verdict(&obs);
-        // The conversation as the proxy reads it: the request, by its protocol's parser.
-        let conversation = p
-            .protocol
-            .parse_request(&p.body, &p.path)
-            .map(|r| r.conversation);
-        obs.assertions = t
-            .policy
-            .evals()
-            .iter()
-            .zip(&t.written)
-            .map(|(e, (check, message))| {
-                // A reference metric's score, for the report.
-                let mut scored = None;
-                let passed = match (&e.check, &conversation) {
-                    (
-                        EvalCheck::GuardrailTriggered {
-                            guardrail,
-                            should_trigger,
-                            on_input,
-                        },
-                        _,
-                    ) => {
-                        let canonical = crate::policy::catalog::canonical(guardrail);
-                        let fired = obs.verdicts.iter().any(|v| {
-                            (v.validator == *guardrail
-                                || v.validator.split('#').next() == Some(guardrail.as_str())
-                                || canonical == Some(v.check.as_str()))
-                                && on_input.is_none_or(|i| i == (v.phase == "input"))
-                        });
-                        Ok(fired == *should_trigger)
-                    }
-                    _ if obs.error.is_some() && obs.blocked().is_none() => Err(format!(
-                        "the turn has no answer: {}",
-                        obs.error.as_deref().unwrap_or("")
-                    )),
-                    (EvalCheck::Replay(policy), Ok(conversation)) => Ok(crate::evals::check_turn(
-                        policy,
-                        conversation,
-                        Some(&answer),
-                        crate::evals::Spend {
-                            input_tokens: obs.input_tokens,
-                            output_tokens: obs.output_tokens,
-                            cost_usd: None,
-                        },
-                        obs.duration_ms as u64,
-                    )),
-                    (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
-                    (EvalCheck::Transcript(rule, _), Ok(conversation)) => {
-                        let score = rule.score(&with_calls(conversation, &calls), &answer);
-                        if score != 0.0 && score != 1.0 {
-                            scored = Some(format!("scored {score:.4}"));
-                        }
-                        Ok(e.passes(score))
-                    }
-                    (EvalCheck::Reference(r), Ok(conversation)) => crate::evals::score_reference(
-                        r,
-                        &Arc::new(conversation.clone()),
-                        &answer.text,
-                    )
-                    .map(|s| {
-                        let mut note = format!("{} scored {:.4}", r.metric.name(), s.value);
-                        if !s.detail.is_empty() {
-                            note.push_str(&format!(" ({})", crate::evals::detail_line(&s.detail)));
-                        }
-                        scored = Some(note);
-                        e.passes(s.value)
-                    }),
-                    (EvalCheck::Judged(check), Ok(conversation)) => {
-                        judged(h, env, e, check, conversation, &answer)
-                    }
-                };
-                AssertionResult {
-                    check: check.clone(),
-                    passed: passed.as_ref().is_ok_and(|p| *p),
-                    message: match passed {
-                        Ok(true) => message.clone().or(scored),
-                        Ok(false) => Some(match (message, scored) {
-                            (Some(m), Some(s)) => format!("{m}: {s}"),
-                            (Some(m), None) => m.clone(),
-                            (None, Some(s)) => s,
-                            (None, None) => "failed".into(),
-                        }),
-                        Err(e) => Some(e),
-                    },
-                }
-            })
-            .collect();
+        let answered = obs.error.is_none() || obs.blocked().is_some();
+        spent = spent.plus(Spend::of_turn(
+            answered,
+            (obs.input_tokens, obs.output_tokens),
+            price,
+        ));
+        let mut turn = Answered {
+            conversation: p
+                .protocol
+                .parse_request(&p.body, &p.path)
+                .map(|r| r.conversation)
+                .map_err(|e| e.to_string()),
+            obs,
+            answer,
+        };
+        turn.obs.assertions = check_all(h, env, &t.assertions, &turn, &calls, spent);
         if let Some(why) = &pack {
             stopped = Some(format!("not run: turn {} was {why}", i + 1));
         }
-        messages.push(json!({"role": "assistant", "content": answer.text}));
-        calls.push(answer.tool_calls.clone());
+        messages.push(json!({"role": "assistant", "content": turn.answer.text}));
+        calls.push(turn.answer.tool_calls.clone());
         out.push(CaseResult {
-            id: format!("{}#turn{}", s.name, i + 1),
+            id,
             tags: s.labels.clone(),
             input: t.content.clone(),
-            output: Some(answer.text),
+            output: Some(turn.answer.text.clone()),
             expected: None,
             pack,
             blocked_span: None,
             scores: Vec::new(),
-            observed: Some(obs),
+            observed: Some(turn.obs.clone()),
         });
+        last = Some(turn);
     }
+    // The conversation's assertions: once, over the last turn that ran (its request holds
+    // the conversation) and the whole run's spend.
+    let Some(a) = &s.conversation else {
+        return;
+    };
+    let id = format!("{}#conversation", s.name);
+    let input = "(the conversation)";
+    match last {
+        None => out.push(not_run(
+            s,
+            id,
+            input,
+            a,
+            stopped.unwrap_or_else(|| "not run: no turn ran".into()),
+        )),
+        Some(mut turn) => {
+            turn.obs.assertions = check_all(
+                h,
+                env,
+                a,
+                &turn,
+                &calls[..calls.len().saturating_sub(1)],
+                spent,
+            );
+            out.push(CaseResult {
+                id,
+                tags: s.labels.clone(),
+                input: input.into(),
+                output: Some(turn.answer.text),
+                expected: None,
+                pack: None,
+                blocked_span: None,
+                scores: Vec::new(),
+                observed: Some(turn.obs),
+            });
+        }
+    }
+}
+
+/// Checks `a`'s assertions on an answered turn: `calls` are the earlier turns' tool calls,
+/// `spent` what the run has spent up to and with this turn.
+fn check_all(
+    h: &Harness,
+    env: &Result<JudgeEnv, String>,
+    a: &Assertions,
+    turn: &Answered,
+    calls: &[Vec<(String, String)>],
+    spent: Spend,
+) -> Vec<AssertionResult> {
+    let (obs, answer) = (&turn.obs, &turn.answer);
+    a.policy
+        .evals()
+        .iter()
+        .zip(&a.written)
+        .map(|(e, (check, message))| {
+            // A reference metric's score, for the report.
+            let mut scored = None;
+            let passed = match (&e.check, &turn.conversation) {
+                (
+                    EvalCheck::GuardrailTriggered {
+                        guardrail,
+                        should_trigger,
+                        on_input,
+                    },
+                    _,
+                ) => {
+                    let canonical = crate::policy::catalog::canonical(guardrail);
+                    let fired = obs.verdicts.iter().any(|v| {
+                        (v.validator == *guardrail
+                            || v.validator.split('#').next() == Some(guardrail.as_str())
+                            || canonical == Some(v.check.as_str()))
+                            && on_input.is_none_or(|i| i == (v.phase == "input"))
+                    });
+                    Ok(fired == *should_trigger)
+                }
+                _ if obs.error.is_some() && obs.blocked().is_none() => Err(format!(
+                    "the turn has no answer: {}",
+                    obs.error.as_deref().unwrap_or("")
+                )),
+                (EvalCheck::Replay(policy), Ok(conversation)) => Ok(crate::evals::check_turn(
+                    policy,
+                    conversation,
+                    Some(answer),
+                    spent,
+                    obs.duration_ms as u64,
+                )),
+                (_, Err(e)) => Err(format!("the request cannot be read back: {e}")),
+                (EvalCheck::Transcript(rule, _), Ok(conversation)) => {
+                    let score = rule.score(&with_calls(conversation, calls), answer);
+                    if score != 0.0 && score != 1.0 {
+                        scored = Some(format!("scored {score:.4}"));
+                    }
+                    Ok(e.passes(score))
+                }
+                (EvalCheck::Reference(r), Ok(conversation)) => {
+                    crate::evals::score_reference(r, &Arc::new(conversation.clone()), &answer.text)
+                        .map(|s| {
+                            let mut note = format!("{} scored {:.4}", r.metric.name(), s.value);
+                            if !s.detail.is_empty() {
+                                note.push_str(&format!(
+                                    " ({})",
+                                    crate::evals::detail_line(&s.detail)
+                                ));
+                            }
+                            scored = Some(note);
+                            e.passes(s.value)
+                        })
+                }
+                (EvalCheck::Judged(check), Ok(conversation)) => {
+                    judged(h, env, e, check, conversation, answer)
+                }
+            };
+            AssertionResult {
+                check: check.clone(),
+                passed: passed.as_ref().is_ok_and(|p| *p),
+                message: match passed {
+                    Ok(true) => message.clone().or(scored),
+                    Ok(false) => Some(match (message, scored) {
+                        (Some(m), Some(s)) => format!("{m}: {s}"),
+                        (Some(m), None) => m.clone(),
+                        (None, Some(s)) => s,
+                        (None, None) => "failed".into(),
+                    }),
+                    Err(e) => Some(e),
+                },
+            }
+        })
+        .collect()
 }
 
 /// `conversation` with the earlier turns' tool calls on their assistant messages (the n-th
@@ -501,7 +616,7 @@ mod tests {
         let judged = format!("{HEAD}spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{{type: llm_judge, params: {{criteria: x, judge: j}}}}]\n");
         let s = parse_with("s.yaml", &judged, &refs).unwrap();
         assert!(matches!(
-            s.turns[0].policy.evals()[0].check,
+            s.turns[0].assertions.policy.evals()[0].check,
             EvalCheck::Judged(_)
         ));
         let e = err("spec:\n  turns:\n    - role: user\n      content: hi\n      assertions: [{type: image_format, params: {formats: [png]}}]\n");
@@ -519,7 +634,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            ok.turns[0].written[0],
+            ok.turns[0].assertions.written[0],
             ("content_includes".into(), Some("greets".into()))
         );
     }

@@ -388,7 +388,10 @@ validators:
     g.on_chunk(&text(0, "x")).unwrap();
     assert!(g.after_call().is_ok());
     let e = policy("validators:\n  - type: cost_budget\n    params: {}\n").unwrap_err();
-    assert!(e.contains("param 'max_cost_usd', 'max_total_tokens'"), "{e}");
+    assert!(
+        e.contains("param 'max_cost_usd', 'max_total_tokens'"),
+        "{e}"
+    );
     // PromptKit's input and output maxima: any count over its maximum fails.
     let split = policy("validators:\n  - type: cost_budget\n    params: { max_input_tokens: 100, max_output_tokens: 50 }\n").unwrap();
     let run_split = |u| {
