@@ -78,7 +78,14 @@ async fn turn(addr: SocketAddr, session: &str, end: bool) {
     if end {
         headers.push(("x-session-end", "true"));
     }
-    let a = send(addr, "POST", "/v1/chat/completions", body.to_string(), &headers).await;
+    let a = send(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        body.to_string(),
+        &headers,
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.text());
 }
 
