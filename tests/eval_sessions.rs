@@ -186,3 +186,113 @@ async fn a_session_spread_over_two_replicas_is_one_session() {
     let b = replica(&up, Some(&redis.url())).await;
     sessions_end_once(&[a.addr(), b.addr()]).await;
 }
+
+const AGENT_PACK: &str = r#"
+name: agents
+validators:
+  - type: banned_words
+    params: {words: [forbidden]}
+evals:
+  - {id: ended, type: guardrail_triggered, trigger: on_session_complete, params: {guardrail: banned_words, should_trigger: false}}
+"#;
+
+/// `ended`'s passes on `route`.
+async fn ended(addr: SocketAddr, route: &str) -> u64 {
+    let line = format!(
+        "guardwire_eval_results_total{{eval=\"ended\",route=\"{route}\",result=\"pass\"}} "
+    );
+    metrics(addr)
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+async fn until_ended(addr: SocketAddr, route: &str, n: u64) {
+    for _ in 0..400 {
+        if ended(addr, route).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{route}: ended {} times, not {n}", ended(addr, route).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_delete_and_an_a2a_context_end_their_sessions() {
+    let up = MockUpstream::start(|req| {
+        if req.path_and_query.starts_with("/mcp") {
+            let id = req.body_json().map(|b| b["id"].clone()).unwrap_or_default();
+            Reply::json(
+                200,
+                &json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":"5"}]}})
+                    .to_string(),
+            )
+        } else {
+            Reply::json(
+                200,
+                r#"{"jsonrpc":"2.0","id":"1","result":{"message":{"messageId":"r","parts":[{"text":"ok"}]}}}"#,
+            )
+        }
+    })
+    .await;
+    let base = up.base_url();
+    let p = start_config(
+        "",
+        AGENT_PACK,
+        &format!("evals: {{session_idle_ms: 1000}}\nroutes:\n  - name: tools\n    protocol: mcp\n    path_prefix: /mcp\n    upstream: \"{base}/mcp\"\n  - name: agent\n    protocol: a2a\n    path_prefix: /agent\n    upstream: \"{base}\"\n"),
+    )
+    .await;
+    let mcp = |method: &'static str, id: u32, session: Option<&'static str>| {
+        let body = if method == "POST" {
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"add","arguments":{"a":2,"b":3}}}).to_string()
+        } else {
+            String::new()
+        };
+        let addr = p.addr();
+        async move {
+            let mut headers = vec![
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ];
+            if let Some(s) = session {
+                headers.push(("mcp-session-id", s));
+            }
+            let a = send(addr, method, "/mcp", body, &headers).await;
+            assert_eq!(a.status, 200, "{}", a.text());
+        }
+    };
+    // Two calls of one session: it has not ended.
+    mcp("POST", 1, Some("s-1")).await;
+    mcp("POST", 2, Some("s-1")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(ended(p.addr(), "tools").await, 0);
+    // The client's DELETE ends it: its session evals run once, now.
+    mcp("DELETE", 0, Some("s-1")).await;
+    until_ended(p.addr(), "tools", 1).await;
+    // A call without a session is a session that ends with it.
+    mcp("POST", 3, None).await;
+    until_ended(p.addr(), "tools", 2).await;
+
+    // A2A: the session is the message's contextId, whatever the message's text.
+    let a2a = |text: &'static str, end: bool| {
+        let body = json!({"jsonrpc":"2.0","id":"1","method":"SendMessage","params":{"message":{"messageId":"m","contextId":"ctx-1","role":"ROLE_USER","parts":[{"text":text}]}}}).to_string();
+        let addr = p.addr();
+        async move {
+            let mut headers = vec![("content-type", "application/json")];
+            if end {
+                headers.push(("x-session-end", "1"));
+            }
+            let a = send(addr, "POST", "/agent/a2a", body, &headers).await;
+            assert_eq!(a.status, 200, "{}", a.text());
+        }
+    };
+    a2a("first question", false).await;
+    a2a("another question", true).await;
+    until_ended(p.addr(), "agent", 1).await;
+    // Nothing is left to idle: both messages were the one session the second ended (and the
+    // MCP session ended by its DELETE does not end again).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(ended(p.addr(), "agent").await, 1);
+    assert_eq!(ended(p.addr(), "tools").await, 2);
+}

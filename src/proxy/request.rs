@@ -123,7 +123,7 @@ pub fn target<'a>(route: &'a Route, req: &Request<Incoming>) -> Result<Target<'a
             .find(|p| !odd && p.serves(&forwarded))
         else {
             return Err(GatewayError::NotFound(format!(
-                "{} is not a {} endpoint of this route (list it in the route's passthrough_paths to forward it unchecked)",
+                "{} is not an endpoint of this route's protocol ({}); list it in the route's passthrough_paths to forward it unchecked",
                 req.uri().path(),
                 route.protocol.name()
             )));
