@@ -12,18 +12,22 @@
 //! Bounded like the MCP sessions: a key holds at most `state.max_sessions_per_key` open
 //! sessions and the store `state.max_sessions` (in process); past its quota a key's least
 //! recently used session is ended early (its evals run on what it had), never dropped unseen.
-//! A last turn larger than [`MAX_LAST_TURN_BYTES`] is not kept; its session evals report an
-//! error rather than judge an earlier turn.
+//! A last turn larger than [`MAX_LAST_TURN_BYTES`] is not kept (in process, neither is one
+//! past [`LOCAL_MAX_BYTES`] of last turns in all); its session evals report an error rather
+//! than judge an earlier turn.
 
 pub mod redis;
 
-use super::StoreFuture;
+use super::{StoreError, StoreFuture};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The largest last turn kept (its JSON).
 pub const MAX_LAST_TURN_BYTES: usize = 1 << 20;
+/// The last turns one process keeps in all (in-process state; a Redis server bounds its own
+/// memory).
+pub const LOCAL_MAX_BYTES: usize = 64 << 20;
 
 /// Which session: the route, the client's key, and the session id (the session header, an
 /// MCP session id, an A2A context, or the conversation's opening).
@@ -110,24 +114,34 @@ struct Entry {
     used_at: u64,
 }
 
-/// The sessions of one process.
+/// The sessions of one process, and the bytes of their last turns.
 pub struct LocalEvalSessions {
-    entries: Mutex<HashMap<SessionRef, Entry>>,
+    entries: Mutex<(HashMap<SessionRef, Entry>, usize)>,
     max_per_key: usize,
     max_total: usize,
+    max_bytes: usize,
 }
 
 impl LocalEvalSessions {
-    pub fn new(max_per_key: usize, max_total: usize) -> LocalEvalSessions {
+    /// At most `max_per_key` open sessions per key and `max_total` in all (ended ones waiting
+    /// to be claimed: a quarter more), and `max_bytes` of last turns: past it a last turn is
+    /// not kept (its session evals report so).
+    pub fn new(max_per_key: usize, max_total: usize, max_bytes: usize) -> LocalEvalSessions {
         LocalEvalSessions {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new((HashMap::new(), 0)),
             max_per_key,
             max_total,
+            max_bytes,
         }
     }
 
-    fn take(entries: &mut HashMap<SessionRef, Entry>, session: &SessionRef) -> Option<Ended> {
-        entries.remove(session).map(|e| Ended {
+    fn take(
+        (entries, bytes): &mut (HashMap<SessionRef, Entry>, usize),
+        session: &SessionRef,
+    ) -> Option<Ended> {
+        let e = entries.remove(session)?;
+        *bytes -= e.last.as_ref().map_or(0, String::len);
+        Some(Ended {
             session: session.clone(),
             spent: e.spent,
             turns: e.turns,
@@ -187,10 +201,18 @@ impl EvalSessions for LocalEvalSessions {
         idle_ms: u64,
     ) -> StoreFuture<'a, Spent> {
         let now = now_ms();
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let (entries, bytes) = &mut *guard;
         if !entries.contains_key(session) {
+            // Ended sessions not claimed yet count too, so a burst of new sessions cannot grow
+            // the store past its bound before the next sweep.
+            if entries.len() >= self.max_total.saturating_add(self.max_total / 4) {
+                return Box::pin(std::future::ready(Err(StoreError::Unreachable(
+                    "the evals' sessions are at their bound (state.max_sessions); ended ones wait to be claimed".into(),
+                ))));
+            }
             make_room(
-                &mut entries,
+                entries,
                 &session.key_id,
                 self.max_per_key,
                 self.max_total,
@@ -206,7 +228,10 @@ impl EvalSessions for LocalEvalSessions {
         });
         e.spent = e.spent.plus(spent);
         e.turns += 1;
-        e.last = last.map(str::to_owned);
+        *bytes -= e.last.take().map_or(0, |l| l.len());
+        let fits = last.is_some_and(|l| bytes.saturating_add(l.len()) <= self.max_bytes);
+        e.last = last.filter(|_| fits).map(str::to_owned);
+        *bytes += e.last.as_ref().map_or(0, String::len);
         e.ends_at = now.saturating_add(idle_ms);
         e.used_at = now;
         let total = e.spent;
@@ -217,6 +242,7 @@ impl EvalSessions for LocalEvalSessions {
         let now = now_ms();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let due: Vec<SessionRef> = entries
+            .0
             .iter()
             .filter(|(_, e)| e.ends_at <= now)
             .map(|(s, _)| s.clone())
@@ -224,14 +250,14 @@ impl EvalSessions for LocalEvalSessions {
             .collect();
         let ended = due
             .iter()
-            .filter_map(|s| Self::take(&mut entries, s))
+            .filter_map(|s| Self::take(&mut *entries, s))
             .collect();
         Box::pin(std::future::ready(Ok(ended)))
     }
 
     fn claim<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Option<Ended>> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let ended = Self::take(&mut entries, session);
+        let ended = Self::take(&mut *entries, session);
         Box::pin(std::future::ready(Ok(ended)))
     }
 }
@@ -259,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn spend_sums_over_turns_and_a_claim_takes_the_session_once() {
-        let store = LocalEvalSessions::new(10, 100);
+        let store = LocalEvalSessions::new(10, 100, 1 << 20);
         let a = s("k", "a");
         assert_eq!(
             store
@@ -298,7 +324,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_idle_session_is_due_and_a_key_past_its_quota_ends_its_oldest() {
-        let store = LocalEvalSessions::new(2, 100);
+        let store = LocalEvalSessions::new(2, 100, 1 << 20);
         store
             .record(&s("k", "a"), turn(1, 1), None, 0)
             .await
@@ -325,5 +351,43 @@ mod tests {
         let due = store.claim_due(10).await.unwrap();
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].session, s("k", "x"));
+    }
+
+    #[tokio::test]
+    async fn last_turns_past_the_byte_bound_are_not_kept_and_the_count_is_bounded() {
+        let store = LocalEvalSessions::new(100, 4, 10);
+        store
+            .record(&s("k", "a"), turn(1, 1), Some("123456"), 60_000)
+            .await
+            .unwrap();
+        // 6 + 6 > 10: not kept; the first is.
+        store
+            .record(&s("k", "b"), turn(1, 1), Some("abcdef"), 60_000)
+            .await
+            .unwrap();
+        assert_eq!(store.claim(&s("k", "b")).await.unwrap().unwrap().last, None);
+        // A session's new last turn replaces its old one's bytes.
+        store
+            .record(&s("k", "a"), turn(1, 1), Some("1234567890"), 60_000)
+            .await
+            .unwrap();
+        let a = store.claim(&s("k", "a")).await.unwrap().unwrap();
+        assert_eq!(a.last.as_deref(), Some("1234567890"));
+        // Four open sessions and one ended waiting: a sixth is refused, not kept unbounded.
+        for id in ["1", "2", "3", "4", "5"] {
+            store
+                .record(&s("k", id), turn(1, 1), None, 60_000)
+                .await
+                .unwrap();
+        }
+        assert!(store
+            .record(&s("k", "6"), turn(1, 1), None, 60_000)
+            .await
+            .is_err());
+        assert_eq!(store.claim_due(10).await.unwrap().len(), 1);
+        assert!(store
+            .record(&s("k", "6"), turn(1, 1), None, 60_000)
+            .await
+            .is_ok());
     }
 }

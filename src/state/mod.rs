@@ -135,6 +135,7 @@ impl State {
                     Arc::new(eval_sessions::LocalEvalSessions::new(
                         config.max_sessions_per_key,
                         config.max_sessions,
+                        eval_sessions::LOCAL_MAX_BYTES,
                     )),
                 ),
                 None,
