@@ -296,3 +296,61 @@ fn the_readme_stays_a_front_door() {
         );
     }
 }
+
+#[test]
+fn the_type_surface_table_has_a_row_per_catalog_type() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/packs.md"))
+        .unwrap();
+    let section = text
+        .split("\n## Types and surfaces")
+        .nth(1)
+        .expect("docs/packs.md has no \"## Types and surfaces\" section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let header = section
+        .lines()
+        .find(|l| l.starts_with('|'))
+        .expect("no table under \"## Types and surfaces\"");
+    assert!(
+        header.starts_with("| type"),
+        "the table's first column is not the type: {header}"
+    );
+    let pages = [("packs.md".to_owned(), section.to_owned())];
+    let rows = table_rows(&pages, header);
+
+    // Each row: the canonical name, then exactly its aliases, and a cell per surface.
+    let mut documented = BTreeSet::new();
+    let mut wrong = Vec::new();
+    for (_, first, _, row) in &rows {
+        let cells = row.trim().trim_matches('|').split(" | ").count();
+        let named = code_spans(first);
+        let Some((&name, aliases)) = named.split_first() else {
+            wrong.push(format!("a row names no type: {row}"));
+            continue;
+        };
+        if cells != 4 {
+            wrong.push(format!("`{name}`: {cells} cells, not 4"));
+        }
+        if !documented.insert(name) {
+            wrong.push(format!("`{name}`: two rows"));
+        }
+        match CATALOG.iter().find(|e| e.name == name) {
+            None => wrong.push(format!("`{name}`: not a canonical catalog name")),
+            Some(e) => {
+                let want: BTreeSet<&str> = e.aliases.iter().copied().collect();
+                let got: BTreeSet<&str> = aliases.iter().copied().collect();
+                if want != got || aliases.len() != got.len() {
+                    wrong.push(format!(
+                        "`{name}`: aliases {aliases:?}, the catalog's {:?}",
+                        e.aliases
+                    ));
+                }
+            }
+        }
+    }
+    let catalog: BTreeSet<&str> = CATALOG.iter().map(|e| e.name).collect();
+    let missing: Vec<_> = catalog.difference(&documented).collect();
+    assert!(
+        wrong.is_empty() && missing.is_empty(),
+        "docs/packs.md, \"Types and surfaces\": {wrong:?}; catalog types without a row: {missing:?}"
+    );
+}

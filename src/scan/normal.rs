@@ -166,6 +166,11 @@ pub struct Normalizer {
     fragment: bool,
     /// The view's last bytes (what an aside writes again; `aside.rs`).
     recent: String,
+    /// Asides waiting to be written together, the view's length when the first came, and
+    /// their bytes (`aside.rs`).
+    asides: Vec<aside::Aside>,
+    asides_from: u64,
+    asides_bytes: usize,
     /// Variation selectors of the current run, as the bytes they carry (`carrier.rs`).
     selectors: Vec<Unit>,
     selector_run: u32,
@@ -222,6 +227,9 @@ impl Normalizer {
             reference: Vec::new(),
             fragment: false,
             recent: String::new(),
+            asides: Vec::new(),
+            asides_from: 0,
+            asides_bytes: 0,
             selectors: Vec::new(),
             selector_run: 0,
             carried: Vec::new(),
@@ -277,7 +285,9 @@ impl Normalizer {
         let tag = self.tag.first().map(|u| u.raw);
         let hidden = self.hidden.first().map(|u| u.raw);
         let escape = self.escape.map(|u| u.raw);
+        let asides = self.asides.first().map(aside::Aside::raw);
         [
+            asides,
             held,
             marks,
             underscores,
@@ -348,6 +358,7 @@ impl Normalizer {
             || self.joining()
             || self.after_zwsp
             || self.after_break
+            || !self.asides.is_empty()
         {
             return 0;
         }
@@ -387,6 +398,7 @@ impl Normalizer {
     /// stage records it, the carrier stage reads tag characters and selector runs, and the
     /// rest goes through markup (`full`) and the text stages.
     fn char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
+        self.asides_due(out);
         self.bidi_char(c, raw, raw_end, out);
         if self.carrier_char(c, raw, raw_end, out) {
             return;
@@ -497,6 +509,7 @@ impl Normalizer {
         self.finish_markup(&mut out);
         self.end_joins(&mut out);
         self.end_bidi(&mut out);
+        self.write_asides(&mut out);
         self.flush_marks(&mut out);
         self.flush_held(false, &mut out);
         self.word_latin = false;
@@ -659,6 +672,11 @@ impl Normalizer {
             + self.bidi_context.capacity()
             + self.bidi_open.capacity()
             + self.tag_raw.capacity()
+            + self
+                .asides
+                .iter()
+                .map(aside::Aside::heap_bytes)
+                .sum::<usize>()
             + self
                 .joins
                 .iter()

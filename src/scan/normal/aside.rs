@@ -9,6 +9,13 @@
 //! the person sees it. A phrase matches in either reading; none of the view's line breaks come
 //! from the text (white space folds to one space), so no phrase is matched across an aside.
 //!
+//! Asides close together are written together: an aside waits (held back, as unread text)
+//! until the view has gone [`REPLAY`] bytes past the first one waiting (or [`BATCH_BYTES`] of
+//! asides wait, or the text ends), and then every aside waiting is written, each on its line,
+//! with one replay after them. The person's text goes on meanwhile on its own line, and a text
+//! dense with hidden markup (`a<b>a<b>…`) costs a replay per [`REPLAY`] bytes of view rather
+//! than one per tag, so the view stays within a small multiple of the text.
+//!
 //! Map: an aside maps to the raw span it came from; the characters written again map from
 //! where they came to the end of that span, so a match through them holds back and redacts
 //! everything in between (the raw end of the map never goes back).
@@ -21,6 +28,27 @@ pub(super) const REPLAY: usize = 64;
 
 /// View bytes kept for [`REPLAY`] (`recent` is cut back to this when it reaches twice as much).
 pub(super) const RECENT_BYTES: usize = 4 * REPLAY;
+
+/// Bytes of asides waiting past which they are written at once.
+pub(super) const BATCH_BYTES: usize = 1024;
+
+/// An aside waiting to be written: its text and the raw span it came from.
+#[derive(Debug, Clone)]
+pub(super) struct Aside {
+    text: String,
+    raw: u64,
+    raw_end: u64,
+}
+
+impl Aside {
+    pub(super) fn raw(&self) -> u64 {
+        self.raw
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Aside>() + self.text.capacity()
+    }
+}
 
 impl Normalizer {
     /// Keeps the view's last characters (what an aside writes again).
@@ -57,18 +85,49 @@ impl Normalizer {
         (self.out_len - text.len() as u64, text.to_owned())
     }
 
-    /// Writes `text`, which came from raw `raw..raw_end`, as an aside (see the module docs).
+    /// `text`, which came from raw `raw..raw_end`, is an aside: it waits to be written with
+    /// the asides close to it (see the module docs).
     pub(super) fn aside(&mut self, text: &str, raw: u64, raw_end: u64, out: &mut String) {
         if text.is_empty() {
             return;
         }
+        if self.asides.is_empty() {
+            self.asides_from = self.out_len;
+            self.asides_bytes = 0;
+        }
+        self.asides_bytes += text.len();
+        self.asides.push(Aside {
+            text: text.to_owned(),
+            raw,
+            raw_end,
+        });
+        if self.asides_bytes >= BATCH_BYTES {
+            self.write_asides(out);
+        }
+    }
+
+    /// Writes the asides waiting once the view has gone [`REPLAY`] bytes past the first (called
+    /// before each character, so the point depends on the text alone, never on its splits).
+    pub(super) fn asides_due(&mut self, out: &mut String) {
+        if !self.asides.is_empty() && self.out_len >= self.asides_from + REPLAY as u64 {
+            self.write_asides(out);
+        }
+    }
+
+    /// Writes every aside waiting, each on its line, then the view's last characters again.
+    pub(super) fn write_asides(&mut self, out: &mut String) {
+        if self.asides.is_empty() {
+            return;
+        }
+        let asides = std::mem::take(&mut self.asides);
         self.settle(out);
-        // The aside and the view written again after it are no text a reader reads on: no
+        // The asides and the view written again after them are no text a reader reads on: no
         // recording around an autolink takes them (`join.rs`).
         let joins = std::mem::take(&mut self.joins);
-        // Nor is the text's state around line breaks (`segment.rs`) the aside's.
+        // Nor is the text's state around line breaks (`segment.rs`) the asides'.
         let (after_break, after_zwsp) = (self.after_break, self.after_zwsp);
         let (at, replay) = self.replay_text();
+        let raw_end = asides.iter().map(|a| a.raw_end).max().unwrap_or(0);
         let replay: Vec<Unit> = replay
             .char_indices()
             .map(|(i, c)| {
@@ -81,12 +140,16 @@ impl Normalizer {
                 }
             })
             .collect();
-        self.line_break(raw, raw_end, out);
-        for c in text.chars() {
-            self.text_char(c, raw, raw_end, false, out);
+        for a in &asides {
+            self.line_break(a.raw, a.raw_end, out);
+            for c in a.text.chars() {
+                self.text_char(c, a.raw, a.raw_end, false, out);
+            }
+            self.settle(out);
         }
-        self.settle(out);
-        self.line_break(raw, raw_end, out);
+        if let Some(last) = asides.last() {
+            self.line_break(last.raw, last.raw_end, out);
+        }
         self.word_latin = false;
         self.base = None;
         for u in replay {

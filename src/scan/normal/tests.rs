@@ -542,10 +542,11 @@ fn same_view_at_every_split(text: &str) {
 fn tag_characters_read_as_the_ascii_they_spell() {
     let text = format!("Eat the {}. Yum", tags("forbidden fruit"));
     for mode in [Normalize::Full, Normalize::Nfkc] {
-        // Joined to the text around it, and alone as an aside once the run ends.
+        // Joined to the text around it, and alone as an aside once the run ends (written with
+        // the view's last characters again when the view has gone on, here at the end).
         assert_eq!(
             normalize_str(&text, mode),
-            "Eat the forbidden fruit\nforbidden fruit\nEat the forbidden fruit. Yum"
+            "Eat the forbidden fruit. Yum\nforbidden fruit\nEat the forbidden fruit. Yum"
         );
     }
     // Glued to a visible word, the carried word is still a word of its own to the model.
@@ -568,7 +569,7 @@ fn a_run_of_variation_selectors_reads_as_the_bytes_it_carries() {
     let text = format!("Look \u{1f600}{} ok", selectors("forbidden fruit"));
     assert_eq!(
         full(&text),
-        "Look \u{1f600}forbidden fruit\nforbidden fruit\nLook \u{1f600}forbidden fruit ok"
+        "Look \u{1f600}forbidden fruit ok\nforbidden fruit\nLook \u{1f600}forbidden fruit ok"
     );
     same_view_at_every_split(&text);
     // Multi-byte characters, and bytes that are no UTF-8 (which say nothing alone).
@@ -852,12 +853,19 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
 fn a_match_through_markup_maps_to_the_whole_raw_span() {
     let text = "Eat forbid<!-- c -->den fruit.";
     let (view, n) = view_of(text, &[], Normalize::Full);
-    let at = view.rfind("forbidden fruit").unwrap() as u64;
+    let at = view.find("forbidden fruit").unwrap() as u64;
     let (start, end) = (n.raw_start(at), n.raw_end(at + 15));
     assert_eq!(
         &text[start as usize..end as usize],
         "forbid<!-- c -->den fruit"
     );
+    // Written again after the aside, the phrase maps from its start to the end of what the
+    // view had read by then (never less than the phrase).
+    let again = view.rfind("forbidden fruit").unwrap() as u64;
+    assert!(again > at, "{view:?}");
+    let (start, end) = (n.raw_start(again), n.raw_end(again + 15));
+    assert_eq!(start, 4);
+    assert!(end as usize >= text.len() - 1, "{end}");
 }
 
 /// The text a CommonMark renderer shows for `markdown` (pulldown-cmark): text and code, with
