@@ -416,7 +416,7 @@ fn tool_checks_an_mcp_session_cannot_judge_are_refused_on_mcp_routes() {
     assert!(!ok);
     assert!(
         out.contains("the packs of MCP route tools")
-            && out.contains("validator 'must-search' cannot run on an MCP route")
+            && out.contains("validator or eval 'must-search' cannot run on an MCP route")
             && out.contains("end of a turn"),
         "{out}"
     );
@@ -427,6 +427,26 @@ fn tool_checks_an_mcp_session_cannot_judge_are_refused_on_mcp_routes() {
         out.contains("keys (team).packs") && out.contains("tool results"),
         "{out}"
     );
+    // A workflow check reads its state from results; an eval is held to the same rule, and a
+    // `cost_budget` eval has no model usage to read on MCP.
+    for (pack, why) in [
+        (
+            "validators:\n  - type: workflow_state_is\n    params: { state: done }\n",
+            "workflow's state",
+        ),
+        (
+            "evals:\n  - { id: searched, type: tools_called, trigger: every_turn, params: { tool_names: [search] } }\n",
+            "end of a turn",
+        ),
+        (
+            "evals:\n  - { id: spend, type: cost_budget, trigger: on_session_complete, params: { max_total_tokens: 9 } }\n",
+            "no model usage",
+        ),
+    ] {
+        let (ok, out) = check(config(&write("p.yaml", pack), None));
+        assert!(!ok, "{pack}");
+        assert!(out.contains(why), "{pack}: {out}");
+    }
 }
 
 /// A counter's value in a `/metrics` text (0 when absent).

@@ -123,11 +123,30 @@ impl Policy {
 
     /// The first tool check an MCP route cannot judge: its validator's label and why
     /// ([`ToolCheck::unjudged_on_mcp`](super::tools::ToolCheck::unjudged_on_mcp)).
+    /// Evals are held to the same rule (an MCP turn is one call, replayed as the validator
+    /// reads it), and `cost_budget` evals too: MCP calls report no model usage.
     pub fn unjudged_on_mcp(&self) -> Option<(&str, &'static str)> {
-        self.tools.iter().find_map(|(v, check)| {
+        use super::evals::EvalCheck;
+        let validators = self.tools.iter().find_map(|(v, check)| {
             check
                 .unjudged_on_mcp()
                 .map(|why| (self.validator(*v).label.as_str(), why))
+        });
+        validators.or_else(|| {
+            self.evals.iter().find_map(|e| {
+                if e.reads_session_spend() {
+                    return Some((
+                        e.id.as_str(),
+                        "an MCP call reports no model usage for `cost_budget` to read",
+                    ));
+                }
+                match &e.check {
+                    EvalCheck::Replay(p) | EvalCheck::Transcript(_, p) => {
+                        p.unjudged_on_mcp().map(|(_, why)| (e.id.as_str(), why))
+                    }
+                    _ => None,
+                }
+            })
         })
     }
 

@@ -272,6 +272,10 @@ impl ToolCheck {
             ToolCheck::NoErrors | ToolCheck::ResultIncludes { .. } | ToolCheck::ResultMatches { .. } => {
                 Some(RESULTS)
             }
+            // The workflow's state is the result of its last answered transition.
+            ToolCheck::Workflow(_) => Some(
+                "it reads the workflow's state from the transitions' results, and on MCP guardwire reads them as text",
+            ),
             ToolCheck::Efficiency {
                 max_errors,
                 max_error_rate,

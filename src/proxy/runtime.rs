@@ -373,7 +373,7 @@ fn check_mcp_tool_checks(
     for (origin, policy) in of_routes.chain(of_keys) {
         if let Some((label, why)) = policy.unjudged_on_mcp() {
             return Err(StartError::Setup(format!(
-                "{origin}{in_file}: validator '{label}' cannot run on an MCP route: {why} (docs/mcp.md, Sessions)"
+                "{origin}{in_file}: validator or eval '{label}' cannot run on an MCP route: {why} (docs/mcp.md, Sessions)"
             )));
         }
     }

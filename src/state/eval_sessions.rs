@@ -250,14 +250,14 @@ impl EvalSessions for LocalEvalSessions {
             .collect();
         let ended = due
             .iter()
-            .filter_map(|s| Self::take(&mut *entries, s))
+            .filter_map(|s| Self::take(&mut entries, s))
             .collect();
         Box::pin(std::future::ready(Ok(ended)))
     }
 
     fn claim<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Option<Ended>> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let ended = Self::take(&mut *entries, session);
+        let ended = Self::take(&mut entries, session);
         Box::pin(std::future::ready(Ok(ended)))
     }
 }
