@@ -514,6 +514,42 @@ async fn large_whole_answers_are_checked_off_the_worker_with_the_same_verdicts()
     }
 }
 
+/// A request over the size that is checked off the async worker (64 KiB): BeforeCall on the
+/// blocking pool gives the same verdicts — the banned phrase at its very end is refused before
+/// the provider is called, a clean one goes upstream as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_requests_are_checked_off_the_worker_with_the_same_verdicts() {
+    let pack = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: input }\n";
+    let mock = MockUpstream::start(|_| {
+        Reply::json(
+            200,
+            r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}]}"#,
+        )
+    })
+    .await;
+    let proxy = start_proxy(&mock.base_url(), pack, "").await;
+    let filler = "All <b>quiet</b> on the river today. ".repeat(3_000);
+    for (tail, blocked) in [
+        ("and a forbidden fruit.", true),
+        ("and nothing more.", false),
+    ] {
+        let body = serde_json::json!({"model": "m",
+            "messages": [{"role": "user", "content": format!("{filler}{tail}")}]})
+        .to_string();
+        assert!(body.len() > 100_000);
+        let before = mock.request_count();
+        let a = post_chat(proxy.addr(), &body).await;
+        if blocked {
+            assert_eq!(a.status, 400, "{}", &a.text()[..200.min(a.text().len())]);
+            assert_eq!(mock.request_count(), before, "refused before the call");
+        } else {
+            assert_eq!(a.status, 200, "{}", a.text());
+            assert_eq!(mock.request_count(), before + 1);
+            assert_eq!(mock.requests().last().unwrap().body_str(), body);
+        }
+    }
+}
+
 /// A chat stream's structural strings (`id`, `system_fingerprint`, `obfuscation`, …) skip the
 /// word and phrase checks but not the secret patterns — on the fast path too, where a frame
 /// read in full skips the fallback: a key in the first chunk's `system_fingerprint`, or in a

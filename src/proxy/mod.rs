@@ -456,7 +456,7 @@ impl Gateway {
                 quota,
             )
             .await?;
-        let before_call = ctx.before_call(&parsed);
+        let before_call = ctx.before_call_sized(&mut parsed, body.len()).await;
         // Judged checks and evals see the conversation (the request's, and the answer's
         // `_session` variants); it is kept only when some exist.
         let policy = ctx.caller.policy;

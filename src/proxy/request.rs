@@ -424,7 +424,46 @@ impl<'a> RequestCtx<'a> {
     /// exchange's guard, which checks the answer next (continuing from the tool history).
     pub fn before_call(&self, parsed: &ParsedRequest) -> Result<ExchangeGuard, GatewayError> {
         let _span = self.trace.before_call_span().entered();
-        let (mut guard, verdict) = before_call(self.rt, self.caller.policy, parsed);
+        let (guard, verdict) = before_call(self.rt, self.caller.policy, parsed);
+        self.before_call_verdict(guard, verdict)
+    }
+
+    /// [`RequestCtx::before_call`] for a request of `bytes`: a large one is checked on the
+    /// bounded blocking pool ([`super::offload`]), so the async worker goes on serving other
+    /// tenants and `/healthz` meanwhile.
+    pub async fn before_call_sized(
+        &self,
+        parsed: &mut ParsedRequest,
+        bytes: usize,
+    ) -> Result<ExchangeGuard, GatewayError> {
+        if !super::offload::is_large(bytes) {
+            return self.before_call(parsed);
+        }
+        let policy = self.caller.policy;
+        let history = policy.tool_history(&parsed.conversation);
+        let mut guard = exchange_guard(self.rt, policy, history, parsed.model.as_deref());
+        guard.answer(parsed.stream);
+        let conversation = std::mem::take(&mut parsed.conversation);
+        let checked = super::offload::check(bytes, move || {
+            let verdict = guard.before_call(&conversation);
+            (guard, verdict, conversation)
+        })
+        .await;
+        let Some((guard, verdict, conversation)) = checked else {
+            return Err(GatewayError::Internal(
+                "checking the request failed; it was not sent".into(),
+            ));
+        };
+        parsed.conversation = conversation;
+        let _span = self.trace.before_call_span().entered();
+        self.before_call_verdict(guard, verdict)
+    }
+
+    fn before_call_verdict(
+        &self,
+        mut guard: ExchangeGuard,
+        verdict: Result<(), crate::policy::Finding>,
+    ) -> Result<ExchangeGuard, GatewayError> {
         guard.take_findings(|monitored, _| self.report().monitor(monitored));
         verdict.map_err(|finding| self.report().block(finding))?;
         Ok(guard)
