@@ -29,7 +29,7 @@ pub(super) async fn evaluate(turn: Arc<Turn>, metrics: &Metrics) {
         if triggers(e.trigger, &turn) && e.when.holds(names.iter().copied()) {
             let turn = Arc::clone(&turn);
             runs.spawn(async move {
-                let scored = score(&turn.policy.evals()[i], &turn).await;
+                let scored = score(i, &turn).await;
                 (i, scored)
             });
         }
@@ -75,7 +75,7 @@ pub(super) async fn evaluate_session(turn: Arc<Turn>, metrics: &Metrics, lost: O
         if e.when.holds(names.iter().copied()) {
             let turn = Arc::clone(&turn);
             runs.spawn(async move {
-                let scored = score(&turn.policy.evals()[i], &turn).await;
+                let scored = score(i, &turn).await;
                 (i, scored)
             });
         }
@@ -102,7 +102,9 @@ fn tool_names(turn: &Turn) -> Vec<&str> {
         .collect()
 }
 
-async fn score(eval: &Eval, turn: &Turn) -> Scored {
+/// The score of the turn's eval number `at`.
+async fn score(at: usize, turn: &Arc<Turn>) -> Scored {
+    let eval = &turn.policy.evals()[at];
     match &eval.check {
         EvalCheck::Judged(check) => {
             let answer = if eval.validator.direction == Direction::Input {
@@ -125,30 +127,19 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
                 Err(e) => Scored::Error(format!("{}: {}", e.kind.as_str(), e.detail)),
             }
         }
-        EvalCheck::Replay(policy) => {
-            if eval.validator.direction != Direction::Input && turn.answer.is_none() {
-                return Scored::NotApplicable;
+        EvalCheck::Replay(_) | EvalCheck::Transcript(..) => {
+            // A large turn's replay takes milliseconds to seconds: off the async workers, so
+            // evals never slow traffic (the evals' concurrency bounds how many run at once).
+            if turn.text_bytes() < OFF_WORKER_BYTES {
+                return score_deterministic(eval, turn);
             }
-            Scored::Score {
-                score: if replay(policy, turn) { 1.0 } else { 0.0 },
-                reason: None,
-            }
+            let turn = Arc::clone(turn);
+            tokio::task::spawn_blocking(move || {
+                score_deterministic(&turn.policy.evals()[at], &turn)
+            })
+            .await
+            .unwrap_or_else(|e| Scored::Error(format!("the eval's task failed: {e}")))
         }
-        // An MCP turn is a tool call, not a conversation's answer: the validator's reading.
-        EvalCheck::Transcript(_, policy) if turn.protocol == "mcp" => match &turn.answer {
-            Some(_) => Scored::Score {
-                score: if replay(policy, turn) { 1.0 } else { 0.0 },
-                reason: None,
-            },
-            None => Scored::NotApplicable,
-        },
-        EvalCheck::Transcript(rule, _) => match &turn.answer {
-            Some(answer) => Scored::Score {
-                score: rule.score(&turn.conversation, answer),
-                reason: None,
-            },
-            None => Scored::NotApplicable,
-        },
         EvalCheck::Reference(check) => {
             let Some(answer) = &turn.answer else {
                 return Scored::NotApplicable;
@@ -193,6 +184,40 @@ async fn score(eval: &Eval, turn: &Turn) -> Scored {
                 reason: None,
             }
         }
+    }
+}
+
+/// Turns over this many bytes of text are replayed off the async workers.
+const OFF_WORKER_BYTES: usize = 64 << 10;
+
+/// A replayed or transcript eval's score: deterministic, synchronous.
+fn score_deterministic(eval: &Eval, turn: &Turn) -> Scored {
+    match &eval.check {
+        EvalCheck::Replay(policy) => {
+            if eval.validator.direction != Direction::Input && turn.answer.is_none() {
+                return Scored::NotApplicable;
+            }
+            Scored::Score {
+                score: if replay(policy, turn) { 1.0 } else { 0.0 },
+                reason: None,
+            }
+        }
+        // An MCP turn is a tool call, not a conversation's answer: the validator's reading.
+        EvalCheck::Transcript(_, policy) if turn.protocol == "mcp" => match &turn.answer {
+            Some(_) => Scored::Score {
+                score: if replay(policy, turn) { 1.0 } else { 0.0 },
+                reason: None,
+            },
+            None => Scored::NotApplicable,
+        },
+        EvalCheck::Transcript(rule, _) => match &turn.answer {
+            Some(answer) => Scored::Score {
+                score: rule.score(&turn.conversation, answer),
+                reason: None,
+            },
+            None => Scored::NotApplicable,
+        },
+        _ => Scored::Error("not a deterministic eval".into()),
     }
 }
 
