@@ -456,3 +456,115 @@ mod sessions {
             .is_empty());
     }
 }
+
+/// The evals' sessions, the same behaviour for both backends: spend summed, a session claimed
+/// once (by `claim` or, idle, by `claim_due`) whichever replica asks, sums past what the store
+/// can keep exactly made unknown, never wrong.
+mod eval_sessions {
+    use super::*;
+    use guardwire::state::eval_sessions::redis::RedisEvalSessions;
+    use guardwire::state::eval_sessions::{EvalSessions, LocalEvalSessions, SessionRef, Spent};
+
+    fn session(key: &str, id: &str) -> SessionRef {
+        SessionRef {
+            route: "r".into(),
+            key_id: Some(key.into()),
+            session: id.into(),
+        }
+    }
+
+    fn spent(n: u64) -> Spent {
+        Spent {
+            input_tokens: Some(n),
+            output_tokens: Some(n),
+            micro_usd: Some(n),
+        }
+    }
+
+    async fn behaves(a: Arc<dyn EvalSessions>, b: Arc<dyn EvalSessions>) {
+        let s = session("k", "one");
+        assert_eq!(
+            a.record(&s, spent(10), Some("t1"), 60_000).await.unwrap(),
+            spent(10)
+        );
+        assert_eq!(
+            b.record(&s, spent(5), Some("t2"), 60_000).await.unwrap(),
+            spent(15)
+        );
+        // The same id under another key is another session.
+        let other = session("j", "one");
+        assert_eq!(
+            b.record(&other, spent(1), None, 60_000).await.unwrap(),
+            spent(1)
+        );
+        let ended = a.claim(&s).await.unwrap().unwrap();
+        assert_eq!((ended.turns, ended.last.as_deref()), (2, Some("t2")));
+        assert_eq!(ended.spent, spent(15));
+        assert!(b.claim(&s).await.unwrap().is_none(), "claimed once");
+        // Idle: due at once with no idle time, claimed by one of two replicas asking together.
+        let idle = session("k", "idle");
+        a.record(&idle, spent(1), Some("t"), 0).await.unwrap();
+        let (x, y) = tokio::join!(a.claim_due(10), b.claim_due(10));
+        let claimed: Vec<_> = x.unwrap().into_iter().chain(y.unwrap()).collect();
+        assert_eq!(claimed.len(), 1, "{claimed:?}");
+        assert_eq!(claimed[0].session, idle);
+        // A sum past 2^53 is unknown from then on (a hostile upstream's usage), and the
+        // session still records and ends.
+        let huge = session("k", "huge");
+        let big = Spent {
+            input_tokens: Some(u64::MAX / 2),
+            ..spent(1)
+        };
+        a.record(&huge, big, None, 60_000).await.unwrap();
+        let total = b.record(&huge, spent(1), None, 60_000).await.unwrap();
+        assert_eq!(total.output_tokens, Some(2), "the other sums stay exact");
+        // In process the sum saturates; the shared store says it is unknown.
+        assert!(
+            total.input_tokens.is_none() || total.input_tokens >= big.input_tokens,
+            "{total:?}"
+        );
+        assert!(b.claim(&huge).await.unwrap().is_some());
+        assert!(a.claim(&other).await.unwrap().is_some());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_process_eval_sessions() {
+        let local: Arc<dyn EvalSessions> = Arc::new(LocalEvalSessions::new(10, 100, 1 << 20));
+        behaves(Arc::clone(&local), local).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs redis-server (tests/run installs it)"]
+    async fn redis_eval_sessions_shared_by_replicas() {
+        let server = RedisServer::start();
+        let conn = || Arc::new(Conn::new(&server.url(), Duration::from_secs(2)).unwrap());
+        let a = Arc::new(RedisEvalSessions::new(conn(), "e:", 10));
+        let b = Arc::new(RedisEvalSessions::new(conn(), "e:", 10));
+        behaves(a, b).await;
+        // Past 2^53 the shared store says unknown rather than a rounded sum.
+        let c = RedisEvalSessions::new(conn(), "e:", 10);
+        let s = session("k", "past");
+        let big = Spent {
+            input_tokens: Some(1 << 60),
+            ..spent(1)
+        };
+        assert_eq!(
+            c.record(&s, big, None, 60_000).await.unwrap().input_tokens,
+            None
+        );
+        assert_eq!(
+            c.record(&s, spent(1), None, 60_000)
+                .await
+                .unwrap()
+                .input_tokens,
+            None
+        );
+        assert_eq!(
+            c.record(&s, spent(1), None, 60_000)
+                .await
+                .unwrap()
+                .output_tokens,
+            Some(3)
+        );
+    }
+}

@@ -218,11 +218,26 @@ impl EvalSeed {
     }
 }
 
+/// The longest session id kept as the client wrote it.
+pub const MAX_SESSION_ID_BYTES: usize = 256;
+
+/// A client's session id as the evals keep it: as written up to [`MAX_SESSION_ID_BYTES`], a
+/// longer one by its SHA-256 (`sha256:…`), so a client cannot make each session it opens hold
+/// megabytes (an A2A `contextId`, a header's value).
+pub fn bounded_session(id: &str) -> String {
+    if id.len() <= MAX_SESSION_ID_BYTES {
+        return id.to_owned();
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// The session a request belongs to: the session header's value, else a hash of the
 /// conversation's opening (every message up to and including the first user message).
 pub fn session_of(header: Option<&str>, conversation: &Conversation) -> String {
     if let Some(h) = header.filter(|h| !h.is_empty()) {
-        return h.to_owned();
+        return bounded_session(h);
     }
     let mut hash = Fnv1a::new();
     for m in conversation.read_messages() {
@@ -452,7 +467,9 @@ impl EvalQueue {
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
-                sessions.sweep(resolve, &self.metrics).await;
+                sessions
+                    .sweep(resolve, &self.metrics, self.config.max_concurrency)
+                    .await;
             }
         };
         tokio::select! {
@@ -540,6 +557,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(session_of(Some("abc"), &opening("x")), "abc");
+        // A long id is kept by its hash: the same for the same id, bounded whatever its size.
+        let long = "c".repeat(1 << 20);
+        let kept = session_of(Some(&long), &opening("x"));
+        assert!(kept.starts_with("sha256:") && kept.len() == 71, "{kept}");
+        assert_eq!(kept, session_of(Some(&long), &opening("y")));
+        assert_ne!(kept, session_of(Some(&long[1..]), &opening("x")));
         let a = session_of(None, &opening("x"));
         assert_eq!(
             a,

@@ -145,30 +145,42 @@ impl Sessions {
         }
     }
 
-    /// Claims the sessions that idled past their end and runs their session evals.
-    pub async fn sweep(&self, resolve: &dyn SessionResolver, metrics: &Metrics) {
+    /// Claims the sessions that idled past their end and runs their session evals, at most
+    /// `concurrency` sessions at once (a slow judge does not hold the others back).
+    pub async fn sweep(
+        &self,
+        resolve: &dyn SessionResolver,
+        metrics: &Arc<Metrics>,
+        concurrency: usize,
+    ) {
+        let mut runs = tokio::task::JoinSet::new();
         loop {
             let batch = match self.state.claim_idle_sessions(SWEEP_BATCH).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::debug!(error = %e, "idle eval sessions could not be claimed");
-                    return;
+                    break;
                 }
             };
             let full = batch.len() == SWEEP_BATCH;
             for ended in batch {
                 let s = &ended.session;
-                match resolve.resolve(&s.route, s.key_id.as_deref(), &s.session) {
-                    Some(context) => run_ended(context, ended, metrics).await,
-                    None => {
-                        tracing::warn!(route = %s.route, "an eval session ended whose route or key is no longer configured; its session evals do not run");
-                    }
+                let Some(context) = resolve.resolve(&s.route, s.key_id.as_deref(), &s.session)
+                else {
+                    tracing::warn!(route = %s.route, "an eval session ended whose route or key is no longer configured; its session evals do not run");
+                    continue;
+                };
+                while runs.len() >= concurrency.max(1) {
+                    runs.join_next().await;
                 }
+                let metrics = Arc::clone(metrics);
+                runs.spawn(async move { run_ended(context, ended, &metrics).await });
             }
             if !full {
-                return;
+                break;
             }
         }
+        while runs.join_next().await.is_some() {}
     }
 }
 

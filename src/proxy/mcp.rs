@@ -152,7 +152,7 @@ impl Gateway {
             evals: ctx.eval_template().map(|t| {
                 let header = ctx.eval_session_header(&parts.headers);
                 let id = session.session.as_deref();
-                evals::ToolEvals::new(t, header.or(id).map(str::to_owned))
+                evals::ToolEvals::new(t, header.or(id).map(crate::evals::bounded_session))
             }),
         };
         let (body, held) = match parts.method {

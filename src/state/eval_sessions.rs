@@ -150,6 +150,12 @@ impl LocalEvalSessions {
     }
 }
 
+/// A bound and a quarter more (at least one more): room for ended sessions waiting for the
+/// sweep.
+fn with_a_quarter(n: usize) -> usize {
+    n.saturating_add((n / 4).max(1))
+}
+
 /// A new session of `key` needs room: the least recently used open session of that key (at
 /// its quota), or of the key that holds the most (at the total), ends now.
 fn make_room(
@@ -205,10 +211,20 @@ impl EvalSessions for LocalEvalSessions {
         let (entries, bytes) = &mut *guard;
         if !entries.contains_key(session) {
             // Ended sessions not claimed yet count too, so a burst of new sessions cannot grow
-            // the store past its bound before the next sweep.
-            if entries.len() >= self.max_total.saturating_add(self.max_total / 4) {
+            // the store past its bounds before the next sweep — a key's own (its quota and a
+            // quarter more), and the total's, which refuses only the key that holds the most:
+            // one key's backlog never refuses another key's sessions.
+            let mut counts: HashMap<&Option<String>, usize> = HashMap::new();
+            for s in entries.keys() {
+                *counts.entry(&s.key_id).or_default() += 1;
+            }
+            let of_key = counts.get(&session.key_id).copied().unwrap_or(0);
+            let heaviest = counts.values().copied().max().unwrap_or(0);
+            let over_key = of_key >= with_a_quarter(self.max_per_key);
+            let over_total = entries.len() >= with_a_quarter(self.max_total) && of_key >= heaviest;
+            if over_key || over_total {
                 return Box::pin(std::future::ready(Err(StoreError::Unreachable(
-                    "the evals' sessions are at their bound (state.max_sessions); ended ones wait to be claimed".into(),
+                    "the key's eval sessions are at their bound (state.max_sessions_per_key, state.max_sessions); ended ones wait to be claimed".into(),
                 ))));
             }
             make_room(
@@ -384,7 +400,12 @@ mod tests {
             .record(&s("k", "6"), turn(1, 1), None, 60_000)
             .await
             .is_err());
-        assert_eq!(store.claim_due(10).await.unwrap().len(), 1);
+        // Another key is not refused for `k`'s backlog (its session ends `k`'s oldest).
+        assert!(store
+            .record(&s("j", "1"), turn(1, 1), None, 60_000)
+            .await
+            .is_ok());
+        assert_eq!(store.claim_due(10).await.unwrap().len(), 2);
         assert!(store
             .record(&s("k", "6"), turn(1, 1), None, 60_000)
             .await

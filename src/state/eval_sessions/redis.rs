@@ -31,11 +31,16 @@ if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) >= tonumb
   end
 end
 local function add(f, v)
-  if v == '' or redis.call('HGET', KEYS[1], f) == 'u' then
+  local cur = redis.call('HGET', KEYS[1], f)
+  local n = (v ~= '' and cur ~= 'u') and ((tonumber(cur) or 0) + tonumber(v)) or nil
+  -- Past 2^53 a Lua number is no longer exact: the sum is unknown from then on.
+  if not n or n >= 9007199254740992 then
     redis.call('HSET', KEYS[1], f, 'u')
     return 'u'
   end
-  return tostring(redis.call('HINCRBY', KEYS[1], f, v))
+  local s = string.format('%.0f', n)
+  redis.call('HSET', KEYS[1], f, s)
+  return s
 end
 local sums = {add('in', ARGV[2]), add('out', ARGV[3]), add('usd', ARGV[4])}
 redis.call('HINCRBY', KEYS[1], 'turns', 1)
