@@ -208,6 +208,12 @@ pub struct Normalizer {
     wbr: bool,
     tag_raw: String,
     tag_raw_at: u64,
+    /// `full`: the start tag whose attributes are read: its element's name, the attribute
+    /// name being read (its first bytes), and whether a `hidden` attribute was read
+    /// (`html.rs`).
+    hidden_element: String,
+    attribute_name: String,
+    hidden_attribute: bool,
 }
 
 impl Normalizer {
@@ -252,6 +258,9 @@ impl Normalizer {
             wbr: false,
             tag_raw: String::new(),
             tag_raw_at: 0,
+            hidden_element: String::new(),
+            attribute_name: String::new(),
+            hidden_attribute: false,
         }
     }
 

@@ -143,7 +143,7 @@ impl Destination {
 /// quote opens a value only where it does: right after a name's `=`.
 pub(super) mod attr {
     pub const BEFORE_NAME: u8 = 0;
-    const NAME: u8 = 1;
+    pub const NAME: u8 = 1;
     const AFTER_NAME: u8 = 2;
     pub const BEFORE_VALUE: u8 = 3;
     const UNQUOTED: u8 = 4;
@@ -171,12 +171,24 @@ pub(super) fn html_space(c: char) -> bool {
 
 /// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
 /// hidden up to their end tag, their text an aside.
-pub(super) const RAW_TEXT: [&str; 11] = [
+pub(super) const RAW_TEXT: [&str; 19] = [
     "script", "style", "template", "title", "iframe", "noembed", "noframes",
     // Raw text where scripts run, as in every person's browser.
     "noscript", // Shown in a box of its own, apart from the words around it.
     "textarea", // Not displayed by a browser's own style sheet.
-    "datalist", "rp",
+    "datalist", "rp", "dialog", // Replaced by what the element shows (its fallback content
+    // is for browsers without it), or shown as a control.
+    "object", "video", "audio", "canvas", "meter", "progress", "select",
+];
+
+/// [`Markup::RawText`]'s element for an element hidden by its `hidden` attribute: its text up
+/// to the next tag is hidden.
+pub(super) const HIDDEN_ELEMENT: u8 = u8::MAX;
+
+/// Elements without content or end tag: a `hidden` attribute on one hides nothing after it.
+const VOID: [&str; 13] = [
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+    "wbr",
 ];
 
 /// Tags a renderer shows as a break between words.
@@ -263,21 +275,44 @@ impl Normalizer {
                     Some(q) if c == q => (None, attr::BEFORE_NAME),
                     Some(q) => (Some(q), attr::BEFORE_NAME),
                     None if !spelled && c == '>' => {
+                        self.attribute_name_ends();
                         self.end_hidden(out);
+                        // `hidden`: a browser shows nothing of the element, up to its end —
+                        // not even the break a block would make.
+                        let hidden = std::mem::take(&mut self.hidden_attribute)
+                            && !self.hidden_element.is_empty()
+                            && !VOID.contains(&self.hidden_element.as_str());
                         self.markup = match self.raw_text.take() {
                             Some(element) => Markup::RawText {
                                 element,
                                 matched: 0,
                             },
+                            None if hidden => Markup::RawText {
+                                element: HIDDEN_ELEMENT,
+                                matched: 0,
+                            },
                             None => Markup::Text,
                         };
-                        return self.tag_shown(block, raw, raw_end, out);
+                        return self.tag_shown(block && !hidden, raw, raw_end, out);
                     }
                     None if spelled => (None, attr::next(after_eq, 'x')),
                     None if after_eq == attr::BEFORE_VALUE && (c == '"' || c == '\'') => {
                         (Some(c), attr::BEFORE_NAME)
                     }
-                    None => (None, attr::next(after_eq, c)),
+                    None => {
+                        let next = attr::next(after_eq, c);
+                        if next == attr::NAME {
+                            if after_eq != attr::NAME {
+                                self.attribute_name.clear();
+                            }
+                            if self.attribute_name.len() < 8 {
+                                self.attribute_name.push(c.to_ascii_lowercase());
+                            }
+                        } else if after_eq == attr::NAME {
+                            self.attribute_name_ends();
+                        }
+                        (None, next)
+                    }
                 };
                 self.markup = Markup::Attributes {
                     quote,
@@ -306,9 +341,58 @@ impl Normalizer {
                 self.markup = Markup::Comment { dashes, bang, read };
                 return self.hide(unit, out);
             }
+            // An element hidden by its `hidden` attribute: its text up to the next tag. The
+            // parser may close it before its own end tag (an ancestor's end tag closes it, a
+            // `<p>` closes a `<p hidden>`): ending at any tag never hides what a browser shows.
+            Markup::RawText {
+                element: HIDDEN_ELEMENT,
+                matched,
+            } if !spelled
+                && (c == '<' || matched > 0)
+                && usize::from(matched) < 2 + self.hidden_element.len() =>
+            {
+                let name = &self.hidden_element;
+                let m = usize::from(matched);
+                let continues = match m {
+                    0 => c == '<',
+                    1 => c == '/',
+                    _ => {
+                        name.as_bytes().get(m - 2).map(|b| char::from(*b))
+                            == Some(c.to_ascii_lowercase())
+                    }
+                };
+                // A whole `</name` is its own end tag: the raw-text rule below reads what ends it.
+                if continues {
+                    self.markup = Markup::RawText {
+                        element: HIDDEN_ELEMENT,
+                        matched: matched + 1,
+                    };
+                    return self.hide(unit, out);
+                }
+                // Another tag: the hidden text ends before it, and it is read as markup.
+                let taken = if self.hidden.len() >= m {
+                    self.hidden.split_off(self.hidden.len() - m)
+                } else {
+                    Vec::new()
+                };
+                self.end_hidden(out);
+                self.markup = Markup::Text;
+                for u in taken {
+                    self.html_char(u.c, u.raw, u.raw_end, false, out);
+                }
+                return self.html_char(c, raw, raw_end, spelled, out);
+            }
             Markup::RawText { element, matched } => {
-                let name = RAW_TEXT[usize::from(element)];
+                let name = match element {
+                    HIDDEN_ELEMENT => self.hidden_element.as_str(),
+                    e => RAW_TEXT[usize::from(e)],
+                };
                 let close = 2 + name.len();
+                let wanted = match usize::from(matched) {
+                    0 => Some('<'),
+                    1 => Some('/'),
+                    i => name.as_bytes().get(i - 2).map(|b| char::from(*b)),
+                };
                 if usize::from(matched) == close
                     && !spelled
                     && (c == '>' || c == '/' || c.is_whitespace())
@@ -316,6 +400,10 @@ impl Normalizer {
                     let keep = self.hidden.len().saturating_sub(close);
                     self.hidden.truncate(keep);
                     self.end_hidden(out);
+                    // An end tag's attributes hide nothing (`</span hidden>`).
+                    self.hidden_element.clear();
+                    self.attribute_name.clear();
+                    self.hidden_attribute = false;
                     self.markup = match c {
                         '>' => Markup::Text,
                         _ => Markup::Attributes {
@@ -326,14 +414,9 @@ impl Normalizer {
                     };
                     return;
                 }
-                let want = |i: usize| match i {
-                    0 => Some('<'),
-                    1 => Some('/'),
-                    i => name.as_bytes().get(i - 2).map(|b| char::from(*b)),
-                };
                 let matched = if spelled {
                     0
-                } else if want(usize::from(matched)) == Some(c.to_ascii_lowercase()) {
+                } else if wanted == Some(c.to_ascii_lowercase()) {
                     matched + 1
                 } else if c == '<' {
                     1
@@ -551,6 +634,14 @@ impl Normalizer {
                     // browser, hidden all the same.
                     let block = self.read_tag_name(closing);
                     self.raw_text = self.raw_text_element(closing);
+                    // The element a `hidden` attribute would hide (a start tag's).
+                    self.hidden_element.clear();
+                    if !closing {
+                        self.hidden_element
+                            .extend(self.tag.iter().skip(1).map(|u| u.c.to_ascii_lowercase()));
+                    }
+                    self.attribute_name.clear();
+                    self.hidden_attribute = false;
                     self.hide_name(out);
                     self.hide(unit, out);
                     self.tag.clear();
@@ -586,6 +677,14 @@ impl Normalizer {
             _ => return false,
         }
         true
+    }
+
+    /// An attribute's name ended: a `hidden` one hides its element.
+    fn attribute_name_ends(&mut self) {
+        if self.attribute_name == "hidden" {
+            self.hidden_attribute = true;
+        }
+        self.attribute_name.clear();
     }
 
     /// The raw-text element ([`RAW_TEXT`]) a start tag read so far opens, if any.

@@ -790,6 +790,21 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
         // Text a browser does not show where scripts run, or shows in a box of its own.
         "forbid<noscript>x</noscript>den fruit",
         "forbid<textarea>x</textarea>den fruit",
+        // Review 7: what the browser hides by its own style sheet or replaces by the element.
+        "forbid<span hidden>xx</span>den fruit",
+        "forbid<b HIDDEN>x</b>den fruit",
+        "forbid<span class=a hidden id=b>x</span>den fruit",
+        "forbid<p hidden=\"\">x</p>den fruit",
+        "forbidden <object>x</object>fruit",
+        "forbid<video>x</video>den fruit",
+        "forbid<audio>x</audio>den fruit",
+        "forbid<canvas>x</canvas>den fruit",
+        "forbid<meter>x</meter>den fruit",
+        "forbid<progress>x</progress>den fruit",
+        "forbid<select>x</select>den fruit",
+        "forbid<dialog>x</dialog>den fruit",
+        // Closed by the parser before its own end tag: what follows is shown.
+        "forbi<b>dden f<span hidden></b>ruit",
         // A `_` run before a reference or a tag, after a word: emphasis that closes.
         "forbidden frui__&#8203;t",
         "_forbidden frui_<b>t",
@@ -847,6 +862,33 @@ fn inline_markup_reads_as_a_renderer_shows_it() {
     }
     // Only with `full`.
     assert_eq!(normalize_str("a<b>c", Normalize::Nfkc), "a<b>c");
+}
+
+#[test]
+fn a_hidden_attribute_hides_its_element_only() {
+    // A void element has no content to hide; an end tag's attributes hide nothing; a value
+    // or a longer name is no `hidden` attribute.
+    for (text, shown) in [
+        ("a <input hidden> forbidden fruit", "forbidden fruit"),
+        ("a <span>x</span hidden> forbidden fruit", "forbidden fruit"),
+        (
+            "a <span title=hidden>forbidden fruit</span>",
+            "forbidden fruit",
+        ),
+        ("a <span hiddenx>forbidden fruit</span>", "forbidden fruit"),
+        ("<span hidden>x</span> forbidden fruit", "forbidden fruit"),
+    ] {
+        let view = full(text);
+        assert!(
+            view.lines().next().unwrap().contains(shown),
+            "{text:?} reads {view:?}"
+        );
+        same_view_at_every_split(text);
+    }
+    // Hidden content is still read, as an aside.
+    let view = full("a<span hidden>forbidden fruit</span>b");
+    assert!(view.lines().next().unwrap().starts_with("ab"), "{view:?}");
+    assert!(view.lines().any(|l| l == "forbidden fruit"), "{view:?}");
 }
 
 #[test]
