@@ -483,6 +483,46 @@ async fn a_scenario_runs_turn_by_turn_with_its_assertions() {
     assert_eq!(mock.request_count(), before);
 }
 
+/// Runs `scenario` live with `--model gpt-4o-mini` through a config without packs (plus
+/// `extra` lines) whose upstream is `mock`: the JSON report, and what the command printed.
+async fn run_scenario(mock: &MockUpstream, scenario: &str, extra: &str) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bare.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\n{extra}",
+            mock.base_url()
+        ),
+    )
+    .unwrap();
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, scenario).unwrap();
+    let report = dir.path().join("report.json");
+    let args: Vec<String> = [
+        "--config",
+        config.to_str().unwrap(),
+        "--scenario",
+        path.to_str().unwrap(),
+        "--model",
+        "gpt-4o-mini",
+        "--json",
+        report.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (_, out) = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&refs, &[])
+    })
+    .await
+    .unwrap();
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    (r, out)
+}
+
 /// Assertions decide by PromptKit's handlers' rules, which read the transcript: every
 /// assistant message so far and every tool call made in the conversation.
 const TRANSCRIPT_SCENARIO: &str = r#"apiVersion: promptkit.altairalabs.ai/v1alpha1
@@ -526,42 +566,8 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_assertions_read_the_transcript_as_promptkit_does() {
     let (mock, _) = upstream().await;
-    let dir = tempfile::tempdir().unwrap();
     // No pack: the example pack's `min_length` would block the answers that only call a tool.
-    let config = dir.path().join("bare.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    let config = config.display().to_string();
-    let scenario = dir.path().join("transcript.yaml");
-    std::fs::write(&scenario, TRANSCRIPT_SCENARIO).unwrap();
-    let report = dir.path().join("report.json");
-    let args: Vec<String> = [
-        "--config",
-        &config,
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--model",
-        "gpt-4o-mini",
-        "--json",
-        report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (_, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        eval(&refs, &[])
-    })
-    .await
-    .unwrap();
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap())
-        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let (r, _) = run_scenario(&mock, TRANSCRIPT_SCENARIO, "").await;
     let passed = |n: usize| -> Vec<bool> {
         case_of(&r, &format!("transcript#turn{n}"))["live"]["assertions"]
             .as_array()
@@ -624,42 +630,13 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenario_is_a_session_with_its_spend_and_conversation_assertions() {
     let (mock, _) = upstream().await;
-    let dir = tempfile::tempdir().unwrap();
     // $1 a token, so the spend in USD is the tokens.
-    let config = dir.path().join("bare.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\nprices:\n  gpt-4o-mini: {{input_per_mtok: 1000000, output_per_mtok: 1000000}}\n",
-            mock.base_url()
-        ),
+    let (r, out) = run_scenario(
+        &mock,
+        SESSION_SCENARIO,
+        "prices:\n  gpt-4o-mini: {input_per_mtok: 1000000, output_per_mtok: 1000000}\n",
     )
-    .unwrap();
-    let config = config.display().to_string();
-    let scenario = dir.path().join("session.yaml");
-    std::fs::write(&scenario, SESSION_SCENARIO).unwrap();
-    let report = dir.path().join("report.json");
-    let args: Vec<String> = [
-        "--config",
-        &config,
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--model",
-        "gpt-4o-mini",
-        "--json",
-        report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (_, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        eval(&refs, &[])
-    })
-    .await
-    .unwrap();
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap())
-        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    .await;
     let passed = |id: &str| -> Vec<bool> {
         case_of(&r, id)["live"]["assertions"]
             .as_array()

@@ -23,11 +23,30 @@ enum Scored {
 
 /// Runs every eval of the turn's policy that selects it, at once.
 pub(super) async fn evaluate(turn: Arc<Turn>, metrics: &Metrics) {
-    let names: Vec<&str> = tool_names(&turn);
+    let selected = |e: &Eval| triggers(e.trigger, &turn);
+    run_selected(&turn, metrics, selected, None).await;
+}
+
+/// Runs the turn's evals `selected` picks whose `when` holds, at once, and records their
+/// scores; with `lost`, each records that error instead of a score.
+async fn run_selected(
+    turn: &Arc<Turn>,
+    metrics: &Metrics,
+    selected: impl Fn(&Eval) -> bool,
+    lost: Option<&str>,
+) {
+    let names: Vec<&str> = tool_names(turn);
     let mut runs = tokio::task::JoinSet::new();
     for (i, e) in turn.policy.evals().iter().enumerate() {
-        if triggers(e.trigger, &turn) && e.when.holds(names.iter().copied()) {
-            let turn = Arc::clone(&turn);
+        if !selected(e) {
+            continue;
+        }
+        if let Some(why) = lost {
+            record(turn, metrics, e, Scored::Error(why.to_owned()));
+            continue;
+        }
+        if e.when.holds(names.iter().copied()) {
+            let turn = Arc::clone(turn);
             runs.spawn(async move {
                 let scored = score(i, &turn).await;
                 (i, scored)
@@ -36,7 +55,7 @@ pub(super) async fn evaluate(turn: Arc<Turn>, metrics: &Metrics) {
     }
     while let Some(done) = runs.join_next().await {
         match done {
-            Ok((i, scored)) => record(&turn, metrics, &turn.policy.evals()[i], scored),
+            Ok((i, scored)) => record(turn, metrics, &turn.policy.evals()[i], scored),
             Err(e) => tracing::error!(error = %e, "an eval's task failed"),
         }
     }
@@ -57,35 +76,12 @@ fn triggers(trigger: Trigger, turn: &Turn) -> bool {
 /// session is sampled) over its last turn, whose spend is the session's. `lost`: the last
 /// turn was not kept, and each such eval reports that error instead.
 pub(super) async fn evaluate_session(turn: Arc<Turn>, metrics: &Metrics, lost: Option<&str>) {
-    let names: Vec<&str> = tool_names(&turn);
-    let mut runs = tokio::task::JoinSet::new();
-    for (i, e) in turn.policy.evals().iter().enumerate() {
-        let selected = match e.trigger {
-            Trigger::SessionComplete => true,
-            Trigger::SampleSessions(p) => sampled(&turn.session, 0, p),
-            _ => false,
-        };
-        if !selected {
-            continue;
-        }
-        if let Some(why) = lost {
-            record(&turn, metrics, e, Scored::Error(why.to_owned()));
-            continue;
-        }
-        if e.when.holds(names.iter().copied()) {
-            let turn = Arc::clone(&turn);
-            runs.spawn(async move {
-                let scored = score(i, &turn).await;
-                (i, scored)
-            });
-        }
-    }
-    while let Some(done) = runs.join_next().await {
-        match done {
-            Ok((i, scored)) => record(&turn, metrics, &turn.policy.evals()[i], scored),
-            Err(e) => tracing::error!(error = %e, "an eval's task failed"),
-        }
-    }
+    let selected = |e: &Eval| match e.trigger {
+        Trigger::SessionComplete => true,
+        Trigger::SampleSessions(p) => sampled(&turn.session, 0, p),
+        _ => false,
+    };
+    run_selected(&turn, metrics, selected, lost).await;
 }
 
 /// The tools called in the turn's session: the request's history and the answer's.

@@ -41,6 +41,20 @@ pub struct SessionContext {
 }
 
 impl SessionContext {
+    /// The context of the session `session` of a request's seed.
+    pub fn of_seed(seed: &super::EvalSeed, session: String) -> SessionContext {
+        SessionContext {
+            policy: Arc::clone(&seed.policy),
+            env: seed.env.clone(),
+            audit: Arc::clone(&seed.audit),
+            keep_reasons: seed.keep_reasons,
+            route: seed.route,
+            protocol: seed.protocol,
+            key_id: seed.key_id,
+            session,
+        }
+    }
+
     /// A turn's context.
     pub fn of(turn: &Turn) -> SessionContext {
         SessionContext {

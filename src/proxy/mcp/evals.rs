@@ -129,17 +129,8 @@ impl ToolEvals {
         let Some(session) = &self.session else {
             return;
         };
-        let t = &self.template;
-        t.queue.end_session(SessionContext {
-            policy: Arc::clone(&t.policy),
-            env: t.env.clone(),
-            audit: Arc::clone(&t.audit),
-            keep_reasons: t.keep_reasons,
-            route: t.route,
-            protocol: t.protocol,
-            key_id: t.key_id,
-            session: session.clone(),
-        });
+        let context = SessionContext::of_seed(&self.template, session.clone());
+        self.template.queue.end_session(context);
     }
 
     /// Whether a call `id` waits for its result (its answer's texts are then kept).
