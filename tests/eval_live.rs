@@ -486,40 +486,11 @@ async fn a_scenario_runs_turn_by_turn_with_its_assertions() {
 /// Runs `scenario` live with `--model gpt-4o-mini` through a config without packs (plus
 /// `extra` lines) whose upstream is `mock`: the JSON report, and what the command printed.
 async fn run_scenario(mock: &MockUpstream, scenario: &str, extra: &str) -> (Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("bare.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\n{extra}",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    let path = dir.path().join("scenario.yaml");
-    std::fs::write(&path, scenario).unwrap();
-    let report = dir.path().join("report.json");
-    let args: Vec<String> = [
-        "--config",
-        config.to_str().unwrap(),
-        "--scenario",
-        path.to_str().unwrap(),
-        "--model",
-        "gpt-4o-mini",
-        "--json",
-        report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (_, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        eval(&refs, &[])
-    })
-    .await
-    .unwrap();
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap())
-        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let config = format!(
+        "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{}\"\n{extra}",
+        mock.base_url()
+    );
+    let (_, r, out) = common::binary::scenario_report(&config, scenario).await;
     (r, out)
 }
 

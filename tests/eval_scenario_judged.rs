@@ -8,7 +8,7 @@ mod common;
 
 use common::binary::eval;
 use common::mock_upstream::{MockUpstream, Reply};
-use serde_json::{json, Value};
+use serde_json::json;
 
 fn whole(text: &str) -> String {
     json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
@@ -69,40 +69,12 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn judged_assertions_ask_the_configured_judge_turn_by_turn() {
     let mock = mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("g.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{0}\"\npacks: [\"examples/eval/pack.yaml\"]\njudges:\n  - name: quality\n    protocol: openai_chat\n    base_url: \"{0}\"\n    model: judge-model\n    timeout_ms: 5000\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
-    let scenario = dir.path().join("s.yaml");
-    std::fs::write(&scenario, SCENARIO).unwrap();
-    let report = dir.path().join("r.json");
-    let args: Vec<String> = [
-        "--config",
-        config.to_str().unwrap(),
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--model",
-        "gpt-4o-mini",
-        "--json",
-        report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        eval(&refs)
-    })
-    .await
-    .unwrap();
+    let config = format!(
+        "listen: \"127.0.0.1:9\"\nupstreams:\n  openai: \"{0}\"\npacks: [\"examples/eval/pack.yaml\"]\njudges:\n  - name: quality\n    protocol: openai_chat\n    base_url: \"{0}\"\n    model: judge-model\n    timeout_ms: 5000\n",
+        mock.base_url()
+    );
+    let (code, r, out) = common::binary::scenario_report(&config, SCENARIO).await;
     assert_eq!(code, 0, "{out}");
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let assertion = |n: usize| {
         let case = r["cases"]
             .as_array()
@@ -133,11 +105,13 @@ async fn judged_assertions_ask_the_configured_judge_turn_by_turn() {
 
     // A judged assertion naming a judge the config lacks: refused at load, nothing sent.
     let before = mock.request_count();
-    let bad = dir.path().join("bad.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let (config_path, bad) = (dir.path().join("g.yaml"), dir.path().join("bad.yaml"));
+    std::fs::write(&config_path, &config).unwrap();
     std::fs::write(&bad, SCENARIO.replacen("judge: quality", "judge: nope", 1)).unwrap();
     let (code, out) = eval(&[
         "--config",
-        config.to_str().unwrap(),
+        config_path.to_str().unwrap(),
         "--scenario",
         bad.to_str().unwrap(),
         "--model",

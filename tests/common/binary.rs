@@ -83,6 +83,42 @@ pub fn eval(args: &[&str]) -> (i32, String) {
     run(&all)
 }
 
+/// `guardwire eval --config C --scenario S --model gpt-4o-mini --json R` with the config and
+/// scenario texts written to a temporary folder, off the async workers: the exit status, the
+/// JSON report, and what the command printed.
+pub async fn scenario_report(config: &str, scenario: &str) -> (i32, serde_json::Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (config_path, scenario_path, report) = (
+        dir.path().join("config.yaml"),
+        dir.path().join("scenario.yaml"),
+        dir.path().join("report.json"),
+    );
+    std::fs::write(&config_path, config).unwrap();
+    std::fs::write(&scenario_path, scenario).unwrap();
+    let args: Vec<String> = [
+        "--config",
+        config_path.to_str().unwrap(),
+        "--scenario",
+        scenario_path.to_str().unwrap(),
+        "--model",
+        "gpt-4o-mini",
+        "--json",
+        report.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&refs)
+    })
+    .await
+    .unwrap();
+    let r = serde_json::from_slice(&std::fs::read(&report).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    (code, r, out)
+}
+
 /// `guardwire ARGS` (any subcommand) the same way.
 pub fn run(args: &[&str]) -> (i32, String) {
     let out = Command::new(BIN)
