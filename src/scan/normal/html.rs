@@ -21,6 +21,11 @@
 //! comment, a tag's attributes or a link destination is written as an aside every
 //! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
 
+mod syntax;
+
+pub(super) use syntax::{attr, html_space, Destination, HIDDEN_ELEMENT, RAW_TEXT};
+use syntax::{BLOCK_TAGS, VOID};
+
 use super::chars::is_paragraph_end;
 use super::{Normalizer, Unit};
 
@@ -62,176 +67,6 @@ pub(super) enum Markup {
     /// (`matched`: how many characters of `</name` came last).
     RawText { element: u8, matched: u8 },
 }
-
-/// Where the reader is in a link's `(destination "title")` (CommonMark 6.3): a destination in
-/// `<…>` or raw (parentheses balanced), then an optional title in `"…"`, `'…'` or `(…)`,
-/// backslash escapes everywhere, line breaks but no blank line; the `)` after them ends it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct Destination {
-    phase: u8,
-    depth: u8,
-    close: char,
-    escape: bool,
-    line_break: bool,
-}
-
-impl Destination {
-    const BEFORE: u8 = 0;
-    const ANGLE: u8 = 1;
-    const RAW: u8 = 2;
-    const AFTER: u8 = 3;
-    const TITLE: u8 = 4;
-
-    /// The state after `c`; `None`: the link ends here (its `)`, or a blank line).
-    fn next(mut self, c: char, spelled: bool) -> Option<Destination> {
-        if spelled {
-            if self.phase == Self::BEFORE || self.phase == Self::AFTER {
-                self.phase = Self::RAW;
-            }
-            return Some(self);
-        }
-        if self.escape {
-            self.escape = false;
-            return Some(self);
-        }
-        let space = c.is_whitespace();
-        if is_paragraph_end(c) {
-            if self.line_break {
-                return None;
-            }
-            self.line_break = true;
-        } else if !space {
-            self.line_break = false;
-        }
-        if c == '\\' && self.phase != Self::BEFORE && self.phase != Self::AFTER {
-            self.escape = true;
-            return Some(self);
-        }
-        match self.phase {
-            Self::BEFORE | Self::AFTER if space => {}
-            Self::BEFORE if c == '<' => self.phase = Self::ANGLE,
-            Self::BEFORE | Self::AFTER if c == ')' => return None,
-            Self::AFTER if c == '"' || c == '\'' => {
-                self.phase = Self::TITLE;
-                self.close = c;
-            }
-            Self::AFTER if c == '(' => {
-                self.phase = Self::TITLE;
-                self.close = ')';
-            }
-            Self::ANGLE if c == '>' => self.phase = Self::AFTER,
-            Self::ANGLE => {}
-            Self::TITLE if c == self.close => self.phase = Self::AFTER,
-            Self::TITLE => {}
-            // A raw destination (or what follows a title: not CommonMark's, read as one).
-            _ => {
-                self.phase = Self::RAW;
-                match c {
-                    _ if space => self.phase = Self::AFTER,
-                    '(' => self.depth = self.depth.saturating_add(1),
-                    ')' if self.depth == 0 => return None,
-                    ')' => self.depth -= 1,
-                    _ => {}
-                }
-            }
-        }
-        Some(self)
-    }
-}
-
-/// Where a browser's tokenizer is among a tag's attributes (WHATWG 13.2.5.32–.39), so that a
-/// quote opens a value only where it does: right after a name's `=`.
-pub(super) mod attr {
-    pub const BEFORE_NAME: u8 = 0;
-    pub const NAME: u8 = 1;
-    const AFTER_NAME: u8 = 2;
-    pub const BEFORE_VALUE: u8 = 3;
-    const UNQUOTED: u8 = 4;
-
-    /// The state after `c` (not `>`, not an opening quote).
-    pub fn next(state: u8, c: char) -> u8 {
-        let space = super::html_space(c);
-        match state {
-            NAME | AFTER_NAME if c == '=' => BEFORE_VALUE,
-            NAME | AFTER_NAME if space => AFTER_NAME,
-            BEFORE_VALUE if space => BEFORE_VALUE,
-            BEFORE_VALUE | UNQUOTED if !space => UNQUOTED,
-            _ if c == '/' || space => BEFORE_NAME,
-            // In a name (an `=` or a quote first in one is a character of it).
-            _ => NAME,
-        }
-    }
-}
-
-/// HTML's white space (tab, line feed, form feed, carriage return, space): what ends a tag
-/// name or an attribute; every other character (NBSP, U+3000) belongs to it.
-pub(super) fn html_space(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\x0c' | '\r' | ' ')
-}
-
-/// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
-/// hidden up to their end tag, their text an aside.
-pub(super) const RAW_TEXT: [&str; 19] = [
-    "script", "style", "template", "title", "iframe", "noembed", "noframes",
-    // Raw text where scripts run, as in every person's browser.
-    "noscript", // Shown in a box of its own, apart from the words around it.
-    "textarea", // Not displayed by a browser's own style sheet.
-    "datalist", "rp", "dialog", // Replaced by what the element shows (its fallback content
-    // is for browsers without it), or shown as a control.
-    "object", "video", "audio", "canvas", "meter", "progress", "select",
-];
-
-/// [`Markup::RawText`]'s element for an element hidden by its `hidden` attribute: its text up
-/// to the next tag is hidden.
-pub(super) const HIDDEN_ELEMENT: u8 = u8::MAX;
-
-/// Elements without content or end tag: a `hidden` attribute on one hides nothing after it.
-const VOID: [&str; 13] = [
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
-    "wbr",
-];
-
-/// Tags a renderer shows as a break between words.
-const BLOCK_TAGS: [&str; 38] = [
-    "address",
-    "article",
-    "aside",
-    "blockquote",
-    "br",
-    "caption",
-    "dd",
-    "details",
-    "div",
-    "dl",
-    "dt",
-    "fieldset",
-    "figcaption",
-    "figure",
-    "footer",
-    "form",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "header",
-    "hr",
-    "li",
-    "main",
-    "nav",
-    "ol",
-    "p",
-    "pre",
-    "section",
-    "summary",
-    "table",
-    "tbody",
-    "td",
-    "th",
-    "tr",
-    "ul",
-];
 
 impl Normalizer {
     /// The markup stage for one character (`full`); `spelled`: the character came from a
