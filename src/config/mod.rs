@@ -308,6 +308,13 @@ pub struct Price {
     pub output_per_mtok: f64,
 }
 
+impl Price {
+    /// What `input` and `output` tokens cost, in USD.
+    pub fn usd(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1e6
+    }
+}
+
 impl Config {
     /// The config as `guardwire_config_hash` hashes it: every secret written in it (inline
     /// client keys, the admin token, `exec` env values) replaced by its SHA-256. The hash still

@@ -109,9 +109,7 @@ impl Spend {
             return Spend::NOTHING;
         }
         let cost_usd = match (usage, price) {
-            ((Some(i), Some(o)), Some(p)) => {
-                Some((i as f64 * p.input_per_mtok + o as f64 * p.output_per_mtok) / 1e6)
-            }
+            ((Some(i), Some(o)), Some(p)) => Some(p.usd(i, o)),
             _ => None,
         };
         Spend {
@@ -306,7 +304,7 @@ pub struct EvalQueue {
     config: EvalsConfig,
     metrics: Arc<Metrics>,
     /// Where sessions are kept between turns (`None`: no session evals, in unit tests).
-    state: Option<Arc<crate::state::State>>,
+    sessions: Option<Arc<session::Sessions>>,
     /// Turns waiting or being evaluated, with their share of `evals.max_queue_bytes`.
     sender: OnceLock<mpsc::Sender<(Turn, Held)>>,
     bytes: Arc<Budget>,
@@ -320,10 +318,16 @@ impl EvalQueue {
         metrics: Arc<Metrics>,
         state: Option<Arc<crate::state::State>>,
     ) -> EvalQueue {
+        let sessions = state.map(|state| {
+            Arc::new(session::Sessions {
+                state,
+                idle_ms: config.session_idle_ms,
+            })
+        });
         EvalQueue {
             config,
             metrics,
-            state,
+            sessions,
             sender: OnceLock::new(),
             bytes: Budget::new(),
         }
@@ -354,15 +358,11 @@ impl EvalQueue {
     pub fn start_on(&self, runtime: &tokio::runtime::Handle) -> &mpsc::Sender<(Turn, Held)> {
         self.sender.get_or_init(|| {
             let (tx, rx) = mpsc::channel(self.config.max_queue);
-            let sessions = self.state.as_ref().map(|state| session::Sessions {
-                state: Arc::clone(state),
-                idle_ms: self.config.session_idle_ms,
-            });
             runtime.spawn(work(
                 rx,
                 self.config.max_concurrency,
                 Arc::clone(&self.metrics),
-                sessions.map(Arc::new),
+                self.sessions.clone(),
             ));
             tx
         })
@@ -432,17 +432,14 @@ impl EvalQueue {
     /// The client ended `session` (an MCP `DELETE`): its session evals run now, on this
     /// replica, whichever recorded its turns.
     pub fn end_session(&self, context: SessionContext) {
-        let (Some(state), Ok(runtime)) = (&self.state, tokio::runtime::Handle::try_current())
+        let (Some(sessions), Ok(runtime)) = (&self.sessions, tokio::runtime::Handle::try_current())
         else {
             return;
         };
         if !context.policy.tracks_eval_sessions() {
             return;
         }
-        let sessions = session::Sessions {
-            state: Arc::clone(state),
-            idle_ms: self.config.session_idle_ms,
-        };
+        let sessions = Arc::clone(sessions);
         let metrics = Arc::clone(&self.metrics);
         runtime.spawn(async move { sessions.end(context, &metrics).await });
     }
@@ -455,12 +452,8 @@ impl EvalQueue {
         resolve: &dyn SessionResolver,
         stop: impl std::future::Future<Output = ()>,
     ) {
-        let Some(state) = &self.state else {
+        let Some(sessions) = &self.sessions else {
             return;
-        };
-        let sessions = session::Sessions {
-            state: Arc::clone(state),
-            idle_ms: self.config.session_idle_ms,
         };
         let sweep = async {
             let mut every = tokio::time::interval(session::SWEEP_INTERVAL);

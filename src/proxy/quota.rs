@@ -28,9 +28,7 @@ pub fn ask(
     let tokens = input.saturating_add(output);
     let micro = match (limits.budget, price) {
         (None, _) => 0,
-        (Some(_), Some(p)) => micro_usd(
-            (input as f64 * p.input_per_mtok + output as f64 * p.output_per_mtok) / 1e6,
-        ),
+        (Some(_), Some(p)) => micro_usd(p.usd(input, output)),
         (Some(_), None) => {
             return Err(GatewayError::InvalidRequest(format!(
                 "this key has a max_budget, and the model {} has no price in `prices`, so its spend cannot be counted",

@@ -387,9 +387,7 @@ impl Reservation {
     /// requested model's price.
     pub fn record(&self, input: Option<u64>, output: Option<u64>) {
         let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
-        let usd = self.price.map_or(0.0, |p| {
-            (input as f64 * p.input_per_mtok + output as f64 * p.output_per_mtok) / 1e6
-        });
+        let usd = self.price.map_or(0.0, |p| p.usd(input, output));
         *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Used {
             tokens: input.saturating_add(output),
             micro_usd: micro_usd(usd),

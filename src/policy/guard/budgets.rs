@@ -56,7 +56,7 @@ impl ExchangeGuard {
         let (Some(input), Some(output), Some(p)) = (self.usage.0, self.usage.1, self.price) else {
             return None;
         };
-        Some((input as f64 * p.input_per_mtok + output as f64 * p.output_per_mtok) / 1e6)
+        Some(p.usd(input, output))
     }
 
     /// The spend `cost_budget` reads, known already (an eval's session total, summed over
