@@ -439,15 +439,14 @@ impl<'a> RequestCtx<'a> {
         if !super::offload::is_large(bytes) {
             return self.before_call(parsed);
         }
-        let policy = self.caller.policy;
-        let history = policy.tool_history(&parsed.conversation);
-        let mut guard = exchange_guard(self.rt, policy, history, parsed.model.as_deref());
-        guard.answer(parsed.stream);
+        let span = self.trace.before_call_span();
+        let mut guard = request_guard(self.rt, self.caller.policy, parsed);
         let conversation = std::mem::take(&mut parsed.conversation);
         let checked = super::offload::check(bytes, move || {
             let verdict = guard.before_call(&conversation);
             (guard, verdict, conversation)
         })
+        .instrument(span.clone())
         .await;
         let Some((guard, verdict, conversation)) = checked else {
             return Err(GatewayError::Internal(
@@ -455,7 +454,7 @@ impl<'a> RequestCtx<'a> {
             ));
         };
         parsed.conversation = conversation;
-        let _span = self.trace.before_call_span().entered();
+        let _span = span.entered();
         self.before_call_verdict(guard, verdict)
     }
 
@@ -604,11 +603,18 @@ pub fn before_call(
     policy: &Arc<Policy>,
     parsed: &ParsedRequest,
 ) -> (ExchangeGuard, Result<(), crate::policy::Finding>) {
+    let mut guard = request_guard(rt, policy, parsed);
+    let verdict = guard.before_call(&parsed.conversation);
+    (guard, verdict)
+}
+
+/// The exchange's guard for a parsed request, before BeforeCall: continuing from the request's
+/// tool history, told how the answer comes.
+fn request_guard(rt: &Runtime, policy: &Arc<Policy>, parsed: &ParsedRequest) -> ExchangeGuard {
     let history = policy.tool_history(&parsed.conversation);
     let mut guard = exchange_guard(rt, policy, history, parsed.model.as_deref());
     guard.answer(parsed.stream);
-    let verdict = guard.before_call(&parsed.conversation);
-    (guard, verdict)
+    guard
 }
 
 /// A request's references to provider-stored content, refused unless the route's
