@@ -284,32 +284,10 @@ async fn a_scenario_asserts_with_reference_metrics() {
         &mock.base_url(),
         &format!("evals: {{wordnet_dir: \"{}\"}}\n", wordnet.display()),
     );
-    let scenario = dir.path().join("cars.yaml");
-    std::fs::write(&scenario, SCENARIO).unwrap();
-    let report = dir.path().join("r.json");
-    let args: Vec<String> = [
-        "eval",
-        "--config",
-        &config,
-        "--scenario",
-        scenario.to_str().unwrap(),
-        "--model",
-        "m",
-        "--json",
-        report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(&refs)
-    })
-    .await
-    .unwrap();
+    let (code, r, out) =
+        common::binary::scenario_report(&std::fs::read_to_string(&config).unwrap(), SCENARIO).await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("assert:rouge"), "{out}");
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let a = &r["cases"][0]["live"]["assertions"];
     assert_eq!(r["cases"][0]["output"], "The car is red.", "{r}");
     assert_eq!(a[0]["passed"], true, "{a}");
@@ -335,6 +313,8 @@ async fn a_scenario_asserts_with_reference_metrics() {
     )
     .unwrap();
     let before = mock.request_count();
+    let scenario = dir.path().join("cars.yaml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
     let (code, out) = run(&[
         "eval",
         "--config",
