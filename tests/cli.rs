@@ -428,7 +428,7 @@ fn tool_checks_an_mcp_session_cannot_judge_are_refused_on_mcp_routes() {
         "{out}"
     );
     // A workflow check reads its state from results; an eval is held to the same rule, and a
-    // `cost_budget` eval has no model usage to read on MCP.
+    // `cost_budget` validator or eval has no model usage to read on MCP.
     for (pack, why) in [
         (
             "validators:\n  - type: workflow_state_is\n    params: { state: done }\n",
@@ -440,6 +440,10 @@ fn tool_checks_an_mcp_session_cannot_judge_are_refused_on_mcp_routes() {
         ),
         (
             "evals:\n  - { id: spend, type: cost_budget, trigger: on_session_complete, params: { max_total_tokens: 9 } }\n",
+            "no model usage",
+        ),
+        (
+            "validators:\n  - type: cost_budget\n    params: { max_total_tokens: 9 }\n",
             "no model usage",
         ),
     ] {

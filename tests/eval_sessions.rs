@@ -3,7 +3,8 @@
 //! `sample_sessions` run once per session — when the client ends it (the session-end header;
 //! an MCP `DELETE`) or when it idles — on one replica (in process) and across two replicas
 //! sharing a real `redis-server` (the ignored test; `tests/run` installs it), where each
-//! session's evals run exactly once whichever replica saw its turns.
+//! session's evals run exactly once whichever replica saw its turns. A `cost_budget`
+//! validator holds a session to its budget the same way, on one replica and on two.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -295,4 +296,147 @@ async fn an_mcp_delete_and_an_a2a_context_end_their_sessions() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(ended(p.addr(), "agent").await, 1);
     assert_eq!(ended(p.addr(), "tools").await, 2);
+}
+
+const BUDGET_PACK: &str = r#"
+name: budget
+validators:
+  - type: cost_budget
+    params: {max_total_tokens: 40}
+"#;
+
+/// Whole answers of 15 tokens; a request with `"stream": true` is answered with a stream of
+/// the same usage.
+async fn budget_upstream() -> MockUpstream {
+    MockUpstream::start(|req| {
+        let streamed = req.body_json().is_some_and(|b| b["stream"] == json!(true));
+        if streamed {
+            Reply::sse(&common::mock_upstream::openai_chat_stream_with_usage(
+                &["o", "k"],
+                10,
+                5,
+            ))
+        } else {
+            Reply::json(
+                200,
+                &json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
+                    "usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})
+                .to_string(),
+            )
+        }
+    })
+    .await
+}
+
+/// Exchanges whose spend each replica has added to its session, summed over `addrs`.
+async fn spends_added(addrs: &[SocketAddr]) -> u64 {
+    let mut n = 0;
+    for a in addrs {
+        n += metrics(*a)
+            .await
+            .lines()
+            .filter(|l| {
+                l.starts_with("guardwire_state_operation_duration_seconds_count{")
+                    && l.contains("op=\"session_spend\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    n
+}
+
+/// One exchange of `session`, after the `done` earlier ones' spend is in their sessions (it
+/// is added as an exchange ends, off the answer's path). Returns the status and the body.
+async fn budget_turn(
+    addrs: &[SocketAddr],
+    at: usize,
+    session: &str,
+    streamed: bool,
+    done: u64,
+) -> (u16, String) {
+    for _ in 0..400 {
+        if spends_added(addrs).await >= done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        spends_added(addrs).await,
+        done,
+        "spends added before {session}"
+    );
+    let body =
+        json!({"model":"m","stream":streamed,"messages":[{"role":"user","content":"hello"}]});
+    let a = send(
+        addrs[at % addrs.len()],
+        "POST",
+        "/v1/chat/completions",
+        body.to_string(),
+        &[
+            ("content-type", "application/json"),
+            ("x-session-id", session),
+        ],
+    )
+    .await;
+    (a.status.as_u16(), a.text())
+}
+
+/// `cost_budget` as a validator reads the session's totals, as PromptKit's guardrail reads
+/// the conversation's: each exchange's usage is added to its session's; the exchange that
+/// takes the session over its budget is blocked at its end, and a session already over it is
+/// refused before the provider is called. Other sessions keep their own totals.
+async fn a_session_is_held_to_its_budget(addrs: &[SocketAddr], up: &MockUpstream) {
+    // 15, then 30 tokens: within 40.
+    assert_eq!(budget_turn(addrs, 0, "s-1", false, 0).await.0, 200);
+    let (status, body) = budget_turn(addrs, 1, "s-1", true, 1).await;
+    assert_eq!(status, 200);
+    assert!(!body.contains("error"), "{body}");
+    // 45: over, blocked when its usage arrives (a whole answer is withheld).
+    let (status, body) = budget_turn(addrs, 0, "s-1", false, 2).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("cost_budget"), "{body}");
+    assert_eq!(up.request_count(), 3);
+    // Over already: refused BeforeCall, whole or streamed; the provider is not called.
+    for (i, streamed) in [false, true].into_iter().enumerate() {
+        let (status, body) = budget_turn(addrs, i + 1, "s-1", streamed, 3).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("cost_budget"), "{body}");
+    }
+    assert_eq!(
+        up.request_count(),
+        3,
+        "a session over its budget is not paid for again"
+    );
+    // Another session has its own total; a streamed exchange that goes over is ended with
+    // the protocol's error frame.
+    assert_eq!(budget_turn(addrs, 1, "s-2", true, 3).await.0, 200);
+    assert_eq!(budget_turn(addrs, 0, "s-2", false, 4).await.0, 200);
+    let (status, body) = budget_turn(addrs, 1, "s-2", true, 5).await;
+    assert_eq!(status, 200, "the stream's head went out before its usage");
+    assert!(body.contains("cost_budget"), "{body}");
+    assert_eq!(up.request_count(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_budget_validator_holds_a_session_to_its_budget() {
+    let up = budget_upstream().await;
+    let p = start_config(
+        &format!("  openai: \"{}\"\n", up.base_url()),
+        BUDGET_PACK,
+        "",
+    )
+    .await;
+    a_session_is_held_to_its_budget(&[p.addr()], &up).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (tests/run installs it)"]
+async fn a_cost_budget_validator_holds_a_session_over_two_replicas() {
+    let redis = RedisServer::start();
+    let up = budget_upstream().await;
+    let state = format!("state: {{url: \"{}\", timeout_ms: 2000}}\n", redis.url());
+    let upstreams = format!("  openai: \"{}\"\n", up.base_url());
+    let a = start_config(&upstreams, BUDGET_PACK, &state).await;
+    let b = start_config(&upstreams, BUDGET_PACK, &state).await;
+    a_session_is_held_to_its_budget(&[a.addr(), b.addr()], &up).await;
 }

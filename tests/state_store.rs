@@ -463,7 +463,9 @@ mod sessions {
 mod eval_sessions {
     use super::*;
     use guardwire::state::eval_sessions::redis::RedisEvalSessions;
-    use guardwire::state::eval_sessions::{EvalSessions, LocalEvalSessions, SessionRef, Spent};
+    use guardwire::state::eval_sessions::{
+        EvalSessions, Last, LocalEvalSessions, SessionRef, Spent,
+    };
 
     fn session(key: &str, id: &str) -> SessionRef {
         SessionRef {
@@ -484,26 +486,55 @@ mod eval_sessions {
     async fn behaves(a: Arc<dyn EvalSessions>, b: Arc<dyn EvalSessions>) {
         let s = session("k", "one");
         assert_eq!(
-            a.record(&s, spent(10), Some("t1"), 60_000).await.unwrap(),
+            a.record(&s, spent(10), Last::Kept("t1"), 60_000)
+                .await
+                .unwrap(),
             spent(10)
         );
         assert_eq!(
-            b.record(&s, spent(5), Some("t2"), 60_000).await.unwrap(),
+            b.record(&s, spent(5), Last::Kept("t2"), 60_000)
+                .await
+                .unwrap(),
             spent(15)
         );
         // The same id under another key is another session.
         let other = session("j", "one");
         assert_eq!(
-            b.record(&other, spent(1), None, 60_000).await.unwrap(),
+            b.record(&other, spent(1), Last::TooLarge, 60_000)
+                .await
+                .unwrap(),
             spent(1)
         );
+        // Spend only (a `cost_budget` validator's): summed, read by either replica; no eval
+        // turn counted, the last turn kept.
+        assert_eq!(a.spent(&s).await.unwrap(), spent(15));
+        assert_eq!(
+            a.record(&s, spent(2), Last::Unchanged, 60_000)
+                .await
+                .unwrap(),
+            spent(17)
+        );
+        assert_eq!(b.spent(&s).await.unwrap(), spent(17));
+        assert_eq!(b.spent(&session("k", "none")).await.unwrap(), Spent::ZERO);
         let ended = a.claim(&s).await.unwrap().unwrap();
         assert_eq!((ended.turns, ended.last.as_deref()), (2, Some("t2")));
-        assert_eq!(ended.spent, spent(15));
+        assert_eq!(ended.spent, spent(17));
+        assert_eq!(
+            a.spent(&s).await.unwrap(),
+            Spent::ZERO,
+            "an ended session's spend is gone"
+        );
+        // A session of spend alone ends with no eval turn.
+        let only = session("k", "spend-only");
+        b.record(&only, spent(3), Last::Unchanged, 60_000)
+            .await
+            .unwrap();
+        let ended = a.claim(&only).await.unwrap().unwrap();
+        assert_eq!((ended.turns, ended.last, ended.spent), (0, None, spent(3)));
         assert!(b.claim(&s).await.unwrap().is_none(), "claimed once");
         // Idle: due at once with no idle time, claimed by one of two replicas asking together.
         let idle = session("k", "idle");
-        a.record(&idle, spent(1), Some("t"), 0).await.unwrap();
+        a.record(&idle, spent(1), Last::Kept("t"), 0).await.unwrap();
         let (x, y) = tokio::join!(a.claim_due(10), b.claim_due(10));
         let claimed: Vec<_> = x.unwrap().into_iter().chain(y.unwrap()).collect();
         assert_eq!(claimed.len(), 1, "{claimed:?}");
@@ -515,8 +546,11 @@ mod eval_sessions {
             input_tokens: Some(u64::MAX / 2),
             ..spent(1)
         };
-        a.record(&huge, big, None, 60_000).await.unwrap();
-        let total = b.record(&huge, spent(1), None, 60_000).await.unwrap();
+        a.record(&huge, big, Last::TooLarge, 60_000).await.unwrap();
+        let total = b
+            .record(&huge, spent(1), Last::TooLarge, 60_000)
+            .await
+            .unwrap();
         assert_eq!(total.output_tokens, Some(2), "the other sums stay exact");
         // In process the sum saturates; the shared store says it is unknown.
         assert!(
@@ -549,18 +583,21 @@ mod eval_sessions {
             ..spent(1)
         };
         assert_eq!(
-            c.record(&s, big, None, 60_000).await.unwrap().input_tokens,
-            None
-        );
-        assert_eq!(
-            c.record(&s, spent(1), None, 60_000)
+            c.record(&s, big, Last::TooLarge, 60_000)
                 .await
                 .unwrap()
                 .input_tokens,
             None
         );
         assert_eq!(
-            c.record(&s, spent(1), None, 60_000)
+            c.record(&s, spent(1), Last::TooLarge, 60_000)
+                .await
+                .unwrap()
+                .input_tokens,
+            None
+        );
+        assert_eq!(
+            c.record(&s, spent(1), Last::TooLarge, 60_000)
                 .await
                 .unwrap()
                 .output_tokens,

@@ -83,10 +83,11 @@ const NONE_ROW: &str = "guardwire, no packs";
 const REAL_ROW: &str = "guardwire, realistic pack";
 const KEYS_ROW: &str = "guardwire, realistic pack, client keys";
 const LIMITS_ROW: &str = "guardwire, realistic pack, keys with limits (Redis)";
+const SESSION_ROW: &str = "guardwire, keys with limits and a session cost_budget (Redis)";
 
 /// `--limits`: the client keys the load client presents (one per protocol's header), with
-/// `limits` on each; limits high enough that nothing is refused, so the row shows what
-/// counting costs.
+/// `limits` on each (and the rest of the entry: its own packs); limits high enough that nothing
+/// is refused, so the row shows what counting costs.
 fn keys_yaml(limits: &str) -> String {
     let mut y = String::from(
         "prices:\n  gpt: {input_per_mtok: 0.15, output_per_mtok: 0.6}\n  claude: {input_per_mtok: 3, output_per_mtok: 15}\n  gemini: {input_per_mtok: 0.3, output_per_mtok: 2.5}\nkeys:\n",
@@ -160,13 +161,28 @@ fn main() {
     check(&none_cfg).unwrap_or_else(|e| panic!("this build rejects {}: {e}", opts.runtime_note()));
     // `--limits`: the realistic pack with client keys, without and with limits over time.
     let redis = opts.limits.then(redis_server::RedisServer::start);
-    let (p_keys, p_limited) = (free_port(), free_port());
+    let (p_keys, p_limited, p_session) = (free_port(), free_port(), free_port());
+    const LIMITS: &str = ", rpm_limit: 1000000000, tpm_limit: 1000000000000, max_budget: 100000000";
+    // The third: the same keys whose packs add a `cost_budget` validator, which reads the
+    // session's spend before each call and adds the exchange's after it (a budget nothing
+    // reaches; the load's requests share their opening, so they are one session).
+    let budget_pack = dir.path().join("budget.yaml");
+    std::fs::write(
+        &budget_pack,
+        "name: budget\nvalidators:\n  - type: cost_budget\n    params: {max_total_tokens: 1000000000000000}\n",
+    )
+    .unwrap();
     let limit_cfgs = redis.as_ref().map(|r| {
         let keys = keys_yaml("");
-        let limited = format!(
-            "state: {{url: \"{}\"}}\n{}",
-            r.url(),
-            keys_yaml(", rpm_limit: 1000000000, tpm_limit: 1000000000000, max_budget: 100000000")
+        let state = format!("state: {{url: \"{}\"}}\n", r.url());
+        let limited = format!("{state}{}", keys_yaml(LIMITS));
+        let session = format!(
+            "{state}{}",
+            keys_yaml(&format!(
+                "{LIMITS}, packs: [{}, {}]",
+                common::fixtures::yaml_quote(&pack_path.display().to_string()),
+                common::fixtures::yaml_quote(&budget_pack.display().to_string())
+            ))
         );
         let cfg = |name, port, extra: String| {
             write_config(
@@ -181,6 +197,7 @@ fn main() {
         (
             cfg("keys.yaml", p_keys, keys),
             cfg("limited.yaml", p_limited, limited),
+            cfg("session.yaml", p_session, session),
         )
     });
     let (with_pii, pii_note) = match opts.pii {
@@ -295,15 +312,17 @@ fn main() {
         let t_start = Instant::now();
         let mut none = spawn_proxy("guardwire (no packs)", &none_cfg, p_none);
         let mut real = spawn_proxy("guardwire (realistic pack)", &real_cfg, p_real);
-        let mut limit_proxies = limit_cfgs.as_ref().map(|(keys, limited)| {
+        let mut limit_proxies = limit_cfgs.as_ref().map(|(keys, limited, session)| {
             (
                 spawn_proxy("guardwire (keys)", keys, p_keys),
                 spawn_proxy("guardwire (keys with limits)", limited, p_limited),
+                spawn_proxy("guardwire (session cost_budget)", session, p_session),
             )
         });
-        if let Some((k, l)) = &mut limit_proxies {
+        if let Some((k, l, b)) = &mut limit_proxies {
             wait_ready(k).await;
             wait_ready(l).await;
+            wait_ready(b).await;
         }
         let mut relay = opts
             .relay
@@ -339,9 +358,10 @@ fn main() {
                 }
                 targets.push((NONE_ROW, none.addr, Some(Meter::Process(none.pid()))));
                 targets.push((REAL_ROW, real.addr, Some(Meter::Process(real.pid()))));
-                if let Some((k, l)) = &limit_proxies {
+                if let Some((k, l, b)) = &limit_proxies {
                     targets.push((KEYS_ROW, k.addr, Some(Meter::Process(k.pid()))));
                     targets.push((LIMITS_ROW, l.addr, Some(Meter::Process(l.pid()))));
+                    targets.push((SESSION_ROW, b.addr, Some(Meter::Process(b.pid()))));
                 }
                 // Throughput: no gaps.
                 mock_state.gap_ns.store(0, Ordering::Relaxed);

@@ -121,8 +121,9 @@ pub(super) struct Opts {
     /// `server:` key, so an older build without it runs too) and `server.workers`.
     pub(super) runtime: Option<String>,
     pub(super) workers: Option<usize>,
-    /// Two more rows (`--limits`): the realistic pack with client keys, and the same keys with
-    /// `rpm_limit`, `tpm_limit` and `max_budget` counted in a local redis-server.
+    /// Three more rows (`--limits`): the realistic pack with client keys, the same keys with
+    /// `rpm_limit`, `tpm_limit` and `max_budget` counted in a local redis-server, and those
+    /// with a session `cost_budget` validator too.
     pub(super) limits: bool,
 }
 

@@ -192,8 +192,20 @@ impl EvalSeed {
         usage: (Option<u64>, Option<u64>),
         price: Option<Price>,
     ) {
+        let spend = Spend::of_turn(answer.is_some(), usage, price);
+        self.submit_spent(answer, blocked, fired, spend);
+    }
+
+    /// [`EvalSeed::submit`] with what the turn adds to its session's spend.
+    pub fn submit_spent(
+        self,
+        answer: Option<Answer>,
+        blocked: bool,
+        fired: Vec<Fired>,
+        spend: Spend,
+    ) {
         let turn = Turn {
-            spend: Spend::of_turn(answer.is_some(), usage, price),
+            spend,
             ends_session: self.ends_session,
             turn_index: turn_index_of(&self.conversation),
             elapsed_ms: self.started.elapsed().as_millis() as u64,
@@ -336,6 +348,11 @@ impl EvalQueue {
     /// The session header's name.
     pub fn session_header(&self) -> &str {
         &self.config.session_header
+    }
+
+    /// How long a session idles before it ends.
+    pub fn session_idle_ms(&self) -> u64 {
+        self.config.session_idle_ms
     }
 
     /// The header that ends a session's name.

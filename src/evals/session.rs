@@ -16,7 +16,7 @@ use crate::delta::Conversation;
 use crate::judge::{Answer, JudgeEnv};
 use crate::metrics::Metrics;
 use crate::policy::Policy;
-use crate::state::eval_sessions::{Ended, SessionRef, Spent, MAX_LAST_TURN_BYTES};
+use crate::state::eval_sessions::{Ended, Last, SessionRef, Spent, MAX_LAST_TURN_BYTES};
 use crate::state::State;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,19 +96,23 @@ struct LastTurn {
     elapsed_ms: u64,
 }
 
-fn spent(s: Spend) -> Spent {
-    Spent {
-        input_tokens: s.input_tokens,
-        output_tokens: s.output_tokens,
-        micro_usd: s.cost_usd.map(crate::state::micro_usd),
+impl From<Spend> for Spent {
+    fn from(s: Spend) -> Spent {
+        Spent {
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            micro_usd: s.cost_usd.map(crate::state::micro_usd),
+        }
     }
 }
 
-fn spend(s: Spent) -> Spend {
-    Spend {
-        input_tokens: s.input_tokens,
-        output_tokens: s.output_tokens,
-        cost_usd: s.micro_usd.map(|m| m as f64 / 1e6),
+impl From<Spent> for Spend {
+    fn from(s: Spent) -> Spend {
+        Spend {
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            cost_usd: s.micro_usd.map(|m| m as f64 / 1e6),
+        }
     }
 }
 
@@ -134,13 +138,14 @@ impl Sessions {
         })
         .ok()
         .filter(|j| j.len() <= MAX_LAST_TURN_BYTES);
+        let last = last.as_deref().map_or(Last::TooLarge, Last::Kept);
         let session = SessionContext::of(turn).session_ref();
         let recorded = self
             .state
-            .record_eval_turn(&session, spent(turn.spend), last.as_deref(), self.idle_ms)
+            .record_eval_turn(&session, turn.spend.into(), last, self.idle_ms)
             .await;
         turn.spend = match recorded {
-            Ok(total) => spend(total),
+            Ok(total) => total.into(),
             Err(e) => {
                 tracing::warn!(route = turn.route, error = %e, "an eval session's turn could not be recorded");
                 Spend::default()
@@ -200,6 +205,10 @@ impl Sessions {
 
 /// Runs an ended session's evals over its last turn with the session's spend.
 async fn run_ended(context: SessionContext, ended: Ended, metrics: &Metrics) {
+    // A session whose turns only added spend (`cost_budget` validators) has no eval turn.
+    if ended.turns == 0 {
+        return;
+    }
     let last: Option<LastTurn> = ended
         .last
         .as_deref()
@@ -232,7 +241,7 @@ async fn run_ended(context: SessionContext, ended: Ended, metrics: &Metrics) {
         request_id: last.request_id,
         key_id: context.key_id,
         elapsed_ms: last.elapsed_ms,
-        spend: spend(ended.spent),
+        spend: ended.spent.into(),
         ends_session: false,
     };
     run::evaluate_session(Arc::new(turn), metrics, lost).await;

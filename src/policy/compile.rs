@@ -124,21 +124,26 @@ impl Policy {
     /// The first tool check an MCP route cannot judge: its validator's label and why
     /// ([`ToolCheck::unjudged_on_mcp`](super::tools::ToolCheck::unjudged_on_mcp)).
     /// Evals are held to the same rule (an MCP turn is one call, replayed as the validator
-    /// reads it), and `cost_budget` evals too: MCP calls report no model usage.
+    /// reads it), and `cost_budget` validators and evals too: MCP calls report no model usage.
     pub fn unjudged_on_mcp(&self) -> Option<(&str, &'static str)> {
         use super::evals::EvalCheck;
-        let validators = self.tools.iter().find_map(|(v, check)| {
-            check
-                .unjudged_on_mcp()
-                .map(|why| (self.validator(*v).label.as_str(), why))
-        });
+        const NO_USAGE: &str = "an MCP call reports no model usage for `cost_budget` to read";
+        let validators = self
+            .tools
+            .iter()
+            .find_map(|(v, check)| {
+                check
+                    .unjudged_on_mcp()
+                    .map(|why| (self.validator(*v).label.as_str(), why))
+            })
+            .or_else(|| {
+                let (v, _) = self.cost.first()?;
+                Some((self.validator(*v).label.as_str(), NO_USAGE))
+            });
         validators.or_else(|| {
             self.evals.iter().find_map(|e| {
                 if e.reads_session_spend() {
-                    return Some((
-                        e.id.as_str(),
-                        "an MCP call reports no model usage for `cost_budget` to read",
-                    ));
+                    return Some((e.id.as_str(), NO_USAGE));
                 }
                 match &e.check {
                     EvalCheck::Replay(p) | EvalCheck::Transcript(_, p) => {
@@ -163,6 +168,11 @@ impl Policy {
     /// Judged checks of the answer: (validator, check).
     pub fn judged_output(&self) -> &[(u32, Arc<JudgedCheck>)] {
         &self.judged_output
+    }
+
+    /// Some validator is a `cost_budget`: the session's spend is read BeforeCall.
+    pub fn has_cost_budget(&self) -> bool {
+        !self.cost.is_empty()
     }
 
     /// The packs' `evals:`.

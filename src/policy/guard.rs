@@ -23,6 +23,7 @@ use super::verdict::{whole_hit, Reported};
 use super::Policy;
 use crate::config::Price;
 use crate::delta::{Channel, Delta};
+use crate::evals::Spend;
 use crate::scan::Hit;
 use std::sync::Arc;
 
@@ -98,6 +99,9 @@ pub struct ExchangeGuard {
     price: Option<Price>,
     /// The spend in USD when known without a price (an eval's session total).
     known_cost_usd: Option<f64>,
+    /// What the exchange's session had spent before it, when the proxy tracks it
+    /// (`cost_budget` validators read the session's totals).
+    session_before: Option<Spend>,
     /// `latency_budget` validators already reported.
     latency_fired: Vec<u32>,
     /// Messages of rules that fired, by validator.
@@ -145,6 +149,7 @@ impl Policy {
             usage: (None, None),
             price,
             known_cost_usd: None,
+            session_before: None,
             latency_fired: Vec::new(),
             notes: Vec::new(),
             redactions: Vec::new(),
@@ -202,7 +207,13 @@ impl ExchangeGuard {
             &self.history,
             &mut self.findings,
             self.keep_matches,
-        )
+        )?;
+        // A session already over a `cost_budget` is not paid for again.
+        if let Some(before) = self.session_before {
+            self.check_cost_of(before, (Some(0), Some(0)), Some(0.0));
+            return self.judge(Phase::Input);
+        }
+        Ok(())
     }
 
     /// How the answer comes (streamed unless told otherwise): OnChunk's findings are reported

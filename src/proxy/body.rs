@@ -90,9 +90,10 @@ pub struct StreamContext {
     pub request: super::estimate::RequestCopy,
     /// What the error frame that ends the stream repeats of the request (its JSON-RPC id).
     pub reply_to: crate::protocol::ReplyTo,
-    /// The key's reservation against its limits over time: the stream's usage is recorded on
-    /// it when the stream ends (however it ends), and it settles as it is dropped.
-    pub reservation: Option<crate::state::Reservation>,
+    /// The key's reservation against its limits over time and the session's spend: the
+    /// stream's usage is recorded on them when the stream ends (however it ends), and they
+    /// settle as they are dropped.
+    pub spending: super::spending::Spending,
 }
 
 /// The answer's judged checks under way, once the rest of the stream passed.
@@ -544,10 +545,7 @@ impl Drop for GuardedStream {
             &self.ctx.trace,
             estimated,
         );
-        if let Some(r) = &self.ctx.reservation {
-            let (input, output) = self.guard.usage();
-            r.record(input, output);
-        }
+        self.ctx.spending.record(&self.guard);
         // A turn for the evals when it was blocked or answered in full; not a stream cut off
         // (client gone, upstream failure, drain stop) or left awaiting verdicts.
         let trace = &self.ctx.trace;
@@ -557,7 +555,8 @@ impl Drop for GuardedStream {
             && self.windows.is_none();
         if trace.was_blocked() || complete {
             if let Some(seed) = self.ctx.evals.take() {
-                super::evals::submit_answered(seed, &self.guard, &self.ctx.trace);
+                let ctx = &self.ctx;
+                ctx.spending.submit_evals(seed, &self.guard, &ctx.trace);
             }
         }
         // The head went out as 200; a block or failure since is the trace's outcome.

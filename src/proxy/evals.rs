@@ -5,9 +5,7 @@
 use super::request::RequestCtx;
 use crate::delta::Conversation;
 use crate::evals::{may_select, session_of, turn_index_of, EvalSeed};
-use crate::judge::{Answer, JudgeEnv};
-use crate::policy::ExchangeGuard;
-use crate::telemetry::RequestTrace;
+use crate::judge::JudgeEnv;
 use http::HeaderMap;
 use std::sync::Arc;
 
@@ -73,21 +71,8 @@ impl RequestCtx<'_> {
     }
 }
 
-/// Submits an answered exchange: its answer as the guard kept it, whether it was blocked, and
-/// what fired.
-pub fn submit_answered(seed: EvalSeed, guard: &ExchangeGuard, trace: &RequestTrace) {
-    let (text, tool_calls) = guard.judged_answer();
-    seed.submit(
-        Some(Answer { text, tool_calls }),
-        trace.was_blocked(),
-        trace.fired(),
-        guard.usage(),
-        guard.price(),
-    );
-}
-
 /// An idle session's context, found in the running config by its route and key: the key's
-/// packs, else the route's; `None` when either is gone or its policy has no evals.
+/// packs, else the route's; `None` when either is gone.
 impl crate::evals::SessionResolver for super::Gateway {
     fn resolve(
         &self,
@@ -102,9 +87,6 @@ impl crate::evals::SessionResolver for super::Gateway {
             None => None,
         };
         let policy = key.and_then(|k| k.policy.as_ref()).unwrap_or(&route.policy);
-        if policy.evals().is_empty() {
-            return None;
-        }
         Some(crate::evals::SessionContext {
             policy: Arc::clone(policy),
             env: JudgeEnv {

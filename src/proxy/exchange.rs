@@ -170,7 +170,7 @@ impl<'a> RequestCtx<'a> {
             evals,
             request,
             reply_to,
-            reservation,
+            spending,
         } = kept;
         let config = &self.rt.config;
         let overhead_so_far = answered.pre_upstream + answered.head_at.elapsed();
@@ -210,7 +210,7 @@ impl<'a> RequestCtx<'a> {
             hide_usage: answered.hide_usage,
             request,
             reply_to,
-            reservation,
+            spending,
         };
         guard.answer(true);
         let stream = GuardedStream::new(body, text, guard, ctx);
@@ -236,7 +236,7 @@ impl<'a> RequestCtx<'a> {
             conversation,
             evals,
             request,
-            reservation,
+            spending,
             ..
         } = kept;
         let head_at = answered.head_at;
@@ -315,10 +315,7 @@ impl<'a> RequestCtx<'a> {
             self.trace,
             estimated,
         );
-        if let Some(r) = &reservation {
-            let (input, output) = guard.usage();
-            r.record(input, output);
-        }
+        spending.record(&guard);
         // The answer's judged checks, once every other check passed; their wait is not the
         // proxy's time.
         let mut judged_for = Duration::ZERO;
@@ -341,7 +338,7 @@ impl<'a> RequestCtx<'a> {
             self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
             let blocked = self.report().block(finding);
             if let Some(seed) = evals {
-                super::evals::submit_answered(seed, &guard, self.trace);
+                spending.submit_evals(seed, &guard, self.trace);
             }
             return Err(blocked);
         }
@@ -365,7 +362,7 @@ impl<'a> RequestCtx<'a> {
         *r.headers_mut() = out_headers;
         self.observe_overhead(answered.pre_upstream + proxy_time(check_started));
         if let Some(seed) = evals {
-            super::evals::submit_answered(seed, &guard, self.trace);
+            spending.submit_evals(seed, &guard, self.trace);
         }
         Ok(r)
     }

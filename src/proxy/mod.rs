@@ -26,6 +26,7 @@ pub mod redact;
 pub mod report;
 mod request;
 mod runtime;
+mod spending;
 
 pub use report::Reporter;
 pub use request::{before_call, complete_input, exchange_guard, stored_refusal};
@@ -456,7 +457,15 @@ impl Gateway {
                 quota,
             )
             .await?;
-        let before_call = ctx.before_call_sized(&mut parsed, body.len()).await;
+        let (session_spend, session_before) =
+            ctx.session_spend(&parts.headers, &parsed, price).await;
+        let spending = spending::Spending {
+            reservation,
+            session: session_spend,
+        };
+        let before_call = ctx
+            .before_call_sized(&mut parsed, body.len(), session_before)
+            .await;
         // Judged checks and evals see the conversation (the request's, and the answer's
         // `_session` variants); it is kept only when some exist.
         let policy = ctx.caller.policy;
@@ -541,7 +550,7 @@ impl Gateway {
             evals,
             request,
             reply_to: reply_to.clone(),
-            reservation,
+            spending,
         };
         if sse {
             return Ok(ctx.relay_stream(head, body, text, guard, answered, permit, kept));

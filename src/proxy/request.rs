@@ -59,9 +59,9 @@ pub struct Kept {
     /// What an error answer repeats of the request (its JSON-RPC id): the error frame that
     /// ends a stream carries it too.
     pub reply_to: protocol::ReplyTo,
-    /// The key's reservation against its limits over time, settled when the exchange ends
-    /// with the usage recorded on it.
-    pub reservation: Option<crate::state::Reservation>,
+    /// The key's reservation against its limits over time and the session's spend, settled
+    /// when the exchange ends with the usage recorded on them.
+    pub spending: super::spending::Spending,
 }
 
 /// Who a request is from, once its key is checked, and what that decides.
@@ -428,19 +428,26 @@ impl<'a> RequestCtx<'a> {
         self.before_call_verdict(guard, verdict)
     }
 
-    /// [`RequestCtx::before_call`] for a request of `bytes`: a large one is checked on the
+    /// [`RequestCtx::before_call`] for a request of `bytes`, whose session had spent
+    /// `session_before` (when `cost_budget` validators read it): a large one is checked on the
     /// bounded blocking pool ([`super::offload`]), so the async worker goes on serving other
     /// tenants and `/healthz` meanwhile.
     pub async fn before_call_sized(
         &self,
         parsed: &mut ParsedRequest,
         bytes: usize,
+        session_before: Option<crate::evals::Spend>,
     ) -> Result<ExchangeGuard, GatewayError> {
-        if !super::offload::is_large(bytes) {
-            return self.before_call(parsed);
+        let mut guard = request_guard(self.rt, self.caller.policy, parsed);
+        if let Some(before) = session_before {
+            guard.set_session_before(before);
         }
         let span = self.trace.before_call_span();
-        let mut guard = request_guard(self.rt, self.caller.policy, parsed);
+        if !super::offload::is_large(bytes) {
+            let _span = span.entered();
+            let verdict = guard.before_call(&parsed.conversation);
+            return self.before_call_verdict(guard, verdict);
+        }
         let conversation = std::mem::take(&mut parsed.conversation);
         let checked = super::offload::check(bytes, move || {
             let verdict = guard.before_call(&conversation);

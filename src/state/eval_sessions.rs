@@ -1,7 +1,8 @@
-//! What the packs' session-level evals (`on_session_complete`, `sample_sessions`, and the
-//! session's spend for `cost_budget`) keep of a session between its turns: the spend summed
-//! over its turns, how many there were, its last turn (what the session evals read — clients
-//! resend the conversation with every turn, so the last turn holds it all), and when it ends.
+//! What is kept of a session between its turns, for the packs' session-level evals
+//! (`on_session_complete`, `sample_sessions`) and for `cost_budget` (validators and evals read
+//! the session's spend): the spend summed over its turns, how many turns the evals recorded,
+//! its last turn (what the session evals read — clients resend the conversation with every
+//! turn, so the last turn holds it all), and when it ends.
 //!
 //! A session ends when the client says so (the `evals.session_end_header` on an LLM route's
 //! request, an MCP `DELETE`), or `evals.session_idle_ms` after its last turn. Ending *claims*
@@ -66,6 +67,17 @@ impl Spent {
     }
 }
 
+/// What a record does to the session's last turn.
+#[derive(Debug, Clone, Copy)]
+pub enum Last<'a> {
+    /// An eval turn: this JSON becomes the last turn.
+    Kept(&'a str),
+    /// An eval turn too large to keep: the session evals will report so.
+    TooLarge,
+    /// Spend only (a `cost_budget` validator's): no eval turn, the last one stays.
+    Unchanged,
+}
+
 /// A session taken out of the store: it ended, and its session evals are to run now.
 #[derive(Debug, Clone)]
 pub struct Ended {
@@ -79,16 +91,18 @@ pub struct Ended {
 /// Where the sessions of the session-level evals live. Every method is one atomic step (one
 /// round trip on a shared store).
 pub trait EvalSessions: Send + Sync {
-    /// Adds a turn to the session (made if new): its spend, its JSON as the session's last
-    /// turn (`None`: too large to keep), and the session's new end, `idle_ms` from now.
-    /// Returns the session's spend with this turn.
+    /// Adds a turn to the session (made if new): its spend, what becomes of the session's
+    /// last turn, and the session's new end, `idle_ms` from now. Returns the session's spend
+    /// with this turn.
     fn record<'a>(
         &'a self,
         session: &'a SessionRef,
         spent: Spent,
-        last: Option<&'a str>,
+        last: Last<'a>,
         idle_ms: u64,
     ) -> StoreFuture<'a, Spent>;
+    /// The session's spend so far ([`Spent::ZERO`] for a session not open).
+    fn spent<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Spent>;
     /// Claims up to `max` sessions whose end has passed.
     fn claim_due(&self, max: usize) -> StoreFuture<'_, Vec<Ended>>;
     /// Claims the session now (its client ended it); `None` when it is unknown or another
@@ -203,7 +217,7 @@ impl EvalSessions for LocalEvalSessions {
         &'a self,
         session: &'a SessionRef,
         spent: Spent,
-        last: Option<&'a str>,
+        last: Last<'a>,
         idle_ms: u64,
     ) -> StoreFuture<'a, Spent> {
         let now = now_ms();
@@ -243,15 +257,28 @@ impl EvalSessions for LocalEvalSessions {
             used_at: 0,
         });
         e.spent = e.spent.plus(spent);
-        e.turns += 1;
-        *bytes -= e.last.take().map_or(0, |l| l.len());
-        let fits = last.is_some_and(|l| bytes.saturating_add(l.len()) <= self.max_bytes);
-        e.last = last.filter(|_| fits).map(str::to_owned);
-        *bytes += e.last.as_ref().map_or(0, String::len);
+        let last = match last {
+            Last::Kept(l) => Some(Some(l)),
+            Last::TooLarge => Some(None),
+            Last::Unchanged => None,
+        };
+        if let Some(last) = last {
+            e.turns += 1;
+            *bytes -= e.last.take().map_or(0, |l| l.len());
+            let fits = last.is_some_and(|l| bytes.saturating_add(l.len()) <= self.max_bytes);
+            e.last = last.filter(|_| fits).map(str::to_owned);
+            *bytes += e.last.as_ref().map_or(0, String::len);
+        }
         e.ends_at = now.saturating_add(idle_ms);
         e.used_at = now;
         let total = e.spent;
         Box::pin(std::future::ready(Ok(total)))
+    }
+
+    fn spent<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Spent> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let spent = entries.0.get(session).map_or(Spent::ZERO, |e| e.spent);
+        Box::pin(std::future::ready(Ok(spent)))
     }
 
     fn claim_due(&self, max: usize) -> StoreFuture<'_, Vec<Ended>> {
@@ -305,13 +332,13 @@ mod tests {
         let a = s("k", "a");
         assert_eq!(
             store
-                .record(&a, turn(10, 5), Some("1"), 60_000)
+                .record(&a, turn(10, 5), Last::Kept("1"), 60_000)
                 .await
                 .unwrap(),
             turn(10, 5)
         );
         let total = store
-            .record(&a, turn(1, 2), Some("2"), 60_000)
+            .record(&a, turn(1, 2), Last::Kept("2"), 60_000)
             .await
             .unwrap();
         assert_eq!(total, turn(11, 7));
@@ -322,7 +349,7 @@ mod tests {
         };
         assert_eq!(
             store
-                .record(&a, unknown, Some("3"), 60_000)
+                .record(&a, unknown, Last::Kept("3"), 60_000)
                 .await
                 .unwrap()
                 .input_tokens,
@@ -342,7 +369,7 @@ mod tests {
     async fn an_idle_session_is_due_and_a_key_past_its_quota_ends_its_oldest() {
         let store = LocalEvalSessions::new(2, 100, 1 << 20);
         store
-            .record(&s("k", "a"), turn(1, 1), None, 0)
+            .record(&s("k", "a"), turn(1, 1), Last::TooLarge, 0)
             .await
             .unwrap();
         let due = store.claim_due(10).await.unwrap();
@@ -350,18 +377,18 @@ mod tests {
         assert_eq!(due[0].last, None);
         for id in ["x", "y"] {
             store
-                .record(&s("k", id), turn(1, 1), None, 60_000)
+                .record(&s("k", id), turn(1, 1), Last::TooLarge, 60_000)
                 .await
                 .unwrap();
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         store
-            .record(&s("other", "o"), turn(1, 1), None, 60_000)
+            .record(&s("other", "o"), turn(1, 1), Last::TooLarge, 60_000)
             .await
             .unwrap();
         // A third session of `k`: its oldest (`x`) ends now; `other`'s stays open.
         store
-            .record(&s("k", "z"), turn(1, 1), None, 60_000)
+            .record(&s("k", "z"), turn(1, 1), Last::TooLarge, 60_000)
             .await
             .unwrap();
         let due = store.claim_due(10).await.unwrap();
@@ -373,18 +400,18 @@ mod tests {
     async fn last_turns_past_the_byte_bound_are_not_kept_and_the_count_is_bounded() {
         let store = LocalEvalSessions::new(100, 4, 10);
         store
-            .record(&s("k", "a"), turn(1, 1), Some("123456"), 60_000)
+            .record(&s("k", "a"), turn(1, 1), Last::Kept("123456"), 60_000)
             .await
             .unwrap();
         // 6 + 6 > 10: not kept; the first is.
         store
-            .record(&s("k", "b"), turn(1, 1), Some("abcdef"), 60_000)
+            .record(&s("k", "b"), turn(1, 1), Last::Kept("abcdef"), 60_000)
             .await
             .unwrap();
         assert_eq!(store.claim(&s("k", "b")).await.unwrap().unwrap().last, None);
         // A session's new last turn replaces its old one's bytes.
         store
-            .record(&s("k", "a"), turn(1, 1), Some("1234567890"), 60_000)
+            .record(&s("k", "a"), turn(1, 1), Last::Kept("1234567890"), 60_000)
             .await
             .unwrap();
         let a = store.claim(&s("k", "a")).await.unwrap().unwrap();
@@ -392,22 +419,22 @@ mod tests {
         // Four open sessions and one ended waiting: a sixth is refused, not kept unbounded.
         for id in ["1", "2", "3", "4", "5"] {
             store
-                .record(&s("k", id), turn(1, 1), None, 60_000)
+                .record(&s("k", id), turn(1, 1), Last::TooLarge, 60_000)
                 .await
                 .unwrap();
         }
         assert!(store
-            .record(&s("k", "6"), turn(1, 1), None, 60_000)
+            .record(&s("k", "6"), turn(1, 1), Last::TooLarge, 60_000)
             .await
             .is_err());
         // Another key is not refused for `k`'s backlog (its session ends `k`'s oldest).
         assert!(store
-            .record(&s("j", "1"), turn(1, 1), None, 60_000)
+            .record(&s("j", "1"), turn(1, 1), Last::TooLarge, 60_000)
             .await
             .is_ok());
         assert_eq!(store.claim_due(10).await.unwrap().len(), 2);
         assert!(store
-            .record(&s("k", "6"), turn(1, 1), None, 60_000)
+            .record(&s("k", "6"), turn(1, 1), Last::TooLarge, 60_000)
             .await
             .is_ok());
     }

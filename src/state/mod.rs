@@ -301,11 +301,33 @@ impl State {
         &self,
         session: &eval_sessions::SessionRef,
         spent: eval_sessions::Spent,
-        last: Option<&str>,
+        last: eval_sessions::Last<'_>,
         idle_ms: u64,
     ) -> Result<eval_sessions::Spent, StoreError> {
         let fut = self.eval_sessions.record(session, spent, last, idle_ms);
         self.timed("eval_session_record", fut).await
+    }
+
+    /// Step 4c, for a policy with `cost_budget` validators: the session's spend so far, and
+    /// the handle that adds this exchange's when it ends. `Err`: the store did not answer (the
+    /// validators' `on_error` decides).
+    pub async fn session_spend(
+        self: &Arc<Self>,
+        session: eval_sessions::SessionRef,
+        idle_ms: u64,
+        price: Option<crate::config::Price>,
+    ) -> Result<SessionSpend, StoreError> {
+        let before = self
+            .timed("session_spent", self.eval_sessions.spent(&session))
+            .await?;
+        Ok(SessionSpend {
+            state: Arc::clone(self),
+            session,
+            idle_ms,
+            price,
+            before,
+            done: Mutex::new((None, None)),
+        })
     }
 
     /// Claims up to `max` sessions that ended by idling.
@@ -368,6 +390,86 @@ pub enum Admission {
     },
     /// The store could not answer and `state.on_error` is `fail_open`.
     Unchecked,
+}
+
+/// An exchange's part in its session's spend (`cost_budget` validators): what the session had
+/// spent before it, and — when dropped — its own spend added to the session (then what was
+/// waiting for that, the exchange's eval turn, handed on).
+pub struct SessionSpend {
+    state: Arc<State>,
+    session: eval_sessions::SessionRef,
+    idle_ms: u64,
+    /// The requested model's price, for the spend of the tokens recorded.
+    price: Option<crate::config::Price>,
+    before: eval_sessions::Spent,
+    /// The exchange's spend once recorded, and what runs after it is added.
+    done: Mutex<(Option<eval_sessions::Spent>, Option<AfterSpend>)>,
+}
+
+/// What waits for an exchange's spend to be in its session's (its eval turn, submitted so the
+/// evals' session total counts it).
+pub type AfterSpend = Box<dyn FnOnce() + Send>;
+
+impl SessionSpend {
+    /// The session's spend before this exchange.
+    pub fn before(&self) -> eval_sessions::Spent {
+        self.before
+    }
+
+    /// The exchange's tokens as counted when it ended (reported, or estimated; a count it
+    /// has not makes the session's unknown), priced at the requested model's price. Nothing
+    /// recorded: nothing was spent.
+    pub fn record(&self, input: Option<u64>, output: Option<u64>) {
+        let usd = match (input, output, self.price) {
+            (Some(i), Some(o), Some(p)) => Some(micro_usd(p.usd(i, o))),
+            _ => None,
+        };
+        self.done.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(eval_sessions::Spent {
+            input_tokens: input,
+            output_tokens: output,
+            micro_usd: usd,
+        });
+    }
+
+    /// Runs `then` once this exchange's spend is in the session's.
+    pub fn then(&self, then: AfterSpend) {
+        self.done.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(then);
+    }
+}
+
+impl Drop for SessionSpend {
+    fn drop(&mut self) {
+        let (spent, then) =
+            std::mem::take(&mut *self.done.lock().unwrap_or_else(|p| p.into_inner()));
+        let Some(spent) = spent else {
+            if let Some(then) = then {
+                then();
+            }
+            return;
+        };
+        let (state, session, idle_ms) =
+            (Arc::clone(&self.state), self.session.clone(), self.idle_ms);
+        // A store round trip: off the answer's path.
+        let add = async move {
+            let fut = state.eval_sessions.record(
+                &session,
+                spent,
+                eval_sessions::Last::Unchanged,
+                idle_ms,
+            );
+            if let Err(e) = state.timed("session_spend", fut).await {
+                // Counted in the store's error metric; the session's total misses this spend.
+                tracing::debug!(route = %session.route, error = %e, "an exchange's spend could not be added to its session");
+            }
+            if let Some(then) = then {
+                then();
+            }
+        };
+        // Outside a runtime (a test dropping one) the spend is not added.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(add);
+        }
+    }
 }
 
 /// A request's reservation: settled when dropped, with the usage recorded on it (none

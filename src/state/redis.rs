@@ -94,13 +94,14 @@ impl Conn {
         call.invoke_async(&mut conn).await.map_err(store_error)
     }
 
-    pub async fn ping(&self) -> Result<(), StoreError> {
+    /// Sends one command: one round trip.
+    pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, StoreError> {
         let mut conn = self.get().await?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map(drop)
-            .map_err(store_error)
+        cmd.query_async(&mut conn).await.map_err(store_error)
+    }
+
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.query::<String>(&redis::cmd("PING")).await.map(drop)
     }
 }
 

@@ -2,6 +2,7 @@
 //! check of the time elapsed) and `cost_budget` (on the usage the provider reported).
 
 use super::ExchangeGuard;
+use crate::evals::Spend;
 use crate::policy::types::{Finding, Mode};
 use crate::policy::verdict::whole_hit;
 use crate::policy::Policy;
@@ -65,11 +66,35 @@ impl ExchangeGuard {
         self.known_cost_usd = usd;
     }
 
-    /// `cost_budget` on the usage the provider reported.
+    /// What the exchange's session had spent before it (read from the state backend by the
+    /// proxy): `cost_budget` reads the session's totals — BeforeCall refuses a session already
+    /// over a budget, the end of the response judges the totals with this exchange's usage.
+    pub fn set_session_before(&mut self, spent: Spend) {
+        self.session_before = Some(spent);
+    }
+
+    /// `cost_budget` on the usage the provider reported, added to the session's before it.
     pub(super) fn check_cost(&mut self) {
+        let before = self.session_before.unwrap_or(Spend::NOTHING);
+        let usd = self.cost_usd();
+        self.check_cost_of(before, self.usage, usd);
+    }
+
+    /// `cost_budget` on `before` and an exchange's `usage` and spend together; a count it
+    /// needs that is unknown is an error (`on_error`).
+    pub(super) fn check_cost_of(
+        &mut self,
+        before: Spend,
+        usage: (Option<u64>, Option<u64>),
+        usd: Option<f64>,
+    ) {
         let policy = &*self.policy;
+        let sum = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
+        let input = sum(before.input_tokens, usage.0);
+        let output = sum(before.output_tokens, usage.1);
+        let usd = before.cost_usd.zip(usd).map(|(a, b)| a + b);
         for &(owner, limits) in &policy.cost {
-            let (Some(input), Some(output)) = self.usage else {
+            let (Some(input), Some(output)) = (input, output) else {
                 policy.erred(owner, &mut self.hits);
                 continue;
             };
@@ -83,7 +108,7 @@ impl ExchangeGuard {
                 continue;
             }
             if let Some(max) = limits.max_cost_usd {
-                match self.cost_usd() {
+                match usd {
                     Some(usd) => {
                         if usd > max {
                             self.hits.push(whole_hit(owner));

@@ -404,6 +404,73 @@ validators:
     assert_eq!(run_split(usage(10, 51)), Some(0));
 }
 
+/// `cost_budget` reads the session's totals: what the session spent before the exchange
+/// (read by the proxy) plus the exchange's usage at the end; a session already over a
+/// maximum is refused BeforeCall; an unknown total is an error (`on_error`).
+#[test]
+fn cost_budget_reads_the_sessions_totals() {
+    use crate::evals::Spend;
+    let p = policy("validators:\n  - type: cost_budget\n    params: { max_total_tokens: 100, max_cost_usd: 1 }\n").unwrap();
+    let price = Some(Price {
+        input_per_mtok: 1000.0,
+        output_per_mtok: 1000.0,
+    });
+    let spent = |tokens: u64, usd: Option<f64>| Spend {
+        input_tokens: Some(tokens),
+        output_tokens: Some(0),
+        cost_usd: usd,
+    };
+    let conversation = crate::delta::Conversation::default();
+    // (before, this exchange's tokens) → BeforeCall's and the end's verdicts.
+    let run = |before: Spend, exchange: u64| {
+        let mut g = p.exchange_guard(ToolHistory::default(), price);
+        g.set_session_before(before);
+        if g.before_call(&conversation).is_err() {
+            return (false, None);
+        }
+        g.on_chunk(&Delta::Usage {
+            input_tokens: Some(exchange),
+            output_tokens: Some(0),
+        })
+        .unwrap();
+        (true, Some(g.after_call().is_ok()))
+    };
+    assert_eq!(run(spent(60, Some(0.06)), 40), (true, Some(true)));
+    assert_eq!(
+        run(spent(60, Some(0.06)), 41),
+        (true, Some(false)),
+        "101 tokens"
+    );
+    assert_eq!(
+        run(spent(100, Some(0.1)), 0),
+        (true, Some(true)),
+        "at the maximum"
+    );
+    assert_eq!(
+        run(spent(101, Some(0.1)), 0),
+        (false, None),
+        "over already: not called"
+    );
+    assert_eq!(
+        run(spent(0, Some(1.01)), 0),
+        (false, None),
+        "over the price already"
+    );
+    assert_eq!(
+        run(spent(0, Some(0.99)), 20),
+        (true, Some(false)),
+        "$0.99 + $0.02"
+    );
+    // The store did not answer, or an earlier turn's usage is unknown: an error, failing
+    // closed by default.
+    assert_eq!(run(Spend::default(), 1), (false, None));
+    assert_eq!(
+        run(spent(1, None), 1),
+        (false, None),
+        "the session's USD is unknown"
+    );
+}
+
 /// PromptKit's `tools_called_session`, `tools_not_called_session` and `tool_args_session` are
 /// the turn types with `scope: session`, by name: the session here called `old_tool` with
 /// `{"to":"eve"}` before the current turn.

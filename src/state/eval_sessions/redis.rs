@@ -9,7 +9,7 @@
 //! replicas that see it end at once never both run its evals. A session's keys expire an hour
 //! after it should have ended, should no replica be left to claim it.
 
-use super::{Ended, EvalSessions, SessionRef, Spent};
+use super::{Ended, EvalSessions, Last, SessionRef, Spent};
 use crate::state::redis::Conn;
 use crate::state::{StoreError, StoreFuture};
 use std::sync::Arc;
@@ -19,7 +19,8 @@ const UNCLAIMED_MS: u64 = 3_600_000;
 
 /// KEYS: 1 the session, 2 `due`, 3 its key's index. ARGV: 1 the member, 2–4 the turn's input
 /// tokens, output tokens and micro-USD ('' unknown), 5 its JSON ('' not kept), 6 idle ms, 7 the
-/// key's quota, 8 the sessions' prefix, 9 the keys' TTL. Returns the three sums.
+/// key's quota, 8 the sessions' prefix, 9 the keys' TTL, 10 '1' for spend only (no eval turn:
+/// `turns` and `last` stay). Returns the three sums.
 const RECORD: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -43,9 +44,13 @@ local function add(f, v)
   return s
 end
 local sums = {add('in', ARGV[2]), add('out', ARGV[3]), add('usd', ARGV[4])}
-redis.call('HINCRBY', KEYS[1], 'turns', 1)
+if ARGV[10] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'turns', 0)
+else
+  redis.call('HINCRBY', KEYS[1], 'turns', 1)
+  if ARGV[5] == '' then redis.call('HDEL', KEYS[1], 'last') else redis.call('HSET', KEYS[1], 'last', ARGV[5]) end
+end
 redis.call('HSET', KEYS[1], 'idx', KEYS[3])
-if ARGV[5] == '' then redis.call('HDEL', KEYS[1], 'last') else redis.call('HSET', KEYS[1], 'last', ARGV[5]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[9])
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[1])
 redis.call('ZADD', KEYS[3], now, ARGV[1])
@@ -157,12 +162,11 @@ impl EvalSessions for RedisEvalSessions {
         &'a self,
         session: &'a SessionRef,
         spent: Spent,
-        last: Option<&'a str>,
+        last: Last<'a>,
         idle_ms: u64,
     ) -> StoreFuture<'a, Spent> {
         Box::pin(async move {
-            let member = serde_json::to_string(session)
-                .map_err(|e| StoreError::Protocol(format!("a session's name: {e}")))?;
+            let member = member(session)?;
             let tenant = session.key_id.as_deref().unwrap_or("");
             let keys = [
                 format!("{}{member}", self.sessions()),
@@ -175,11 +179,20 @@ impl EvalSessions for RedisEvalSessions {
                 arg(spent.input_tokens),
                 arg(spent.output_tokens),
                 arg(spent.micro_usd),
-                last.unwrap_or("").to_owned(),
+                match last {
+                    Last::Kept(l) => l.to_owned(),
+                    Last::TooLarge | Last::Unchanged => String::new(),
+                },
                 idle_ms.to_string(),
                 self.max_per_key.to_string(),
                 self.sessions(),
                 idle_ms.saturating_add(UNCLAIMED_MS).to_string(),
+                if matches!(last, Last::Unchanged) {
+                    "1"
+                } else {
+                    "0"
+                }
+                .to_owned(),
             ];
             let sums: Vec<String> = self.conn.run(&self.record, &keys, &args).await?;
             let [input, output, usd] = sums.as_slice() else {
@@ -193,15 +206,42 @@ impl EvalSessions for RedisEvalSessions {
         })
     }
 
+    fn spent<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Spent> {
+        Box::pin(async move {
+            let key = format!("{}{}", self.sessions(), member(session)?);
+            let v: Vec<Option<String>> = self
+                .conn
+                .query(redis::cmd("HMGET").arg(key).arg("in").arg("out").arg("usd"))
+                .await?;
+            let [input, output, usd] = v.as_slice() else {
+                return Err(StoreError::Protocol("a session's sums".into()));
+            };
+            // A session not open has spent nothing; a sum it has not kept is unknown.
+            if v.iter().all(Option::is_none) {
+                return Ok(Spent::ZERO);
+            }
+            Ok(Spent {
+                input_tokens: sum(input)?,
+                output_tokens: sum(output)?,
+                micro_usd: sum(usd)?,
+            })
+        })
+    }
+
     fn claim_due(&self, max: usize) -> StoreFuture<'_, Vec<Ended>> {
         Box::pin(self.claim_members("", max))
     }
 
     fn claim<'a>(&'a self, session: &'a SessionRef) -> StoreFuture<'a, Option<Ended>> {
         Box::pin(async move {
-            let member = serde_json::to_string(session)
-                .map_err(|e| StoreError::Protocol(format!("a session's name: {e}")))?;
+            let member = member(session)?;
             Ok(self.claim_members(&member, 1).await?.into_iter().next())
         })
     }
+}
+
+/// A session's name in the store: its [`SessionRef`] as JSON.
+fn member(session: &SessionRef) -> Result<String, StoreError> {
+    serde_json::to_string(session)
+        .map_err(|e| StoreError::Protocol(format!("a session's name: {e}")))
 }
