@@ -41,6 +41,12 @@ fn result(id: &str, result: Value) -> Value {
 /// A 1.0 stream: the task, artifact `a` in appended `chunks` with one chunk of artifact `b`
 /// between its first two, then the completed status.
 fn artifact_stream(id: &str, chunks: &[&str]) -> String {
+    artifact_stream_aside_after(id, chunks, 0)
+}
+
+/// [`artifact_stream`] with the aside after chunk `aside_after` (after the last: the
+/// artifacts do not interleave; past it: no aside).
+fn artifact_stream_aside_after(id: &str, chunks: &[&str], aside_after: usize) -> String {
     let mut events = vec![result(
         id,
         json!({"task": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SUBMITTED"}}}),
@@ -55,7 +61,7 @@ fn artifact_stream(id: &str, chunks: &[&str]) -> String {
             update["lastChunk"] = json!(true);
         }
         events.push(result(id, json!({ "artifactUpdate": update })));
-        if i == 0 {
+        if i == aside_after {
             events.push(result(
                 id,
                 json!({"artifactUpdate": {"taskId": "t1", "contextId": "c1",
@@ -302,10 +308,21 @@ async fn a_blocked_message_never_reaches_the_agent() {
     assert_eq!(agent.request_count(), 1);
 }
 
+/// Redact-mode validators mask a match across appended chunks. When an artifact grows after
+/// another began, the joined text is read again whole and its matches lie in text already
+/// sent: they cannot be masked, so the answer ends with an error (fail closed).
 #[tokio::test]
 async fn redactions_mask_text_across_appended_chunks() {
     const REDACT: &str = "validators:\n  - id: codename\n    type: content_excludes\n    mode: redact\n    mask: \"[codename]\"\n    params: { patterns: [\"bluebird\"] }\n";
-    let body = artifact_stream("r1", &["project blue", "bird is on"]);
+    let interleaved = artifact_stream("r1", &["project blue", "bird is on"]);
+    let agent = MockUpstream::start(move |_| Reply::sse(interleaved.as_bytes())).await;
+    let proxy = start_config("", REDACT, &routes(&agent.base_url())).await;
+    let a = post(proxy.addr(), call("SendStreamingMessage", "r1", "hi"), None).await;
+    let text = a.text();
+    assert!(!text.contains("blue") && !text.contains("bird"), "{text}");
+    assert!(!text.contains("TASK_STATE_COMPLETED"), "{text}");
+    assert!(rpc_error(&text)["error"]["code"].is_i64(), "{text}");
+    let body = artifact_stream_aside_after("r1", &["project blue", "bird is on"], 1);
     let agent = common::protocols::split_mock(body.clone()).await;
     let proxy = start_config("", REDACT, &routes(&agent.base_url())).await;
     for split in [None, Some(body.len() / 3), Some(body.len() / 2)] {
@@ -663,13 +680,14 @@ async fn task_states_by_number_end_a_stream_as_their_names_do() {
 
 /// Verdicts of one agent answer are one audit line, however many parts and chunks fired: a
 /// stream of 200 appended chunks, each redacted, writes one line with the count (not 200
-/// lines). Each part is read twice (run on, and apart: `READ_APART`), so a match inside one
-/// part is counted by both readings: 400.
+/// lines). Each part is read twice (run on, and apart: `READ_APART`) in its artifact's text
+/// and again in the artifacts' joined text, so a match inside one part is counted by all four
+/// readings: 800.
 #[tokio::test]
 async fn an_answers_verdicts_are_one_audit_line() {
     const REDACT: &str = "validators:\n  - id: codename\n    type: content_excludes\n    mode: redact\n    mask: \"[codename]\"\n    params: { patterns: [\"bluebird\"] }\n";
     let chunks: Vec<&str> = std::iter::repeat_n("a bluebird. ", 200).collect();
-    let body = artifact_stream("many", &chunks);
+    let body = artifact_stream_aside_after("many", &chunks, chunks.len());
     let agent = common::protocols::split_mock(body).await;
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
@@ -701,7 +719,7 @@ async fn an_answers_verdicts_are_one_audit_line() {
     }
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["validator"], "codename", "{lines:?}");
-    assert_eq!(lines[0]["count"], 400, "{lines:?}");
+    assert_eq!(lines[0]["count"], 800, "{lines:?}");
 }
 
 /// Appended chunks without an `artifactId` continue each other, as the SDKs read a missing id

@@ -141,13 +141,15 @@ fn python() -> String {
 }
 
 /// The real `a2a-sdk` client: a `context_id` holding the banned phrase is refused before the
-/// agent sees it, and an answer in snake_case — which the SDK reads, as the direct case shows —
-/// is checked through guardwire.
+/// agent sees it; an answer in snake_case — which the SDK reads, as the direct case shows — is
+/// checked through guardwire; and so is a phrase split between a task's two artifacts, which
+/// the SDK's `get_stream_response_text` joins.
 #[tokio::test]
 #[ignore = "needs the SDK venv (GUARDWIRE_SDK_PYTHON); tests/run runs it"]
 async fn the_a2a_sdk_reads_what_guardwire_checks() {
     const SNAKE: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"message":{"message_id":"r1","context_id":"c1","role":"ROLE_AGENT","parts":[{"text":"the forbidden fruit"}]}}}"#;
     const CLEAN: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"message":{"messageId":"r1","role":"ROLE_AGENT","parts":[{"text":"hello"}]}}}"#;
+    const ARTIFACTS: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"task":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"},"artifacts":[{"artifactId":"a1","parts":[{"text":"the forbidden"}]},{"artifactId":"a2","parts":[{"text":"fruit"}]}]}}}"#;
     let agent = MockUpstream::start(|req| {
         let base = format!("http://{}", req.header("host").unwrap_or("agent"));
         if req.path_and_query.starts_with("/.well-known/") {
@@ -162,8 +164,11 @@ async fn the_a2a_sdk_reads_what_guardwire_checks() {
         }
         let call = req.body_json().unwrap_or_default();
         let id = call["id"].to_string();
-        let answer = if req.body_str().contains("LEAK") {
+        let asked = req.body_str();
+        let answer = if asked.contains("LEAK") {
             SNAKE
+        } else if asked.contains("ARTIFACTS") {
+            ARTIFACTS
         } else {
             CLEAN
         };
@@ -219,4 +224,15 @@ async fn the_a2a_sdk_reads_what_guardwire_checks() {
         !through["text"].as_str().unwrap().contains("forbidden"),
         "{through}"
     );
+    let direct = case("artifacts direct");
+    assert_eq!(
+        direct["text"], "the forbidden\nfruit",
+        "the SDK joins the artifacts: {direct}"
+    );
+    let through = case("artifacts through");
+    assert!(
+        through["error"].as_str().unwrap().contains("banned-phrase"),
+        "{through}"
+    );
+    assert_eq!(through["text"], "", "{through}");
 }

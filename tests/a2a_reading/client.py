@@ -5,7 +5,10 @@ line each (the texts the client received and the error it raised):
 - "context through": a message whose context_id is the banned phrase, through guardwire;
 - "snake direct" / "snake through": a message the agent answers in snake_case (a message with
   `message_id`, `context_id`), straight from the agent (what the SDK reads) and through
-  guardwire."""
+  guardwire;
+- "artifacts direct" / "artifacts through": a task whose two artifacts hold the two halves of
+  the phrase, read with the SDK's own `get_stream_response_text` (which joins a task's
+  artifacts)."""
 
 import asyncio
 import json
@@ -13,7 +16,7 @@ import sys
 import uuid
 
 from a2a.client import ClientConfig, create_client
-from a2a.helpers.proto_helpers import new_text_part
+from a2a.helpers.proto_helpers import get_stream_response_text, new_text_part
 from a2a.types import Message, Role, SendMessageRequest
 
 
@@ -25,8 +28,9 @@ async def case(name, url, text, context_id=""):
         if context_id:
             message.context_id = context_id
         async for event in client.send_message(SendMessageRequest(message=message)):
-            if event.HasField("message"):
-                got += [p.text for p in event.message.parts if p.HasField("text")]
+            # An event, or (a task's) a pair of the task and its last update.
+            response = event[0] if isinstance(event, tuple) else event
+            got.append(get_stream_response_text(response))
     except Exception as e:  # noqa: BLE001 - the error is what the test reads
         error = f"{type(e).__name__}: {e}"
     finally:
@@ -39,6 +43,8 @@ async def main():
     await case("context through", gw, "hello", context_id="the forbidden fruit")
     await case("snake direct", direct, "LEAK it")
     await case("snake through", gw, "LEAK it")
+    await case("artifacts direct", direct, "ARTIFACTS please")
+    await case("artifacts through", gw, "ARTIFACTS please")
 
 
 asyncio.run(main())

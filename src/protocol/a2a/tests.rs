@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 use crate::delta::{Channel, Role};
+use crate::protocol::a2a::wire::JOINED;
 use crate::protocol::residual::residual_and_identifiers;
 use proptest::prelude::*;
 
@@ -73,32 +74,106 @@ fn push_notifications_batches_and_the_extended_card_are_refused() {
 }
 
 #[test]
-fn streamed_artifact_chunks_are_one_text_per_artifact() {
+fn streamed_artifact_chunks_are_one_text_per_artifact_and_joined_as_the_sdk_joins_them() {
     let (t, done) = decode_all(&[
         r#"{"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t","status":{"state":"TASK_STATE_SUBMITTED"}}}}"#,
         r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","artifact":{"artifactId":"a","parts":[{"text":"the forb"}]}}}}"#,
         r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","artifact":{"artifactId":"b","parts":[{"text":"other"}]}}}}"#,
         r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","append":true,"lastChunk":true,"artifact":{"artifactId":"a","parts":[{"text":"idden"}]}}}}"#,
+        r#"{"jsonrpc":"2.0","id":"1","result":{"artifactUpdate":{"taskId":"t","append":true,"artifact":{"artifactId":"b","parts":[{"text":" fruit"}]}}}}"#,
         r#"{"jsonrpc":"2.0","id":"1","result":{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_COMPLETED","message":{"parts":[{"text":"done"}]}}}}}"#,
     ]);
     assert_eq!(
         t,
         [
             (1, "the forb".into()),
+            (JOINED, "the forb".into()),
             (2, "other".into()),
+            (JOINED, "other".into()),
             (1, "idden".into()),
             (1, "\n".into()),
+            // `a` grew after `b` began: the client's task reads "the forbidden" then "other",
+            // read again whole.
+            (JOINED, "\n".into()),
+            (JOINED, "the forb".into()),
+            (JOINED, "idden".into()),
+            (JOINED, "other".into()),
+            // `b` is last: read on.
+            (2, " fruit".into()),
+            (JOINED, " fruit".into()),
             (0, "done".into()),
             (0, "\n".into()),
         ]
     );
     assert!(done);
+    // A phrase across two artifacts is in the joined text however they were streamed: in
+    // order, interleaved, or by replacing the first once the second is there.
+    let chunk = |id: &str, text: &str, append: bool| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"1","result":{{"artifactUpdate":{{"taskId":"t","append":{append},"artifact":{{"artifactId":"{id}","parts":[{{"text":"{text}"}}]}}}}}}}}"#
+        )
+    };
+    let joined = |frames: &[String]| {
+        let refs: Vec<&str> = frames.iter().map(String::as_str).collect();
+        let (t, _) = decode_all(&refs);
+        // The joined text's last reading, run on.
+        let mut reading = String::new();
+        for (choice, text) in t.into_iter().filter(|(c, _)| *c == JOINED) {
+            let _ = choice;
+            if text == "\n" {
+                reading.clear();
+            } else {
+                reading.push_str(&text);
+            }
+        }
+        reading
+    };
+    let in_order = [
+        chunk("a", "the forbidden ", false),
+        chunk("b", "fruit", false),
+    ];
+    assert_eq!(joined(&in_order), "the forbidden fruit");
+    let interleaved = [
+        chunk("a", "the ", false),
+        chunk("b", "fruit", false),
+        chunk("a", "forbidden ", true),
+    ];
+    assert_eq!(joined(&interleaved), "the forbidden fruit");
+    let replaced = [
+        chunk("a", "x", false),
+        chunk("b", "fruit", false),
+        chunk("a", "the forbidden ", false),
+    ];
+    assert_eq!(joined(&replaced), "the forbidden fruit");
+    // What is read again is bounded: an agent alternating two artifacts past it fails.
+    let big = "y".repeat(64 << 10);
+    let mut dec = A2a.stream_decoder();
+    let mut failed = None;
+    for i in 0..400 {
+        let frame = chunk(if i % 2 == 0 { "a" } else { "b" }, &big, true);
+        if let Err(e) = dec.decode(None, frame.as_bytes(), &mut Vec::new()) {
+            failed = Some((i, e.to_string()));
+            break;
+        }
+    }
+    let (i, e) = failed.unwrap();
+    assert!(i > 2 && e.contains("out of the order"), "{i}: {e}");
     // 0.3: kinds at the top, `final`.
     let (t, done) = decode_all(&[
         r#"{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"x"}]}}}"#,
         r#"{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"y"}]}}}"#,
     ]);
-    assert_eq!(t, [(1, "x".into()), (1, "\n".into()), (1, "y".into())]);
+    assert_eq!(
+        t,
+        [
+            (1, "x".into()),
+            (JOINED, "x".into()),
+            (1, "\n".into()),
+            (1, "y".into()),
+            (JOINED, "\n".into()),
+            (JOINED, "y".into()),
+        ]
+    );
     assert!(!done, "a stream without its final event is cut short");
     let (_, done) = decode_all(&[
         r#"{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","taskId":"t","status":{"state":"working"},"final":true}}"#,
@@ -122,6 +197,9 @@ fn whole_answers_read_tasks_messages_and_files() {
             (1, "one".into()),
             (1, "two".into()),
             (1, "\n".into()),
+            // The artifacts joined, as the SDK's `get_stream_response_text` reads a task.
+            (JOINED, "one".into()),
+            (JOINED, "two".into()),
         ]
     );
     let pdf = br#"{"jsonrpc":"2.0","id":"1","result":{"message":{"parts":[{"raw":"JVBERi0=","mediaType":"application/pdf"}]}}}"#;
@@ -409,7 +487,10 @@ fn null_lists_and_snake_case_requests_are_read() {
     let body = br#"{"jsonrpc":"2.0","id":"1","result":{"task":{"id":"t","history":null,"artifacts":[{"artifact_id":"a","parts":[{"text":"x"}]}],"status":{"state":"completed","message":{"parts":null}}}}}"#;
     let mut out = Vec::new();
     A2a.decode_response(body, &mut out).unwrap();
-    assert_eq!(texts(&out), [(1, "x".into()), (1, "\n".into())]);
+    assert_eq!(
+        texts(&out),
+        [(1, "x".into()), (1, "\n".into()), (JOINED, "x".into())]
+    );
     // A request's file by its snake_case media type is read as text.
     let req = br#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"message_id":"m","parts":[{"kind":"file","file":{"bytes":"c2VjcmV0","mime_type":"text/plain"}},{"raw":"Zm9yYmlk","media_type":"text/plain"}]}}}"#;
     let p = A2a.parse_request(req, "/").unwrap();
@@ -441,4 +522,43 @@ fn a_snake_case_card_is_rewritten_too() {
     let both =
         br#"{"url":"http://agent:9/a2a","supported_interfaces":[],"supportedInterfaces":[]}"#;
     assert!(A2a.rewrite_discovery(both, &map).is_err());
+}
+
+proptest! {
+    /// However an agent streams its artifacts — in order, interleaved, replacing one — the
+    /// joined text guardwire last read is the text the a2a-sdk's client joins from its task:
+    /// each artifact's parts in the task's order (new artifacts appended, a chunk without
+    /// `append` replacing its artifact in place), run on.
+    #[test]
+    fn the_joined_reading_is_the_clients_task(
+        events in proptest::collection::vec((0usize..3, "[a-z ]{0,6}", any::<bool>()), 1..12)
+    ) {
+        let mut task: Vec<(usize, String)> = Vec::new();
+        let mut frames = Vec::new();
+        for (id, text, append) in events {
+            let at = task.iter().position(|(a, _)| *a == id);
+            // The SDK ignores an append to an artifact it does not have: start with one.
+            let append = append && at.is_some();
+            match (at, append) {
+                (Some(i), true) => task[i].1.push_str(&text),
+                (Some(i), false) => task[i].1 = text.clone(),
+                (None, _) => task.push((id, text.clone())),
+            }
+            frames.push(format!(
+                r#"{{"jsonrpc":"2.0","id":"1","result":{{"artifactUpdate":{{"taskId":"t","append":{append},"artifact":{{"artifactId":"a{id}","parts":[{{"text":"{text}"}}]}}}}}}}}"#
+            ));
+        }
+        let refs: Vec<&str> = frames.iter().map(String::as_str).collect();
+        let (t, _) = decode_all(&refs);
+        let mut reading = String::new();
+        for (_, text) in t.into_iter().filter(|(c, _)| *c == JOINED) {
+            if text == "\n" {
+                reading.clear();
+            } else {
+                reading.push_str(&text);
+            }
+        }
+        let joined: String = task.iter().map(|(_, t)| t.as_str()).collect();
+        prop_assert_eq!(reading, joined);
+    }
 }

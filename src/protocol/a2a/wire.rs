@@ -17,6 +17,15 @@
 //! artifact) is in, so nothing after it waits on it. Inline files of a text media type are read
 //! as text; media files (images, audio) are exempt, as in requests; other files cannot be
 //! checked and fail the answer.
+//!
+//! The artifacts joined: the a2a-sdk's client keeps the task's artifacts in a list (a new one
+//! appended, a replacing chunk in its place, appended parts at its end) and its
+//! `get_stream_response_text` joins them, artifact after artifact. That text is read too, on
+//! choice [`JOINED`], the same two ways: as it grows while chunks arrive in its order, and —
+//! when a chunk lands elsewhere than at its end (artifacts streamed interleaved, a replaced
+//! artifact) — read again whole from the kept parts, so every join the client makes is
+//! checked before the chunk that makes it is released. What is kept and read again is bounded
+//! ([`MAX_KEPT_BYTES`], [`MAX_REREAD_BYTES`]); past either, such a chunk fails the answer.
 
 use crate::delta::{Channel, Delta, READ_APART};
 use crate::protocol::documents::{self, Documents};
@@ -28,11 +37,32 @@ use std::borrow::Cow;
 /// Artifacts one answer may carry (each has a channel); beyond, the answer fails closed.
 const MAX_ARTIFACTS: usize = 256;
 
+/// The choice the artifacts' joined text is read on (after every artifact's own).
+pub(super) const JOINED: u32 = 1 + MAX_ARTIFACTS as u32;
+
+/// Artifact text kept to read the joined text again (a chunk out of its order); past it,
+/// such a chunk fails the answer.
+const MAX_KEPT_BYTES: usize = 1 << 20;
+
+/// Text read again in all, over an answer: an agent alternating artifacts chunk by chunk
+/// cannot make the reading quadratic.
+const MAX_REREAD_BYTES: usize = 8 << 20;
+
 #[derive(Default)]
 pub struct A2aStream {
     /// Artifact ids in the order first seen (their choice is `1 +` the index), and whether
     /// their channel has text.
     artifacts: Vec<(String, bool)>,
+    /// The client's task's artifacts, in its order (indices into `artifacts`).
+    order: Vec<usize>,
+    /// Each artifact's text parts (same indices as `artifacts`), while their bytes stay within
+    /// [`MAX_KEPT_BYTES`]; past it, `kept_lost` and no more are kept.
+    kept: Vec<Vec<String>>,
+    kept_bytes: usize,
+    kept_lost: bool,
+    reread_bytes: usize,
+    /// The joined text has text (a new reading of it starts after a line break).
+    joined_has_text: bool,
     /// The task reached a state that ends a stream (or a message answered): the stream may end
     /// here without being cut short.
     done: bool,
@@ -233,16 +263,12 @@ impl A2aStream {
         Self::text(out, choice, text);
     }
 
-    /// The texts of `parts` on `choice`; true when there was any.
-    fn parts<'a>(
-        out: &mut Vec<Delta<'a>>,
-        choice: u32,
-        parts: Vec<Part<'a>>,
-    ) -> Result<bool, DecodeError> {
-        let before = out.len();
+    /// The texts of `parts`: text parts, and inline files of a text media type.
+    fn texts_of(parts: Vec<Part<'_>>) -> Result<Vec<Cow<'_, str>>, DecodeError> {
+        let mut texts = Vec::new();
         for p in parts {
             if let Some(t) = p.text {
-                Self::part(out, choice, t);
+                texts.push(t);
             }
             let (bytes, media, name) = match (p.raw, p.file) {
                 (Some(raw), _) => (Some(raw), p.media_type, p.filename),
@@ -255,7 +281,7 @@ impl A2aStream {
                 .or_else(|| documents::media_type_of_name(name.as_deref()));
             let mut docs = Documents::default();
             match docs.base64(media, &bytes, "file") {
-                Ok(Some(text)) => Self::part(out, choice, Cow::Owned(text)),
+                Ok(Some(text)) => texts.push(Cow::Owned(text)),
                 Ok(None) if docs.unreadable.is_empty() => {} // an image or audio
                 _ => {
                     return Err(DecodeError(format!(
@@ -265,50 +291,164 @@ impl A2aStream {
                 }
             }
         }
-        Ok(out.len() > before)
+        Ok(texts)
+    }
+
+    /// `texts` as parts on `choice`; true when there was any.
+    fn parts<'a>(out: &mut Vec<Delta<'a>>, choice: u32, texts: &[Cow<'a, str>]) -> bool {
+        let before = out.len();
+        for t in texts {
+            Self::part(out, choice, t.clone());
+        }
+        out.len() > before
     }
 
     /// A message: its texts on choice 0, then a line break.
     fn message<'a>(out: &mut Vec<Delta<'a>>, m: Event<'a>) -> Result<(), DecodeError> {
-        if Self::parts(out, 0, m.parts)? {
+        if Self::parts(out, 0, &Self::texts_of(m.parts)?) {
             Self::text(out, 0, BREAK);
         }
         Ok(())
     }
 
-    /// An artifact (or a chunk of one): on its own choice.
+    /// An artifact's index among those seen (made if new).
+    fn slot(&mut self, id: Option<&str>) -> Result<usize, DecodeError> {
+        // No id is the empty id, as the SDKs' readers take it (protobuf's default): chunks
+        // without one continue each other.
+        let id = id.unwrap_or_default();
+        if let Some(slot) = self.artifacts.iter().position(|(a, _)| a == id) {
+            return Ok(slot);
+        }
+        if self.artifacts.len() >= MAX_ARTIFACTS {
+            return Err(DecodeError(format!(
+                "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
+            )));
+        }
+        self.artifacts.push((id.to_owned(), false));
+        self.kept.push(Vec::new());
+        Ok(self.artifacts.len() - 1)
+    }
+
+    /// An artifact (or a chunk of one) on its own choice: `append` continues its text,
+    /// `last` ends it.
     fn artifact<'a>(
+        &mut self,
+        out: &mut Vec<Delta<'a>>,
+        slot: usize,
+        texts: &[Cow<'a, str>],
+        append: bool,
+        last: bool,
+    ) {
+        let choice = 1 + slot as u32;
+        if !append && self.artifacts[slot].1 {
+            // A chunk that replaces what came: a text of its own.
+            Self::text(out, choice, BREAK);
+        }
+        if Self::parts(out, choice, texts) {
+            self.artifacts[slot].1 = true;
+        }
+        if last && self.artifacts[slot].1 {
+            Self::text(out, choice, BREAK);
+        }
+    }
+
+    /// Keeps `texts` as the artifact's parts (`append`: after those it has).
+    fn keep(&mut self, slot: usize, texts: &[Cow<'_, str>], append: bool) {
+        if self.kept_lost {
+            return;
+        }
+        if !append {
+            self.kept_bytes -= self.kept[slot].iter().map(String::len).sum::<usize>();
+            self.kept[slot].clear();
+        }
+        let added: usize = texts.iter().map(|t| t.len()).sum();
+        if self.kept_bytes + added > MAX_KEPT_BYTES {
+            self.kept_lost = true;
+            self.kept.iter_mut().for_each(|k| *k = Vec::new());
+            return;
+        }
+        self.kept_bytes += added;
+        self.kept[slot].extend(texts.iter().map(|t| t.to_string()));
+    }
+
+    /// Starts a new reading of the joined text.
+    fn new_joined_reading(&mut self, out: &mut Vec<Delta<'_>>) {
+        if std::mem::take(&mut self.joined_has_text) {
+            Self::text(out, JOINED, BREAK);
+        }
+    }
+
+    /// A task's artifacts, complete: the client takes them as its task's, so they are a new
+    /// joined text, in their order.
+    fn task_artifacts<'a>(
+        &mut self,
+        out: &mut Vec<Delta<'a>>,
+        artifacts: Vec<Artifact<'a>>,
+    ) -> Result<(), DecodeError> {
+        self.new_joined_reading(out);
+        self.order.clear();
+        for a in artifacts {
+            let slot = self.slot(a.id.as_deref())?;
+            let texts = Self::texts_of(a.parts)?;
+            self.artifact(out, slot, &texts, false, true);
+            self.joined_has_text |= Self::parts(out, JOINED, &texts);
+            let append = self.order.contains(&slot);
+            if !append {
+                self.order.push(slot);
+            }
+            self.keep(slot, &texts, append);
+        }
+        Ok(())
+    }
+
+    /// A streamed chunk of an artifact: on its own choice, and in the joined text — read on
+    /// as it grows when the chunk lands at its end, else read again whole.
+    fn artifact_chunk<'a>(
         &mut self,
         out: &mut Vec<Delta<'a>>,
         a: Artifact<'a>,
         append: bool,
         last: bool,
     ) -> Result<(), DecodeError> {
-        // No id is the empty id, as the SDKs' readers take it (protobuf's default): chunks
-        // without one continue each other.
-        let id = a.id.as_deref().unwrap_or_default();
-        let slot = match self.artifacts.iter().position(|(a, _)| a == id) {
-            Some(slot) => slot,
+        let slot = self.slot(a.id.as_deref())?;
+        let texts = Self::texts_of(a.parts)?;
+        let had_text = self.artifacts[slot].1;
+        self.artifact(out, slot, &texts, append, last);
+        // Where the client's task has the artifact: in place, else appended.
+        let at = match self.order.iter().position(|&s| s == slot) {
+            Some(at) => at,
             None => {
-                if self.artifacts.len() >= MAX_ARTIFACTS {
-                    return Err(DecodeError(format!(
-                        "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
-                    )));
-                }
-                self.artifacts.push((id.to_owned(), false));
-                self.artifacts.len() - 1
+                self.order.push(slot);
+                self.order.len() - 1
             }
         };
-        let choice = 1 + slot as u32;
-        if !append && self.artifacts[slot].1 {
-            // A chunk that replaces what came: a text of its own.
-            Self::text(out, choice, BREAK);
+        let later_text = self.order[at + 1..].iter().any(|&s| self.artifacts[s].1);
+        self.keep(slot, &texts, append);
+        if !later_text && (append || !had_text) {
+            self.joined_has_text |= Self::parts(out, JOINED, &texts);
+            return Ok(());
         }
-        if Self::parts(out, choice, a.parts)? {
-            self.artifacts[slot].1 = true;
+        self.reread_joined(out)
+    }
+
+    /// The joined text read again whole, from the kept parts in the client's order.
+    fn reread_joined(&mut self, out: &mut Vec<Delta<'_>>) -> Result<(), DecodeError> {
+        let unreadable = || {
+            DecodeError(
+                "the agent streamed an artifact's text out of the order the client joins artifacts in, past what guardwire keeps to read the joined text again".into(),
+            )
+        };
+        let kept_bytes = self.kept_bytes;
+        self.reread_bytes = self.reread_bytes.saturating_add(kept_bytes);
+        if self.kept_lost || self.reread_bytes > MAX_REREAD_BYTES {
+            return Err(unreadable());
         }
-        if last && self.artifacts[slot].1 {
-            Self::text(out, choice, BREAK);
+        self.new_joined_reading(out);
+        for &slot in &self.order {
+            for t in &self.kept[slot] {
+                Self::part(out, JOINED, Cow::Owned(t.clone()));
+                self.joined_has_text = true;
+            }
         }
         Ok(())
     }
@@ -343,12 +483,12 @@ impl A2aStream {
                 Self::message(out, *m)?;
             }
         }
-        for a in e.artifacts {
-            self.artifact(out, a, false, true)?;
+        if !e.artifacts.is_empty() {
+            self.task_artifacts(out, e.artifacts)?;
         }
         if let Some(a) = e.artifact {
             let append = e.append == Some(true);
-            self.artifact(out, a, append, e.last_chunk == Some(true))?;
+            self.artifact_chunk(out, a, append, e.last_chunk == Some(true))?;
         }
         if e.kind.as_deref() == Some("message") {
             self.done = true;
