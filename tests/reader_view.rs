@@ -2,7 +2,8 @@
 //! HTML renderer) or a model (through its tokenizer) reads it, though the bytes do not hold it,
 //! is blocked in a streamed answer before any of it is released, on every protocol and at
 //! every split: tag characters and variation-selector runs, marks over every letter, letters
-//! that render as blanks, bidi overrides, and inline markup inside words.
+//! that render as blanks, bidi overrides (Unicode's and HTML's `<bdo>`), inline markup inside
+//! words, and ruby annotations over them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -68,6 +69,11 @@ fn spellings() -> Vec<String> {
         "pro<!-->ject blue</ x>bird".into(),
         "proj<span class=\"x\">ect</span> bluebird".into(),
         "project<br>bluebird".into(),
+        // Review 8: HTML's own bidi override, and a ruby annotation over the base text.
+        "<bdo dir=\"rtl\">dribeulb tcejorp</bdo>".into(),
+        "project <bdo dir=rtl>dribeulb</bdo>".into(),
+        "project blue<ruby>bird<rt>zz</rt></ruby>".into(),
+        "proj<ruby>ect<rp>(</rp><rt>x<b>y</b></rt><rp>)</rp></ruby> bluebird".into(),
     ]
 }
 

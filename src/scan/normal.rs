@@ -214,6 +214,15 @@ pub struct Normalizer {
     hidden_element: String,
     attribute_name: String,
     hidden_attribute: bool,
+    /// `full`: the tag being read (its name when short, whether it is an end tag, its `dir`
+    /// value), inside a ruby annotation, and the bidi overrides `<bdo>` tags opened
+    /// (`html/elements.rs`).
+    tag_element: String,
+    tag_closing: bool,
+    dir_attribute: bool,
+    dir_value: String,
+    in_rt: bool,
+    bdo_open: u8,
 }
 
 impl Normalizer {
@@ -261,6 +270,12 @@ impl Normalizer {
             hidden_element: String::new(),
             attribute_name: String::new(),
             hidden_attribute: false,
+            tag_element: String::new(),
+            tag_closing: false,
+            dir_attribute: false,
+            dir_value: String::new(),
+            in_rt: false,
+            bdo_open: 0,
         }
     }
 
@@ -368,6 +383,7 @@ impl Normalizer {
             || self.after_zwsp
             || self.after_break
             || !self.asides.is_empty()
+            || self.in_rt
         {
             return 0;
         }

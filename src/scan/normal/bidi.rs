@@ -41,13 +41,7 @@ impl Normalizer {
             if !is_bidi_opener(c) {
                 return;
             }
-            let (at, context) = self.replay_text();
-            self.bidi_context_raw = if context.is_empty() {
-                raw
-            } else {
-                self.raw_start(at)
-            };
-            self.bidi_context = context;
+            self.start_bidi_run(raw);
         }
         if is_paragraph_end(c) {
             return self.end_bidi(out);
@@ -73,6 +67,59 @@ impl Normalizer {
             self.end_bidi(out);
         } else if self.bidi_open.is_empty() && self.bidi_trail >= TRAIL {
             self.end_bidi(out);
+        }
+    }
+
+    /// A run starts at raw `raw`: the view's text before it is its context.
+    fn start_bidi_run(&mut self, raw: u64) {
+        let (at, context) = self.replay_text();
+        self.bidi_context_raw = if context.is_empty() {
+            raw
+        } else {
+            self.raw_start(at)
+        };
+        self.bidi_context = context;
+    }
+
+    /// A `<bdo>` start tag ending at raw `at` (`html/elements.rs`): the override `c` opens
+    /// there, as if written after the tag.
+    pub(super) fn bidi_open_override(&mut self, c: char, at: u64) {
+        if self.bidi.is_empty() {
+            self.start_bidi_run(at);
+        }
+        self.bidi.push(Unit {
+            c,
+            raw: at,
+            raw_end: at,
+            exact: false,
+        });
+        self.bidi_open.push(false);
+        self.bidi_trail = 0;
+    }
+
+    /// A `</bdo>` end tag starting at raw `at`: the override closes before the tag (whose
+    /// characters the run has recorded already, and now count after the close).
+    pub(super) fn bidi_close_override(&mut self, at: u64) {
+        if self.bidi_open.last() != Some(&false) {
+            return;
+        }
+        let i = self
+            .bidi
+            .iter()
+            .position(|u| u.raw >= at)
+            .unwrap_or(self.bidi.len());
+        self.bidi.insert(
+            i,
+            Unit {
+                c: '\u{202C}',
+                raw: at,
+                raw_end: at,
+                exact: false,
+            },
+        );
+        self.close_bidi(false);
+        if self.bidi_open.is_empty() {
+            self.bidi_trail = self.bidi.len() - i - 1;
         }
     }
 

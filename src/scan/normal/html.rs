@@ -16,11 +16,14 @@
 //! - **Backslash escapes** (`\*`, `\_`, `\<`): the punctuation is shown as text (never markup);
 //!   a backslash before a line break is a hard break.
 //!
+//! - **Ruby annotations and `<bdo>`** move text rather than hide it (`html/elements.rs`).
+//!
 //! A construct waits while it is read: a tag up to [`MAX_TAG`] characters (longer, or with a
 //! character no tag has, it is text as written, as CommonMark shows it); the hidden text of a
 //! comment, a tag's attributes or a link destination is written as an aside every
 //! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
 
+mod elements;
 mod syntax;
 
 pub(super) use syntax::{attr, html_space, Destination, HIDDEN_ELEMENT, RAW_TEXT};
@@ -108,7 +111,10 @@ impl Normalizer {
                 let (quote, after_eq) = match quote {
                     // A quoted value ends; what follows starts the next attribute.
                     Some(q) if c == q => (None, attr::BEFORE_NAME),
-                    Some(q) => (Some(q), attr::BEFORE_NAME),
+                    Some(q) => {
+                        self.attribute_value_char(c);
+                        (Some(q), attr::BEFORE_NAME)
+                    }
                     None if !spelled && c == '>' => {
                         self.attribute_name_ends();
                         self.end_hidden(out);
@@ -136,9 +142,13 @@ impl Normalizer {
                     }
                     None => {
                         let next = attr::next(after_eq, c);
+                        if next == attr::UNQUOTED {
+                            self.attribute_value_char(c);
+                        }
                         if next == attr::NAME {
                             if after_eq != attr::NAME {
                                 self.attribute_name.clear();
+                                self.dir_attribute = false;
                             }
                             if self.attribute_name.len() < 8 {
                                 self.attribute_name.push(c.to_ascii_lowercase());
@@ -299,6 +309,9 @@ impl Normalizer {
                     self.close_join(false);
                 }
             }
+        }
+        if self.markup == Markup::Text && self.annotation_char(unit, spelled, out) {
+            return;
         }
         if let Some(slash) = self.escape.take() {
             if !spelled && c.is_ascii_punctuation() {
@@ -519,6 +532,8 @@ impl Normalizer {
         if self.attribute_name == "hidden" {
             self.hidden_attribute = true;
         }
+        // The first `dir` counts, as a browser takes the first of an attribute.
+        self.dir_attribute = self.attribute_name == "dir" && self.dir_value.is_empty();
         self.attribute_name.clear();
     }
 
@@ -550,6 +565,7 @@ impl Normalizer {
             .filter(|&c| c != '/')
             .collect();
         self.wbr = !closing && name == "wbr";
+        self.element_named(&name, closing);
         BLOCK_TAGS.contains(&name.as_str())
     }
 
@@ -568,6 +584,7 @@ impl Normalizer {
 
     /// A whole tag was read: it shows nothing, or a break between words.
     fn tag_shown(&mut self, block: bool, raw: u64, raw_end: u64, out: &mut String) {
+        self.element_ended(block, raw_end);
         if block {
             self.markup_char(' ', raw, raw_end, true, out);
         }
@@ -630,5 +647,6 @@ impl Normalizer {
         }
         self.after_bracket = false;
         self.brackets = 0;
+        self.in_rt = false;
     }
 }

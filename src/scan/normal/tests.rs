@@ -983,3 +983,42 @@ fn tag_names_of_forty_characters_are_tags_whether_start_or_end() {
         assert!(reads(&full(&text), "forbidden fruit"), "{text}");
     }
 }
+
+/// Review 8: a ruby annotation is shown above its base text, so the base joins; `<bdo>`
+/// shows its text in the forced direction, read in the order shown.
+#[test]
+fn ruby_annotations_and_bdo_read_as_shown() {
+    for text in [
+        "the forbid<ruby>den<rt>zz</rt></ruby> fruit",
+        "the forbid<ruby>den<rp>(</rp><rt>zz</rt><rp>)</rp></ruby> fruit",
+        "the forbid<ruby>den<rt>z<b>z</b></rt></ruby> fruit",
+        "the forbid<ruby>den<rt>zz</ruby> fruit",
+        "the forbid<ruby>de<rt>x<rt>y</ruby>n fruit",
+        "the <bdo dir=\"rtl\">tiurf neddibrof</bdo>",
+        "the <bdo dir=rtl>tiurf neddibrof</bdo> and more",
+        "the <BDO DIR='RTL' class=x>tiurf neddibrof</BDO>",
+        "the <bdo title=x dir=rtl>tiurf neddibrof",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // The annotation is read too (an aside); text after the ruby is shown again.
+    let view = full("a<ruby>b<rt>forbidden fruit</rt></ruby>");
+    assert!(reads(&view, "forbidden fruit"), "{view:?}");
+    let view = full("<ruby>b<rt>x</rt></ruby> forbidden fruit");
+    assert!(view.starts_with("b forbidden fruit"), "{view:?}");
+    // A secret shown reversed.
+    let view = full("key <bdo dir=rtl>PONMLKJIHGFEDCBAAIKA</bdo>");
+    assert!(
+        view.to_lowercase().contains("akiaabcdefghijklmnop"),
+        "{view:?}"
+    );
+    // `dir` on other elements, or `ltr`, changes nothing for Latin text.
+    for text in [
+        "the <span dir=rtl>forbidden fruit</span>",
+        "the <bdo dir=ltr>forbidden fruit</bdo>",
+    ] {
+        assert!(reads(&full(text), "forbidden fruit"), "{text:?}");
+    }
+}

@@ -87,7 +87,7 @@ pub(in crate::scan::normal) mod attr {
     pub const NAME: u8 = 1;
     const AFTER_NAME: u8 = 2;
     pub const BEFORE_VALUE: u8 = 3;
-    const UNQUOTED: u8 = 4;
+    pub const UNQUOTED: u8 = 4;
 
     /// The state after `c` (not `>`, not an opening quote).
     pub fn next(state: u8, c: char) -> u8 {
