@@ -144,6 +144,38 @@ async fn a_handler_that_stops_its_supervisor_still_leaves_nothing() {
     gw.stop().await;
 }
 
+/// A handler that sends its supervisor a signal that would end it (as an operator's `pkill`
+/// of the handler's command line would too): the supervisor kills its tree before it ends,
+/// and the check fails closed (the run has no verdict).
+#[tokio::test]
+async fn a_handler_that_signals_its_supervisor_still_leaves_nothing() {
+    let upstream = MockUpstream::start(|_| upstream_answer()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _d) = serve(&config(&upstream.base_url(), dir.path(), 20_000)).await;
+    for signal in ["TERM", "HUP", "INT", "USR1", "ALRM", "RTMIN"] {
+        for name in NAMES.iter().chain(&["supervisor"]) {
+            let _ = std::fs::remove_file(dir.path().join("pids").join(name));
+        }
+        let a = post_chat(gw.addr, &chat(&format!("SIGNAL-{signal}"))).await;
+        assert_eq!(a.status, 400, "{signal}: {}", a.text());
+        let mut pids = written_pids(dir.path()).await;
+        let supervisor: u32 = std::fs::read_to_string(dir.path().join("pids").join("supervisor"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        pids.push(supervisor);
+        assert_all_gone(
+            &pids,
+            gw.id(),
+            &format!("after SIG{signal} to the supervisor"),
+        )
+        .await;
+    }
+    assert_eq!(upstream.request_count(), 0);
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn nothing_a_handler_started_outlives_guardwire() {
     let upstream = MockUpstream::start(|_| upstream_answer()).await;

@@ -16,12 +16,18 @@
 //!   guardwire itself died, however (even `SIGKILL`), since the kernel closes a dead process's
 //!   descriptors.
 //!
+//! - it is sent a signal that would end it (`SIGTERM`, `SIGHUP`, `SIGINT`, `SIGUSR1`, the
+//!   real-time signals, …: every one a process may handle, [`ENDING`]) — by an operator's
+//!   `pkill`, or by the handler itself: it kills the tree first, then exits with 128 + the
+//!   signal.
+//!
 //! Then it exits with the handler's status (128 + the signal when it was killed). Its own
 //! failures use the shell's codes: 125 (cannot become a subreaper), 126 (the command cannot
 //! be run), 127 (no such command), which guardwire counts as the handler's failure, not the
 //! input's. Limits: a descendant that changed its user (setuid) cannot be killed by it; and
-//! the supervisor itself, killed with `SIGKILL` before it cleaned up (the OOM killer, an
-//! operator, or the handler itself, which runs as the same user), leaves the tree to init —
+//! the supervisor itself, killed with a signal it cannot handle before it cleaned up
+//! (`SIGKILL` — the OOM killer, an operator, or the handler itself, which runs as the same
+//! user — or `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` sent to it), leaves the tree to init —
 //! guardwire runs it in a process group of its own so that a terminal's Ctrl-C to guardwire's
 //! group does not do that. A supervisor still running when its run ends without a verdict
 //! (deadline, cancelled request; stopped by its handler with `SIGSTOP`, say) is not waited
@@ -78,6 +84,7 @@ pub fn supervise(command: &OsString, args: &[OsString]) -> u8 {
         return 125;
     };
     watch_control_pipe();
+    watch_signals();
     // Reaps whatever exits until the handler does (orphans handed over meanwhile are reaped
     // too: the supervisor has no other children, so no one else's status is taken).
     let status = loop {
@@ -117,6 +124,53 @@ fn watch_control_pipe() {
                 }
             }
             kill_descendants();
+        });
+}
+
+/// The signals that end a process unless it handles them, and that it may handle: each makes
+/// the supervisor kill its tree before it ends. (`SIGKILL` and `SIGSTOP` cannot be handled;
+/// signal-hook refuses the faults — `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE` — which a handler
+/// is for the process's own errors.)
+const ENDING: [libc::c_int; 16] = [
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGIO,
+    libc::SIGSYS,
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGPWR,
+];
+
+/// A thread that waits for an [`ENDING`] signal (or a real-time one: they end a process too),
+/// then kills the tree, round after round until none is found, and exits with 128 + the
+/// signal, as a process ended by it would.
+fn watch_signals() {
+    let realtime = libc::SIGRTMIN()..=libc::SIGRTMAX();
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(ENDING.into_iter().chain(realtime))
+    else {
+        return;
+    };
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let me = rustix::process::getpid().as_raw_pid();
+                for _ in 0..16 {
+                    if kill_under(me) == 0 {
+                        break;
+                    }
+                }
+                std::process::exit(128 + signal);
+            }
         });
 }
 

@@ -3,7 +3,8 @@ sleeps in the handler's process group, and a daemon that leaves it (fork, setsid
 the middle process exiting, so the daemon is an orphan in a session of its own). Each writes
 its pid to a file in $PID_DIR; then the handler writes its own (and its supervisor's) and
 answers a passing verdict, or, with "HANG" in the content, sleeps past its deadline — with
-"STOP", after stopping its supervisor (SIGSTOP), so that only guardwire can end the run."""
+"STOP", after stopping its supervisor (SIGSTOP), so that only guardwire can end the run; with
+"SIGNAL-<NAME>", after sending its supervisor that signal (which would end it)."""
 
 import json
 import os
@@ -50,6 +51,10 @@ note("handler")
 with open(os.path.join(pid_dir, "supervisor.tmp"), "w", encoding="utf-8") as f:
     f.write(str(os.getppid()))
 os.rename(os.path.join(pid_dir, "supervisor.tmp"), os.path.join(pid_dir, "supervisor"))
+for word in check["content"].split():
+    if word.startswith("SIGNAL-"):
+        os.kill(os.getppid(), getattr(signal, "SIG" + word[len("SIGNAL-"):]))
+        time.sleep(600)
 if "STOP" in check["content"]:
     os.kill(os.getppid(), signal.SIGSTOP)
     time.sleep(600)
