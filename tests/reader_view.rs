@@ -74,6 +74,10 @@ fn spellings() -> Vec<String> {
         "project <bdo dir=rtl>dribeulb</bdo>".into(),
         "project blue<ruby>bird<rt>zz</rt></ruby>".into(),
         "proj<ruby>ect<rp>(</rp><rt>x<b>y</b></rt><rp>)</rp></ruby> bluebird".into(),
+        // Overrides spelled as references, and references and tags inside a run.
+        "&#x202e;dribeulb tcejorp&#x202c;".into(),
+        "<bdo dir=rtl>dribeulb tc&#101;jorp</bdo>".into(),
+        "\u{202e}drib<b>eulb</b> tcejorp\u{202c}".into(),
     ]
 }
 

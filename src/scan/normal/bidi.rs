@@ -81,9 +81,10 @@ impl Normalizer {
         self.bidi_context = context;
     }
 
-    /// A `<bdo>` start tag ending at raw `at` (`html/elements.rs`): the override `c` opens
-    /// there, as if written after the tag.
-    pub(super) fn bidi_open_override(&mut self, c: char, at: u64) {
+    /// A control that markup spells (`<bdo>`'s override, a character reference), read where
+    /// its markup ends, at raw `at` (`html/elements.rs`, `markup.rs`): it opens a run as if
+    /// written there.
+    pub(super) fn bidi_open_spelled(&mut self, c: char, at: u64) {
         if self.bidi.is_empty() {
             self.start_bidi_run(at);
         }
@@ -93,14 +94,21 @@ impl Normalizer {
             raw_end: at,
             exact: false,
         });
-        self.bidi_open.push(false);
+        self.bidi_open.push(matches!(c, '\u{2066}'..='\u{2068}'));
         self.bidi_trail = 0;
     }
 
-    /// A `</bdo>` end tag starting at raw `at`: the override closes before the tag (whose
-    /// characters the run has recorded already, and now count after the close).
-    pub(super) fn bidi_close_override(&mut self, at: u64) {
-        if self.bidi_open.last() != Some(&false) {
+    /// A closer that markup spells (`</bdo>`'s PDF, a reference to PDF or PDI), whose markup
+    /// starts at raw `at`: it closes before the markup (whose characters the run has recorded
+    /// already, and now count after the close).
+    pub(super) fn bidi_close_spelled(&mut self, c: char, at: u64) {
+        let isolate = c == '\u{2069}';
+        let closes = if isolate {
+            self.bidi_open.contains(&true)
+        } else {
+            self.bidi_open.last() == Some(&false)
+        };
+        if !closes {
             return;
         }
         let i = self
@@ -111,13 +119,13 @@ impl Normalizer {
         self.bidi.insert(
             i,
             Unit {
-                c: '\u{202C}',
+                c,
                 raw: at,
                 raw_end: at,
                 exact: false,
             },
         );
-        self.close_bidi(false);
+        self.close_bidi(isolate);
         if self.bidi_open.is_empty() {
             self.bidi_trail = self.bidi.len() - i - 1;
         }
@@ -144,7 +152,12 @@ impl Normalizer {
             return;
         };
         let mut logical = std::mem::take(&mut self.bidi_context);
-        logical.extend(self.bidi.iter().map(|u| u.c));
+        let run: String = self.bidi.iter().map(|u| u.c).collect();
+        if self.mode == super::Normalize::Full {
+            logical.push_str(&as_rendered(&run));
+        } else {
+            logical.push_str(&run);
+        }
         let raw = self.bidi_context_raw;
         self.bidi.clear();
         self.bidi_open.clear();
@@ -160,6 +173,35 @@ impl Normalizer {
             self.aside(&shown, raw, last.raw_end, out);
         }
     }
+}
+
+/// How far a `<` looks for its `>` in a run (a tag's longest text read as one).
+const MAX_TAG_TEXT: usize = 256;
+
+/// A run's characters as a renderer shows them before it orders them (`full`): tags and
+/// comments dropped, then character references decoded — `tiurf nedd&#105;brof` and
+/// `tiurf ne<b>dd</b>ibrof` under an override are shown as `forbidden fruit`.
+fn as_rendered(run: &str) -> String {
+    let mut shown = String::with_capacity(run.len());
+    let mut rest = run;
+    while let Some(at) = rest.find('<') {
+        shown.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let starts_tag =
+            after.starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?'));
+        match after
+            .find('>')
+            .filter(|&end| starts_tag && end <= MAX_TAG_TEXT)
+        {
+            Some(end) => rest = &after[end + 1..],
+            None => {
+                shown.push('<');
+                rest = after;
+            }
+        }
+    }
+    shown.push_str(rest);
+    super::markup::decode_references(&shown)
 }
 
 /// The bidi formatting characters and marks, which show nothing themselves.

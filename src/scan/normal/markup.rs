@@ -18,6 +18,7 @@
 //! Both wait at most a bounded run ([`MAX_HELD`](super::MAX_HELD) underscores, the longest
 //! reference), decided by the text alone, so every split of a text gives the same view.
 
+use super::chars::{is_bidi_closer, is_bidi_opener};
 use super::{is_blank, is_ignorable, is_markup, Normalizer, Unit, MAX_HELD};
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -117,6 +118,12 @@ impl Normalizer {
                     let start = self.reference[0].raw;
                     self.reference.clear();
                     for d in spelled.chars() {
+                        // A spelled bidi control orders what a renderer shows as a written one.
+                        if is_bidi_opener(d) {
+                            self.bidi_open_spelled(d, raw_end);
+                        } else if is_bidi_closer(d) {
+                            self.bidi_close_spelled(d, start);
+                        }
                         self.markup_char(d, start, raw_end, true, out);
                     }
                     return true;

@@ -998,6 +998,10 @@ fn ruby_annotations_and_bdo_read_as_shown() {
         "the <bdo dir=rtl>tiurf neddibrof</bdo> and more",
         "the <BDO DIR='RTL' class=x>tiurf neddibrof</BDO>",
         "the <bdo title=x dir=rtl>tiurf neddibrof",
+        // What the run shows: references decoded, tags dropped, before it is ordered.
+        "the <bdo dir=rtl>tiurf nedd&#105;brof</bdo>",
+        "the \u{202e}tiurf ne<b>dd</b>ibrof\u{202c}",
+        "the &#x202e;tiurf neddibrof&#x202c;",
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");

@@ -50,11 +50,11 @@ impl Normalizer {
                     _ => return,
                 };
                 self.bdo_open = self.bdo_open.saturating_add(1);
-                self.bidi_open_override(c, raw_end);
+                self.bidi_open_spelled(c, raw_end);
             }
             ("bdo", true) if self.bdo_open > 0 => {
                 self.bdo_open -= 1;
-                self.bidi_close_override(self.tag_raw_at);
+                self.bidi_close_spelled('\u{202C}', self.tag_raw_at);
             }
             _ if block => self.in_rt = false,
             _ => {}
