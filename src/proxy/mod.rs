@@ -447,18 +447,20 @@ impl Gateway {
         trace.note_model_label(traffic.model);
         let model = parsed.model.as_deref();
         let price = model.and_then(|m| rt.config.price(m));
-        let reservation = ctx
-            .reserve(
+        // The key's reservation and the session's spend so far: two store round trips, made
+        // together.
+        let (reservation, (session_spend, session_before)) = tokio::join!(
+            ctx.reserve(
                 |limits| {
                     let default_output = rt.config.state.reserve_output_tokens;
                     quota::ask(limits, &body, model, price, default_output)
                 },
                 price,
                 quota,
-            )
-            .await?;
-        let (session_spend, session_before) =
-            ctx.session_spend(&parts.headers, &parsed, price).await;
+            ),
+            ctx.session_spend(&parts.headers, &parsed, price)
+        );
+        let reservation = reservation?;
         let spending = spending::Spending {
             reservation,
             session: session_spend,
