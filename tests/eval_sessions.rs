@@ -44,17 +44,19 @@ evals:
 /// A price of $1 per token, so a session's spend in USD is its tokens.
 const PRICES: &str = "prices:\n  m: {input_per_mtok: 1000000, output_per_mtok: 1000000}\n";
 
+/// A whole answer that reports 10 input and 5 output tokens.
+fn whole_answer() -> Reply {
+    Reply::json(
+        200,
+        &json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
+            "usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})
+        .to_string(),
+    )
+}
+
 /// Every answer reports 10 input and 5 output tokens.
 async fn upstream() -> MockUpstream {
-    MockUpstream::start(|_| {
-        Reply::json(
-            200,
-            &json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
-                "usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})
-            .to_string(),
-        )
-    })
-    .await
+    MockUpstream::start(|_| whole_answer()).await
 }
 
 async fn replica(up: &MockUpstream, redis: Option<&str>) -> Proxy {
@@ -317,12 +319,7 @@ async fn budget_upstream() -> MockUpstream {
                 5,
             ))
         } else {
-            Reply::json(
-                200,
-                &json!({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],
-                    "usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})
-                .to_string(),
-            )
+            whole_answer()
         }
     })
     .await

@@ -60,6 +60,15 @@ async fn written_pids(dir: &Path) -> Vec<u32> {
     panic!("the handler never wrote its pids");
 }
 
+/// The handler's supervisor, as the handler wrote it.
+fn supervisor_pid(dir: &Path) -> u32 {
+    std::fs::read_to_string(dir.join("pids").join("supervisor"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Whether `pid` is a running process (a zombie waiting for its reaper is not).
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -133,12 +142,7 @@ async fn a_handler_that_stops_its_supervisor_still_leaves_nothing() {
     let a = post_chat(gw.addr, &chat("STOP")).await;
     assert_eq!(a.status, 400, "{}", a.text());
     let mut pids = written_pids(dir.path()).await;
-    let supervisor: u32 = std::fs::read_to_string(dir.path().join("pids").join("supervisor"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    pids.push(supervisor);
+    pids.push(supervisor_pid(dir.path()));
     assert_all_gone(&pids, gw.id(), "after the deadline, its supervisor stopped").await;
     assert_eq!(upstream.request_count(), 0);
     gw.stop().await;
@@ -159,12 +163,7 @@ async fn a_handler_that_signals_its_supervisor_still_leaves_nothing() {
         let a = post_chat(gw.addr, &chat(&format!("SIGNAL-{signal}"))).await;
         assert_eq!(a.status, 400, "{signal}: {}", a.text());
         let mut pids = written_pids(dir.path()).await;
-        let supervisor: u32 = std::fs::read_to_string(dir.path().join("pids").join("supervisor"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        pids.push(supervisor);
+        pids.push(supervisor_pid(dir.path()));
         assert_all_gone(
             &pids,
             gw.id(),

@@ -4,8 +4,11 @@
 
 use super::request::RequestCtx;
 use crate::delta::Conversation;
-use crate::evals::{may_select, session_of, turn_index_of, EvalSeed};
+use crate::evals::{may_select, session_of, turn_index_of, EvalSeed, Spend};
 use crate::judge::JudgeEnv;
+use crate::protocol::ParsedRequest;
+use crate::state::eval_sessions::SessionRef;
+use crate::state::SessionSpend;
 use http::HeaderMap;
 use std::sync::Arc;
 
@@ -111,5 +114,39 @@ impl super::Gateway {
     pub async fn sweep_eval_sessions(self: Arc<Self>, stop: impl std::future::Future<Output = ()>) {
         let evals = Arc::clone(&self.evals);
         evals.sweep_idle_sessions(&*self, stop).await;
+    }
+}
+
+impl RequestCtx<'_> {
+    /// Step 4c, for a policy with `cost_budget` validators: what the request's session (as the
+    /// evals name it: the session header, else the session the request names, else the
+    /// conversation's opening) has spent so far goes into the guard BeforeCall reads; the
+    /// returned handle adds this exchange's spend when it ends. A store that does not answer
+    /// leaves the session's spend unknown: the validators' `on_error` decides.
+    pub async fn session_spend(
+        &self,
+        headers: &HeaderMap,
+        parsed: &ParsedRequest,
+        price: Option<crate::config::Price>,
+    ) -> (Option<SessionSpend>, Option<Spend>) {
+        if !self.caller.policy.has_cost_budget() {
+            return (None, None);
+        }
+        let named = self
+            .eval_session_header(headers)
+            .or(parsed.session.as_deref());
+        let session = SessionRef {
+            route: self.route.name.to_owned(),
+            key_id: self.caller.key_id.map(str::to_owned),
+            session: session_of(named, &parsed.conversation),
+        };
+        let idle_ms = self.gw.evals.session_idle_ms();
+        match self.gw.state.session_spend(session, idle_ms, price).await {
+            Ok(spend) => {
+                let before = spend.before().into();
+                (Some(spend), Some(before))
+            }
+            Err(_) => (None, Some(Spend::default())),
+        }
     }
 }

@@ -158,6 +158,24 @@ fn streamed_artifact_chunks_are_one_text_per_artifact_and_joined_as_the_sdk_join
     }
     let (i, e) = failed.unwrap();
     assert!(i > 2 && e.contains("out of the order"), "{i}: {e}");
+    // Empty parts count too: many of them cannot make keeping and reading again free.
+    let empties = format!(
+        r#"[{{"text":"x"}},{}]"#,
+        vec![r#"{"text":""}"#; 20_000].join(",")
+    );
+    let mut dec = A2a.stream_decoder();
+    let mut failed = None;
+    for i in 0..400 {
+        let id = if i % 2 == 0 { "a" } else { "b" };
+        let frame = format!(
+            r#"{{"jsonrpc":"2.0","id":"1","result":{{"artifactUpdate":{{"taskId":"t","append":true,"artifact":{{"artifactId":"{id}","parts":{empties}}}}}}}}}"#
+        );
+        if dec.decode(None, frame.as_bytes(), &mut Vec::new()).is_err() {
+            failed = Some(i);
+            break;
+        }
+    }
+    assert!(failed.is_some_and(|i| i < 8), "{failed:?}");
     // 0.3: kinds at the top, `final`.
     let (t, done) = decode_all(&[
         r#"{"jsonrpc":"2.0","id":1,"result":{"kind":"artifact-update","taskId":"t","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"x"}]}}}"#,

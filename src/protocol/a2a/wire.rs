@@ -44,6 +44,10 @@ pub(super) const JOINED: u32 = 1 + MAX_ARTIFACTS as u32;
 /// such a chunk fails the answer.
 const MAX_KEPT_BYTES: usize = 1 << 20;
 
+/// What a kept part costs besides its text (an empty part is not free to keep or read
+/// again).
+const PART_COST: usize = 32;
+
 /// Text read again in all, over an answer: an agent alternating artifacts chunk by chunk
 /// cannot make the reading quadratic.
 const MAX_REREAD_BYTES: usize = 8 << 20;
@@ -358,10 +362,13 @@ impl A2aStream {
             return;
         }
         if !append {
-            self.kept_bytes -= self.kept[slot].iter().map(String::len).sum::<usize>();
+            self.kept_bytes -= self.kept[slot]
+                .iter()
+                .map(|t| t.len() + PART_COST)
+                .sum::<usize>();
             self.kept[slot].clear();
         }
-        let added: usize = texts.iter().map(|t| t.len()).sum();
+        let added: usize = texts.iter().map(|t| t.len() + PART_COST).sum();
         if self.kept_bytes + added > MAX_KEPT_BYTES {
             self.kept_lost = true;
             self.kept.iter_mut().for_each(|k| *k = Vec::new());
