@@ -543,28 +543,50 @@ fn a_snake_case_card_is_rewritten_too() {
 }
 
 proptest! {
-    /// However an agent streams its artifacts — in order, interleaved, replacing one — the
-    /// joined text guardwire last read is the text the a2a-sdk's client joins from its task:
-    /// each artifact's parts in the task's order (new artifacts appended, a chunk without
-    /// `append` replacing its artifact in place), run on.
+    /// However an agent streams its artifacts — in order, interleaved, replacing one, task
+    /// snapshots between (an id twice in one, none at all) — the joined text guardwire last
+    /// read is the text the a2a-sdk's client joins from its task (`append_artifact_to_task`):
+    /// a task replaces the list, a new artifact is appended, a chunk changes the first entry of
+    /// its id (appended parts, or replaced); run on.
     #[test]
     fn the_joined_reading_is_the_clients_task(
-        events in proptest::collection::vec((0usize..3, "[a-z ]{0,6}", any::<bool>()), 1..12)
+        events in proptest::collection::vec(
+            prop_oneof![
+                4 => (0usize..3, "[a-z ]{0,6}", any::<bool>()).prop_map(|(id, t, a)| (Some((id, t, a)), Vec::new())),
+                1 => proptest::collection::vec((0usize..3, "[a-z ]{0,6}"), 0..4).prop_map(|task| (None, task)),
+            ],
+            1..12,
+        )
     ) {
         let mut task: Vec<(usize, String)> = Vec::new();
         let mut frames = Vec::new();
-        for (id, text, append) in events {
-            let at = task.iter().position(|(a, _)| *a == id);
-            // The SDK ignores an append to an artifact it does not have: start with one.
-            let append = append && at.is_some();
-            match (at, append) {
-                (Some(i), true) => task[i].1.push_str(&text),
-                (Some(i), false) => task[i].1 = text.clone(),
-                (None, _) => task.push((id, text.clone())),
+        for event in events {
+            match event {
+                (Some((id, text, append)), _) => {
+                    let at = task.iter().position(|(a, _)| *a == id);
+                    // The SDK refuses an append to an artifact it does not have: start with one.
+                    let append = append && at.is_some();
+                    match (at, append) {
+                        (Some(i), true) => task[i].1.push_str(&text),
+                        (Some(i), false) => task[i].1 = text.clone(),
+                        (None, _) => task.push((id, text.clone())),
+                    }
+                    frames.push(format!(
+                        r#"{{"jsonrpc":"2.0","id":"1","result":{{"artifactUpdate":{{"taskId":"t","append":{append},"artifact":{{"artifactId":"a{id}","parts":[{{"text":"{text}"}}]}}}}}}}}"#
+                    ));
+                }
+                (None, snapshot) => {
+                    let artifacts: Vec<String> = snapshot
+                        .iter()
+                        .map(|(id, text)| format!(r#"{{"artifactId":"a{id}","parts":[{{"text":"{text}"}}]}}"#))
+                        .collect();
+                    task = snapshot;
+                    frames.push(format!(
+                        r#"{{"jsonrpc":"2.0","id":"1","result":{{"task":{{"id":"t","status":{{"state":"TASK_STATE_WORKING"}},"artifacts":[{}]}}}}}}"#,
+                        artifacts.join(",")
+                    ));
+                }
             }
-            frames.push(format!(
-                r#"{{"jsonrpc":"2.0","id":"1","result":{{"artifactUpdate":{{"taskId":"t","append":{append},"artifact":{{"artifactId":"a{id}","parts":[{{"text":"{text}"}}]}}}}}}}}"#
-            ));
         }
         let refs: Vec<&str> = frames.iter().map(String::as_str).collect();
         let (t, _) = decode_all(&refs);

@@ -18,8 +18,9 @@
 //! as text; media files (images, audio) are exempt, as in requests; other files cannot be
 //! checked and fail the answer.
 //!
-//! The artifacts joined: the a2a-sdk's client keeps the task's artifacts in a list (a new one
-//! appended, a replacing chunk in its place, appended parts at its end) and its
+//! The artifacts joined: the a2a-sdk's client keeps the task's artifacts in a list (a task
+//! event replaces it — an id twice is two entries —, a new artifact is appended, a chunk
+//! changes its id's first entry: replaced in place, or parts appended at its end) and its
 //! `get_stream_response_text` joins them, artifact after artifact. That text is read too, on
 //! choice [`JOINED`], the same two ways: as it grows while chunks arrive in its order, and —
 //! when a chunk lands elsewhere than at its end (artifacts streamed interleaved, a replaced
@@ -52,16 +53,23 @@ const PART_COST: usize = 32;
 /// cannot make the reading quadratic.
 const MAX_REREAD_BYTES: usize = 8 << 20;
 
+/// An artifact of the client's task: its id, whether it has text, its kept text parts.
+struct TaskArtifact {
+    id: String,
+    has_text: bool,
+    parts: Vec<String>,
+}
+
 #[derive(Default)]
 pub struct A2aStream {
     /// Artifact ids in the order first seen (their choice is `1 +` the index), and whether
     /// their channel has text.
     artifacts: Vec<(String, bool)>,
-    /// The client's task's artifacts, in its order (indices into `artifacts`).
-    order: Vec<usize>,
-    /// Each artifact's text parts (same indices as `artifacts`), while their bytes stay within
+    /// The client's task's artifacts, as its SDK keeps them: a task event replaces the list
+    /// (an id twice is two entries), a new artifact is appended, a chunk changes the first
+    /// entry of its id. Their text parts are kept while their cost stays within
     /// [`MAX_KEPT_BYTES`]; past it, `kept_lost` and no more are kept.
-    kept: Vec<Vec<String>>,
+    task: Vec<TaskArtifact>,
     kept_bytes: usize,
     kept_lost: bool,
     reread_bytes: usize,
@@ -151,8 +159,11 @@ struct Event<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
     status: Option<Status<'a>>,
-    #[serde(borrow, deserialize_with = "null_is_empty")]
-    artifacts: Vec<Artifact<'a>>,
+    /// Present (even `null`, a list the SDKs read as empty) on a task.
+    #[serde(borrow, deserialize_with = "null_is_some_empty")]
+    artifacts: Option<Vec<Artifact<'a>>>,
+    #[serde(rename = "taskId", alias = "task_id")]
+    task_id: Option<serde::de::IgnoredAny>,
     #[serde(borrow, deserialize_with = "null_is_empty")]
     history: Vec<Event<'a>>,
     #[serde(borrow, deserialize_with = "null_is_empty")]
@@ -231,6 +242,15 @@ fn ends_stream(state: &str) -> bool {
 }
 
 const BREAK: Cow<'static, str> = Cow::Borrowed("\n");
+
+/// A list that may be `null`, kept as present: `Some` of the list, empty for `null`.
+fn null_is_some_empty<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Some(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default()))
+}
 
 /// A list that may be `null` (protobuf's JSON reader and pydantic read `null` as no list).
 fn null_is_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
@@ -329,7 +349,6 @@ impl A2aStream {
             )));
         }
         self.artifacts.push((id.to_owned(), false));
-        self.kept.push(Vec::new());
         Ok(self.artifacts.len() - 1)
     }
 
@@ -356,26 +375,35 @@ impl A2aStream {
         }
     }
 
-    /// Keeps `texts` as the artifact's parts (`append`: after those it has).
-    fn keep(&mut self, slot: usize, texts: &[Cow<'_, str>], append: bool) {
+    /// The cost of keeping `parts`.
+    fn cost<T: AsRef<str>>(parts: &[T]) -> usize {
+        parts.iter().map(|t| t.as_ref().len() + PART_COST).sum()
+    }
+
+    /// Keeps `texts` as the parts of the task's artifact `at` (`append`: after those it has).
+    fn keep(&mut self, at: usize, texts: &[Cow<'_, str>], append: bool) {
+        if !texts.iter().all(|t| t.is_empty()) {
+            self.task[at].has_text = true;
+        } else if !append {
+            self.task[at].has_text = false;
+        }
         if self.kept_lost {
             return;
         }
         if !append {
-            self.kept_bytes -= self.kept[slot]
-                .iter()
-                .map(|t| t.len() + PART_COST)
-                .sum::<usize>();
-            self.kept[slot].clear();
+            self.kept_bytes -= Self::cost(&self.task[at].parts);
+            self.task[at].parts.clear();
         }
-        let added: usize = texts.iter().map(|t| t.len() + PART_COST).sum();
+        let added = Self::cost(texts);
         if self.kept_bytes + added > MAX_KEPT_BYTES {
             self.kept_lost = true;
-            self.kept.iter_mut().for_each(|k| *k = Vec::new());
+            self.task.iter_mut().for_each(|a| a.parts = Vec::new());
             return;
         }
         self.kept_bytes += added;
-        self.kept[slot].extend(texts.iter().map(|t| t.to_string()));
+        self.task[at]
+            .parts
+            .extend(texts.iter().map(|t| t.to_string()));
     }
 
     /// Starts a new reading of the joined text.
@@ -385,25 +413,34 @@ impl A2aStream {
         }
     }
 
-    /// A task's artifacts, complete: the client takes them as its task's, so they are a new
-    /// joined text, in their order.
+    /// A task event: the client takes it as its task, so its artifacts (none, when it has
+    /// none) are a new joined text, in their order.
     fn task_artifacts<'a>(
         &mut self,
         out: &mut Vec<Delta<'a>>,
         artifacts: Vec<Artifact<'a>>,
     ) -> Result<(), DecodeError> {
+        if artifacts.len() > MAX_ARTIFACTS {
+            return Err(DecodeError(format!(
+                "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
+            )));
+        }
         self.new_joined_reading(out);
-        self.order.clear();
+        self.task.clear();
+        self.kept_bytes = 0;
+        self.kept_lost = false;
         for a in artifacts {
-            let slot = self.slot(a.id.as_deref())?;
+            let id = a.id.as_deref().unwrap_or_default().to_owned();
+            let slot = self.slot(Some(&id))?;
             let texts = Self::texts_of(a.parts)?;
             self.artifact(out, slot, &texts, false, true);
             self.joined_has_text |= Self::parts(out, JOINED, &texts);
-            let append = self.order.contains(&slot);
-            if !append {
-                self.order.push(slot);
-            }
-            self.keep(slot, &texts, append);
+            self.task.push(TaskArtifact {
+                id,
+                has_text: false,
+                parts: Vec::new(),
+            });
+            self.keep(self.task.len() - 1, &texts, true);
         }
         Ok(())
     }
@@ -417,20 +454,30 @@ impl A2aStream {
         append: bool,
         last: bool,
     ) -> Result<(), DecodeError> {
-        let slot = self.slot(a.id.as_deref())?;
+        let id = a.id.as_deref().unwrap_or_default().to_owned();
+        let slot = self.slot(Some(&id))?;
         let texts = Self::texts_of(a.parts)?;
-        let had_text = self.artifacts[slot].1;
         self.artifact(out, slot, &texts, append, last);
-        // Where the client's task has the artifact: in place, else appended.
-        let at = match self.order.iter().position(|&s| s == slot) {
+        // Where the client's task has it: its id's first entry, else appended.
+        let at = match self.task.iter().position(|t| t.id == id) {
             Some(at) => at,
             None => {
-                self.order.push(slot);
-                self.order.len() - 1
+                if self.task.len() >= MAX_ARTIFACTS {
+                    return Err(DecodeError(format!(
+                        "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
+                    )));
+                }
+                self.task.push(TaskArtifact {
+                    id,
+                    has_text: false,
+                    parts: Vec::new(),
+                });
+                self.task.len() - 1
             }
         };
-        let later_text = self.order[at + 1..].iter().any(|&s| self.artifacts[s].1);
-        self.keep(slot, &texts, append);
+        let had_text = self.task[at].has_text;
+        let later_text = self.task[at + 1..].iter().any(|t| t.has_text);
+        self.keep(at, &texts, append);
         if !later_text && (append || !had_text) {
             self.joined_has_text |= Self::parts(out, JOINED, &texts);
             return Ok(());
@@ -445,14 +492,13 @@ impl A2aStream {
                 "the agent streamed an artifact's text out of the order the client joins artifacts in, past what guardwire keeps to read the joined text again".into(),
             )
         };
-        let kept_bytes = self.kept_bytes;
-        self.reread_bytes = self.reread_bytes.saturating_add(kept_bytes);
+        self.reread_bytes = self.reread_bytes.saturating_add(self.kept_bytes);
         if self.kept_lost || self.reread_bytes > MAX_REREAD_BYTES {
             return Err(unreadable());
         }
         self.new_joined_reading(out);
-        for &slot in &self.order {
-            for t in &self.kept[slot] {
+        for artifact in &self.task {
+            for t in &artifact.parts {
                 Self::part(out, JOINED, Cow::Owned(t.clone()));
                 self.joined_has_text = true;
             }
@@ -460,20 +506,32 @@ impl A2aStream {
         Ok(())
     }
 
-    fn event<'a>(&mut self, out: &mut Vec<Delta<'a>>, e: Event<'a>) -> Result<(), DecodeError> {
-        for wrapped in [e.task, e.status_update, e.artifact_update]
-            .into_iter()
-            .flatten()
-        {
-            self.event(out, *wrapped)?;
+    /// One result object (`task`: it is a task, by the wrapper it came in).
+    fn event<'a>(
+        &mut self,
+        out: &mut Vec<Delta<'a>>,
+        e: Event<'a>,
+        task: bool,
+    ) -> Result<(), DecodeError> {
+        if let Some(t) = e.task {
+            self.event(out, *t, true)?;
         }
+        for wrapped in [e.status_update, e.artifact_update].into_iter().flatten() {
+            self.event(out, *wrapped, false)?;
+        }
+        // A task: by its wrapper, its 0.3 kind, its artifacts, or (a bare result) a status
+        // without the task id an update names. The client replaces its task with it.
+        let is_task = task
+            || e.kind.as_deref() == Some("task")
+            || e.artifacts.is_some()
+            || (e.status.is_some() && e.task_id.is_none() && e.kind.is_none());
         if let Some(m) = e.message {
             // A message answers the call: nothing follows it.
             self.done = true;
             Self::message(out, *m)?;
         }
         for t in e.tasks {
-            self.event(out, t)?;
+            self.event(out, t, true)?;
         }
         if e.is_final == Some(true) {
             self.done = true;
@@ -490,8 +548,8 @@ impl A2aStream {
                 Self::message(out, *m)?;
             }
         }
-        if !e.artifacts.is_empty() {
-            self.task_artifacts(out, e.artifacts)?;
+        if is_task {
+            self.task_artifacts(out, e.artifacts.unwrap_or_default())?;
         }
         if let Some(a) = e.artifact {
             let append = e.append == Some(true);
@@ -547,7 +605,7 @@ impl StreamDecoder for A2aStream {
         match serde_json::from_str::<Event<'a>>(result.get()) {
             Ok(event) => {
                 let before = out.len();
-                if let Err(e) = self.event(out, event) {
+                if let Err(e) = self.event(out, event, false) {
                     out.truncate(before);
                     return Err(e);
                 }
