@@ -81,6 +81,15 @@ const PIECES: &[&str] = &[
     "<ruby>r<rp>(</rp><rt>t</rt><rp>)</rp></ruby>",
     "<!DOCTYPE x>",
     "<!--x--!>",
+    // Review 9: references without `;`, annotations closed by other tags, `<rt>` outside a
+    // ruby.
+    "&shy",
+    "&#8203",
+    "&#x00000ad;",
+    "<rt>t</rt>",
+    "<ruby><rt>t</ruby>",
+    "<span><ruby>r<rt>t</span>",
+    "<ruby>r<rp>(</ruby>",
     "<",
     ">",
     "x",

@@ -215,14 +215,15 @@ pub struct Normalizer {
     attribute_name: String,
     hidden_attribute: bool,
     /// `full`: the tag being read (its name when short, whether it is an end tag, its `dir`
-    /// value), inside a ruby annotation, and the bidi overrides `<bdo>` tags opened
-    /// (`html/elements.rs`).
+    /// value), the inline elements open around the text, whether the text
+    /// is a hidden annotation, and whether the line is blank so far (`html/elements.rs`).
     tag_element: String,
     tag_closing: bool,
     dir_attribute: bool,
     dir_value: String,
-    in_rt: bool,
-    bdo_open: u8,
+    open_elements: Vec<html::OpenElement>,
+    annotation_hidden: bool,
+    line_blank: bool,
 }
 
 impl Normalizer {
@@ -274,8 +275,9 @@ impl Normalizer {
             tag_closing: false,
             dir_attribute: false,
             dir_value: String::new(),
-            in_rt: false,
-            bdo_open: 0,
+            open_elements: Vec::new(),
+            annotation_hidden: false,
+            line_blank: false,
         }
     }
 
@@ -383,7 +385,8 @@ impl Normalizer {
             || self.after_zwsp
             || self.after_break
             || !self.asides.is_empty()
-            || self.in_rt
+            || self.annotation_hidden
+            || self.line_blank
         {
             return 0;
         }

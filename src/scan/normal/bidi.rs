@@ -23,6 +23,7 @@
 //! where it breaks lines.
 
 use super::chars::{is_bidi_closer, is_bidi_opener, is_paragraph_end};
+use super::html::RAW_TEXT;
 use super::{Normalizer, Unit};
 use unicode_bidi::BidiInfo;
 
@@ -43,7 +44,7 @@ impl Normalizer {
             }
             self.start_bidi_run(raw);
         }
-        if is_paragraph_end(c) {
+        if is_paragraph_end(c) && self.ends_paragraph(c) {
             return self.end_bidi(out);
         }
         self.bidi.push(Unit {
@@ -68,6 +69,22 @@ impl Normalizer {
         } else if self.bidi_open.is_empty() && self.bidi_trail >= TRAIL {
             self.end_bidi(out);
         }
+    }
+
+    /// Whether the paragraph end `c` ends the run: to a renderer of HTML or Markdown
+    /// (`full`) a line break is a space within the paragraph, which a blank line ends; in plain
+    /// text (`nfkc`) every line is a paragraph.
+    fn ends_paragraph(&self, c: char) -> bool {
+        if self.mode != super::Normalize::Full || !matches!(c, '\n' | '\r') {
+            return true;
+        }
+        c == '\n'
+            && self
+                .bidi
+                .iter()
+                .rev()
+                .find(|u| !matches!(u.c, ' ' | '\t' | '\r'))
+                .is_some_and(|u| u.c == '\n')
     }
 
     /// A run starts at raw `raw`: the view's text before it is its context.
@@ -98,36 +115,39 @@ impl Normalizer {
         self.bidi_trail = 0;
     }
 
-    /// A closer that markup spells (`</bdo>`'s PDF, a reference to PDF or PDI), whose markup
-    /// starts at raw `at`: it closes before the markup (whose characters the run has recorded
-    /// already, and now count after the close).
-    pub(super) fn bidi_close_spelled(&mut self, c: char, at: u64) {
-        let isolate = c == '\u{2069}';
-        let closes = if isolate {
-            self.bidi_open.contains(&true)
-        } else {
-            self.bidi_open.last() == Some(&false)
-        };
-        if !closes {
-            return;
-        }
-        let i = self
+    /// Closers that markup spells (`</bdo>`'s PDF and PDI, a reference to PDF or PDI), whose
+    /// markup starts at raw `at`: each closes before the markup (whose characters the run has
+    /// recorded already, and now count after the close), in order.
+    pub(super) fn bidi_close_spelled(&mut self, closers: &[char], at: u64) {
+        let mut i = self
             .bidi
             .iter()
             .position(|u| u.raw >= at)
             .unwrap_or(self.bidi.len());
-        self.bidi.insert(
-            i,
-            Unit {
-                c,
-                raw: at,
-                raw_end: at,
-                exact: false,
-            },
-        );
-        self.close_bidi(isolate);
+        for &c in closers {
+            let isolate = c == '\u{2069}';
+            let closes = if isolate {
+                self.bidi_open.contains(&true)
+            } else {
+                self.bidi_open.last() == Some(&false)
+            };
+            if !closes {
+                continue;
+            }
+            self.bidi.insert(
+                i,
+                Unit {
+                    c,
+                    raw: at,
+                    raw_end: at,
+                    exact: false,
+                },
+            );
+            i += 1;
+            self.close_bidi(isolate);
+        }
         if self.bidi_open.is_empty() {
-            self.bidi_trail = self.bidi.len() - i - 1;
+            self.bidi_trail = self.bidi.len().saturating_sub(i);
         }
     }
 
@@ -151,57 +171,102 @@ impl Normalizer {
         let Some(last) = self.bidi.last().copied() else {
             return;
         };
-        let mut logical = std::mem::take(&mut self.bidi_context);
+        let context = std::mem::take(&mut self.bidi_context);
         let run: String = self.bidi.iter().map(|u| u.c).collect();
-        if self.mode == super::Normalize::Full {
-            logical.push_str(&as_rendered(&run));
-        } else {
-            logical.push_str(&run);
-        }
         let raw = self.bidi_context_raw;
         self.bidi.clear();
         self.bidi_open.clear();
         self.bidi_trail = 0;
-        let info = BidiInfo::new(&logical, None);
-        let mut shown = String::with_capacity(logical.len());
-        for para in &info.paragraphs {
-            shown.push_str(&info.reorder_line(para, para.range.clone()));
+        // The run as its reader is shown it: as rendered (`full`: and, when it holds Markdown's
+        // marks, as a Markdown renderer shows it too, without them), or as written.
+        let mut readings = Vec::with_capacity(2);
+        if self.mode == super::Normalize::Full {
+            let in_ruby = self.open_elements.iter().any(|e| e.is("ruby"));
+            let rendered = as_rendered(&run, in_ruby);
+            if rendered.contains(MARKDOWN_MARKS) {
+                readings.push(rendered.replace(MARKDOWN_MARKS, ""));
+            }
+            readings.push(rendered);
+        } else {
+            readings.push(run);
         }
-        let written: String = logical.chars().filter(|&c| !is_control(c)).collect();
-        let shown: String = shown.chars().filter(|&c| !is_control(c)).collect();
-        if shown != written {
-            self.aside(&shown, raw, last.raw_end, out);
+        for reading in readings {
+            let logical = format!("{context}{reading}");
+            let info = BidiInfo::new(&logical, None);
+            let mut shown = String::with_capacity(logical.len());
+            for para in &info.paragraphs {
+                shown.push_str(&info.reorder_line(para, para.range.clone()));
+            }
+            let written: String = logical.chars().filter(|&c| !is_control(c)).collect();
+            let shown: String = shown.chars().filter(|&c| !is_control(c)).collect();
+            if shown != written {
+                self.aside(&shown, raw, last.raw_end, out);
+            }
         }
     }
 }
+
+/// Markdown's inline marks, which a Markdown renderer does not show.
+const MARKDOWN_MARKS: [char; 4] = ['*', '_', '~', '`'];
 
 /// How far a `<` looks for its `>` in a run (a tag's longest text read as one).
 const MAX_TAG_TEXT: usize = 256;
 
 /// A run's characters as a renderer shows them before it orders them (`full`): tags and
-/// comments dropped, then character references decoded — `tiurf nedd&#105;brof` and
-/// `tiurf ne<b>dd</b>ibrof` under an override are shown as `forbidden fruit`.
-fn as_rendered(run: &str) -> String {
+/// comments dropped, the text of elements not shown dropped too (raw-text elements such as
+/// `<script>`, `<rp>`, and `<rt>`/`<rtc>` inside a ruby; `in_ruby`: the run starts inside
+/// one), character references decoded, line breaks read as spaces — so `tiurf nedd&#105;brof`
+/// and `tiurf ne<b>dd</b>ibrof` under an override are shown as `forbidden fruit`.
+fn as_rendered(run: &str, mut in_ruby: bool) -> String {
     let mut shown = String::with_capacity(run.len());
     let mut rest = run;
+    // The element whose text is not shown, being skipped.
+    let mut hidden: Option<String> = None;
     while let Some(at) = rest.find('<') {
-        shown.push_str(&rest[..at]);
+        if hidden.is_none() {
+            shown.push_str(&rest[..at]);
+        }
         let after = &rest[at + 1..];
         let starts_tag =
             after.starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?'));
-        match after
+        let Some(end) = after
             .find('>')
             .filter(|&end| starts_tag && end <= MAX_TAG_TEXT)
-        {
-            Some(end) => rest = &after[end + 1..],
-            None => {
+        else {
+            if hidden.is_none() {
                 shown.push('<');
-                rest = after;
             }
+            rest = after;
+            continue;
+        };
+        let tag = &after[..end];
+        rest = &after[end + 1..];
+        let closing = tag.starts_with('/');
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let annotation = |n: &str| n == "rp" || (in_ruby && matches!(n, "rt" | "rtc"));
+        hidden = match hidden {
+            Some(h) if closing && (name == h || (name == "ruby" && annotation(&h))) => None,
+            // An annotation ends where the next one starts (and that one is hidden too).
+            Some(h) if !closing && annotation(&h) && annotation(&name) => Some(name.clone()),
+            Some(h) => Some(h),
+            None if !closing && (RAW_TEXT.contains(&name.as_str()) || annotation(&name)) => {
+                Some(name.clone())
+            }
+            None => None,
+        };
+        if name == "ruby" {
+            in_ruby = !closing;
         }
     }
-    shown.push_str(rest);
-    super::markup::decode_references(&shown)
+    if hidden.is_none() {
+        shown.push_str(rest);
+    }
+    super::markup::decode_references(&shown).replace(['\n', '\r'], " ")
 }
 
 /// The bidi formatting characters and marks, which show nothing themselves.

@@ -27,6 +27,7 @@
 //! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
 
 mod elements;
+pub(super) use elements::OpenElement;
 mod syntax;
 mod tag;
 
@@ -314,7 +315,7 @@ impl Normalizer {
                 }
             }
         }
-        if self.markup == Markup::Text && self.annotation_char(unit, spelled, out) {
+        if self.markup == Markup::Text && self.element_text_char(unit, spelled, out) {
             return;
         }
         if let Some(slash) = self.escape.take() {
@@ -420,6 +421,7 @@ impl Normalizer {
         }
         self.after_bracket = false;
         self.brackets = 0;
-        self.in_rt = false;
+        self.open_elements.clear();
+        self.annotation_hidden = false;
     }
 }

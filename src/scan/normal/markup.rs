@@ -41,7 +41,7 @@ static NAMED: LazyLock<HashMap<&'static str, String>> = LazyLock::new(|| {
 });
 
 /// The longest reference read: `&` and 32 name characters (HTML5's longest name is 31) or
-/// `#x` and 6 hex digits, before the `;`.
+/// `#x` and digits (leading zeros included), before the `;`.
 const MAX_REFERENCE: usize = 33;
 
 impl Normalizer {
@@ -117,15 +117,7 @@ impl Normalizer {
                 if let Some(spelled) = self.resolve_reference() {
                     let start = self.reference[0].raw;
                     self.reference.clear();
-                    for d in spelled.chars() {
-                        // A spelled bidi control orders what a renderer shows as a written one.
-                        if is_bidi_opener(d) {
-                            self.bidi_open_spelled(d, raw_end);
-                        } else if is_bidi_closer(d) {
-                            self.bidi_close_spelled(d, start);
-                        }
-                        self.markup_char(d, start, raw_end, true, out);
-                    }
+                    self.spelled_text(&spelled, start, raw_end, out);
                     return true;
                 }
             } else if self.continues_reference(c) {
@@ -162,8 +154,10 @@ impl Normalizer {
         match body.as_slice() {
             [] => true,
             ['#'] => c.is_ascii_digit() || c == 'x' || c == 'X',
-            ['#', 'x' | 'X', hex @ ..] => c.is_ascii_hexdigit() && hex.len() < 6,
-            ['#', digits @ ..] => c.is_ascii_digit() && digits.len() < 7,
+            // Digits as a browser reads them: any number (up to the bound); past U+10FFFF
+            // the reference names U+FFFD.
+            ['#', 'x' | 'X', ..] => c.is_ascii_hexdigit(),
+            ['#', ..] => c.is_ascii_digit(),
             name => c.is_ascii_alphanumeric() && name.first() != Some(&'#'),
         }
     }
@@ -176,30 +170,31 @@ impl Normalizer {
 }
 
 /// `text` with its character references (as the reference stage reads them) replaced by
-/// what they name: the text of a tag Markdown shows as written (`join.rs`).
+/// what they name: the text of a tag Markdown shows as written (`join.rs`), a bidi run.
 pub(super) fn decode_references(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
-        let end = rest[1..]
+        let body_len = rest[1..]
             .char_indices()
             .take(MAX_REFERENCE)
             .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '#'))
-            .map(|(i, c)| (i + 1, c));
-        match end {
-            Some((semi, ';')) => match resolve(&rest[1..semi]) {
-                Some(named) => {
-                    out.push_str(&named);
-                    rest = &rest[semi + 1..];
-                }
-                None => {
-                    out.push('&');
-                    rest = &rest[1..];
-                }
-            },
-            _ => {
+            .map_or(rest.len() - 1, |(i, _)| i);
+        let body = &rest[1..1 + body_len];
+        let terminated = rest[1 + body_len..].starts_with(';');
+        let decoded = match terminated {
+            true => resolve(body).map(|t| (t, body_len + 1)),
+            false => None,
+        }
+        .or_else(|| resolve_unterminated(body));
+        match decoded {
+            Some((named, taken)) => {
+                out.push_str(&named);
+                rest = &rest[1 + taken..];
+            }
+            None => {
                 out.push('&');
                 rest = &rest[1..];
             }
@@ -209,13 +204,52 @@ pub(super) fn decode_references(text: &str) -> String {
     out
 }
 
+/// The names a browser decodes in text without their `;` (WHATWG's legacy ones).
+const LEGACY: [&str; 106] = [
+    "AElig", "AMP", "Aacute", "Acirc", "Agrave", "Aring", "Atilde", "Auml", "COPY", "Ccedil",
+    "ETH", "Eacute", "Ecirc", "Egrave", "Euml", "GT", "Iacute", "Icirc", "Igrave", "Iuml", "LT",
+    "Ntilde", "Oacute", "Ocirc", "Ograve", "Oslash", "Otilde", "Ouml", "QUOT", "REG", "THORN",
+    "Uacute", "Ucirc", "Ugrave", "Uuml", "Yacute", "aacute", "acirc", "acute", "aelig", "agrave",
+    "amp", "aring", "atilde", "auml", "brvbar", "ccedil", "cedil", "cent", "copy", "curren", "deg",
+    "divide", "eacute", "ecirc", "egrave", "eth", "euml", "frac12", "frac14", "frac34", "gt",
+    "iacute", "icirc", "iexcl", "igrave", "iquest", "iuml", "laquo", "lt", "macr", "micro",
+    "middot", "nbsp", "not", "ntilde", "oacute", "ocirc", "ograve", "ordf", "ordm", "oslash",
+    "otilde", "ouml", "para", "plusmn", "pound", "quot", "raquo", "reg", "sect", "shy", "sup1",
+    "sup2", "sup3", "szlig", "thorn", "times", "uacute", "ucirc", "ugrave", "uml", "uuml",
+    "yacute", "yen", "yuml",
+];
+
+/// What a reference's body names when it ends without `;`, as a browser reads text: a
+/// numeric one whole (`&#100den` reads `dden`), else the longest legacy name it starts with
+/// (`&notit` reads `¬it`). The text, and how many of the body's characters it took.
+fn resolve_unterminated(body: &str) -> Option<(String, usize)> {
+    if let Some(number) = body.strip_prefix('#') {
+        let digits = number.trim_start_matches(['x', 'X']);
+        if digits.is_empty() {
+            return None;
+        }
+        return resolve(body).map(|t| (t, body.len()));
+    }
+    (1..=body.len()).rev().find_map(|n| {
+        let name = body.get(..n)?;
+        if !LEGACY.contains(&name) {
+            return None;
+        }
+        NAMED.get(name).map(|t| (t.clone(), n))
+    })
+}
+
 /// What a reference's body (between `&` and `;`) names.
 fn resolve(body: &str) -> Option<String> {
     let number = |digits: &str, radix: u32| -> Option<String> {
         if digits.is_empty() {
             return None;
         }
-        let code = u32::from_str_radix(digits, radix).ok()?;
+        if !digits.chars().all(|c| c.is_digit(radix)) {
+            return None;
+        }
+        // Too large for a u32 is past U+10FFFF too.
+        let code = u32::from_str_radix(digits, radix).unwrap_or(u32::MAX);
         let c = match code {
             0 => char::REPLACEMENT_CHARACTER,
             _ => char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
@@ -232,17 +266,38 @@ fn resolve(body: &str) -> Option<String> {
 }
 
 impl Normalizer {
-    /// The reference read so far is text as written (its `&` starts nothing).
+    /// The reference read so far ends without its `;`: what a browser still decodes of it
+    /// (a numeric reference, the longest legacy name: [`resolve_unterminated`]) is spelled,
+    /// the rest is text as written.
     pub(super) fn flush_reference(&mut self, out: &mut String) {
         let mut read = std::mem::take(&mut self.reference);
-        for &u in &read {
+        let body: String = read.iter().skip(1).map(|u| u.c).collect();
+        let mut text_from = 0;
+        if let Some((spelled, taken)) = resolve_unterminated(&body) {
+            self.spelled_text(&spelled, read[0].raw, read[taken].raw_end, out);
+            text_from = 1 + taken;
+        }
+        for &u in &read[text_from..] {
             self.markup_char(u.c, u.raw, u.raw_end, false, out);
         }
         read.clear();
         self.reference = read;
     }
 
-    /// The end of the text: a reference without its `;` is text, a waiting `_` run closes
+    /// What a reference at raw `start..raw_end` spells: text (never markup); a bidi control
+    /// orders what a renderer shows as a written one does.
+    fn spelled_text(&mut self, spelled: &str, start: u64, raw_end: u64, out: &mut String) {
+        for d in spelled.chars() {
+            if is_bidi_opener(d) {
+                self.bidi_open_spelled(d, raw_end);
+            } else if is_bidi_closer(d) {
+                self.bidi_close_spelled(&[d], start);
+            }
+            self.markup_char(d, start, raw_end, true, out);
+        }
+    }
+
+    /// The end of the text: a reference without its `;` is read as a browser reads it (above), a waiting `_` run closes
     /// emphasis after a word (and is text otherwise).
     pub(super) fn finish_markup(&mut self, out: &mut String) {
         self.flush_reference(out);

@@ -485,14 +485,18 @@ fn character_references_read_as_the_character_they_render() {
         ("&amp;#102;orbidden", "&#102;orbidden"),
         // A spelled `*` is a literal star, not emphasis.
         ("&#42;x&#42;", "*x*"),
-        // Not references: no `;`, unknown names, too many digits, an empty number.
-        ("&#102 orbidden", "&#102 orbidden"),
+        // Without `;`, as a browser reads text: a numeric one whole, the longest legacy name.
+        ("&#102 orbidden", "f orbidden"),
+        ("&#102orbidden", "forbidden"),
+        ("forbid&shyden fruit", "forbidden fruit"),
+        ("&#x000202e", ""),
+        // Not references: unknown names, an empty number.
         ("AT&T; &bogus; &#; &#x; &", "AT&T; &bogus; &#; &#x; &"),
-        ("&#12345678;", "&#12345678;"),
+        ("&#12345678;", "\u{fffd}"),
         // Code points no character has read as U+FFFD, as a browser shows them.
         (
             "&#0;&#xD800;&#x110000;&#x1100000;",
-            "\u{fffd}\u{fffd}\u{fffd}&#x1100000;",
+            "\u{fffd}\u{fffd}\u{fffd}\u{fffd}",
         ),
     ] {
         assert_view_at_every_split(text, view);
@@ -1002,6 +1006,25 @@ fn ruby_annotations_and_bdo_read_as_shown() {
         "the <bdo dir=rtl>tiurf nedd&#105;brof</bdo>",
         "the \u{202e}tiurf ne<b>dd</b>ibrof\u{202c}",
         "the &#x202e;tiurf neddibrof&#x202c;",
+        // Review 9: what closes an element as a browser's parser does, `<rt>`/`<rp>` implied
+        // ends, attribute spellings, references without `;` or with leading zeros, hidden
+        // elements and Markdown inside a run, a line break inside one, two runs side by side.
+        "the <span><bdo dir=rtl>neddibrof</span> fruit",
+        "the <b><bdo dir=rtl>neddibrof</b> fruit",
+        "the forbid<span><ruby>den<rt>zz</span> fruit",
+        "the forbid<ruby>den<rp>(</ruby> fruit",
+        "the forbid<ruby>den<rp>(<rt>zz</rt></ruby> fruit",
+        "the forbid<rt>den</rt> fruit",
+        "the <ruby><bdo dir=rtl>tiurf neddibrof</bdo><rt>x</rt></ruby>",
+        "the <bdo/dir=rtl>tiurf neddibrof</bdo>",
+        "the <bdo dir=\"&#114;tl\">tiurf neddibrof</bdo>",
+        "the <bdo dir=\"r&#116;l\">tiurf neddibrof</bdo>",
+        "the &#x202e tiurf neddibrof",
+        "the &#x000202e;tiurf neddibrof",
+        "the <bdo dir=rtl>tiurf ned<script>x</script>dibrof</bdo>",
+        "the <bdo dir=rtl>*tiurf* neddibrof</bdo>",
+        "the <bdo dir=rtl>tiurf\nneddibrof</bdo>",
+        "the <bdo dir=rtl>neddibrof</bdo> <bdo dir=rtl>tiurf</bdo>",
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");

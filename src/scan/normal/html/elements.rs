@@ -1,17 +1,46 @@
-//! Elements whose rendering moves text rather than hiding it:
+//! Elements whose rendering moves text rather than hiding it, read with the inline elements
+//! open around the text (a small stack, as a browser's parser keeps it: an end tag closes its
+//! element and every element opened inside it; `<rt>`, `<rp>` and `<rtc>` close the
+//! annotations before them; a blank line — Markdown's paragraph end — closes them all):
 //!
-//! - a **ruby annotation** (`<rt>`) is shown above its base text, not between its letters
-//!   (`forbid<ruby>den<rt>zz</rt></ruby>` reads `forbidden`): its text is hidden, an aside, up
-//!   to what closes it — `</rt>`, an `<rt>`, `<rp>` or `<rtc>`, `</rtc>`, `</ruby>`, a block
-//!   tag or the paragraph's end (`<rp>`'s own text is raw text, hidden already);
-//! - **`<bdo dir="rtl">`** (and `ltr`) shows its text in the forced direction, as the bidi
-//!   override U+202E (U+202D) does: the bidi stage (`bidi.rs`) reads it as that override, up to
-//!   `</bdo>`, so the text shown reversed is an aside in the order it is shown.
+//! - a **ruby annotation** (`<rt>`, `<rtc>` inside a `<ruby>`) is shown above its base text,
+//!   not between its letters (`forbid<ruby>den<rt>zz</rt></ruby>` reads `forbidden`), and a
+//!   `<rp>`'s text is not shown at all: their text is hidden, an aside. An `<rt>` outside a
+//!   ruby is shown inline, as a browser shows it;
+//! - **`<bdo dir="rtl">`** (and `ltr`; the value's references decoded) shows its text in the
+//!   forced direction, as the bidi override U+202E (U+202D) in an isolate (U+2067, U+2066)
+//!   does: the bidi stage (`bidi.rs`) reads it as that isolated override, up to where the element closes (its end tag, or an end tag
+//!   that closes it), so the text shown reversed is an aside in the order it is shown.
 
+use super::super::chars::is_paragraph_end;
+use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
+use super::syntax::VOID;
 
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 8;
+
+/// A `dir` value's characters kept (references in it decoded when the tag ends).
+const MAX_DIR: usize = 32;
+
+/// Inline elements kept open; past it, start tags are not kept (their end tags close
+/// nothing).
+const MAX_OPEN: usize = 64;
+
+/// An element open around the text: its name (empty when longer than [`MAX_NAME`]), and
+/// whether it opened a bidi override (`<bdo dir>`).
+#[derive(Debug, Clone)]
+pub(in crate::scan::normal) struct OpenElement {
+    name: String,
+    overrides: bool,
+}
+
+impl OpenElement {
+    /// Whether it is the element `name`.
+    pub(in crate::scan::normal) fn is(&self, name: &str) -> bool {
+        self.name == name
+    }
+}
 
 impl Normalizer {
     /// A tag's name was read (`closing`: an end tag): kept for when the tag ends.
@@ -27,54 +56,99 @@ impl Normalizer {
 
     /// A character of an attribute's value: kept when it is a `dir`'s.
     pub(super) fn attribute_value_char(&mut self, c: char) {
-        if self.dir_attribute && self.dir_value.len() < MAX_NAME {
-            self.dir_value.push(c.to_ascii_lowercase());
+        if self.dir_attribute && self.dir_value.len() < MAX_DIR {
+            self.dir_value.push(c);
         }
     }
 
-    /// A tag ended (`block`: it breaks a block): the annotation or override it opens or closes.
-    pub(super) fn element_ended(&mut self, block: bool, raw_end: u64) {
+    /// A tag ended: the elements it opens or closes, the overrides with them.
+    pub(super) fn element_ended(&mut self, raw_end: u64) {
         let name = std::mem::take(&mut self.tag_element);
-        let dir = std::mem::take(&mut self.dir_value);
-        if self.bidi.is_empty() {
-            // The bidi run a `<bdo>` opened has ended (its paragraph, its bound).
-            self.bdo_open = 0;
-        }
-        match (name.as_str(), self.tag_closing) {
-            ("rt", false) => self.in_rt = true,
-            ("rt" | "rtc" | "ruby", true) | ("rp" | "rtc", false) => self.in_rt = false,
-            ("bdo", false) => {
-                let c = match dir.trim() {
-                    "rtl" => '\u{202E}',
-                    "ltr" => '\u{202D}',
-                    _ => return,
+        let dir = decode_references(&std::mem::take(&mut self.dir_value));
+        if self.tag_closing {
+            if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
+                self.close_elements(i);
+            }
+        } else if !VOID.contains(&name.as_str()) {
+            // (`<x/>` opens `x` all the same: HTML ignores the slash.)
+            // An annotation starts: the annotations before it end (the parser's implied end
+            // tags).
+            if matches!(name.as_str(), "rt" | "rp" | "rtc") {
+                let closes = |e: &OpenElement| {
+                    matches!(e.name.as_str(), "rt" | "rp" | "rb")
+                        || (name == "rtc" && e.name == "rtc")
                 };
-                self.bdo_open = self.bdo_open.saturating_add(1);
-                self.bidi_open_spelled(c, raw_end);
+                let keep = self
+                    .open_elements
+                    .iter()
+                    .rposition(|e| !closes(e))
+                    .map_or(0, |i| i + 1);
+                self.close_elements(keep);
             }
-            ("bdo", true) if self.bdo_open > 0 => {
-                self.bdo_open -= 1;
-                self.bidi_close_spelled('\u{202C}', self.tag_raw_at);
+            // `<bdo>` isolates its text and overrides its direction (CSS `unicode-bidi:
+            // isolate-override`): an isolate and an override, so neutrals around it resolve
+            // as around one character.
+            let over = match (name.as_str(), dir.trim().to_ascii_lowercase().as_str()) {
+                ("bdo", "rtl") => Some(['\u{2067}', '\u{202E}']),
+                ("bdo", "ltr") => Some(['\u{2066}', '\u{202D}']),
+                _ => None,
+            };
+            if self.open_elements.len() < MAX_OPEN {
+                for c in over.into_iter().flatten() {
+                    self.bidi_open_spelled(c, raw_end);
+                }
+                self.open_elements.push(OpenElement {
+                    name,
+                    overrides: over.is_some(),
+                });
             }
-            _ if block => self.in_rt = false,
-            _ => {}
+        }
+        self.annotation_hidden = self.annotation_is_hidden();
+    }
+
+    /// Closes the open elements from `from` on (innermost first): their overrides end where
+    /// the tag that closes them starts.
+    fn close_elements(&mut self, from: usize) {
+        let closed: Vec<OpenElement> = self.open_elements.drain(from..).collect();
+        for _ in closed.iter().filter(|e| e.overrides) {
+            self.bidi_close_spelled(&['\u{202C}', '\u{2069}'], self.tag_raw_at);
         }
     }
 
-    /// Inside a ruby annotation, a character of the text (not markup): hidden. Returns false
-    /// when the character goes on as text (outside one, or the paragraph's end, which closes
-    /// it).
-    pub(super) fn annotation_char(&mut self, unit: Unit, spelled: bool, out: &mut String) -> bool {
-        if !self.in_rt {
+    /// Whether text here is a hidden annotation: inside an `<rp>`, or an `<rt>` or `<rtc>`
+    /// inside a `<ruby>`.
+    fn annotation_is_hidden(&self) -> bool {
+        let ruby = self.open_elements.iter().position(|e| e.name == "ruby");
+        self.open_elements.iter().enumerate().any(|(i, e)| {
+            e.name == "rp"
+                || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
+        })
+    }
+
+    /// A character of the text (not markup), as the open elements see it: a blank line closes
+    /// them all; inside a hidden annotation it is hidden (true: taken). A `<` (a tag) ends the
+    /// hidden text read so far.
+    pub(super) fn element_text_char(
+        &mut self,
+        unit: Unit,
+        spelled: bool,
+        out: &mut String,
+    ) -> bool {
+        let c = unit.c;
+        if c == '\n' || (is_paragraph_end(c) && c != '\r') {
+            if (self.line_blank || c != '\n') && !self.open_elements.is_empty() {
+                self.open_elements.clear();
+                self.annotation_hidden = false;
+                self.end_hidden(out);
+            }
+            self.line_blank = true;
+        } else if !c.is_whitespace() {
+            self.line_blank = false;
+        }
+        if !self.annotation_hidden {
             return false;
         }
-        if super::super::chars::is_paragraph_end(unit.c) {
-            self.in_rt = false;
-            self.end_hidden(out);
-            return false;
-        }
-        if !spelled && unit.c == '<' {
-            // A tag: what the annotation said so far is one aside.
+        if !spelled && c == '<' {
             self.end_hidden(out);
             return false;
         }

@@ -112,12 +112,12 @@ pub(in crate::scan::normal) fn html_space(c: char) -> bool {
 
 /// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
 /// hidden up to their end tag, their text an aside.
-pub(in crate::scan::normal) const RAW_TEXT: [&str; 19] = [
+pub(in crate::scan::normal) const RAW_TEXT: [&str; 18] = [
     "script", "style", "template", "title", "iframe", "noembed", "noframes",
     // Raw text where scripts run, as in every person's browser.
     "noscript", // Shown in a box of its own, apart from the words around it.
-    "textarea", // Not displayed by a browser's own style sheet.
-    "datalist", "rp", "dialog", // Replaced by what the element shows (its fallback content
+    "textarea", // Not displayed by a browser's own style sheet (`<rp>` too: `elements.rs`).
+    "datalist", "dialog", // Replaced by what the element shows (its fallback content
     // is for browsers without it), or shown as a control.
     "object", "video", "audio", "canvas", "meter", "progress", "select",
 ];

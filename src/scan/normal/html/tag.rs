@@ -88,10 +88,16 @@ impl Normalizer {
                 let block = self.read_tag_name(closing);
                 self.hide_name(out);
                 self.tag.clear();
+                let after_eq = attr::next(attr::BEFORE_NAME, c);
+                // The attribute's name starts with `c` (`<bdo/dir=rtl>`).
+                self.attribute_name.clear();
+                if after_eq == attr::NAME {
+                    self.attribute_name.push(c.to_ascii_lowercase());
+                }
                 self.markup = Markup::Attributes {
                     quote: None,
                     block,
-                    after_eq: attr::next(attr::BEFORE_NAME, c),
+                    after_eq,
                 };
                 self.hide(unit, out);
             }
@@ -222,7 +228,7 @@ impl Normalizer {
 
     /// A whole tag was read: it shows nothing, or a break between words.
     pub(super) fn tag_shown(&mut self, block: bool, raw: u64, raw_end: u64, out: &mut String) {
-        self.element_ended(block, raw_end);
+        self.element_ended(raw_end);
         if block {
             self.markup_char(' ', raw, raw_end, true, out);
         }
