@@ -184,6 +184,8 @@ pub struct Normalizer {
     bidi_trail: usize,
     bidi_context: String,
     bidi_context_raw: u64,
+    /// The run started inside a `<ruby>` (its `<rt>` text is not shown: `bidi.rs`).
+    bidi_in_ruby: bool,
     /// A raw span the view could not read within its bounds (see [`Normalizer::take_refusal`]).
     refused: Option<(u64, u64)>,
     /// `full`: the Markdown and HTML construct being read (`html.rs`), its `<…` so far, its
@@ -254,6 +256,7 @@ impl Normalizer {
             bidi_trail: 0,
             bidi_context: String::new(),
             bidi_context_raw: 0,
+            bidi_in_ruby: false,
             refused: None,
             markup: Markup::Text,
             raw_text: None,
@@ -433,7 +436,14 @@ impl Normalizer {
         }
         if self.mode == Normalize::Full {
             self.join_char(c, out);
-            return self.html_char(c, raw, raw_end, false, out);
+            let before = self.bidi.len();
+            self.html_char(c, raw, raw_end, false, out);
+            // A run this character's markup opened where the character starts (a reference
+            // without `;` that it ended, `&#8238tiurf`): the character is the run's first.
+            if before == 0 && self.bidi.last().is_some_and(|u| u.raw == raw) {
+                self.bidi_char(c, raw, raw_end, out);
+            }
+            return;
         }
         self.text_char(c, raw, raw_end, true, out);
     }

@@ -96,6 +96,7 @@ impl Normalizer {
             self.raw_start(at)
         };
         self.bidi_context = context;
+        self.bidi_in_ruby = self.open_elements.iter().any(|e| e.is("ruby"));
     }
 
     /// A control that markup spells (`<bdo>`'s override, a character reference), read where
@@ -181,7 +182,7 @@ impl Normalizer {
         // marks, as a Markdown renderer shows it too, without them), or as written.
         let mut readings = Vec::with_capacity(2);
         if self.mode == super::Normalize::Full {
-            let in_ruby = self.open_elements.iter().any(|e| e.is("ruby"));
+            let in_ruby = self.bidi_in_ruby;
             let rendered = as_rendered(&run, in_ruby);
             if rendered.contains(MARKDOWN_MARKS) {
                 readings.push(rendered.replace(MARKDOWN_MARKS, ""));

@@ -1025,6 +1025,12 @@ fn ruby_annotations_and_bdo_read_as_shown() {
         "the <bdo dir=rtl>*tiurf* neddibrof</bdo>",
         "the <bdo dir=rtl>tiurf\nneddibrof</bdo>",
         "the <bdo dir=rtl>neddibrof</bdo> <bdo dir=rtl>tiurf</bdo>",
+        // Review 10: a ruby's annotation after a run, a reference without `;` that a letter
+        // ends, an override opened past the open elements' bound.
+        "the <ruby><bdo dir=rtl>tiurf neddibrof</bdo><rt>x</rt></ruby>",
+        "the &#8238tiurf neddibrof",
+        "the &#x0202Etiurf neddibrof",
+        &format!("the {}<bdo dir=rtl>tiurf neddibrof</bdo>", "<b>".repeat(70)),
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");

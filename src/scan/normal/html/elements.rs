@@ -23,7 +23,7 @@ const MAX_NAME: usize = 8;
 /// A `dir` value's characters kept (references in it decoded when the tag ends).
 const MAX_DIR: usize = 32;
 
-/// Inline elements kept open; past it, start tags are not kept (their end tags close
+/// Inline elements kept open; past it, the outermost is forgotten (its end tag closes
 /// nothing).
 const MAX_OPEN: usize = 64;
 
@@ -93,15 +93,18 @@ impl Normalizer {
                 ("bdo", "ltr") => Some(['\u{2066}', '\u{202D}']),
                 _ => None,
             };
-            if self.open_elements.len() < MAX_OPEN {
-                for c in over.into_iter().flatten() {
-                    self.bidi_open_spelled(c, raw_end);
-                }
-                self.open_elements.push(OpenElement {
-                    name,
-                    overrides: over.is_some(),
-                });
+            // Past the bound the outermost element is forgotten (its end tag then closes
+            // nothing), never the one opening now: an override is always read.
+            if self.open_elements.len() >= MAX_OPEN {
+                self.open_elements.remove(0);
             }
+            for c in over.into_iter().flatten() {
+                self.bidi_open_spelled(c, raw_end);
+            }
+            self.open_elements.push(OpenElement {
+                name,
+                overrides: over.is_some(),
+            });
         }
         self.annotation_hidden = self.annotation_is_hidden();
     }
