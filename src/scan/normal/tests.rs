@@ -1031,6 +1031,10 @@ fn ruby_annotations_and_bdo_read_as_shown() {
         "the &#8238tiurf neddibrof",
         "the &#x0202Etiurf neddibrof",
         &format!("the {}<bdo dir=rtl>tiurf neddibrof</bdo>", "<b>".repeat(70)),
+        // Foreign content a browser does not draw.
+        "the forbid<svg width=0 height=0>zz</svg>den fruit",
+        "the forbid<svg><desc>zz</desc></svg>den fruit",
+        "the forbid<math>zz</math>den fruit",
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
@@ -1047,6 +1051,17 @@ fn ruby_annotations_and_bdo_read_as_shown() {
         view.to_lowercase().contains("akiaabcdefghijklmnop"),
         "{view:?}"
     );
+    // What foreign content draws is read.
+    for text in [
+        "the <svg><text>forbidden fruit</text></svg>",
+        "the <math><mi>forbidden fruit</mi></math>",
+    ] {
+        assert!(
+            reads(&full(text), "the forbidden fruit"),
+            "{text:?}: {:?}",
+            full(text)
+        );
+    }
     // `dir` on other elements, or `ltr`, changes nothing for Latin text.
     for text in [
         "the <span dir=rtl>forbidden fruit</span>",

@@ -6,7 +6,8 @@
 //! - a **ruby annotation** (`<rt>`, `<rtc>` inside a `<ruby>`) is shown above its base text,
 //!   not between its letters (`forbid<ruby>den<rt>zz</rt></ruby>` reads `forbidden`), and a
 //!   `<rp>`'s text is not shown at all: their text is hidden, an aside. An `<rt>` outside a
-//!   ruby is shown inline, as a browser shows it;
+//!   ruby is shown inline, as a browser shows it; foreign content a browser does not draw
+//!   (an `<svg>`'s or `<math>`'s text outside their text and token elements) is hidden too;
 //! - **`<bdo dir="rtl">`** (and `ltr`; the value's references decoded) shows its text in the
 //!   forced direction, as the bidi override U+202E (U+202D) in an isolate (U+2067, U+2066)
 //!   does: the bidi stage (`bidi.rs`) reads it as that isolated override, up to where the element closes (its end tag, or an end tag
@@ -18,7 +19,7 @@ use super::super::{Normalizer, Unit};
 use super::syntax::VOID;
 
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
-const MAX_NAME: usize = 8;
+const MAX_NAME: usize = 16;
 
 /// A `dir` value's characters kept (references in it decoded when the tag ends).
 const MAX_DIR: usize = 32;
@@ -118,14 +119,29 @@ impl Normalizer {
         }
     }
 
-    /// Whether text here is a hidden annotation: inside an `<rp>`, or an `<rt>` or `<rtc>`
-    /// inside a `<ruby>`.
+    /// Whether text here is not shown: inside an `<rp>`, an `<rt>` or `<rtc>` inside a
+    /// `<ruby>`, or foreign content a browser does not draw as text — in an `<svg>` outside
+    /// its text elements (`<text>`, `<tspan>`, `<textPath>`, `<foreignObject>`), in a `<math>`
+    /// outside its token elements (`<mi>`, `<mn>`, `<mo>`, `<ms>`, `<mtext>`).
     fn annotation_is_hidden(&self) -> bool {
-        let ruby = self.open_elements.iter().position(|e| e.name == "ruby");
-        self.open_elements.iter().enumerate().any(|(i, e)| {
+        let at = |name: &str| self.open_elements.iter().position(|e| e.name == name);
+        let inside = |outer: Option<usize>, names: &[&str]| {
+            outer.is_some_and(|o| {
+                self.open_elements[o + 1..]
+                    .iter()
+                    .any(|e| names.contains(&e.name.as_str()))
+            })
+        };
+        let ruby = at("ruby");
+        let annotation = self.open_elements.iter().enumerate().any(|(i, e)| {
             e.name == "rp"
                 || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
-        })
+        });
+        let svg = at("svg");
+        let math = at("math");
+        annotation
+            || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
+            || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
     }
 
     /// A character of the text (not markup), as the open elements see it: a blank line closes
