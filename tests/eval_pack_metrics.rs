@@ -359,8 +359,7 @@ async fn cross_variant_graders_compare_the_live_answers_of_variants() {
     )
     .unwrap();
     let report = dir.path().join("r.json");
-    let args: Vec<String> = [
-        "eval",
+    let (code, out) = common::binary::eval_off_workers(&[
         "--config",
         &config,
         "--cases",
@@ -374,16 +373,8 @@ async fn cross_variant_graders_compare_the_live_answers_of_variants() {
         metric_file.to_str().unwrap(),
         "--json",
         report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(&refs)
-    })
-    .await
-    .unwrap();
+    ])
+    .await;
     assert!(code == 0 || code == 1, "{out}");
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let score = |id: &str, metric: &str| -> (Value, String) {

@@ -83,6 +83,18 @@ pub fn eval(args: &[&str]) -> (i32, String) {
     run(&all)
 }
 
+/// [`eval`] on tokio's blocking pool: a run that calls servers this test's runtime serves
+/// must not hold one of its workers.
+pub async fn eval_off_workers(args: &[&str]) -> (i32, String) {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&refs)
+    })
+    .await
+    .unwrap()
+}
+
 /// `guardwire eval --config C --scenario S --model gpt-4o-mini --json R` with the config and
 /// scenario texts written to a temporary folder, off the async workers: the exit status, the
 /// JSON report, and what the command printed.
@@ -95,7 +107,7 @@ pub async fn scenario_report(config: &str, scenario: &str) -> (i32, serde_json::
     );
     std::fs::write(&config_path, config).unwrap();
     std::fs::write(&scenario_path, scenario).unwrap();
-    let args: Vec<String> = [
+    let (code, out) = eval_off_workers(&[
         "--config",
         config_path.to_str().unwrap(),
         "--scenario",
@@ -104,16 +116,8 @@ pub async fn scenario_report(config: &str, scenario: &str) -> (i32, serde_json::
         "gpt-4o-mini",
         "--json",
         report.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        eval(&refs)
-    })
-    .await
-    .unwrap();
+    ])
+    .await;
     let r = serde_json::from_slice(&std::fs::read(&report).unwrap())
         .unwrap_or_else(|e| panic!("{e}: {out}"));
     (code, r, out)

@@ -38,6 +38,13 @@ use std::borrow::Cow;
 /// Artifacts one answer may carry (each has a channel); beyond, the answer fails closed.
 const MAX_ARTIFACTS: usize = 256;
 
+/// An answer past [`MAX_ARTIFACTS`] fails.
+fn too_many_artifacts() -> DecodeError {
+    DecodeError(format!(
+        "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
+    ))
+}
+
 /// The choice the artifacts' joined text is read on (after every artifact's own).
 pub(super) const JOINED: u32 = 1 + MAX_ARTIFACTS as u32;
 
@@ -344,9 +351,7 @@ impl A2aStream {
             return Ok(slot);
         }
         if self.artifacts.len() >= MAX_ARTIFACTS {
-            return Err(DecodeError(format!(
-                "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
-            )));
+            return Err(too_many_artifacts());
         }
         self.artifacts.push((id.to_owned(), false));
         Ok(self.artifacts.len() - 1)
@@ -421,9 +426,7 @@ impl A2aStream {
         artifacts: Vec<Artifact<'a>>,
     ) -> Result<(), DecodeError> {
         if artifacts.len() > MAX_ARTIFACTS {
-            return Err(DecodeError(format!(
-                "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
-            )));
+            return Err(too_many_artifacts());
         }
         self.new_joined_reading(out);
         self.task.clear();
@@ -463,9 +466,7 @@ impl A2aStream {
             Some(at) => at,
             None => {
                 if self.task.len() >= MAX_ARTIFACTS {
-                    return Err(DecodeError(format!(
-                        "the agent's answer has more than {MAX_ARTIFACTS} artifacts"
-                    )));
+                    return Err(too_many_artifacts());
                 }
                 self.task.push(TaskArtifact {
                     id,
