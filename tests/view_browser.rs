@@ -90,6 +90,10 @@ const PIECES: &[&str] = &[
     "<ruby><rt>t</ruby>",
     "<span><ruby>r<rt>t</span>",
     "<ruby>r<rp>(</ruby>",
+    // Review 10: foreign content a browser does not draw (and what it does).
+    "<svg width=0 height=0>z</svg>",
+    "<math>z</math>",
+    "<svg><text>t</text></svg>",
     "<",
     ">",
     "x",

@@ -26,13 +26,32 @@
 //! the same.
 
 use super::aside::REPLAY;
-use super::html::attr;
+use super::html::{attr, RAW_TEXT};
 use super::Normalizer;
 use std::sync::LazyLock;
 
-/// Comments and tags CommonMark reads inside a `<…>` it does not read as a tag.
+/// What a Markdown renderer passes to the browser as HTML inside a `<…>` it does not read as
+/// a tag, and the browser does not show: comments (a browser's `--!>` ends one too, as where
+/// the renderer passes a whole block through), processing instructions, declarations, CDATA
+/// sections, tags, and raw-text elements with their content.
 static INNER_MARKUP: LazyLock<regex::Regex> = LazyLock::new(|| {
-    let pattern = format!(r"<!-->|<!--->|<!--[\s\S]*?-->|{}", commonmark_tags());
+    let raw_text: Vec<String> = RAW_TEXT
+        .iter()
+        .map(|name| format!(r"<{name}(?:[\t\n\x0c\r /][^>]*)?>[\s\S]*?</{name}[^>]*>"))
+        .collect();
+    let pattern = format!(
+        r"<!-->|<!--->|<!--[\s\S]*?--!?>|<\?[\s\S]*?>|<![A-Za-z\[][^>]*>|(?i:{})|{}",
+        raw_text.join("|"),
+        commonmark_tags()
+    );
+    regex::Regex::new(&pattern)
+        .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
+});
+
+/// A raw-text element's start tag whose end tag is not inside the `<…>`: what follows is
+/// hidden up to it.
+static INNER_RAW_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
+    let pattern = format!(r"(?i)^<({})(?:[\t\n\x0c\r /][^>]*)?>$", RAW_TEXT.join("|"));
     regex::Regex::new(&pattern)
         .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
 });
@@ -92,6 +111,9 @@ pub(super) struct Join {
     destination: bool,
     /// A line break a browser removes: the white space recorded first is not shown.
     trim: bool,
+    /// Markdown's reading is inside a raw-text element (opened inside a `<…>` the view read
+    /// as one tag): what the view writes is not recorded up to that element's end tag.
+    raw_text: Option<String>,
 }
 
 /// The longest browser's tag read for its `>`.
@@ -158,13 +180,30 @@ impl Normalizer {
         let raw = self.tag_raw_at;
         let (mut context, context_raw) = self.context(MARKDOWN, raw);
         // What CommonMark does read inside it (a comment, a tag: `<fo<q>`) it hides.
-        let shown = INNER_MARKUP.replace_all(&text[1..], "");
+        // A raw-text element opened (and not closed) inside it hides what follows, up to its
+        // end tag.
+        let inner = &text[1..];
+        let (mut shown, mut raw_text, mut from) = (String::new(), None, 0);
+        for m in INNER_MARKUP.find_iter(inner) {
+            shown.push_str(&inner[from..m.start()]);
+            from = m.end();
+            if let Some(open) = INNER_RAW_TEXT
+                .captures(m.as_str())
+                .filter(|open| open.get(0).is_some_and(|o| o.len() == m.len()))
+            {
+                raw_text = Some(open[1].to_ascii_lowercase());
+                from = inner.len();
+                break;
+            }
+        }
+        shown.push_str(&inner[from..]);
         context.push('<');
         context.push_str(&super::markup::decode_references(&shown));
         self.joins[MARKDOWN] = Some(Box::new(Join {
             context,
             context_raw,
             closed: true,
+            raw_text,
             ..Join::default()
         }));
     }
@@ -241,6 +280,15 @@ impl Normalizer {
         }
     }
 
+    /// An end tag `name` ended: Markdown's reading inside that raw-text element goes on.
+    pub(super) fn join_end_tag(&mut self, name: &str) {
+        if let Some(j) = &mut self.joins[MARKDOWN] {
+            if j.raw_text.as_deref() == Some(name) {
+                j.raw_text = None;
+            }
+        }
+    }
+
     /// Whether a reading is being recorded.
     pub(super) fn joining(&self) -> bool {
         self.joins.iter().any(Option::is_some)
@@ -303,7 +351,7 @@ impl Normalizer {
     /// A character the view writes (not in an aside): recorded after a closed construct.
     pub(super) fn join_written(&mut self, c: char) {
         for j in self.joins.iter_mut().flatten() {
-            if j.closed {
+            if j.closed && j.raw_text.is_none() {
                 j.after.push(c);
             }
         }
@@ -365,6 +413,13 @@ mod tests {
         assert_eq!(
             INNER_MARKUP.replace_all("fo<q>x<!-- c -->y<!-->", ""),
             "foxy"
+        );
+        assert_eq!(
+            INNER_MARKUP.replace_all(
+                "a<!DOCTYPE x>b<?p?>c<![CDATA[d]]>e<!--f--!>g<SCRIPT>h</script>i",
+                ""
+            ),
+            "abcegi"
         );
     }
 }

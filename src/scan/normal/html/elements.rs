@@ -6,7 +6,8 @@
 //! - a **ruby annotation** (`<rt>`, `<rtc>` inside a `<ruby>`) is shown above its base text,
 //!   not between its letters (`forbid<ruby>den<rt>zz</rt></ruby>` reads `forbidden`), and a
 //!   `<rp>`'s text is not shown at all: their text is hidden, an aside. An `<rt>` outside a
-//!   ruby is shown inline, as a browser shows it; foreign content a browser does not draw
+//!   ruby, or in one with no base text before it, is shown in line, as a browser shows it;
+//!   foreign content a browser does not draw
 //!   (an `<svg>`'s or `<math>`'s text outside their text and token elements) is hidden too;
 //! - **`<bdo dir="rtl">`** (and `ltr`; the value's references decoded) shows its text in the
 //!   forced direction, as the bidi override U+202E (U+202D) in an isolate (U+2067, U+2066)
@@ -34,6 +35,9 @@ const MAX_OPEN: usize = 64;
 pub(in crate::scan::normal) struct OpenElement {
     name: String,
     overrides: bool,
+    /// A `<ruby>` whose base text was shown: its annotations are shown above it. (Without a
+    /// base, a browser shows an annotation in line.)
+    based: bool,
 }
 
 impl OpenElement {
@@ -67,6 +71,7 @@ impl Normalizer {
         let name = std::mem::take(&mut self.tag_element);
         let dir = decode_references(&std::mem::take(&mut self.dir_value));
         if self.tag_closing {
+            self.join_end_tag(&name);
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
                 self.close_elements(i);
             }
@@ -105,6 +110,7 @@ impl Normalizer {
             self.open_elements.push(OpenElement {
                 name,
                 overrides: over.is_some(),
+                based: false,
             });
         }
         self.annotation_hidden = self.annotation_is_hidden();
@@ -132,7 +138,7 @@ impl Normalizer {
                     .any(|e| names.contains(&e.name.as_str()))
             })
         };
-        let ruby = at("ruby");
+        let ruby = at("ruby").filter(|&r| self.open_elements[r].based);
         let annotation = self.open_elements.iter().enumerate().any(|(i, e)| {
             e.name == "rp"
                 || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
@@ -142,6 +148,13 @@ impl Normalizer {
         annotation
             || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
             || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
+    }
+
+    /// Whether an annotation (`<rt>`, `<rtc>`, `<rp>`) is open.
+    fn in_annotation(&self) -> bool {
+        self.open_elements
+            .iter()
+            .any(|e| matches!(e.name.as_str(), "rt" | "rtc" | "rp"))
     }
 
     /// A character of the text (not markup), as the open elements see it: a blank line closes
@@ -165,6 +178,15 @@ impl Normalizer {
             self.line_blank = false;
         }
         if !self.annotation_hidden {
+            // Text shown in a ruby outside its annotations is its base.
+            // (A `<` starts a tag: no text.)
+            let text = spelled || c != '<';
+            if text && !self.open_elements.is_empty() && !c.is_whitespace() && !self.in_annotation()
+            {
+                if let Some(ruby) = self.open_elements.iter_mut().rfind(|e| e.name == "ruby") {
+                    ruby.based = true;
+                }
+            }
             return false;
         }
         if !spelled && c == '<' {
