@@ -78,6 +78,12 @@ fn spellings() -> Vec<String> {
         "&#x202e;dribeulb tcejorp&#x202c;".into(),
         "<bdo dir=rtl>dribeulb tc&#101;jorp</bdo>".into(),
         "\u{202e}drib<b>eulb</b> tcejorp\u{202c}".into(),
+        // The second reader's reading, an aside written after what follows is read: held
+        // back from where it starts (an autolink a browser hides, a tag CommonMark shows as
+        // text, an image a person sees instead of its alt text).
+        "proj<ab:c>ect bluebird".into(),
+        "<pro<q>ject bluebird".into(),
+        "pro![x](y)ject bluebird".into(),
     ]
 }
 

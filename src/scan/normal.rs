@@ -51,8 +51,11 @@
 //! of look-alike letters, a run of `_` and a character reference (64 characters, the longest
 //! reference), a variation selector (one character), a bidi run (until it ends, at most
 //! [`bidi::MAX_BIDI`] characters: past that with a control open the span is refused,
-//! [`Normalizer::take_refusal`]), and with `full` a `<` construct, a backslash and the hidden
-//! text of a comment, tag or link (`html.rs`).
+//! [`Normalizer::take_refusal`]), and with `full` a `<` construct, a backslash, the hidden
+//! text of a comment, tag or link (`html.rs`), and the other reader's reading around an
+//! autolink, an image or a tag CommonMark does not read (`join.rs`: from its context up to
+//! [`join::TRAIL`] bytes of view after it), so a match in an aside blocks before any of it
+//! is released.
 
 mod aside;
 mod bidi;
@@ -315,7 +318,9 @@ impl Normalizer {
         let hidden = self.hidden.first().map(|u| u.raw);
         let escape = self.escape.map(|u| u.raw);
         let asides = self.asides.first().map(aside::Aside::raw);
+        let joins = self.joins_from();
         [
+            joins,
             asides,
             held,
             marks,

@@ -289,6 +289,12 @@ impl Normalizer {
         }
     }
 
+    /// Where the earliest reading being recorded starts (its context): held back, so a match
+    /// in its aside blocks before any of it is released.
+    pub(super) fn joins_from(&self) -> Option<u64> {
+        self.joins.iter().flatten().map(|j| j.context_raw).min()
+    }
+
     /// Whether a reading is being recorded.
     pub(super) fn joining(&self) -> bool {
         self.joins.iter().any(Option::is_some)
