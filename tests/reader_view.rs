@@ -84,6 +84,10 @@ fn spellings() -> Vec<String> {
         "proj<ab:c>ect bluebird".into(),
         "<pro<q>ject bluebird".into(),
         "pro![x](y)ject bluebird".into(),
+        // Review 10: a blank line a browser reading HTML shows as white space, its elements
+        // open (a ruby's annotation hides what follows it; `<bdo>` reverses it).
+        "proj<ruby>ect<rt>\n\nzz</rt></ruby> bluebird".into(),
+        "<bdo dir=rtl>dribeulb\n\ntcejorp</bdo>".into(),
     ]
 }
 

@@ -94,6 +94,9 @@ const PIECES: &[&str] = &[
     "<svg width=0 height=0>z</svg>",
     "<math>z</math>",
     "<svg><text>t</text></svg>",
+    // A blank line inside an element that hides text (white space to a browser).
+    "<svg>\n\nz</svg>",
+    "<math>z\n \nz</math>",
     "<",
     ">",
     "x",

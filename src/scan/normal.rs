@@ -189,6 +189,8 @@ pub struct Normalizer {
     bidi_context_raw: u64,
     /// The run started inside a `<ruby>` (its `<rt>` text is not shown: `bidi.rs`).
     bidi_in_ruby: bool,
+    /// The run went on through a blank line with a control open (`bidi.rs`).
+    bidi_past_blank_line: bool,
     /// A raw span the view could not read within its bounds (see [`Normalizer::take_refusal`]).
     refused: Option<(u64, u64)>,
     /// `full`: the Markdown and HTML construct being read (`html.rs`), its `<…` so far, its
@@ -204,7 +206,7 @@ pub struct Normalizer {
     after_bracket: bool,
     /// `full`: the browser's and the Markdown renderer's readings around the constructs they
     /// read apart, being recorded (`join.rs`).
-    joins: [Option<Box<join::Join>>; 2],
+    joins: [Option<Box<join::Join>>; join::READINGS],
     /// `full`: a white space run waiting for the character after it, and whether the last
     /// character was a U+200B (`segment.rs`).
     after_break: bool,
@@ -227,6 +229,9 @@ pub struct Normalizer {
     dir_attribute: bool,
     dir_value: String,
     open_elements: Vec<html::OpenElement>,
+    /// Elements a blank line closed for Markdown that still hide text from a browser reading
+    /// HTML (`html/elements.rs`).
+    html_open: Vec<html::OpenElement>,
     annotation_hidden: bool,
     line_blank: bool,
 }
@@ -260,6 +265,7 @@ impl Normalizer {
             bidi_context: String::new(),
             bidi_context_raw: 0,
             bidi_in_ruby: false,
+            bidi_past_blank_line: false,
             refused: None,
             markup: Markup::Text,
             raw_text: None,
@@ -282,6 +288,7 @@ impl Normalizer {
             dir_attribute: false,
             dir_value: String::new(),
             open_elements: Vec::new(),
+            html_open: Vec::new(),
             annotation_hidden: false,
             line_blank: false,
         }

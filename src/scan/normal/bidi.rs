@@ -14,17 +14,24 @@
 //! A run ends at the end of its paragraph (a line break or paragraph separator: a control
 //! without its closing PDF or PDI reaches that far, as UAX #9 says), at the end of the text, or
 //! [`TRAIL`] characters after its last control closed (so the shown text around the run is in
-//! the aside). Every split of the text records the same characters, so the view is the same.
+//! the aside). With `full`, a blank line with a control open does not end it: a Markdown
+//! renderer ends the paragraph there, a browser reading HTML does not (a blank line is white
+//! space to it, and `<bdo>` stays open), so the run is read both ways — as one paragraph, and
+//! as paragraphs each ordered on its own. Every split of the text records the same characters,
+//! so the view is the same.
 //!
 //! Bound: the raw bytes from the context on wait in the hold-back until the aside is written.
 //! A run longer than [`MAX_BIDI`] characters is written then, and if a control is still open
 //! there, the span is *refused* ([`Normalizer::take_refusal`]): the checks that read this view
 //! count it as a match (fail closed), as the order a renderer shows past that point depends on
-//! where it breaks lines.
+//! where it breaks lines. A run that went on through a blank line is not refused (one stray
+//! control, one `<bdo>` a code span shows, must not refuse a long answer): it goes on from its
+//! last [`TRAIL`] characters, its controls still open.
 
 use super::chars::{is_bidi_closer, is_bidi_opener, is_paragraph_end};
 use super::html::RAW_TEXT;
 use super::{Normalizer, Unit};
+use std::sync::LazyLock;
 use unicode_bidi::BidiInfo;
 
 /// Characters recorded after the last control closed.
@@ -47,6 +54,9 @@ impl Normalizer {
         if is_paragraph_end(c) && self.ends_paragraph(c) {
             return self.end_bidi(out);
         }
+        if c == '\n' && !self.bidi_open.is_empty() && self.after_blank_line() {
+            self.bidi_past_blank_line = true;
+        }
         self.bidi.push(Unit {
             c,
             raw,
@@ -62,6 +72,9 @@ impl Normalizer {
             self.bidi_trail += 1;
         }
         if self.bidi.len() > MAX_BIDI {
+            if self.bidi_past_blank_line && !self.bidi_open.is_empty() {
+                return self.restart_bidi(out);
+            }
             if !self.bidi_open.is_empty() {
                 self.refused = Some((self.bidi_context_raw, raw_end));
             }
@@ -72,19 +85,70 @@ impl Normalizer {
     }
 
     /// Whether the paragraph end `c` ends the run: to a renderer of HTML or Markdown
-    /// (`full`) a line break is a space within the paragraph, which a blank line ends; in plain
-    /// text (`nfkc`) every line is a paragraph.
+    /// (`full`) a line break is a space within the paragraph; a blank line ends a Markdown
+    /// paragraph but is white space to a browser reading HTML, so with a control still open the
+    /// run goes on (both readings are written at its end); in plain text (`nfkc`) every line is
+    /// a paragraph.
     fn ends_paragraph(&self, c: char) -> bool {
         if self.mode != super::Normalize::Full || !matches!(c, '\n' | '\r') {
             return true;
         }
-        c == '\n'
-            && self
-                .bidi
-                .iter()
-                .rev()
-                .find(|u| !matches!(u.c, ' ' | '\t' | '\r'))
-                .is_some_and(|u| u.c == '\n')
+        c == '\n' && self.bidi_open.is_empty() && self.after_blank_line()
+    }
+
+    /// A run past the bound that went on through a blank line (a browser reading HTML keeps
+    /// its controls open, a Markdown renderer has closed them: a stray control in one paragraph,
+    /// an `<bdo>` a code span shows, must not refuse a long answer): its readings so far are
+    /// written, and it goes on from its last [`TRAIL`] characters with the controls still open,
+    /// so a phrase shown across the cut is read whole.
+    fn restart_bidi(&mut self, out: &mut String) {
+        let from = self.bidi.len().saturating_sub(TRAIL);
+        let at = self.bidi[from].raw;
+        // The openers still open (as `close_bidi` closes them), spelled again where the kept
+        // characters start.
+        let mut open: Vec<char> = Vec::new();
+        for u in &self.bidi[..from] {
+            if is_bidi_opener(u.c) {
+                open.push(u.c);
+            } else if u.c == '\u{2069}' {
+                if let Some(i) = open.iter().rposition(|&c| is_isolate(c)) {
+                    open.truncate(i);
+                }
+            } else if is_bidi_closer(u.c) && open.last().is_some_and(|&c| !is_isolate(c)) {
+                open.pop();
+            }
+        }
+        let mut kept: Vec<Unit> = open
+            .into_iter()
+            .map(|c| Unit {
+                c,
+                raw: at,
+                raw_end: at,
+                exact: false,
+            })
+            .collect();
+        kept.extend_from_slice(&self.bidi[from..]);
+        let (open, trail, in_ruby) = (
+            std::mem::take(&mut self.bidi_open),
+            self.bidi_trail,
+            self.bidi_in_ruby,
+        );
+        self.end_bidi(out);
+        self.bidi = kept;
+        self.bidi_open = open;
+        self.bidi_trail = trail;
+        self.bidi_context_raw = at;
+        self.bidi_in_ruby = in_ruby;
+        self.bidi_past_blank_line = true;
+    }
+
+    /// Whether the run's last line is blank (a line break now ends a Markdown paragraph).
+    fn after_blank_line(&self) -> bool {
+        self.bidi
+            .iter()
+            .rev()
+            .find(|u| !matches!(u.c, ' ' | '\t' | '\r'))
+            .is_some_and(|u| u.c == '\n')
     }
 
     /// A run starts at raw `raw`: the view's text before it is its context.
@@ -178,14 +242,26 @@ impl Normalizer {
         self.bidi.clear();
         self.bidi_open.clear();
         self.bidi_trail = 0;
+        self.bidi_past_blank_line = false;
         // The run as its reader is shown it: as rendered (`full`: and, when it holds Markdown's
         // marks, as a Markdown renderer shows it too, without them), or as written.
-        let mut readings = Vec::with_capacity(2);
+        let mut readings = Vec::with_capacity(3);
         if self.mode == super::Normalize::Full {
             let in_ruby = self.bidi_in_ruby;
             let rendered = as_rendered(&run, in_ruby);
             if rendered.contains(MARKDOWN_MARKS) {
                 readings.push(rendered.replace(MARKDOWN_MARKS, ""));
+            }
+            // A run through a blank line: a browser reading HTML shows it as one paragraph
+            // (above), a Markdown renderer as paragraphs each ordered on its own, their
+            // elements closed where each ends.
+            if BLANK_LINE.is_match(&run) {
+                let paragraphs: Vec<String> = BLANK_LINE
+                    .split(&run)
+                    .enumerate()
+                    .map(|(i, p)| as_rendered(p, in_ruby && i == 0).replace(MARKDOWN_MARKS, ""))
+                    .collect();
+                readings.push(paragraphs.join("\u{2029}"));
             }
             readings.push(rendered);
         } else {
@@ -197,15 +273,30 @@ impl Normalizer {
             let mut shown = String::with_capacity(logical.len());
             for para in &info.paragraphs {
                 shown.push_str(&info.reorder_line(para, para.range.clone()));
+                shown.push(' ');
             }
-            let written: String = logical.chars().filter(|&c| !is_control(c)).collect();
-            let shown: String = shown.chars().filter(|&c| !is_control(c)).collect();
+            // (Paragraphs read one after the other, each followed by a space.)
+            let plain = |text: &str| -> String {
+                let text: String = text
+                    .chars()
+                    .filter(|&c| !is_control(c))
+                    .map(|c| if c == '\u{2029}' { ' ' } else { c })
+                    .collect();
+                text.trim_end_matches(' ').to_owned()
+            };
+            let (written, shown) = (plain(&logical), plain(&shown));
             if shown != written {
                 self.aside(&shown, raw, last.raw_end, out);
             }
         }
     }
 }
+
+/// A blank line: the end of a Markdown paragraph.
+static BLANK_LINE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"\n[ \t\r]*\n")
+        .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
+});
 
 /// Markdown's inline marks, which a Markdown renderer does not show.
 const MARKDOWN_MARKS: [char; 4] = ['*', '_', '~', '`'];
@@ -268,6 +359,11 @@ fn as_rendered(run: &str, mut in_ruby: bool) -> String {
         shown.push_str(rest);
     }
     super::markup::decode_references(&shown).replace(['\n', '\r'], " ")
+}
+
+/// An isolate's opener (LRI, RLI, FSI), which only a PDI closes.
+fn is_isolate(c: char) -> bool {
+    matches!(c, '\u{2066}'..='\u{2068}')
 }
 
 /// The bidi formatting characters and marks, which show nothing themselves.

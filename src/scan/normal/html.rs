@@ -422,6 +422,7 @@ impl Normalizer {
         self.after_bracket = false;
         self.brackets = 0;
         self.open_elements.clear();
+        self.html_open.clear();
         self.annotation_hidden = false;
     }
 }

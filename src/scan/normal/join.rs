@@ -11,6 +11,10 @@
 //! - **Images** (`![alt](destination)`): the view shows the alt text (what a model reads, and
 //!   a browser when the image does not load); a person sees the image: the text before it
 //!   joined to the text after it is the aside.
+//! - **A blank line inside an element that hides text** (a ruby's annotation, foreign
+//!   content): Markdown's paragraph ends there and closes it, so the view shows what follows;
+//!   a browser reading HTML keeps it open: its reading, the text before the blank line joined
+//!   to what follows the element's end, is the aside (`html/elements.rs`).
 //! - **Tags CommonMark does not read as tags** (`<forbidden fr<!---->`, `<fo<q>`, an unclosed
 //!   `<x y`): the view hides them as a browser does; Markdown shows them as written (their
 //!   character references decoded): the view before, the tag's text and the view after are
@@ -82,6 +86,8 @@ pub(super) const TRAIL: usize = 192;
 pub(super) const BROWSER: usize = 0;
 /// The Markdown renderer's reading (tags CommonMark does not read).
 pub(super) const MARKDOWN: usize = 1;
+/// Readings recorded at once (one of each).
+pub(super) const READINGS: usize = 2;
 
 /// One reading around a construct, being recorded.
 #[derive(Debug, Clone, Default)]
@@ -114,6 +120,13 @@ pub(super) struct Join {
     /// Markdown's reading is inside a raw-text element (opened inside a `<…>` the view read
     /// as one tag): what the view writes is not recorded up to that element's end tag.
     raw_text: Option<String>,
+    /// (The browser's reading where a blank line closed elements that hide text — a ruby's
+    /// annotation, foreign content — for Markdown, and not for a browser: `html/elements.rs`.)
+    /// The elements still hide what follows: nothing is recorded yet; `read`
+    /// counts the characters meanwhile, and past [`MAX_TAG`] of them the context is no longer
+    /// held back (`released`).
+    waiting: bool,
+    released: bool,
 }
 
 /// The longest browser's tag read for its `>`.
@@ -211,6 +224,9 @@ impl Normalizer {
     /// A line break next to a U+200B (`segment.rs`): a browser shows none there, so the view
     /// before the white space is joined to what comes after it.
     pub(super) fn join_across_break(&mut self, raw: u64) {
+        if self.browser_waiting() {
+            return;
+        }
         let (mut context, context_raw) = self.context(BROWSER, raw);
         let kept = context.trim_end_matches([' ', '\t']).len();
         context.truncate(kept);
@@ -225,6 +241,9 @@ impl Normalizer {
 
     /// An autolink opens at raw `raw` (its `<`).
     pub(super) fn open_join(&mut self, raw: u64) {
+        if self.browser_waiting() {
+            return;
+        }
         let (context, context_raw) = self.context(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
             context,
@@ -236,7 +255,7 @@ impl Normalizer {
     /// A `[` after a `!` the view wrote (`depth`: the brackets open with it): an image's alt
     /// text may start, which a person does not see.
     pub(super) fn open_image(&mut self, raw: u64, depth: u32) {
-        if !self.recent.ends_with('!') {
+        if !self.recent.ends_with('!') || self.browser_waiting() {
             return;
         }
         self.open_join(raw);
@@ -271,7 +290,7 @@ impl Normalizer {
     /// The autolink's `>` (`true`) or the end of what was read as one (`false`: it was not an
     /// autolink, and a browser's tag goes on to its `>`).
     pub(super) fn close_join(&mut self, autolink: bool) {
-        if let Some(j) = &mut self.joins[BROWSER] {
+        if let Some(j) = self.joins[BROWSER].as_mut().filter(|j| !j.waiting) {
             if autolink {
                 j.closed = true;
             } else {
@@ -292,7 +311,39 @@ impl Normalizer {
     /// Where the earliest reading being recorded starts (its context): held back, so a match
     /// in its aside blocks before any of it is released.
     pub(super) fn joins_from(&self) -> Option<u64> {
-        self.joins.iter().flatten().map(|j| j.context_raw).min()
+        self.joins
+            .iter()
+            .flatten()
+            .filter(|j| !j.released)
+            .map(|j| j.context_raw)
+            .min()
+    }
+
+    /// A blank line closed elements hiding text (Markdown's reading), which a browser reading
+    /// HTML keeps open: its reading waits for their end.
+    pub(super) fn open_html_join(&mut self, raw: u64) {
+        let (context, context_raw) = self.context(BROWSER, raw);
+        self.joins[BROWSER] = Some(Box::new(Join {
+            context,
+            context_raw,
+            waiting: true,
+            ..Join::default()
+        }));
+    }
+
+    /// Those elements ended: what the view writes now follows the context.
+    pub(super) fn close_html_join(&mut self) {
+        if let Some(j) = &mut self.joins[BROWSER] {
+            j.waiting = false;
+            j.released = false;
+            j.closed = true;
+        }
+    }
+
+    /// Whether the browser's reading waits for elements that hide what comes (which hide
+    /// the constructs inside them too).
+    fn browser_waiting(&self) -> bool {
+        self.joins[BROWSER].as_ref().is_some_and(|j| j.waiting)
     }
 
     /// Whether a reading is being recorded.
@@ -342,6 +393,12 @@ impl Normalizer {
                 }
             }
         }
+        if let Some(j) = &mut self.joins[BROWSER] {
+            if j.waiting {
+                j.read += 1;
+                j.released = j.read > MAX_TAG;
+            }
+        }
         for reading in [BROWSER, MARKDOWN] {
             // A line break is white space in the view, and a soft break in Markdown: the
             // recording goes on through it, up to its bound.
@@ -386,8 +443,9 @@ impl Normalizer {
 
     /// The end of the text: every reading recorded is written.
     pub(super) fn end_joins(&mut self, out: &mut String) {
-        self.end_join(BROWSER, out);
-        self.end_join(MARKDOWN, out);
+        for reading in [BROWSER, MARKDOWN] {
+            self.end_join(reading, out);
+        }
     }
 }
 

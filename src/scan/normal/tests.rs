@@ -1070,3 +1070,67 @@ fn ruby_annotations_and_bdo_read_as_shown() {
         assert!(reads(&full(text), "forbidden fruit"), "{text:?}");
     }
 }
+
+/// Review 10: a blank line ends a Markdown paragraph and closes its elements, while a browser
+/// reading HTML shows it as white space, its elements open: both readings are read.
+#[test]
+fn a_blank_line_is_read_as_markdown_and_as_html_reads_it() {
+    for (text, phrase) in [
+        // As HTML: one override, one paragraph.
+        (
+            "the <bdo dir=rtl>tiurf\n\nneddibrof</bdo> end",
+            "the forbidden fruit end",
+        ),
+        (
+            "the \u{202e}tiurf\n\nneddibrof\u{202c} end",
+            "the forbidden fruit end",
+        ),
+        // As Markdown: the first paragraph reversed on its own.
+        ("the <bdo dir=rtl>tiurf\n\nneddibrof</bdo> end", "the fruit"),
+        ("the \u{202e}tiurf\n \nneddibrof", "the fruit"),
+        // A ruby's annotation, foreign content: hidden to a browser up to their end.
+        (
+            "forbid<ruby>den<rt>\n\nzz</rt></ruby> fruit",
+            "forbidden fruit",
+        ),
+        ("forbid<ruby>den<rt>x\n\nzz</ruby> fruit", "forbidden fruit"),
+        (
+            "the forbidden<svg>x\n\ny</svg> fruit",
+            "the forbidden fruit",
+        ),
+        // And shown by Markdown after it.
+        (
+            "forbid<ruby>den<rt>\n\nforbidden</rt></ruby> fruit",
+            "forbidden fruit",
+        ),
+    ] {
+        let view = full(text);
+        assert!(reads(&view, phrase), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // An override open through a blank line goes on past the bound without refusing (a
+    // stray control, a `<bdo>` a code span shows), and still reads what it shows.
+    for text in [
+        format!(
+            "x \u{202e}ab\n\n{}tiurf neddibrof{}",
+            "y ".repeat(600),
+            " z".repeat(600)
+        ),
+        format!(
+            "x `<bdo dir=rtl>`\n\n{}tiurf neddibrof{}",
+            "y ".repeat(600),
+            " z".repeat(600)
+        ),
+    ] {
+        let (view, mut n) = view_of(&text, &[], Normalize::Full);
+        assert!(reads(&view, "forbidden fruit"), "{view:?}");
+        assert_eq!(n.take_refusal(), None);
+    }
+    // Within one paragraph the bound still refuses.
+    let (_, mut n) = view_of(
+        &format!("x \u{202e}{}", "y ".repeat(600)),
+        &[],
+        Normalize::Full,
+    );
+    assert!(n.take_refusal().is_some());
+}

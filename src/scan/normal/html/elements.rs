@@ -75,6 +75,13 @@ impl Normalizer {
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
                 self.close_elements(i);
             }
+            if let Some(i) = self.html_open.iter().rposition(|e| e.name == name) {
+                self.html_open.truncate(i);
+                if !hides(&self.html_open) {
+                    self.html_open.clear();
+                    self.close_html_join();
+                }
+            }
         } else if !VOID.contains(&name.as_str()) {
             // (`<x/>` opens `x` all the same: HTML ignores the slash.)
             // An annotation starts: the annotations before it end (the parser's implied end
@@ -113,7 +120,20 @@ impl Normalizer {
                 based: false,
             });
         }
-        self.annotation_hidden = self.annotation_is_hidden();
+        self.annotation_hidden = hides(&self.open_elements);
+    }
+
+    /// A blank line closes the open elements, which hide text (Markdown's reading); a browser
+    /// reading HTML keeps them open: its reading — the text before, joined to what follows
+    /// their end — is recorded (`join.rs`).
+    fn hidden_past_blank_line(&mut self, raw: u64) {
+        self.html_open = self
+            .open_elements
+            .iter()
+            .filter(|e| !e.overrides)
+            .cloned()
+            .collect();
+        self.open_html_join(raw);
     }
 
     /// Closes the open elements from `from` on (innermost first): their overrides end where
@@ -123,31 +143,6 @@ impl Normalizer {
         for _ in closed.iter().filter(|e| e.overrides) {
             self.bidi_close_spelled(&['\u{202C}', '\u{2069}'], self.tag_raw_at);
         }
-    }
-
-    /// Whether text here is not shown: inside an `<rp>`, an `<rt>` or `<rtc>` inside a
-    /// `<ruby>`, or foreign content a browser does not draw as text — in an `<svg>` outside
-    /// its text elements (`<text>`, `<tspan>`, `<textPath>`, `<foreignObject>`), in a `<math>`
-    /// outside its token elements (`<mi>`, `<mn>`, `<mo>`, `<ms>`, `<mtext>`).
-    fn annotation_is_hidden(&self) -> bool {
-        let at = |name: &str| self.open_elements.iter().position(|e| e.name == name);
-        let inside = |outer: Option<usize>, names: &[&str]| {
-            outer.is_some_and(|o| {
-                self.open_elements[o + 1..]
-                    .iter()
-                    .any(|e| names.contains(&e.name.as_str()))
-            })
-        };
-        let ruby = at("ruby").filter(|&r| self.open_elements[r].based);
-        let annotation = self.open_elements.iter().enumerate().any(|(i, e)| {
-            e.name == "rp"
-                || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
-        });
-        let svg = at("svg");
-        let math = at("math");
-        annotation
-            || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
-            || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
     }
 
     /// Whether an annotation (`<rt>`, `<rtc>`, `<rp>`) is open.
@@ -169,7 +164,13 @@ impl Normalizer {
         let c = unit.c;
         if c == '\n' || (is_paragraph_end(c) && c != '\r') {
             if (self.line_blank || c != '\n') && !self.open_elements.is_empty() {
-                self.open_elements.clear();
+                // A browser reading HTML keeps them open (a blank line is white space): an
+                // override stays open (the bidi run reads both, `bidi.rs`), and text an
+                // element hides from it is read as its aside (`join.rs`).
+                if self.annotation_hidden {
+                    self.hidden_past_blank_line(unit.raw);
+                }
+                self.open_elements.retain(|e| e.overrides);
                 self.annotation_hidden = false;
                 self.end_hidden(out);
             }
@@ -196,4 +197,29 @@ impl Normalizer {
         self.hide(unit, out);
         true
     }
+}
+
+/// Whether text inside `open` (outermost first) is not shown: inside an `<rp>`, an `<rt>` or
+/// `<rtc>` inside a `<ruby>` with base text, or foreign content a browser does not draw as
+/// text — in an `<svg>` outside its text elements (`<text>`, `<tspan>`, `<textPath>`,
+/// `<foreignObject>`), in a `<math>` outside its token elements (`<mi>`, `<mn>`, `<mo>`,
+/// `<ms>`, `<mtext>`).
+pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
+    let at = |name: &str| open.iter().position(|e| e.name == name);
+    let inside = |outer: Option<usize>, names: &[&str]| {
+        outer.is_some_and(|o| {
+            open[o + 1..]
+                .iter()
+                .any(|e| names.contains(&e.name.as_str()))
+        })
+    };
+    let ruby = at("ruby").filter(|&r| open[r].based);
+    let annotation = open.iter().enumerate().any(|(i, e)| {
+        e.name == "rp" || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
+    });
+    let svg = at("svg");
+    let math = at("math");
+    annotation
+        || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
+        || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
 }
