@@ -861,3 +861,60 @@ async fn identifiers_a_template_skips_meet_the_secret_patterns() {
         }
     }
 }
+
+/// Round 11: an object key is read unless it has the shape of a field name — the SDKs keep an
+/// unknown member (its key too) and show it. A key spelling the banned phrase, or a secret,
+/// in a streamed answer ends the stream before it reaches the client, on every protocol's
+/// fast path; in a request it is refused before the provider is called; a new member under a
+/// field-name key passes.
+#[tokio::test]
+async fn keys_that_are_not_field_names_are_read() {
+    const KEY: &str = "sk-ABCDEFGHIJKLMNOPQRSTUVWX";
+    let pack = "validators:\n  - id: no-keys\n    type: regex\n    params: { pattern: \"sk-[A-Za-z0-9]{24}\", expect_match: false, direction: both }\n  - id: no-fruit\n    type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
+    for p in all() {
+        for (key, blocked_by) in [
+            (KEY, Some("no-keys")),
+            ("the forbidden fruit", Some("no-fruit")),
+            ("newField", None),
+        ] {
+            let (mut frames, first) = (p.text_frames)(&["Hello", " there", " friend"]);
+            let frame = &mut frames[first + 2];
+            let at = frame.find("data: ").unwrap() + "data: ".len();
+            let end = frame[at..].find('\n').unwrap() + at;
+            let mut data: serde_json::Value = serde_json::from_str(&frame[at..end]).unwrap();
+            data[key] = json!(1);
+            frame.replace_range(at..end, &data.to_string());
+            let body = frames.concat();
+            let mock = split_mock(body).await;
+            let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+            let a = stream(&p, proxy.addr(), "hi", "").await;
+            let text = a.text();
+            assert!(!text.contains(KEY), "{}: {text}", p.name);
+            assert!(!text.contains("forbidden fruit"), "{}: {text}", p.name);
+            match blocked_by {
+                Some(id) => {
+                    assert!(!text.contains(" friend"), "{} {key}: {text}", p.name);
+                    assert!(text.contains(id), "{} {key}: {text}", p.name);
+                }
+                None => assert!(text.contains(" friend"), "{} {key}: {text}", p.name),
+            }
+        }
+        // A request with such a key in an unmodelled member is refused before the call.
+        for key in [KEY, "the forbidden fruit"] {
+            let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
+            let proxy = start_proxy_all(&mock.base_url(), pack, "").await;
+            let mut body: serde_json::Value = serde_json::from_str(&(p.plain_body)("hi")).unwrap();
+            body["metadata_x"] = json!({ key: "v" });
+            let a = send(
+                proxy.addr(),
+                "POST",
+                p.plain_path,
+                body.to_string(),
+                &[("content-type", "application/json")],
+            )
+            .await;
+            assert_eq!(a.status, 400, "{} {key}: {}", p.name, a.text());
+            assert_eq!(mock.requests().len(), 0, "{}", p.name);
+        }
+    }
+}

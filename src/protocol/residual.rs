@@ -31,7 +31,8 @@ pub struct Structural {
     pub nested: &'static [(&'static [&'static str], &'static str)],
     /// Paths (as in `nested`) of objects whose keys are text, not names: maps such as legacy
     /// Completions' `top_logprobs` (`{" token": -0.1}`). Their keys are reported with the
-    /// strings. Elsewhere keys are names and are not checked.
+    /// strings. Elsewhere a key is read only when it does not have the shape of a field name
+    /// ([`name_shaped`]).
     pub text_keys: &'static [&'static [&'static str]],
     /// (path of an object, key of it) as in `nested`: the value is free-form JSON (a tool's
     /// parameter schema, a tool call's arguments, a function's response): no key is structural
@@ -41,6 +42,22 @@ pub struct Structural {
     /// The protocol's schema: when set, exemptions are by position ([`schema`]) and the four
     /// lists above are not used.
     pub schema: Option<&'static Schema>,
+}
+
+/// Whether an object key has the shape of a field name — lowercase words, snake_case or
+/// camelCase (`finish_reason`, `finishReason`), at most 64 bytes, no digits and no capitals
+/// in a row — which no secret or PII pattern matches: it is not read. Any other key is.
+pub fn name_shaped(key: &[u8]) -> bool {
+    let mut after_capital = false;
+    key.first().is_some_and(u8::is_ascii_lowercase)
+        && key.len() <= 64
+        && key.iter().all(|&c| {
+            let ok =
+                c.is_ascii_lowercase() || c == b'_' || (c.is_ascii_uppercase() && !after_capital);
+            after_capital = c.is_ascii_uppercase();
+            ok
+        })
+        && !after_capital
 }
 
 /// Keys that are structure in every protocol guardwire speaks.
@@ -303,6 +320,17 @@ fn walk(
                                 && structural.keys_are_text(&stack, data)))
                     {
                         out.push((lit.clone(), value_path(&stack)));
+                    } else if !value_exempt(&stack) && !name_shaped(key) {
+                        // A key is a name only in the shape of one: the SDKs keep an unknown
+                        // member's key (and show it), so any other key is read — as an
+                        // identifier by the secret and PII patterns, else as text.
+                        if crate::protocol::identifier::literal_is_identifier(&data[lit.clone()]) {
+                            if let Some(ids) = identifiers.as_deref_mut() {
+                                ids.push(lit.clone());
+                            }
+                        } else {
+                            out.push((lit.clone(), value_path(&stack)));
+                        }
                     }
                     let l = stack.last_mut().ok_or(Unwalkable)?;
                     l.expect_key = false;

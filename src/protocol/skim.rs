@@ -174,7 +174,8 @@ impl<'a> Skim<'a> {
         self.members(b'{', b'}', |s| {
             s.eat(b'"')?;
             let (key, escaped) = s.string_body()?;
-            if escaped {
+            // A key not in the shape of a field name is read by the fallback (`residual`).
+            if escaped || !super::residual::name_shaped(key) {
                 return Err(Unsure);
             }
             s.eat(b':')?;

@@ -38,18 +38,39 @@ fn reports_strings_outside_structure_and_known_texts() {
         r#"{"response":[{"instructions":"i"}]}"#,
         r#"{"x":{"data":"i"}}"#,
         r#"{"x":[{"y":{"data":"i"}}]}"#,
-        r#"{"\u0078":[{"data":"i"}]}"#,
     ] {
         assert_eq!(residual(elsewhere, &[]), [r#""i""#], "{elsewhere}");
     }
     assert!(residual(r#"{"x":[{"data":"i"},{"data":"j"}]}"#, &[]).is_empty());
-    // Keys are names, except in the objects whose keys are text.
+    // An escaped key could spell anything: it is read.
+    assert_eq!(
+        residual(r#"{"\u0078":[{"data":"i"}]}"#, &[]),
+        [r#""\u0078""#, r#""i""#]
+    );
+    // Keys in the shape of field names are names; every other key is read (text here; the
+    // identifier-shaped ones go to the secret and PII patterns).
     assert_eq!(
         residual(r#"{"m":[{" a":1,"b\u0020c":{"d":"e"}}],"n":{" f":2}}"#, &[]),
-        [r#"" a""#, r#""b\u0020c""#, r#""e""#]
+        [r#"" a""#, r#""b\u0020c""#, r#""e""#, r#"" f""#]
     );
-    // Keys are not values; escaped keys are never structural.
-    assert_eq!(residual(r#"{"\u0074ype":"v"}"#, &[]), [r#""v""#]);
+    assert_eq!(
+        residual(
+            r#"{"finishReason":1,"snake_key":2,"forbidden fruit":3,"AKIAABCDEFGHIJKLMNOP":4}"#,
+            &[]
+        ),
+        [r#""forbidden fruit""#]
+    );
+    for name in ["finish_reason", "finishReason", "usageMetadata", "a"] {
+        assert!(super::name_shaped(name.as_bytes()), "{name}");
+    }
+    for not in ["AKIA", "xAKIA", "key1", "a-b", "sk_live_X", "aB", "", "a b"] {
+        assert!(!super::name_shaped(not.as_bytes()), "{not}");
+    }
+    // Escaped keys are never structural (and are read themselves).
+    assert_eq!(
+        residual(r#"{"\u0074ype":"v"}"#, &[]),
+        [r#""\u0074ype""#, r#""v""#]
+    );
     // Inside a known raw value (Gemini's args object) nothing is left over.
     let raw = r#"{"args":{"q":"text"},"other":"o"}"#;
     assert_eq!(residual(raw, &[8..20]), [r#""o""#]);
