@@ -511,6 +511,45 @@ async fn a_client_gone_mid_stream_leaves_no_reservation() {
     assert!(spent > 0.0, "{v}");
 }
 
+/// Round 11: a client that goes away before a whole answer was read: the request was sent,
+/// and the provider bills it in full, so its reservation settles at what it reserved — never
+/// at nothing (which let a key spend past its budget with requests it abandons).
+#[tokio::test]
+async fn a_client_gone_before_a_whole_answer_settles_at_its_reservation() {
+    use tokio::io::AsyncWriteExt;
+    let up = MockUpstream::start(|_| {
+        Reply::chunks(200, vec![Chunk::now("{\"choices\":")])
+            .with_header("content-type", "application/json")
+            .then_hang()
+    })
+    .await;
+    let p = replica(
+        &up,
+        None,
+        "fail_closed",
+        "  - {id: k, key: k, max_budget: 100000}\n",
+    )
+    .await;
+    let body = json!({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hello"}]})
+        .to_string();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let usage = || async { admin(p.addr(), "GET", "/admin/keys/k/usage").await.json() };
+    let mut reserved = usage().await;
+    while reserved["budget"]["reserved_usd"].as_f64() == Some(0.0) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        reserved = usage().await;
+    }
+    let reserved = reserved["budget"]["reserved_usd"].as_f64().unwrap();
+    drop(s); // The client goes away.
+    let v = settled_usage(p.addr(), "k").await;
+    assert_eq!(v["budget"]["spent_usd"].as_f64(), Some(reserved), "{v}");
+}
+
 #[tokio::test]
 async fn admin_usage_needs_the_token_and_names_keys() {
     let up = upstream().await;

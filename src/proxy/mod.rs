@@ -512,6 +512,7 @@ impl Gateway {
             false => body,
         };
         let up_req = ctx.upstream_request(&parts, base, body)?;
+        spending.sent();
         // The proxy's own time so far: judges' waits are not part of it.
         let pre_upstream = started.elapsed().saturating_sub(trace.upstream_wait());
         let parallel = conversation
@@ -530,7 +531,10 @@ impl Gateway {
             None => ctx.response_head(base, up_req, &mut guard).await?,
         };
         let (head, body, text, sse, sent, head_at) = match head {
-            Head::Relay(resp) => return Ok(resp),
+            Head::Relay(resp) => {
+                spending.nothing_billed();
+                return Ok(resp);
+            }
             Head::Check {
                 parts,
                 body,

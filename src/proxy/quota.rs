@@ -10,7 +10,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// What a request reserves: one request; its input tokens estimated as its body's bytes / 4
 /// (cheap, and near o200k's ratio for prose; settlement corrects it); its output bounded by the
-/// request's own maximum, else `default_output`; priced at the model's price.
+/// request's own maximum, else `default_output`, for each answer it asks for
+/// ([`output_bound`]); priced at the model's price.
 /// A key with a budget calling a model without a price is refused: its spend could not be
 /// counted (fail closed).
 pub fn ask(
@@ -23,8 +24,13 @@ pub fn ask(
     if limits.tpm.is_none() && limits.budget.is_none() {
         return Ok(Ask::default());
     }
+    if runs_in_background(body) {
+        return Err(GatewayError::InvalidRequest(
+            "this key has a tpm_limit or max_budget, and a background response (`background: true`) is generated after its answer, where its usage cannot be counted".into(),
+        ));
+    }
     let input = (body.len() as u64).div_ceil(4);
-    let output = output_bound(body).unwrap_or(default_output);
+    let output = output_bound(body, default_output);
     let tokens = input.saturating_add(output);
     let micro = match (limits.budget, price) {
         (None, _) => 0,
@@ -42,31 +48,72 @@ pub fn ask(
     })
 }
 
-/// The request's own bound on its output tokens, in any provider's spelling.
-fn output_bound(body: &[u8]) -> Option<u64> {
+/// The request's own bound on its output tokens, in any provider's spelling, times the
+/// answers it asks for (`n`, legacy Completions' `best_of`, Gemini's `candidateCount`: each
+/// is generated and billed). The largest spelling counts: an upstream may read any of them
+/// (fail closed: never reserve less than it could bill). `None`: no bound given (the caller's
+/// default, times the answers).
+fn output_bound(body: &[u8], default_output: u64) -> u64 {
     #[derive(serde::Deserialize)]
     struct Bounds {
-        max_tokens: Option<u64>,
-        max_completion_tokens: Option<u64>,
-        max_output_tokens: Option<u64>,
-        #[serde(rename = "generationConfig")]
+        max_tokens: Option<serde_json::Value>,
+        max_completion_tokens: Option<serde_json::Value>,
+        max_output_tokens: Option<serde_json::Value>,
+        n: Option<serde_json::Value>,
+        best_of: Option<serde_json::Value>,
+        #[serde(rename = "generationConfig", alias = "generation_config")]
         generation_config: Option<GenerationConfig>,
     }
     #[derive(serde::Deserialize)]
     struct GenerationConfig {
-        #[serde(rename = "maxOutputTokens")]
-        max_output_tokens: Option<u64>,
+        #[serde(rename = "maxOutputTokens", alias = "max_output_tokens")]
+        max_output_tokens: Option<serde_json::Value>,
+        #[serde(rename = "candidateCount", alias = "candidate_count")]
+        candidate_count: Option<serde_json::Value>,
     }
-    let b: Bounds = serde_json::from_slice(body).ok()?;
-    [
-        b.max_tokens,
-        b.max_completion_tokens,
-        b.max_output_tokens,
-        b.generation_config.and_then(|g| g.max_output_tokens),
+    // A count as the upstream reads it: a whole number (a float such as `2.0` too); anything
+    // else is left to the upstream to refuse.
+    let count = |v: Option<serde_json::Value>| {
+        v.and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f.ceil() as u64))
+        })
+    };
+    let Ok(b) = serde_json::from_slice::<Bounds>(body) else {
+        return default_output;
+    };
+    let (g_max, g_count) = b.generation_config.map_or((None, None), |g| {
+        (count(g.max_output_tokens), count(g.candidate_count))
+    });
+    let bound = [
+        count(b.max_tokens),
+        count(b.max_completion_tokens),
+        count(b.max_output_tokens),
+        g_max,
     ]
     .into_iter()
     .flatten()
-    .min()
+    .max()
+    .unwrap_or(default_output);
+    let answers = [count(b.n), count(b.best_of), g_count]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    bound.saturating_mul(answers)
+}
+
+/// A Responses request run in the background: answered at once, generated (and billed) later.
+fn runs_in_background(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Background {
+        background: Option<serde_json::Value>,
+    }
+    serde_json::from_slice::<Background>(body)
+        .ok()
+        .and_then(|b| b.background)
+        .is_some_and(|v| v != serde_json::Value::Bool(false) && !v.is_null())
 }
 
 /// The rate-limit headers of an answer to a limited key: OpenAI's `x-ratelimit-*` on every
@@ -189,7 +236,7 @@ mod tests {
     }
 
     #[test]
-    fn asks_take_the_smallest_bound_and_refuse_unpriced_budgets() {
+    fn asks_take_the_largest_bound_for_every_answer_and_refuse_unpriced_budgets() {
         let l = KeyLimits {
             rpm: None,
             tpm: Some(1000),
@@ -197,9 +244,28 @@ mod tests {
         };
         let body = br#"{"model":"m","max_tokens":50,"generationConfig":{"maxOutputTokens":30}}"#;
         let a = ask(&l, body, Some("m"), None, 4096).unwrap_or_default();
-        assert_eq!(a.tokens, (body.len() as u64).div_ceil(4) + 30);
+        assert_eq!(a.tokens, (body.len() as u64).div_ceil(4) + 50);
         let a = ask(&l, b"{}", None, None, 4096).unwrap_or_default();
         assert_eq!(a.tokens, 1 + 4096);
+        // Every answer asked for is generated and billed.
+        for (body, output) in [
+            (&br#"{"n":50,"max_tokens":10}"#[..], 500),
+            (br#"{"n":3}"#, 3 * 4096),
+            (br#"{"best_of":4,"n":2,"max_tokens":10}"#, 40),
+            (
+                br#"{"generationConfig":{"candidateCount":8,"maxOutputTokens":10}}"#,
+                80,
+            ),
+            (br#"{"n":2.0,"max_completion_tokens":7}"#, 14),
+            (br#"{"n":0,"max_tokens":7}"#, 7),
+        ] {
+            let a = ask(&l, body, None, None, 4096).unwrap_or_default();
+            assert_eq!(
+                a.tokens,
+                (body.len() as u64).div_ceil(4) + output,
+                "{body:?}"
+            );
+        }
         let budget = KeyLimits {
             budget: Some(crate::state::BudgetLimit {
                 max_micro_usd: 1,
@@ -208,6 +274,9 @@ mod tests {
             ..l
         };
         assert!(ask(&budget, b"{}", Some("m"), None, 10).is_err());
+        // A background response cannot be counted.
+        assert!(ask(&l, br#"{"background":true}"#, None, None, 10).is_err());
+        assert!(ask(&l, br#"{"background":false}"#, None, None, 10).is_ok());
         let price = Price {
             input_per_mtok: 1.0,
             output_per_mtok: 2.0,

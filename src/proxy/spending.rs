@@ -17,6 +17,21 @@ pub struct Spending {
 }
 
 impl Spending {
+    /// The request is being sent upstream: unless its usage is recorded, its reservation
+    /// settles at what it reserved (a client that goes away before the answer).
+    pub fn sent(&self) {
+        if let Some(r) = &self.reservation {
+            r.sent();
+        }
+    }
+
+    /// The upstream answered without a billed answer (an error status relayed as it is).
+    pub fn nothing_billed(&self) {
+        if let Some(r) = &self.reservation {
+            r.record(Some(0), Some(0));
+        }
+    }
+
     /// Records the exchange's tokens as counted when it ended (reported, or estimated).
     pub fn record(&self, guard: &ExchangeGuard) {
         let (input, output) = guard.usage();

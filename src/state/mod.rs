@@ -220,6 +220,7 @@ impl State {
                     limits: Arc::clone(limits),
                     id,
                     price,
+                    asked: ask,
                     used: Mutex::new(Used::default()),
                 },
             }),
@@ -481,10 +482,22 @@ pub struct Reservation {
     id: String,
     /// The requested model's price, for the spend of the tokens recorded.
     price: Option<crate::config::Price>,
+    /// What it reserved: what it settles at once the request was sent and no usage was
+    /// recorded (a client that went away before the answer: the provider bills it all).
+    asked: Ask,
     used: Mutex<Used>,
 }
 
 impl Reservation {
+    /// The request is being sent upstream: from now on, unless usage is recorded, it settles
+    /// at what it reserved (never at nothing: the provider is paid for it).
+    pub fn sent(&self) {
+        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Used {
+            tokens: self.asked.tokens,
+            micro_usd: self.asked.micro_usd,
+        };
+    }
+
     /// The exchange's tokens as counted when it ended (reported, or estimated), priced at the
     /// requested model's price.
     pub fn record(&self, input: Option<u64>, output: Option<u64>) {
