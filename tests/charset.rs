@@ -420,3 +420,76 @@ async fn a2a_answers_and_cards_in_utf16_are_checked() {
     assert_ne!(a.status, 200, "{}", a.text());
     assert!(clean_of_the_phrase(&a.body), "{}", a.text());
 }
+
+/// Round 11: an upstream's error answer, relayed on the LLM routes (the SDKs show its
+/// message), carries the text that was checked too: a charset guardwire cannot decode is
+/// refused; UTF-16 is decoded, checked and sent as UTF-8; a message with the banned phrase —
+/// or a key holding it — is answered with the block; a clean error reaches the client with its
+/// status and text, on every protocol.
+#[tokio::test]
+async fn error_answers_are_checked_as_decoded() {
+    let mock = MockUpstream::start(|req| {
+        let label = req.header("x-charset").unwrap_or("utf-8").to_owned();
+        let message = req.header("x-message").unwrap_or("slow down").to_owned();
+        let body = match req.header("x-key").is_some() {
+            true => json!({"error": {"message": "x", message.clone(): 1}}),
+            false => json!({"error": {"message": message, "type": "rate_limit_error"}}),
+        };
+        Reply::Chunks {
+            status: 429,
+            headers: vec![(
+                "content-type".to_owned(),
+                format!("application/json; charset={label}"),
+            )],
+            chunks: vec![Chunk::now(Bytes::from(encode(&label, &body.to_string())))],
+        }
+    })
+    .await;
+    let forward = "forward_headers: [x-charset, x-message, x-key]\n";
+    let proxy = start_proxy_all(&mock.base_url(), PACK, forward).await;
+    for p in all() {
+        for (path, body) in [
+            (p.stream_path, (p.stream_body)("hi")),
+            (p.plain_path, (p.plain_body)("hi")),
+        ] {
+            let ask = |extra: Vec<(&'static str, &'static str)>| {
+                let (addr, body) = (proxy.addr(), body.clone());
+                async move {
+                    let mut headers = vec![("content-type", "application/json")];
+                    headers.extend(extra);
+                    send(addr, "POST", path, body, &headers).await
+                }
+            };
+            // Clean, in UTF-16: relayed with its status, as UTF-8.
+            let a = ask(vec![("x-charset", "utf-16le")]).await;
+            assert_eq!(a.status, 429, "{}: {}", p.name, a.text());
+            assert!(a.text().contains("slow down"), "{}: {}", p.name, a.text());
+            assert_eq!(
+                a.headers["content-type"], "application/json; charset=utf-8",
+                "{}",
+                p.name
+            );
+            // A charset guardwire cannot read: refused.
+            let a = ask(vec![
+                ("x-charset", "utf-7"),
+                ("x-message", "+AGY-orbidden fruit"),
+            ])
+            .await;
+            assert_eq!(a.status, 502, "{}: {}", p.name, a.text());
+            assert!(!a.text().contains("orbidden"), "{}: {}", p.name, a.text());
+            // The phrase in the message, in UTF-16, or as a key: blocked.
+            for extra in [
+                vec![("x-message", "the forbidden fruit")],
+                vec![
+                    ("x-message", "the forbidden fruit"),
+                    ("x-charset", "utf-16be"),
+                ],
+                vec![("x-message", "the forbidden fruit"), ("x-key", "1")],
+            ] {
+                let a = ask(extra.clone()).await;
+                assert_eq!(a.status, 400, "{} {extra:?}: {}", p.name, a.text());
+                assert!(clean_of_the_phrase(a.text().as_bytes()), "{}", p.name);
+            }
+        }
+    }
+}

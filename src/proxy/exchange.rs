@@ -93,8 +93,9 @@ impl<'a> RequestCtx<'a> {
             if !self.protocol.relays_upstream_errors() {
                 return Err(unrelayed_error(parts.status));
             }
-            // The provider's own errors reach the client unchanged, body and all.
-            return Ok(Head::Relay(relay(parts, body)));
+            // The provider's own errors reach the client, as read and checked
+            // (`error_body.rs`).
+            return self.checked_error(parts, body, guard).await;
         }
         if headers::encoded(&parts.headers) {
             self.count_upstream_error(UpstreamErrorKind::Encoded);
@@ -467,6 +468,16 @@ pub(super) fn relay(parts: http::response::Parts, body: UpstreamBody) -> Respons
     let mut r = Response::new(ProxyBody::Upstream(body));
     *r.status_mut() = parts.status;
     *r.headers_mut() = headers::forwardable(&parts.headers);
+    r
+}
+
+/// An answer read and checked whole, relayed as `body` (UTF-8, as checked).
+pub(super) fn relay_checked(parts: http::response::Parts, body: Bytes) -> Response<ProxyBody> {
+    let mut headers = headers::forwardable(&parts.headers);
+    headers.remove(header::CONTENT_LENGTH);
+    let mut r = Response::new(ProxyBody::full(body));
+    *r.status_mut() = parts.status;
+    *r.headers_mut() = headers;
     r
 }
 

@@ -13,6 +13,7 @@ pub mod charset;
 pub mod check;
 pub mod client_address;
 mod discovery;
+mod error_body;
 pub mod estimate;
 mod evals;
 mod exchange;
