@@ -918,3 +918,45 @@ async fn keys_that_are_not_field_names_are_read() {
         }
     }
 }
+
+/// Round 11: work per answer and per request is bounded. An answer with more tool calls than
+/// one answer may make fails closed (502, nothing of it relayed) rather than be checked call
+/// by call without end; a request of many identical messages (matched once each against what
+/// the decoder read) is checked and forwarded.
+#[tokio::test]
+async fn answers_past_the_tool_call_bound_fail_closed_and_repeated_messages_are_read() {
+    let calls: Vec<_> = (0..1100)
+        .map(|i| json!({"id": format!("c{i}"), "type": "function", "function": {"name": "f", "arguments": "{}"}}))
+        .collect();
+    let whole = json!({"id": "x", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": calls}}]});
+    let mock = MockUpstream::start(move |_| Reply::json(200, &whole.to_string())).await;
+    let proxy = start_proxy_all(&mock.base_url(), PACK, "").await;
+    let p = chat();
+    let a = send(
+        proxy.addr(),
+        "POST",
+        p.plain_path,
+        (p.plain_body)("hi"),
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 502, "{}", a.text());
+    assert!(a.text().contains("too many"), "{}", a.text());
+    // 20,000 identical messages, and the banned phrase once among them at the end.
+    let ok = MockUpstream::start(|_| Reply::json(200, &(chat().whole)("fine"))).await;
+    let proxy = start_proxy_all(&ok.base_url(), &reasoning_pack(", direction: both"), "").await;
+    for (last, status) in [("a", 200), ("the launch codes", 400)] {
+        let mut messages = vec![json!({"role": "user", "content": "a"}); 20_000];
+        messages.push(json!({"role": "user", "content": last}));
+        let body = json!({"model": "m", "messages": messages}).to_string();
+        let a = send(
+            proxy.addr(),
+            "POST",
+            "/v1/chat/completions",
+            body,
+            &[("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, status, "{last}: {}", a.text());
+    }
+}

@@ -89,6 +89,9 @@ pub struct ExchangeGuard {
     policy: Arc<Policy>,
     chunk_phase: Phase,
     channels: Vec<ChannelState>,
+    /// Where each (choice, channel) is in `channels`: an answer may open thousands (a tool
+    /// call each, a choice each), and a lookup per delta must not scan them all.
+    channel_index: std::collections::HashMap<(u32, Channel), ChannelId>,
     choices: Vec<ChoiceState>,
     /// Tool calls of the request's history.
     history: ToolHistory,
@@ -143,6 +146,7 @@ impl Policy {
             policy: Arc::clone(self),
             chunk_phase: Phase::Stream,
             channels: Vec::new(),
+            channel_index: std::collections::HashMap::new(),
             choices: Vec::new(),
             history,
             calls: Vec::new(),
@@ -519,6 +523,10 @@ impl ExchangeGuard {
                     hits.push(whole_hit(*owner));
                 }
             }
+            // (The views cost choices × calls: only when a tool check reads them.)
+            if policy.tools.is_empty() {
+                continue;
+            }
             let own: Vec<&CallRecord> = self
                 .calls
                 .iter()
@@ -543,7 +551,9 @@ impl ExchangeGuard {
 }
 
 pub(super) fn choice_state(choices: &mut Vec<ChoiceState>, choice: u32) -> &mut ChoiceState {
-    let i = match choices.iter().position(|c| c.choice == choice) {
+    // Choices come in order: the one asked for is nearly always the last (from the back, so
+    // many choices in order cost one step each).
+    let i = match choices.iter().rposition(|c| c.choice == choice) {
         Some(i) => i,
         None => {
             choices.push(ChoiceState {

@@ -54,6 +54,15 @@ pub fn check_payload(
 ) -> Result<(), Stop> {
     let redacts = guard.policy().redacts();
     for d in deltas {
+        // Each choice and tool call opens channels with their own checks' state: bounded, so
+        // one answer's work and memory are (fail closed past the bound).
+        if guard.channel_count() > MAX_MODELLED_CHANNELS
+            || (matches!(d, Delta::ToolCallStart { .. }) && guard.call_count() >= MAX_TOOL_CALLS)
+        {
+            return Err(Stop::Unchecked(
+                "the upstream's answer has too many choices or tool calls to check",
+            ));
+        }
         if !guard.repeat_is_verified(d) {
             return Err(Stop::Unchecked(if guard.full_text_dropped() {
                 "the upstream's answer is too long to verify the text it repeats"
@@ -134,6 +143,13 @@ pub fn check_payload(
 /// fail closed rather than grow the stream's memory without bound.
 const MAX_CHANNELS: usize = 512;
 
+/// Channels of what the decoders model (choices' texts, tool calls' arguments) one answer may
+/// open: far past what a provider sends (128 choices, each with a few tool calls).
+const MAX_MODELLED_CHANNELS: usize = 4096;
+
+/// Tool calls one answer may make (the tool checks read the turn's calls at each).
+const MAX_TOOL_CALLS: usize = 1024;
+
 /// The [`Channel::Other`] of tool names (residual paths are hashes; a clash only joins texts).
 const TOOL_NAMES: u32 = u32::MAX;
 
@@ -202,7 +218,8 @@ fn check_complete(
 }
 
 fn note_need(needs: &mut Needs, ch: ChannelId, pos: u64) {
-    match needs.iter_mut().find(|(c, _)| *c == ch) {
+    // From the back: a channel's texts come together (the last one noted, nearly always).
+    match needs.iter_mut().rev().find(|(c, _)| *c == ch) {
         Some(n) => n.1 = pos,
         None => needs.push((ch, pos)),
     }
@@ -223,7 +240,7 @@ fn check_residual(
     // `data`, else by value. Not a tool call's id or a finish reason: those are structure
     // only while they look it, which the walk decides ([`residual::structure_shaped`]).
     let mut known: smallvec::SmallVec<[Range<usize>; 4]> = smallvec::SmallVec::new();
-    let mut by_value: smallvec::SmallVec<[(&str, bool); 2]> = smallvec::SmallVec::new();
+    let mut by_value: smallvec::SmallVec<[&str; 2]> = smallvec::SmallVec::new();
     for d in deltas {
         let t: &str = match d {
             Delta::Text { text, .. } | Delta::Repeat { text, .. } => text,
@@ -232,12 +249,12 @@ fn check_residual(
         };
         match redact::borrowed_range(data, t) {
             Some((r, _)) => known.push(r),
-            None => by_value.push((t, false)),
+            None => by_value.push(t),
         }
     }
     known.sort_unstable_by_key(|r| r.start);
-    // Sorted, so that a payload with many escaped texts costs n log n, not n².
-    by_value.sort_unstable();
+    // A multiset, so that a payload with many escaped texts (the same or not) costs n log n.
+    let mut by_value = residual::ReadTexts::new(by_value);
     let mut left: Vec<(Range<usize>, u32)> = Vec::new();
     let mut structure: Vec<(Range<usize>, u32)> = Vec::new();
     let mut identifiers: Vec<Range<usize>> = Vec::new();
@@ -291,16 +308,8 @@ fn check_residual(
         // A string equal to a text the decoder delivered by value is that text (already
         // checked) — unless its path already carries text of its own: then it continues that
         // text and is checked with it (a copy could otherwise split a match between frames).
-        let from = by_value.partition_point(|(t, _)| *t < &*text);
-        let unused = by_value[from..]
-            .iter_mut()
-            .take_while(|(t, _)| *t == &*text)
-            .find(|(_, used)| !*used);
-        if let Some((_, used)) = unused {
-            if !guard.has_channel(0, Channel::Other(path)) {
-                *used = true;
-                continue;
-            }
+        if by_value.take_if(&text, || !guard.has_channel(0, Channel::Other(path))) {
+            continue;
         }
         if text.is_empty() {
             continue;

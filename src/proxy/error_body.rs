@@ -23,7 +23,7 @@ use std::time::Duration;
 const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// The channel error texts are checked on (apart from any answer text).
-const ERROR_CHANNEL: Channel = Channel::Other(u32::MAX - 2);
+const ERROR_CHANNEL: Channel = Channel::Other(u32::MAX - 3);
 
 impl RequestCtx<'_> {
     /// Step 7, an error status the protocol relays: read, decoded and checked (module docs).

@@ -440,9 +440,20 @@ impl Gateway {
             }
         };
         *reply_to = protocol.reply_to(&body);
-        let mut parsed = protocol.parse_request(&body, parts.uri.path())?;
+        // Decoding a large body and walking it for what the decoder does not model takes
+        // milliseconds: off the async worker, as its checks are (`offload.rs`).
+        let unknown = route.unknown_content;
+        let mut parsed = offload::check(body.len(), {
+            let (body, path) = (body.clone(), parts.uri.path().to_owned());
+            move || -> Result<_, GatewayError> {
+                let mut parsed = protocol.parse_request(&body, &path)?;
+                request::complete_input(unknown, protocol, &body, &mut parsed)?;
+                Ok(parsed)
+            }
+        })
+        .await
+        .ok_or_else(|| GatewayError::Internal("the check of the request failed".into()))??;
         ctx.stored_context(&parsed.documents)?;
-        request::complete_input(route, protocol, &body, &mut parsed)?;
         trace.note_model(parsed.model.as_deref());
         let traffic = ctx.traffic(parsed.model.as_deref());
         trace.note_model_label(traffic.model);

@@ -645,12 +645,12 @@ pub fn stored_refusal(
 /// `pass`, input it cannot read is refused and the strings its decoder did not model join the
 /// conversation; JSON held in texts (tool results, arguments) is read decoded too.
 pub fn complete_input(
-    route: &Route,
+    unknown: crate::config::UnknownContent,
     protocol: &dyn Protocol,
     body: &[u8],
     parsed: &mut ParsedRequest,
 ) -> Result<(), GatewayError> {
-    if route.unknown_content != crate::config::UnknownContent::Pass {
+    if unknown != crate::config::UnknownContent::Pass {
         if parsed.unreadable_input {
             return Err(GatewayError::InvalidRequest(
                 "token-id prompts and inputs cannot be checked; send text (or set the route's unknown_content: pass)"

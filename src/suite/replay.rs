@@ -198,9 +198,9 @@ fn run(
         Ok(p) => p,
         Err(e) => return refused(Stage::BeforeCall, e.to_string()),
     };
-    if let Err(e) = crate::proxy::stored_refusal(route, &parsed.documents)
-        .and_then(|()| crate::proxy::complete_input(route, protocol, &ex.request, &mut parsed))
-    {
+    if let Err(e) = crate::proxy::stored_refusal(route, &parsed.documents).and_then(|()| {
+        crate::proxy::complete_input(route.unknown_content, protocol, &ex.request, &mut parsed)
+    }) {
         return refused(Stage::BeforeCall, e.to_string());
     }
     let (mut guard, verdict) = crate::proxy::before_call(rt, &policy, &parsed);

@@ -22,6 +22,11 @@ impl Policy {
 }
 
 impl ExchangeGuard {
+    /// The answer's tool calls so far.
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
     /// A tool call starts: checks that a start can violate fire here, before any of its
     /// arguments is released.
     pub(super) fn on_tool_call(&mut self, choice: u32, index: u32, name: &str) {
@@ -36,6 +41,10 @@ impl ExchangeGuard {
             },
             watcher: policy.watches_args_of(name).then(FieldWatcher::default),
         });
+        // Without tool checks nothing reads the views (built per call, they cost n²).
+        if policy.tools.is_empty() {
+            return;
+        }
         let (turn, session) = self.call_views(choice);
         let earlier = self.history.earlier();
         let mut fired = Vec::new();

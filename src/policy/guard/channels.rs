@@ -110,9 +110,7 @@ impl ExchangeGuard {
     }
 
     pub fn find_channel(&self, choice: u32, channel: Channel) -> Option<ChannelId> {
-        self.channels
-            .iter()
-            .position(|c| c.choice == choice && c.channel == channel)
+        self.channel_index.get(&(choice, channel)).copied()
     }
 
     /// The position after the text `channel` has had so far.
@@ -191,6 +189,8 @@ impl ExchangeGuard {
         } else {
             Vec::new()
         };
+        self.channel_index
+            .insert((choice, channel), self.channels.len());
         self.channels.push(ChannelState {
             choice,
             channel,

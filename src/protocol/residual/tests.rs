@@ -294,3 +294,17 @@ fn request_identifiers_reach_the_pattern_checks() {
     let texts = request_texts(&OpenAiChat, "/v1/chat/completions", body);
     assert!(reads(&texts, "forbidden fruit"), "{texts:?}");
 }
+
+#[test]
+fn read_texts_take_each_occurrence_once() {
+    let mut read = super::ReadTexts::new(["a", "b", "a", "c", "a"]);
+    assert!(read.take("a") && read.take("a") && read.take("a"));
+    assert!(!read.take("a"));
+    assert!(!read.take_if("b", || false));
+    assert!(read.take("b") && !read.take("b"));
+    assert!(!read.take("d"));
+    // Any number of one text: each taken once (linear in the count, whatever repeats).
+    let many = vec!["x"; 100_000];
+    let mut read = super::ReadTexts::new(many.iter().copied());
+    assert_eq!((0..100_001).filter(|_| read.take("x")).count(), 100_000);
+}
