@@ -337,3 +337,76 @@ async fn a_malformed_frame_is_logged_by_kind_and_position_never_by_content() {
         assert!(!line.contains(SECRET), "{line}");
     }
 }
+
+/// Round 11: the headers of an answer reach the client (and its SDK: the MCP client keeps
+/// `Mcp-Session-Id` and reads `WWW-Authenticate`), so they are checked as the answer is: a
+/// banned word in a header's value, or a secret as a value or a name (HTTP lowercases
+/// names), is the block — before
+/// any of the answer is sent, streamed or whole, an error status too — on the LLM routes and
+/// the MCP route; clean headers are relayed.
+#[tokio::test]
+async fn answer_headers_are_checked_before_they_are_relayed() {
+    let pack = "validators:\n  - id: base\n    type: banned_words\n    params: { words: [alpha] }\n  - id: keys\n    type: regex\n    params: { pattern: \"AKIA[0-9A-Z]{16}|sk-abc123\", expect_match: false }\n";
+    let up = MockUpstream::start(|req| {
+        let (name, value) = match req.header("x-case") {
+            Some("word") => (
+                "www-authenticate",
+                "Bearer error_description=\"the alpha key\"",
+            ),
+            Some("secret") => ("mcp-session-id", "AKIAABCDEFGHIJKLMNOP"),
+            Some("name") => ("x-sk-abc123", "1"),
+            _ => ("x-fine", "all good"),
+        };
+        let status = if req.header("x-error").is_some() {
+            429
+        } else {
+            200
+        };
+        let reply = if req.path_and_query.starts_with("/mcp") {
+            Reply::json(status, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
+        } else if status == 429 {
+            Reply::json(status, r#"{"error":{"message":"slow down"}}"#)
+        } else {
+            Reply::sse(&openai_chat_stream(&["ok"]))
+        };
+        reply.with_header(name, value)
+    })
+    .await;
+    let extra = format!(
+        "forward_headers: [x-case, x-error]\nroutes:\n  - {{ name: tools, protocol: mcp, path_prefix: /mcp, upstream: \"{}/mcp\" }}\n",
+        up.base_url()
+    );
+    let proxy = start_proxy(&up.base_url(), pack, &extra).await;
+    let chat = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mcp = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    for (path, body) in [("/v1/chat/completions", chat), ("/mcp", mcp)] {
+        for error in [false, true] {
+            for case in ["fine", "word", "secret", "name"] {
+                let mut headers = vec![
+                    ("content-type", "application/json"),
+                    ("accept", "application/json, text/event-stream"),
+                    ("x-case", case),
+                ];
+                if error {
+                    headers.push(("x-error", "1"));
+                }
+                let a = send(proxy.addr(), "POST", path, body.to_string(), &headers).await;
+                let all = format!("{:?} {}", a.headers, a.text());
+                if case == "fine" {
+                    assert_eq!(a.headers["x-fine"], "all good", "{path} {error}: {all}");
+                } else {
+                    assert!(!all.contains("alpha key"), "{path} {case}: {all}");
+                    assert!(
+                        !all.contains("AKIAABCDEFGHIJKLMNOP"),
+                        "{path} {case}: {all}"
+                    );
+                    assert!(!all.contains("sk-abc123"), "{path} {case}: {all}");
+                    assert!(
+                        all.contains("base") || all.contains("keys") || all.contains("locked"),
+                        "{path} {case} {error}: {all}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -39,6 +39,22 @@ impl Policy {
         hits.truncate(kept);
     }
 
+    /// Every check's hits on `value` read whole (a relayed header's value), without a span:
+    /// a value that is not rewritten (a hit of a redacting check blocks).
+    pub(super) fn value_hits(&self, target: Target, value: &str, hits: &mut Vec<Hit>) {
+        let scan = &self.checks(target).scan;
+        if scan.is_empty() || value.is_empty() {
+            return;
+        }
+        let first = hits.len();
+        let mut st = scan.start();
+        scan.feed(&mut st, value, hits, false);
+        scan.finish(&mut st, hits, false);
+        for h in &mut hits[first..] {
+            h.start = None;
+        }
+    }
+
     /// BeforeCall's part for a request's identifiers.
     pub(super) fn check_input_identifiers<'a>(
         &self,

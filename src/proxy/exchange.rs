@@ -93,6 +93,7 @@ impl<'a> RequestCtx<'a> {
             if !self.protocol.relays_upstream_errors() {
                 return Err(unrelayed_error(parts.status));
             }
+            self.check_relayed_headers(&parts.headers, guard)?;
             // The provider's own errors reach the client, as read and checked
             // (`error_body.rs`).
             return self.checked_error(parts, body, guard).await;
@@ -103,6 +104,7 @@ impl<'a> RequestCtx<'a> {
                 "the upstream sent an encoded body that cannot be checked".into(),
             ));
         }
+        self.check_relayed_headers(&parts.headers, guard)?;
         let declared = charset::declared(&parts.headers).map_err(|charset::Unreadable(why)| {
             self.count_upstream_error(UpstreamErrorKind::Encoded);
             GatewayError::Upstream(format!("the upstream's answer cannot be checked: {why}"))
@@ -125,6 +127,18 @@ impl<'a> RequestCtx<'a> {
             sent,
             at,
         })
+    }
+
+    /// The answer's headers the client will get, through the checks (`headers::check_relayed`):
+    /// a violation is the block, before any of the answer is sent.
+    pub(super) fn check_relayed_headers(
+        &self,
+        h: &http::HeaderMap,
+        guard: &mut ExchangeGuard,
+    ) -> Result<(), GatewayError> {
+        let verdict = headers::check_relayed(guard, h);
+        guard.take_findings(|monitored, _| self.report().monitor(monitored));
+        verdict.map_err(|finding| self.report().block(finding))
     }
 
     /// Sends the request upstream and waits for the head (step 7) while the `parallel: true`

@@ -41,6 +41,26 @@ pub fn forwardable(from: &HeaderMap) -> HeaderMap {
     out
 }
 
+/// Checks the headers of an answer that are relayed to the client ([`forwardable`]), but
+/// those guardwire reads and rewrites itself (the body's type and length).
+pub fn check_relayed(
+    guard: &mut crate::policy::ExchangeGuard,
+    from: &HeaderMap,
+) -> Result<(), crate::policy::Finding> {
+    let named = connection_named(from);
+    for (name, value) in from {
+        if never_forwarded(name)
+            || named.contains(name)
+            || name == http::header::CONTENT_TYPE
+            || name == http::header::CONTENT_LENGTH
+        {
+            continue;
+        }
+        guard.check_header(name.as_str(), value.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// A client's request head as it goes upstream: only the headers of the protocol's
 /// `allowlist` (its account and credential headers only while `client_credential`, the
 /// client's own credential, goes upstream) and the route's `extra` (`forward_headers`), never

@@ -255,6 +255,9 @@ impl Gateway {
                 "the MCP server sent an encoded body that cannot be checked".into(),
             ));
         }
+        // Its headers reach the client (the SDK keeps `Mcp-Session-Id`, reads
+        // `WWW-Authenticate`): checked as an answer's are.
+        ctx.check_relayed_headers(&head.headers, &mut guard)?;
         let content_type = head
             .headers
             .get(header::CONTENT_TYPE)

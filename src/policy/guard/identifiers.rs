@@ -27,6 +27,24 @@ impl ExchangeGuard {
         self.identifier(false, value)
     }
 
+    /// Checks a header of the answer relayed to the client (the SDKs read some: a session id,
+    /// `WWW-Authenticate`; any reaches the application): its name as an identifier, its value
+    /// as one when it has the shape, else as text read whole by every output check.
+    pub fn check_header(&mut self, name: &str, value: &[u8]) -> Result<(), Finding> {
+        // (A name of lowercase words and dashes, as nearly all are, matches no secret or PII
+        // pattern: not scanned.)
+        if !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-') {
+            self.identifier(false, name)?;
+        }
+        let value = String::from_utf8_lossy(value);
+        if crate::protocol::identifier::is_identifier(&value) {
+            return self.identifier(false, &value);
+        }
+        let policy = Arc::clone(&self.policy);
+        policy.value_hits(Target::Output, &value, &mut self.hits);
+        self.judge(self.chunk_phase)
+    }
+
     /// The one reading of an identifier (policy/identifiers.rs): the value whole, only the
     /// secret and PII patterns' hits, without a span (an identifier is not rewritten). A value
     /// already checked on the same side is not scanned again (a stream repeats its ids in
