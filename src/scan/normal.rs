@@ -232,6 +232,8 @@ pub struct Normalizer {
     /// Elements a blank line closed for Markdown that still hide text from a browser reading
     /// HTML (`html/elements.rs`).
     html_open: Vec<html::OpenElement>,
+    /// Tables open (`html/table.rs`): the text a browser moves before them.
+    tables: Vec<html::Table>,
     annotation_hidden: bool,
     line_blank: bool,
 }
@@ -289,6 +291,7 @@ impl Normalizer {
             dir_value: String::new(),
             open_elements: Vec::new(),
             html_open: Vec::new(),
+            tables: Vec::new(),
             annotation_hidden: false,
             line_blank: false,
         }
@@ -326,8 +329,10 @@ impl Normalizer {
         let escape = self.escape.map(|u| u.raw);
         let asides = self.asides.first().map(aside::Aside::raw);
         let joins = self.joins_from();
+        let tables = self.tables_from();
         [
             joins,
+            tables,
             asides,
             held,
             marks,
@@ -397,6 +402,7 @@ impl Normalizer {
             || self.escape.is_some()
             || self.after_bracket
             || self.joining()
+            || !self.tables.is_empty()
             || self.after_zwsp
             || self.after_break
             || !self.asides.is_empty()
@@ -447,6 +453,9 @@ impl Normalizer {
             return;
         }
         if self.mode == Normalize::Full {
+            if !self.tables.is_empty() {
+                self.table_char(c, out);
+            }
             self.join_char(c, out);
             let before = self.bidi.len();
             self.html_char(c, raw, raw_end, false, out);
@@ -557,6 +566,7 @@ impl Normalizer {
             self.finish_html(&mut out);
         }
         self.finish_markup(&mut out);
+        self.end_tables(&mut out);
         self.end_joins(&mut out);
         self.end_bidi(&mut out);
         self.write_asides(&mut out);
@@ -704,6 +714,9 @@ impl Normalizer {
         self.push_run(unit.raw, unit.raw_end, unit.exact, len);
         self.remember(unit.c.encode_utf8(&mut [0; 4]));
         self.join_written(unit.c);
+        if !self.tables.is_empty() {
+            self.table_written(unit.c, unit.raw, unit.raw_end);
+        }
     }
 
     /// Heap bytes held.
@@ -720,6 +733,11 @@ impl Normalizer {
                 * std::mem::size_of::<Unit>()
             + self.recent.capacity()
             + self.bidi_context.capacity()
+            + self
+                .tables
+                .iter()
+                .map(html::Table::heap_bytes)
+                .sum::<usize>()
             + self.bidi_open.capacity()
             + self.tag_raw.capacity()
             + self

@@ -124,6 +124,7 @@ impl Normalizer {
         // The asides and the view written again after them are no text a reader reads on: no
         // recording around an autolink takes them (`join.rs`).
         let joins = std::mem::take(&mut self.joins);
+        let tables = std::mem::take(&mut self.tables);
         // Nor is the text's state around line breaks (`segment.rs`) the asides'.
         let (after_break, after_zwsp) = (self.after_break, self.after_zwsp);
         let (at, replay) = self.replay_text();
@@ -156,6 +157,7 @@ impl Normalizer {
             self.starter(u, out);
         }
         self.joins = joins;
+        self.tables = tables;
         self.after_break = after_break;
         self.after_zwsp = after_zwsp;
     }

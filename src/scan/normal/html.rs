@@ -16,7 +16,8 @@
 //! - **Backslash escapes** (`\*`, `\_`, `\<`): the punctuation is shown as text (never markup);
 //!   a backslash before a line break is a hard break.
 //!
-//! - **Ruby annotations and `<bdo>`** move text rather than hide it (`html/elements.rs`).
+//! - **Ruby annotations and `<bdo>`** move text rather than hide it (`html/elements.rs`), and
+//!   so does a table's text outside its cells (`html/table.rs`).
 //!
 //! The tag reader (a `<` construct up to its end, what a finished tag shows) is `html/tag.rs`;
 //! the syntax tables (raw-text, block and void elements, attributes) are `html/syntax.rs`.
@@ -29,6 +30,8 @@
 mod elements;
 pub(super) use elements::OpenElement;
 mod syntax;
+mod table;
+pub(super) use table::Table;
 mod tag;
 
 use syntax::VOID;

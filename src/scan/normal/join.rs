@@ -340,6 +340,23 @@ impl Normalizer {
         }
     }
 
+    /// The browser's reading being recorded (closed: its context and what followed), taken
+    /// to go on elsewhere (`html/table.rs`), with its raw start.
+    pub(super) fn browser_reading(&mut self) -> Option<(String, u64)> {
+        let j = self.joins[BROWSER].take_if(|j| j.closed && !j.waiting)?;
+        let mut text = j.context;
+        text.push_str(&j.after);
+        Some((text, j.context_raw))
+    }
+
+    /// Whether the browser does not show what the view writes now: a construct it hides is
+    /// being read (an autolink, an image), or elements hide it (past a blank line).
+    pub(super) fn browser_hides_now(&self) -> bool {
+        self.joins[BROWSER]
+            .as_ref()
+            .is_some_and(|j| !j.closed || j.waiting)
+    }
+
     /// Whether the browser's reading waits for elements that hide what comes (which hide
     /// the constructs inside them too).
     fn browser_waiting(&self) -> bool {

@@ -1134,3 +1134,49 @@ fn a_blank_line_is_read_as_markdown_and_as_html_reads_it() {
     );
     assert!(n.take_refusal().is_some());
 }
+
+/// Review 10/12: text in a table outside its cells is shown before the table by a browser
+/// (foster parenting), joined to the text before it: that reading is read too.
+#[test]
+fn a_tables_text_outside_its_cells_is_read_where_a_browser_shows_it() {
+    for text in [
+        "the forbid<table><tr><td>zz</td></tr>den fruit</table> after",
+        "the forbid<table>den fruit<tr><td>zz</td></tr></table>",
+        "the <table>forbid<tr><td>x</td></tr>den fruit</table>",
+        "the forbid<table><tbody><tr>den <td>q</td> fruit</tr></tbody></table>",
+        "the forbid<table><tr><td>x</td></tr>den fruit",
+        "<table><tr><td>a<table>x</table>b</td></tr></table>the forbid<table>den fruit</table>",
+    ] {
+        let view = full(text);
+        assert!(
+            reads(&view, "the forbidden fruit"),
+            "{text:?} reads {view:?}"
+        );
+        same_view_at_every_split(text);
+    }
+    // (Moved text is read as written; a bidi run in it is read in its shown order in place.)
+    let view = full("the <table><tr><td>zz</td></tr><bdo dir=rtl>tiurf neddibrof</bdo></table>");
+    assert!(reads(&view, "forbidden fruit"), "{view:?}");
+    // A table's cells keep their order; no reading is added for a clean table.
+    let view = full("a <table><tr><td>x</td><td>y</td></tr></table> b");
+    assert_eq!(view.lines().next(), Some("a x y b"));
+    assert_eq!(
+        view.lines().filter(|l| l.starts_with("a ")).count(),
+        2,
+        "{view:?}"
+    );
+    // The reading is held back from its context until it is written.
+    let mut n = Normalizer::new(Normalize::Full);
+    let _ = n.feed("the forbid<table><tr><td>zz</td></tr>den");
+    assert_eq!(n.pending_start(), Some(0));
+    // Past the bound, text outside the cells is refused (its context was released).
+    let long = format!(
+        "forbid<table><tr><td>{}</td></tr>den fruit</table>",
+        "x ".repeat(3000)
+    );
+    let (_, mut n) = view_of(&long, &[], Normalize::Full);
+    assert!(n.take_refusal().is_some());
+    let long = format!("<table><tr><td>{}</td></tr></table>", "x ".repeat(3000));
+    let (_, mut n) = view_of(&long, &[], Normalize::Full);
+    assert_eq!(n.take_refusal(), None);
+}

@@ -67,9 +67,10 @@ impl Normalizer {
     }
 
     /// A tag ended: the elements it opens or closes, the overrides with them.
-    pub(super) fn element_ended(&mut self, raw_end: u64) {
+    pub(super) fn element_ended(&mut self, raw_end: u64, out: &mut String) {
         let name = std::mem::take(&mut self.tag_element);
         let dir = decode_references(&std::mem::take(&mut self.dir_value));
+        self.table_tag(&name, self.tag_closing, out);
         if self.tag_closing {
             self.join_end_tag(&name);
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {

@@ -228,7 +228,7 @@ impl Normalizer {
 
     /// A whole tag was read: it shows nothing, or a break between words.
     pub(super) fn tag_shown(&mut self, block: bool, raw: u64, raw_end: u64, out: &mut String) {
-        self.element_ended(raw_end);
+        self.element_ended(raw_end, out);
         if block {
             self.markup_char(' ', raw, raw_end, true, out);
         }
