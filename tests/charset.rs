@@ -435,17 +435,24 @@ async fn error_answers_are_checked_as_decoded() {
             true => json!({"error": {"message": "x", message.clone(): 1}}),
             false => json!({"error": {"message": message, "type": "rate_limit_error"}}),
         };
+        let raw = match req.header("x-raw") {
+            Some("utf16-nobom") => Some(utf16(r#"{"error":"the forbidden fruit"}"#, false)),
+            Some(x) => Some(format!(r#"{{"error":{{"message":"{x}"}}}}"#).into_bytes()),
+            None => None,
+        };
         Reply::Chunks {
             status: 429,
             headers: vec![(
                 "content-type".to_owned(),
                 format!("application/json; charset={label}"),
             )],
-            chunks: vec![Chunk::now(Bytes::from(encode(&label, &body.to_string())))],
+            chunks: vec![Chunk::now(Bytes::from(
+                raw.unwrap_or_else(|| encode(&label, &body.to_string())),
+            ))],
         }
     })
     .await;
-    let forward = "forward_headers: [x-charset, x-message, x-key]\n";
+    let forward = "forward_headers: [x-charset, x-message, x-key, x-raw]\n";
     let proxy = start_proxy_all(&mock.base_url(), PACK, forward).await;
     for p in all() {
         for (path, body) in [
@@ -469,6 +476,12 @@ async fn error_answers_are_checked_as_decoded() {
                 "{}",
                 p.name
             );
+            // A body guardwire cannot read as the reader does: refused — one bad `\u` escape
+            // (not JSON, and its other escapes spell text), UTF-16 without its mark read as UTF-8.
+            for x in ["\\ud800 the \\u0066orbidden fruit", "utf16-nobom"] {
+                let a = ask(vec![("x-raw", x)]).await;
+                assert_eq!(a.status, 502, "{} {x}: {}", p.name, a.text());
+            }
             // A charset guardwire cannot read: refused.
             let a = ask(vec![
                 ("x-charset", "utf-7"),

@@ -76,6 +76,12 @@ impl RequestCtx<'_> {
         // What is relayed is what was checked: UTF-8 (bytes that are not are read, and sent,
         // as U+FFFD, as the SDKs decode them).
         let text = String::from_utf8_lossy(&bytes).into_owned();
+        if !readable(&text) {
+            self.count_upstream_error(UpstreamErrorKind::Malformed);
+            return Err(GatewayError::Upstream(
+                "the upstream's error cannot be checked: it is not JSON, and holds escapes or control characters".into(),
+            ));
+        }
         guard.answer(false);
         let verdict = check_error_text(guard, &text);
         let mut masked = false;
@@ -115,6 +121,17 @@ fn check_error_text(guard: &mut ExchangeGuard, text: &str) -> Result<(), Finding
         })?;
     }
     guard.end_texts()
+}
+
+/// Whether the body reads as the text it is: JSON (read as a reader's JSON parser reads it),
+/// or plain text without a backslash (an escape a reader may decode: a JSON body with one bad
+/// `\u` escape is not JSON to guardwire, and the others would spell text unread) and without
+/// control characters (UTF-16 without its mark, read as UTF-8, is letters between NULs).
+fn readable(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok()
+        || !text
+            .chars()
+            .any(|c| c == '\\' || (c.is_control() && !matches!(c, '\t' | '\n' | '\r')))
 }
 
 /// The strings of `v`, and its keys that are not field names, in document order.
