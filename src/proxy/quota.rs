@@ -61,6 +61,7 @@ fn output_bound(body: &[u8], default_output: u64) -> u64 {
         max_output_tokens: Option<serde_json::Value>,
         n: Option<serde_json::Value>,
         best_of: Option<serde_json::Value>,
+        prompt: Option<serde_json::Value>,
         #[serde(rename = "generationConfig", alias = "generation_config")]
         generation_config: Option<GenerationConfig>,
     }
@@ -101,7 +102,14 @@ fn output_bound(body: &[u8], default_output: u64) -> u64 {
         .max()
         .unwrap_or(1)
         .max(1);
-    bound.saturating_mul(answers)
+    // Legacy Completions: a list of prompts (texts, or token lists) is answered once per prompt.
+    let prompts = match &b.prompt {
+        Some(serde_json::Value::Array(a)) if a.iter().any(|p| p.is_string() || p.is_array()) => {
+            a.len().max(1) as u64
+        }
+        _ => 1,
+    };
+    bound.saturating_mul(answers).saturating_mul(prompts)
 }
 
 /// A Responses request run in the background: answered at once, generated (and billed) later.
@@ -258,6 +266,8 @@ mod tests {
             ),
             (br#"{"n":2.0,"max_completion_tokens":7}"#, 14),
             (br#"{"n":0,"max_tokens":7}"#, 7),
+            (br#"{"prompt":["a","b","c"],"n":2,"max_tokens":5}"#, 30),
+            (br#"{"prompt":[1,2,3],"max_tokens":5}"#, 5),
         ] {
             let a = ask(&l, body, None, None, 4096).unwrap_or_default();
             assert_eq!(
