@@ -18,21 +18,12 @@ impl Policy {
     /// Appends to `hits` the secret and PII matches in `value`, read as a whole text of
     /// `target`. The hits have no span, so they block in every mode but `monitor`.
     pub(super) fn identifier_hits(&self, target: Target, value: &str, hits: &mut Vec<Hit>) {
-        let scan = &self.checks(target).scan;
-        if scan.is_empty() || value.is_empty() {
-            return;
-        }
         let first = hits.len();
-        let mut st = scan.start();
-        scan.feed(&mut st, value, hits, false);
-        scan.finish(&mut st, hits, false);
+        self.value_hits(target, value, hits);
         let mut kept = first;
         for i in first..hits.len() {
             if self.reads_identifiers(hits[i].owner) {
-                hits[kept] = Hit {
-                    start: None,
-                    ..hits[i]
-                };
+                hits[kept] = hits[i];
                 kept += 1;
             }
         }

@@ -50,6 +50,18 @@ impl Aside {
     }
 }
 
+/// The last [`REPLAY`] characters of `text` after its last line break: what is written again
+/// after an aside, and the context a reading recorded elsewhere starts from.
+pub(super) fn last_line_tail(text: &str) -> &str {
+    let line = text.rsplit('\n').next().unwrap_or("");
+    let start = line
+        .char_indices()
+        .rev()
+        .nth(REPLAY - 1)
+        .map_or(0, |(i, _)| i);
+    &line[start..]
+}
+
 impl Normalizer {
     /// Keeps the view's last characters (what an aside writes again).
     pub(super) fn remember(&mut self, view: &str) {
@@ -75,13 +87,7 @@ impl Normalizer {
     /// The view's last characters after its last line break (at most [`REPLAY`]), as text
     /// and with the view position of its first byte.
     pub(super) fn replay_text(&self) -> (u64, String) {
-        let line = self.recent.rsplit('\n').next().unwrap_or("");
-        let start = line
-            .char_indices()
-            .rev()
-            .nth(REPLAY - 1)
-            .map_or(0, |(i, _)| i);
-        let text = &line[start..];
+        let text = last_line_tail(&self.recent);
         (self.out_len - text.len() as u64, text.to_owned())
     }
 

@@ -21,7 +21,7 @@
 //!   the aside.
 //!
 //! Each reading ([`BROWSER`], [`MARKDOWN`]) is recorded on its own: when a construct opens, the
-//! view's last characters (at most [`REPLAY`], back to the previous line break) are its
+//! view's last characters (at most [`REPLAY`](super::aside::REPLAY), back to the previous line break) are its
 //! context; once it closes, the characters the view writes (not those of asides) are
 //! recorded, and once [`TRAIL`] bytes of them were (or the text ends) the context followed by
 //! them is the aside. Another construct of the same reading while one is recorded goes on from
@@ -29,7 +29,7 @@
 //! cut by several reads whole. Every split of the text writes the same view, so the asides are
 //! the same.
 
-use super::aside::REPLAY;
+use super::aside::last_line_tail;
 use super::html::{attr, RAW_TEXT};
 use super::Normalizer;
 use std::sync::LazyLock;
@@ -160,13 +160,7 @@ impl Normalizer {
             Some(j) if j.closed => {
                 let mut text = j.context;
                 text.push_str(&j.after);
-                let line = text.rsplit('\n').next().unwrap_or("");
-                let start = line
-                    .char_indices()
-                    .rev()
-                    .nth(REPLAY - 1)
-                    .map_or(0, |(i, _)| i);
-                (line[start..].to_owned(), j.context_raw)
+                (last_line_tail(&text).to_owned(), j.context_raw)
             }
             _ => {
                 let (at, context) = self.replay_text();

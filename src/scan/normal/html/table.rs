@@ -12,7 +12,7 @@
 //! ([`super::super::Normalizer::take_refusal`]): it would join a context already released.
 //! At most [`MAX_FOSTER`] bytes of such text are kept, and [`MAX_TABLES`] tables nested.
 
-use super::super::aside::REPLAY;
+use super::super::aside::last_line_tail;
 use super::super::Normalizer;
 
 /// Characters of a table read while its reading is held back.
@@ -29,7 +29,7 @@ const MAX_TABLES: usize = 8;
 pub(in crate::scan::normal) struct Table {
     /// Inside a cell (or caption): text stays in the table.
     in_cell: bool,
-    /// The view before the table (at most [`REPLAY`] characters), and its raw start.
+    /// The view before the table (at most [`REPLAY`](super::super::aside::REPLAY) characters), and its raw start.
     context: String,
     context_raw: u64,
     /// Text of foster positions, as the view wrote it.
@@ -102,7 +102,7 @@ impl Normalizer {
                     }
                 };
                 self.tables.push(Table {
-                    context: tail(&context),
+                    context: last_line_tail(&context).to_owned(),
                     context_raw,
                     tags_at: vec![at],
                     always,
@@ -215,15 +215,4 @@ impl Normalizer {
             self.end_table(t, out);
         }
     }
-}
-
-/// The last [`REPLAY`] characters of `text` after its last line break.
-fn tail(text: &str) -> String {
-    let line = text.rsplit('\n').next().unwrap_or("");
-    let start = line
-        .char_indices()
-        .rev()
-        .nth(REPLAY - 1)
-        .map_or(0, |(i, _)| i);
-    line[start..].to_owned()
 }
