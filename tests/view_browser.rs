@@ -97,6 +97,10 @@ const PIECES: &[&str] = &[
     // A blank line inside an element that hides text (white space to a browser).
     "<svg>\n\nz</svg>",
     "<math>z\n \nz</math>",
+    // Review 12: nested templates; HTML tags that end foreign content.
+    "<template><template></template>t</template>",
+    "<svg><b>",
+    "<math><i>",
     "<",
     ">",
     "x",
@@ -132,6 +136,10 @@ const MARKDOWN: &[&str] = &[
     "](<a)b>)",
     "](a\\)b)",
     "![a](b \"c)d\")",
+    // Review 12: code blocks, whose markup ends with them.
+    "\n~~~\n",
+    "\n```\n<svg>\n```\n",
+    "\n\n    <svg>\n",
 ];
 
 /// A text: the phrase cut at one or two places, one or two pieces at each (Markdown's too,

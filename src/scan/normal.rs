@@ -236,6 +236,8 @@ pub struct Normalizer {
     tables: Vec<html::Table>,
     annotation_hidden: bool,
     line_blank: bool,
+    /// The line's start, for Markdown's code blocks (`html/blocks.rs`).
+    lead: html::LineLead,
 }
 
 impl Normalizer {
@@ -294,6 +296,7 @@ impl Normalizer {
             tables: Vec::new(),
             annotation_hidden: false,
             line_blank: false,
+            lead: html::LineLead::default(),
         }
     }
 
@@ -408,6 +411,7 @@ impl Normalizer {
             || !self.asides.is_empty()
             || self.annotation_hidden
             || self.line_blank
+            || self.lead.waits()
         {
             return 0;
         }
@@ -435,6 +439,7 @@ impl Normalizer {
         };
         if self.mode == Normalize::Full {
             self.ascii_word_state(text.as_bytes());
+            self.lead.plain(text.as_bytes());
         }
         self.after_space = last == b' ';
         self.base = Some(char::from(last));
@@ -449,6 +454,9 @@ impl Normalizer {
     fn char(&mut self, c: char, raw: u64, raw_end: u64, out: &mut String) {
         self.asides_due(out);
         self.bidi_char(c, raw, raw_end, out);
+        if self.mode == Normalize::Full {
+            self.line_lead(c, raw, raw_end, out);
+        }
         if self.carrier_char(c, raw, raw_end, out) {
             return;
         }

@@ -314,6 +314,8 @@ fn as_rendered(run: &str, mut in_ruby: bool) -> String {
     let mut rest = run;
     // The element whose text is not shown, being skipped.
     let mut hidden: Option<String> = None;
+    // Templates inside the hidden template (whose end tags it does not end at).
+    let mut nested = 0usize;
     while let Some(at) = rest.find('<') {
         if hidden.is_none() {
             shown.push_str(&rest[..at]);
@@ -342,11 +344,19 @@ fn as_rendered(run: &str, mut in_ruby: bool) -> String {
             .to_ascii_lowercase();
         let annotation = |n: &str| n == "rp" || (in_ruby && matches!(n, "rt" | "rtc"));
         hidden = match hidden {
+            Some(h) if h == "template" && name == h && (!closing || nested > 0) => {
+                nested = if closing { nested - 1 } else { nested + 1 };
+                Some(h)
+            }
             Some(h) if closing && (name == h || (name == "ruby" && annotation(&h))) => None,
             // An annotation ends where the next one starts (and that one is hidden too).
             Some(h) if !closing && annotation(&h) && annotation(&name) => Some(name.clone()),
             Some(h) => Some(h),
-            None if !closing && (RAW_TEXT.contains(&name.as_str()) || annotation(&name)) => {
+            None if !closing
+                && (RAW_TEXT.contains(&name.as_str())
+                    || name == "template"
+                    || annotation(&name)) =>
+            {
                 Some(name.clone())
             }
             None => None,

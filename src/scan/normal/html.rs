@@ -27,6 +27,8 @@
 //! comment, a tag's attributes or a link destination is written as an aside every
 //! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
 
+mod blocks;
+pub(super) use blocks::LineLead;
 mod elements;
 pub(super) use elements::OpenElement;
 mod syntax;
@@ -45,6 +47,10 @@ const MAX_TAG: usize = 40;
 
 /// Hidden text is written as an aside at least this often.
 const MAX_HIDDEN: usize = 256;
+
+/// Characters of hidden text an aside cut at [`MAX_HIDDEN`] writes again at the start of
+/// the next (as many as the view writes again after an aside).
+const HIDDEN_OVERLAP: usize = super::aside::REPLAY;
 
 /// What the markup reader is in the middle of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -387,7 +393,11 @@ impl Normalizer {
     pub(super) fn hide(&mut self, unit: Unit, out: &mut String) {
         self.hidden.push(unit);
         if self.hidden.len() >= MAX_HIDDEN {
+            // The next aside starts with this one's last characters, so a phrase through
+            // the cut is read whole in one of them (up to [`HIDDEN_OVERLAP`] + 1 characters).
+            let overlap = self.hidden[MAX_HIDDEN - HIDDEN_OVERLAP..].to_vec();
             self.end_hidden(out);
+            self.hidden.extend(overlap);
         }
     }
 
@@ -410,12 +420,13 @@ impl Normalizer {
     pub(super) fn finish_html(&mut self, out: &mut String) {
         match self.markup {
             Markup::Tag => self.tag_as_text(out),
-            Markup::Text | Markup::Autolink => {}
             Markup::Attributes { .. } => {
                 self.end_hidden(out);
                 // Never closed: a browser drops it, a Markdown renderer shows it.
                 self.tag_ended(true);
             }
+            // (In text, what an open element hides — a ruby's annotation, foreign content —
+            // is hidden text all the same.)
             _ => self.end_hidden(out),
         }
         self.markup = Markup::Text;

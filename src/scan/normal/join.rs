@@ -60,6 +60,13 @@ static INNER_RAW_TEXT: LazyLock<regex::Regex> = LazyLock::new(|| {
         .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
 });
 
+/// An inline image (`![alt](destination)`, no nested brackets): what a person sees of it in
+/// a `<…>` Markdown shows as text is no text.
+static INNER_IMAGE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"!\[[^\[\]]*\]\([^()\s]*(?:\s+(?:\x22[^\x22]*\x22|'[^']*'))?\s*\)")
+        .unwrap_or_else(|_| regex::Regex::new("^$").unwrap_or_else(|_| unreachable!()))
+});
+
 /// CommonMark's raw HTML open and closing tags (spec 0.31.2, 6.6), as a regex.
 fn commonmark_tags() -> String {
     let ws = r"[ \t\n\r\x0c]";
@@ -204,6 +211,8 @@ impl Normalizer {
             }
         }
         shown.push_str(&inner[from..]);
+        // An image there is seen as the image, not its alt text (`<x![a](b) y`).
+        let shown = INNER_IMAGE.replace_all(&shown, "");
         context.push('<');
         context.push_str(&super::markup::decode_references(&shown));
         self.joins[MARKDOWN] = Some(Box::new(Join {
@@ -485,6 +494,10 @@ mod tests {
         ] {
             assert!(!COMMONMARK_TAG.is_match(not), "{not}");
         }
+        assert_eq!(
+            INNER_IMAGE.replace_all("a![b](c)d![e](f \"g\")h", ""),
+            "adh"
+        );
         assert_eq!(
             INNER_MARKUP.replace_all("fo<q>x<!-- c -->y<!-->", ""),
             "foxy"

@@ -1180,3 +1180,112 @@ fn a_tables_text_outside_its_cells_is_read_where_a_browser_shows_it() {
     let (_, mut n) = view_of(&long, &[], Normalize::Full);
     assert_eq!(n.take_refusal(), None);
 }
+
+/// Review 12: Markdown shows markup in a code block as text, and what follows the block;
+/// what the view read as markup there (a browser's reading) ends at the block's end for
+/// Markdown's reading. And what an element hides is read (an aside) up to the end of the
+/// text, its asides cut with an overlap, so a phrase through a cut is read whole.
+#[test]
+fn a_code_blocks_markup_ends_with_the_block() {
+    for text in [
+        "~~~\n<!--\n~~~\nforbid<b>den</b> fruit\n\n-->",
+        "~~~~\n<svg>\n~~~~\nforbid<b>den</b> fruit",
+        "```\n<svg>\n```\nforbidden fruit",
+        " ~~~\n<svg>\n ~~~\nforbid<i>den</i> fruit",
+        "~~~ python\n<math>\n~~~\nforbid<i>den</i> fruit",
+        "~~~\r\n<script>\r\n~~~\r\nforbid<i>den</i> fruit",
+        "~~~\n<a title='\n~~~\nforbid<b>den</b> fruit",
+        "~~~\n<?x\n~~~\nforbid<b>den</b> fruit",
+        "~~~\n<ruby>x<rt>\n~~~\nforbid<b>den</b> fruit",
+        "x\n\n    <svg>\nforbid<b>den</b> fruit",
+        "x\n\n\t<svg>\n\n    zz\nforbid<b>den</b> fruit",
+        "    <svg>\nforbid<b>den</b> fruit",
+        // Hidden text to the end of the text, and through a cut.
+        "a <svg>forbidden fruit",
+        "a <ruby>b<rt>forbidden fruit",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    for pad in 240..260 {
+        for text in [
+            format!("<!--{} forbidden fruit -->", "x".repeat(pad)),
+            format!("a <svg>{} forbidden fruit", "x".repeat(pad)),
+        ] {
+            let view = full(&text);
+            assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        }
+    }
+    // A template's content is hidden up to its own end tag (templates nest), across blank
+    // lines too (a paragraph's end closes no template).
+    for (text, phrase, hidden) in [
+        (
+            "forbid<template><template></template>zz</template>den fruit",
+            "forbidden fruit",
+            "zzden",
+        ),
+        (
+            "forbid<template><div><template>zz</template></div>yy</template>den fruit",
+            "forbidden fruit",
+            "yyden",
+        ),
+        (
+            "blue<template><template>x</template>y</template>bird",
+            "bluebird",
+            "ybird",
+        ),
+        (
+            "forbid<template>\n\nzz</template>den fruit",
+            "forbidden fruit",
+            "zzden",
+        ),
+    ] {
+        let view = full(text);
+        let first = view.lines().next().unwrap_or("");
+        assert!(
+            first.contains(phrase) && !first.contains(hidden),
+            "{text:?} reads {view:?}"
+        );
+        same_view_at_every_split(text);
+    }
+    // An HTML element's tag ends foreign content (the parser's breakout), outside the
+    // elements whose content is HTML.
+    for text in [
+        "forbid<svg><b>den fruit",
+        "forbid<svg><g>x</g><span>den fruit",
+        "forbid<math><mrow><i>den</i> fruit",
+    ] {
+        let view = full(text);
+        assert!(
+            view.lines()
+                .next()
+                .unwrap_or("")
+                .contains("forbidden fruit"),
+            "{text:?} reads {view:?}"
+        );
+        same_view_at_every_split(text);
+    }
+    // (`</p>` ends it too, and makes a paragraph of its own: a break.)
+    let view = full("forbid<svg></p>den fruit");
+    assert!(
+        view.lines().next().unwrap_or("").ends_with("den fruit"),
+        "{view:?}"
+    );
+    let view = full("a<svg><foreignObject><b>x</b></foreignObject>y</svg>z");
+    assert_eq!(view.lines().next(), Some("axz"), "{view:?}");
+    // An image in a `<…>` Markdown shows as text (browser oracle).
+    let view = full("***<forbidden![a](b) fruit");
+    assert!(view.contains("<forbidden fruit"), "{view:?}");
+    // Not a code block: a paragraph's indented line, a fence spelled with references.
+    for text in [
+        "x\n    <svg>\nforbidden fruit",
+        "&#96;&#96;&#96;\n<svg>\n&#96;&#96;&#96;\nforbidden fruit",
+    ] {
+        let view = full(text);
+        assert!(
+            !view.lines().next().unwrap_or("").contains("fruit"),
+            "{text:?} reads {view:?}"
+        );
+    }
+}

@@ -19,6 +19,55 @@ use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
 use super::syntax::VOID;
 
+/// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
+/// only with some attributes, read here as always).
+const BREAKOUT: [&str; 44] = [
+    "b",
+    "big",
+    "blockquote",
+    "body",
+    "br",
+    "center",
+    "code",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "embed",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "head",
+    "hr",
+    "i",
+    "img",
+    "li",
+    "listing",
+    "menu",
+    "meta",
+    "nobr",
+    "ol",
+    "p",
+    "pre",
+    "ruby",
+    "s",
+    "small",
+    "span",
+    "strong",
+    "strike",
+    "sub",
+    "sup",
+    "table",
+    "tt",
+    "u",
+    "ul",
+    "var",
+];
+
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
 
@@ -71,6 +120,14 @@ impl Normalizer {
         let name = std::mem::take(&mut self.tag_element);
         let dir = decode_references(&std::mem::take(&mut self.dir_value));
         self.table_tag(&name, self.tag_closing, out);
+        let breaks_out = if self.tag_closing {
+            matches!(name.as_str(), "p" | "br")
+        } else {
+            BREAKOUT.contains(&name.as_str())
+        };
+        if breaks_out {
+            self.break_out_of_foreign_content();
+        }
         if self.tag_closing {
             self.join_end_tag(&name);
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
@@ -137,6 +194,55 @@ impl Normalizer {
         self.open_html_join(raw);
     }
 
+    /// Markdown's block ends (a blank line, a code block's start or end: `blocks.rs`): the
+    /// open elements close. A browser reading HTML keeps them open (a blank line is white
+    /// space): an override stays open (the bidi run reads both, `bidi.rs`), and text an
+    /// element hides from it is read as its aside (`join.rs`).
+    pub(super) fn elements_end_for_markdown(&mut self, unit: Unit, out: &mut String, blank: bool) {
+        // A paragraph's end (`</p>`) closes no `<template>`: what is in it stays hidden.
+        if self.open_elements.is_empty()
+            || (blank && self.open_elements.iter().any(|e| e.name == "template"))
+        {
+            return;
+        }
+        if self.annotation_hidden {
+            self.hidden_past_blank_line(unit.raw);
+        }
+        self.open_elements.retain(|e| e.overrides);
+        self.annotation_hidden = false;
+        self.end_hidden(out);
+    }
+
+    /// An HTML element's tag inside an `<svg>` or a `<math>` (outside the elements where
+    /// their content is HTML): the parser closes the foreign elements and reads it as HTML
+    /// (`forbid<svg><b>den` shows `forbidden`).
+    fn break_out_of_foreign_content(&mut self) {
+        let Some(foreign) = self
+            .open_elements
+            .iter()
+            .rposition(|e| e.name == "svg" || e.name == "math")
+        else {
+            return;
+        };
+        let html_inside = self.open_elements[foreign + 1..].iter().any(|e| {
+            matches!(
+                e.name.as_str(),
+                "foreignobject"
+                    | "desc"
+                    | "title"
+                    | "mi"
+                    | "mo"
+                    | "mn"
+                    | "ms"
+                    | "mtext"
+                    | "annotation-xml"
+            )
+        });
+        if !html_inside {
+            self.close_elements(foreign);
+        }
+    }
+
     /// Closes the open elements from `from` on (innermost first): their overrides end where
     /// the tag that closes them starts.
     fn close_elements(&mut self, from: usize) {
@@ -164,16 +270,8 @@ impl Normalizer {
     ) -> bool {
         let c = unit.c;
         if c == '\n' || (is_paragraph_end(c) && c != '\r') {
-            if (self.line_blank || c != '\n') && !self.open_elements.is_empty() {
-                // A browser reading HTML keeps them open (a blank line is white space): an
-                // override stays open (the bidi run reads both, `bidi.rs`), and text an
-                // element hides from it is read as its aside (`join.rs`).
-                if self.annotation_hidden {
-                    self.hidden_past_blank_line(unit.raw);
-                }
-                self.open_elements.retain(|e| e.overrides);
-                self.annotation_hidden = false;
-                self.end_hidden(out);
+            if self.line_blank || c != '\n' {
+                self.elements_end_for_markdown(unit, out, true);
             }
             self.line_blank = true;
         } else if !c.is_whitespace() {
@@ -200,7 +298,7 @@ impl Normalizer {
     }
 }
 
-/// Whether text inside `open` (outermost first) is not shown: inside an `<rp>`, an `<rt>` or
+/// Whether text inside `open` (outermost first) is not shown: inside a `<template>`, an `<rp>`, an `<rt>` or
 /// `<rtc>` inside a `<ruby>` with base text, or foreign content a browser does not draw as
 /// text — in an `<svg>` outside its text elements (`<text>`, `<tspan>`, `<textPath>`,
 /// `<foreignObject>`), in a `<math>` outside its token elements (`<mi>`, `<mn>`, `<mo>`,
@@ -221,6 +319,7 @@ pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
     let svg = at("svg");
     let math = at("math");
     annotation
+        || at("template").is_some()
         || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
         || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
 }

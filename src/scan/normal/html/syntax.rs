@@ -110,10 +110,11 @@ pub(in crate::scan::normal) fn html_space(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\x0c' | '\r' | ' ')
 }
 
-/// Elements whose content a browser does not show (scripts, styles, templates, the title, …):
-/// hidden up to their end tag, their text an aside.
-pub(in crate::scan::normal) const RAW_TEXT: [&str; 18] = [
-    "script", "style", "template", "title", "iframe", "noembed", "noframes",
+/// Elements whose content a browser does not show (scripts, styles, the title, …): hidden up
+/// to their end tag, their text an aside. (A `<template>`'s content is parsed as HTML, other
+/// templates nested in it: it is an element that hides its text, `elements.rs`.)
+pub(in crate::scan::normal) const RAW_TEXT: [&str; 17] = [
+    "script", "style", "title", "iframe", "noembed", "noframes",
     // Raw text where scripts run, as in every person's browser.
     "noscript", // Shown in a box of its own, apart from the words around it.
     "textarea", // Not displayed by a browser's own style sheet (`<rp>` too: `elements.rs`).

@@ -228,8 +228,10 @@ impl Normalizer {
 
     /// A whole tag was read: it shows nothing, or a break between words.
     pub(super) fn tag_shown(&mut self, block: bool, raw: u64, raw_end: u64, out: &mut String) {
+        // A block inside text a browser hides (a template's `<div>`) breaks no line.
+        let hidden_before = self.annotation_hidden;
         self.element_ended(raw_end, out);
-        if block {
+        if block && !(hidden_before && self.annotation_hidden) {
             self.markup_char(' ', raw, raw_end, true, out);
         }
         // A browser lays `<wbr>` out as a U+200B: a line break next to it shows as nothing
