@@ -400,6 +400,8 @@ fn anthropic_error_json(err: &GatewayError) -> String {
 }
 
 mod stream;
+#[cfg(test)]
+use stream::MAX_BLOCKS;
 use stream::{MessagesStream, STRUCTURAL};
 #[cfg(test)]
 mod template_tests;

@@ -93,7 +93,7 @@ pub(super) static STRUCTURAL: Structural = Structural {
 
 #[derive(Default)]
 pub(super) struct MessagesStream {
-    blocks: Vec<(u32, BlockKind)>,
+    blocks: std::collections::HashMap<u32, BlockKind>,
     /// The last text delta event, which the next ones most likely repeat but for their text.
     pub(super) template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
@@ -102,12 +102,12 @@ pub(super) struct MessagesStream {
     identifiers: Vec<std::ops::Range<usize>>,
 }
 
+/// Content blocks one streamed answer may open.
+pub(super) const MAX_BLOCKS: usize = 16_384;
+
 impl MessagesStream {
     fn kind_of(&self, index: u32) -> BlockKind {
-        self.blocks
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map_or(BlockKind::Other, |(_, k)| *k)
+        self.blocks.get(&index).copied().unwrap_or(BlockKind::Other)
     }
 }
 
@@ -141,8 +141,14 @@ impl StreamDecoder for MessagesStream {
                     "thinking" => BlockKind::Thinking,
                     _ => BlockKind::Other,
                 };
-                self.blocks.retain(|(i, _)| *i != index);
-                self.blocks.push((index, kind));
+                // Indexed, and bounded: one answer's blocks cost linear work and bounded
+                // memory (an answer past the bound is not checked: fail closed).
+                if self.blocks.len() >= MAX_BLOCKS && !self.blocks.contains_key(&index) {
+                    return Err(DecodeError(format!(
+                        "an Anthropic answer with more than {MAX_BLOCKS} content blocks"
+                    )));
+                }
+                self.blocks.insert(index, kind);
                 match kind {
                     BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
                     BlockKind::Thinking => {

@@ -129,3 +129,24 @@ fn document_blocks_are_read_and_stored_content_noted() {
         ]
     );
 }
+
+/// Review 12: blocks are indexed (linear work) and bounded; a block started again keeps one
+/// entry, and past the bound the answer is not decoded (fail closed).
+#[test]
+fn content_blocks_are_bounded() {
+    let mut dec = MessagesStream::default();
+    let start = |i: usize| {
+        format!(
+            r#"{{"type":"content_block_start","index":{i},"content_block":{{"type":"text","text":""}}}}"#
+        )
+    };
+    for i in 0..MAX_BLOCKS {
+        let mut out = Vec::new();
+        dec.decode(None, start(i).as_bytes(), &mut out).unwrap();
+    }
+    let (again, past) = (start(0), start(MAX_BLOCKS));
+    let mut out = Vec::new();
+    assert!(dec.decode(None, again.as_bytes(), &mut out).is_ok());
+    let mut out = Vec::new();
+    assert!(dec.decode(None, past.as_bytes(), &mut out).is_err());
+}
