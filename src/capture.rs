@@ -87,6 +87,7 @@ impl Capture {
         protocol: &'static str,
         path: &str,
         request_id: &str,
+        key_id: Option<&'static str>,
         metrics: &Arc<Metrics>,
     ) -> Option<Arc<Exchange>> {
         let s = &self.settings;
@@ -101,7 +102,11 @@ impl Capture {
             tx: self.tx.clone(),
             metrics: Arc::clone(metrics),
             max: s.max_record_bytes,
-            id: request_id.to_owned(),
+            // The record's own id: a request id is the client's to choose (and two tenants
+            // may choose the same), so it is metadata, with the key's id.
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            request_id: request_id.to_owned(),
+            key_id,
             route,
             protocol,
             path: path.to_owned(),
@@ -125,6 +130,8 @@ pub struct Exchange {
     metrics: Arc<Metrics>,
     max: usize,
     id: String,
+    request_id: String,
+    key_id: Option<&'static str>,
     route: &'static str,
     protocol: &'static str,
     path: String,
@@ -180,12 +187,23 @@ impl Exchange {
     }
 
     /// The upstream's response head: its status, and whether its body (read through
-    /// [`Tap::data`]) is an SSE stream. An error status's body is not recorded.
+    /// [`Tap::data`]) is an SSE stream. An error status's body is recorded as it was checked
+    /// ([`Exchange::error_body`]).
     pub fn response_head(&self, status: u16, sse: bool) {
         self.with(|s| {
             s.upstream_status = Some(status);
             if (200..300).contains(&status) && !s.too_large {
                 s.response = Some((sse, Vec::new()));
+            }
+        });
+    }
+
+    /// An error status's body as the checks read it (decoded from its charset), so a replay
+    /// checks what the proxy checked.
+    pub fn error_body(&self, body: &[u8]) {
+        self.with(|s| {
+            if !s.too_large && self.grow(s, body.len()) {
+                s.response = Some((false, body.to_vec()));
             }
         });
     }
@@ -210,6 +228,8 @@ impl Exchange {
 /// An exchange's record once the exchange is over, for the writer to make its line.
 struct Finished {
     id: String,
+    request_id: String,
+    key_id: Option<&'static str>,
     route: &'static str,
     protocol: &'static str,
     path: String,
@@ -247,6 +267,8 @@ impl Finished {
             response_sse_base64: response_sse.base64,
             metadata: Metadata {
                 captured_by: "guardwire",
+                request_id: &self.request_id,
+                key_id: self.key_id,
                 started: &self.started,
                 ended: &self.ended,
                 status,
@@ -320,6 +342,8 @@ impl Drop for Exchange {
         }
         let record = Finished {
             id: std::mem::take(&mut self.id),
+            request_id: std::mem::take(&mut self.request_id),
+            key_id: self.key_id,
             route: self.route,
             protocol: self.protocol,
             path: std::mem::take(&mut self.path),
@@ -366,6 +390,11 @@ struct Record<'a> {
 #[derive(Serialize)]
 struct Metadata<'a> {
     captured_by: &'static str,
+    /// The exchange's `x-request-id` (the client's, when it sent one).
+    request_id: &'a str,
+    /// The id of the client's key (`keys[].id`), when it had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_id: Option<&'static str>,
     started: &'a str,
     ended: &'a str,
     /// The status the client was answered with (a stream: 200, its end said by `outcome`).
@@ -491,6 +520,7 @@ mod tests {
                     "openai_chat",
                     "/v1/chat/completions",
                     &format!("r{i}"),
+                    Some("alice"),
                     &metrics,
                 )
                 .unwrap();
@@ -503,7 +533,10 @@ mod tests {
         assert_eq!(count(&metrics, "queue_full"), 2);
         let line: Value =
             serde_json::from_slice(&rx.try_recv().unwrap().record.line().unwrap()).unwrap();
-        assert_eq!(line["id"], "r0");
+        // The record's own id; the request id and the key's are metadata.
+        assert_eq!(line["id"].as_str().map(str::len), Some(32));
+        assert_eq!(line["metadata"]["request_id"], "r0");
+        assert_eq!(line["metadata"]["key_id"], "alice");
         assert_eq!(line["response_body"], r#"{"choices":[]}"#);
         assert_eq!(line["metadata"]["status"], 200);
     }
@@ -519,6 +552,7 @@ mod tests {
                     "openai_chat",
                     "/v1/chat/completions",
                     "r",
+                    None,
                     &metrics,
                 )
                 .unwrap()
@@ -569,14 +603,14 @@ mod tests {
         let taken = (0..40)
             .filter(|_| {
                 capture
-                    .start("openai_chat", "openai_chat", "/p", "r", &metrics)
+                    .start("openai_chat", "openai_chat", "/p", "r", None, &metrics)
                     .is_some()
             })
             .count();
         assert_eq!(taken, 10);
         capture.settings.routes = vec!["other".into()];
         assert!(capture
-            .start("openai_chat", "openai_chat", "/p", "r", &metrics)
+            .start("openai_chat", "openai_chat", "/p", "r", None, &metrics)
             .is_none());
     }
 
@@ -585,7 +619,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let (capture, rx) = stalled(1);
         let c = capture
-            .start("openai_chat", "openai_chat", path, id, &metrics)
+            .start("openai_chat", "openai_chat", path, id, None, &metrics)
             .unwrap();
         c.request(&Bytes::copy_from_slice(request));
         if let Some((sse, body)) = response {
@@ -615,7 +649,9 @@ mod tests {
         );
         assert_eq!(line.last(), Some(&b'\n'));
         let ex = read(&line[..line.len() - 1], 1).unwrap();
-        assert_eq!(ex.id, id);
+        let record: Value = serde_json::from_slice(line).unwrap();
+        assert_eq!(record["metadata"]["request_id"], id);
+        assert_eq!(ex.id, record["id"].as_str().unwrap());
         assert_eq!(ex.path.as_deref(), Some(path));
         assert_eq!(&*ex.request, request);
         match (response, &ex.answer) {

@@ -8,7 +8,7 @@ mod common;
 
 use common::binary::eval;
 use common::mock_upstream::{openai_chat_stream, MockUpstream, Reply};
-use common::proxy::{metrics, post_chat, start_proxy};
+use common::proxy::{metrics, post_chat, send, start_proxy};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -35,6 +35,20 @@ async fn mock() -> MockUpstream {
         let body = req.body_json().unwrap();
         let prompt = body["messages"][0]["content"].as_str().unwrap().to_owned();
         let pieces = answer_for(&prompt);
+        // The provider's error answers: one naming the codename (in a key and a value), one
+        // clean, one in a charset the checks decode.
+        match prompt.as_str() {
+            "Fail loudly" => {
+                return Reply::json(
+                    400,
+                    r#"{"error":{"message":"no project \u0062luebird here","type":"invalid_request_error"}}"#,
+                )
+            }
+            "Fail quietly" => {
+                return Reply::json(429, r#"{"error":{"message":"slow down","type":"rate_limit"}}"#)
+            }
+            _ => {}
+        }
         if body["stream"] == true {
             // A few bytes a read: the capture sees the stream as guardwire read it.
             Reply::sse_every(&openai_chat_stream(&pieces), 7, Duration::ZERO)
@@ -119,15 +133,29 @@ async fn a_capture_replays_to_the_proxys_own_verdicts() {
         ("Any news?", true, false),
         ("Contact?", true, true),
         ("my key is sk-abcdefghijklmnopqrstuvwxyz0123", false, false),
+        ("Fail loudly", false, false),
+        ("Fail quietly", false, true),
     ];
     for (prompt, stream, released) in traffic {
-        let a = post_chat(proxy.addr(), &request(prompt, stream)).await;
+        // Every request with the same client-chosen request id (two tenants may choose alike).
+        let a = send(
+            proxy.addr(),
+            "POST",
+            "/v1/chat/completions",
+            request(prompt, stream),
+            &[
+                ("content-type", "application/json"),
+                ("authorization", "Bearer sk-client"),
+                ("x-request-id", "req-0001"),
+            ],
+        )
+        .await;
         let text = a.text();
-        let passed = a.status == 200 && !text.contains("\"error\"");
+        let passed = (a.status == 200 && !text.contains("\"error\"")) || text.contains("slow down");
         assert_eq!(passed, released, "{prompt}: {} {text}", a.status);
     }
     // The request with a key in its prompt was blocked before the call.
-    assert_eq!(upstream.request_count(), 5);
+    assert_eq!(upstream.request_count(), traffic.len() - 1);
 
     let records = lines(&file, traffic.len()).await;
     assert_eq!(records.len(), traffic.len());
@@ -183,6 +211,24 @@ async fn a_capture_replays_to_the_proxys_own_verdicts() {
     assert_eq!(key["metadata"]["verdicts"][0]["phase"], "input");
     let contact = by_prompt("Contact?");
     assert_eq!(contact["metadata"]["verdicts"][0]["mode"], "redact");
+    // Each record has an id of its own; the client's request id is metadata.
+    let ids: std::collections::HashSet<_> =
+        records.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), records.len(), "{raw}");
+    assert!(
+        records
+            .iter()
+            .all(|r| r["metadata"]["request_id"] == "req-0001"),
+        "{raw}"
+    );
+    // An error answer is recorded as checked, and replays to the proxy's verdict.
+    let loud = by_prompt("Fail loudly");
+    assert_eq!(loud["metadata"]["outcome"], "blocked", "{loud}");
+    assert_eq!(loud["metadata"]["upstream_status"], 400);
+    assert!(
+        loud["response_body"].as_str().unwrap().contains("luebird"),
+        "{loud}"
+    );
 
     let m = metrics(proxy.addr()).await;
     assert_eq!(counter(&m, "written"), traffic.len() as u64, "{m}");
@@ -193,9 +239,9 @@ async fn a_capture_replays_to_the_proxys_own_verdicts() {
     let (code, text) = replay(&file, &out);
     assert_eq!(code, 0, "{text}");
     let r: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(r["exchanges"], 6, "{r}");
-    assert_eq!(r["passed"], 3, "{r}");
-    assert_eq!(r["blocked"], 3, "{r}");
+    assert_eq!(r["exchanges"], 8, "{r}");
+    assert_eq!(r["passed"], 4, "{r}");
+    assert_eq!(r["blocked"], 4, "{r}");
     assert_eq!(r["refused"], 0, "{r}");
     assert_eq!(r["redacted"], 1, "{r}");
     assert_eq!(r["request_only"], 1, "{r}");
@@ -210,7 +256,7 @@ async fn a_capture_replays_to_the_proxys_own_verdicts() {
             .clone()
     };
     assert_eq!(blocked_by("no-api-keys"), 1, "{r}");
-    assert_eq!(blocked_by("codenames"), 2, "{r}");
+    assert_eq!(blocked_by("codenames"), 3, "{r}");
 }
 
 #[tokio::test]

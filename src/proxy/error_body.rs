@@ -82,6 +82,9 @@ impl RequestCtx<'_> {
                 "the upstream's error cannot be checked: it is not JSON, and holds escapes or control characters".into(),
             ));
         }
+        if let Some(c) = self.trace.capture() {
+            c.error_body(text.as_bytes());
+        }
         guard.answer(false);
         let verdict = check_error_text(guard, &text);
         let mut masked = false;
@@ -101,7 +104,7 @@ impl RequestCtx<'_> {
 
 /// Every text of an error body through the answer's checks: the strings (and the keys that
 /// are not field names) of a JSON body, else the body as one text.
-fn check_error_text(guard: &mut ExchangeGuard, text: &str) -> Result<(), Finding> {
+pub(crate) fn check_error_text(guard: &mut ExchangeGuard, text: &str) -> Result<(), Finding> {
     let mut texts = Vec::new();
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(v) => strings(&v, &mut texts),
@@ -127,7 +130,7 @@ fn check_error_text(guard: &mut ExchangeGuard, text: &str) -> Result<(), Finding
 /// or plain text without a backslash (an escape a reader may decode: a JSON body with one bad
 /// `\u` escape is not JSON to guardwire, and the others would spell text unread) and without
 /// control characters (UTF-16 without its mark, read as UTF-8, is letters between NULs).
-fn readable(text: &str) -> bool {
+pub(crate) fn readable(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text).is_ok()
         || !text
             .chars()

@@ -14,6 +14,7 @@ pub mod check;
 pub mod client_address;
 mod discovery;
 mod error_body;
+pub(crate) use error_body::{check_error_text, readable};
 pub mod estimate;
 mod evals;
 mod exchange;
@@ -420,8 +421,14 @@ impl Gateway {
         };
         if let (Some(capture), Target::Checked(..)) = (&rt.capture, &target) {
             let path = parts.uri.path();
-            if let Some(c) = capture.start(route.name, protocol.name(), path, ctx.id, &self.metrics)
-            {
+            if let Some(c) = capture.start(
+                route.name,
+                protocol.name(),
+                path,
+                ctx.id,
+                ctx.caller.key_id,
+                &self.metrics,
+            ) {
                 c.request(&body);
                 trace.capture_into(c);
             }

@@ -30,6 +30,10 @@ pub enum Answer<'a> {
     Whole(Cow<'a, [u8]>),
     /// An SSE body.
     Sse(Vec<u8>),
+    /// A provider's error answer (a capture's `upstream_status` outside 2xx): its body as
+    /// the proxy checked it, or `None` when the proxy could not read it (the client was
+    /// answered with an error of guardwire's).
+    Error(Option<Vec<u8>>),
 }
 
 /// One exchange to replay.
@@ -95,6 +99,8 @@ const KNOWN_KEYS: &str = "id, route, protocol, path, request, request_body, requ
 struct CapturedBy<'a> {
     #[serde(default, borrow)]
     captured_by: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    upstream_status: Option<u16>,
 }
 
 /// A body given as text or base64 (`key` names it in errors): its bytes.
@@ -129,11 +135,17 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
             )
         })?),
     };
-    let captured = l
+    let metadata = l
         .metadata
-        .and_then(|m| serde_json::from_str::<CapturedBy<'_>>(m.get()).ok())
-        .and_then(|m| m.captured_by)
+        .and_then(|m| serde_json::from_str::<CapturedBy<'_>>(m.get()).ok());
+    let captured = metadata
+        .as_ref()
+        .and_then(|m| m.captured_by.as_deref())
         .is_some_and(|by| by == "guardwire");
+    // A provider's error answer, as guardwire's capture records it.
+    let error_status = metadata
+        .and_then(|m| m.upstream_status)
+        .filter(|status| captured && !(200..300).contains(status));
     if captured && (l.request.is_some() || l.response.is_some()) {
         return Err("a capture record in the format of guardwire before bodies were written as strings: a request could write records of its own into such a file; capture again (docs/capture.md)".into());
     }
@@ -183,6 +195,7 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
         }
     };
     let answer = match (l.response, response_sse, response_body) {
+        (None, None, body) if error_status.is_some() => Answer::Error(body),
         (Some(r), None, None) => Answer::Whole(Cow::Borrowed(r.get().as_bytes())),
         (None, Some(s), None) => Answer::Sse(s),
         (None, None, Some(b)) => Answer::Whole(Cow::Owned(b)),

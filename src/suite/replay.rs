@@ -233,6 +233,25 @@ fn run(
             }
             whole(&mut guard, protocol, body, fallback, request)
         }
+        // A provider's error answer is relayed checked as the proxy checks it
+        // (`proxy/error_body.rs`); one it could not read was never relayed.
+        Answer::Error(None) => Err(refused(
+            Stage::OnChunk,
+            "the upstream's error answer could not be checked (none was relayed)",
+        )),
+        Answer::Error(Some(body)) => {
+            let verdict = error_answer(&mut guard, body);
+            let before = out.redacted.len();
+            note(&mut guard, Stage::OnChunk, out);
+            // A masked error is not relayed (the proxy answers 502).
+            if verdict.is_ok() && out.redacted.len() > before {
+                return refused(
+                    Stage::OnChunk,
+                    "the upstream's error carried text a guardrail masks",
+                );
+            }
+            verdict
+        }
         Answer::Sse(body) => streamed_answer(
             &mut guard,
             protocol,
@@ -277,6 +296,20 @@ fn whole(
         estimate::count(texts.into_iter(), total)
     });
     after_call(guard)
+}
+
+/// A provider's error answer: every text of it through the answer's checks.
+fn error_answer(guard: &mut ExchangeGuard, body: &[u8]) -> Result<(), Verdict> {
+    let text = String::from_utf8_lossy(body);
+    if !crate::proxy::readable(&text) {
+        return Err(refused(
+            Stage::OnChunk,
+            "the upstream's error is not JSON and holds escapes or control characters",
+        ));
+    }
+    guard.answer(false);
+    crate::proxy::check_error_text(guard, &text)
+        .map_err(|f| blocked(guard.policy(), Stage::OnChunk, &f))
 }
 
 fn on_chunk(
