@@ -88,6 +88,11 @@ fn spellings() -> Vec<String> {
         // open (a ruby's annotation hides what follows it; `<bdo>` reverses it).
         "proj<ruby>ect<rt>\n\nzz</rt></ruby> bluebird".into(),
         "<bdo dir=rtl>dribeulb\n\ntcejorp</bdo>".into(),
+        // Review 12: code blocks end what markup opened in them; nested templates; styles.
+        "~~~\n<svg>\n~~~\nproj<b>ect</b> bluebird".into(),
+        "proj<template><template></template>zz</template>ect bluebird".into(),
+        "proj<span style=\"display:none\">zz</span>ect bluebird".into(),
+        "<style>.h{font-size:0}</style>proj<i class=h>zz</i>ect bluebird".into(),
     ]
 }
 

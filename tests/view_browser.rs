@@ -13,7 +13,7 @@ mod common;
 
 use base64::Engine as _;
 use common::scripted::Rng;
-use guardwire::scan::normal::{normalize_str, Normalize};
+use guardwire::scan::normal::{Normalize, Normalizer};
 use std::process::{Command, Stdio};
 
 const PHRASE: &str = "forbidden fruit";
@@ -101,6 +101,11 @@ const PIECES: &[&str] = &[
     "<template><template></template>t</template>",
     "<svg><b>",
     "<math><i>",
+    // Styles that hide text (an attribute, a style sheet's rule).
+    "<span style=display:none>z</span>",
+    "<i style=\"font-size:0\">z</i>",
+    "<style>.h{visibility:hidden}</style>",
+    "<b class=h>z</b>",
     "<",
     ">",
     "x",
@@ -276,8 +281,13 @@ fn agree(seed: u64, markdown: bool) {
             continue;
         }
         shown_count += 1;
-        let view = normalize_str(text, Normalize::Full);
-        if !view.lines().any(|l| as_read(l).contains(PHRASE)) {
+        // A view refused (what cannot be read within its bounds, a style sheet hiding text
+        // already read as shown) is blocked by the checks: read.
+        let mut n = Normalizer::new(Normalize::Full);
+        let mut view = n.feed(text).into_owned();
+        view.push_str(&n.finish());
+        let refused = n.take_refusal().is_some();
+        if !refused && !view.lines().any(|l| as_read(l).contains(PHRASE)) {
             missed.push(format!(
                 "{text:?}: the browser shows {seen:?}, the view is {view:?}"
             ));

@@ -228,6 +228,16 @@ pub struct Normalizer {
     tag_closing: bool,
     dir_attribute: bool,
     dir_value: String,
+    /// The tag's `style`, `class` and `id` values (`html/css.rs`), which one a value being
+    /// read is (`css_value`: 0 none, else `style`, `class`, `id`), and the style sheets read so far.
+    css_value: u8,
+    style_value: String,
+    class_value: String,
+    id_value: String,
+    sheet: Option<Box<html::StyleSheet>>,
+    sheet_text: String,
+    /// Where the style sheet being read starts (its `<style` tag).
+    sheet_raw: Option<u64>,
     open_elements: Vec<html::OpenElement>,
     /// Elements a blank line closed for Markdown that still hide text from a browser reading
     /// HTML (`html/elements.rs`).
@@ -291,6 +301,13 @@ impl Normalizer {
             tag_closing: false,
             dir_attribute: false,
             dir_value: String::new(),
+            css_value: 0,
+            style_value: String::new(),
+            class_value: String::new(),
+            id_value: String::new(),
+            sheet: None,
+            sheet_text: String::new(),
+            sheet_raw: None,
             open_elements: Vec::new(),
             html_open: Vec::new(),
             tables: Vec::new(),
@@ -333,7 +350,10 @@ impl Normalizer {
         let asides = self.asides.first().map(aside::Aside::raw);
         let joins = self.joins_from();
         let tables = self.tables_from();
+        // A style sheet is held whole: what it hides is known at its end (`html/css.rs`).
+        let sheet = self.sheet_raw;
         [
+            sheet,
             joins,
             tables,
             asides,
@@ -748,6 +768,8 @@ impl Normalizer {
                 .sum::<usize>()
             + self.bidi_open.capacity()
             + self.tag_raw.capacity()
+            + self.sheet.as_ref().map_or(0, |s| s.heap_bytes())
+            + self.sheet_text.capacity()
             + self
                 .asides
                 .iter()

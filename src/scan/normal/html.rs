@@ -29,6 +29,8 @@
 
 mod blocks;
 pub(super) use blocks::LineLead;
+mod css;
+pub(super) use css::StyleSheet;
 mod elements;
 pub(super) use elements::OpenElement;
 mod syntax;
@@ -252,10 +254,14 @@ impl Normalizer {
                     1 => Some('/'),
                     i => name.as_bytes().get(i - 2).map(|b| char::from(*b)),
                 };
+                let sheet = name == "style";
                 if usize::from(matched) == close
                     && !spelled
                     && (c == '>' || c == '/' || c.is_whitespace())
                 {
+                    if sheet {
+                        self.style_sheet_ended(raw_end);
+                    }
                     let keep = self.hidden.len().saturating_sub(close);
                     self.hidden.truncate(keep);
                     self.end_hidden(out);
@@ -283,6 +289,9 @@ impl Normalizer {
                     0
                 };
                 self.markup = Markup::RawText { element, matched };
+                if sheet {
+                    self.style_sheet_char(c, raw_end);
+                }
                 return self.hide(unit, out);
             }
             Markup::Bogus => {
@@ -424,6 +433,13 @@ impl Normalizer {
                 self.end_hidden(out);
                 // Never closed: a browser drops it, a Markdown renderer shows it.
                 self.tag_ended(true);
+            }
+            // A style sheet never closed applies all the same.
+            Markup::RawText { element, .. }
+                if element != HIDDEN_ELEMENT && RAW_TEXT[usize::from(element)] == "style" =>
+            {
+                self.end_hidden(out);
+                self.style_sheet_ended(self.raw_len);
             }
             // (In text, what an open element hides — a ruby's annotation, foreign content —
             // is hidden text all the same.)

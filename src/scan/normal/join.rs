@@ -343,6 +343,16 @@ impl Normalizer {
         }
     }
 
+    /// The white space the browser's reading records next is not shown (a break of a block
+    /// the browser did not show).
+    pub(super) fn browser_reading_trims(&mut self) {
+        if let Some(j) = &mut self.joins[BROWSER] {
+            if j.after.is_empty() {
+                j.trim = true;
+            }
+        }
+    }
+
     /// The browser's reading being recorded (closed: its context and what followed), taken
     /// to go on elsewhere (`html/table.rs`), with its raw start.
     pub(super) fn browser_reading(&mut self) -> Option<(String, u64)> {
@@ -362,7 +372,7 @@ impl Normalizer {
 
     /// Whether the browser's reading waits for elements that hide what comes (which hide
     /// the constructs inside them too).
-    fn browser_waiting(&self) -> bool {
+    pub(super) fn browser_waiting(&self) -> bool {
         self.joins[BROWSER].as_ref().is_some_and(|j| j.waiting)
     }
 

@@ -1289,3 +1289,70 @@ fn a_code_blocks_markup_ends_with_the_block() {
         );
     }
 }
+
+/// Review 12: text a style may hide (a `style` attribute, a `<style>` rule) is read as a
+/// browser applying it shows it too: the text before the element joined to what follows it.
+#[test]
+fn text_a_style_may_hide_is_read_both_ways() {
+    for (text, phrase) in [
+        ("forbid<span style=\"display: none\">zz</span>den fruit", "forbidden fruit"),
+        ("forbid<span style=display:none>zz</span>den fruit", "forbidden fruit"),
+        ("forbid<span style=\"visibility:hidden;position:absolute\">zz</span>den fruit", "forbidden fruit"),
+        ("forbid<span style=\"font-size:0\">zz</span>den fruit", "forbidden fruit"),
+        ("forbid<span style=\"color:transparent;font-size:1px\">zz</span>den fruit", "forbidden fruit"),
+        ("forbid<span style=\"position:absolute;left:-9999px\">zz</span>den fruit", "forbidden fruit"),
+        ("<style>.x{display:none}</style>forbid<span class=x>zz</span>den fruit", "forbidden fruit"),
+        ("<style>p, .a.b { font-size: 0 }</style>forbid<i class='b a'>zz</i>den fruit", "forbidden fruit"),
+        ("blue<s style=display:none>x</s>bird", "bluebird"),
+        ("forbid<div style=\"display:none\">zz</div>den fruit", "forbidden fruit"),
+        // Nested: the outer shown, the inner hidden; siblings; through a blank line.
+        ("forbid<span style=\"color:red\">den<span style=\"display:none\">zz</span> fruit</span>", "forbidden fruit"),
+        ("for<b style=display:none>x</b>bid<b style=display:none>y</b>den fruit", "forbidden fruit"),
+        ("forbid<span style=display:none>zz\n\nyy</span>den fruit", "forbidden fruit"),
+        ("forbid<span style=\"dis&#112;lay:none\">zz</span>den fruit", "forbidden fruit"),
+        // A direction forced by a style.
+        ("<span style=\"unicode-bidi:bidi-override; direction:rtl\">tiurf neddibrof</span>", "forbidden fruit"),
+    ] {
+        let view = full(text);
+        assert!(reads(&view, phrase), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // A style sheet applies to the elements before it too: a hiding rule for one of them is
+    // refused (the sheet is held back whole until then); one for none of them is not.
+    for (text, refused) in [
+        (
+            "forbid<b class=h>z</b>den <style>.h{visibility:hidden}</style>",
+            true,
+        ),
+        ("forbid<b>z</b>den <style>b{font-size:0}</style>", true),
+        (
+            "forbid<b>z</b>den <style>.h{visibility:hidden}</style>",
+            false,
+        ),
+        ("forbid<b>z</b>den <style>b{color:red}</style>", false),
+        ("forbid<b class=h>z</b>den <style>.h{display:none}", true),
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert_eq!(n.take_refusal().is_some(), refused, "{text:?}");
+    }
+    let mut n = Normalizer::new(Normalize::Full);
+    let _ = n.feed(&format!(
+        "x <b>y</b> <style>.a {{ color: red; }} {} .b {{ display:",
+        " ".repeat(600)
+    ));
+    assert!(
+        n.pending_start().is_some_and(|p| p <= 11),
+        "{:?}",
+        n.pending_start()
+    );
+    // A style that cannot hide adds no reading.
+    let view = full("a <span style=\"font-weight:bold\">b</span> c");
+    assert!(
+        view.lines().all(|l| !l.starts_with("a ") || l == "a b c"),
+        "{view:?}"
+    );
+    // The reading is held back from its context while the element is open.
+    let mut n = Normalizer::new(Normalize::Full);
+    let _ = n.feed("the forbid<span style=display:none>zz");
+    assert_eq!(n.pending_start(), Some(0));
+}

@@ -154,6 +154,10 @@ impl Normalizer {
             | Markup::Bogus
             | Markup::Destination(_) => {
                 self.end_hidden(out);
+                // A style sheet's rules read so far apply (a browser reads on: more hidden).
+                if self.sheet_raw.is_some() {
+                    self.style_sheet_ended(unit.raw_end);
+                }
                 self.markup = Markup::Text;
                 self.hidden_element.clear();
             }

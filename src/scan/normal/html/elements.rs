@@ -17,6 +17,7 @@
 use super::super::chars::is_paragraph_end;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
+use super::css;
 use super::syntax::VOID;
 
 /// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
@@ -68,6 +69,17 @@ const BREAKOUT: [&str; 44] = [
     "var",
 ];
 
+/// The attribute values read for CSS ([`Normalizer::css_attribute_named`]).
+const STYLE: u8 = 1;
+const CLASS: u8 = 2;
+const ID: u8 = 3;
+
+/// A `style` value's characters read (a longer one is read as hiding).
+const MAX_STYLE: usize = 512;
+
+/// A `class` or `id` value's characters kept.
+const MAX_CLASS: usize = 256;
+
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
 
@@ -87,6 +99,8 @@ pub(in crate::scan::normal) struct OpenElement {
     /// A `<ruby>` whose base text was shown: its annotations are shown above it. (Without a
     /// base, a browser shows an annotation in line.)
     based: bool,
+    /// Its style may hide its text (`css.rs`): the view shows it, a browser may not.
+    css_hidden: bool,
 }
 
 impl OpenElement {
@@ -106,12 +120,95 @@ impl Normalizer {
         self.tag_closing = closing;
         self.dir_attribute = false;
         self.dir_value.clear();
+        self.css_value = 0;
+        self.style_value.clear();
+        self.class_value.clear();
+        self.id_value.clear();
     }
 
-    /// A character of an attribute's value: kept when it is a `dir`'s.
+    /// A character of an attribute's value: kept when it is a `dir`'s, a `style`'s, a
+    /// `class`'s or an `id`'s.
     pub(super) fn attribute_value_char(&mut self, c: char) {
         if self.dir_attribute && self.dir_value.len() < MAX_DIR {
             self.dir_value.push(c);
+        }
+        let (value, max) = match self.css_value {
+            STYLE => (&mut self.style_value, MAX_STYLE),
+            CLASS => (&mut self.class_value, MAX_CLASS),
+            ID => (&mut self.id_value, MAX_CLASS),
+            _ => return,
+        };
+        // (One past the bound is kept: a style longer than it is read as hiding.)
+        if value.len() <= max {
+            value.push(c);
+        }
+    }
+
+    /// An attribute's name ended: which of `style`, `class` and `id` its value is (the first
+    /// of each counts, as a browser takes it).
+    pub(super) fn css_attribute_named(&mut self) {
+        self.css_value = match self.attribute_name.as_str() {
+            "style" if self.style_value.is_empty() => STYLE,
+            "class" if self.class_value.is_empty() => CLASS,
+            "id" if self.id_value.is_empty() => ID,
+            _ => 0,
+        };
+        // A `style` attribute with no value says nothing; one read is marked, so an empty
+        // value (`style=""`) is not taken for a second one.
+        if self.css_value == STYLE {
+            self.style_value.push(' ');
+        }
+    }
+
+    /// What the start tag `name` that ended does to its text by CSS: whether it may hide it,
+    /// and the direction it forces (`html/css.rs`).
+    fn tag_style(&mut self, name: &str) -> css::Style {
+        let value = std::mem::take(&mut self.style_value);
+        let (class, id) = (
+            std::mem::take(&mut self.class_value),
+            std::mem::take(&mut self.id_value),
+        );
+        if name == "link" {
+            self.sheet.get_or_insert_default().everything();
+        }
+        let mut style = if value.is_empty() {
+            css::Style::default()
+        } else if value.len() > MAX_STYLE {
+            css::Style {
+                hides: true,
+                overrides: None,
+            }
+        } else {
+            css::declarations(&decode_references(&value))
+        };
+        let (class, id) = (decode_references(&class), decode_references(&id));
+        let sheet = self.sheet.get_or_insert_default();
+        style.hides |= sheet.applies(name, &class, &id);
+        if !VOID.contains(&name) {
+            sheet.seen(name, &class, &id);
+        }
+        style
+    }
+
+    /// A `<style>` element's text, character by character: held back from the `<style` tag
+    /// on, up to [`css::MAX_SHEET`] (a longer one is refused).
+    pub(super) fn style_sheet_char(&mut self, c: char, raw_end: u64) {
+        let start = *self.sheet_raw.get_or_insert(self.tag_raw_at);
+        if self.sheet_text.len() < css::MAX_SHEET {
+            self.sheet_text.push(c);
+        } else if self.refused.is_none() {
+            self.refused = Some((start, raw_end));
+        }
+    }
+
+    /// A `<style>` element ended: its rules apply to the elements after it — and to those
+    /// before it, whose text was read as shown (and may have been released): a rule that may
+    /// hide one of them is refused, from the style sheet's start (`raw`) on.
+    pub(super) fn style_sheet_ended(&mut self, raw_end: u64) {
+        let raw = self.sheet_raw.take().unwrap_or(self.tag_raw_at);
+        let text = std::mem::take(&mut self.sheet_text);
+        if self.sheet.get_or_insert_default().add_late(&text) && self.refused.is_none() {
+            self.refused = Some((raw, raw_end));
         }
     }
 
@@ -119,6 +216,11 @@ impl Normalizer {
     pub(super) fn element_ended(&mut self, raw_end: u64, out: &mut String) {
         let name = std::mem::take(&mut self.tag_element);
         let dir = decode_references(&std::mem::take(&mut self.dir_value));
+        let style = if self.tag_closing {
+            css::Style::default()
+        } else {
+            self.tag_style(&name)
+        };
         self.table_tag(&name, self.tag_closing, out);
         let breaks_out = if self.tag_closing {
             matches!(name.as_str(), "p" | "br")
@@ -135,10 +237,6 @@ impl Normalizer {
             }
             if let Some(i) = self.html_open.iter().rposition(|e| e.name == name) {
                 self.html_open.truncate(i);
-                if !hides(&self.html_open) {
-                    self.html_open.clear();
-                    self.close_html_join();
-                }
             }
         } else if !VOID.contains(&name.as_str()) {
             // (`<x/>` opens `x` all the same: HTML ignores the slash.)
@@ -159,10 +257,15 @@ impl Normalizer {
             // `<bdo>` isolates its text and overrides its direction (CSS `unicode-bidi:
             // isolate-override`): an isolate and an override, so neutrals around it resolve
             // as around one character.
+            // (CSS's `unicode-bidi: bidi-override` with a `direction` does the same.)
             let over = match (name.as_str(), dir.trim().to_ascii_lowercase().as_str()) {
                 ("bdo", "rtl") => Some(['\u{2067}', '\u{202E}']),
                 ("bdo", "ltr") => Some(['\u{2066}', '\u{202D}']),
-                _ => None,
+                _ => match style.overrides {
+                    Some(true) => Some(['\u{2067}', '\u{202E}']),
+                    Some(false) => Some(['\u{2066}', '\u{202D}']),
+                    None => None,
+                },
             };
             // Past the bound the outermost element is forgotten (its end tag then closes
             // nothing), never the one opening now: an override is always read.
@@ -172,12 +275,19 @@ impl Normalizer {
             for c in over.into_iter().flatten() {
                 self.bidi_open_spelled(c, raw_end);
             }
+            // A style that may hide the text: the browser's reading, the text before joined
+            // to what follows the element's end, is recorded (`join.rs`).
+            if style.hides && !self.browser_waiting() {
+                self.open_html_join(self.tag_raw_at);
+            }
             self.open_elements.push(OpenElement {
                 name,
                 overrides: over.is_some(),
                 based: false,
+                css_hidden: style.hides,
             });
         }
+        self.browser_sees_again();
         self.annotation_hidden = hides(&self.open_elements);
     }
 
@@ -191,7 +301,23 @@ impl Normalizer {
             .filter(|e| !e.overrides)
             .cloned()
             .collect();
-        self.open_html_join(raw);
+        if !self.browser_waiting() {
+            self.open_html_join(raw);
+        }
+    }
+
+    /// Elements closed: once none hides text from a browser (by its kind, or by a style that
+    /// may hide it), the browser's reading goes on with what the view writes.
+    fn browser_sees_again(&mut self) {
+        if !self.html_open.is_empty() && !browser_hides(&self.html_open) {
+            self.html_open.clear();
+        }
+        if self.html_open.is_empty()
+            && !self.open_elements.iter().any(|e| e.css_hidden)
+            && self.browser_waiting()
+        {
+            self.close_html_join();
+        }
     }
 
     /// Markdown's block ends (a blank line, a code block's start or end: `blocks.rs`): the
@@ -205,7 +331,7 @@ impl Normalizer {
         {
             return;
         }
-        if self.annotation_hidden {
+        if self.annotation_hidden || self.open_elements.iter().any(|e| e.css_hidden) {
             self.hidden_past_blank_line(unit.raw);
         }
         self.open_elements.retain(|e| e.overrides);
@@ -322,4 +448,10 @@ pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
         || at("template").is_some()
         || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
         || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
+}
+
+/// Whether a browser applying styles may not show text inside `open`: as [`hides`], or inside
+/// an element whose style may hide it.
+fn browser_hides(open: &[OpenElement]) -> bool {
+    hides(open) || open.iter().any(|e| e.css_hidden)
 }

@@ -178,6 +178,7 @@ impl Normalizer {
         }
         // The first `dir` counts, as a browser takes the first of an attribute.
         self.dir_attribute = self.attribute_name == "dir" && self.dir_value.is_empty();
+        self.css_attribute_named();
         self.attribute_name.clear();
     }
 
@@ -230,7 +231,12 @@ impl Normalizer {
     pub(super) fn tag_shown(&mut self, block: bool, raw: u64, raw_end: u64, out: &mut String) {
         // A block inside text a browser hides (a template's `<div>`) breaks no line.
         let hidden_before = self.annotation_hidden;
+        let waiting_before = self.browser_waiting();
         self.element_ended(raw_end, out);
+        // An element a style hid ends at a block tag: no break in the browser's reading.
+        if block && waiting_before && !self.browser_waiting() {
+            self.browser_reading_trims();
+        }
         if block && !(hidden_before && self.annotation_hidden) {
             self.markup_char(' ', raw, raw_end, true, out);
         }
