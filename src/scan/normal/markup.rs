@@ -239,6 +239,15 @@ fn resolve_unterminated(body: &str) -> Option<(String, usize)> {
     })
 }
 
+/// What a numeric reference to U+0080–U+009F names (WHATWG HTML, "numeric character
+/// reference end state"): the Windows-1252 character, or the control where it has none.
+const WINDOWS_1252_C1: [char; 32] = [
+    '\u{20AC}', '\u{81}', '\u{201A}', '\u{192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
+    '\u{2C6}', '\u{2030}', '\u{160}', '\u{2039}', '\u{152}', '\u{8D}', '\u{17D}', '\u{8F}',
+    '\u{90}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
+    '\u{2DC}', '\u{2122}', '\u{161}', '\u{203A}', '\u{153}', '\u{9D}', '\u{17E}', '\u{178}',
+];
+
 /// What a reference's body (between `&` and `;`) names.
 fn resolve(body: &str) -> Option<String> {
     let number = |digits: &str, radix: u32| -> Option<String> {
@@ -252,6 +261,9 @@ fn resolve(body: &str) -> Option<String> {
         let code = u32::from_str_radix(digits, radix).unwrap_or(u32::MAX);
         let c = match code {
             0 => char::REPLACEMENT_CHARACTER,
+            // A C1 control's number names the Windows-1252 character there, as browsers
+            // and CommonMark's renderers read it (`&#x85;` is `…`).
+            0x80..=0x9F => WINDOWS_1252_C1[(code - 0x80) as usize],
             _ => char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER),
         };
         Some(c.to_string())

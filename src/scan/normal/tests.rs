@@ -1345,6 +1345,9 @@ fn text_a_style_may_hide_is_read_both_ways() {
         "{:?}",
         n.pending_start()
     );
+    // (Review 12, a false block: `&#x85;` names `…`, not a line break.)
+    assert_eq!(full("forbidden&#x85;fruit"), "forbidden...fruit");
+    assert!(!full("&#150;&#x9f;").contains(['\u{96}', '\u{9f}']));
     // A style that cannot hide adds no reading.
     let view = full("a <span style=\"font-weight:bold\">b</span> c");
     assert!(
