@@ -900,6 +900,13 @@ fn main() {
         c.final_summary();
         return;
     }
+    // `-- headers` runs only the answer-head check group.
+    if std::env::args().skip(1).any(|a| a == "headers") {
+        let mut c = Criterion::default().configure_from_args();
+        bench_headers(&mut c);
+        c.final_summary();
+        return;
+    }
     // `-- pii` runs only the PII group: skip building the other (slow) fixtures.
     if std::env::args().skip(1).any(|a| a == "pii") {
         let mut c = Criterion::default().configure_from_args();
@@ -936,7 +943,62 @@ fn main() {
     bench_pii(&mut c, &long);
     bench_normalize(&mut c, &long);
     bench_decode(&mut c);
+    bench_headers(&mut c);
     c.final_summary();
+}
+
+/// The check of an answer's relayed headers (`proxy::headers::check_relayed`), on the head an
+/// OpenAI chat answer comes with (19 headers), with the default pack: what every answer pays,
+/// beside the same exchange guard made without it (`none`).
+fn bench_headers(c: &mut Criterion) {
+    use http::{HeaderMap, HeaderName, HeaderValue};
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let pack = format!("{dir}/config/packs/default.yaml");
+    let policy = Arc::new(Policy::load(&[pack.as_str()]).expect("the default pack"));
+    let mut head = HeaderMap::new();
+    for (name, value) in [
+        ("date", "Sat, 28 Nov 2026 16:20:21 GMT"),
+        ("content-type", "application/json"),
+        ("transfer-encoding", "chunked"),
+        ("connection", "keep-alive"),
+        ("access-control-expose-headers", "X-Request-ID"),
+        ("openai-organization", "user-abc123def456"),
+        ("openai-processing-ms", "412"),
+        ("openai-version", "2020-10-01"),
+        (
+            "strict-transport-security",
+            "max-age=31536000; includeSubDomains; preload",
+        ),
+        ("x-ratelimit-limit-requests", "10000"),
+        ("x-ratelimit-limit-tokens", "30000000"),
+        ("x-ratelimit-remaining-requests", "9999"),
+        ("x-ratelimit-remaining-tokens", "29999969"),
+        ("x-ratelimit-reset-requests", "6ms"),
+        ("x-ratelimit-reset-tokens", "0s"),
+        ("x-request-id", "req_4c3f1b2a9d8e7f6a5b4c3d2e1f0a9b8c"),
+        ("cf-cache-status", "DYNAMIC"),
+        ("server", "cloudflare"),
+        ("cf-ray", "8f1c2d3e4a5b6c7d-AMS"),
+    ] {
+        head.append(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
+    }
+    let mut group = c.benchmark_group("headers/openai_answer");
+    configure(&mut group);
+    group.bench_function("none", |b| {
+        b.iter(|| black_box(policy.exchange_guard(Default::default(), None)))
+    });
+    group.bench_function("check_relayed", |b| {
+        b.iter(|| {
+            let mut guard = policy.exchange_guard(Default::default(), None);
+            let verdict = guardwire::proxy::headers::check_relayed(&mut guard, black_box(&head));
+            assert!(verdict.is_ok());
+            guard
+        })
+    });
+    group.finish();
 }
 
 /// The normalised view alone (`normalize: full`), in 64-byte deltas with `pending_start` per
