@@ -81,7 +81,12 @@ impl LineLead {
     }
 
     /// The next raw character; whether a code block starts or ends at it.
+    #[inline]
     fn next(&mut self, c: char) -> bool {
+        // Inside a line, past its start: nothing to read (the common case).
+        if self.indent.is_none() && self.fence.1 == 0 && !self.after_cr && c != '\n' && c != '\r' {
+            return false;
+        }
         let after_cr = std::mem::replace(&mut self.after_cr, c == '\r');
         if c == '\n' || c == '\r' {
             if c == '\n' && after_cr {
@@ -128,6 +133,7 @@ impl LineLead {
 impl Normalizer {
     /// The line reader for a character of the text (any markup state): at a code block's
     /// start or end, Markdown's reading of what markup opened ends.
+    #[inline]
     pub(in crate::scan::normal) fn line_lead(
         &mut self,
         c: char,
