@@ -153,9 +153,16 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
         };
         style.hides |= hides;
     }
-    // Text in the colour of its background.
+    // Text in the colour of its background (or near it).
     if let (Some(c), Some(b)) = (&color, &background) {
-        style.hides |= b.split_whitespace().any(|t| t == c);
+        style.hides |= match rgb(c) {
+            Some(text) => b
+                .split_whitespace()
+                .filter_map(rgb)
+                .any(|ground| near(text, ground)),
+            // A colour not read here: as near as any.
+            None => true,
+        };
     }
     if bidi_override {
         style.overrides = direction;
@@ -266,6 +273,47 @@ fn invisible_colour(v: &str) -> bool {
     }
     // Other names are colours a page shows (`red`, `navy`); functions not read here may not be.
     !v.chars().all(|c| c.is_ascii_alphabetic())
+}
+
+/// A colour's red, green and blue, when it is one the view reads (`#rgb`, `#rrggbb`, with
+/// alpha too, `rgb()`/`rgba()`, and a few names).
+fn rgb(v: &str) -> Option<[u8; 3]> {
+    let hex = |s: &str| u8::from_str_radix(s, 16).ok();
+    if let Some(h) = v.strip_prefix('#') {
+        let c: Vec<u8> = match h.len() {
+            3 | 4 => h
+                .chars()
+                .map(|c| hex(&format!("{c}{c}")))
+                .collect::<Option<_>>()?,
+            6 | 8 => (0..h.len())
+                .step_by(2)
+                .map(|i| h.get(i..i + 2).and_then(hex))
+                .collect::<Option<_>>()?,
+            _ => return None,
+        };
+        return Some([c[0], c[1], c[2]]);
+    }
+    if v.starts_with("rgb") {
+        let n: Vec<u8> = numbers(v)
+            .map(|(n, unit)| if unit == "%" { n * 2.55 } else { n })
+            .map(|n| n.clamp(0.0, 255.0) as u8)
+            .collect();
+        return (n.len() >= 3).then(|| [n[0], n[1], n[2]]);
+    }
+    match v {
+        "black" => Some([0, 0, 0]),
+        "white" => Some([255, 255, 255]),
+        "red" => Some([255, 0, 0]),
+        "green" => Some([0, 128, 0]),
+        "blue" => Some([0, 0, 255]),
+        "gray" | "grey" => Some([128, 128, 128]),
+        _ => None,
+    }
+}
+
+/// Whether two colours are too near to read one on the other.
+fn near(a: [u8; 3], b: [u8; 3]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x.abs_diff(y) < 48)
 }
 
 /// Whether an RGB(A) colour is near white or near transparent.
@@ -485,6 +533,9 @@ mod tests {
             "color: rgba(0,0,0,0)",
             "color:hsl(0 0% 100%)",
             "color:red;background:red",
+            "background-color:#000;color:#0a0a0a",
+            "color: rgb(20, 20, 20); background: url(x) #111 no-repeat",
+            "color: lab(50% 0 0); background: #000",
             "opacity:0.05",
             "opacity: 5%",
             "position:absolute;left:-9999px",
@@ -512,6 +563,8 @@ mod tests {
             "font: italic bold 12px/30px Georgia, serif",
             "border: 1px solid #ccc",
             "opacity: 0.9",
+            "color: #000; background: #fff",
+            "color: #123; background-color: rgb(250, 250, 250)",
             "margin: 0 auto",
             "width: 100%",
             "transform: rotate(2deg)",
