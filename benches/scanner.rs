@@ -1014,9 +1014,27 @@ fn bench_normalize(c: &mut Criterion, long: &str) {
         .chars()
         .map(|c| if c.is_ascii() { c } else { 'x' })
         .collect();
+    // The prose with inline HTML every few words: tags, a style that cannot hide, one that
+    // may (read both ways), classes after a style sheet.
+    let mut html = String::from("<style>.note{font-size:0}</style>");
+    for (i, word) in plain.split(' ').enumerate() {
+        match i % 24 {
+            3 => html.push_str("<b>"),
+            5 => html.push_str("</b>"),
+            9 => html.push_str("<span style=\"color:#333;font-weight:bold\">"),
+            12 => html.push_str("</span>"),
+            15 => html.push_str("<i class=\"note\">"),
+            16 => html.push_str("</i>"),
+            19 => html.push_str("<span style=\"position:absolute\">"),
+            21 => html.push_str("</span>"),
+            _ => {}
+        }
+        html.push_str(word);
+        html.push(' ');
+    }
     let mut group = c.benchmark_group("normalize/full");
     configure(&mut group);
-    for (name, text) in [("plain", plain.as_str()), ("prose", prose)] {
+    for (name, text) in [("plain", plain.as_str()), ("prose", prose), ("html", &html)] {
         let pieces = deltas(text, 64);
         group.throughput(Throughput::Bytes(text.len() as u64));
         group.bench_with_input(BenchmarkId::new(name, 64), &pieces, |b, pieces| {

@@ -344,7 +344,9 @@ pub(in crate::scan::normal) struct StyleSheet {
     all: bool,
     /// The elements started so far, as a rule would select them (tag, classes, id): a style
     /// sheet applies to the elements before it too, whose text may have been released.
-    seen: std::collections::HashSet<(String, String, String)>,
+    seen: Vec<(String, String, String)>,
+    /// Their hashes, so an element seen again costs no allocation.
+    seen_hashes: std::collections::HashSet<u64>,
     /// More than [`MAX_SEEN`] kinds of element were seen.
     seen_past_bound: bool,
 }
@@ -361,16 +363,23 @@ impl StyleSheet {
 
     /// An element started: remembered for the style sheets after it.
     pub(in crate::scan::normal) fn seen(&mut self, tag: &str, class: &str, id: &str) {
-        let kind = (
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (tag, class, id).hash(&mut hasher);
+        let hash = hasher.finish();
+        if self.seen_hashes.contains(&hash) {
+            return;
+        }
+        if self.seen.len() >= MAX_SEEN {
+            self.seen_past_bound = true;
+            return;
+        }
+        self.seen_hashes.insert(hash);
+        self.seen.push((
             tag.to_owned(),
             class.to_ascii_lowercase(),
             id.trim().to_ascii_lowercase(),
-        );
-        if self.seen.len() >= MAX_SEEN {
-            self.seen_past_bound |= !self.seen.contains(&kind);
-        } else {
-            self.seen.insert(kind);
-        }
+        ));
     }
 
     /// A `<style>` element's text: its rules apply to the elements after it. Whether a rule
@@ -398,6 +407,7 @@ impl StyleSheet {
     pub(in crate::scan::normal) fn heap_bytes(&self) -> usize {
         std::mem::size_of::<StyleSheet>()
             + self.subjects.capacity() * std::mem::size_of::<Subject>()
+            + self.seen_hashes.capacity() * 2 * std::mem::size_of::<u64>()
             + self
                 .seen
                 .iter()
