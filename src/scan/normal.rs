@@ -238,6 +238,9 @@ pub struct Normalizer {
     sheet_text: String,
     /// Where the style sheet being read starts (its `<style` tag).
     sheet_raw: Option<u64>,
+    /// A script's last characters and state (`html.rs`).
+    script_tail: String,
+    script_state: u8,
     open_elements: Vec<html::OpenElement>,
     /// Elements a blank line closed for Markdown that still hide text from a browser reading
     /// HTML (`html/elements.rs`).
@@ -308,6 +311,8 @@ impl Normalizer {
             sheet: None,
             sheet_text: String::new(),
             sheet_raw: None,
+            script_tail: String::new(),
+            script_state: 0,
             open_elements: Vec::new(),
             html_open: Vec::new(),
             tables: Vec::new(),
@@ -440,6 +445,7 @@ impl Normalizer {
         for (i, &b) in bytes.iter().enumerate() {
             let space = b == b' ';
             if b >= 0x80
+                || b == 0
                 || (space && after_space)
                 || (!space && is_ascii_space(b))
                 || (markup
@@ -510,6 +516,10 @@ impl Normalizer {
     fn text_char(&mut self, c: char, raw: u64, raw_end: u64, literal: bool, out: &mut String) {
         if self.mode == Normalize::Full {
             self.segment_char(c, raw);
+        }
+        // (A browser drops U+0000 in text, joining what is around it: `forbid\0den`.)
+        if c == '\0' {
+            return;
         }
         if c.is_ascii() {
             let unit = Unit {

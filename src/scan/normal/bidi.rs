@@ -40,6 +40,9 @@ pub(super) const TRAIL: usize = 64;
 /// The longest run of text under bidi controls that is read (see the module docs).
 pub(super) const MAX_BIDI: usize = 1024;
 
+/// Bidi controls open at once past which a run is refused ([`Normalizer::bidi_too_deep`]).
+const MAX_BIDI_DEPTH: usize = 30;
+
 impl Normalizer {
     /// The bidi stage for one raw character, before the rest of the view: it records the run
     /// of controls the character is in (if any). A paragraph end writes the run's aside before
@@ -66,6 +69,7 @@ impl Normalizer {
         if is_bidi_opener(c) {
             self.bidi_open.push(matches!(c, '\u{2066}'..='\u{2068}'));
             self.bidi_trail = 0;
+            self.bidi_too_deep(raw_end);
         } else if is_bidi_closer(c) {
             self.close_bidi(c == '\u{2069}');
         } else if self.bidi_open.is_empty() {
@@ -178,6 +182,16 @@ impl Normalizer {
         });
         self.bidi_open.push(matches!(c, '\u{2066}'..='\u{2068}'));
         self.bidi_trail = 0;
+        self.bidi_too_deep(at);
+    }
+
+    /// Controls nested past [`MAX_BIDI_DEPTH`] are refused: a renderer's embedding levels
+    /// overflow there (Unicode's bidi algorithm stops at 125 levels, each override and isolate
+    /// taking one or two), which the view does not model — no text nests them so deep.
+    fn bidi_too_deep(&mut self, raw_end: u64) {
+        if self.bidi_open.len() > MAX_BIDI_DEPTH && self.refused.is_none() {
+            self.refused = Some((self.bidi_context_raw, raw_end));
+        }
     }
 
     /// Closers that markup spells (`</bdo>`'s PDF and PDI, a reference to PDF or PDI), whose

@@ -50,6 +50,33 @@ const MAX_TAG: usize = 40;
 /// Hidden text is written as an aside at least this often.
 const MAX_HIDDEN: usize = 256;
 
+/// `text` without what looks like tags and comments (`<` + a letter, `/`, `!` or `?`, up to
+/// the next `>`), as a reader of the markup in hidden text sees it.
+fn without_tags(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('<') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let tag =
+            after.starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?'));
+        match after.find('>').filter(|_| tag) {
+            Some(end) => rest = &after[end + 1..],
+            None => {
+                out.push('<');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A script's states (WHATWG HTML's script data states): data, escaped (after `<!--`), double
+/// escaped (after `<!--` and `<script`).
+const SCRIPT_ESCAPED: u8 = 1;
+const SCRIPT_DOUBLE_ESCAPED: u8 = 2;
+
 /// Characters of hidden text an aside cut at [`MAX_HIDDEN`] writes again at the start of
 /// the next (as many as the view writes again after an aside).
 const HIDDEN_OVERLAP: usize = super::aside::REPLAY;
@@ -255,10 +282,16 @@ impl Normalizer {
                     i => name.as_bytes().get(i - 2).map(|b| char::from(*b)),
                 };
                 let sheet = name == "style";
+                // A script's end tag ends it unless the script is "double escaped" (after
+                // `<!--<script>` in it, up to `</script>` or `-->`), as a browser reads it.
+                let double_escaped = name == "script" && !spelled && self.script_char(c);
                 if usize::from(matched) == close
                     && !spelled
+                    && !double_escaped
                     && (c == '>' || c == '/' || c.is_whitespace())
                 {
+                    self.script_tail.clear();
+                    self.script_state = 0;
                     if sheet {
                         self.style_sheet_ended(raw_end);
                     }
@@ -398,6 +431,35 @@ impl Normalizer {
         }
     }
 
+    /// A character of a script's text: its state moves on (`script_state`); whether the
+    /// script was double escaped before it (its end tag then ends nothing).
+    fn script_char(&mut self, c: char) -> bool {
+        let delimiter = c.is_whitespace() || c == '/' || c == '>';
+        let before = self.script_state;
+        if delimiter {
+            if before == SCRIPT_ESCAPED && self.script_tail.ends_with("<script") {
+                self.script_state = SCRIPT_DOUBLE_ESCAPED;
+            } else if before == SCRIPT_DOUBLE_ESCAPED && self.script_tail.ends_with("</script") {
+                self.script_state = SCRIPT_ESCAPED;
+            }
+        }
+        if self.script_tail.len() >= 16 {
+            self.script_tail.drain(..8);
+        }
+        // (ASCII only, so the cut above is at a character's edge.)
+        self.script_tail.push(if c.is_ascii() {
+            c.to_ascii_lowercase()
+        } else {
+            '?'
+        });
+        if self.script_tail.ends_with("-->") {
+            self.script_state = 0;
+        } else if before == 0 && self.script_tail.ends_with("<!--") {
+            self.script_state = SCRIPT_ESCAPED;
+        }
+        before == SCRIPT_DOUBLE_ESCAPED
+    }
+
     /// A character of hidden text (written as an aside at its end, or every [`MAX_HIDDEN`]).
     pub(super) fn hide(&mut self, unit: Unit, out: &mut String) {
         self.hidden.push(unit);
@@ -420,7 +482,21 @@ impl Normalizer {
         self.hidden.clear();
         // Punctuation alone (`<br />`'s `/`, an empty title) says nothing.
         if text.chars().any(char::is_alphanumeric) {
-            self.aside(&text, raw, raw_end, out);
+            // Its character references decoded (a browser shows an attribute's value, a
+            // `<textarea>`'s text, decoded), and the markup inside it read as a reader reads
+            // markup (`<!--forbid<b>den</b>-->`): the text without its tags is an aside too.
+            let decoded = if text.contains('&') {
+                super::markup::decode_references(&text)
+            } else {
+                text
+            };
+            self.aside(&decoded, raw, raw_end, out);
+            if decoded.contains('<') {
+                let bare = without_tags(&decoded);
+                if bare != decoded && bare.chars().any(char::is_alphanumeric) {
+                    self.aside(&bare, raw, raw_end, out);
+                }
+            }
         }
     }
 

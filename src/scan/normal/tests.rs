@@ -1359,3 +1359,45 @@ fn text_a_style_may_hide_is_read_both_ways() {
     let _ = n.feed("the forbid<span style=display:none>zz");
     assert_eq!(n.pending_start(), Some(0));
 }
+
+/// Review 13: a script double escaped, breakouts through nested foreign content, references
+/// in hidden text, markup inside hidden text, a NUL, bidi controls nested past the bound.
+#[test]
+fn review_13_readings() {
+    for text in [
+        "forbid<script><!--<script></script>zz</script>den fruit",
+        "forbid<SCRIPT><!--<script >x</script>zz</script >den fruit",
+        "forbid<svg><svg>zz<b>den fruit",
+        "forbid<svg><g><svg><g>zz<b>den fruit",
+        "forbid<svg><math>zz<span>den fruit",
+        "forbid<svg>zz<font color=x>den fruit",
+        "forbid\u{0}den fruit",
+        "forbid<b>\u{0}</b>den fruit",
+        "<img alt=\"forbid&#100;en fruit\" src=x>",
+        "<textarea>forbid&#100;en fruit</textarea>",
+        "<!--forbid<b>den</b> fruit-->",
+        "<!--forbid&#100;en fruit-->",
+        "<script>x = 'forbid<i>den</i> fruit'</script>",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // A script that is not double escaped ends at its end tag.
+    let view = full("a<script><!-- x --></script>forbid<b>den</b> fruit");
+    assert!(
+        view.lines()
+            .next()
+            .unwrap_or("")
+            .contains("forbidden fruit"),
+        "{view:?}"
+    );
+    for depth in [16, 40, 70] {
+        let text = format!("{}tiurf neddibrof", "<bdo dir=rtl>".repeat(depth));
+        let (view, mut n) = view_of(&text, &[], Normalize::Full);
+        assert!(
+            n.take_refusal().is_some() || reads(&view, "forbidden fruit"),
+            "{depth}: {view:?}"
+        );
+    }
+}

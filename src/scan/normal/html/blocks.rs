@@ -160,6 +160,8 @@ impl Normalizer {
             | Markup::Bogus
             | Markup::Destination(_) => {
                 self.end_hidden(out);
+                self.script_state = 0;
+                self.script_tail.clear();
                 // A style sheet's rules read so far apply (a browser reads on: more hidden).
                 if self.sheet_raw.is_some() {
                     self.style_sheet_ended(unit.raw_end);

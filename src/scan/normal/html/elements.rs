@@ -304,29 +304,30 @@ impl Normalizer {
     /// their content is HTML): the parser closes the foreign elements and reads it as HTML
     /// (`forbid<svg><b>den` shows `forbidden`).
     fn break_out_of_foreign_content(&mut self) {
-        let Some(foreign) = self
+        // The parser pops foreign elements until an HTML element or an integration point
+        // (where foreign content holds HTML): every `<svg>` and `<math>` after the last
+        // integration point closes.
+        const HTML_INSIDE: [&str; 9] = [
+            "foreignobject",
+            "desc",
+            "title",
+            "mi",
+            "mo",
+            "mn",
+            "ms",
+            "mtext",
+            "annotation-xml",
+        ];
+        let html = self
             .open_elements
             .iter()
-            .rposition(|e| e.name == "svg" || e.name == "math")
-        else {
-            return;
-        };
-        let html_inside = self.open_elements[foreign + 1..].iter().any(|e| {
-            matches!(
-                e.name.as_str(),
-                "foreignobject"
-                    | "desc"
-                    | "title"
-                    | "mi"
-                    | "mo"
-                    | "mn"
-                    | "ms"
-                    | "mtext"
-                    | "annotation-xml"
-            )
-        });
-        if !html_inside {
-            self.close_elements(foreign);
+            .rposition(|e| HTML_INSIDE.contains(&e.name.as_str()))
+            .map_or(0, |i| i + 1);
+        if let Some(foreign) = self.open_elements[html..]
+            .iter()
+            .position(|e| e.name == "svg" || e.name == "math")
+        {
+            self.close_elements(html + foreign);
         }
     }
 
