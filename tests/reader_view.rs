@@ -93,6 +93,10 @@ fn spellings() -> Vec<String> {
         "proj<template><template></template>zz</template>ect bluebird".into(),
         "proj<span style=\"display:none\">zz</span>ect bluebird".into(),
         "<style>.h{font-size:0}</style>proj<i class=h>zz</i>ect bluebird".into(),
+        // Review 13: a script double escaped; a breakout through nested foreign content; NUL.
+        "proj<script><!--<script></script>zz</script>ect bluebird".into(),
+        "proj<svg><svg>zz<b>ect bluebird".into(),
+        "proj\u{0}ect bluebird".into(),
     ]
 }
 
