@@ -238,6 +238,9 @@ pub struct Normalizer {
     sheet_text: String,
     /// Where the style sheet being read starts (its `<style` tag).
     sheet_raw: Option<u64>,
+    /// Text open elements hid, across the tags inside them, and whether a tag cut it
+    /// (`html/elements.rs`).
+    element_hidden: (Vec<Unit>, bool),
     /// A script's last characters and state (`html.rs`).
     script_tail: String,
     script_state: u8,
@@ -311,6 +314,7 @@ impl Normalizer {
             sheet: None,
             sheet_text: String::new(),
             sheet_raw: None,
+            element_hidden: (Vec::new(), false),
             script_tail: String::new(),
             script_state: 0,
             open_elements: Vec::new(),
@@ -350,7 +354,13 @@ impl Normalizer {
         let selectors = self.selectors.first().map(|u| u.raw);
         let bidi = (!self.bidi.is_empty()).then_some(self.bidi_context_raw);
         let tag = self.tag.first().map(|u| u.raw);
-        let hidden = self.hidden.first().map(|u| u.raw);
+        let hidden = self
+            .hidden
+            .first()
+            .into_iter()
+            .chain(self.element_hidden.0.first())
+            .map(|u| u.raw)
+            .min();
         let escape = self.escape.map(|u| u.raw);
         let asides = self.asides.first().map(aside::Aside::raw);
         let joins = self.joins_from();
@@ -767,7 +777,8 @@ impl Normalizer {
                 + self.selectors.capacity()
                 + self.bidi.capacity()
                 + self.tag.capacity()
-                + self.hidden.capacity())
+                + self.hidden.capacity()
+                + self.element_hidden.0.capacity())
                 * std::mem::size_of::<Unit>()
             + self.recent.capacity()
             + self.bidi_context.capacity()

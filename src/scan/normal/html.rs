@@ -530,5 +530,6 @@ impl Normalizer {
         self.open_elements.clear();
         self.html_open.clear();
         self.annotation_hidden = false;
+        self.element_hidden_ends(out);
     }
 }

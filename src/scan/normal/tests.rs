@@ -1378,6 +1378,9 @@ fn review_13_readings() {
         "<!--forbid<b>den</b> fruit-->",
         "<!--forbid&#100;en fruit-->",
         "<script>x = 'forbid<i>den</i> fruit'</script>",
+        "<template>forbid<i>den</i> fruit</template>",
+        "a<svg><g>forbid</g><g>den fruit</g></svg>",
+        "a<template>forbid<b class=x>den</b> fruit",
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");

@@ -35,6 +35,10 @@ const STYLE: u8 = 1;
 const CLASS: u8 = 2;
 const ID: u8 = 3;
 
+/// Text hidden by elements kept for their reading across tags ([`Normalizer::element_hidden_char`]).
+const MAX_ELEMENT_HIDDEN: usize = 256;
+const ELEMENT_HIDDEN_OVERLAP: usize = 64;
+
 /// A `style` value's characters read (a longer one is read as hiding).
 const MAX_STYLE: usize = 512;
 
@@ -250,6 +254,9 @@ impl Normalizer {
         }
         self.browser_sees_again();
         self.annotation_hidden = hides(&self.open_elements);
+        if !self.annotation_hidden {
+            self.element_hidden_ends(out);
+        }
     }
 
     /// A blank line closes the open elements, which hide text (Markdown's reading); a browser
@@ -297,6 +304,7 @@ impl Normalizer {
         }
         self.open_elements.retain(|e| e.overrides);
         self.annotation_hidden = false;
+        self.element_hidden_ends(out);
         self.end_hidden(out);
     }
 
@@ -328,6 +336,37 @@ impl Normalizer {
             .position(|e| e.name == "svg" || e.name == "math")
         {
             self.close_elements(html + foreign);
+        }
+    }
+
+    /// A character of text open elements hide: kept for their reading across the tags inside
+    /// them (the hidden text is cut at each tag; a model reads `forbid<i>den</i>` in a
+    /// `<template>` as one word), written every [`MAX_ELEMENT_HIDDEN`] characters (the last
+    /// [`ELEMENT_HIDDEN_OVERLAP`] again) and where they end.
+    fn element_hidden_char(&mut self, unit: Unit, out: &mut String) {
+        self.element_hidden.0.push(unit);
+        if self.element_hidden.0.len() >= MAX_ELEMENT_HIDDEN {
+            let keep =
+                self.element_hidden.0[MAX_ELEMENT_HIDDEN - ELEMENT_HIDDEN_OVERLAP..].to_vec();
+            self.element_hidden_ends(out);
+            self.element_hidden.0 = keep;
+        }
+    }
+
+    /// The elements stopped hiding text (or a bound was reached): their text, when tags cut
+    /// it, is an aside.
+    pub(in crate::scan::normal) fn element_hidden_ends(&mut self, out: &mut String) {
+        let (units, split) = std::mem::take(&mut self.element_hidden);
+        if !split {
+            return;
+        }
+        let (Some(first), Some(last)) = (units.first(), units.last()) else {
+            return;
+        };
+        let (raw, raw_end) = (first.raw, last.raw_end);
+        let text: String = units.iter().map(|u| u.c).collect();
+        if text.chars().any(char::is_alphanumeric) {
+            self.aside(&text, raw, raw_end, out);
         }
     }
 
@@ -379,8 +418,10 @@ impl Normalizer {
         }
         if !spelled && c == '<' {
             self.end_hidden(out);
+            self.element_hidden.1 = true;
             return false;
         }
+        self.element_hidden_char(unit, out);
         self.hide(unit, out);
         true
     }
