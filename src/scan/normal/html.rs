@@ -48,7 +48,7 @@ use super::{Normalizer, Unit};
 const MAX_TAG: usize = 40;
 
 /// Hidden text is written as an aside at least this often.
-const MAX_HIDDEN: usize = 256;
+pub(super) const MAX_HIDDEN: usize = 256;
 
 /// `text` without what looks like tags and comments (`<` + a letter, `/`, `!` or `?`, up to
 /// the next `>`), as a reader of the markup in hidden text sees it.
@@ -79,7 +79,7 @@ const SCRIPT_DOUBLE_ESCAPED: u8 = 2;
 
 /// Characters of hidden text an aside cut at [`MAX_HIDDEN`] writes again at the start of
 /// the next (as many as the view writes again after an aside).
-const HIDDEN_OVERLAP: usize = super::aside::REPLAY;
+pub(super) const HIDDEN_OVERLAP: usize = super::aside::REPLAY;
 
 /// What the markup reader is in the middle of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -474,12 +474,21 @@ impl Normalizer {
 
     /// Writes the hidden text read so far as an aside.
     pub(super) fn end_hidden(&mut self, out: &mut String) {
-        let (Some(first), Some(last)) = (self.hidden.first(), self.hidden.last()) else {
+        let hidden = std::mem::take(&mut self.hidden);
+        self.hidden_aside(&hidden, out);
+        // (The buffer's room is kept for the next hidden text.)
+        self.hidden = hidden;
+        self.hidden.clear();
+    }
+
+    /// Hidden text read as an aside (`end_hidden`, and the text elements hide read across
+    /// their tags, `html/elements.rs`).
+    pub(super) fn hidden_aside(&mut self, units: &[Unit], out: &mut String) {
+        let (Some(first), Some(last)) = (units.first(), units.last()) else {
             return;
         };
         let (raw, raw_end) = (first.raw, last.raw_end);
-        let text: String = self.hidden.iter().map(|u| u.c).collect();
-        self.hidden.clear();
+        let text: String = units.iter().map(|u| u.c).collect();
         // Punctuation alone (`<br />`'s `/`, an empty title) says nothing.
         if text.chars().any(char::is_alphanumeric) {
             // Its character references decoded (a browser shows an attribute's value, a

@@ -19,6 +19,7 @@ use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
 use super::css;
 use super::syntax::VOID;
+use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
 
 /// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
 /// only with some attributes, read here as always).
@@ -34,10 +35,6 @@ const BREAKOUT: [&str; 45] = [
 const STYLE: u8 = 1;
 const CLASS: u8 = 2;
 const ID: u8 = 3;
-
-/// Text hidden by elements kept for their reading across tags ([`Normalizer::element_hidden_char`]).
-const MAX_ELEMENT_HIDDEN: usize = 256;
-const ELEMENT_HIDDEN_OVERLAP: usize = 64;
 
 /// A `style` value's characters read (a longer one is read as hiding).
 const MAX_STYLE: usize = 512;
@@ -341,13 +338,12 @@ impl Normalizer {
 
     /// A character of text open elements hide: kept for their reading across the tags inside
     /// them (the hidden text is cut at each tag; a model reads `forbid<i>den</i>` in a
-    /// `<template>` as one word), written every [`MAX_ELEMENT_HIDDEN`] characters (the last
-    /// [`ELEMENT_HIDDEN_OVERLAP`] again) and where they end.
+    /// `<template>` as one word), written every [`MAX_HIDDEN`] characters (the last
+    /// [`HIDDEN_OVERLAP`] again) and where they end.
     fn element_hidden_char(&mut self, unit: Unit, out: &mut String) {
         self.element_hidden.0.push(unit);
-        if self.element_hidden.0.len() >= MAX_ELEMENT_HIDDEN {
-            let keep =
-                self.element_hidden.0[MAX_ELEMENT_HIDDEN - ELEMENT_HIDDEN_OVERLAP..].to_vec();
+        if self.element_hidden.0.len() >= MAX_HIDDEN {
+            let keep = self.element_hidden.0[MAX_HIDDEN - HIDDEN_OVERLAP..].to_vec();
             self.element_hidden_ends(out);
             self.element_hidden.0 = keep;
         }
@@ -357,16 +353,8 @@ impl Normalizer {
     /// it, is an aside.
     pub(in crate::scan::normal) fn element_hidden_ends(&mut self, out: &mut String) {
         let (units, split) = std::mem::take(&mut self.element_hidden);
-        if !split {
-            return;
-        }
-        let (Some(first), Some(last)) = (units.first(), units.last()) else {
-            return;
-        };
-        let (raw, raw_end) = (first.raw, last.raw_end);
-        let text: String = units.iter().map(|u| u.c).collect();
-        if text.chars().any(char::is_alphanumeric) {
-            self.aside(&text, raw, raw_end, out);
+        if split {
+            self.hidden_aside(&units, out);
         }
     }
 
