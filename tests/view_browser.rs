@@ -106,6 +106,11 @@ const PIECES: &[&str] = &[
     "<i style=\"font-size:0\">z</i>",
     "<style>.h{visibility:hidden}</style>",
     "<b class=h>z</b>",
+    // Elements in doubt that a browser shows (a property the view does not read, every
+    // element after a `<link>`), around text and beside hidden ones.
+    "<b style=foo:1>",
+    "</b>",
+    "<link rel=stylesheet href=x>",
     "<",
     ">",
     "x",
@@ -269,7 +274,12 @@ fn what_a_browser_shows_of_markdown_the_view_reads() {
     agree(0x3a2c_d0e1, true);
 }
 
+/// `GUARDWIRE_VIEW_SEED` explores other texts than the test's.
 fn agree(seed: u64, markdown: bool) {
+    let seed = std::env::var("GUARDWIRE_VIEW_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(seed);
     let mut rng = Rng(seed);
     let texts: Vec<String> = (0..6000).map(|_| text(&mut rng, markdown)).collect();
     let seen = shown(&texts, markdown);

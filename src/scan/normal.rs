@@ -207,6 +207,13 @@ pub struct Normalizer {
     /// `full`: the browser's and the Markdown renderer's readings around the constructs they
     /// read apart, being recorded (`join.rs`).
     joins: [Option<Box<join::Join>>; join::READINGS],
+    /// `full`: readings where a browser hides some of the elements a style may hide and shows
+    /// others (`html/css/readings.rs`), and the last such element's serial.
+    style_readings: Vec<html::css::readings::StyleReading>,
+    element_serial: u32,
+    /// Elements a style may hide open around the one the browser's waiting reading hides
+    /// (shown in it).
+    browser_css_depth: usize,
     /// `full`: a white space run waiting for the character after it, and whether the last
     /// character was a U+200B (`segment.rs`).
     after_break: bool,
@@ -295,6 +302,9 @@ impl Normalizer {
             brackets: 0,
             after_bracket: false,
             joins: [None, None],
+            style_readings: Vec::new(),
+            element_serial: 0,
+            browser_css_depth: 0,
             after_break: false,
             after_zwsp: false,
             wbr: false,
@@ -801,6 +811,11 @@ impl Normalizer {
                 .iter()
                 .flatten()
                 .map(|j| std::mem::size_of::<join::Join>() + j.heap_bytes())
+                .sum::<usize>()
+            + self
+                .style_readings
+                .iter()
+                .map(html::css::readings::StyleReading::heap_bytes)
                 .sum::<usize>()
     }
 }

@@ -130,6 +130,7 @@ impl Normalizer {
         // The asides and the view written again after them are no text a reader reads on: no
         // recording around an autolink takes them (`join.rs`).
         let joins = std::mem::take(&mut self.joins);
+        let style_readings = std::mem::take(&mut self.style_readings);
         let tables = std::mem::take(&mut self.tables);
         // Nor is the text's state around line breaks (`segment.rs`) the asides'.
         let (after_break, after_zwsp) = (self.after_break, self.after_zwsp);
@@ -163,6 +164,7 @@ impl Normalizer {
             self.starter(u, out);
         }
         self.joins = joins;
+        self.style_readings = style_readings;
         self.tables = tables;
         self.after_break = after_break;
         self.after_zwsp = after_zwsp;

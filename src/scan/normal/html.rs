@@ -29,7 +29,7 @@
 
 mod blocks;
 pub(super) use blocks::LineLead;
-mod css;
+pub(super) mod css;
 pub(super) use css::StyleSheet;
 mod elements;
 pub(super) use elements::OpenElement;

@@ -143,6 +143,30 @@ impl Join {
     pub(super) fn heap_bytes(&self) -> usize {
         self.context.capacity() + self.after.capacity()
     }
+
+    pub(super) fn is_waiting(&self) -> bool {
+        self.waiting
+    }
+
+    /// A reading waiting for elements to end: its context, with its raw start.
+    pub(super) fn waiting_context(self) -> (String, u64) {
+        (self.context, self.context_raw)
+    }
+
+    /// A construct closed, what follows being recorded: the reading so far (its last line's
+    /// tail), with its raw start.
+    pub(super) fn recorded(&self) -> Option<(String, u64)> {
+        if !self.closed || self.waiting || self.raw_text.is_some() {
+            return None;
+        }
+        let mut text = self.context.clone();
+        text.push_str(if self.trim {
+            self.after.trim_start_matches([' ', '\t'])
+        } else {
+            &self.after
+        });
+        Some((last_line_tail(&text).to_owned(), self.context_raw))
+    }
 }
 
 impl Normalizer {
@@ -227,7 +251,7 @@ impl Normalizer {
     /// A line break next to a U+200B (`segment.rs`): a browser shows none there, so the view
     /// before the white space is joined to what comes after it.
     pub(super) fn join_across_break(&mut self, raw: u64) {
-        if self.browser_waiting() {
+        if self.browser_waiting() && !self.browser_wait_moves_aside() {
             return;
         }
         let (mut context, context_raw) = self.context(BROWSER, raw);
@@ -244,7 +268,7 @@ impl Normalizer {
 
     /// An autolink opens at raw `raw` (its `<`).
     pub(super) fn open_join(&mut self, raw: u64) {
-        if self.browser_waiting() {
+        if self.browser_waiting() && !self.browser_wait_moves_aside() {
             return;
         }
         let (context, context_raw) = self.context(BROWSER, raw);
@@ -258,7 +282,9 @@ impl Normalizer {
     /// A `[` after a `!` the view wrote (`depth`: the brackets open with it): an image's alt
     /// text may start, which a person does not see.
     pub(super) fn open_image(&mut self, raw: u64, depth: u32) {
-        if !self.recent.ends_with('!') || self.browser_waiting() {
+        if !self.recent.ends_with('!')
+            || (self.browser_waiting() && !self.browser_wait_moves_aside())
+        {
             return;
         }
         self.open_join(raw);
@@ -319,7 +345,19 @@ impl Normalizer {
             .flatten()
             .filter(|j| !j.released)
             .map(|j| j.context_raw)
+            .chain(self.style_readings_from())
             .min()
+    }
+
+    /// The browser's reading goes on from `text` (from raw `raw`): the next construct of it
+    /// takes it as its context.
+    pub(super) fn resume_browser_reading(&mut self, text: String, raw: u64) {
+        self.joins[BROWSER] = Some(Box::new(Join {
+            context: text,
+            context_raw: raw,
+            closed: true,
+            ..Join::default()
+        }));
     }
 
     /// A blank line closed elements hiding text (Markdown's reading), which a browser reading
@@ -439,6 +477,9 @@ impl Normalizer {
                 self.end_join(reading, out);
             }
         }
+        if !self.style_readings.is_empty() {
+            self.style_readings_char(out);
+        }
     }
 
     /// A character the view writes (not in an aside): recorded after a closed construct.
@@ -447,6 +488,9 @@ impl Normalizer {
             if j.closed && j.raw_text.is_none() {
                 j.after.push(c);
             }
+        }
+        if !self.style_readings.is_empty() {
+            self.style_readings_written(c);
         }
     }
 
@@ -457,8 +501,9 @@ impl Normalizer {
             return;
         };
         // Written even with nothing after the construct: its reading ends a word there (the
-        // view's `fruit<ab:c>` is `fruitab:c`) and may carry an earlier construct's.
-        if !j.closed || (j.context.trim().is_empty() && j.after.trim().is_empty()) {
+        // view's `fruit<ab:c>` is `fruitab:c`) and may carry an earlier construct's. Elements
+        // the text ended in hide the rest: the context is the reading.
+        if !(j.closed || j.waiting) || (j.context.trim().is_empty() && j.after.trim().is_empty()) {
             return;
         }
         let mut text = j.context;
@@ -476,6 +521,7 @@ impl Normalizer {
         for reading in [BROWSER, MARKDOWN] {
             self.end_join(reading, out);
         }
+        self.end_style_readings(out);
     }
 }
 

@@ -1348,6 +1348,31 @@ fn text_a_style_may_hide_is_read_both_ways() {
     // (Review 12, a false block: `&#x85;` names `…`, not a line break.)
     assert_eq!(full("forbidden&#x85;fruit"), "forbidden...fruit");
     assert!(!full("&#150;&#x9f;").contains(['\u{96}', '\u{9f}']));
+    // Several elements in doubt near each other: one hidden, the others shown (a style the
+    // view does not read, `foo:1`, is one a browser shows), in either order and nested; one
+    // hidden and the text ending inside another.
+    for text in [
+        "for<i style=display:none>x</i>bid<b style=\"foo:1\">den</b> fruit",
+        "forbid<b style=\"foo:1\">den</b><i style=display:none>x</i> fruit",
+        "<p style=\"foo:1\">forbid<span style=display:none>zz</span>den fruit</p>",
+        "<link rel=stylesheet href=a.css><p>forbid<span class=h>zz</span>den fruit</p>",
+        "<link rel=stylesheet href=a.css><p>for<i>x</i>bid<b>den</b> fruit</p>",
+        "forbid<i style=display:none>x</i>den fruit<b style=\"foo:1\">zzz",
+        "<div style=foo:1><p style=foo:1>forbid<span style=display:none>zz</span>den <b style=foo:1>fr</b>uit</p></div>",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // Dense: as many elements in doubt as one likes, a bounded view.
+    let dense = "<link rel=stylesheet href=a.css>".to_owned() + &"<b>a</b> ".repeat(4000);
+    let view = full(&dense);
+    assert!(
+        view.len() < 64 * dense.len(),
+        "{} for {}",
+        view.len(),
+        dense.len()
+    );
     // A style that cannot hide adds no reading.
     let view = full("a <span style=\"font-weight:bold\">b</span> c");
     assert!(

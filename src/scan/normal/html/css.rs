@@ -23,6 +23,7 @@
 //! style sheet longer than [`MAX_SHEET`], or a `<link>` to one, every element after it is read
 //! both ways.
 
+pub(in crate::scan::normal) mod readings;
 mod sheet;
 pub(in crate::scan::normal) use sheet::{StyleSheet, MAX_SHEET};
 

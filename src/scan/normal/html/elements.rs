@@ -63,9 +63,15 @@ pub(in crate::scan::normal) struct OpenElement {
     based: bool,
     /// Its style may hide its text (`css.rs`): the view shows it, a browser may not.
     css_hidden: bool,
+    /// Which such element it is, for the readings that hide it (`css/readings.rs`; 0: none).
+    serial: u32,
 }
 
 impl OpenElement {
+    pub(in crate::scan::normal) fn serial(&self) -> u32 {
+        self.serial
+    }
+
     /// Whether it is the element `name`.
     pub(in crate::scan::normal) fn is(&self, name: &str) -> bool {
         self.name == name
@@ -239,7 +245,17 @@ impl Normalizer {
             }
             // A style that may hide the text: the browser's reading, the text before joined
             // to what follows the element's end, is recorded (`join.rs`).
+            // Other readings, where a browser hides some of the elements near it and not
+            // others (`css/readings.rs`).
+            let serial = if style.hides {
+                self.style_element_opens(self.tag_raw_at, out)
+            } else {
+                0
+            };
             if style.hides && !self.browser_waiting() {
+                // (Those open around it are shown in this reading: a construct inside them
+                // took it elsewhere, `css/readings.rs`.)
+                self.browser_css_depth = self.open_elements.iter().filter(|e| e.css_hidden).count();
                 self.open_html_join(self.tag_raw_at);
             }
             self.open_elements.push(OpenElement {
@@ -247,6 +263,7 @@ impl Normalizer {
                 overrides: over.is_some(),
                 based: false,
                 css_hidden: style.hides,
+                serial,
             });
         }
         self.browser_sees_again();
@@ -260,6 +277,11 @@ impl Normalizer {
     /// reading HTML keeps them open: its reading — the text before, joined to what follows
     /// their end — is recorded (`join.rs`).
     fn hidden_past_blank_line(&mut self, raw: u64) {
+        // Elements a style may hide and elements that hide their text, open together: the
+        // reading with the first shown is recorded apart (`css/readings.rs`).
+        if self.open_elements.iter().any(|e| e.css_hidden) && hides(&self.open_elements) {
+            self.style_reading_past_blank_line(raw);
+        }
         self.html_open = self
             .open_elements
             .iter()
@@ -267,6 +289,7 @@ impl Normalizer {
             .cloned()
             .collect();
         if !self.browser_waiting() {
+            self.browser_css_depth = 0;
             self.open_html_join(raw);
         }
     }
@@ -274,11 +297,12 @@ impl Normalizer {
     /// Elements closed: once none hides text from a browser (by its kind, or by a style that
     /// may hide it), the browser's reading goes on with what the view writes.
     fn browser_sees_again(&mut self) {
+        self.style_elements_closed();
         if !self.html_open.is_empty() && !browser_hides(&self.html_open) {
             self.html_open.clear();
         }
         if self.html_open.is_empty()
-            && !self.open_elements.iter().any(|e| e.css_hidden)
+            && self.open_elements.iter().filter(|e| e.css_hidden).count() <= self.browser_css_depth
             && self.browser_waiting()
         {
             self.close_html_join();
@@ -300,6 +324,7 @@ impl Normalizer {
             self.hidden_past_blank_line(unit.raw);
         }
         self.open_elements.retain(|e| e.overrides);
+        self.style_elements_closed();
         self.annotation_hidden = false;
         self.element_hidden_ends(out);
         self.end_hidden(out);
