@@ -228,6 +228,8 @@ pub struct Normalizer {
     hidden_element: String,
     attribute_name: String,
     hidden_attribute: bool,
+    /// `full`: the start tag read so far has a presentation attribute (`html/elements.rs`).
+    tag_may_hide: bool,
     /// `full`: the tag being read (its name when short, whether it is an end tag, its `dir`
     /// value), the inline elements open around the text, whether the text
     /// is a hidden annotation, and whether the line is blank so far (`html/elements.rs`).
@@ -313,6 +315,7 @@ impl Normalizer {
             hidden_element: String::new(),
             attribute_name: String::new(),
             hidden_attribute: false,
+            tag_may_hide: false,
             tag_element: String::new(),
             tag_closing: false,
             dir_attribute: false,

@@ -1429,3 +1429,48 @@ fn review_13_readings() {
         );
     }
 }
+
+/// Review 14: what a browser hides or shows that the view did not read (style sheets it
+/// imports, nesting, foreign content's references, a link after the elements, implied end
+/// tags, a closed `<details>`, presentation attributes, generated text).
+#[test]
+fn review_14_readings() {
+    for text in [
+        "<style>@import \"data:text/css,.h{display:none}\";</style>forbid<span class=h>XX</span>den fruit",
+        "<svg><style>.h{display&#58;none}</style></svg>forbid<span class=h>XX</span>den fruit",
+        "forbid<a style=\"display:none\">XX<a>den fruit",
+        "forbid<nobr style=\"display:none\">XX<nobr>den fruit",
+        "forbid<details style=display:inline><summary style=display:none></summary>XX</details>den fruit",
+        "<style>div { .h { display:none } }</style><div>forbid<span class=h>XX</span>den fruit</div>",
+        "<svg width=400 height=40><text x=0 y=20>forbid<tspan display=\"none\">XX</tspan>den fruit</text></svg>",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    for (text, refused) in [
+        (
+            "forbid<span class=h>XX</span>den fruit<link rel=stylesheet href=\"x.css\">",
+            true,
+        ),
+        (
+            "<html><head><link rel=stylesheet href=x.css></head><body>forbidden fruit",
+            false,
+        ),
+        (
+            "<style>.x::before{content:\"forbidden f\" \"ruit\"}</style><span class=x></span>",
+            true,
+        ),
+        (
+            "<style>.h::first-letter{font-size:0}</style>forbid<span class=h>Xden</span> fruit",
+            true,
+        ),
+        (
+            "<style>.h::first-letter{color:red}</style>forbid<span class=h>Xden</span> fruit",
+            false,
+        ),
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert_eq!(n.take_refusal().is_some(), refused, "{text:?}");
+    }
+}

@@ -36,6 +36,19 @@ const STYLE: u8 = 1;
 const CLASS: u8 = 2;
 const ID: u8 = 3;
 
+/// Elements a start tag of their own name closes (`<a>` and `<nobr>` by the adoption agency,
+/// `<button>`, list items and options by implied end tags).
+const CLOSES_ITS_OWN: [&str; 8] = ["a", "nobr", "button", "li", "dd", "dt", "option", "p"];
+
+/// SVG's presentation attributes that can hide, shrink or move text: an element in foreign
+/// content with one may hide its text.
+#[rustfmt::skip]
+const PRESENTATION: [&str; 20] = [
+    "display", "visibility", "opacity", "fill", "fill-opacity", "stroke", "stroke-opacity",
+    "font-size", "font", "transform", "clip-path", "mask", "filter",
+    "x", "y", "dx", "dy", "textlength", "lengthadjust", "rotate",
+];
+
 /// A `style` value's characters read (a longer one is read as hiding).
 const MAX_STYLE: usize = 512;
 
@@ -89,6 +102,7 @@ impl Normalizer {
         self.dir_attribute = false;
         self.dir_value.clear();
         self.css_value = 0;
+        self.tag_may_hide = false;
         self.style_value.clear();
         self.class_value.clear();
         self.id_value.clear();
@@ -115,6 +129,11 @@ impl Normalizer {
     /// An attribute's name ended: which of `style`, `class` and `id` its value is (the first
     /// of each counts, as a browser takes it).
     pub(super) fn css_attribute_named(&mut self) {
+        // Attributes that style the element as a style would (SVG's presentation attributes):
+        // in foreign content, it may hide its text.
+        if PRESENTATION.contains(&self.attribute_name.as_str()) {
+            self.tag_may_hide = true;
+        }
         self.css_value = match self.attribute_name.as_str() {
             "style" if self.style_value.is_empty() => STYLE,
             "class" if self.class_value.is_empty() => CLASS,
@@ -137,7 +156,12 @@ impl Normalizer {
             std::mem::take(&mut self.id_value),
         );
         if name == "link" {
-            self.sheet.get_or_insert_default().everything();
+            // A style sheet applies to the elements before it too: with any read, refused.
+            let sheet = self.sheet.get_or_insert_default();
+            if sheet.seen_any() && self.refused.is_none() {
+                self.refused = Some((self.tag_raw_at, self.tag_raw_at + 1));
+            }
+            sheet.everything();
         }
         let mut style = if value.is_empty() {
             css::Style::default()
@@ -149,6 +173,14 @@ impl Normalizer {
         } else {
             css::declarations(&decode_references(&value))
         };
+        // SVG's presentation attributes (in foreign content, unless the tag breaks out of
+        // it); a closed `<details>` hides what follows its summary.
+        let foreign = !BREAKOUT.contains(&name)
+            && self
+                .open_elements
+                .iter()
+                .any(|e| e.name == "svg" || e.name == "math");
+        style.hides |= (std::mem::take(&mut self.tag_may_hide) && foreign) || name == "details";
         let (class, id) = (decode_references(&class), decode_references(&id));
         let sheet = self.sheet.get_or_insert_default();
         style.hides |= sheet.applies(name, &class, &id);
@@ -207,6 +239,17 @@ impl Normalizer {
                 self.html_open.truncate(i);
             }
         } else if !VOID.contains(&name.as_str()) {
+            // A start tag of an element that does not nest in itself closes the one open (and
+            // what is inside it), as the parser's implied end tags do (`forbid<a
+            // style=display:none>zz<a>den` shows `forbidden`).
+            if CLOSES_ITS_OWN.contains(&name.as_str()) {
+                if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
+                    self.close_elements(i);
+                }
+                if let Some(i) = self.html_open.iter().rposition(|e| e.name == name) {
+                    self.html_open.truncate(i);
+                }
+            }
             // (`<x/>` opens `x` all the same: HTML ignores the slash.)
             // An annotation starts: the annotations before it end (the parser's implied end
             // tags).

@@ -158,12 +158,14 @@ impl Normalizer {
     /// the outermost of them, so the construct is read with them shown. False when it cannot
     /// (elements that surely hide the text wait too, or no room).
     pub(in crate::scan::normal) fn browser_wait_moves_aside(&mut self) -> bool {
-        if !self.html_open.is_empty() || self.style_readings.len() >= MAX_READINGS {
+        if hides(&self.html_open) || self.style_readings.len() >= MAX_READINGS {
             return false;
         }
+        // (One a blank line closed for Markdown, which a browser keeps open, counts too.)
         let Some(serial) = self
             .open_elements
             .iter()
+            .chain(&self.html_open)
             .map(|e| e.serial())
             .find(|&s| s != 0)
         else {
@@ -174,6 +176,7 @@ impl Normalizer {
         };
         let (context, context_raw) = j.waiting_context();
         let fork = self.fork_showing_them();
+        self.html_open.clear();
         self.style_readings.push(StyleReading {
             context,
             context_raw,
@@ -197,11 +200,20 @@ impl Normalizer {
         let serial = self
             .open_elements
             .iter()
+            .chain(&self.html_open)
             .map(|e| e.serial())
             .find(|&s| s != 0)?;
+        // (Or the reading a blank line made that shows them and hides the elements that hide
+        // their text.)
         self.style_readings
             .iter()
-            .find(|r| r.forked_at == serial && r.waits_for == 0)
+            .filter(|r| r.waits_for == 0)
+            .find(|r| r.forked_at == serial)
+            .or_else(|| {
+                self.style_readings
+                    .iter()
+                    .find(|r| r.waits_for == 0 && r.forked_at == HIDING_ELEMENTS)
+            })
             .map(|r| (r.so_far(), r.context_raw))
     }
 
@@ -231,7 +243,7 @@ impl Normalizer {
             waits_for: HIDING_ELEMENTS,
             after: String::new(),
             read: 0,
-            forked_at: 0,
+            forked_at: HIDING_ELEMENTS,
         });
     }
 

@@ -30,6 +30,9 @@ pub(in crate::scan::normal) struct StyleSheet {
     seen_hashes: std::collections::HashSet<u64>,
     /// More than [`MAX_SEEN`] kinds of element were seen.
     seen_past_bound: bool,
+    /// A rule the view does not read: a pseudo-element's `content` adds text, a style of an
+    /// element's first letter or line hides part of its text (`add_late` refuses it).
+    unread: bool,
 }
 
 /// Kinds of element remembered for a later style sheet; past it, any hiding rule is read as
@@ -40,6 +43,17 @@ impl StyleSheet {
     /// Every element after it may be hidden (a `<link>` to a style sheet, one too long).
     pub(in crate::scan::normal) fn everything(&mut self) {
         self.all = true;
+    }
+
+    /// Whether an element was read before.
+    pub(in crate::scan::normal) fn seen_any(&self) -> bool {
+        self.seen_past_bound
+            || self.seen.iter().any(|(tag, _, _)| {
+                !matches!(
+                    tag.as_str(),
+                    "html" | "head" | "title" | "meta" | "base" | "script" | "style" | "noscript"
+                )
+            })
     }
 
     /// An element started: remembered for the style sheets after it.
@@ -68,6 +82,9 @@ impl StyleSheet {
     pub(in crate::scan::normal) fn add_late(&mut self, text: &str) -> bool {
         let mut new = StyleSheet::default();
         new.add(text);
+        if new.unread {
+            return true;
+        }
         let late = (new.all || !new.subjects.is_empty())
             && (self.seen_past_bound
                 || self
@@ -98,13 +115,20 @@ impl StyleSheet {
 
     /// A `<style>` element's text.
     fn add(&mut self, text: &str) {
-        if text.len() >= MAX_SHEET || text.contains('\\') {
+        // An escape, or a character reference (decoded in foreign content's `<style>`), is
+        // not read: every element may be hidden.
+        if text.len() >= MAX_SHEET || text.contains(['\\', '&']) {
             self.all = true;
             return;
         }
         // Comments go; a rule is `selectors { declarations }`; an at-rule's block (`@media
         // … { rules }`) is read on as rules of their own (its `}` ends no selector).
         let text = strip_comments(text);
+        // A sheet it imports is not read: every element may be hidden.
+        if text.to_ascii_lowercase().contains("@import") {
+            self.all = true;
+            return;
+        }
         let mut pos = 0;
         while let Some(open) = text[pos..].find('{').map(|o| pos + o) {
             let selectors = text[pos..open].rsplit(['}', ';']).next().unwrap_or("");
@@ -115,7 +139,21 @@ impl StyleSheet {
             let close = text[open + 1..]
                 .find('}')
                 .map_or(text.len(), |c| open + 1 + c);
-            let style = declarations(&text[open + 1..close]);
+            let block = &text[open + 1..close];
+            // Nested rules (CSS nesting) are not read: every element may be hidden.
+            if block.contains('{') {
+                self.all = true;
+                return;
+            }
+            // Text a pseudo-element adds (`content`) is shown where the text does not say:
+            // refused.
+            if selectors.contains("::") && block.to_ascii_lowercase().contains("content") {
+                self.unread = true;
+            }
+            let style = declarations(block);
+            if style.hides && selectors.to_ascii_lowercase().contains("::first-l") {
+                self.unread = true;
+            }
             pos = (close + 1).min(text.len());
             if style.hides || style.overrides.is_some() {
                 for selector in selectors.split(',') {
