@@ -193,16 +193,20 @@ impl Normalizer {
                 text.push_str(&j.after);
                 (last_line_tail(&text).to_owned(), j.context_raw)
             }
-            _ => {
-                let (at, context) = self.replay_text();
-                let context_raw = if context.is_empty() {
-                    raw
-                } else {
-                    self.raw_start(at)
-                };
-                (context, context_raw)
-            }
+            _ => self.view_context(raw),
         }
+    }
+
+    /// The view's last characters as a reading's context, with their raw start (`raw` when
+    /// there are none).
+    pub(super) fn view_context(&self, raw: u64) -> (String, u64) {
+        let (at, context) = self.replay_text();
+        let context_raw = if context.is_empty() {
+            raw
+        } else {
+            self.raw_start(at)
+        };
+        (context, context_raw)
     }
 
     /// A tag the view hid ended (`unclosed`: the text ended inside it). When CommonMark does

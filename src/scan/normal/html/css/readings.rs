@@ -68,6 +68,17 @@ pub(in crate::scan::normal) struct StyleReading {
 }
 
 impl StyleReading {
+    fn new(context: String, context_raw: u64, waits_for: u32, forked_at: u32) -> StyleReading {
+        StyleReading {
+            context,
+            context_raw,
+            waits_for,
+            after: String::new(),
+            read: 0,
+            forked_at,
+        }
+    }
+
     pub(in crate::scan::normal) fn heap_bytes(&self) -> usize {
         std::mem::size_of::<StyleReading>() + self.context.capacity() + self.after.capacity()
     }
@@ -98,33 +109,15 @@ impl Normalizer {
         // a copy goes on with it shown.
         let chain = self.joins[BROWSER].as_deref();
         if let Some((text, text_raw)) = chain.and_then(|j| j.recorded()) {
-            made.push(StyleReading {
-                context: text,
-                context_raw: text_raw,
-                waits_for: 0,
-                after: String::new(),
-                read: 0,
-                forked_at: serial,
-            });
+            made.push(StyleReading::new(text, text_raw, 0, serial));
         }
         // Where the browser's reading hides other elements (or goes on from them), this one
         // hidden alone is a reading of its own.
         if chain.is_some() || !self.style_readings.is_empty() {
-            let (at, context) = self.replay_text();
-            let context_raw = if context.is_empty() {
-                raw
-            } else {
-                self.raw_start(at)
-            };
+            let (context, context_raw) = self.view_context(raw);
             self.make_room(out);
-            self.style_readings.push(StyleReading {
-                context,
-                context_raw,
-                waits_for: serial,
-                after: String::new(),
-                read: 0,
-                forked_at: 0,
-            });
+            self.style_readings
+                .push(StyleReading::new(context, context_raw, serial, 0));
         }
         // Each reading being recorded (the newest few): a copy hides this element too.
         for r in self
@@ -135,14 +128,7 @@ impl Normalizer {
             .take(MAX_FORKS)
         {
             {
-                made.push(StyleReading {
-                    context: r.so_far(),
-                    context_raw: r.context_raw,
-                    waits_for: serial,
-                    after: String::new(),
-                    read: 0,
-                    forked_at: 0,
-                });
+                made.push(StyleReading::new(r.so_far(), r.context_raw, serial, 0));
             }
         }
         for r in made {
@@ -177,14 +163,8 @@ impl Normalizer {
         let (context, context_raw) = j.waiting_context();
         let fork = self.fork_showing_them();
         self.html_open.clear();
-        self.style_readings.push(StyleReading {
-            context,
-            context_raw,
-            waits_for: serial,
-            after: String::new(),
-            read: 0,
-            forked_at: 0,
-        });
+        self.style_readings
+            .push(StyleReading::new(context, context_raw, serial, 0));
         // The construct goes on from the copy of that reading that shows them (what it hid
         // before them stays hidden), else from the view.
         if let Some((text, raw)) = fork {
@@ -227,24 +207,14 @@ impl Normalizer {
         let recorded = self.joins[BROWSER].as_deref().and_then(|j| j.recorded());
         let (context, context_raw) = match recorded.or_else(|| self.fork_showing_them()) {
             Some(recorded) => recorded,
-            None => {
-                let (at, context) = self.replay_text();
-                let context_raw = if context.is_empty() {
-                    raw
-                } else {
-                    self.raw_start(at)
-                };
-                (context, context_raw)
-            }
+            None => self.view_context(raw),
         };
-        self.style_readings.push(StyleReading {
+        self.style_readings.push(StyleReading::new(
             context,
             context_raw,
-            waits_for: HIDING_ELEMENTS,
-            after: String::new(),
-            read: 0,
-            forked_at: HIDING_ELEMENTS,
-        });
+            HIDING_ELEMENTS,
+            HIDING_ELEMENTS,
+        ));
     }
 
     /// Room for one more reading: the oldest being recorded is written as it is (else the
