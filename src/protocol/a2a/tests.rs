@@ -226,6 +226,25 @@ fn whole_answers_read_tasks_messages_and_files() {
     assert!(A2a.decode_response(image, &mut Vec::new()).is_ok());
     // A result object guardwire cannot read as a task, a message or an event fails closed;
     // a result of another kind (a method guardwire does not know) is left to the fallback.
+    // Review 14: an error beside a result (the a2a-sdk reads the result when the error is
+    // empty or false) fails closed.
+    for error in [
+        "{}",
+        "false",
+        "0",
+        "\"\"",
+        "[]",
+        "{\"code\":1,\"message\":\"m\"}",
+    ] {
+        let both = format!(
+            r#"{{"jsonrpc":"2.0","id":"1","error":{error},"result":{{"message":{{"messageId":"r","role":"ROLE_AGENT","parts":[{{"text":"a"}}]}}}}}}"#
+        );
+        assert!(
+            A2a.decode_response(both.as_bytes(), &mut Vec::new())
+                .is_err(),
+            "{error}"
+        );
+    }
     let odd = br#"{"jsonrpc":"2.0","id":"1","result":{"parts":"not a list","note":"x"}}"#;
     assert!(A2a.decode_response(odd, &mut Vec::new()).is_err());
     let other = br#"{"jsonrpc":"2.0","id":"1","result":["x"]}"#;

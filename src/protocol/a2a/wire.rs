@@ -589,6 +589,13 @@ impl StreamDecoder for A2aStream {
         }
         let envelope: Envelope<'a> = serde_json::from_slice(data)
             .map_err(|e| DecodeError::json("malformed A2A JSON-RPC response", &e))?;
+        if envelope.error.is_some() && envelope.result.is_some() {
+            // Readers disagree on it: the a2a-sdk reads the result beside an empty or false
+            // `error`, guardwire would read an error answer.
+            return Err(DecodeError(
+                "an A2A JSON-RPC response with both result and error".into(),
+            ));
+        }
         if envelope.error.is_some() {
             // The agent's own error: its message is read by the fallback; the stream ends.
             self.done = true;
