@@ -197,7 +197,9 @@ fn classify(media_type: Option<&str>) -> Kind {
         ("application", "json" | "xml" | "yaml" | "x-yaml" | "x-ndjson" | "csv" | "markdown") => {
             Kind::Text
         }
-        ("application", s) if s.ends_with("+json") || s.ends_with("+xml") => Kind::Text,
+        // A structured syntax suffix names text whatever the top type: an SVG image is XML,
+        // and its text is drawn (`image/svg+xml`).
+        (_, s) if s.ends_with("+json") || s.ends_with("+xml") => Kind::Text,
         ("image" | "audio", s) if !s.is_empty() => Kind::Media,
         _ => Kind::Unreadable,
     }
@@ -285,6 +287,7 @@ mod tests {
                 "application/json",
                 "TEXT/CSV",
                 "application/ld+json",
+                "image/svg+xml",
             ] {
                 assert_eq!(
                     d.base64(Some(mt), data, "p").unwrap().as_deref(),
