@@ -61,7 +61,7 @@ impl SseFrame {
     /// checked.
     pub fn is_inert(&self) -> bool {
         lines(&self.raw).all(|line| match field(line) {
-            None => true,
+            None => !breaks_for_some_reader(line),
             Some((name, value)) => {
                 name == b"retry" && !value.is_empty() && value.iter().all(u8::is_ascii_digit)
             }
@@ -74,9 +74,15 @@ impl SseFrame {
     /// read as its client reads it.
     pub fn has_only_standard_fields(&self) -> bool {
         lines(&self.raw).all(|line| match field(line) {
-            None => true,
+            None => !breaks_for_some_reader(line),
             Some((name, _)) => matches!(name, b"data" | b"event" | b"id" | b"retry"),
         })
+    }
+
+    /// True when a comment holds a character some clients break lines at (below): the rest
+    /// of it is a line of its own to them (`data: …` behind a U+2028 in a comment).
+    pub fn comment_breaks_for_some_reader(&self) -> bool {
+        lines(&self.raw).any(|line| field(line).is_none() && breaks_for_some_reader(line))
     }
 
     /// The same frame with its data replaced: other lines (event, id, comments) stay in place,
@@ -104,6 +110,17 @@ impl SseFrame {
         out.push(b'\n');
         Bytes::from(out)
     }
+}
+
+/// Whether `line` holds a character Python's `str.splitlines` (httpx's `aiter_lines`, which
+/// SDKs read event streams with) breaks lines at besides CR and LF: VT, FF, FS, GS, RS, NEL,
+/// U+2028, U+2029.
+fn breaks_for_some_reader(line: &[u8]) -> bool {
+    line.iter().any(|b| matches!(b, 0x0b | 0x0c | 0x1c..=0x1e))
+        || line.windows(2).any(|w| w == [0xc2, 0x85])
+        || line
+            .windows(3)
+            .any(|w| w == [0xe2, 0x80, 0xa8] || w == [0xe2, 0x80, 0xa9])
 }
 
 /// Splits raw bytes into lines on CRLF, LF or CR (terminators removed).
@@ -465,6 +482,21 @@ mod tests {
             raw: Bytes::from_static(b": keep-alive\n\n"),
         };
         assert_eq!(c.fields().data, None);
+        assert!(c.is_inert() && !c.comment_breaks_for_some_reader());
+        // Review 14: a comment some clients read as two lines (httpx's `aiter_lines` breaks at
+        // U+2028, NEL, VT, FF, FS, GS, RS) is no keep-alive.
+        for sep in [
+            "\u{2028}", "\u{2029}", "\u{85}", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e",
+        ] {
+            let f = SseFrame {
+                raw: Bytes::from(format!(": k{sep}data: {{\"a\":1}}\n\n")),
+            };
+            assert!(
+                !f.is_inert() && f.comment_breaks_for_some_reader(),
+                "{sep:?}"
+            );
+            assert!(!f.has_only_standard_fields(), "{sep:?}");
+        }
     }
 
     #[test]
