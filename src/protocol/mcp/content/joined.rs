@@ -24,20 +24,51 @@ use serde_json::{Map, Value};
 /// pieces, its pieces joined with nothing and with a space, for each reading of it.
 pub fn joined(body: &Map<String, Value>) -> Vec<String> {
     let mut out = Vec::new();
+    joined_into(body, &mut out, 0);
+    out
+}
+
+/// Requests a result embeds read as requests (at most this deep).
+const MAX_EMBEDDED: u32 = 4;
+
+fn joined_into(body: &Map<String, Value>, out: &mut Vec<String>, depth: u32) {
     if let Some(Value::Object(result)) = field(body, "result").next() {
+        // A result that asks the client for input first (`inputRequests`, MCP's multi
+        // round-trip requests): each is a server request (a sampling request's system prompt
+        // and messages), joined as one sent on its own is.
+        if depth < MAX_EMBEDDED {
+            for requests in field(result, "inputRequests") {
+                for request in as_map_values(requests) {
+                    if let Value::Object(r) = request {
+                        joined_into(r, out, depth + 1);
+                    }
+                }
+            }
+        }
         for content in field(result, "content") {
-            group(&mut out, |g| g.blocks(content));
+            group(out, |g| g.blocks(content));
         }
         for contents in field(result, "contents") {
-            group(&mut out, |g| g.blocks(contents));
+            group(out, |g| g.blocks(contents));
         }
         if field(result, "messages").next().is_some() {
-            group(&mut out, |g| g.messages(result));
+            group(out, |g| g.messages(result));
         }
     }
     if let Some(Value::Object(params)) = field(body, "params").next() {
+        // The client's answers to them, sent with its retry (`inputResponses`): a sampling
+        // result's blocks, joined as its own response's are.
+        for responses in field(params, "inputResponses") {
+            for response in as_map_values(responses) {
+                if let Value::Object(r) = response {
+                    for content in field(r, "content") {
+                        group(out, |g| g.blocks(content));
+                    }
+                }
+            }
+        }
         if field(params, "messages").next().is_some() {
-            group(&mut out, |g| {
+            group(out, |g| {
                 for system in field(params, "systemPrompt") {
                     g.piece(system, true);
                 }
@@ -45,7 +76,11 @@ pub fn joined(body: &Map<String, Value>) -> Vec<String> {
             });
         }
     }
-    out
+}
+
+/// The values of an object (the requests or responses of a multi round-trip, by their ids).
+fn as_map_values(value: &Value) -> impl Iterator<Item = &Value> {
+    value.as_object().into_iter().flat_map(|m| m.values())
 }
 
 /// The values of `map` under every spelling of `name` (a field the SDKs read in two spellings

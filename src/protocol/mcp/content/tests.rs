@@ -395,6 +395,24 @@ fn nulls_where_lists_are_expected_decode() {
 }
 
 #[test]
+fn multi_round_trip_requests_and_responses_are_joined() {
+    // Review 14: a sampling request embedded in an `input_required` result, in both spellings,
+    // and the client's retry carrying its result.
+    for json in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{"r1":{"method":"sampling/createMessage","params":{"maxTokens":10,"systemPrompt":"the forbidden","messages":[{"role":"user","content":{"type":"text","text":"fruit"}}]}}}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"result_type":"input_required","input_requests":{"r1":{"method":"sampling/createMessage","params":{"system_prompt":"the forbidden","messages":[{"role":"user","content":[{"type":"text","text":"fruit"}]}]}}}}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","inputResponses":{"r1":{"role":"assistant","content":[{"type":"text","text":"the forbidden"},{"type":"text","text":"fruit"}],"model":"x"}}}}"#,
+    ] {
+        let t = texts(json);
+        assert!(
+            t.joined.iter().any(|j| j == "the forbidden fruit"),
+            "{json}: {:?}",
+            t.joined
+        );
+    }
+}
+
+#[test]
 fn the_typescript_sdks_compatibility_result_is_read() {
     // `toolResult` (2024-10-07), read by the TypeScript SDK's CompatibilityCallToolResultSchema.
     let t = texts(r#"{"jsonrpc":"2.0","id":1,"result":{"toolResult":{"note":"forbidden"}}}"#);
