@@ -29,6 +29,14 @@ pub fn ask(
             "this key has a tpm_limit or max_budget, and a background response (`background: true`) is generated after its answer, where its usage cannot be counted".into(),
         ));
     }
+    // A key twice: an upstream may read the copy the reservation did not (fail closed).
+    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+        && crate::protocol::mcp::jsonrpc::read_unique(body).is_err()
+    {
+        return Err(GatewayError::InvalidRequest(
+            "this key has a tpm_limit or max_budget, and the request holds a key twice: an upstream may read either copy, so its usage cannot be bounded".into(),
+        ));
+    }
     let input = (body.len() as u64).div_ceil(4);
     let output = output_bound(body, default_output);
     let tokens = input.saturating_add(output);
@@ -54,57 +62,54 @@ pub fn ask(
 /// (fail closed: never reserve less than it could bill). `None`: no bound given (the caller's
 /// default, times the answers).
 fn output_bound(body: &[u8], default_output: u64) -> u64 {
-    #[derive(serde::Deserialize)]
-    struct Bounds {
-        max_tokens: Option<serde_json::Value>,
-        max_completion_tokens: Option<serde_json::Value>,
-        max_output_tokens: Option<serde_json::Value>,
-        n: Option<serde_json::Value>,
-        best_of: Option<serde_json::Value>,
-        prompt: Option<serde_json::Value>,
-        #[serde(rename = "generationConfig", alias = "generation_config")]
-        generation_config: Option<GenerationConfig>,
-    }
-    #[derive(serde::Deserialize)]
-    struct GenerationConfig {
-        #[serde(rename = "maxOutputTokens", alias = "max_output_tokens")]
-        max_output_tokens: Option<serde_json::Value>,
-        #[serde(rename = "candidateCount", alias = "candidate_count")]
-        candidate_count: Option<serde_json::Value>,
-    }
-    // A count as the upstream reads it: a whole number (a float such as `2.0` too); anything
-    // else is left to the upstream to refuse.
-    let count = |v: Option<serde_json::Value>| {
-        v.and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f.ceil() as u64))
-        })
-    };
-    let Ok(b) = serde_json::from_slice::<Bounds>(body) else {
+    use serde_json::Value;
+    let Ok(Value::Object(b)) = serde_json::from_slice::<Value>(body) else {
         return default_output;
     };
-    let (g_max, g_count) = b.generation_config.map_or((None, None), |g| {
-        (count(g.max_output_tokens), count(g.candidate_count))
-    });
+    // A count as an upstream may read it: a whole number, a float such as `2.0`, or a
+    // numeric string (pydantic's readers take `"50"` as 50); anything else is left to the
+    // upstream to refuse. Each field is read on its own: one of another shape drops no other.
+    let count = |v: Option<&Value>| {
+        let n = match v? {
+            Value::String(s) => s.trim().parse::<f64>().ok()?,
+            v => v.as_f64()?,
+        };
+        (n.is_finite() && n >= 0.0).then(|| n.ceil().min(u64::MAX as f64) as u64)
+    };
+    let configs: Vec<&serde_json::Map<String, Value>> = ["generationConfig", "generation_config"]
+        .iter()
+        .filter_map(|k| b.get(*k).and_then(Value::as_object))
+        .collect();
+    let in_configs = |names: [&str; 2]| {
+        configs
+            .iter()
+            .flat_map(|g| names.map(|n| count(g.get(n))))
+            .flatten()
+            .max()
+    };
+    let (g_max, g_count) = (
+        in_configs(["maxOutputTokens", "max_output_tokens"]),
+        in_configs(["candidateCount", "candidate_count"]),
+    );
     let bound = [
-        count(b.max_tokens),
-        count(b.max_completion_tokens),
-        count(b.max_output_tokens),
+        count(b.get("max_tokens")),
+        count(b.get("max_completion_tokens")),
+        count(b.get("max_output_tokens")),
         g_max,
     ]
     .into_iter()
     .flatten()
     .max()
     .unwrap_or(default_output);
-    let answers = [count(b.n), count(b.best_of), g_count]
+    let answers = [count(b.get("n")), count(b.get("best_of")), g_count]
         .into_iter()
         .flatten()
         .max()
         .unwrap_or(1)
         .max(1);
     // Legacy Completions: a list of prompts (texts, or token lists) is answered once per prompt.
-    let prompts = match &b.prompt {
-        Some(serde_json::Value::Array(a)) if a.iter().any(|p| p.is_string() || p.is_array()) => {
+    let prompts = match b.get("prompt") {
+        Some(Value::Array(a)) if a.iter().any(|p| p.is_string() || p.is_array()) => {
             a.len().max(1) as u64
         }
         _ => 1,
@@ -255,6 +260,23 @@ mod tests {
         assert_eq!(a.tokens, (body.len() as u64).div_ceil(4) + 50);
         let a = ask(&l, b"{}", None, None, 4096).unwrap_or_default();
         assert_eq!(a.tokens, 1 + 4096);
+        // Review 14: a key twice (an upstream may read either copy) is refused.
+        assert!(ask(
+            &l,
+            br#"{"max_tokens":1,"max_tokens":50000}"#,
+            None,
+            None,
+            4096
+        )
+        .is_err());
+        assert!(ask(
+            &l,
+            br#"{"background":false,"background":true}"#,
+            None,
+            None,
+            4096
+        )
+        .is_err());
         // Every answer asked for is generated and billed.
         for (body, output) in [
             (&br#"{"n":50,"max_tokens":10}"#[..], 500),
@@ -268,6 +290,9 @@ mod tests {
             (br#"{"n":0,"max_tokens":7}"#, 7),
             (br#"{"prompt":["a","b","c"],"n":2,"max_tokens":5}"#, 30),
             (br#"{"prompt":[1,2,3],"max_tokens":5}"#, 5),
+            // Review 14: numeric strings (pydantic reads them), a field of another shape.
+            (br#"{"max_tokens":"50","n":"4"}"#, 200),
+            (br#"{"max_tokens":10,"n":3,"generationConfig":0}"#, 30),
         ] {
             let a = ask(&l, body, None, None, 4096).unwrap_or_default();
             assert_eq!(
