@@ -193,7 +193,8 @@ impl Normalizer {
                                 self.attribute_name.clear();
                                 self.dir_attribute = false;
                             }
-                            if self.attribute_name.len() < 8 {
+                            // (Long enough for the longest name read: `stroke-opacity`.)
+                            if self.attribute_name.len() < 16 {
                                 self.attribute_name.push(c.to_ascii_lowercase());
                             }
                         } else if after_eq == attr::NAME {

@@ -1443,6 +1443,8 @@ fn review_14_readings() {
         "forbid<details style=display:inline><summary style=display:none></summary>XX</details>den fruit",
         "<style>div { .h { display:none } }</style><div>forbid<span class=h>XX</span>den fruit</div>",
         "<svg width=400 height=40><text x=0 y=20>forbid<tspan display=\"none\">XX</tspan>den fruit</text></svg>",
+        "<svg><text>forbid<tspan visibility=\"hidden\" font-size=\"0\">XX</tspan>den fruit</text></svg>",
+        "<svg><text>forbid<tspan fill-opacity=\"0\">XX</tspan>den fruit</text></svg>",
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
