@@ -24,21 +24,25 @@ pub fn ask(
     if limits.tpm.is_none() && limits.budget.is_none() {
         return Ok(Ask::default());
     }
-    if runs_in_background(body) {
+    // Read once, as JSON with each key once: a key twice (an upstream may read the copy the
+    // reservation did not) is refused; a body that is no JSON reserves the default.
+    let request = match crate::protocol::mcp::jsonrpc::read_unique(body) {
+        Ok(v) => Some(v),
+        Err(e) if e.code == crate::protocol::mcp::codes::INVALID_REQUEST => {
+            return Err(GatewayError::InvalidRequest(
+                "this key has a tpm_limit or max_budget, and the request holds a key twice: an upstream may read either copy, so its usage cannot be bounded".into(),
+            ));
+        }
+        Err(_) => None,
+    };
+    let request = request.as_ref().and_then(serde_json::Value::as_object);
+    if request.is_some_and(runs_in_background) {
         return Err(GatewayError::InvalidRequest(
             "this key has a tpm_limit or max_budget, and a background response (`background: true`) is generated after its answer, where its usage cannot be counted".into(),
         ));
     }
-    // A key twice: an upstream may read the copy the reservation did not (fail closed).
-    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
-        && crate::protocol::mcp::jsonrpc::read_unique(body).is_err()
-    {
-        return Err(GatewayError::InvalidRequest(
-            "this key has a tpm_limit or max_budget, and the request holds a key twice: an upstream may read either copy, so its usage cannot be bounded".into(),
-        ));
-    }
     let input = (body.len() as u64).div_ceil(4);
-    let output = output_bound(body, default_output);
+    let output = request.map_or(default_output, |b| output_bound(b, default_output));
     let tokens = input.saturating_add(output);
     let micro = match (limits.budget, price) {
         (None, _) => 0,
@@ -61,20 +65,21 @@ pub fn ask(
 /// is generated and billed). The largest spelling counts: an upstream may read any of them
 /// (fail closed: never reserve less than it could bill). `None`: no bound given (the caller's
 /// default, times the answers).
-fn output_bound(body: &[u8], default_output: u64) -> u64 {
+fn output_bound(b: &serde_json::Map<String, serde_json::Value>, default_output: u64) -> u64 {
     use serde_json::Value;
-    let Ok(Value::Object(b)) = serde_json::from_slice::<Value>(body) else {
-        return default_output;
-    };
     // A count as an upstream may read it: a whole number, a float such as `2.0`, or a
     // numeric string (pydantic's readers take `"50"` as 50); anything else is left to the
     // upstream to refuse. Each field is read on its own: one of another shape drops no other.
     let count = |v: Option<&Value>| {
-        let n = match v? {
-            Value::String(s) => s.trim().parse::<f64>().ok()?,
-            v => v.as_f64()?,
-        };
-        (n.is_finite() && n >= 0.0).then(|| n.ceil().min(u64::MAX as f64) as u64)
+        let whole =
+            |n: f64| (n.is_finite() && n >= 0.0).then(|| n.ceil().min(u64::MAX as f64) as u64);
+        match v? {
+            Value::String(s) => {
+                let s = s.trim();
+                s.parse::<u64>().ok().or_else(|| whole(s.parse().ok()?))
+            }
+            v => v.as_u64().or_else(|| whole(v.as_f64()?)),
+        }
     };
     let configs: Vec<&serde_json::Map<String, Value>> = ["generationConfig", "generation_config"]
         .iter()
@@ -118,15 +123,10 @@ fn output_bound(body: &[u8], default_output: u64) -> u64 {
 }
 
 /// A Responses request run in the background: answered at once, generated (and billed) later.
-fn runs_in_background(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Background {
-        background: Option<serde_json::Value>,
-    }
-    serde_json::from_slice::<Background>(body)
-        .ok()
-        .and_then(|b| b.background)
-        .is_some_and(|v| v != serde_json::Value::Bool(false) && !v.is_null())
+fn runs_in_background(request: &serde_json::Map<String, serde_json::Value>) -> bool {
+    request
+        .get("background")
+        .is_some_and(|v| *v != serde_json::Value::Bool(false) && !v.is_null())
 }
 
 /// The rate-limit headers of an answer to a limited key: OpenAI's `x-ratelimit-*` on every
