@@ -28,12 +28,19 @@ pub struct SseFields<'a> {
     pub id: Option<&'a [u8]>,
     /// Value of the last `retry:` line, if any.
     pub retry: Option<&'a [u8]>,
+    /// A comment holds a character some clients break lines at (`breaks_for_some_reader`):
+    /// the rest of it is a line of its own to them (`data: …` behind a U+2028).
+    pub comment_breaks_for_some_reader: bool,
 }
 
 impl SseFrame {
     pub fn fields(&self) -> SseFields<'_> {
         let mut out = SseFields::default();
-        for (name, value) in lines(&self.raw).filter_map(field) {
+        for line in lines(&self.raw) {
+            let Some((name, value)) = field(line) else {
+                out.comment_breaks_for_some_reader |= breaks_for_some_reader(line);
+                continue;
+            };
             match name {
                 b"data" => {
                     out.data = Some(match out.data.take() {
@@ -77,12 +84,6 @@ impl SseFrame {
             None => !breaks_for_some_reader(line),
             Some((name, _)) => matches!(name, b"data" | b"event" | b"id" | b"retry"),
         })
-    }
-
-    /// True when a comment holds a character some clients break lines at (below): the rest
-    /// of it is a line of its own to them (`data: …` behind a U+2028 in a comment).
-    pub fn comment_breaks_for_some_reader(&self) -> bool {
-        lines(&self.raw).any(|line| field(line).is_none() && breaks_for_some_reader(line))
     }
 
     /// The same frame with its data replaced: other lines (event, id, comments) stay in place,
@@ -482,7 +483,7 @@ mod tests {
             raw: Bytes::from_static(b": keep-alive\n\n"),
         };
         assert_eq!(c.fields().data, None);
-        assert!(c.is_inert() && !c.comment_breaks_for_some_reader());
+        assert!(c.is_inert() && !c.fields().comment_breaks_for_some_reader);
         // Review 14: a comment some clients read as two lines (httpx's `aiter_lines` breaks at
         // U+2028, NEL, VT, FF, FS, GS, RS) is no keep-alive.
         for sep in [
@@ -492,7 +493,7 @@ mod tests {
                 raw: Bytes::from(format!(": k{sep}data: {{\"a\":1}}\n\n")),
             };
             assert!(
-                !f.is_inert() && f.comment_breaks_for_some_reader(),
+                !f.is_inert() && f.fields().comment_breaks_for_some_reader,
                 "{sep:?}"
             );
             assert!(!f.has_only_standard_fields(), "{sep:?}");

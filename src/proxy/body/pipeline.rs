@@ -123,13 +123,13 @@ impl FramePipeline {
         guard: &mut ExchangeGuard,
         sink: &mut impl Sink,
     ) -> Step {
+        let fields = frame.fields();
         // Fail closed: a comment some clients read as more lines than guardwire does.
-        if frame.comment_breaks_for_some_reader() {
+        if fields.comment_breaks_for_some_reader {
             return Step::Stop(Stop::Malformed(
                 "the upstream sent a comment holding a line break some clients read (U+2028, NEL, VT, FF, …)",
             ));
         }
-        let fields = frame.fields();
         let Some(data) = fields.data else {
             if frame.is_inert() {
                 return self.hold(frame.raw.clone(), Needs::new(), None, guard, sink);
