@@ -286,15 +286,15 @@ impl Normalizer {
             for c in over.into_iter().flatten() {
                 self.bidi_open_spelled(c, raw_end);
             }
-            // A style that may hide the text: the browser's reading, the text before joined
-            // to what follows the element's end, is recorded (`join.rs`).
-            // Other readings, where a browser hides some of the elements near it and not
-            // others (`css/readings.rs`).
+            // Readings where a browser hides some of the elements a style may hide near it
+            // and not others (`css/readings.rs`).
             let serial = if style.hides {
                 self.style_element_opens(self.tag_raw_at, out)
             } else {
                 0
             };
+            // A style that may hide the text: the browser's reading, the text before joined
+            // to what follows the element's end, is recorded (`join.rs`).
             if style.hides && !self.browser_waiting() {
                 // (Those open around it are shown in this reading: a construct inside them
                 // took it elsewhere, `css/readings.rs`.)

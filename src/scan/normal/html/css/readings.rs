@@ -127,9 +127,7 @@ impl Normalizer {
             .filter(|r| r.waits_for == 0)
             .take(MAX_FORKS)
         {
-            {
-                made.push(StyleReading::new(r.so_far(), r.context_raw, serial, 0));
-            }
+            made.push(StyleReading::new(r.so_far(), r.context_raw, serial, 0));
         }
         for r in made {
             if self.style_readings.len() < MAX_READINGS {
@@ -147,14 +145,7 @@ impl Normalizer {
         if hides(&self.html_open) || self.style_readings.len() >= MAX_READINGS {
             return false;
         }
-        // (One a blank line closed for Markdown, which a browser keeps open, counts too.)
-        let Some(serial) = self
-            .open_elements
-            .iter()
-            .chain(&self.html_open)
-            .map(|e| e.serial())
-            .find(|&s| s != 0)
-        else {
+        let Some(serial) = self.outermost_in_doubt() else {
             return false;
         };
         let Some(j) = self.joins[BROWSER].take_if(|j| j.is_waiting()) else {
@@ -173,16 +164,21 @@ impl Normalizer {
         true
     }
 
+    /// The serial of the outermost open element a style may hide (one a blank line closed
+    /// for Markdown, which a browser keeps open, counts too).
+    fn outermost_in_doubt(&self) -> Option<u32> {
+        self.open_elements
+            .iter()
+            .chain(&self.html_open)
+            .map(|e| e.serial())
+            .find(|&s| s != 0)
+    }
+
     /// The copy of the browser's reading made where the outermost open element a style may
     /// hide opened, which shows it (what it hid before stays hidden): its text so far, with
     /// its raw start.
     fn fork_showing_them(&self) -> Option<(String, u64)> {
-        let serial = self
-            .open_elements
-            .iter()
-            .chain(&self.html_open)
-            .map(|e| e.serial())
-            .find(|&s| s != 0)?;
+        let serial = self.outermost_in_doubt()?;
         // (Or the reading a blank line made that shows them and hides the elements that hide
         // their text.)
         self.style_readings
