@@ -241,6 +241,9 @@ pub struct Normalizer {
     /// read is (`css_value`: 0 none, else `style`, `class`, `id`), and the style sheets read so far.
     css_value: u8,
     style_value: String,
+    /// In foreign content, the `direction` and `unicode-bidi` presentation attributes read, as
+    /// declarations (`html/elements.rs`).
+    presentation_value: String,
     class_value: String,
     id_value: String,
     sheet: Option<Box<html::StyleSheet>>,
@@ -322,6 +325,7 @@ impl Normalizer {
             dir_value: String::new(),
             css_value: 0,
             style_value: String::new(),
+            presentation_value: String::new(),
             class_value: String::new(),
             id_value: String::new(),
             sheet: None,
@@ -513,7 +517,7 @@ impl Normalizer {
             if !self.tables.is_empty() {
                 self.table_char(c, out);
             }
-            self.join_char(c, out);
+            self.join_char(c, raw, out);
             let before = self.bidi.len();
             self.html_char(c, raw, raw_end, false, out);
             // A run this character's markup opened where the character starts (a reference
@@ -774,7 +778,7 @@ impl Normalizer {
         let len = unit.c.len_utf8() as u64;
         self.push_run(unit.raw, unit.raw_end, unit.exact, len);
         self.remember(unit.c.encode_utf8(&mut [0; 4]));
-        self.join_written(unit.c);
+        self.join_written(unit.c, unit.raw);
         if !self.tables.is_empty() {
             self.table_written(unit.c, unit.raw, unit.raw_end);
         }

@@ -25,9 +25,10 @@
 //! context; once it closes, the characters the view writes (not those of asides) are
 //! recorded, and once [`TRAIL`] bytes of them were (or the text ends) the context followed by
 //! them is the aside. Another construct of the same reading while one is recorded goes on from
-//! that reading so far (its context is the earlier context and what was recorded), so a word
-//! cut by several reads whole. Every split of the text writes the same view, so the asides are
-//! the same.
+//! that reading so far (its context is the earlier context and what was recorded, cut to its
+//! last characters and held back from where they start: [`Written`]), so a word cut by several
+//! reads whole. A reading holds back at most [`MAX_HOLD`] raw bytes. Every split of the text
+//! writes the same view, so the asides are the same.
 
 use super::aside::last_line_tail;
 use super::html::{attr, RAW_TEXT};
@@ -104,7 +105,7 @@ pub(super) struct Join {
     context_raw: u64,
     /// The autolink's `>` was read: the view after it is being recorded into `after`.
     closed: bool,
-    after: String,
+    after: Written,
     /// It was no autolink (white space or a `<` before its `>`: Markdown shows it as text), but
     /// a browser reads it as a tag up to its `>` (outside a quoted value: `quote`, `attr` as
     /// the view's tag reader keeps them); `gt`: that `>` was read.
@@ -139,9 +140,86 @@ pub(super) struct Join {
 /// The longest browser's tag read for its `>`.
 const MAX_TAG: usize = 1024;
 
+/// Raw bytes read past a reading's context beyond which that context is no longer held back
+/// (the reading is still recorded and written: a match in it still blocks, after the part
+/// before these bytes was released). Without a bound, text dense with constructs that chain
+/// their readings (an element in doubt every few hundred bytes) would be held back whole.
+pub(super) const MAX_HOLD: u64 = 4096;
+
+/// Whether a reading whose context starts at raw `context_raw` is held back at raw `raw`.
+pub(super) fn still_held(context_raw: u64, raw: u64) -> bool {
+    raw.saturating_sub(context_raw) <= MAX_HOLD
+}
+
+/// The view's characters a reading recorded, with the raw start of each: a reading that goes
+/// on from it (its last characters) is held back only from where those start, so readings
+/// chained one after another hold back a bounded stretch, not everything since the first.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Written {
+    text: String,
+    raws: Vec<u64>,
+}
+
+impl Written {
+    pub(super) fn push(&mut self, c: char, raw: u64) {
+        self.text.push(c);
+        self.raws.push(raw);
+    }
+
+    pub(super) fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.raws.capacity() * std::mem::size_of::<u64>()
+    }
+}
+
+/// A reading so far — `context` (from raw `context_raw`) and then `after` (its leading white
+/// space dropped when `trim`) — as the context of a reading that goes on from it: its last
+/// line's tail, with the raw start of the tail's first character.
+pub(super) fn reading_tail(
+    context: &str,
+    context_raw: u64,
+    after: &Written,
+    trim: bool,
+) -> (String, u64) {
+    let shown = if trim {
+        after.text.trim_start_matches([' ', '\t'])
+    } else {
+        &after.text
+    };
+    let skipped = after.text[..after.text.len() - shown.len()].chars().count();
+    let mut text = String::with_capacity(context.len() + shown.len());
+    text.push_str(context);
+    text.push_str(shown);
+    let tail = last_line_tail(&text);
+    let start = text.len() - tail.len();
+    // A tail that starts in the context starts where the context does (a context is at most
+    // a tail itself, so little more is held back); else at its first character's raw start
+    // (the earliest of what follows: marks may be written out of their raw order).
+    let raw = match start.checked_sub(context.len()) {
+        Some(in_after) if in_after > 0 || context.is_empty() => {
+            let first = skipped + shown[..in_after].chars().count();
+            after.raws[first.min(after.raws.len())..]
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(context_raw)
+                .max(context_raw)
+        }
+        _ => context_raw,
+    };
+    (tail.to_owned(), raw)
+}
+
 impl Join {
     pub(super) fn heap_bytes(&self) -> usize {
-        self.context.capacity() + self.after.capacity()
+        self.context.capacity() + self.after.heap_bytes()
     }
 
     pub(super) fn is_waiting(&self) -> bool {
@@ -159,13 +237,12 @@ impl Join {
         if !self.closed || self.waiting || self.raw_text.is_some() {
             return None;
         }
-        let mut text = self.context.clone();
-        text.push_str(if self.trim {
-            self.after.trim_start_matches([' ', '\t'])
-        } else {
-            &self.after
-        });
-        Some((last_line_tail(&text).to_owned(), self.context_raw))
+        Some(self.so_far())
+    }
+
+    /// The reading so far as the context of one that goes on from it (`reading_tail`).
+    fn so_far(&self) -> (String, u64) {
+        reading_tail(&self.context, self.context_raw, &self.after, self.trim)
     }
 }
 
@@ -188,11 +265,7 @@ impl Normalizer {
     /// construct of it is being recorded), else the view's last characters.
     fn context(&mut self, reading: usize, raw: u64) -> (String, u64) {
         match self.joins[reading].take() {
-            Some(j) if j.closed => {
-                let mut text = j.context;
-                text.push_str(&j.after);
-                (last_line_tail(&text).to_owned(), j.context_raw)
-            }
+            Some(j) if j.closed => j.so_far(),
             _ => self.view_context(raw),
         }
     }
@@ -246,6 +319,7 @@ impl Normalizer {
         self.joins[MARKDOWN] = Some(Box::new(Join {
             context,
             context_raw,
+            released: !still_held(context_raw, raw),
             closed: true,
             raw_text,
             ..Join::default()
@@ -264,6 +338,7 @@ impl Normalizer {
         self.joins[BROWSER] = Some(Box::new(Join {
             context,
             context_raw,
+            released: !still_held(context_raw, raw),
             closed: true,
             trim: true,
             ..Join::default()
@@ -279,6 +354,7 @@ impl Normalizer {
         self.joins[BROWSER] = Some(Box::new(Join {
             context,
             context_raw,
+            released: !still_held(context_raw, raw),
             ..Join::default()
         }));
     }
@@ -371,6 +447,7 @@ impl Normalizer {
         self.joins[BROWSER] = Some(Box::new(Join {
             context,
             context_raw,
+            released: !still_held(context_raw, raw),
             waiting: true,
             ..Join::default()
         }));
@@ -379,8 +456,8 @@ impl Normalizer {
     /// Those elements ended: what the view writes now follows the context.
     pub(super) fn close_html_join(&mut self) {
         if let Some(j) = &mut self.joins[BROWSER] {
+            // (A context released while they hid the text stays released: it was sent.)
             j.waiting = false;
-            j.released = false;
             j.closed = true;
         }
     }
@@ -389,7 +466,7 @@ impl Normalizer {
     /// the browser did not show).
     pub(super) fn browser_reading_trims(&mut self) {
         if let Some(j) = &mut self.joins[BROWSER] {
-            if j.after.is_empty() {
+            if j.after.len() == 0 {
                 j.trim = true;
             }
         }
@@ -399,9 +476,7 @@ impl Normalizer {
     /// to go on elsewhere (`html/table.rs`), with its raw start.
     pub(super) fn browser_reading(&mut self) -> Option<(String, u64)> {
         let j = self.joins[BROWSER].take_if(|j| j.closed && !j.waiting)?;
-        let mut text = j.context;
-        text.push_str(&j.after);
-        Some((text, j.context_raw))
+        Some(j.so_far())
     }
 
     /// Whether the browser does not show what the view writes now: a construct it hides is
@@ -423,9 +498,9 @@ impl Normalizer {
         self.joins.iter().any(Option::is_some)
     }
 
-    /// A raw character, before the rest of the view reads it: it moves a construct of the
-    /// browser's reading on; enough recorded writes an aside.
-    pub(super) fn join_char(&mut self, c: char, out: &mut String) {
+    /// A raw character (at raw `raw`), before the rest of the view reads it: it moves a
+    /// construct of the browser's reading on; enough recorded writes an aside.
+    pub(super) fn join_char(&mut self, c: char, raw: u64, out: &mut String) {
         if let Some(j) = &mut self.joins[BROWSER] {
             if j.image && !j.closed {
                 // An image's `]` is followed by its destination's `(`, else it was no image.
@@ -468,8 +543,11 @@ impl Normalizer {
         if let Some(j) = &mut self.joins[BROWSER] {
             if j.waiting {
                 j.read += 1;
-                j.released = j.read > MAX_TAG;
+                j.released |= j.read > MAX_TAG;
             }
+        }
+        for j in self.joins.iter_mut().flatten() {
+            j.released |= !still_held(j.context_raw, raw);
         }
         for reading in [BROWSER, MARKDOWN] {
             // A line break is white space in the view, and a soft break in Markdown: the
@@ -482,19 +560,20 @@ impl Normalizer {
             }
         }
         if !self.style_readings.is_empty() {
-            self.style_readings_char(out);
+            self.style_readings_char(raw, out);
         }
     }
 
-    /// A character the view writes (not in an aside): recorded after a closed construct.
-    pub(super) fn join_written(&mut self, c: char) {
+    /// A character the view writes (not in an aside), from raw `raw`: recorded after a
+    /// closed construct.
+    pub(super) fn join_written(&mut self, c: char, raw: u64) {
         for j in self.joins.iter_mut().flatten() {
             if j.closed && j.raw_text.is_none() {
-                j.after.push(c);
+                j.after.push(c, raw);
             }
         }
         if !self.style_readings.is_empty() {
-            self.style_readings_written(c);
+            self.style_readings_written(c, raw);
         }
     }
 
@@ -507,14 +586,16 @@ impl Normalizer {
         // Written even with nothing after the construct: its reading ends a word there (the
         // view's `fruit<ab:c>` is `fruitab:c`) and may carry an earlier construct's. Elements
         // the text ended in hide the rest: the context is the reading.
-        if !(j.closed || j.waiting) || (j.context.trim().is_empty() && j.after.trim().is_empty()) {
+        if !(j.closed || j.waiting)
+            || (j.context.trim().is_empty() && j.after.as_str().trim().is_empty())
+        {
             return;
         }
         let mut text = j.context;
         text.push_str(if j.trim {
-            j.after.trim_start_matches([' ', '\t'])
+            j.after.as_str().trim_start_matches([' ', '\t'])
         } else {
-            &j.after
+            j.after.as_str()
         });
         let raw_end = self.raw_end(self.out_len);
         self.aside(&text, j.context_raw, raw_end, out);

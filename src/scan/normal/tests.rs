@@ -1445,6 +1445,16 @@ fn review_14_readings() {
         "<svg width=400 height=40><text x=0 y=20>forbid<tspan display=\"none\">XX</tspan>den fruit</text></svg>",
         "<svg><text>forbid<tspan visibility=\"hidden\" font-size=\"0\">XX</tspan>den fruit</text></svg>",
         "<svg><text>forbid<tspan fill-opacity=\"0\">XX</tspan>den fruit</text></svg>",
+        // V14-09: an override whose direction or override comes from elsewhere.
+        "<style>.r{direction:rtl;unicode-bidi:bidi-override}</style><span class=r>tiurf neddibrof</span>",
+        "<style>q{direction:rtl;unicode-bidi:bidi-override;quotes:none}</style><q>tiurf neddibrof</q>",
+        "<span dir=rtl style=\"unicode-bidi:bidi-override\">tiurf neddibrof</span>",
+        "<style>.r{direction:rtl}.r{unicode-bidi:bidi-override}</style><span class=r>tiurf neddibrof</span>",
+        "<style>.o{unicode-bidi:isolate-override}</style><div dir=rtl><span class=o>tiurf neddibrof</span></div>",
+        "<div dir=rtl><bdo>tiurf neddibrof</bdo></div>",
+        "<p style=\"direction:rtl\"><b style=\"unicode-bidi:bidi-override\">tiurf neddibrof</b></p>",
+        "<svg width=400 height=40><text x=200 y=20 direction=\"rtl\" unicode-bidi=\"bidi-override\">tiurf neddibrof</text></svg>",
+        "<svg><g direction=rtl><text unicode-bidi=bidi-override>tiurf neddibrof</text></g></svg>",
     ] {
         let view = full(text);
         assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
@@ -1471,8 +1481,151 @@ fn review_14_readings() {
             "<style>.h::first-letter{color:red}</style>forbid<span class=h>Xden</span> fruit",
             false,
         ),
+        // V14-07/08: a declarative shadow root shows its template, slots reorder the text.
+        (
+            "<div><template shadowrootmode=\"open\"><slot name=b></slot><slot name=a></slot></template><span slot=a>fruit</span><span slot=b>forbidden </span></div>",
+            true,
+        ),
+        (
+            "<div><TEMPLATE ShadowRootMode=closed>forbid<slot></slot> fruit</template>den</div>",
+            true,
+        ),
+        ("<div><template shadowroot=open>x</template></div>", true),
+        ("<template>forbid</template>den fruit", false),
+        // V14-09: a direction `auto` with an override depends on a character yet to come.
+        ("<bdo dir=auto>&#x5d0; tiurf neddibrof</bdo>", true),
+        ("<style>.o{unicode-bidi:bidi-override}</style><p dir=auto><i class=o>x</i></p>", true),
+        ("<bdo dir=rtl>tiurf neddibrof</bdo>", false),
     ] {
         let (_, mut n) = view_of(text, &[], Normalize::Full);
         assert_eq!(n.take_refusal().is_some(), refused, "{text:?}");
+    }
+}
+
+/// Review 14 (V14-13): text with a construct every few hundred bytes whose other reading is
+/// recorded (elements hidden or in doubt, images, autolinks, tags CommonMark does not read,
+/// blank lines inside elements, tables, bidi runs) is released as it streams: readings that
+/// go on from one another hold back from where their kept text starts, and no reading holds
+/// back more than `join::MAX_HOLD` raw bytes.
+#[test]
+fn text_dense_with_readings_is_released_as_it_streams() {
+    let prose = "the quick brown fox jumps over the lazy dog and runs far away into the woods. ";
+    let shapes: Vec<(&str, &str, String)> = vec![
+        (
+            "hidden200",
+            "",
+            format!(
+                "{}{}",
+                prose.repeat(2),
+                "<span style=\"display:none\">note</span> "
+            ),
+        ),
+        (
+            "doubt200",
+            "",
+            format!(
+                "{}{}",
+                prose.repeat(2),
+                "<span style=\"font-variant-caps:small-caps\">note</span> "
+            ),
+        ),
+        (
+            "mixed",
+            "",
+            "<i style=\"x:y\">a</i><b style=\"display:none\">b</b><u style=\"opacity:.5\">c</u>"
+                .to_string(),
+        ),
+        ("img", "", format!("{}{}", prose.repeat(2), "![x](y) ")),
+        (
+            "autolink",
+            "",
+            format!("{}{}", prose.repeat(2), "a<ab:c>b "),
+        ),
+        ("foq", "", format!("{}{}", prose.repeat(2), "<fo<q> ")),
+        (
+            "nest",
+            "",
+            "<span style=x:y><span style=x:y><b>a</b> some text here ".repeat(3),
+        ),
+        (
+            "blank",
+            "",
+            format!(
+                "{}{}",
+                prose.repeat(2),
+                "<span style=\"display:none\">no\n\nte</span> "
+            ),
+        ),
+        (
+            "blankdoubt",
+            "",
+            format!(
+                "{}{}",
+                prose.repeat(2),
+                "<span style=\"x:y\">no\n\nte</span> "
+            ),
+        ),
+        (
+            "svgblank",
+            "",
+            format!("{}{}", prose.repeat(2), "<svg>no\n\nte</svg> "),
+        ),
+        (
+            "ruby",
+            "",
+            format!("{}{}", prose.repeat(2), "<ruby>a<rt>b</rt></ruby> "),
+        ),
+        (
+            "table",
+            "",
+            format!(
+                "{}{}",
+                prose.repeat(2),
+                "<table>x<tr><td>y</td></tr></table> "
+            ),
+        ),
+        (
+            "bidi",
+            "",
+            format!("{}{}", prose.repeat(2), "\u{202e}abc\u{202c} "),
+        ),
+        (
+            "zwsp",
+            "",
+            format!("{}{}", prose.repeat(2), "a\u{200b}\nb "),
+        ),
+        (
+            "after_link",
+            "<link rel=stylesheet href=x>",
+            format!("{}{}", prose.repeat(2), "<b>x</b> "),
+        ),
+        (
+            "comment",
+            "",
+            format!("{}{}", prose.repeat(2), "a<!-- c -->b "),
+        ),
+        ("dense", "", "<i style=\"x:y\">a</i>".to_string()),
+        (
+            "densehide",
+            "",
+            "<i style=\"x:y\">a</i><b hidden>b</b>".to_string(),
+        ),
+    ];
+    for (name, prefix, unit) in shapes {
+        let text = format!("{prefix}{}", unit.repeat(200_000 / unit.len()));
+        let mut n = Normalizer::new(Normalize::Full);
+        let mut at = 0;
+        let mut most = 0;
+        while at < text.len() {
+            let mut end = (at + 16_384).min(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let _ = n.feed(&text[at..end]);
+            at = end;
+            let held = n.raw_len() - n.pending_start().unwrap_or(n.raw_len());
+            most = most.max(held);
+        }
+        assert!(most <= 2 * join::MAX_HOLD, "{name}: {most} bytes held back");
     }
 }

@@ -13,8 +13,10 @@
 //! style may hide its text is read both ways: the view shows it, and the text before it joined
 //! to the text after it is an aside (`join.rs`, the waiting browser's reading).
 //!
-//! `unicode-bidi: bidi-override` (or `isolate-override`) with `direction: rtl` or `ltr` shows
-//! the text in the forced direction, as a `<bdo>` does (`elements.rs`).
+//! `unicode-bidi: bidi-override` (or `isolate-override`) shows the text in the forced
+//! direction, as a `<bdo>` does (`elements.rs`): the element's `direction` (from its style, a
+//! rule, a presentation attribute, its `dir`, or inherited from the elements around it).
+//! Either declaration may come from a rule of its own.
 //!
 //! A `<style>` element's rules (`css/sheet.rs`) apply to the elements after it: each rule whose declarations may
 //! hide is kept by its subject (the last compound selector: a tag name, classes, an id;
@@ -32,8 +34,11 @@ pub(in crate::scan::normal) use sheet::{StyleSheet, MAX_SHEET};
 pub(in crate::scan::normal) struct Style {
     /// It may hide the text.
     pub hides: bool,
-    /// It forces a direction (`Some(true)`: right to left).
-    pub overrides: Option<bool>,
+    /// It overrides the direction of its text (`unicode-bidi: bidi-override` or
+    /// `isolate-override`).
+    pub bidi_override: bool,
+    /// The direction it sets (`Some(true)`: right to left).
+    pub direction: Option<bool>,
 }
 
 /// Properties whose any value leaves the text shown where it is written.
@@ -148,7 +153,12 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
                 false
             }
             "direction" => {
-                direction = Some(v == "rtl");
+                direction = match v {
+                    "rtl" => Some(true),
+                    "ltr" => Some(false),
+                    // (`inherit`, `unset`: the direction around it.)
+                    _ => None,
+                };
                 false
             }
             "min-width" | "min-height" | "background-image" | "writing-mode" | "z-index" => false,
@@ -168,9 +178,8 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
             None => true,
         };
     }
-    if bidi_override {
-        style.overrides = direction;
-    }
+    style.bidi_override = bidi_override;
+    style.direction = direction;
     style
 }
 
@@ -367,10 +376,11 @@ mod tests {
         ] {
             assert!(!declarations(shown).hides, "{shown}");
         }
-        assert_eq!(
-            declarations("unicode-bidi:bidi-override;direction:rtl").overrides,
-            Some(true)
-        );
-        assert_eq!(declarations("direction:rtl").overrides, None);
+        let both = declarations("unicode-bidi:bidi-override;direction:rtl");
+        assert!(both.bidi_override && both.direction == Some(true));
+        let direction = declarations("direction:rtl");
+        assert!(!direction.bidi_override && direction.direction == Some(true));
+        assert!(declarations("unicode-bidi:isolate-override").bidi_override);
+        assert_eq!(declarations("direction:inherit").direction, None);
     }
 }

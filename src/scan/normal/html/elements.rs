@@ -11,8 +11,14 @@
 //!   (an `<svg>`'s or `<math>`'s text outside their text and token elements) is hidden too;
 //! - **`<bdo dir="rtl">`** (and `ltr`; the value's references decoded) shows its text in the
 //!   forced direction, as the bidi override U+202E (U+202D) in an isolate (U+2067, U+2066)
-//!   does: the bidi stage (`bidi.rs`) reads it as that isolated override, up to where the element closes (its end tag, or an end tag
-//!   that closes it), so the text shown reversed is an aside in the order it is shown.
+//!   does: the bidi stage (`bidi.rs`) reads it as that isolated override, up to where the
+//!   element closes (its end tag, or an end tag that closes it), so the text shown reversed is
+//!   an aside in the order it is shown. So does any element whose style overrides the
+//!   direction (`unicode-bidi: bidi-override` from its `style`, a rule, or in foreign content
+//!   a presentation attribute), and a `<bdo>` without a direction of its own: the direction
+//!   is the element's own (its style, a rule, a presentation attribute, its `dir`) or else the
+//!   one of the elements around it (left to right when none says). A direction `auto` (the
+//!   first strong character's, which may come later) with an override is refused.
 
 use super::super::chars::is_paragraph_end;
 use super::super::markup::decode_references;
@@ -35,6 +41,16 @@ const BREAKOUT: [&str; 45] = [
 const STYLE: u8 = 1;
 const CLASS: u8 = 2;
 const ID: u8 = 3;
+const PRESENTATION_BIDI: u8 = 4;
+
+/// A direction an element sets (its `dir`, its style), which the elements inside inherit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Ltr,
+    Rtl,
+    /// `dir=auto`: the direction of the first strong character inside.
+    Auto,
+}
 
 /// Elements a start tag of their own name closes (`<a>` and `<nobr>` by the adoption agency,
 /// `<button>`, list items and options by implied end tags).
@@ -71,6 +87,8 @@ const MAX_OPEN: usize = 64;
 pub(in crate::scan::normal) struct OpenElement {
     name: String,
     overrides: bool,
+    /// The direction it sets for its text (none: the one around it).
+    direction: Option<Direction>,
     /// A `<ruby>` whose base text was shown: its annotations are shown above it. (Without a
     /// base, a browser shows an annotation in line.)
     based: bool,
@@ -104,6 +122,7 @@ impl Normalizer {
         self.css_value = 0;
         self.tag_may_hide = false;
         self.style_value.clear();
+        self.presentation_value.clear();
         self.class_value.clear();
         self.id_value.clear();
     }
@@ -118,6 +137,7 @@ impl Normalizer {
             STYLE => (&mut self.style_value, MAX_STYLE),
             CLASS => (&mut self.class_value, MAX_CLASS),
             ID => (&mut self.id_value, MAX_CLASS),
+            PRESENTATION_BIDI => (&mut self.presentation_value, MAX_CLASS),
             _ => return,
         };
         // (One past the bound is kept: a style longer than it is read as hiding.)
@@ -138,6 +158,12 @@ impl Normalizer {
             "style" if self.style_value.is_empty() => STYLE,
             "class" if self.class_value.is_empty() => CLASS,
             "id" if self.id_value.is_empty() => ID,
+            name @ ("direction" | "unicode-bidi") if self.presentation_value.len() < MAX_CLASS => {
+                self.presentation_value.push(';');
+                self.presentation_value.push_str(name);
+                self.presentation_value.push(':');
+                PRESENTATION_BIDI
+            }
             _ => 0,
         };
         // A `style` attribute with no value says nothing; one read is marked, so an empty
@@ -168,7 +194,7 @@ impl Normalizer {
         } else if value.len() > MAX_STYLE {
             css::Style {
                 hides: true,
-                overrides: None,
+                ..css::Style::default()
             }
         } else {
             css::declarations(&decode_references(&value))
@@ -181,9 +207,19 @@ impl Normalizer {
                 .iter()
                 .any(|e| e.name == "svg" || e.name == "math");
         style.hides |= (std::mem::take(&mut self.tag_may_hide) && foreign) || name == "details";
+        let presentation = std::mem::take(&mut self.presentation_value);
         let (class, id) = (decode_references(&class), decode_references(&id));
         let sheet = self.sheet.get_or_insert_default();
-        style.hides |= sheet.applies(name, &class, &id);
+        let ruled = sheet.style_of(name, &class, &id);
+        // The cascade: the `style` attribute, then the rules, then presentation attributes.
+        style.hides |= ruled.hides;
+        style.bidi_override |= ruled.bidi_override;
+        style.direction = style.direction.or(ruled.direction);
+        if foreign && !presentation.is_empty() {
+            let presented = css::declarations(&decode_references(&presentation));
+            style.bidi_override |= presented.bidi_override;
+            style.direction = style.direction.or(presented.direction);
+        }
         if !VOID.contains(&name) {
             sheet.seen(name, &class, &id);
         }
@@ -267,16 +303,31 @@ impl Normalizer {
             }
             // `<bdo>` isolates its text and overrides its direction (CSS `unicode-bidi:
             // isolate-override`): an isolate and an override, so neutrals around it resolve
-            // as around one character.
-            // (CSS's `unicode-bidi: bidi-override` with a `direction` does the same.)
-            let over = match (name.as_str(), dir.trim().to_ascii_lowercase().as_str()) {
-                ("bdo", "rtl") => Some(['\u{2067}', '\u{202E}']),
-                ("bdo", "ltr") => Some(['\u{2066}', '\u{202D}']),
-                _ => match style.overrides {
-                    Some(true) => Some(['\u{2067}', '\u{202E}']),
-                    Some(false) => Some(['\u{2066}', '\u{202D}']),
-                    None => None,
+            // as around one character. (CSS's `unicode-bidi: bidi-override` does the same.)
+            let own = match style.direction {
+                Some(rtl) => Some(if rtl { Direction::Rtl } else { Direction::Ltr }),
+                None => match dir.trim().to_ascii_lowercase().as_str() {
+                    "rtl" => Some(Direction::Rtl),
+                    "ltr" => Some(Direction::Ltr),
+                    "auto" => Some(Direction::Auto),
+                    _ => None,
                 },
+            };
+            let over = if name == "bdo" || style.bidi_override {
+                match own.or_else(|| self.inherited_direction()) {
+                    Some(Direction::Rtl) => Some(['\u{2067}', '\u{202E}']),
+                    Some(Direction::Ltr) | None => Some(['\u{2066}', '\u{202D}']),
+                    Some(Direction::Auto) => {
+                        // Which way it forces the text depends on a character yet to come:
+                        // not read.
+                        if self.refused.is_none() {
+                            self.refused = Some((self.tag_raw_at, raw_end));
+                        }
+                        None
+                    }
+                }
+            } else {
+                None
             };
             // Past the bound the outermost element is forgotten (its end tag then closes
             // nothing), never the one opening now: an override is always read.
@@ -304,6 +355,7 @@ impl Normalizer {
             self.open_elements.push(OpenElement {
                 name,
                 overrides: over.is_some(),
+                direction: own,
                 based: false,
                 css_hidden: style.hides,
                 serial,
@@ -433,6 +485,16 @@ impl Normalizer {
         for _ in closed.iter().filter(|e| e.overrides) {
             self.bidi_close_spelled(&['\u{202C}', '\u{2069}'], self.tag_raw_at);
         }
+    }
+
+    /// The direction the open elements set for the text inside them (the innermost that sets
+    /// one; those a blank line closed for Markdown are still open to a browser).
+    fn inherited_direction(&self) -> Option<Direction> {
+        self.open_elements
+            .iter()
+            .rev()
+            .chain(self.html_open.iter().rev())
+            .find_map(|e| e.direction)
     }
 
     /// Whether an annotation (`<rt>`, `<rtc>`, `<rp>`) is open.

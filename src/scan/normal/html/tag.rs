@@ -176,6 +176,19 @@ impl Normalizer {
         if self.attribute_name == "hidden" {
             self.hidden_attribute = true;
         }
+        // A declarative shadow root (`<template shadowrootmode=open>`; `shadowroot` in older
+        // browsers): a browser parsing the page shows the template's content, its `<slot>`s
+        // placing the host's children in the order they say, under its own style sheet. Not
+        // read: refused.
+        if self.hidden_element == "template"
+            && matches!(
+                self.attribute_name.as_str(),
+                "shadowrootmode" | "shadowroot"
+            )
+            && self.refused.is_none()
+        {
+            self.refused = Some((self.tag_raw_at, self.tag_raw_at + 1));
+        }
         // The first `dir` counts, as a browser takes the first of an attribute.
         self.dir_attribute = self.attribute_name == "dir" && self.dir_value.is_empty();
         self.css_attribute_named();

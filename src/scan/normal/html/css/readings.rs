@@ -26,8 +26,8 @@
 //! made), so the work per character stays bounded. Mixes of three or more elements near each
 //! other beyond these (two hidden around one shown that is in doubt too) are not read.
 
-use super::super::super::aside::{last_line_tail, REPLAY};
-use super::super::super::join::BROWSER;
+use super::super::super::aside::REPLAY;
+use super::super::super::join::{reading_tail, still_held, Written, BROWSER};
 use super::super::super::Normalizer;
 use super::super::elements::hides;
 
@@ -59,9 +59,11 @@ pub(in crate::scan::normal) struct StyleReading {
     context_raw: u64,
     /// The serial of the open element whose text this reading hides (0: none, recording).
     waits_for: u32,
-    after: String,
+    after: Written,
     /// Characters read while waiting.
     read: usize,
+    /// Its context is no longer held back (`join::MAX_HOLD`).
+    released: bool,
     /// A copy of the browser's reading made where the element with this serial opened, going
     /// on with it shown (0: another reading).
     forked_at: u32,
@@ -73,21 +75,20 @@ impl StyleReading {
             context,
             context_raw,
             waits_for,
-            after: String::new(),
+            after: Written::default(),
             read: 0,
+            released: false,
             forked_at,
         }
     }
 
     pub(in crate::scan::normal) fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<StyleReading>() + self.context.capacity() + self.after.capacity()
+        std::mem::size_of::<StyleReading>() + self.context.capacity() + self.after.heap_bytes()
     }
 
-    /// Its text so far (the context of a copy that goes on from it).
-    fn so_far(&self) -> String {
-        let mut text = self.context.clone();
-        text.push_str(&self.after);
-        last_line_tail(&text).to_owned()
+    /// Its text so far (the context of a copy that goes on from it), with its raw start.
+    fn so_far(&self) -> (String, u64) {
+        reading_tail(&self.context, self.context_raw, &self.after, false)
     }
 }
 
@@ -127,7 +128,8 @@ impl Normalizer {
             .filter(|r| r.waits_for == 0)
             .take(MAX_FORKS)
         {
-            made.push(StyleReading::new(r.so_far(), r.context_raw, serial, 0));
+            let (text, text_raw) = r.so_far();
+            made.push(StyleReading::new(text, text_raw, serial, 0));
         }
         for r in made {
             if self.style_readings.len() < MAX_READINGS {
@@ -190,7 +192,7 @@ impl Normalizer {
                     .iter()
                     .find(|r| r.waits_for == 0 && r.forked_at == HIDING_ELEMENTS)
             })
-            .map(|r| (r.so_far(), r.context_raw))
+            .map(StyleReading::so_far)
     }
 
     /// A blank line closed elements for Markdown, among them some a style may hide and some
@@ -250,23 +252,24 @@ impl Normalizer {
     }
 
     /// A character the view writes: recorded by the readings not waiting.
-    pub(in crate::scan::normal) fn style_readings_written(&mut self, c: char) {
+    pub(in crate::scan::normal) fn style_readings_written(&mut self, c: char, raw: u64) {
         for r in &mut self.style_readings {
             if r.waits_for == 0 {
-                r.after.push(c);
+                r.after.push(c, raw);
             }
         }
     }
 
-    /// A raw character: the readings waiting count it; those that recorded enough are
-    /// written.
-    pub(in crate::scan::normal) fn style_readings_char(&mut self, out: &mut String) {
+    /// A raw character (at raw `raw`): the readings waiting count it; those that recorded
+    /// enough are written.
+    pub(in crate::scan::normal) fn style_readings_char(&mut self, raw: u64, out: &mut String) {
         let mut i = 0;
         while i < self.style_readings.len() {
             let r = &mut self.style_readings[i];
             if r.waits_for != 0 {
                 r.read = r.read.saturating_add(1);
             }
+            r.released |= r.read > MAX_WAIT || !still_held(r.context_raw, raw);
             if r.waits_for == 0 && r.after.len() >= TRAIL {
                 let r = self.style_readings.remove(i);
                 self.write_style_reading(r, out);
@@ -280,7 +283,7 @@ impl Normalizer {
     pub(in crate::scan::normal) fn style_readings_from(&self) -> Option<u64> {
         self.style_readings
             .iter()
-            .filter(|r| r.read <= MAX_WAIT)
+            .filter(|r| !r.released)
             .map(|r| r.context_raw)
             .min()
     }
@@ -296,7 +299,7 @@ impl Normalizer {
     fn write_style_reading(&mut self, r: StyleReading, out: &mut String) {
         let mut text = r.context;
         if r.waits_for == 0 {
-            text.push_str(&r.after);
+            text.push_str(r.after.as_str());
         }
         if text.trim().is_empty() {
             return;

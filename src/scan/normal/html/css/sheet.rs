@@ -1,7 +1,7 @@
 //! The hiding rules of `<style>` elements (see `css.rs`): kept by their subjects, and the
 //! elements seen before them, to which a later sheet applies too.
 
-use super::declarations;
+use super::{declarations, Style};
 
 /// Past this many hiding rules' subjects, every element is read both ways.
 const MAX_RULES: usize = 256;
@@ -9,12 +9,14 @@ const MAX_RULES: usize = 256;
 /// A style sheet longer than this is read as hiding every element.
 pub(in crate::scan::normal) const MAX_SHEET: usize = 16 * 1024;
 
-/// An element a hiding rule applies to: its tag name, classes and id (each absent: any).
+/// An element a rule applies to: its tag name, classes and id (each absent: any), and what
+/// the rule does to its text.
 #[derive(Debug, Clone, Default)]
 struct Subject {
     tag: Option<String>,
     classes: Vec<String>,
     id: Option<String>,
+    style: Style,
 }
 
 /// The hiding rules of the style sheets read so far, and the elements seen before them.
@@ -87,10 +89,10 @@ impl StyleSheet {
         }
         let late = (new.all || !new.subjects.is_empty())
             && (self.seen_past_bound
-                || self
-                    .seen
-                    .iter()
-                    .any(|(tag, class, id)| new.applies(tag, class, id)));
+                || self.seen.iter().any(|(tag, class, id)| {
+                    let style = new.style_of(tag, class, id);
+                    style.hides || style.bidi_override
+                }));
         self.all |= new.all;
         for s in new.subjects {
             if self.subjects.len() >= MAX_RULES {
@@ -155,16 +157,16 @@ impl StyleSheet {
                 self.unread = true;
             }
             pos = (close + 1).min(text.len());
-            if style.hides || style.overrides.is_some() {
+            if style.hides || style.bidi_override || style.direction.is_some() {
                 for selector in selectors.split(',') {
-                    self.subject(selector);
+                    self.subject(selector, style);
                 }
             }
         }
     }
 
-    /// A hiding rule's selector: its subject kept.
-    fn subject(&mut self, selector: &str) {
+    /// A rule's selector: its subject kept, with what the rule does.
+    fn subject(&mut self, selector: &str, style: Style) {
         let last = selector
             .rsplit(|c: char| c.is_whitespace() || matches!(c, '>' | '+' | '~'))
             .find(|s| !s.is_empty())
@@ -174,7 +176,10 @@ impl StyleSheet {
         if last.contains("::") {
             return;
         }
-        let mut subject = Subject::default();
+        let mut subject = Subject {
+            style,
+            ..Subject::default()
+        };
         // `[attr]` and `:pseudo(…)` are not read: the subject applies more widely.
         let mut compound = String::new();
         let mut depth = 0;
@@ -208,26 +213,48 @@ impl StyleSheet {
             kind = next;
         }
         let any = subject.tag.is_none() && subject.classes.is_empty() && subject.id.is_none();
-        if any || self.subjects.len() >= MAX_RULES {
+        // (A rule for any element that only sets a direction or an override is kept as it
+        // is: every element then reads it.)
+        if (any && style.hides) || self.subjects.len() >= MAX_RULES {
             self.all = true;
         } else {
             self.subjects.push(subject);
         }
     }
 
-    /// Whether an element `tag` with the `class` and `id` attributes given may be hidden.
-    pub(in crate::scan::normal) fn applies(&self, tag: &str, class: &str, id: &str) -> bool {
-        if self.all {
-            return true;
+    /// What the rules that may apply to an element `tag` with the `class` and `id` attributes
+    /// given do to its text: it may be hidden (any of them hides, or the sheet is not read),
+    /// its direction overridden (any overrides), and its direction (right to left if any
+    /// rule may say so: the one that reorders Latin text).
+    pub(in crate::scan::normal) fn style_of(&self, tag: &str, class: &str, id: &str) -> Style {
+        let mut style = Style {
+            hides: self.all,
+            ..Style::default()
+        };
+        if self.subjects.is_empty() {
+            return style;
         }
         let class = class.to_ascii_lowercase();
         let classes: Vec<&str> = class.split_ascii_whitespace().collect();
         let id = id.trim().to_ascii_lowercase();
-        self.subjects.iter().any(|s| {
+        for s in self.subjects.iter().filter(|s| {
             s.tag.as_deref().is_none_or(|t| t == tag)
                 && s.id.as_deref().is_none_or(|i| i == id)
                 && s.classes.iter().all(|c| classes.contains(&c.as_str()))
-        })
+        }) {
+            style.hides |= s.style.hides;
+            style.bidi_override |= s.style.bidi_override;
+            style.direction = match (style.direction, s.style.direction) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (a, b) => a.or(b),
+            };
+        }
+        style
+    }
+
+    #[cfg(test)]
+    fn applies(&self, tag: &str, class: &str, id: &str) -> bool {
+        self.style_of(tag, class, id).hides
     }
 }
 
