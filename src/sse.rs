@@ -500,6 +500,33 @@ mod tests {
         }
     }
 
+    /// The comment rule holds however the stream is split: each frame is judged whole, and a
+    /// multi-byte separator cut between reads is the same separator.
+    #[test]
+    fn a_comment_that_breaks_for_some_reader_is_flagged_at_every_split() {
+        for sep in [
+            "\u{2028}", "\u{2029}", "\u{85}", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e",
+        ] {
+            let s = format!("data: a\n\n: keep{sep}data: {{\"b\":1}}\r\n\r\n: ok\n\n");
+            let s = s.as_bytes();
+            for i in 0..=s.len() {
+                for j in i..=s.len() {
+                    let frames = frames_of(&[&s[..i], &s[i..j], &s[j..]]);
+                    let flagged: Vec<bool> = frames
+                        .iter()
+                        .map(|f| {
+                            let f = SseFrame {
+                                raw: Bytes::from(f.clone()),
+                            };
+                            f.fields().comment_breaks_for_some_reader && !f.is_inert()
+                        })
+                        .collect();
+                    assert_eq!(flagged, [false, true, false], "{sep:?} split {i} {j}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn unterminated_tail_is_a_last_frame() {
         assert_eq!(

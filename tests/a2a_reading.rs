@@ -143,13 +143,17 @@ fn python() -> String {
 /// The real `a2a-sdk` client: a `context_id` holding the banned phrase is refused before the
 /// agent sees it; an answer in snake_case — which the SDK reads, as the direct case shows — is
 /// checked through guardwire; and so is a phrase split between a task's two artifacts, which
-/// the SDK's `get_stream_response_text` joins.
+/// the SDK's `get_stream_response_text` joins; and so are the answers the SDK reads otherwise
+/// than a plain decoder would (review 14): a `result` beside an empty `error` (the SDK reads
+/// the result), and an SSE comment whose U+2028 the SDK's line reader breaks at (a `data:`
+/// after it is an event to the SDK; to guardwire the stream is malformed).
 #[tokio::test]
 #[ignore = "needs the SDK venv (GUARDWIRE_SDK_PYTHON); tests/run runs it"]
 async fn the_a2a_sdk_reads_what_guardwire_checks() {
     const SNAKE: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"message":{"message_id":"r1","context_id":"c1","role":"ROLE_AGENT","parts":[{"text":"the forbidden fruit"}]}}}"#;
     const CLEAN: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"message":{"messageId":"r1","role":"ROLE_AGENT","parts":[{"text":"hello"}]}}}"#;
     const ARTIFACTS: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"task":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_COMPLETED"},"artifacts":[{"artifactId":"a1","parts":[{"text":"the forbidden"}]},{"artifactId":"a2","parts":[{"text":"fruit"}]}]}}}"#;
+    const FALSY: &str = r#"{"jsonrpc":"2.0","id":ID,"error":{},"result":{"message":{"messageId":"r1","role":"ROLE_AGENT","parts":[{"text":"the forbidden"},{"text":"fruit"}]}}}"#;
     let agent = MockUpstream::start(|req| {
         let base = format!("http://{}", req.header("host").unwrap_or("agent"));
         if req.path_and_query.starts_with("/.well-known/") {
@@ -157,7 +161,7 @@ async fn the_a2a_sdk_reads_what_guardwire_checks() {
                 200,
                 &json!({"name": "a", "description": "d", "version": "1", "supportedInterfaces": [
                     {"url": format!("{base}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
-                    "capabilities": {}, "defaultInputModes": ["text/plain"],
+                    "capabilities": {"streaming": true}, "defaultInputModes": ["text/plain"],
                     "defaultOutputModes": ["text/plain"], "skills": []})
                 .to_string(),
             );
@@ -165,8 +169,15 @@ async fn the_a2a_sdk_reads_what_guardwire_checks() {
         let call = req.body_json().unwrap_or_default();
         let id = call["id"].to_string();
         let asked = req.body_str();
+        if asked.contains("COMMENT") {
+            let event = FALSY.replace("ID", &id).replace(r#""error":{},"#, "");
+            let body = format!(": keepalive\u{2028}data: {event}\n\n");
+            return Reply::sse(body.as_bytes());
+        }
         let answer = if asked.contains("LEAK") {
             SNAKE
+        } else if asked.contains("FALSY") {
+            FALSY
         } else if asked.contains("ARTIFACTS") {
             ARTIFACTS
         } else {
@@ -235,4 +246,17 @@ async fn the_a2a_sdk_reads_what_guardwire_checks() {
         "{through}"
     );
     assert_eq!(through["text"], "", "{through}");
+    for name in ["falsy", "comment"] {
+        let direct = case(&format!("{name} direct"));
+        assert!(
+            direct["text"].as_str().unwrap().contains("forbidden"),
+            "the SDK reads the answer: {direct}"
+        );
+        let through = case(&format!("{name} through"));
+        assert!(through["error"].is_string(), "{through}");
+        assert!(
+            !through["text"].as_str().unwrap().contains("forbidden"),
+            "{through}"
+        );
+    }
 }

@@ -8,7 +8,11 @@ line each (the texts the client received and the error it raised):
   guardwire;
 - "artifacts direct" / "artifacts through": a task whose two artifacts hold the two halves of
   the phrase, read with the SDK's own `get_stream_response_text` (which joins a task's
-  artifacts)."""
+  artifacts);
+- "falsy direct" / "falsy through": an answer with a `result` and an empty `error` object,
+  which the SDK reads as the result (it tests `if error:`);
+- "comment direct" / "comment through" (streaming): an SSE comment line whose U+2028 the
+  SDK's line reader (httpx) breaks at, so the `data:` after it is an event to the SDK."""
 
 import asyncio
 import json
@@ -20,8 +24,8 @@ from a2a.helpers.proto_helpers import get_stream_response_text, new_text_part
 from a2a.types import Message, Role, SendMessageRequest
 
 
-async def case(name, url, text, context_id=""):
-    client = await create_client(url, client_config=ClientConfig(streaming=False))
+async def case(name, url, text, context_id="", streaming=False):
+    client = await create_client(url, client_config=ClientConfig(streaming=streaming))
     got, error = [], None
     try:
         message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[new_text_part(text)])
@@ -45,6 +49,10 @@ async def main():
     await case("snake through", gw, "LEAK it")
     await case("artifacts direct", direct, "ARTIFACTS please")
     await case("artifacts through", gw, "ARTIFACTS please")
+    await case("falsy direct", direct, "FALSY please")
+    await case("falsy through", gw, "FALSY please")
+    await case("comment direct", direct, "COMMENT please", streaming=True)
+    await case("comment through", gw, "COMMENT please", streaming=True)
 
 
 asyncio.run(main())
