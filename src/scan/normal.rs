@@ -207,6 +207,9 @@ pub struct Normalizer {
     /// `full`: the browser's and the Markdown renderer's readings around the constructs they
     /// read apart, being recorded (`join.rs`).
     joins: [Option<Box<join::Join>>; join::READINGS],
+    /// The browser's reading waiting for elements that hide what comes, put aside while an
+    /// image's reading (the rendered Markdown's) is recorded (`join.rs`).
+    parked_browser: Option<Box<join::Join>>,
     /// `full`: readings where a browser hides some of the elements a style may hide and shows
     /// others (`html/css/readings.rs`), and the last such element's serial.
     style_readings: Vec<html::css::readings::StyleReading>,
@@ -307,6 +310,7 @@ impl Normalizer {
             brackets: 0,
             after_bracket: false,
             joins: [None, None],
+            parked_browser: None,
             style_readings: Vec::new(),
             element_serial: 0,
             browser_css_depth: 0,
@@ -816,6 +820,7 @@ impl Normalizer {
             + self
                 .joins
                 .iter()
+                .chain([&self.parked_browser])
                 .flatten()
                 .map(|j| std::mem::size_of::<join::Join>() + j.heap_bytes())
                 .sum::<usize>()

@@ -350,6 +350,11 @@ impl Normalizer {
         if self.browser_waiting() && !self.browser_wait_moves_aside() {
             return;
         }
+        self.open_reading(raw);
+    }
+
+    /// The browser's reading of a construct it hides, opening at raw `raw`.
+    fn open_reading(&mut self, raw: u64) {
         let (context, context_raw) = self.context(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
             context,
@@ -362,12 +367,20 @@ impl Normalizer {
     /// A `[` after a `!` the view wrote (`depth`: the brackets open with it): an image's alt
     /// text may start, which a person does not see.
     pub(super) fn open_image(&mut self, raw: u64, depth: u32) {
-        if !self.recent.ends_with('!')
-            || (self.browser_waiting() && !self.browser_wait_moves_aside())
-        {
+        if !self.recent.ends_with('!') {
             return;
         }
-        self.open_join(raw);
+        // A browser reading the text as HTML waits for elements that hide what comes (an
+        // `<svg>` a code block showed as text to Markdown): that reading does not see the
+        // image (to it `![a](b)` is text), the reader of the rendered Markdown does. Its
+        // reading is put aside while the image's is recorded (`parked_browser`).
+        if self.parked_browser.is_none()
+            && self.browser_waiting()
+            && !self.browser_wait_moves_aside()
+        {
+            self.parked_browser = self.joins[BROWSER].take();
+        }
+        self.open_reading(raw);
         if let Some(j) = &mut self.joins[BROWSER] {
             // The `!` is no text of the image's reader either.
             if j.context.ends_with('!') {
@@ -422,6 +435,7 @@ impl Normalizer {
     pub(super) fn joins_from(&self) -> Option<u64> {
         self.joins
             .iter()
+            .chain([&self.parked_browser])
             .flatten()
             .filter(|j| !j.released)
             .map(|j| j.context_raw)
@@ -455,7 +469,7 @@ impl Normalizer {
 
     /// Those elements ended: what the view writes now follows the context.
     pub(super) fn close_html_join(&mut self) {
-        if let Some(j) = &mut self.joins[BROWSER] {
+        if let Some(j) = self.parked_browser.as_mut().or(self.joins[BROWSER].as_mut()) {
             // (A context released while they hid the text stays released: it was sent.)
             j.waiting = false;
             j.closed = true;
@@ -465,7 +479,7 @@ impl Normalizer {
     /// The white space the browser's reading records next is not shown (a break of a block
     /// the browser did not show).
     pub(super) fn browser_reading_trims(&mut self) {
-        if let Some(j) = &mut self.joins[BROWSER] {
+        if let Some(j) = self.parked_browser.as_mut().or(self.joins[BROWSER].as_mut()) {
             if j.after.len() == 0 {
                 j.trim = true;
             }
@@ -485,17 +499,29 @@ impl Normalizer {
         self.joins[BROWSER]
             .as_ref()
             .is_some_and(|j| !j.closed || j.waiting)
+            || self.browser_waiting()
     }
 
     /// Whether the browser's reading waits for elements that hide what comes (which hide
     /// the constructs inside them too).
     pub(super) fn browser_waiting(&self) -> bool {
-        self.joins[BROWSER].as_ref().is_some_and(|j| j.waiting)
+        self.parked_browser
+            .as_ref()
+            .or(self.joins[BROWSER].as_ref())
+            .is_some_and(|j| j.waiting)
     }
 
     /// Whether a reading is being recorded.
     pub(super) fn joining(&self) -> bool {
-        self.joins.iter().any(Option::is_some)
+        self.joins.iter().any(Option::is_some) || self.parked_browser.is_some()
+    }
+
+    /// The browser's reading put aside for an image's: back once the image's is written
+    /// (if the elements it waited for end before, it records what follows meanwhile).
+    fn unpark_browser(&mut self) {
+        if self.joins[BROWSER].is_none() {
+            self.joins[BROWSER] = self.parked_browser.take();
+        }
     }
 
     /// A raw character (at raw `raw`), before the rest of the view reads it: it moves a
@@ -540,13 +566,12 @@ impl Normalizer {
                 }
             }
         }
-        if let Some(j) = &mut self.joins[BROWSER] {
+        self.unpark_browser();
+        for j in self.joins.iter_mut().chain([&mut self.parked_browser]).flatten() {
             if j.waiting {
                 j.read += 1;
                 j.released |= j.read > MAX_TAG;
             }
-        }
-        for j in self.joins.iter_mut().flatten() {
             j.released |= !still_held(j.context_raw, raw);
         }
         for reading in [BROWSER, MARKDOWN] {
@@ -569,6 +594,12 @@ impl Normalizer {
     pub(super) fn join_written(&mut self, c: char, raw: u64) {
         for j in self.joins.iter_mut().flatten() {
             if j.closed && j.raw_text.is_none() {
+                j.after.push(c, raw);
+            }
+        }
+        // (Put aside, it records up to its bound: images one after another keep it aside.)
+        if let Some(j) = self.parked_browser.as_mut().filter(|j| j.closed) {
+            if j.after.len() < TRAIL {
                 j.after.push(c, raw);
             }
         }
@@ -605,6 +636,10 @@ impl Normalizer {
     pub(super) fn end_joins(&mut self, out: &mut String) {
         for reading in [BROWSER, MARKDOWN] {
             self.end_join(reading, out);
+        }
+        if let Some(parked) = self.parked_browser.take() {
+            self.joins[BROWSER] = Some(parked);
+            self.end_join(BROWSER, out);
         }
         self.end_style_readings(out);
     }

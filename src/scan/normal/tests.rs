@@ -1629,3 +1629,44 @@ fn text_dense_with_readings_is_released_as_it_streams() {
         assert!(most <= 2 * join::MAX_HOLD, "{name}: {most} bytes held back");
     }
 }
+
+/// The browser oracle's Markdown seeds: an `<svg>` a code block shows as text to Markdown
+/// stays open to a browser reading the text as HTML, whose reading waits for its end; the
+/// reader of the rendered Markdown sees an image after it as an image, not its alt text.
+#[test]
+fn an_image_is_read_as_an_image_while_a_browser_waits_for_an_element() {
+    for text in [
+        "\n```\n<svg>\n```\nforbidden fr![a](b)<a title=\">\">uit",
+        "<ab:c d>\n```\n<svg>\n```\nfo![a](b)<u>rbidden fruit",
+        "<template>t</template>\n```\n<svg>\n```\nforbidden ![a](b \"c)d\")fruit",
+        "\n\n    <svg>\n](x \"a)b\")forbidden ![a](b \"c)d\")fruit",
+        "\n\n    <svg>\nforbid</a>![a](b \"c)d\")den fruit",
+        "\n\n    <svg>\n`forb![a](b \"c)d\")idden fruit",
+        "\n```\n<svg>\n```\nfor![a](b)<style>.h{visibility:hidden}</style>bidden fruit",
+        "\n```\n<svg>\n```\nfor![a](b)bid![c](d)den fruit",
+        "\n```\n<svg>\n```\nfor![a](b)bid</svg>den fruit",
+    ] {
+        let view = full(text);
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+}
+
+/// The browser's reading put aside for images stays bounded however many follow (the
+/// elements it waited for ended meanwhile: it records what follows, up to its bound).
+#[test]
+fn a_reading_put_aside_for_images_stays_bounded() {
+    let held = |prefix: &str| {
+        let text = format!("{prefix}for![a](b)</svg>{}", "bid![a](b) ".repeat(20_000));
+        let mut n = Normalizer::new(Normalize::Full);
+        let mut most = 0;
+        for piece in text.as_bytes().chunks(4096) {
+            let _ = n.feed(std::str::from_utf8(piece).unwrap());
+            n.prune(n.out_len());
+            most = most.max(n.heap_bytes());
+        }
+        most
+    };
+    let (aside, plain) = (held("\n```\n<svg>\n```\n"), held(""));
+    assert!(aside < plain + 4096, "{aside} bytes held, {plain} without");
+}
