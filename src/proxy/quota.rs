@@ -25,13 +25,21 @@ pub fn ask(
         return Ok(Ask::default());
     }
     // Read once, as JSON with each key once: a key twice (an upstream may read the copy the
-    // reservation did not) is refused; a body that is no JSON reserves the default.
+    // reservation did not) is refused; so is a body that looks like JSON but cannot be read
+    // (a number out of range: an upstream's reader may take it); a body that is no JSON at
+    // all (a file upload) reserves the default.
+    let refuse = |why: &str| {
+        Err(GatewayError::InvalidRequest(format!(
+            "this key has a tpm_limit or max_budget, and {why}, so its usage cannot be bounded"
+        )))
+    };
     let request = match crate::protocol::mcp::jsonrpc::read_unique(body) {
         Ok(v) => Some(v),
         Err(e) if e.code == crate::protocol::mcp::codes::INVALID_REQUEST => {
-            return Err(GatewayError::InvalidRequest(
-                "this key has a tpm_limit or max_budget, and the request holds a key twice: an upstream may read either copy, so its usage cannot be bounded".into(),
-            ));
+            return refuse("the request holds a key twice: an upstream may read either copy");
+        }
+        Err(_) if looks_like_json(body) => {
+            return refuse("the request's JSON cannot be read");
         }
         Err(_) => None,
     };
@@ -41,8 +49,24 @@ pub fn ask(
             "this key has a tpm_limit or max_budget, and a background response (`background: true`) is generated after its answer, where its usage cannot be counted".into(),
         ));
     }
-    let input = (body.len() as u64).div_ceil(4);
-    let output = request.map_or(default_output, |b| output_bound(b, default_output));
+    // Media given by reference (an image's URL, a file's id) is billed by what it holds, not
+    // by the bytes naming it.
+    let media = request.map_or(0, |b| {
+        referenced_media(&serde_json::Value::Object(b.clone()))
+    });
+    let input = (body.len() as u64)
+        .div_ceil(4)
+        .saturating_add(media.saturating_mul(MEDIA_TOKENS));
+    let output =
+        match request {
+            None => default_output,
+            Some(b) => match output_bound(b, default_output) {
+                Some(output) => output,
+                None => return refuse(
+                    "a bound on its output (`max_tokens`, `n`, …) is a string that is no number",
+                ),
+            },
+        };
     let tokens = input.saturating_add(output);
     let micro = match (limits.budget, price) {
         (None, _) => 0,
@@ -60,36 +84,103 @@ pub fn ask(
     })
 }
 
+/// Tokens a piece of media given by reference reserves (an image's URL or file id, a file's):
+/// above what providers bill for the largest image they take (OpenAI's high-detail tiles and
+/// patches, Anthropic's and Gemini's images stay under it); settlement corrects it.
+const MEDIA_TOKENS: u64 = 4096;
+
+/// Whether a body starts as a JSON object or array does.
+fn looks_like_json(body: &[u8]) -> bool {
+    body.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| matches!(b, b'{' | b'['))
+}
+
+/// Pieces of media a request gives by reference, in any provider's spelling: OpenAI's
+/// `image_url` / `input_image` / `input_file` / `file` parts, Anthropic's `image` and
+/// `document` sources by URL or file id, Gemini's `fileData`.
+fn referenced_media(v: &serde_json::Value) -> u64 {
+    use serde_json::Value;
+    let mut count = 0u64;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(a) => stack.extend(a),
+            Value::Object(o) => {
+                let by_reference = o.contains_key("image_url")
+                    || o.contains_key("file_id")
+                    || o.contains_key("file_url")
+                    || o.contains_key("fileData")
+                    || o.contains_key("file_data")
+                    || (o.get("type").and_then(Value::as_str) == Some("url")
+                        && o.contains_key("url"));
+                count += u64::from(by_reference);
+                stack.extend(o.values());
+            }
+            _ => {}
+        }
+    }
+    count
+}
+
+/// A count as an upstream may read it: a whole number, a float such as `2.0`, or a numeric
+/// string as Python's and pydantic's readers take one (`"50"`, `" 50_000 "`). `Some(None)`: a
+/// string that is no number (refused: a reader may still take it); `None`: no count there
+/// (absent, or a value no reader takes as one).
+fn count(v: Option<&serde_json::Value>) -> Option<Option<u64>> {
+    use serde_json::Value;
+    let whole = |n: f64| (n.is_finite() && n >= 0.0).then(|| n.ceil().min(u64::MAX as f64) as u64);
+    match v? {
+        Value::String(s) => {
+            let s = s.trim();
+            let digits = s.strip_prefix('+').unwrap_or(s);
+            // Underscores between digits (`50_000`), as Python's `int()` reads them.
+            let plain: String = digits.chars().filter(|&c| c != '_').collect();
+            let grouped = !digits.is_empty()
+                && !digits.starts_with('_')
+                && !digits.ends_with('_')
+                && !digits.contains("__")
+                && digits.chars().all(|c| c.is_ascii_digit() || c == '_');
+            let n = if grouped {
+                plain.parse::<u64>().ok().or(Some(u64::MAX))
+            } else {
+                s.parse::<u64>().ok().or_else(|| whole(s.parse().ok()?))
+            };
+            Some(n)
+        }
+        v => v.as_u64().or_else(|| whole(v.as_f64()?)).map(Some),
+    }
+}
+
 /// The request's own bound on its output tokens, in any provider's spelling, times the
 /// answers it asks for (`n`, legacy Completions' `best_of`, Gemini's `candidateCount`: each
 /// is generated and billed). The largest spelling counts: an upstream may read any of them
-/// (fail closed: never reserve less than it could bill). `None`: no bound given (the caller's
-/// default, times the answers).
-fn output_bound(b: &serde_json::Map<String, serde_json::Value>, default_output: u64) -> u64 {
+/// (fail closed: never reserve less than it could bill); no bound given: the caller's default,
+/// times the answers. `None`: a bound is a string that is no number (refused).
+fn output_bound(
+    b: &serde_json::Map<String, serde_json::Value>,
+    default_output: u64,
+) -> Option<u64> {
     use serde_json::Value;
-    // A count as an upstream may read it: a whole number, a float such as `2.0`, or a
-    // numeric string (pydantic's readers take `"50"` as 50); anything else is left to the
-    // upstream to refuse. Each field is read on its own: one of another shape drops no other.
-    let count = |v: Option<&Value>| {
-        let whole =
-            |n: f64| (n.is_finite() && n >= 0.0).then(|| n.ceil().min(u64::MAX as f64) as u64);
-        match v? {
-            Value::String(s) => {
-                let s = s.trim();
-                s.parse::<u64>().ok().or_else(|| whole(s.parse().ok()?))
-            }
-            v => v.as_u64().or_else(|| whole(v.as_f64()?)),
+    // Each field is read on its own: one of another shape drops no other.
+    let mut unreadable = false;
+    let mut count = |v: Option<&Value>| match count(v) {
+        Some(Some(n)) => Some(n),
+        Some(None) => {
+            unreadable = true;
+            None
         }
+        None => None,
     };
     let configs: Vec<&serde_json::Map<String, Value>> = ["generationConfig", "generation_config"]
         .iter()
         .filter_map(|k| b.get(*k).and_then(Value::as_object))
         .collect();
-    let in_configs = |names: [&str; 2]| {
+    let mut in_configs = |names: [&str; 2]| {
         configs
             .iter()
-            .flat_map(|g| names.map(|n| count(g.get(n))))
-            .flatten()
+            .flat_map(|g| names.map(|n| g.get(n)))
+            .filter_map(&mut count)
             .max()
     };
     let (g_max, g_count) = (
@@ -119,7 +210,7 @@ fn output_bound(b: &serde_json::Map<String, serde_json::Value>, default_output: 
         }
         _ => 1,
     };
-    bound.saturating_mul(answers).saturating_mul(prompts)
+    (!unreadable).then(|| bound.saturating_mul(answers).saturating_mul(prompts))
 }
 
 /// A Responses request run in the background: answered at once, generated (and billed) later.
@@ -293,6 +384,9 @@ mod tests {
             // Review 14: numeric strings (pydantic reads them), a field of another shape.
             (br#"{"max_tokens":"50","n":"4"}"#, 200),
             (br#"{"max_tokens":10,"n":3,"generationConfig":0}"#, 30),
+            // Review 15: Python's grouped digits, a sign, spaces.
+            (br#"{"max_tokens":"50_000","n":" +0_4 "}"#, 200_000),
+            (br#"{"max_tokens":"1e3"}"#, 1000),
         ] {
             let a = ask(&l, body, None, None, 4096).unwrap_or_default();
             assert_eq!(
@@ -309,6 +403,37 @@ mod tests {
             ..l
         };
         assert!(ask(&budget, b"{}", Some("m"), None, 10).is_err());
+        // Review 15: a bound that is a string but no number, or JSON that cannot be read (a
+        // number out of range), is refused; a body that is no JSON reserves the default.
+        for body in [
+            &br#"{"max_tokens":"lots"}"#[..],
+            br#"{"n":"\u0665"}"#,
+            br#"{"max_tokens":""}"#,
+            br#"{"max_tokens":"5__0"}"#,
+            br#" {"max_tokens":10,"x_pad":1e400}"#,
+        ] {
+            assert!(ask(&l, body, None, None, 10).is_err(), "{body:?}");
+        }
+        assert_eq!(
+            ask(
+                &l,
+                b"--boundary
+",
+                None,
+                None,
+                10
+            )
+            .unwrap_or_default()
+            .tokens,
+            3 + 10
+        );
+        // Review 15: media by reference reserves what a provider bills for one, not its bytes.
+        let images = br#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}},{"type":"input_image","file_id":"f1"},{"type":"image","source":{"type":"url","url":"https://x/b.png"}}]}],"max_tokens":1}"#;
+        let a = ask(&l, images, None, None, 10).unwrap_or_default();
+        assert_eq!(
+            a.tokens,
+            (images.len() as u64).div_ceil(4) + 3 * MEDIA_TOKENS + 1
+        );
         // A background response cannot be counted.
         assert!(ask(&l, br#"{"background":true}"#, None, None, 10).is_err());
         assert!(ask(&l, br#"{"background":false}"#, None, None, 10).is_ok());

@@ -233,6 +233,8 @@ pub struct Normalizer {
     hidden_attribute: bool,
     /// `full`: the start tag read so far has a presentation attribute (`html/elements.rs`).
     tag_may_hide: bool,
+    /// `full`: the tag that ended makes a break a style may remove (`html/elements.rs`).
+    break_in_doubt: bool,
     /// `full`: the tag being read (its name when short, whether it is an end tag, its `dir`
     /// value), the inline elements open around the text, whether the text
     /// is a hidden annotation, and whether the line is blank so far (`html/elements.rs`).
@@ -323,6 +325,7 @@ impl Normalizer {
             attribute_name: String::new(),
             hidden_attribute: false,
             tag_may_hide: false,
+            break_in_doubt: false,
             tag_element: String::new(),
             tag_closing: false,
             dir_attribute: false,

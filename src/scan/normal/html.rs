@@ -163,7 +163,7 @@ impl Normalizer {
                         self.end_hidden(out);
                         // `hidden`: a browser shows nothing of the element, up to its end —
                         // not even the break a block would make.
-                        let hidden = std::mem::take(&mut self.hidden_attribute)
+                        let hidden = self.hidden_attribute
                             && !self.hidden_element.is_empty()
                             && !VOID.contains(&self.hidden_element.as_str());
                         self.markup = match self.raw_text.take() {
@@ -177,7 +177,10 @@ impl Normalizer {
                             },
                             None => Markup::Text,
                         };
-                        return self.tag_shown(block && !hidden, raw, raw_end, out);
+                        // (`hidden` is read by the tag's style too: `elements.rs`.)
+                        self.tag_shown(block && !hidden, raw, raw_end, out);
+                        self.hidden_attribute = false;
+                        return;
                     }
                     None if spelled => (None, attr::next(after_eq, 'x')),
                     None if after_eq == attr::BEFORE_VALUE && (c == '"' || c == '\'') => {

@@ -125,6 +125,10 @@ pub(super) struct Join {
     destination: bool,
     /// A line break a browser removes: the white space recorded first is not shown.
     trim: bool,
+    /// A break a block's tag makes, which its style may remove: the white space recorded first
+    /// is not shown unless the text has white space of its own there (decided by the next raw
+    /// character: the view folds both into one space).
+    trim_unless_space: bool,
     /// Markdown's reading is inside a raw-text element (opened inside a `<…>` the view read
     /// as one tag): what the view writes is not recorded up to that element's end tag.
     raw_text: Option<String>,
@@ -329,6 +333,16 @@ impl Normalizer {
     /// A line break next to a U+200B (`segment.rs`): a browser shows none there, so the view
     /// before the white space is joined to what comes after it.
     pub(super) fn join_across_break(&mut self, raw: u64) {
+        self.join_across(raw, false);
+    }
+
+    /// A block's tag whose style may remove the break it makes (`html/tag.rs`): the view
+    /// before it is joined to what comes after it.
+    pub(super) fn join_across_block(&mut self, raw: u64) {
+        self.join_across(raw, true);
+    }
+
+    fn join_across(&mut self, raw: u64, block: bool) {
         if self.browser_waiting() && !self.browser_wait_moves_aside() {
             return;
         }
@@ -340,7 +354,8 @@ impl Normalizer {
             context_raw,
             released: !still_held(context_raw, raw),
             closed: true,
-            trim: true,
+            trim: !block,
+            trim_unless_space: block,
             ..Join::default()
         }));
     }
@@ -469,7 +484,11 @@ impl Normalizer {
 
     /// Those elements ended: what the view writes now follows the context.
     pub(super) fn close_html_join(&mut self) {
-        if let Some(j) = self.parked_browser.as_mut().or(self.joins[BROWSER].as_mut()) {
+        if let Some(j) = self
+            .parked_browser
+            .as_mut()
+            .or(self.joins[BROWSER].as_mut())
+        {
             // (A context released while they hid the text stays released: it was sent.)
             j.waiting = false;
             j.closed = true;
@@ -479,7 +498,11 @@ impl Normalizer {
     /// The white space the browser's reading records next is not shown (a break of a block
     /// the browser did not show).
     pub(super) fn browser_reading_trims(&mut self) {
-        if let Some(j) = self.parked_browser.as_mut().or(self.joins[BROWSER].as_mut()) {
+        if let Some(j) = self
+            .parked_browser
+            .as_mut()
+            .or(self.joins[BROWSER].as_mut())
+        {
             if j.after.len() == 0 {
                 j.trim = true;
             }
@@ -567,7 +590,16 @@ impl Normalizer {
             }
         }
         self.unpark_browser();
-        for j in self.joins.iter_mut().chain([&mut self.parked_browser]).flatten() {
+        if let Some(j) = self.joins[BROWSER].as_mut().filter(|j| j.trim_unless_space) {
+            j.trim_unless_space = false;
+            j.trim = !c.is_whitespace();
+        }
+        for j in self
+            .joins
+            .iter_mut()
+            .chain([&mut self.parked_browser])
+            .flatten()
+        {
             if j.waiting {
                 j.read += 1;
                 j.released |= j.read > MAX_TAG;

@@ -1670,3 +1670,70 @@ fn a_reading_put_aside_for_images_stays_bounded() {
     let (aside, plain) = (held("\n```\n<svg>\n```\n"), held(""));
     assert!(aside < plain + 4096, "{aside} bytes held, {plain} without");
 }
+
+/// Review 15 (view): the classes the hostile review found, each read (the phrase in the view
+/// or an aside) or refused.
+#[test]
+fn review_15_readings() {
+    let cases = [
+        // V15-01: elements whose content a browser may show or not close as any element does.
+        "<span>forbid<meter>XX</span>den fruit",
+        "<b>forbid<progress>XX</b>den fruit",
+        "<span>forbid<video>XX</span>den fruit",
+        "<span>forbid<datalist>XX</span>den fruit",
+        "forbid<a><canvas>XX<a>den fruit",
+        "forbid<select style=display:none>XX<select>den fruit",
+        "forbid<select style=display:none>XX<input type=hidden>den fruit",
+        "<span>forbid<dialog>XX</span>den fruit",
+        // V15-02: implied end tags across names.
+        "<dl style=\"display:inline\">forbid<dt style=\"display:none\">XX<dd style=\"display:inline;margin:0\">den fruit</dl>",
+        "<dl style=\"display:inline\">forbid<dd style=\"display:none\">XX<dt style=\"display:inline\">den fruit</dl>",
+        "forbid<p style=\"display:none\">XX<div style=\"display:inline\">den fruit</div>",
+        "forbid<h1 style=\"display:none\">XX<h2 style=\"display:inline;font:inherit\">den fruit</h2>",
+        "forbid<option style=\"display:none\">XX<optgroup style=\"display:inline\">den fruit",
+        // V15-03: the element re-opened in doubt.
+        "forbid<a style=\"display:none\">XX<a style=\"font-variant-caps:small-caps\">den fruit",
+        "forbid<nobr style=\"display:none\">XX<nobr style=\"font-variant-caps:small-caps\">den fruit",
+        "forbid<button style=\"display:none\">XX<button style=\"all:unset\">den fruit",
+        // V15-05: overrides through variables, on the root or the body.
+        "<span style=\"--d:rtl;direction:var(--d);unicode-bidi:bidi-override\">tiurf neddibrof</span>",
+        "<style>:root{--u:bidi-override}span{direction:rtl;unicode-bidi:var(--u)}</style><span>tiurf neddibrof</span>",
+        "<style>body{direction:rtl;unicode-bidi:bidi-override}</style>tiurf neddibrof",
+        "<style>html{direction:rtl}</style><span style=\"unicode-bidi:bidi-override\">tiurf neddibrof</span>",
+        // V15-06: what the view hides by kind, shown by a style; fallback content.
+        "forbid<object>den</object> fruit",
+        "forbid<span hidden style=\"display:inline\">den</span> fruit",
+        "<style>[hidden]{display:inline}</style>forbid<span hidden>den</span> fruit",
+        "forbid<datalist style=\"display:inline\">den</datalist> fruit",
+        "forbid<script type=x style=\"display:inline\">den</script> fruit",
+        "forbid<style style=\"display:inline\">den</style> fruit",
+        "forbid<title style=\"display:inline\">den</title> fruit",
+        "forbid<noframes style=\"display:inline\">den</noframes> fruit",
+        "<ruby>forbid<rp style=\"display:inline\">den</rp></ruby> fruit",
+        "<style>dialog{display:inline;position:static;border:0;padding:0}</style>forbid<dialog>den</dialog> fruit",
+        "forbid<select style=\"all:unset\"><option>den</select> fruit",
+        "forbid<input style=\"all:unset;width:2.2em\" value=\"den\"> fruit",
+        // V15-07: text a style generates.
+        "<q style=\"quotes:'forbid' ' fruit'\">den</q>",
+        "<ul style=\"padding:0;margin:0;list-style-position:inside\"><li style=\"list-style-type:'forbidden '\">fruit</li></ul>",
+        "<ol style=\"list-style-type:'forbid';list-style-position:inside;padding:0\"><li>den fruit</li></ol>",
+        "<style>@counter-style x{system:cyclic;symbols:\"forbid\";suffix:\"\"}</style><ol style=\"list-style:x inside;padding:0\"><li>den fruit</li></ol>",
+        // V15-08: a block displayed otherwise.
+        "forbid<div style=\"display:inline\">den</div> fruit",
+        "forbid<br style=\"display:none\">den fruit",
+        "<style>br{display:none}</style>forbid<br>den fruit",
+        "<style>div{display:inline}</style>forbid<div>den</div> fruit",
+        "<ul style=\"display:inline;padding:0\"><li style=\"display:inline\">forbid</li><li style=\"display:inline\">den fruit</li></ul>",
+        "forbid<hr style=\"display:inline;border:0;margin:0\">den fruit",
+        "forbid<div style=\"display:inline-block\">den</div> fruit",
+    ];
+    let mut missed = Vec::new();
+    for text in cases {
+        let (view, mut n) = view_of(text, &[], Normalize::Full);
+        if n.take_refusal().is_none() && !reads(&view, "forbidden fruit") {
+            missed.push(format!("{text:?} reads {view:?}"));
+        }
+        same_view_at_every_split(text);
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}

@@ -39,6 +39,15 @@ pub(in crate::scan::normal) struct Style {
     pub bidi_override: bool,
     /// The direction it sets (`Some(true)`: right to left).
     pub direction: Option<bool>,
+    /// It sets how the element is displayed (`display`, `all`, `appearance`): a break its tag
+    /// makes may not be there.
+    pub display: bool,
+    /// It may show an element a browser does not show by default (a `display` other than
+    /// `none`, `all`, `appearance`).
+    pub shows: bool,
+    /// It does something to the text the view does not read: text it generates (a string in
+    /// `quotes` or `list-style-type`, a counter), an override or direction through a variable.
+    pub unread: bool,
 }
 
 /// Properties whose any value leaves the text shown where it is written.
@@ -108,8 +117,19 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
         if property.is_empty() || v.is_empty() {
             continue;
         }
+        // Text a style generates (a marker's or a quotation mark's string, a counter).
+        if matches!(
+            property.as_str(),
+            "quotes" | "list-style" | "list-style-type" | "content"
+        ) && (v.contains(['"', '\'']) || v.contains("counter"))
+        {
+            style.unread = true;
+        }
         if v.contains("var(") || v.contains("calc(") || v.contains("env(") || v.contains("attr(") {
             style.hides = true;
+            style.unread |= matches!(property.as_str(), "direction" | "unicode-bidi");
+            style.display |= property == "display";
+            style.shows |= property == "display";
             continue;
         }
         let hides = match property.as_str() {
@@ -120,7 +140,17 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
                 false
             }
             p if p.starts_with("--") => false,
-            "display" => v == "none",
+            "display" => {
+                style.display = true;
+                style.shows |= v != "none";
+                v == "none"
+            }
+            // Every property reset (`display: inline` among them), or a control drawn as text.
+            "all" | "appearance" | "-webkit-appearance" => {
+                style.display = true;
+                style.shows = true;
+                true
+            }
             "visibility" => v == "hidden" || v == "collapse",
             "content-visibility" => v == "hidden",
             "opacity" => numbers(v).any(|(n, unit)| small(n, unit, 0.2)),

@@ -24,7 +24,7 @@ use super::super::chars::is_paragraph_end;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
 use super::css;
-use super::syntax::VOID;
+use super::syntax::{BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SHOWN_IN_DOUBT, VOID};
 use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
 
 /// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
@@ -52,9 +52,34 @@ enum Direction {
     Auto,
 }
 
-/// Elements a start tag of their own name closes (`<a>` and `<nobr>` by the adoption agency,
-/// `<button>`, list items and options by implied end tags).
-const CLOSES_ITS_OWN: [&str; 8] = ["a", "nobr", "button", "li", "dd", "dt", "option", "p"];
+/// Start tags that close a `<p>` open (HTML's parser: "close a p element").
+#[rustfmt::skip]
+const CLOSES_P: [&str; 41] = [
+    "address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div",
+    "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu",
+    "nav", "ol", "p", "search", "section", "summary", "ul", "h1", "h2", "h3", "h4", "h5", "h6",
+    "pre", "listing", "form", "table", "xmp", "hr", "li", "dd", "dt", "plaintext",
+];
+
+const HEADINGS: [&str; 6] = ["h1", "h2", "h3", "h4", "h5", "h6"];
+
+/// The open elements a start tag `name` closes, as the parser's implied end tags and the
+/// adoption agency close them (`<a>` and `<nobr>` their own; list items, definitions, options
+/// and headings their kind; a block the open `<p>`; a control a `<select>`).
+fn closed_by(name: &str) -> &'static [&'static str] {
+    match name {
+        "a" => &["a"],
+        "nobr" => &["nobr"],
+        "button" => &["button"],
+        "li" => &["li"],
+        "dd" | "dt" => &["dd", "dt"],
+        "option" => &["option"],
+        "optgroup" => &["option", "optgroup"],
+        "select" | "input" | "keygen" | "textarea" => &["select"],
+        "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => &HEADINGS,
+        _ => &[],
+    }
+}
 
 /// SVG's presentation attributes that can hide, shrink or move text: an element in foreign
 /// content with one may hide its text.
@@ -89,6 +114,8 @@ pub(in crate::scan::normal) struct OpenElement {
     overrides: bool,
     /// The direction it sets for its text (none: the one around it).
     direction: Option<Direction>,
+    /// Its style sets how it is displayed: the break its end tag makes may not be there.
+    display: bool,
     /// A `<ruby>` whose base text was shown: its annotations are shown above it. (Without a
     /// base, a browser shows an annotation in line.)
     based: bool,
@@ -206,13 +233,18 @@ impl Normalizer {
                 .open_elements
                 .iter()
                 .any(|e| e.name == "svg" || e.name == "math");
-        style.hides |= (std::mem::take(&mut self.tag_may_hide) && foreign) || name == "details";
+        // Elements whose content a browser may or may not show are in doubt.
+        style.hides |= (std::mem::take(&mut self.tag_may_hide) && foreign)
+            || name == "details"
+            || SHOWN_IN_DOUBT.contains(&name);
         let presentation = std::mem::take(&mut self.presentation_value);
         let (class, id) = (decode_references(&class), decode_references(&id));
         let sheet = self.sheet.get_or_insert_default();
         let ruled = sheet.style_of(name, &class, &id);
         // The cascade: the `style` attribute, then the rules, then presentation attributes.
         style.hides |= ruled.hides;
+        style.display |= ruled.display;
+        style.shows |= ruled.shows;
         style.bidi_override |= ruled.bidi_override;
         style.direction = style.direction.or(ruled.direction);
         if foreign && !presentation.is_empty() {
@@ -222,6 +254,18 @@ impl Normalizer {
         }
         if !VOID.contains(&name) {
             sheet.seen(name, &class, &id);
+        }
+        // Refused: text a style generates, or an override it makes through a variable; an
+        // element the view hides by its kind (a raw-text element, `<rp>`, one with the
+        // `hidden` attribute) that a style may show; a control a style draws as text.
+        let hidden_by_kind = RAW_TEXT.contains(&name)
+            || HIDDEN_BY_KIND.contains(&name)
+            || matches!(name, "rp" | "template")
+            || self.hidden_attribute;
+        let control = matches!(name, "input" | "select" | "textarea" | "button");
+        if (style.unread || (style.shows && (hidden_by_kind || control))) && self.refused.is_none()
+        {
+            self.refused = Some((self.tag_raw_at, self.tag_raw_at + 1));
         }
         style
     }
@@ -243,7 +287,10 @@ impl Normalizer {
     pub(super) fn style_sheet_ended(&mut self, raw_end: u64) {
         let raw = self.sheet_raw.take().unwrap_or(self.tag_raw_at);
         let text = std::mem::take(&mut self.sheet_text);
-        if self.sheet.get_or_insert_default().add_late(&text) && self.refused.is_none() {
+        let sheet = self.sheet.get_or_insert_default();
+        // An override of the root or the body orders the whole text: not read.
+        let late = sheet.add_late(&text) || sheet.root_style().bidi_override;
+        if late && self.refused.is_none() {
             self.refused = Some((raw, raw_end));
         }
     }
@@ -257,6 +304,19 @@ impl Normalizer {
         } else {
             self.tag_style(&name)
         };
+        // A style that sets how a block is displayed (`display: inline`): the break its tag
+        // makes may not be there (`tag.rs` reads it both ways). (One that may hide it has its
+        // own reading, without its breaks.)
+        self.break_in_doubt = if self.tag_closing {
+            self.open_elements
+                .iter()
+                .rfind(|e| e.name == name)
+                .is_some_and(|e| e.display && !e.css_hidden)
+        } else {
+            style.display
+                && (!style.hides || VOID.contains(&name.as_str()))
+                && BLOCK_TAGS.contains(&name.as_str())
+        };
         self.table_tag(&name, self.tag_closing, out);
         let breaks_out = if self.tag_closing {
             matches!(name.as_str(), "p" | "br")
@@ -265,6 +325,23 @@ impl Normalizer {
         };
         if breaks_out {
             self.break_out_of_foreign_content();
+        }
+        if !self.tag_closing {
+            let closes = closed_by(&name);
+            let closes_p = CLOSES_P.contains(&name.as_str());
+            let closed =
+                |e: &OpenElement| closes.contains(&e.name.as_str()) || (closes_p && e.name == "p");
+            if closes_p || !closes.is_empty() {
+                if let Some(i) = self.open_elements.iter().rposition(closed) {
+                    self.close_elements(i);
+                }
+                if let Some(i) = self.html_open.iter().rposition(closed) {
+                    self.html_open.truncate(i);
+                }
+                // What those hid ends here, before the new element (in doubt too, it may
+                // hide what follows: its own reading).
+                self.browser_sees_again();
+            }
         }
         if self.tag_closing {
             self.join_end_tag(&name);
@@ -278,14 +355,6 @@ impl Normalizer {
             // A start tag of an element that does not nest in itself closes the one open (and
             // what is inside it), as the parser's implied end tags do (`forbid<a
             // style=display:none>zz<a>den` shows `forbidden`).
-            if CLOSES_ITS_OWN.contains(&name.as_str()) {
-                if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
-                    self.close_elements(i);
-                }
-                if let Some(i) = self.html_open.iter().rposition(|e| e.name == name) {
-                    self.html_open.truncate(i);
-                }
-            }
             // (`<x/>` opens `x` all the same: HTML ignores the slash.)
             // An annotation starts: the annotations before it end (the parser's implied end
             // tags).
@@ -356,6 +425,7 @@ impl Normalizer {
                 name,
                 overrides: over.is_some(),
                 direction: own,
+                display: style.display,
                 based: false,
                 css_hidden: style.hides,
                 serial,
@@ -495,6 +565,11 @@ impl Normalizer {
             .rev()
             .chain(self.html_open.iter().rev())
             .find_map(|e| e.direction)
+            .or_else(|| {
+                // (Else the root's or the body's, from a style sheet's rule.)
+                let root = self.sheet.as_ref()?.root_style().direction?;
+                Some(if root { Direction::Rtl } else { Direction::Ltr })
+            })
     }
 
     /// Whether an annotation (`<rt>`, `<rtc>`, `<rp>`) is open.
@@ -567,6 +642,9 @@ pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
     let math = at("math");
     annotation
         || at("template").is_some()
+        || open
+            .iter()
+            .any(|e| HIDDEN_BY_KIND.contains(&e.name.as_str()))
         || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
         || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
 }

@@ -113,15 +113,25 @@ pub(in crate::scan::normal) fn html_space(c: char) -> bool {
 /// Elements whose content a browser does not show (scripts, styles, the title, …): hidden up
 /// to their end tag, their text an aside. (A `<template>`'s content is parsed as HTML, other
 /// templates nested in it: it is an element that hides its text, `elements.rs`.)
-pub(in crate::scan::normal) const RAW_TEXT: [&str; 17] = [
+pub(in crate::scan::normal) const RAW_TEXT: [&str; 8] = [
     "script", "style", "title", "iframe", "noembed", "noframes",
     // Raw text where scripts run, as in every person's browser.
     "noscript", // Shown in a box of its own, apart from the words around it.
-    "textarea", // Not displayed by a browser's own style sheet (`<rp>` too: `elements.rs`).
-    "datalist", "dialog", // Replaced by what the element shows (its fallback content
-    // is for browsers without it), or shown as a control.
-    "object", "video", "audio", "canvas", "meter", "progress", "select",
+    "textarea",
 ];
+
+/// Elements whose content a browser does not show — not displayed by its own style sheet (a
+/// `<datalist>`, a closed `<dialog>`), or fallback content for a browser without what the
+/// element shows — parsed as any element (an end tag around them closes them): their text is
+/// hidden while they are open (`elements.rs`; a style that may show them is refused).
+pub(in crate::scan::normal) const HIDDEN_BY_KIND: [&str; 7] = [
+    "datalist", "dialog", "video", "audio", "canvas", "meter", "progress",
+];
+
+/// Elements whose content a browser may show or not — an `<object>`'s fallback, shown when
+/// its data does not load; a `<select>`'s chosen option, drawn as a control: read in doubt, as
+/// an element a style may hide (`elements.rs`).
+pub(in crate::scan::normal) const SHOWN_IN_DOUBT: [&str; 2] = ["object", "select"];
 
 /// [`Markup::RawText`]'s element for an element hidden by its `hidden` attribute: its text up
 /// to the next tag is hidden.

@@ -251,8 +251,13 @@ impl Normalizer {
             self.browser_reading_trims();
         }
         if block && !(hidden_before && self.annotation_hidden) {
+            // A block a style displays otherwise: the words around its tag may join.
+            if std::mem::take(&mut self.break_in_doubt) {
+                self.join_across_block(raw);
+            }
             self.markup_char(' ', raw, raw_end, true, out);
         }
+        self.break_in_doubt = false;
         // A browser lays `<wbr>` out as a U+200B: a line break next to it shows as nothing
         // (`segment.rs`).
         if std::mem::take(&mut self.wbr) {

@@ -131,6 +131,10 @@ impl StyleSheet {
             self.all = true;
             return;
         }
+        // Counter styles make the text of list markers.
+        if text.to_ascii_lowercase().contains("@counter-style") {
+            self.unread = true;
+        }
         let mut pos = 0;
         while let Some(open) = text[pos..].find('{').map(|o| pos + o) {
             let selectors = text[pos..open].rsplit(['}', ';']).next().unwrap_or("");
@@ -153,11 +157,17 @@ impl StyleSheet {
                 self.unread = true;
             }
             let style = declarations(block);
-            if style.hides && selectors.to_ascii_lowercase().contains("::first-l") {
+            if (style.hides && selectors.to_ascii_lowercase().contains("::first-l")) || style.unread
+            {
                 self.unread = true;
             }
             pos = (close + 1).min(text.len());
-            if style.hides || style.bidi_override || style.direction.is_some() {
+            if style.hides
+                || style.bidi_override
+                || style.direction.is_some()
+                || style.display
+                || style.shows
+            {
                 for selector in selectors.split(',') {
                     self.subject(selector, style);
                 }
@@ -243,6 +253,8 @@ impl StyleSheet {
                 && s.classes.iter().all(|c| classes.contains(&c.as_str()))
         }) {
             style.hides |= s.style.hides;
+            style.display |= s.style.display;
+            style.shows |= s.style.shows;
             style.bidi_override |= s.style.bidi_override;
             style.direction = match (style.direction, s.style.direction) {
                 (Some(true), _) | (_, Some(true)) => Some(true),
@@ -250,6 +262,17 @@ impl StyleSheet {
             };
         }
         style
+    }
+
+    /// What the rules for the document's root and body do: the text outside every element
+    /// the view reads is inside those.
+    pub(in crate::scan::normal) fn root_style(&self) -> Style {
+        let (html, body) = (self.style_of("html", "", ""), self.style_of("body", "", ""));
+        Style {
+            bidi_override: html.bidi_override || body.bidi_override,
+            direction: body.direction.or(html.direction),
+            ..Style::default()
+        }
     }
 
     #[cfg(test)]
