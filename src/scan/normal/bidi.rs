@@ -29,7 +29,7 @@
 //! last [`TRAIL`] characters, its controls still open.
 
 use super::chars::{is_bidi_closer, is_bidi_opener, is_paragraph_end};
-use super::html::RAW_TEXT;
+use super::html::{HIDDEN_BY_KIND, RAW_TEXT, VOID};
 use super::{Normalizer, Unit};
 use std::sync::LazyLock;
 use unicode_bidi::BidiInfo;
@@ -259,10 +259,19 @@ impl Normalizer {
         self.bidi_past_blank_line = false;
         // The run as its reader is shown it: as rendered (`full`: and, when it holds Markdown's
         // marks, as a Markdown renderer shows it too, without them), or as written.
-        let mut readings = Vec::with_capacity(3);
+        let mut readings = Vec::with_capacity(4);
+        let mut readings_alone = Vec::new();
         if self.mode == super::Normalize::Full {
             let in_ruby = self.bidi_in_ruby;
-            let rendered = as_rendered(&run, in_ruby);
+            let rendered = as_rendered(&run, in_ruby, false);
+            // Elements a style or an attribute may hide, hidden (a browser's reading of them:
+            // `html/css/readings.rs`), ordered with the context and without it (the context
+            // may hold such an element's text too).
+            let unstyled = as_rendered(&run, in_ruby, true);
+            if unstyled != rendered {
+                readings.push(unstyled.clone());
+                readings_alone.push(unstyled);
+            }
             if rendered.contains(MARKDOWN_MARKS) {
                 readings.push(rendered.replace(MARKDOWN_MARKS, ""));
             }
@@ -273,7 +282,9 @@ impl Normalizer {
                 let paragraphs: Vec<String> = BLANK_LINE
                     .split(&run)
                     .enumerate()
-                    .map(|(i, p)| as_rendered(p, in_ruby && i == 0).replace(MARKDOWN_MARKS, ""))
+                    .map(|(i, p)| {
+                        as_rendered(p, in_ruby && i == 0, false).replace(MARKDOWN_MARKS, "")
+                    })
                     .collect();
                 readings.push(paragraphs.join("\u{2029}"));
             }
@@ -281,8 +292,14 @@ impl Normalizer {
         } else {
             readings.push(run);
         }
-        for reading in readings {
-            let logical = format!("{context}{reading}");
+        let with_context = readings.into_iter().map(|r| (true, r));
+        for (joined, reading) in with_context.chain(readings_alone.into_iter().map(|r| (false, r)))
+        {
+            let logical = if joined {
+                format!("{context}{reading}")
+            } else {
+                reading
+            };
             let info = BidiInfo::new(&logical, None);
             let mut shown = String::with_capacity(logical.len());
             for para in &info.paragraphs {
@@ -323,7 +340,9 @@ const MAX_TAG_TEXT: usize = 256;
 /// `<script>`, `<rp>`, and `<rt>`/`<rtc>` inside a ruby; `in_ruby`: the run starts inside
 /// one), character references decoded, line breaks read as spaces — so `tiurf nedd&#105;brof`
 /// and `tiurf ne<b>dd</b>ibrof` under an override are shown as `forbidden fruit`.
-fn as_rendered(run: &str, mut in_ruby: bool) -> String {
+/// `unstyled`: the text of elements a style or an attribute may hide (a `style`, `class`, `id`
+/// or `hidden` attribute) is dropped too.
+fn as_rendered(run: &str, mut in_ruby: bool, unstyled: bool) -> String {
     let mut shown = String::with_capacity(run.len());
     let mut rest = run;
     // The element whose text is not shown, being skipped.
@@ -368,8 +387,10 @@ fn as_rendered(run: &str, mut in_ruby: bool) -> String {
             Some(h) => Some(h),
             None if !closing
                 && (RAW_TEXT.contains(&name.as_str())
+                    || HIDDEN_BY_KIND.contains(&name.as_str())
                     || name == "template"
-                    || annotation(&name)) =>
+                    || annotation(&name)
+                    || (unstyled && !VOID.contains(&name.as_str()) && may_hide(tag))) =>
             {
                 Some(name.clone())
             }
@@ -383,6 +404,19 @@ fn as_rendered(run: &str, mut in_ruby: bool) -> String {
         shown.push_str(rest);
     }
     super::markup::decode_references(&shown).replace(['\n', '\r'], " ")
+}
+
+/// Whether a start tag's attributes may hide its element (`style`, `class`, `id`, `hidden`).
+fn may_hide(tag: &str) -> bool {
+    let tag = tag.to_ascii_lowercase();
+    ["style", "class", "id", "hidden"].iter().any(|a| {
+        tag.match_indices(a).any(|(i, _)| {
+            let before = tag[..i].chars().next_back();
+            let after = tag[i + a.len()..].chars().next();
+            before.is_some_and(|c| c.is_ascii_whitespace() || c == '/')
+                && after.is_none_or(|c| c == '=' || c.is_ascii_whitespace() || c == '/')
+        })
+    })
 }
 
 /// An isolate's opener (LRI, RLI, FSI), which only a PDI closes.

@@ -1726,6 +1726,15 @@ fn review_15_readings() {
         "<ul style=\"display:inline;padding:0\"><li style=\"display:inline\">forbid</li><li style=\"display:inline\">den fruit</li></ul>",
         "forbid<hr style=\"display:inline;border:0;margin:0\">den fruit",
         "forbid<div style=\"display:inline-block\">den</div> fruit",
+        // V15-04: a bidi run with an element a style or an attribute may hide in or before it.
+        "\u{202E}tiurf neddibrof<i style=\"display:none\">x</i>\u{202C}",
+        "<i style=\"display:none\">x</i>\u{202E}tiurf neddibrof\u{202C}",
+        "<bdo dir=rtl>tiurf nedd<i style=\"display:none\">x</i>ibrof</bdo>",
+        "<span style=\"direction:rtl;unicode-bidi:bidi-override\">tiurf neddibrof<i style=\"display:none\">x</i></span>",
+        "\u{202E}tiurf neddibrof<i hidden>x</i>\u{202C}",
+        "<style>.h{display:none}</style>&#x202e;tiurf neddibrof<i class=h>x</i>&#x202c;",
+        "<i style=\"display:none\">x</i>\u{202E}tiurf nedd<b id=q>y</b>ibrof\u{202C}",
+        "\u{202E}tiurf nedd<meter>x</meter>ibrof\u{202C}",
     ];
     let mut missed = Vec::new();
     for text in cases {

@@ -138,7 +138,7 @@ pub(in crate::scan::normal) const SHOWN_IN_DOUBT: [&str; 2] = ["object", "select
 pub(in crate::scan::normal) const HIDDEN_ELEMENT: u8 = u8::MAX;
 
 /// Elements without content or end tag: a `hidden` attribute on one hides nothing after it.
-pub(super) const VOID: [&str; 13] = [
+pub(in crate::scan::normal) const VOID: [&str; 13] = [
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
     "wbr",
 ];
