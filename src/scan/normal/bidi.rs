@@ -270,6 +270,8 @@ impl Normalizer {
             let unstyled = as_rendered(&run, in_ruby, true);
             if unstyled != rendered {
                 readings.push(unstyled.clone());
+            }
+            if !context.is_empty() {
                 readings_alone.push(unstyled);
             }
             if rendered.contains(MARKDOWN_MARKS) {

@@ -1736,10 +1736,21 @@ fn review_15_readings() {
         "<i style=\"display:none\">x</i>\u{202E}tiurf nedd<b id=q>y</b>ibrof\u{202C}",
         "\u{202E}tiurf nedd<meter>x</meter>ibrof\u{202C}",
     ];
+    // As a word check matches: the phrase with no letter or digit glued to it.
+    let reads_as_words = |view: &str, phrase: &str| {
+        view.split('\n').any(|line| {
+            line.match_indices(phrase).any(|(i, _)| {
+                let before = line[..i].chars().next_back();
+                let after = line[i + phrase.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        })
+    };
     let mut missed = Vec::new();
     for text in cases {
         let (view, mut n) = view_of(text, &[], Normalize::Full);
-        if n.take_refusal().is_none() && !reads(&view, "forbidden fruit") {
+        if n.take_refusal().is_none() && !reads_as_words(&view, "forbidden fruit") {
             missed.push(format!("{text:?} reads {view:?}"));
         }
         same_view_at_every_split(text);
