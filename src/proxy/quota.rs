@@ -51,9 +51,7 @@ pub fn ask(
     }
     // Media given by reference (an image's URL, a file's id) is billed by what it holds, not
     // by the bytes naming it.
-    let media = request.map_or(0, |b| {
-        referenced_media(&serde_json::Value::Object(b.clone()))
-    });
+    let media = request.map_or(0, referenced_media);
     let input = (body.len() as u64)
         .div_ceil(4)
         .saturating_add(media.saturating_mul(MEDIA_TOKENS));
@@ -99,22 +97,23 @@ fn looks_like_json(body: &[u8]) -> bool {
 /// Pieces of media a request gives by reference, in any provider's spelling: OpenAI's
 /// `image_url` / `input_image` / `input_file` / `file` parts, Anthropic's `image` and
 /// `document` sources by URL or file id, Gemini's `fileData`.
-fn referenced_media(v: &serde_json::Value) -> u64 {
-    use serde_json::Value;
-    let mut count = 0u64;
-    let mut stack = vec![v];
+fn referenced_media(request: &serde_json::Map<String, serde_json::Value>) -> u64 {
+    use serde_json::{Map, Value};
+    let by_reference = |o: &Map<String, Value>| {
+        o.contains_key("image_url")
+            || o.contains_key("file_id")
+            || o.contains_key("file_url")
+            || o.contains_key("fileData")
+            || o.contains_key("file_data")
+            || (o.get("type").and_then(Value::as_str) == Some("url") && o.contains_key("url"))
+    };
+    let mut count = u64::from(by_reference(request));
+    let mut stack: Vec<&Value> = request.values().collect();
     while let Some(v) = stack.pop() {
         match v {
             Value::Array(a) => stack.extend(a),
             Value::Object(o) => {
-                let by_reference = o.contains_key("image_url")
-                    || o.contains_key("file_id")
-                    || o.contains_key("file_url")
-                    || o.contains_key("fileData")
-                    || o.contains_key("file_data")
-                    || (o.get("type").and_then(Value::as_str) == Some("url")
-                        && o.contains_key("url"));
-                count += u64::from(by_reference);
+                count += u64::from(by_reference(o));
                 stack.extend(o.values());
             }
             _ => {}
@@ -127,7 +126,7 @@ fn referenced_media(v: &serde_json::Value) -> u64 {
 /// string as Python's and pydantic's readers take one (`"50"`, `" 50_000 "`). `Some(None)`: a
 /// string that is no number (refused: a reader may still take it); `None`: no count there
 /// (absent, or a value no reader takes as one).
-fn count(v: Option<&serde_json::Value>) -> Option<Option<u64>> {
+fn read_count(v: Option<&serde_json::Value>) -> Option<Option<u64>> {
     use serde_json::Value;
     let whole = |n: f64| (n.is_finite() && n >= 0.0).then(|| n.ceil().min(u64::MAX as f64) as u64);
     match v? {
@@ -164,7 +163,7 @@ fn output_bound(
     use serde_json::Value;
     // Each field is read on its own: one of another shape drops no other.
     let mut unreadable = false;
-    let mut count = |v: Option<&Value>| match count(v) {
+    let mut count = |v: Option<&Value>| match read_count(v) {
         Some(Some(n)) => Some(n),
         Some(None) => {
             unreadable = true;

@@ -418,6 +418,12 @@ impl Normalizer {
         self.refused.take()
     }
 
+    /// Refuses raw `raw..raw_end` (see [`Normalizer::take_refusal`]), unless a refusal waits
+    /// already (the first is kept).
+    fn refuse(&mut self, raw: u64, raw_end: u64) {
+        self.refused.get_or_insert((raw, raw_end));
+    }
+
     /// Normalises the next piece; the view of it is returned (borrowed when the piece is its
     /// own view: ASCII with single spaces and nothing waiting, the common case). Plain ASCII
     /// stretches of a piece are copied whole; the rest goes character by character.

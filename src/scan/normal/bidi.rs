@@ -29,7 +29,7 @@
 //! last [`TRAIL`] characters, its controls still open.
 
 use super::chars::{is_bidi_closer, is_bidi_opener, is_paragraph_end};
-use super::html::{HIDDEN_BY_KIND, RAW_TEXT, VOID};
+use super::html::{not_shown, VOID};
 use super::{Normalizer, Unit};
 use std::sync::LazyLock;
 use unicode_bidi::BidiInfo;
@@ -189,8 +189,8 @@ impl Normalizer {
     /// overflow there (Unicode's bidi algorithm stops at 125 levels, each override and isolate
     /// taking one or two), which the view does not model — no text nests them so deep.
     fn bidi_too_deep(&mut self, raw_end: u64) {
-        if self.bidi_open.len() > MAX_BIDI_DEPTH && self.refused.is_none() {
-            self.refused = Some((self.bidi_context_raw, raw_end));
+        if self.bidi_open.len() > MAX_BIDI_DEPTH {
+            self.refuse(self.bidi_context_raw, raw_end);
         }
     }
 
@@ -388,9 +388,7 @@ fn as_rendered(run: &str, mut in_ruby: bool, unstyled: bool) -> String {
             Some(h) if !closing && annotation(&h) && annotation(&name) => Some(name.clone()),
             Some(h) => Some(h),
             None if !closing
-                && (RAW_TEXT.contains(&name.as_str())
-                    || HIDDEN_BY_KIND.contains(&name.as_str())
-                    || name == "template"
+                && (not_shown(&name)
                     || annotation(&name)
                     || (unstyled && !VOID.contains(&name.as_str()) && may_hide(tag))) =>
             {

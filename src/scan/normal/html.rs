@@ -38,7 +38,7 @@ mod table;
 pub(super) use table::Table;
 mod tag;
 
-pub(super) use syntax::{attr, Destination, HIDDEN_BY_KIND, HIDDEN_ELEMENT, RAW_TEXT, VOID};
+pub(super) use syntax::{attr, not_shown, Destination, HIDDEN_ELEMENT, RAW_TEXT, VOID};
 
 use super::chars::is_paragraph_end;
 use super::{Normalizer, Unit};

@@ -174,6 +174,16 @@ impl Written {
         &self.text
     }
 
+    /// Its text as the reading shows it: without its leading white space when `trim` (a
+    /// break the browser does not show).
+    fn shown(&self, trim: bool) -> &str {
+        if trim {
+            self.text.trim_start_matches([' ', '\t'])
+        } else {
+            &self.text
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.text.len()
     }
@@ -192,11 +202,7 @@ pub(super) fn reading_tail(
     after: &Written,
     trim: bool,
 ) -> (String, u64) {
-    let shown = if trim {
-        after.text.trim_start_matches([' ', '\t'])
-    } else {
-        &after.text
-    };
+    let shown = after.shown(trim);
     let skipped = after.text[..after.text.len() - shown.len()].chars().count();
     let mut text = String::with_capacity(context.len() + shown.len());
     text.push_str(context);
@@ -222,6 +228,17 @@ pub(super) fn reading_tail(
 }
 
 impl Join {
+    /// A reading whose context (from raw `context_raw`) is taken where a construct opens at
+    /// raw `raw`: held back unless the context is already [`MAX_HOLD`] bytes behind.
+    fn opening(context: String, context_raw: u64, raw: u64) -> Join {
+        Join {
+            released: !still_held(context_raw, raw),
+            context,
+            context_raw,
+            ..Join::default()
+        }
+    }
+
     pub(super) fn heap_bytes(&self) -> usize {
         self.context.capacity() + self.after.heap_bytes()
     }
@@ -321,12 +338,9 @@ impl Normalizer {
         context.push('<');
         context.push_str(&super::markup::decode_references(&shown));
         self.joins[MARKDOWN] = Some(Box::new(Join {
-            context,
-            context_raw,
-            released: !still_held(context_raw, raw),
             closed: true,
             raw_text,
-            ..Join::default()
+            ..Join::opening(context, context_raw, raw)
         }));
     }
 
@@ -350,13 +364,10 @@ impl Normalizer {
         let kept = context.trim_end_matches([' ', '\t']).len();
         context.truncate(kept);
         self.joins[BROWSER] = Some(Box::new(Join {
-            context,
-            context_raw,
-            released: !still_held(context_raw, raw),
             closed: true,
             trim: !block,
             trim_unless_space: block,
-            ..Join::default()
+            ..Join::opening(context, context_raw, raw)
         }));
     }
 
@@ -371,12 +382,7 @@ impl Normalizer {
     /// The browser's reading of a construct it hides, opening at raw `raw`.
     fn open_reading(&mut self, raw: u64) {
         let (context, context_raw) = self.context(BROWSER, raw);
-        self.joins[BROWSER] = Some(Box::new(Join {
-            context,
-            context_raw,
-            released: !still_held(context_raw, raw),
-            ..Join::default()
-        }));
+        self.joins[BROWSER] = Some(Box::new(Join::opening(context, context_raw, raw)));
     }
 
     /// A `[` after a `!` the view wrote (`depth`: the brackets open with it): an image's alt
@@ -474,21 +480,22 @@ impl Normalizer {
     pub(super) fn open_html_join(&mut self, raw: u64) {
         let (context, context_raw) = self.context(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
-            context,
-            context_raw,
-            released: !still_held(context_raw, raw),
             waiting: true,
-            ..Join::default()
+            ..Join::opening(context, context_raw, raw)
         }));
+    }
+
+    /// The browser's reading of the text as HTML: put aside while an image's is recorded,
+    /// else the one being recorded.
+    fn html_reading(&mut self) -> Option<&mut Join> {
+        self.parked_browser
+            .as_deref_mut()
+            .or(self.joins[BROWSER].as_deref_mut())
     }
 
     /// Those elements ended: what the view writes now follows the context.
     pub(super) fn close_html_join(&mut self) {
-        if let Some(j) = self
-            .parked_browser
-            .as_mut()
-            .or(self.joins[BROWSER].as_mut())
-        {
+        if let Some(j) = self.html_reading() {
             // (A context released while they hid the text stays released: it was sent.)
             j.waiting = false;
             j.closed = true;
@@ -498,11 +505,7 @@ impl Normalizer {
     /// The white space the browser's reading records next is not shown (a break of a block
     /// the browser did not show).
     pub(super) fn browser_reading_trims(&mut self) {
-        if let Some(j) = self
-            .parked_browser
-            .as_mut()
-            .or(self.joins[BROWSER].as_mut())
-        {
+        if let Some(j) = self.html_reading() {
             if j.after.len() == 0 {
                 j.trim = true;
             }
@@ -655,11 +658,7 @@ impl Normalizer {
             return;
         }
         let mut text = j.context;
-        text.push_str(if j.trim {
-            j.after.as_str().trim_start_matches([' ', '\t'])
-        } else {
-            j.after.as_str()
-        });
+        text.push_str(j.after.shown(j.trim));
         let raw_end = self.raw_end(self.out_len);
         self.aside(&text, j.context_raw, raw_end, out);
     }

@@ -24,7 +24,7 @@ use super::super::chars::is_paragraph_end;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
 use super::css;
-use super::syntax::{BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SHOWN_IN_DOUBT, VOID};
+use super::syntax::{not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, SHOWN_IN_DOUBT, VOID};
 use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
 
 /// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
@@ -50,6 +50,13 @@ enum Direction {
     Rtl,
     /// `dir=auto`: the direction of the first strong character inside.
     Auto,
+}
+
+impl Direction {
+    /// A style's direction (`Some(true)`: right to left).
+    fn of_style(rtl: Option<bool>) -> Option<Direction> {
+        rtl.map(|rtl| if rtl { Direction::Rtl } else { Direction::Ltr })
+    }
 }
 
 /// Start tags that close a `<p>` open (HTML's parser: "close a p element").
@@ -211,10 +218,11 @@ impl Normalizer {
         if name == "link" {
             // A style sheet applies to the elements before it too: with any read, refused.
             let sheet = self.sheet.get_or_insert_default();
-            if sheet.seen_any() && self.refused.is_none() {
-                self.refused = Some((self.tag_raw_at, self.tag_raw_at + 1));
-            }
+            let late = sheet.seen_any();
             sheet.everything();
+            if late {
+                self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
+            }
         }
         let mut style = if value.is_empty() {
             css::Style::default()
@@ -258,14 +266,10 @@ impl Normalizer {
         // Refused: text a style generates, or an override it makes through a variable; an
         // element the view hides by its kind (a raw-text element, `<rp>`, one with the
         // `hidden` attribute) that a style may show; a control a style draws as text.
-        let hidden_by_kind = RAW_TEXT.contains(&name)
-            || HIDDEN_BY_KIND.contains(&name)
-            || matches!(name, "rp" | "template")
-            || self.hidden_attribute;
+        let hidden_by_kind = not_shown(name) || name == "rp" || self.hidden_attribute;
         let control = matches!(name, "input" | "select" | "textarea" | "button");
-        if (style.unread || (style.shows && (hidden_by_kind || control))) && self.refused.is_none()
-        {
-            self.refused = Some((self.tag_raw_at, self.tag_raw_at + 1));
+        if style.unread || (style.shows && (hidden_by_kind || control)) {
+            self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
         }
         style
     }
@@ -276,8 +280,8 @@ impl Normalizer {
         let start = *self.sheet_raw.get_or_insert(self.tag_raw_at);
         if self.sheet_text.len() < css::MAX_SHEET {
             self.sheet_text.push(c);
-        } else if self.refused.is_none() {
-            self.refused = Some((start, raw_end));
+        } else {
+            self.refuse(start, raw_end);
         }
     }
 
@@ -290,8 +294,8 @@ impl Normalizer {
         let sheet = self.sheet.get_or_insert_default();
         // An override of the root or the body orders the whole text: not read.
         let late = sheet.add_late(&text) || sheet.root_style().bidi_override;
-        if late && self.refused.is_none() {
-            self.refused = Some((raw, raw_end));
+        if late {
+            self.refuse(raw, raw_end);
         }
     }
 
@@ -326,6 +330,8 @@ impl Normalizer {
         if breaks_out {
             self.break_out_of_foreign_content();
         }
+        // A start tag closes what the parser's implied end tags (and the adoption agency)
+        // close: `forbid<a style=display:none>zz<a>den` shows `forbidden`.
         if !self.tag_closing {
             let closes = closed_by(&name);
             let closes_p = CLOSES_P.contains(&name.as_str());
@@ -352,9 +358,6 @@ impl Normalizer {
                 self.html_open.truncate(i);
             }
         } else if !VOID.contains(&name.as_str()) {
-            // A start tag of an element that does not nest in itself closes the one open (and
-            // what is inside it), as the parser's implied end tags do (`forbid<a
-            // style=display:none>zz<a>den` shows `forbidden`).
             // (`<x/>` opens `x` all the same: HTML ignores the slash.)
             // An annotation starts: the annotations before it end (the parser's implied end
             // tags).
@@ -373,15 +376,14 @@ impl Normalizer {
             // `<bdo>` isolates its text and overrides its direction (CSS `unicode-bidi:
             // isolate-override`): an isolate and an override, so neutrals around it resolve
             // as around one character. (CSS's `unicode-bidi: bidi-override` does the same.)
-            let own = match style.direction {
-                Some(rtl) => Some(if rtl { Direction::Rtl } else { Direction::Ltr }),
-                None => match dir.trim().to_ascii_lowercase().as_str() {
+            let own = Direction::of_style(style.direction).or_else(|| {
+                match dir.trim().to_ascii_lowercase().as_str() {
                     "rtl" => Some(Direction::Rtl),
                     "ltr" => Some(Direction::Ltr),
                     "auto" => Some(Direction::Auto),
                     _ => None,
-                },
-            };
+                }
+            });
             let over = if name == "bdo" || style.bidi_override {
                 match own.or_else(|| self.inherited_direction()) {
                     Some(Direction::Rtl) => Some(['\u{2067}', '\u{202E}']),
@@ -389,9 +391,7 @@ impl Normalizer {
                     Some(Direction::Auto) => {
                         // Which way it forces the text depends on a character yet to come:
                         // not read.
-                        if self.refused.is_none() {
-                            self.refused = Some((self.tag_raw_at, raw_end));
-                        }
+                        self.refuse(self.tag_raw_at, raw_end);
                         None
                     }
                 }
@@ -565,11 +565,8 @@ impl Normalizer {
             .rev()
             .chain(self.html_open.iter().rev())
             .find_map(|e| e.direction)
-            .or_else(|| {
-                // (Else the root's or the body's, from a style sheet's rule.)
-                let root = self.sheet.as_ref()?.root_style().direction?;
-                Some(if root { Direction::Rtl } else { Direction::Ltr })
-            })
+            // (Else the root's or the body's, from a style sheet's rule.)
+            .or_else(|| Direction::of_style(self.sheet.as_ref()?.root_style().direction))
     }
 
     /// Whether an annotation (`<rt>`, `<rtc>`, `<rp>`) is open.

@@ -128,6 +128,12 @@ pub(in crate::scan::normal) const HIDDEN_BY_KIND: [&str; 7] = [
     "datalist", "dialog", "video", "audio", "canvas", "meter", "progress",
 ];
 
+/// Whether a browser shows nothing of an element `name`'s content by its kind alone (raw
+/// text, [`HIDDEN_BY_KIND`], a `<template>`'s content).
+pub(in crate::scan::normal) fn not_shown(name: &str) -> bool {
+    RAW_TEXT.contains(&name) || HIDDEN_BY_KIND.contains(&name) || name == "template"
+}
+
 /// Elements whose content a browser may show or not — an `<object>`'s fallback, shown when
 /// its data does not load; a `<select>`'s chosen option, drawn as a control: read in doubt, as
 /// an element a style may hide (`elements.rs`).

@@ -12,7 +12,6 @@
 //! ([`super::super::Normalizer::take_refusal`]): it would join a context already released.
 //! At most [`MAX_FOSTER`] bytes of such text are kept, and [`MAX_TABLES`] tables nested.
 
-use super::super::aside::last_line_tail;
 use super::super::Normalizer;
 
 /// Characters of a table read while its reading is held back.
@@ -92,17 +91,13 @@ impl Normalizer {
                 let (context, context_raw, always) = match joined {
                     Some((text, raw)) => (text, raw, true),
                     None => {
-                        let (view_at, context) = self.replay_text();
-                        let raw = if context.is_empty() {
-                            at
-                        } else {
-                            self.raw_start(view_at)
-                        };
+                        let (context, raw) = self.view_context(at);
                         (context, raw, false)
                     }
                 };
                 self.tables.push(Table {
-                    context: last_line_tail(&context).to_owned(),
+                    // (Either is a tail of its last line already.)
+                    context,
                     context_raw,
                     tags_at: vec![at],
                     always,

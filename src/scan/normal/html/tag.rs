@@ -185,9 +185,8 @@ impl Normalizer {
                 self.attribute_name.as_str(),
                 "shadowrootmode" | "shadowroot"
             )
-            && self.refused.is_none()
         {
-            self.refused = Some((self.tag_raw_at, self.tag_raw_at + 1));
+            self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
         }
         // The first `dir` counts, as a browser takes the first of an attribute.
         self.dir_attribute = self.attribute_name == "dir" && self.dir_value.is_empty();
