@@ -106,11 +106,11 @@ const PIECES: &[&str] = &[
     "<i style=\"font-size:0\">z</i>",
     "<style>.h{visibility:hidden}</style>",
     "<b class=h>z</b>",
-    // Elements in doubt that a browser shows (a property the view does not read, every
-    // element after a `<link>`), around text and beside hidden ones.
+    // Elements in doubt that a browser shows (a property the view does not read, in a style
+    // or a rule), around text and beside hidden ones.
     "<b style=foo:1>",
     "</b>",
-    "<link rel=stylesheet href=x>",
+    "<style>i{foo:1}</style>",
     "<",
     ">",
     "x",

@@ -242,6 +242,10 @@ pub struct Normalizer {
     tag_closing: bool,
     dir_attribute: bool,
     dir_value: String,
+    /// The start tag's attribute values, each a paragraph (`html/attributes.rs`), and the
+    /// order a raw-text element's text is shown in (its direction, its override).
+    attribute_values: String,
+    raw_text_order: Option<(Option<bool>, bool)>,
     /// The tag's `style`, `class` and `id` values (`html/css.rs`), which one a value being
     /// read is (`css_value`: 0 none, else `style`, `class`, `id`), and the style sheets read so far.
     css_value: u8,
@@ -330,6 +334,8 @@ impl Normalizer {
             tag_closing: false,
             dir_attribute: false,
             dir_value: String::new(),
+            attribute_values: String::new(),
+            raw_text_order: None,
             css_value: 0,
             style_value: String::new(),
             presentation_value: String::new(),
@@ -821,6 +827,7 @@ impl Normalizer {
             + self.tag_raw.capacity()
             + self.sheet.as_ref().map_or(0, |s| s.heap_bytes())
             + self.sheet_text.capacity()
+            + self.attribute_values.capacity()
             + self
                 .asides
                 .iter()

@@ -302,27 +302,89 @@ impl Normalizer {
             } else {
                 reading
             };
-            let info = BidiInfo::new(&logical, None);
-            let mut shown = String::with_capacity(logical.len());
-            for para in &info.paragraphs {
-                shown.push_str(&info.reorder_line(para, para.range.clone()));
-                shown.push(' ');
-            }
-            // (Paragraphs read one after the other, each followed by a space.)
-            let plain = |text: &str| -> String {
-                let text: String = text
-                    .chars()
-                    .filter(|&c| !is_control(c))
-                    .map(|c| if c == '\u{2029}' { ' ' } else { c })
-                    .collect();
-                text.trim_end_matches(' ').to_owned()
-            };
-            let (written, shown) = (plain(&logical), plain(&shown));
-            if shown != written {
+            let shown = ordered(&logical, None);
+            if shown != plain(&logical) {
                 self.aside(&shown, raw, last.raw_end, out);
             }
         }
     }
+
+    /// Text a browser shows apart from the text around it — an attribute's value (an
+    /// `<input>`'s, an image's `alt`), a `<textarea>`'s text — as it is shown: ordered by its
+    /// own bidi controls, in its element's direction (`rtl`; none: its first strong
+    /// character's), its order overridden when the element's style says so (`overrides`).
+    /// Written as an aside when that order differs from the written one. Each paragraph of
+    /// `text` (U+2029 between attribute values) is ordered on its own.
+    pub(super) fn shown_apart(
+        &mut self,
+        text: &str,
+        rtl: Option<bool>,
+        overrides: bool,
+        raw: u64,
+        raw_end: u64,
+        out: &mut String,
+    ) {
+        if !overrides && !text.contains(is_control) {
+            return;
+        }
+        let logical = if overrides {
+            let (open, close) = (
+                if rtl == Some(true) {
+                    '\u{202E}'
+                } else {
+                    '\u{202D}'
+                },
+                '\u{202C}',
+            );
+            let mut forced = String::with_capacity(text.len() + 8);
+            for (i, paragraph) in text.split(['\u{2029}', '\n', '\r']).enumerate() {
+                if i > 0 {
+                    forced.push('\u{2029}');
+                }
+                forced.push(open);
+                forced.push_str(paragraph);
+                forced.push(close);
+            }
+            forced
+        } else {
+            text.to_owned()
+        };
+        let shown = ordered(&logical, rtl);
+        if shown != plain(text) && shown.chars().any(char::is_alphanumeric) {
+            self.aside(&shown, raw, raw_end, out);
+        }
+    }
+}
+
+/// `logical` as a renderer shows it: each paragraph ordered by the Unicode Bidirectional
+/// Algorithm (its direction `rtl`, or none: its first strong character's), read one after the
+/// other with a space between, the controls dropped.
+fn ordered(logical: &str, rtl: Option<bool>) -> String {
+    let level = rtl.map(|rtl| {
+        if rtl {
+            unicode_bidi::Level::rtl()
+        } else {
+            unicode_bidi::Level::ltr()
+        }
+    });
+    let info = BidiInfo::new(logical, level);
+    let mut shown = String::with_capacity(logical.len());
+    for para in &info.paragraphs {
+        shown.push_str(&info.reorder_line(para, para.range.clone()));
+        shown.push(' ');
+    }
+    plain(&shown)
+}
+
+/// Text as read without its bidi controls, paragraphs one after the other with a space
+/// between.
+fn plain(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .filter(|&c| !is_control(c))
+        .map(|c| if c == '\u{2029}' { ' ' } else { c })
+        .collect();
+    text.trim_end_matches(' ').to_owned()
 }
 
 /// A blank line: the end of a Markdown paragraph.

@@ -27,6 +27,7 @@
 //! comment, a tag's attributes or a link destination is written as an aside every
 //! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
 
+mod attributes;
 mod blocks;
 pub(super) use blocks::LineLead;
 pub(super) mod css;
@@ -503,6 +504,12 @@ impl Normalizer {
                 text
             };
             self.aside(&decoded, raw, raw_end, out);
+            // A raw-text element's text as a browser shows it apart (a `<textarea>`'s, in its
+            // element's direction and override), when that order differs. (A tag's values
+            // are ordered each on its own, `html/attributes.rs`.)
+            if let Some((rtl, overrides)) = self.raw_text_order.take() {
+                self.shown_apart(&decoded, rtl, overrides, raw, raw_end, out);
+            }
             if decoded.contains('<') {
                 let bare = without_tags(&decoded);
                 if bare != decoded && bare.chars().any(char::is_alphanumeric) {

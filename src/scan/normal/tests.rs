@@ -1355,8 +1355,6 @@ fn text_a_style_may_hide_is_read_both_ways() {
         "for<i style=display:none>x</i>bid<b style=\"foo:1\">den</b> fruit",
         "forbid<b style=\"foo:1\">den</b><i style=display:none>x</i> fruit",
         "<p style=\"foo:1\">forbid<span style=display:none>zz</span>den fruit</p>",
-        "<link rel=stylesheet href=a.css><p>forbid<span class=h>zz</span>den fruit</p>",
-        "<link rel=stylesheet href=a.css><p>for<i>x</i>bid<b>den</b> fruit</p>",
         "forbid<i style=display:none>x</i>den fruit<b style=\"foo:1\">zzz",
         "<div style=foo:1><p style=foo:1>forbid<span style=display:none>zz</span>den <b style=foo:1>fr</b>uit</p></div>",
     ] {
@@ -1365,7 +1363,7 @@ fn text_a_style_may_hide_is_read_both_ways() {
         same_view_at_every_split(text);
     }
     // Dense: as many elements in doubt as one likes, a bounded view.
-    let dense = "<link rel=stylesheet href=a.css>".to_owned() + &"<b>a</b> ".repeat(4000);
+    let dense = "<b style=foo:1>a</b> ".repeat(4000);
     let view = full(&dense);
     assert!(
         view.len() < 64 * dense.len(),
@@ -1436,12 +1434,9 @@ fn review_13_readings() {
 #[test]
 fn review_14_readings() {
     for text in [
-        "<style>@import \"data:text/css,.h{display:none}\";</style>forbid<span class=h>XX</span>den fruit",
-        "<svg><style>.h{display&#58;none}</style></svg>forbid<span class=h>XX</span>den fruit",
         "forbid<a style=\"display:none\">XX<a>den fruit",
         "forbid<nobr style=\"display:none\">XX<nobr>den fruit",
         "forbid<details style=display:inline><summary style=display:none></summary>XX</details>den fruit",
-        "<style>div { .h { display:none } }</style><div>forbid<span class=h>XX</span>den fruit</div>",
         "<svg width=400 height=40><text x=0 y=20>forbid<tspan display=\"none\">XX</tspan>den fruit</text></svg>",
         "<svg><text>forbid<tspan visibility=\"hidden\" font-size=\"0\">XX</tspan>den fruit</text></svg>",
         "<svg><text>forbid<tspan fill-opacity=\"0\">XX</tspan>den fruit</text></svg>",
@@ -1465,10 +1460,29 @@ fn review_14_readings() {
             "forbid<span class=h>XX</span>den fruit<link rel=stylesheet href=\"x.css\">",
             true,
         ),
+        // Review 15: a sheet the view does not read (linked, imported, nested, escaped) may
+        // order any text as well as hide it: refused.
         (
             "<html><head><link rel=stylesheet href=x.css></head><body>forbidden fruit",
-            false,
+            true,
         ),
+        ("<link rel=icon href=x.png>forbidden fruit", false),
+        ("Add a <link> tag to the head.", false),
+        ("<link rel=\"Alternate StyleSheet\" href=x>", true),
+        ("<link rel=&#115;tylesheet href=x>", true),
+        (
+            "<style>@import \"data:text/css,.h{display:none}\";</style>forbid<span class=h>XX</span>den fruit",
+            true,
+        ),
+        (
+            "<svg><style>.h{display&#58;none}</style></svg>forbid<span class=h>XX</span>den fruit",
+            true,
+        ),
+        (
+            "<style>div { .h { display:none } }</style><div>forbid<span class=h>XX</span>den fruit</div>",
+            true,
+        ),
+        ("<style>p{color:red}</style><p>forbidden fruit</p>", false),
         (
             "<style>.x::before{content:\"forbidden f\" \"ruit\"}</style><span class=x></span>",
             true,
@@ -1595,8 +1609,8 @@ fn text_dense_with_readings_is_released_as_it_streams() {
             format!("{}{}", prose.repeat(2), "a\u{200b}\nb "),
         ),
         (
-            "after_link",
-            "<link rel=stylesheet href=x>",
+            "after_rule",
+            "<style>b{foo:1}</style>",
             format!("{}{}", prose.repeat(2), "<b>x</b> "),
         ),
         (
@@ -1756,4 +1770,46 @@ fn review_15_readings() {
         same_view_at_every_split(text);
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// Review 15 (V15-05): text a browser shows apart from the text around it — an input's value
+/// or placeholder, an image's `alt`, a `<textarea>`'s text — in the order its own bidi
+/// controls, its element's direction and its element's override give it.
+#[test]
+fn text_shown_apart_reads_in_its_own_order() {
+    for text in [
+        "<input style=\"width:300px\" value=\"&#x202e;tiurf neddibrof\">",
+        "<input style=\"width:300px\" placeholder=\"&#x202e;tiurf neddibrof\">",
+        "<input type=button dir=rtl style=\"unicode-bidi:bidi-override\" value=\"tiurf neddibrof\">",
+        "<input value=\"\u{202e}tiurf neddibrof\u{202c}\" title=\"x\">",
+        "<img src=x alt=\"&#x202E;tiurf neddibrof&#x202C;\">",
+        "<style>input{direction:rtl;unicode-bidi:bidi-override}</style><input value=\"tiurf neddibrof\">",
+        "<div dir=rtl><input style=\"unicode-bidi:bidi-override\" value=\"tiurf neddibrof\"></div>",
+        "<textarea>&#x202e;tiurf neddibrof</textarea>",
+        "<textarea dir=rtl style=\"unicode-bidi:bidi-override\">tiurf neddibrof</textarea>",
+        "<input value=\"&#x202e;tiurf neddibrof\" placeholder=\"&#x202e;yllis\">",
+    ] {
+        let (view, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_none(), "{text:?}");
+        assert!(reads(&view, "forbidden fruit"), "{text:?} reads {view:?}");
+        same_view_at_every_split(text);
+    }
+    // One value's control orders that value alone.
+    let view = full("<input value=\"&#x202e;tiurf neddibrof\" placeholder=\"abc def\">");
+    assert!(reads(&view, "forbidden fruit"), "{view:?}");
+    assert!(!view.contains("fed cba"), "{view:?}");
+    // Values with no control, no override: no other reading.
+    for text in [
+        "<input value=\"tiurf neddibrof\" dir=rtl>",
+        "<input value=\"tiurf neddibrof\">",
+    ] {
+        assert_eq!(full(text).lines().count(), 2, "{text:?}");
+    }
+    // Values too long to keep under an override: refused.
+    let long = format!(
+        "<input dir=rtl style=\"unicode-bidi:bidi-override\" value=\"{}\">",
+        "a".repeat(2000)
+    );
+    let (_, mut n) = view_of(&long, &[], Normalize::Full);
+    assert!(n.take_refusal().is_some());
 }

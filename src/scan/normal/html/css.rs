@@ -21,9 +21,10 @@
 //! A `<style>` element's rules (`css/sheet.rs`) apply to the elements after it: each rule whose declarations may
 //! hide is kept by its subject (the last compound selector: a tag name, classes, an id;
 //! combinators, pseudo-classes and attribute selectors are not read, so a rule is read as
-//! applying to more elements than it does, never fewer). Past 256 subjects, or a
-//! style sheet longer than [`MAX_SHEET`], or a `<link>` to one, every element after it is read
-//! both ways.
+//! applying to more elements than it does, never fewer). Past 256 subjects every element
+//! after it is read both ways (a rule that orders text past them is refused). A sheet the
+//! view does not read — longer than [`MAX_SHEET`], imported, nested, escaped, or linked
+//! (`attributes.rs`) — may hide or reorder any text: refused.
 
 pub(in crate::scan::normal) mod readings;
 mod sheet;

@@ -23,8 +23,9 @@
 use super::super::chars::is_paragraph_end;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
+use super::attributes::MAX_STYLE;
 use super::css;
-use super::syntax::{not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, SHOWN_IN_DOUBT, VOID};
+use super::syntax::{not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SHOWN_IN_DOUBT, VOID};
 use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
 
 /// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
@@ -37,15 +38,9 @@ const BREAKOUT: [&str; 45] = [
     "strike", "sub", "sup", "table", "tt", "u", "ul", "var",
 ];
 
-/// The attribute values read for CSS ([`Normalizer::css_attribute_named`]).
-const STYLE: u8 = 1;
-const CLASS: u8 = 2;
-const ID: u8 = 3;
-const PRESENTATION_BIDI: u8 = 4;
-
 /// A direction an element sets (its `dir`, its style), which the elements inside inherit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Direction {
+pub(super) enum Direction {
     Ltr,
     Rtl,
     /// `dir=auto`: the direction of the first strong character inside.
@@ -56,6 +51,15 @@ impl Direction {
     /// A style's direction (`Some(true)`: right to left).
     fn of_style(rtl: Option<bool>) -> Option<Direction> {
         rtl.map(|rtl| if rtl { Direction::Rtl } else { Direction::Ltr })
+    }
+
+    /// Right to left (`None`: `auto`, the first strong character's).
+    pub(super) fn is_rtl(self) -> Option<bool> {
+        match self {
+            Direction::Ltr => Some(false),
+            Direction::Rtl => Some(true),
+            Direction::Auto => None,
+        }
     }
 }
 
@@ -88,26 +92,8 @@ fn closed_by(name: &str) -> &'static [&'static str] {
     }
 }
 
-/// SVG's presentation attributes that can hide, shrink or move text: an element in foreign
-/// content with one may hide its text.
-#[rustfmt::skip]
-const PRESENTATION: [&str; 20] = [
-    "display", "visibility", "opacity", "fill", "fill-opacity", "stroke", "stroke-opacity",
-    "font-size", "font", "transform", "clip-path", "mask", "filter",
-    "x", "y", "dx", "dy", "textlength", "lengthadjust", "rotate",
-];
-
-/// A `style` value's characters read (a longer one is read as hiding).
-const MAX_STYLE: usize = 512;
-
-/// A `class` or `id` value's characters kept.
-const MAX_CLASS: usize = 256;
-
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
-
-/// A `dir` value's characters kept (references in it decoded when the tag ends).
-const MAX_DIR: usize = 32;
 
 /// Inline elements kept open; past it, the outermost is forgotten (its end tag closes
 /// nothing).
@@ -159,52 +145,7 @@ impl Normalizer {
         self.presentation_value.clear();
         self.class_value.clear();
         self.id_value.clear();
-    }
-
-    /// A character of an attribute's value: kept when it is a `dir`'s, a `style`'s, a
-    /// `class`'s or an `id`'s.
-    pub(super) fn attribute_value_char(&mut self, c: char) {
-        if self.dir_attribute && self.dir_value.len() < MAX_DIR {
-            self.dir_value.push(c);
-        }
-        let (value, max) = match self.css_value {
-            STYLE => (&mut self.style_value, MAX_STYLE),
-            CLASS => (&mut self.class_value, MAX_CLASS),
-            ID => (&mut self.id_value, MAX_CLASS),
-            PRESENTATION_BIDI => (&mut self.presentation_value, MAX_CLASS),
-            _ => return,
-        };
-        // (One past the bound is kept: a style longer than it is read as hiding.)
-        if value.len() <= max {
-            value.push(c);
-        }
-    }
-
-    /// An attribute's name ended: which of `style`, `class` and `id` its value is (the first
-    /// of each counts, as a browser takes it).
-    pub(super) fn css_attribute_named(&mut self) {
-        // Attributes that style the element as a style would (SVG's presentation attributes):
-        // in foreign content, it may hide its text.
-        if PRESENTATION.contains(&self.attribute_name.as_str()) {
-            self.tag_may_hide = true;
-        }
-        self.css_value = match self.attribute_name.as_str() {
-            "style" if self.style_value.is_empty() => STYLE,
-            "class" if self.class_value.is_empty() => CLASS,
-            "id" if self.id_value.is_empty() => ID,
-            name @ ("direction" | "unicode-bidi") if self.presentation_value.len() < MAX_CLASS => {
-                self.presentation_value.push(';');
-                self.presentation_value.push_str(name);
-                self.presentation_value.push(':');
-                PRESENTATION_BIDI
-            }
-            _ => 0,
-        };
-        // A `style` attribute with no value says nothing; one read is marked, so an empty
-        // value (`style=""`) is not taken for a second one.
-        if self.css_value == STYLE {
-            self.style_value.push(' ');
-        }
+        self.attribute_values.clear();
     }
 
     /// What the start tag `name` that ended does to its text by CSS: whether it may hide it,
@@ -216,13 +157,7 @@ impl Normalizer {
             std::mem::take(&mut self.id_value),
         );
         if name == "link" {
-            // A style sheet applies to the elements before it too: with any read, refused.
-            let sheet = self.sheet.get_or_insert_default();
-            let late = sheet.seen_any();
-            sheet.everything();
-            if late {
-                self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
-            }
+            self.linked_sheet();
         }
         let mut style = if value.is_empty() {
             css::Style::default()
@@ -349,6 +284,26 @@ impl Normalizer {
                 self.browser_sees_again();
             }
         }
+        // The element's own direction (its style, else its `dir`).
+        let own = Direction::of_style(style.direction).or_else(|| {
+            match dir.trim().to_ascii_lowercase().as_str() {
+                "rtl" => Some(Direction::Rtl),
+                "ltr" => Some(Direction::Ltr),
+                "auto" => Some(Direction::Auto),
+                _ => None,
+            }
+        });
+        // What a browser shows apart from the text, in its own order: the start tag's values
+        // (an input's), a `<textarea>`'s text (when it ends, `html.rs`).
+        self.raw_text_order = None;
+        if !self.tag_closing {
+            let direction = own.or_else(|| self.inherited_direction());
+            let overrides = style.bidi_override;
+            self.attributes_shown(direction, overrides, raw_end, out);
+            if RAW_TEXT.contains(&name.as_str()) {
+                self.raw_text_order = Some((direction.and_then(Direction::is_rtl), overrides));
+            }
+        }
         if self.tag_closing {
             self.join_end_tag(&name);
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
@@ -376,14 +331,6 @@ impl Normalizer {
             // `<bdo>` isolates its text and overrides its direction (CSS `unicode-bidi:
             // isolate-override`): an isolate and an override, so neutrals around it resolve
             // as around one character. (CSS's `unicode-bidi: bidi-override` does the same.)
-            let own = Direction::of_style(style.direction).or_else(|| {
-                match dir.trim().to_ascii_lowercase().as_str() {
-                    "rtl" => Some(Direction::Rtl),
-                    "ltr" => Some(Direction::Ltr),
-                    "auto" => Some(Direction::Auto),
-                    _ => None,
-                }
-            });
             let over = if name == "bdo" || style.bidi_override {
                 match own.or_else(|| self.inherited_direction()) {
                     Some(Direction::Rtl) => Some(['\u{2067}', '\u{202E}']),

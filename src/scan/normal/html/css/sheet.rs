@@ -3,10 +3,11 @@
 
 use super::{declarations, Style};
 
-/// Past this many hiding rules' subjects, every element is read both ways.
+/// Past this many rules' subjects, every element is read both ways (a rule that orders text
+/// past it is refused).
 const MAX_RULES: usize = 256;
 
-/// A style sheet longer than this is read as hiding every element.
+/// A style sheet longer than this is not read: refused.
 pub(in crate::scan::normal) const MAX_SHEET: usize = 16 * 1024;
 
 /// An element a rule applies to: its tag name, classes and id (each absent: any), and what
@@ -23,7 +24,7 @@ struct Subject {
 #[derive(Debug, Clone, Default)]
 pub(in crate::scan::normal) struct StyleSheet {
     subjects: Vec<Subject>,
-    /// Every element may be hidden (a rule for any element, a sheet not read).
+    /// Every element may be hidden (a rule for any element that hides, rules past the bound).
     all: bool,
     /// The elements started so far, as a rule would select them (tag, classes, id): a style
     /// sheet applies to the elements before it too, whose text may have been released.
@@ -32,8 +33,9 @@ pub(in crate::scan::normal) struct StyleSheet {
     seen_hashes: std::collections::HashSet<u64>,
     /// More than [`MAX_SEEN`] kinds of element were seen.
     seen_past_bound: bool,
-    /// A rule the view does not read: a pseudo-element's `content` adds text, a style of an
-    /// element's first letter or line hides part of its text (`add_late` refuses it).
+    /// A rule or sheet the view does not read: a pseudo-element's `content` adds text, a style
+    /// of an element's first letter or line hides part of its text, an import, nesting, an
+    /// escape, a sheet past the bound (it may hide or order any text: `add_late` refuses it).
     unread: bool,
 }
 
@@ -42,22 +44,6 @@ pub(in crate::scan::normal) struct StyleSheet {
 const MAX_SEEN: usize = 1024;
 
 impl StyleSheet {
-    /// Every element after it may be hidden (a `<link>` to a style sheet, one too long).
-    pub(in crate::scan::normal) fn everything(&mut self) {
-        self.all = true;
-    }
-
-    /// Whether an element was read before.
-    pub(in crate::scan::normal) fn seen_any(&self) -> bool {
-        self.seen_past_bound
-            || self.seen.iter().any(|(tag, _, _)| {
-                !matches!(
-                    tag.as_str(),
-                    "html" | "head" | "title" | "meta" | "base" | "script" | "style" | "noscript"
-                )
-            })
-    }
-
     /// An element started: remembered for the style sheets after it.
     pub(in crate::scan::normal) fn seen(&mut self, tag: &str, class: &str, id: &str) {
         use std::hash::{Hash, Hasher};
@@ -96,10 +82,14 @@ impl StyleSheet {
         self.all |= new.all;
         for s in new.subjects {
             if self.subjects.len() >= MAX_RULES {
+                // (A rule that orders text, dropped, is not read: refused.)
+                if s.style.bidi_override || s.style.direction.is_some() {
+                    return true;
+                }
                 self.all = true;
-                break;
+            } else {
+                self.subjects.push(s);
             }
-            self.subjects.push(s);
         }
         late
     }
@@ -119,8 +109,9 @@ impl StyleSheet {
     fn add(&mut self, text: &str) {
         // An escape, or a character reference (decoded in foreign content's `<style>`), is
         // not read: every element may be hidden.
+        // (Not read, it may also order any text: refused.)
         if text.len() >= MAX_SHEET || text.contains(['\\', '&']) {
-            self.all = true;
+            self.unread = true;
             return;
         }
         // Comments go; a rule is `selectors { declarations }`; an at-rule's block (`@media
@@ -128,7 +119,7 @@ impl StyleSheet {
         let text = strip_comments(text);
         // A sheet it imports is not read: every element may be hidden.
         if text.to_ascii_lowercase().contains("@import") {
-            self.all = true;
+            self.unread = true;
             return;
         }
         // Counter styles make the text of list markers.
@@ -148,7 +139,7 @@ impl StyleSheet {
             let block = &text[open + 1..close];
             // Nested rules (CSS nesting) are not read: every element may be hidden.
             if block.contains('{') {
-                self.all = true;
+                self.unread = true;
                 return;
             }
             // Text a pseudo-element adds (`content`) is shown where the text does not say:
@@ -225,8 +216,22 @@ impl StyleSheet {
         let any = subject.tag.is_none() && subject.classes.is_empty() && subject.id.is_none();
         // (A rule for any element that only sets a direction or an override is kept as it
         // is: every element then reads it.)
-        if (any && style.hides) || self.subjects.len() >= MAX_RULES {
+        // A rule for any element that hides: every element may be hidden (its order, if it
+        // sets one, is kept as a subject's). Past the bound, a rule that orders text is not
+        // read (refused); one that hides makes every element read both ways.
+        let orders = style.bidi_override || style.direction.is_some();
+        if any && style.hides {
             self.all = true;
+            if !orders {
+                return;
+            }
+        }
+        if self.subjects.len() >= MAX_RULES {
+            if orders {
+                self.unread = true;
+            } else {
+                self.all = true;
+            }
         } else {
             self.subjects.push(subject);
         }

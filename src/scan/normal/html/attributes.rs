@@ -1,0 +1,131 @@
+//! A start tag's attributes: the values read for CSS (`style`, `class`, `id`, SVG's
+//! presentation attributes: `css.rs`), its `dir`, and the text of its values as a browser
+//! shows some of them apart from the text around them — an `<input>`'s `value` and
+//! `placeholder`, an image's `alt` — in their own order: by the bidi controls in them, in the
+//! element's direction, and reversed or forced by the element's own override
+//! (`unicode-bidi: bidi-override`). That order is an aside (`bidi.rs`'s `shown_apart`).
+//! A `<link>` to a style sheet (its values say `stylesheet`) is refused: a sheet the view
+//! cannot read may hide or reorder any text, before the link too.
+
+use super::super::markup::decode_references;
+use super::super::Normalizer;
+use super::elements::Direction;
+
+/// The attribute values read for CSS ([`Normalizer::css_attribute_named`]).
+pub(super) const STYLE: u8 = 1;
+pub(super) const CLASS: u8 = 2;
+pub(super) const ID: u8 = 3;
+pub(super) const PRESENTATION_BIDI: u8 = 4;
+
+/// A start tag's attribute values kept (their text, for the order a browser shows them in).
+const MAX_ATTRIBUTE_TEXT: usize = 1024;
+
+/// SVG's presentation attributes that can hide, shrink or move text: an element in foreign
+/// content with one may hide its text.
+#[rustfmt::skip]
+const PRESENTATION: [&str; 20] = [
+    "display", "visibility", "opacity", "fill", "fill-opacity", "stroke", "stroke-opacity",
+    "font-size", "font", "transform", "clip-path", "mask", "filter",
+    "x", "y", "dx", "dy", "textlength", "lengthadjust", "rotate",
+];
+
+/// A `style` value's characters read (a longer one is read as hiding).
+pub(super) const MAX_STYLE: usize = 512;
+
+/// A `class` or `id` value's characters kept.
+const MAX_CLASS: usize = 256;
+
+/// A `dir` value's characters kept (references in it decoded when the tag ends).
+const MAX_DIR: usize = 32;
+
+impl Normalizer {
+    /// A character of an attribute's value: kept when it is a `dir`'s, a `style`'s, a
+    /// `class`'s or an `id`'s.
+    pub(in crate::scan::normal) fn attribute_value_char(&mut self, c: char) {
+        // (One past the bound is kept: a longer text is known to be cut.)
+        if self.attribute_values.len() <= MAX_ATTRIBUTE_TEXT {
+            self.attribute_values.push(c);
+        }
+        if self.dir_attribute && self.dir_value.len() < MAX_DIR {
+            self.dir_value.push(c);
+        }
+        let (value, max) = match self.css_value {
+            STYLE => (&mut self.style_value, MAX_STYLE),
+            CLASS => (&mut self.class_value, MAX_CLASS),
+            ID => (&mut self.id_value, MAX_CLASS),
+            PRESENTATION_BIDI => (&mut self.presentation_value, MAX_CLASS),
+            _ => return,
+        };
+        // (One past the bound is kept: a style longer than it is read as hiding.)
+        if value.len() <= max {
+            value.push(c);
+        }
+    }
+
+    /// An attribute's name ended: which of `style`, `class` and `id` its value is (the first
+    /// of each counts, as a browser takes it).
+    pub(in crate::scan::normal) fn css_attribute_named(&mut self) {
+        // Each value is a paragraph of its own.
+        if !self.attribute_values.is_empty() && !self.attribute_values.ends_with('\u{2029}') {
+            self.attribute_values.push('\u{2029}');
+        }
+        // Attributes that style the element as a style would (SVG's presentation attributes):
+        // in foreign content, it may hide its text.
+        if PRESENTATION.contains(&self.attribute_name.as_str()) {
+            self.tag_may_hide = true;
+        }
+        self.css_value = match self.attribute_name.as_str() {
+            "style" if self.style_value.is_empty() => STYLE,
+            "class" if self.class_value.is_empty() => CLASS,
+            "id" if self.id_value.is_empty() => ID,
+            name @ ("direction" | "unicode-bidi") if self.presentation_value.len() < MAX_CLASS => {
+                self.presentation_value.push(';');
+                self.presentation_value.push_str(name);
+                self.presentation_value.push(':');
+                PRESENTATION_BIDI
+            }
+            _ => 0,
+        };
+        // A `style` attribute with no value says nothing; one read is marked, so an empty
+        // value (`style=""`) is not taken for a second one.
+        if self.css_value == STYLE {
+            self.style_value.push(' ');
+        }
+    }
+
+    /// A `<link>`: one to a style sheet is refused (the sheet is not read; it may hide or
+    /// reorder any text, and applies to the text before it too). A tag whose values were too
+    /// long to keep is read as one.
+    pub(super) fn linked_sheet(&mut self) {
+        let values = decode_references(&self.attribute_values).to_ascii_lowercase();
+        if self.attribute_values.len() > MAX_ATTRIBUTE_TEXT || values.contains("stylesheet") {
+            self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
+        }
+    }
+
+    /// A start tag ended: its attribute values as a browser shows them apart (an input's
+    /// value, an image's `alt`), ordered in the element's direction and by its override
+    /// (`overrides`), when that order differs from the written one. Values too long to keep
+    /// under an override are refused.
+    pub(super) fn attributes_shown(
+        &mut self,
+        direction: Option<Direction>,
+        overrides: bool,
+        raw_end: u64,
+        out: &mut String,
+    ) {
+        if self.attribute_values.is_empty() {
+            return;
+        }
+        let values = std::mem::take(&mut self.attribute_values);
+        if overrides && values.len() > MAX_ATTRIBUTE_TEXT {
+            self.refuse(self.tag_raw_at, raw_end);
+        }
+        let text = decode_references(&values);
+        let rtl = direction.and_then(Direction::is_rtl);
+        self.shown_apart(&text, rtl, overrides, self.tag_raw_at, raw_end, out);
+        // (The buffer's room is kept for the next tag.)
+        self.attribute_values = values;
+        self.attribute_values.clear();
+    }
+}
