@@ -111,6 +111,9 @@ const PIECES: &[&str] = &[
     "<b style=foo:1>",
     "</b>",
     "<style>i{foo:1}</style>",
+    // Blocks, and an end tag that may close none.
+    "<div>",
+    "</div>",
     "<",
     ">",
     "x",

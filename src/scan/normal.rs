@@ -234,7 +234,14 @@ pub struct Normalizer {
     /// `full`: the start tag read so far has a presentation attribute (`html/elements.rs`).
     tag_may_hide: bool,
     /// `full`: the tag that ended makes a break a style may remove (`html/elements.rs`).
-    break_in_doubt: bool,
+    break_in_doubt: Option<join::Unbroken>,
+    /// `full`: the end tag that ended closes no element open (`Some`), and whether it may
+    /// close one a browser keeps open (one a blank line or the bound made the view forget:
+    /// their names, and whether more were); whether the last text character was white space
+    /// (`html/elements.rs`).
+    stray_end_tag: Option<bool>,
+    forgotten: (Vec<String>, bool),
+    text_space_before: bool,
     /// `full`: the tag being read (its name when short, whether it is an end tag, its `dir`
     /// value), the inline elements open around the text, whether the text
     /// is a hidden annotation, and whether the line is blank so far (`html/elements.rs`).
@@ -329,7 +336,10 @@ impl Normalizer {
             attribute_name: String::new(),
             hidden_attribute: false,
             tag_may_hide: false,
-            break_in_doubt: false,
+            break_in_doubt: None,
+            stray_end_tag: None,
+            forgotten: (Vec::new(), false),
+            text_space_before: false,
             tag_element: String::new(),
             tag_closing: false,
             dir_attribute: false,

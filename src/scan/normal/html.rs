@@ -39,7 +39,7 @@ mod table;
 pub(super) use table::Table;
 mod tag;
 
-pub(super) use syntax::{attr, not_shown, Destination, HIDDEN_ELEMENT, RAW_TEXT, VOID};
+pub(super) use syntax::{attr, not_shown, Destination, RAW_TEXT, VOID};
 
 use super::chars::is_paragraph_end;
 use super::{Normalizer, Unit};
@@ -161,24 +161,17 @@ impl Normalizer {
                     None if !spelled && c == '>' => {
                         self.attribute_name_ends();
                         self.end_hidden(out);
-                        // `hidden`: a browser shows nothing of the element, up to its end —
-                        // not even the break a block would make.
-                        let hidden = self.hidden_attribute
-                            && !self.hidden_element.is_empty()
-                            && !VOID.contains(&self.hidden_element.as_str());
                         self.markup = match self.raw_text.take() {
                             Some(element) => Markup::RawText {
                                 element,
                                 matched: 0,
                             },
-                            None if hidden => Markup::RawText {
-                                element: HIDDEN_ELEMENT,
-                                matched: 0,
-                            },
                             None => Markup::Text,
                         };
-                        // (`hidden` is read by the tag's style too: `elements.rs`.)
-                        self.tag_shown(block && !hidden, raw, raw_end, out);
+                        // (`hidden`: a browser shows nothing of the element up to its end,
+                        // which Markdown's constructs around it may make: read as a style
+                        // that may hide it is, `elements.rs`.)
+                        self.tag_shown(block, raw, raw_end, out);
                         self.hidden_attribute = false;
                         return;
                     }
@@ -233,52 +226,8 @@ impl Normalizer {
                 self.markup = Markup::Comment { dashes, bang, read };
                 return self.hide(unit, out);
             }
-            // An element hidden by its `hidden` attribute: its text up to the next tag. The
-            // parser may close it before its own end tag (an ancestor's end tag closes it, a
-            // `<p>` closes a `<p hidden>`): ending at any tag never hides what a browser shows.
-            Markup::RawText {
-                element: HIDDEN_ELEMENT,
-                matched,
-            } if !spelled
-                && (c == '<' || matched > 0)
-                && usize::from(matched) < 2 + self.hidden_element.len() =>
-            {
-                let name = &self.hidden_element;
-                let m = usize::from(matched);
-                let continues = match m {
-                    0 => c == '<',
-                    1 => c == '/',
-                    _ => {
-                        name.as_bytes().get(m - 2).map(|b| char::from(*b))
-                            == Some(c.to_ascii_lowercase())
-                    }
-                };
-                // A whole `</name` is its own end tag: the raw-text rule below reads what ends it.
-                if continues {
-                    self.markup = Markup::RawText {
-                        element: HIDDEN_ELEMENT,
-                        matched: matched + 1,
-                    };
-                    return self.hide(unit, out);
-                }
-                // Another tag: the hidden text ends before it, and it is read as markup.
-                let taken = if self.hidden.len() >= m {
-                    self.hidden.split_off(self.hidden.len() - m)
-                } else {
-                    Vec::new()
-                };
-                self.end_hidden(out);
-                self.markup = Markup::Text;
-                for u in taken {
-                    self.html_char(u.c, u.raw, u.raw_end, false, out);
-                }
-                return self.html_char(c, raw, raw_end, spelled, out);
-            }
             Markup::RawText { element, matched } => {
-                let name = match element {
-                    HIDDEN_ELEMENT => self.hidden_element.as_str(),
-                    e => RAW_TEXT[usize::from(e)],
-                };
+                let name = RAW_TEXT[usize::from(element)];
                 let close = 2 + name.len();
                 let wanted = match usize::from(matched) {
                     0 => Some('<'),
@@ -530,9 +479,7 @@ impl Normalizer {
                 self.tag_ended(true);
             }
             // A style sheet never closed applies all the same.
-            Markup::RawText { element, .. }
-                if element != HIDDEN_ELEMENT && RAW_TEXT[usize::from(element)] == "style" =>
-            {
+            Markup::RawText { element, .. } if RAW_TEXT[usize::from(element)] == "style" => {
                 self.end_hidden(out);
                 self.style_sheet_ended(self.raw_len);
             }

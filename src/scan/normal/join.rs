@@ -90,6 +90,15 @@ static COMMONMARK_TAG: LazyLock<regex::Regex> = LazyLock::new(|| {
 /// Bytes of the view after an autolink that its aside joins to the context.
 pub(super) const TRAIL: usize = 192;
 
+/// How a block's break may be missing (`html/tag.rs`): in line (its own `display`, an end
+/// tag that may close nothing: the white space around it is the words'), or side by side (a
+/// layout's items: the white space between them is not shown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unbroken {
+    Inline,
+    SideBySide,
+}
+
 /// The browser's reading (autolinks, images, no-autolinks).
 pub(super) const BROWSER: usize = 0;
 /// The Markdown renderer's reading (tags CommonMark does not read).
@@ -347,26 +356,34 @@ impl Normalizer {
     /// A line break next to a U+200B (`segment.rs`): a browser shows none there, so the view
     /// before the white space is joined to what comes after it.
     pub(super) fn join_across_break(&mut self, raw: u64) {
-        self.join_across(raw, false);
+        self.join_across(raw, None);
     }
 
-    /// A block's tag whose style may remove the break it makes (`html/tag.rs`): the view
-    /// before it is joined to what comes after it.
-    pub(super) fn join_across_block(&mut self, raw: u64) {
-        self.join_across(raw, true);
+    /// A block's tag whose break may not be there (`html/tag.rs`): the view before it is
+    /// joined to what comes after it.
+    pub(super) fn join_across_block(&mut self, raw: u64, unbroken: Unbroken) {
+        self.join_across(raw, Some(unbroken));
     }
 
-    fn join_across(&mut self, raw: u64, block: bool) {
+    fn join_across(&mut self, raw: u64, block: Option<Unbroken>) {
         if self.browser_waiting() && !self.browser_wait_moves_aside() {
             return;
         }
         let (mut context, context_raw) = self.context(BROWSER, raw);
         let kept = context.trim_end_matches([' ', '\t']).len();
         context.truncate(kept);
+        // Without the block's break, in line: the text's own white space before its tag (or
+        // after it: the next raw character decides) is a space. Side by side (a flex or grid
+        // layout's items): none is.
+        let inline = block == Some(Unbroken::Inline);
+        let space = inline && self.text_space_before;
+        if space {
+            context.push(' ');
+        }
         self.joins[BROWSER] = Some(Box::new(Join {
             closed: true,
-            trim: !block,
-            trim_unless_space: block,
+            trim: !inline || space,
+            trim_unless_space: inline && !space,
             ..Join::opening(context, context_raw, raw)
         }));
     }

@@ -21,6 +21,7 @@
 //!   first strong character's, which may come later) with an override is refused.
 
 use super::super::chars::is_paragraph_end;
+use super::super::join::Unbroken;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
 use super::attributes::MAX_STYLE;
@@ -178,6 +179,7 @@ impl Normalizer {
                 .any(|e| e.name == "svg" || e.name == "math");
         // Elements whose content a browser may or may not show are in doubt.
         style.hides |= (std::mem::take(&mut self.tag_may_hide) && foreign)
+            || self.hidden_attribute
             || name == "details"
             || SHOWN_IN_DOUBT.contains(&name);
         let presentation = std::mem::take(&mut self.presentation_value);
@@ -245,16 +247,31 @@ impl Normalizer {
         };
         // A style that sets how a block is displayed (`display: inline`): the break its tag
         // makes may not be there (`tag.rs` reads it both ways). (One that may hide it has its
-        // own reading, without its breaks.)
-        self.break_in_doubt = if self.tag_closing {
-            self.open_elements
-                .iter()
-                .rfind(|e| e.name == name)
-                .is_some_and(|e| e.display && !e.css_hidden)
+        // own reading, without its breaks.) So with one that sets how an element around it
+        // lays out its children (`display: flex`, `grid`: the blocks inside stand side by
+        // side).
+        let block = BLOCK_TAGS.contains(&name.as_str());
+        let laid_out = |around: &[OpenElement]| block && around.iter().any(|e| e.display);
+        let (shown, own, side) = if self.tag_closing {
+            match self.open_elements.iter().rposition(|e| e.name == name) {
+                Some(i) => {
+                    let e = &self.open_elements[i];
+                    (!e.css_hidden, e.display, laid_out(&self.open_elements[..i]))
+                }
+                None => (true, false, laid_out(&self.open_elements)),
+            }
         } else {
-            style.display
-                && (!style.hides || VOID.contains(&name.as_str()))
-                && BLOCK_TAGS.contains(&name.as_str())
+            (
+                !style.hides || VOID.contains(&name.as_str()),
+                style.display && block,
+                laid_out(&self.open_elements),
+            )
+        };
+        self.break_in_doubt = match (shown, side, own) {
+            (false, _, _) => None,
+            (true, true, _) => Some(Unbroken::SideBySide),
+            (true, false, true) => Some(Unbroken::Inline),
+            (true, false, false) => None,
         };
         self.table_tag(&name, self.tag_closing, out);
         let breaks_out = if self.tag_closing {
@@ -304,6 +321,20 @@ impl Normalizer {
                 self.raw_text_order = Some((direction.and_then(Direction::is_rtl), overrides));
             }
         }
+        // An end tag that closes no element a browser ignores (`</p>` and `</br>` aside,
+        // which it reads as `<p></p>` and `<br>`): no break.
+        self.stray_end_tag = (self.tag_closing
+            && !matches!(name.as_str(), "p" | "br")
+            && !self.open_elements.iter().any(|e| e.name == name))
+        .then(|| {
+            let (names, past_bound) = &mut self.forgotten;
+            // (A forgotten one it may close is closed then.)
+            let known = names
+                .iter()
+                .rposition(|n| *n == name)
+                .map(|i| names.remove(i));
+            known.is_some() || *past_bound
+        });
         if self.tag_closing {
             self.join_end_tag(&name);
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
@@ -348,7 +379,8 @@ impl Normalizer {
             // Past the bound the outermost element is forgotten (its end tag then closes
             // nothing), never the one opening now: an override is always read.
             if self.open_elements.len() >= MAX_OPEN {
-                self.open_elements.remove(0);
+                let e = self.open_elements.remove(0);
+                self.forget(e.name);
             }
             for c in over.into_iter().flatten() {
                 self.bidi_open_spelled(c, raw_end);
@@ -435,7 +467,13 @@ impl Normalizer {
         if self.annotation_hidden || self.open_elements.iter().any(|e| e.css_hidden) {
             self.hidden_past_blank_line(unit.raw);
         }
-        self.open_elements.retain(|e| e.overrides);
+        for e in std::mem::take(&mut self.open_elements) {
+            if e.overrides {
+                self.open_elements.push(e);
+            } else {
+                self.forget(e.name);
+            }
+        }
         self.style_elements_closed();
         self.annotation_hidden = false;
         self.element_hidden_ends(out);
@@ -495,6 +533,17 @@ impl Normalizer {
         }
     }
 
+    /// An element the view no longer keeps open (a blank line closed it for Markdown, the
+    /// bound): a browser may, so an end tag of its name may make a break.
+    fn forget(&mut self, name: String) {
+        let (names, past_bound) = &mut self.forgotten;
+        if names.len() >= MAX_OPEN {
+            *past_bound = true;
+        } else {
+            names.push(name);
+        }
+    }
+
     /// Closes the open elements from `from` on (innermost first): their overrides end where
     /// the tag that closes them starts.
     fn close_elements(&mut self, from: usize) {
@@ -533,6 +582,9 @@ impl Normalizer {
         out: &mut String,
     ) -> bool {
         let c = unit.c;
+        if spelled || c != '<' {
+            self.text_space_before = c.is_whitespace();
+        }
         if c == '\n' || (is_paragraph_end(c) && c != '\r') {
             if self.line_blank || c != '\n' {
                 self.elements_end_for_markdown(unit, out, true);

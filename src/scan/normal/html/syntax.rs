@@ -139,10 +139,6 @@ pub(in crate::scan::normal) fn not_shown(name: &str) -> bool {
 /// an element a style may hide (`elements.rs`).
 pub(in crate::scan::normal) const SHOWN_IN_DOUBT: [&str; 2] = ["object", "select"];
 
-/// [`Markup::RawText`]'s element for an element hidden by its `hidden` attribute: its text up
-/// to the next tag is hidden.
-pub(in crate::scan::normal) const HIDDEN_ELEMENT: u8 = u8::MAX;
-
 /// Elements without content or end tag: a `hidden` attribute on one hides nothing after it.
 pub(in crate::scan::normal) const VOID: [&str; 13] = [
     "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",

@@ -4,6 +4,7 @@
 
 use super::syntax::{attr, html_space, BLOCK_TAGS, RAW_TEXT};
 use super::{Markup, MAX_TAG};
+use crate::scan::normal::join::Unbroken;
 use crate::scan::normal::{Normalizer, Unit};
 
 impl Normalizer {
@@ -249,14 +250,20 @@ impl Normalizer {
         if block && waiting_before && !self.browser_waiting() {
             self.browser_reading_trims();
         }
-        if block && !(hidden_before && self.annotation_hidden) {
-            // A block a style displays otherwise: the words around its tag may join.
-            if std::mem::take(&mut self.break_in_doubt) {
-                self.join_across_block(raw);
+        let stray = self.stray_end_tag.take();
+        if block && !(hidden_before && self.annotation_hidden) && stray != Some(false) {
+            // A block a style displays otherwise, an end tag that may close nothing: the
+            // words around its tag may join.
+            let unbroken = match stray {
+                Some(true) => Some(Unbroken::Inline),
+                _ => self.break_in_doubt.take(),
+            };
+            if let Some(unbroken) = unbroken {
+                self.join_across_block(raw, unbroken);
             }
             self.markup_char(' ', raw, raw_end, true, out);
         }
-        self.break_in_doubt = false;
+        self.break_in_doubt = None;
         // A browser lays `<wbr>` out as a U+200B: a line break next to it shows as nothing
         // (`segment.rs`).
         if std::mem::take(&mut self.wbr) {
