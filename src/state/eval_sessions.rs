@@ -212,6 +212,62 @@ fn make_room(
     }
 }
 
+/// Room for a last turn of `need` bytes for `session`: while it does not fit, the key holding
+/// the most bytes of last turns — when that is another key, holding more than `session`'s
+/// would — loses its least recently used ones (their session evals then report that the
+/// last turn was not kept). One tenant filling the store cannot crowd out another's.
+fn make_byte_room(
+    entries: &mut HashMap<SessionRef, Entry>,
+    bytes: &mut usize,
+    session: &SessionRef,
+    need: usize,
+    max_bytes: usize,
+) {
+    let len = |e: &Entry| e.last.as_ref().map_or(0, String::len);
+    // (The session's own last turn is replaced.)
+    let own = entries.get(session).map_or(0, len);
+    let fits = |bytes: usize| bytes.saturating_sub(own).saturating_add(need) <= max_bytes;
+    if fits(*bytes) {
+        return;
+    }
+    let mut per_key: HashMap<&Option<String>, usize> = HashMap::new();
+    for (s, e) in entries.iter() {
+        *per_key.entry(&s.key_id).or_default() += len(e);
+    }
+    let mine = per_key
+        .get(&session.key_id)
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(own)
+        .saturating_add(need);
+    let Some((heaviest, held)) = per_key
+        .into_iter()
+        .filter(|(k, _)| **k != session.key_id)
+        .max_by_key(|(_, n)| *n)
+        .map(|(k, n)| (k.clone(), n))
+    else {
+        return;
+    };
+    if held <= mine {
+        return;
+    }
+    let mut theirs: Vec<(u64, &mut Entry)> = entries
+        .iter_mut()
+        .filter(|(s, e)| s.key_id == heaviest && e.last.is_some())
+        .map(|(_, e)| (e.used_at, e))
+        .collect();
+    theirs.sort_by_key(|(used_at, _)| *used_at);
+    let mut left = held;
+    for (_, e) in theirs {
+        if fits(*bytes) || left <= mine {
+            break;
+        }
+        let dropped = e.last.take().map_or(0, |l| l.len());
+        *bytes -= dropped;
+        left -= dropped;
+    }
+}
+
 impl EvalSessions for LocalEvalSessions {
     fn record<'a>(
         &'a self,
@@ -248,6 +304,12 @@ impl EvalSessions for LocalEvalSessions {
                 self.max_total,
                 now,
             );
+        }
+        // The store's bytes are shared fairly: a last turn that does not fit takes room from
+        // the key holding the most (its least recently used last turns), never from a key
+        // holding less than this one would.
+        if let Last::Kept(l) = &last {
+            make_byte_room(entries, bytes, session, l.len(), self.max_bytes);
         }
         let e = entries.entry(session.clone()).or_insert(Entry {
             spent: Spent::ZERO,
@@ -437,5 +499,65 @@ mod tests {
             .record(&s("k", "6"), turn(1, 1), Last::TooLarge, 60_000)
             .await
             .is_ok());
+    }
+
+    /// One key filling the bytes for last turns does not crowd out another key's: the key
+    /// holding the most gives up its least recently used ones; a key never takes room from
+    /// one holding less than it would.
+    #[tokio::test]
+    async fn one_key_filling_the_last_turns_does_not_crowd_out_another() {
+        let store = LocalEvalSessions::new(100, 1000, 100);
+        for id in 0..10 {
+            store
+                .record(
+                    &s("noisy", &id.to_string()),
+                    turn(1, 1),
+                    Last::Kept(&"x".repeat(10)),
+                    60_000,
+                )
+                .await
+                .unwrap();
+        }
+        // Full: another key's turns are kept; the noisy key gives up its least recently used
+        // (the store stays within its bytes).
+        for (id, n) in [("q", 15), ("r", 30)] {
+            store
+                .record(
+                    &s("quiet", id),
+                    turn(1, 1),
+                    Last::Kept(&"q".repeat(n)),
+                    60_000,
+                )
+                .await
+                .unwrap();
+        }
+        // Now the noisy key holds less than it would with another turn, more than the quiet
+        // key: its new turns are not kept, the quiet key's stay.
+        for id in 10..14 {
+            store
+                .record(
+                    &s("noisy", &id.to_string()),
+                    turn(1, 1),
+                    Last::Kept(&"y".repeat(10)),
+                    60_000,
+                )
+                .await
+                .unwrap();
+        }
+        for id in ["q", "r"] {
+            let ended = store.claim(&s("quiet", id)).await.unwrap().unwrap();
+            assert!(ended.last.is_some(), "{id}");
+        }
+        let mut kept = 0;
+        for id in 0..14 {
+            let ended = store
+                .claim(&s("noisy", &id.to_string()))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(ended.turns, 1);
+            kept += usize::from(ended.last.is_some());
+        }
+        assert_eq!(kept, 5);
     }
 }
