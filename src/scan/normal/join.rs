@@ -152,7 +152,13 @@ pub(super) struct Join {
     /// held back (`released`).
     waiting: bool,
     released: bool,
+    /// Another context this construct's reading is written with too: the view's, when the
+    /// reading went on from an earlier construct's (this construct hidden alone).
+    alone: Option<(String, u64)>,
 }
+
+/// Readings that went on from another kept going with the later construct shown, at most.
+const MAX_TRAILING: usize = 4;
 
 /// The longest browser's tag read for its `>`.
 const MAX_TAG: usize = 1024;
@@ -170,7 +176,16 @@ impl Join {
     }
 
     pub(super) fn heap_bytes(&self) -> usize {
-        self.context.capacity() + self.after.heap_bytes()
+        self.context.capacity()
+            + self.after.heap_bytes()
+            + self.alone.as_ref().map_or(0, |(c, _)| c.capacity())
+    }
+
+    /// Where it is held back from: its context's start (or its other context's).
+    fn held_from(&self) -> u64 {
+        self.alone
+            .as_ref()
+            .map_or(self.context_raw, |(_, raw)| (*raw).min(self.context_raw))
     }
 
     pub(super) fn is_waiting(&self) -> bool {
@@ -214,9 +229,25 @@ impl Normalizer {
 
     /// The context of a construct of `reading` opening: that reading recorded so far (another
     /// construct of it is being recorded), else the view's last characters.
+    ///
+    /// Going on from another construct's reading reads both hidden; the two other readings
+    /// of the pair are kept too: the earlier reading goes on as the view shows the new
+    /// construct (`trailing_joins`), and the new construct's reading may also be written from
+    /// the view's context (`chain_alt`, taken by the constructs whose context is kept as is).
     fn context(&mut self, reading: usize, raw: u64) -> (String, u64) {
+        self.chain_alt = None;
         match self.joins[reading].take() {
-            Some(j) if j.closed => j.so_far(),
+            Some(j) if j.closed => {
+                let so_far = j.so_far();
+                let view = self.view_context(raw);
+                if view.0 != so_far.0 {
+                    self.chain_alt = Some(view);
+                    if !j.waiting && j.raw_text.is_none() && j.after.len() < TRAIL {
+                        self.trailing_joins.push(*j);
+                    }
+                }
+                so_far
+            }
             _ => self.view_context(raw),
         }
     }
@@ -320,7 +351,10 @@ impl Normalizer {
     /// The browser's reading of a construct it hides, opening at raw `raw`.
     fn open_reading(&mut self, raw: u64) {
         let (context, context_raw) = self.context(BROWSER, raw);
-        self.joins[BROWSER] = Some(Box::new(Join::opening(context, context_raw, raw)));
+        self.joins[BROWSER] = Some(Box::new(Join {
+            alone: self.chain_alt.take(),
+            ..Join::opening(context, context_raw, raw)
+        }));
     }
 
     /// A `[` after a `!` the view wrote (`depth`: the brackets open with it): an image's alt
@@ -396,8 +430,10 @@ impl Normalizer {
             .iter()
             .chain([&self.parked_browser])
             .flatten()
+            .map(|j| &**j)
+            .chain(self.trailing_joins.iter())
             .filter(|j| !j.released)
-            .map(|j| j.context_raw)
+            .map(Join::held_from)
             .chain(self.style_readings_from())
             .min()
     }
@@ -419,6 +455,7 @@ impl Normalizer {
         let (context, context_raw) = self.context(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
             waiting: true,
+            alone: self.chain_alt.take(),
             ..Join::opening(context, context_raw, raw)
         }));
     }
@@ -540,12 +577,24 @@ impl Normalizer {
             .iter_mut()
             .chain([&mut self.parked_browser])
             .flatten()
+            .map(|j| &mut **j)
+            .chain(self.trailing_joins.iter_mut())
         {
             if j.waiting {
                 j.read += 1;
                 j.released |= j.read > MAX_TAG;
             }
-            j.released |= !still_held(j.context_raw, raw);
+            j.released |= !still_held(j.held_from(), raw);
+        }
+        // Trailing readings end at their bound (the oldest at once past their count).
+        while let Some(i) = self
+            .trailing_joins
+            .iter()
+            .position(|j| j.after.len() >= TRAIL)
+            .or((self.trailing_joins.len() > MAX_TRAILING).then_some(0))
+        {
+            let j = self.trailing_joins.remove(i);
+            self.write_join(j, out);
         }
         for reading in [BROWSER, MARKDOWN] {
             // A line break is white space in the view, and a soft break in Markdown: the
@@ -570,6 +619,11 @@ impl Normalizer {
                 j.after.push(c, raw);
             }
         }
+        for j in &mut self.trailing_joins {
+            if j.after.len() < TRAIL {
+                j.after.push(c, raw);
+            }
+        }
         // (Put aside, it records up to its bound: images one after another keep it aside.)
         if let Some(j) = self.parked_browser.as_mut().filter(|j| j.closed) {
             if j.after.len() < TRAIL {
@@ -584,9 +638,13 @@ impl Normalizer {
     /// Writes a reading — its context and what the view wrote since the construct closed — as
     /// an aside, when text followed it.
     pub(super) fn end_join(&mut self, reading: usize, out: &mut String) {
-        let Some(j) = self.joins[reading].take() else {
-            return;
-        };
+        if let Some(j) = self.joins[reading].take() {
+            self.write_join(*j, out);
+        }
+    }
+
+    /// Writes one reading (and with its other context, if any).
+    fn write_join(&mut self, j: Join, out: &mut String) {
         // Written even with nothing after the construct: its reading ends a word there (the
         // view's `fruit<ab:c>` is `fruitab:c`) and may carry an earlier construct's. Elements
         // the text ended in hide the rest: the context is the reading.
@@ -595,10 +653,16 @@ impl Normalizer {
         {
             return;
         }
-        let mut text = j.context;
-        text.push_str(j.after.shown(j.trim));
+        let after = j.after.shown(j.trim);
         let raw_end = self.raw_end(self.out_len);
-        self.aside(&text, j.context_raw, raw_end, out);
+        for (context, raw) in [(j.context.clone(), j.context_raw)]
+            .into_iter()
+            .chain(j.alone.clone())
+        {
+            let mut text = context;
+            text.push_str(after);
+            self.aside(&text, raw, raw_end, out);
+        }
     }
 
     /// The end of the text: every reading recorded is written.
@@ -609,6 +673,9 @@ impl Normalizer {
         if let Some(parked) = self.parked_browser.take() {
             self.joins[BROWSER] = Some(parked);
             self.end_join(BROWSER, out);
+        }
+        for j in std::mem::take(&mut self.trailing_joins) {
+            self.write_join(j, out);
         }
         self.end_style_readings(out);
     }

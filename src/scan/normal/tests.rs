@@ -1753,6 +1753,9 @@ fn review_15_readings() {
         "forbidde<svg>\n\nz</svg>n </div>fruit",
         "<div>\n\nforbidden</div>fruit",
         "<div><span>\n\nforbid</span></div>den fruit",
+        // Two constructs whose readings chain: each hidden alone too.
+        "forbidd<b style=foo:1>en f</b><ab:c>ruit",
+        "forbidd&#8203;<b style=foo:1>en f</b><ab:c>ruit",
         // A layout that sets blocks side by side (H9).
         "<div style=\"display:flex\">forbid<div>den fruit</div></div>",
         "<style>.f{display:grid;grid-auto-flow:column}</style><div class=f><p>forbid</p><p>den fruit</p></div>",
