@@ -52,9 +52,7 @@ pub fn ask(
     // Media given by reference (an image's URL, a file's id) is billed by what it holds, not
     // by the bytes naming it.
     let media = request.map_or(0, referenced_media);
-    let input = (body.len() as u64)
-        .div_ceil(4)
-        .saturating_add(media.saturating_mul(MEDIA_TOKENS));
+    let input = (body.len() as u64).div_ceil(4).saturating_add(media);
     let output =
         match request {
             None => default_output,
@@ -87,6 +85,11 @@ pub fn ask(
 /// patches, Anthropic's and Gemini's images stay under it); settlement corrects it.
 const MEDIA_TOKENS: u64 = 4096;
 
+/// Tokens a video or a sound given by reference reserves: billed by its length (a minute of
+/// video is 10–20k tokens on vision-language models, Gemini's audio 32 per second), which its
+/// reference does not say; longer media bill more (docs/limits.md).
+const TIMED_MEDIA_TOKENS: u64 = 32 * 1024;
+
 /// Whether a body starts as a JSON object or array does.
 fn looks_like_json(body: &[u8]) -> bool {
     body.iter()
@@ -94,32 +97,73 @@ fn looks_like_json(body: &[u8]) -> bool {
         .is_some_and(|b| matches!(b, b'{' | b'['))
 }
 
-/// Pieces of media a request gives by reference, in any provider's spelling: OpenAI's
-/// `image_url` / `input_image` / `input_file` / `file` parts, Anthropic's `image` and
-/// `document` sources by URL or file id, Gemini's `fileData`.
+/// Tokens the media a request gives by reference reserve, by shape rather than by a list of
+/// spellings: a part whose `type` names a key it holds and is not text (`{"type": "image_url",
+/// "image_url": …}`, vLLM's and SGLang's `video_url`, `audio_url`, `{"type": "video", "video":
+/// …}`, `input_audio`, `*_embeds`, …), and any object naming media by URL, URI or file id
+/// (Anthropic's sources by URL or file id, Gemini's `fileData` / `fileUri`, `file_id`,
+/// `image_url`). Video and sound reserve [`TIMED_MEDIA_TOKENS`], the rest [`MEDIA_TOKENS`].
 fn referenced_media(request: &serde_json::Map<String, serde_json::Value>) -> u64 {
     use serde_json::{Map, Value};
-    let by_reference = |o: &Map<String, Value>| {
-        o.contains_key("image_url")
-            || o.contains_key("file_id")
-            || o.contains_key("file_url")
-            || o.contains_key("fileData")
-            || o.contains_key("file_data")
-            || (o.get("type").and_then(Value::as_str) == Some("url") && o.contains_key("url"))
+    const TEXT: [&str; 6] = [
+        "text",
+        "input_text",
+        "output_text",
+        "refusal",
+        "thinking",
+        "reasoning",
+    ];
+    let by_reference = |o: &Map<String, Value>| -> Option<bool> {
+        let named = o
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !TEXT.contains(t) && o.contains_key(*t));
+        let keyed = o.keys().find(|k| {
+            let k = k.to_ascii_lowercase();
+            k.ends_with("_url")
+                || k.ends_with("url")
+                || k.ends_with("uri")
+                || k.ends_with("_embeds")
+                || matches!(
+                    k.as_str(),
+                    "file_id" | "filedata" | "file_data" | "input_audio"
+                )
+        });
+        let url = o.get("type").and_then(Value::as_str) == Some("url") && o.contains_key("url");
+        let what = named
+            .or(keyed.map(String::as_str))
+            .or(url.then_some("url"))?;
+        let what = what.to_ascii_lowercase();
+        Some(what.contains("video") || what.contains("audio"))
     };
-    let mut count = u64::from(by_reference(request));
-    let mut stack: Vec<&Value> = request.values().collect();
+    let tokens = |o: &Map<String, Value>| match by_reference(o) {
+        Some(true) => TIMED_MEDIA_TOKENS,
+        Some(false) => MEDIA_TOKENS,
+        None => 0,
+    };
+    // (What a piece of media holds — its `{"url": …}` — is that piece, not another.)
+    let mut total = tokens(request);
+    // (Schemas name no media: a tool's `url` parameter is none.)
+    let mut stack: Vec<&Value> = if total > 0 {
+        Vec::new()
+    } else {
+        request
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "tools" | "functions" | "response_format"))
+            .map(|(_, v)| v)
+            .collect()
+    };
     while let Some(v) = stack.pop() {
         match v {
             Value::Array(a) => stack.extend(a),
-            Value::Object(o) => {
-                count += u64::from(by_reference(o));
-                stack.extend(o.values());
-            }
+            Value::Object(o) => match tokens(o) {
+                0 => stack.extend(o.values()),
+                t => total = total.saturating_add(t),
+            },
             _ => {}
         }
     }
-    count
+    total
 }
 
 /// A count as an upstream may read it: a whole number, a float such as `2.0`, or a numeric
@@ -432,6 +476,20 @@ mod tests {
         assert_eq!(
             a.tokens,
             (images.len() as u64).div_ceil(4) + 3 * MEDIA_TOKENS + 1
+        );
+        // Review 16: by shape — video and sound parts in vLLM's and SGLang's spellings, audio
+        // by URL, embeddings, Gemini's file URIs; video and sound reserve more.
+        let timed = br#"{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://v/1.mp4"}},{"type":"audio_url","audio_url":{"url":"https://a/1.wav"}},{"type":"video","video":"https://v/2.mp4"}]}],"max_tokens":1}"#;
+        let a = ask(&l, timed, None, None, 10).unwrap_or_default();
+        assert_eq!(
+            a.tokens,
+            (timed.len() as u64).div_ceil(4) + 3 * TIMED_MEDIA_TOKENS + 1
+        );
+        let others = br#"{"contents":[{"parts":[{"fileUri":"gs://b/x.pdf"}]}],"messages":[{"role":"user","content":[{"type":"image","image":"https://x/c.png"},{"type":"image_embeds","image_embeds":"AAAA"},{"type":"text","text":"hi"}]}],"max_tokens":1}"#;
+        let a = ask(&l, others, None, None, 10).unwrap_or_default();
+        assert_eq!(
+            a.tokens,
+            (others.len() as u64).div_ceil(4) + 3 * MEDIA_TOKENS + 1
         );
         // A background response cannot be counted.
         assert!(ask(&l, br#"{"background":true}"#, None, None, 10).is_err());
