@@ -561,10 +561,48 @@ mod eval_sessions {
         assert!(a.claim(&other).await.unwrap().is_some());
     }
 
+    /// One key's sessions, open and ended early but not claimed yet, stay within its quota and
+    /// a quarter more (10 + 2): past it its new sessions are refused, another key's are not;
+    /// once claimed, the key records again (review 16: a key's backlog filled the shared
+    /// store).
+    async fn a_keys_backlog_is_bounded(store: Arc<dyn EvalSessions>) {
+        let big = "x".repeat(1000);
+        for i in 0..12 {
+            store
+                .record(
+                    &session("flood", &i.to_string()),
+                    spent(1),
+                    Last::Kept(&big),
+                    60_000,
+                )
+                .await
+                .unwrap();
+        }
+        assert!(store
+            .record(&session("flood", "12"), spent(1), Last::Kept(&big), 60_000)
+            .await
+            .is_err());
+        // Its open sessions still record.
+        assert!(store
+            .record(&session("flood", "11"), spent(1), Last::Kept(&big), 60_000)
+            .await
+            .is_ok());
+        assert!(store
+            .record(&session("calm", "1"), spent(1), Last::Kept("t"), 60_000)
+            .await
+            .is_ok());
+        assert_eq!(store.claim_due(100).await.unwrap().len(), 2);
+        assert!(store
+            .record(&session("flood", "12"), spent(1), Last::Kept(&big), 60_000)
+            .await
+            .is_ok());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn in_process_eval_sessions() {
         let local: Arc<dyn EvalSessions> = Arc::new(LocalEvalSessions::new(10, 100, 1 << 20));
         behaves(Arc::clone(&local), local).await;
+        a_keys_backlog_is_bounded(Arc::new(LocalEvalSessions::new(10, 100, 1 << 20))).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -575,6 +613,7 @@ mod eval_sessions {
         let a = Arc::new(RedisEvalSessions::new(conn(), "e:", 10));
         let b = Arc::new(RedisEvalSessions::new(conn(), "e:", 10));
         behaves(a, b).await;
+        a_keys_backlog_is_bounded(Arc::new(RedisEvalSessions::new(conn(), "bounded:", 10))).await;
         // Past 2^53 the shared store says unknown rather than a rounded sum.
         let c = RedisEvalSessions::new(conn(), "e:", 10);
         let s = session("k", "past");

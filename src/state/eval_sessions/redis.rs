@@ -3,7 +3,9 @@
 //! - a session is a hash (`in`, `out`, `usd`: sums, `u` once unknown; `turns`; `last`, its
 //!   last turn's JSON; `idx`, its key's index), named by its [`SessionRef`] as JSON;
 //! - `due`, a sorted set of every open session by when it ends;
-//! - per key, a sorted set of its open sessions by last use (the quota).
+//! - per key, a sorted set of its open sessions by last use (the quota), and one of those it
+//!   ended early that wait to be claimed (`:e`): with the open ones, at most the quota and a
+//!   quarter more, so one key's backlog of last turns is bounded in the shared store.
 //!
 //! A claim removes the session from `due` first (`ZREM` answers 1 to one caller only), so two
 //! replicas that see it end at once never both run its evals. A session's keys expire an hour
@@ -20,15 +22,29 @@ const UNCLAIMED_MS: u64 = 3_600_000;
 /// KEYS: 1 the session, 2 `due`, 3 its key's index. ARGV: 1 the member, 2–4 the turn's input
 /// tokens, output tokens and micro-USD ('' unknown), 5 its JSON ('' not kept), 6 idle ms, 7 the
 /// key's quota, 8 the sessions' prefix, 9 the keys' TTL, 10 '1' for spend only (no eval turn:
-/// `turns` and `last` stay). Returns the three sums.
+/// `turns` and `last` stay). Returns the three sums, or nothing when the key's sessions are at
+/// their bound.
 const RECORD: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[7]) then
-  local old = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if old[1] then
-    redis.call('ZREM', KEYS[3], old[1])
-    redis.call('ZADD', KEYS[2], now, old[1])
+local backlog = KEYS[3] .. ':e'
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- The key's sessions ended early and not claimed yet count with its open ones, up to its
+  -- quota and a quarter more: past it a new session is refused (one key's backlog holds at
+  -- most that many last turns in the shared store).
+  redis.call('ZREMRANGEBYSCORE', backlog, '-inf', now - tonumber(ARGV[9]))
+  local quota = tonumber(ARGV[7])
+  if redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', backlog) >= quota + math.max(1, math.floor(quota / 4)) then
+    return {}
+  end
+  if redis.call('ZCARD', KEYS[3]) >= quota then
+    local old = redis.call('ZRANGE', KEYS[3], 0, 0)
+    if old[1] then
+      redis.call('ZREM', KEYS[3], old[1])
+      redis.call('ZADD', KEYS[2], now, old[1])
+      redis.call('ZADD', backlog, now, old[1])
+      redis.call('PEXPIRE', backlog, ARGV[9])
+    end
   end
 end
 local function add(f, v)
@@ -76,7 +92,10 @@ for _, m in ipairs(members) do
     local h = ARGV[1] .. m
     local v = redis.call('HMGET', h, 'in', 'out', 'usd', 'turns', 'last', 'idx')
     redis.call('DEL', h)
-    if v[6] then redis.call('ZREM', v[6], m) end
+    if v[6] then
+      redis.call('ZREM', v[6], m)
+      redis.call('ZREM', v[6] .. ':e', m)
+    end
     if v[4] then
       table.insert(out, m)
       for i = 1, 5 do table.insert(out, v[i] or false) end
@@ -195,6 +214,11 @@ impl EvalSessions for RedisEvalSessions {
                 .to_owned(),
             ];
             let sums: Vec<String> = self.conn.run(&self.record, &keys, &args).await?;
+            if sums.is_empty() {
+                return Err(StoreError::Unreachable(
+                    "the key's eval sessions are at their bound (state.max_sessions_per_key); ended ones wait to be claimed".into(),
+                ));
+            }
             let [input, output, usd] = sums.as_slice() else {
                 return Err(StoreError::Protocol("a session's sums".into()));
             };
