@@ -148,6 +148,70 @@ async fn a_handler_that_stops_its_supervisor_still_leaves_nothing() {
     gw.stop().await;
 }
 
+/// The processes running the spawner for the run whose pids go to `dir` (their environment
+/// names it).
+fn spawner_processes(dir: &Path) -> Vec<u32> {
+    let marker = format!("PID_DIR={}", dir.join("pids").display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| running(pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
+        })
+        .collect()
+}
+
+/// A handler that stops its supervisor and starts chains of processes that fork and exit
+/// at once (never where one walk of `/proc` saw it): at the deadline the tree is frozen
+/// before it is killed, and nothing of the chains runs on. (Review 16's chain escaped to init
+/// past 16 kill walks on its runs; on this box the kill walks caught this one too, so the test
+/// guards the freeze path rather than reproduces that race.)
+#[tokio::test]
+async fn a_chain_that_forks_and_exits_does_not_outrun_the_end_of_its_run() {
+    let upstream = MockUpstream::start(|_| upstream_answer()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // (Compiled here: a C chain forks faster than a walk of /proc finds it; Python's did not.)
+    let chain = dir.path().join("chain");
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&chain)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/judges/exec_chain.c"
+        ))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let config = config(&upstream.base_url(), dir.path(), 3_000).replace(
+        "env: ['PID_DIR=",
+        &format!("env: ['CHAIN_BIN={}', 'PID_DIR=", chain.display()),
+    );
+    let (gw, _d) = serve(&config).await;
+    let a = post_chat(gw.addr, &chat("CHAIN STOP")).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    let mut pids = written_pids(dir.path()).await;
+    pids.push(supervisor_pid(dir.path()));
+    assert_all_gone(&pids, gw.id(), "after the deadline, a chain running").await;
+    let mut left = spawner_processes(dir.path());
+    for _ in 0..500 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        left = spawner_processes(dir.path());
+    }
+    for p in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &p.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "the chain runs on: {left:?}");
+    gw.stop().await;
+}
+
 /// A handler that sends its supervisor a signal that would end it (as an operator's `pkill`
 /// of the handler's command line would too): the supervisor kills its tree before it ends,
 /// and the check fails closed (the run has no verdict).

@@ -31,7 +31,9 @@
 //! guardwire runs it in a process group of its own so that a terminal's Ctrl-C to guardwire's
 //! group does not do that. A supervisor still running when its run ends without a verdict
 //! (deadline, cancelled request; stopped by its handler with `SIGSTOP`, say) is not waited
-//! for: guardwire kills its tree itself, then it ([`end_run`]).
+//! for: guardwire stops it, freezes its tree (SIGSTOP, walk after walk until none runs: a
+//! chain of processes that fork and exit cannot outrun that, as it outran a kill per walk),
+//! kills the tree, then it ([`end_run`]); so does the supervisor on a signal that ends it.
 //!
 //! No `unsafe`: rustix's safe wrappers (prctl, kill, wait) and std's `process_group`.
 
@@ -163,12 +165,7 @@ fn watch_signals() {
         .name("signals".into())
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                let me = rustix::process::getpid().as_raw_pid();
-                for _ in 0..16 {
-                    if kill_under(me) == 0 {
-                        break;
-                    }
-                }
+                freeze_and_kill_under(rustix::process::getpid().as_raw_pid());
                 std::process::exit(128 + signal);
             }
         });
@@ -194,17 +191,37 @@ fn kill_tree() {
 }
 
 /// Guardwire's side, for a run that ended while its supervisor (`pid`, not yet reaped) still
-/// runs: SIGKILL to every process under it, round after round until none is found (a process
-/// forked meanwhile is under a killed one, or handed to the supervisor), then to it.
+/// runs: the supervisor is stopped (so what is orphaned stays handed to it, and it reaps
+/// nothing meanwhile), its tree frozen and killed ([`freeze_and_kill_under`]), then it.
 pub fn end_run(pid: i32) {
-    for _ in 0..16 {
-        if kill_under(pid) == 0 {
-            break;
+    let Some(supervisor) = Pid::from_raw(pid) else {
+        return;
+    };
+    let _ = kill_process(supervisor, Signal::STOP);
+    freeze_and_kill_under(pid);
+    let _ = kill_process(supervisor, Signal::KILL);
+}
+
+/// Walks of `/proc` at most to freeze a tree (a fork bomb outrunning every walk is killed
+/// as far as it was stopped).
+const MAX_FREEZE_ROUNDS: usize = 1000;
+
+/// Stops every process under `root` (SIGSTOP: a stopped process cannot fork) walk after walk,
+/// until two walks find none still running — a process that forks and exits in a loop is
+/// never where one walk saw it, but once stopped it stays — then kills them all.
+fn freeze_and_kill_under(root: i32) {
+    let mut quiet = 0;
+    for _ in 0..MAX_FREEZE_ROUNDS {
+        if signal_under(root, Signal::STOP) == 0 {
+            quiet += 1;
+            if quiet == 2 {
+                break;
+            }
+        } else {
+            quiet = 0;
         }
     }
-    if let Some(pid) = Pid::from_raw(pid) {
-        let _ = kill_process(pid, Signal::KILL);
-    }
+    signal_under(root, Signal::KILL);
 }
 
 /// SIGKILL to every process under this one, found by walking `/proc`'s parent links.
@@ -212,10 +229,16 @@ fn kill_descendants() {
     kill_under(rustix::process::getpid().as_raw_pid());
 }
 
-/// SIGKILL to every running process under `root`; how many there were.
-fn kill_under(root: i32) -> usize {
-    let mut killed = 0;
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+/// SIGKILL to every running process under `root`.
+fn kill_under(root: i32) {
+    signal_under(root, Signal::KILL);
+}
+
+/// `signal` to every live process under `root` (not a zombie; for SIGSTOP, not one already
+/// stopped); how many it reached.
+fn signal_under(root: i32, signal: Signal) -> usize {
+    let mut reached = 0;
+    let mut children: HashMap<i32, Vec<(i32, char)>> = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -227,35 +250,40 @@ fn kill_under(root: i32) -> usize {
         else {
             continue;
         };
-        if let Some((ppid, zombie)) = parent_of(pid) {
-            if !zombie {
-                children.entry(ppid).or_default().push(pid);
+        if let Some((ppid, state)) = parent_of(pid) {
+            // (A zombie is dead, waiting to be reaped: nothing to signal; its children were
+            // handed on.)
+            if state != 'Z' {
+                children.entry(ppid).or_default().push((pid, state));
             }
         }
     }
+    let stopping = signal == Signal::STOP;
     let mut stack = vec![root];
     while let Some(p) = stack.pop() {
-        for &child in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
-            if let Some(pid) = Pid::from_raw(child) {
-                // ESRCH (already gone) and EPERM (changed its user) are all it can answer.
-                let _ = kill_process(pid, Signal::KILL);
-                killed += 1;
+        for &(child, state) in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            let stopped = matches!(state, 'T' | 't');
+            if let Some(pid) = Pid::from_raw(child).filter(|_| !(stopping && stopped)) {
+                // ESRCH (gone since the walk) and EPERM (changed its user) reach nothing.
+                if kill_process(pid, signal).is_ok() {
+                    reached += 1;
+                }
             }
             stack.push(child);
         }
     }
-    killed
+    reached
 }
 
-/// The parent of `pid`, from `/proc/<pid>/stat` (the field after the state, which follows
-/// the command's name in parentheses — a name that may itself hold `) `), and whether it is a
-/// zombie (dead, waiting to be reaped: nothing to kill).
-fn parent_of(pid: i32) -> Option<(i32, bool)> {
+/// The parent of `pid` and its state (`Z` a zombie, `T` stopped, …), from
+/// `/proc/<pid>/stat` (the state follows the command's name in parentheses — a name that may
+/// itself hold `) ` — and the parent follows it).
+fn parent_of(pid: i32) -> Option<(i32, char)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(") ")?;
     let mut fields = rest.split(' ');
-    let zombie = fields.next()? == "Z";
-    Some((fields.next()?.parse().ok()?, zombie))
+    let state = fields.next()?.chars().next()?;
+    Some((fields.next()?.parse().ok()?, state))
 }
 
 #[cfg(test)]
@@ -264,6 +292,7 @@ mod tests {
     fn the_parent_is_read_from_proc() {
         let me = std::process::id() as i32;
         let parent = super::parent_of(me).map_or(0, |(p, _)| p);
+        assert_eq!(super::parent_of(me).map(|(_, s)| s), Some('R'));
         assert_eq!(
             parent,
             rustix::process::getppid().map_or(0, |p| p.as_raw_pid())

@@ -3,7 +3,8 @@ sleeps in the handler's process group, and a daemon that leaves it (fork, setsid
 the middle process exiting, so the daemon is an orphan in a session of its own). Each writes
 its pid to a file in $PID_DIR; then the handler writes its own (and its supervisor's) and
 answers a passing verdict, or, with "HANG" in the content, sleeps past its deadline — with
-"STOP", after stopping its supervisor (SIGSTOP), so that only guardwire can end the run; with
+"STOP", after stopping its supervisor (SIGSTOP), so that only guardwire can end the run (with
+"CHAIN" too, after starting a chain of processes that fork and exit at once); with
 "SIGNAL-<NAME>", after sending its supervisor that signal (which would end it)."""
 
 import json
@@ -55,6 +56,11 @@ for word in check["content"].split():
     if word.startswith("SIGNAL-"):
         os.kill(os.getppid(), getattr(signal, "SIG" + word[len("SIGNAL-"):]))
         time.sleep(600)
+if "CHAIN" in check["content"]:
+    # Chains of processes that fork and exit at once ($CHAIN_BIN: tests/judges/exec_chain.c).
+    if os.fork() == 0:
+        detach_stdio()
+        os.execv(os.environ["CHAIN_BIN"], [os.environ["CHAIN_BIN"]])
 if "STOP" in check["content"]:
     os.kill(os.getppid(), signal.SIGSTOP)
     time.sleep(600)
