@@ -257,6 +257,8 @@ pub struct Normalizer {
     /// order a raw-text element's text is shown in (its direction, its override).
     attribute_values: String,
     raw_text_order: Option<(Option<bool>, bool)>,
+    /// The start tag has a `srcdoc` attribute (`html/attributes.rs`).
+    tag_srcdoc: bool,
     /// The tag's `style`, `class` and `id` values (`html/css.rs`), which one a value being
     /// read is (`css_value`: 0 none, else `style`, `class`, `id`), and the style sheets read so far.
     css_value: u8,
@@ -352,6 +354,7 @@ impl Normalizer {
             dir_value: String::new(),
             attribute_values: String::new(),
             raw_text_order: None,
+            tag_srcdoc: false,
             css_value: 0,
             style_value: String::new(),
             presentation_value: String::new(),

@@ -1833,3 +1833,66 @@ fn text_shown_apart_reads_in_its_own_order() {
     let (_, mut n) = view_of(&long, &[], Normalize::Full);
     assert!(n.take_refusal().is_some());
 }
+
+/// Review 16: what a browser shows that the view read otherwise — start tags a parser ignores
+/// outside a table, blocks a ruby or a root's layout sets in line, line breaks an input drops,
+/// an override in a direction its value decides, documents embedded in a frame.
+#[test]
+fn review_16_readings() {
+    let cases = [
+        "forbid<td>den fruit",
+        "forbid<th>den fruit",
+        "forbid<tr>den fruit",
+        "forbid<tbody>den fruit",
+        "forbid<caption>den fruit",
+        "<p>forbid<TD style=x>den fruit</p>",
+        "<ul><li>forbid<td/>den fruit</ul>",
+        "<ruby>forbid<div>den fruit",
+        "<ruby>forbid<p>den fruit</p></ruby>",
+        "<ruby>forbid<form>den fruit",
+        "<ruby>forbid<ul style=\"margin:0;padding:0;list-style:none\"><li>den fruit</ul></ruby>",
+        "<style>body{display:flex}</style>forbid<div>den fruit</div>",
+        "<style>html,body{display:flex}</style><p>forbid</p><p>den fruit</p>",
+        "<style>body{display:flex}</style><h2 style=\"font:inherit\">forbid</h2><p>den fruit</p>",
+        "<input style=\"width:300px\" value=\"&#x202e;tiurf &#10;neddibrof\">",
+        "<input style=\"width:300px\" placeholder=\"&#x202e;tiurf &#10;neddibrof\">",
+        "<img alt=\"&#x202e;tiurf &#10;neddibrof\">",
+        "<input style=\"width:300px\" value=\"&#x202e;tiurf \r\nneddibrof\">",
+        "<input style=\"width:300px\" value=\"&#x202e;tiurf\n\n neddibrof\">",
+        "<input dir=rtl style=\"unicode-bidi:bidi-override\" value=\"tiurf &#10;neddibrof\">",
+    ];
+    let mut missed = Vec::new();
+    for text in cases {
+        let (view, mut n) = view_of(text, &[], Normalize::Full);
+        if n.take_refusal().is_none() && !reads(&view, "forbidden fruit") {
+            missed.push(format!("{text:?} reads {view:?}"));
+        }
+        same_view_at_every_split(text);
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+    // Inside a table the parts are the table's.
+    let view = full("<table><tr><td>forbid</td><td>den fruit</td></tr></table>");
+    assert!(
+        !view.lines().next().unwrap().contains("forbidden"),
+        "{view:?}"
+    );
+    for (text, refused) in [
+        (
+            "<input style=\"unicode-bidi:bidi-override\" dir=auto value=\"&#x5d0;tiurf neddibrof\">",
+            true,
+        ),
+        (
+            "<iframe srcdoc=\"forbid&lt;span style=display:none&gt;x&lt;/span&gt;den fruit\"></iframe>",
+            true,
+        ),
+        ("<iframe src=\"data:text/html,forbidden%20fruit\"></iframe>", true),
+        ("<iframe src=\" DATA:text/html;base64,Zm9yYmlkZGVuIGZydWl0\"></iframe>", true),
+        ("<object data=\"data:text/html,forbidden%20fruit\"></object>", true),
+        ("<embed src=\"data:text/html,forbid%3Cb%3Eden%3C/b%3E fruit\">", true),
+        ("<iframe src=\"https://example.com/\"></iframe>", false),
+        ("<img src=\"data:image/png;base64,AAAA\">", false),
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert_eq!(n.take_refusal().is_some(), refused, "{text:?}");
+    }
+}

@@ -65,6 +65,9 @@ impl Normalizer {
     /// An attribute's name ended: which of `style`, `class` and `id` its value is (the first
     /// of each counts, as a browser takes it).
     pub(in crate::scan::normal) fn css_attribute_named(&mut self) {
+        if self.attribute_name == "srcdoc" {
+            self.tag_srcdoc = true;
+        }
         // Each value is a paragraph of its own.
         if !self.attribute_values.is_empty() && !self.attribute_values.ends_with('\u{2029}') {
             self.attribute_values.push('\u{2029}');
@@ -103,6 +106,22 @@ impl Normalizer {
         }
     }
 
+    /// A frame, an object or an embed that holds a document of its own (`srcdoc`, a `data:`
+    /// URL: a person sees it rendered, as a page of its own): not read, refused.
+    pub(super) fn embedded_document(&mut self, name: &str) {
+        let srcdoc = std::mem::take(&mut self.tag_srcdoc);
+        if !matches!(name, "iframe" | "frame" | "object" | "embed") {
+            return;
+        }
+        let values = decode_references(&self.attribute_values).to_ascii_lowercase();
+        let data = values
+            .split('\u{2029}')
+            .any(|v| v.trim_start().starts_with("data:"));
+        if srcdoc || data || self.attribute_values.len() > MAX_ATTRIBUTE_TEXT {
+            self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
+        }
+    }
+
     /// A start tag ended: its attribute values as a browser shows them apart (an input's
     /// value, an image's `alt`), ordered in the element's direction and by its override
     /// (`overrides`), when that order differs from the written one. Values too long to keep
@@ -118,12 +137,22 @@ impl Normalizer {
             return;
         }
         let values = std::mem::take(&mut self.attribute_values);
-        if overrides && values.len() > MAX_ATTRIBUTE_TEXT {
+        // Too long to keep, or forced in a direction its first strong character decides: not
+        // read.
+        if overrides && (values.len() > MAX_ATTRIBUTE_TEXT || direction == Some(Direction::Auto)) {
             self.refuse(self.tag_raw_at, raw_end);
         }
         let text = decode_references(&values);
         let rtl = direction.and_then(Direction::is_rtl);
         self.shown_apart(&text, rtl, overrides, self.tag_raw_at, raw_end, out);
+        // A line break in a value: an input's value and placeholder drop it, an image's `alt`
+        // folds it into a space — one paragraph either way.
+        if text.contains(['\n', '\r']) {
+            for with in ["", " "] {
+                let joined = text.replace("\r\n", with).replace(['\n', '\r'], with);
+                self.shown_apart(&joined, rtl, overrides, self.tag_raw_at, raw_end, out);
+            }
+        }
         // (The buffer's room is kept for the next tag.)
         self.attribute_values = values;
         self.attribute_values.clear();

@@ -93,6 +93,12 @@ fn closed_by(name: &str) -> &'static [&'static str] {
     }
 }
 
+/// A table's parts, whose start tags a browser ignores outside a table.
+#[rustfmt::skip]
+const TABLE_PARTS: [&str; 11] = [
+    "caption", "col", "colgroup", "frame", "head", "tbody", "td", "tfoot", "th", "thead", "tr",
+];
+
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
 
@@ -147,6 +153,7 @@ impl Normalizer {
         self.class_value.clear();
         self.id_value.clear();
         self.attribute_values.clear();
+        self.tag_srcdoc = false;
     }
 
     /// What the start tag `name` that ended does to its text by CSS: whether it may hide it,
@@ -240,6 +247,17 @@ impl Normalizer {
     pub(super) fn element_ended(&mut self, raw_end: u64, out: &mut String) {
         let name = std::mem::take(&mut self.tag_element);
         let dir = decode_references(&std::mem::take(&mut self.dir_value));
+        // A start tag of a table's parts outside a table is ignored by a browser's parser (no
+        // element, no break): `forbid<td>den` shows `forbidden`.
+        if !self.tag_closing
+            && TABLE_PARTS.contains(&name.as_str())
+            && self.tables.is_empty()
+            && !self.open_elements.iter().any(|e| e.name == "table")
+        {
+            self.attribute_values.clear();
+            self.stray_end_tag = Some(false);
+            return;
+        }
         let style = if self.tag_closing {
             css::Style::default()
         } else {
@@ -250,20 +268,32 @@ impl Normalizer {
         // own reading, without its breaks.) So with one that sets how an element around it
         // lays out its children (`display: flex`, `grid`: the blocks inside stand side by
         // side).
+        // (A style for the root or the body lays out the text's own blocks; a ruby's base lays
+        // out the blocks inside it in line.)
         let block = BLOCK_TAGS.contains(&name.as_str());
-        let laid_out = |around: &[OpenElement]| block && around.iter().any(|e| e.display);
+        let root = self.sheet.as_ref().is_some_and(|s| s.root_style().display);
+        let laid_out = |around: &[OpenElement]| block && (root || around.iter().any(|e| e.display));
+        let in_ruby = |around: &[OpenElement]| block && around.iter().any(|e| e.name == "ruby");
         let (shown, own, side) = if self.tag_closing {
             match self.open_elements.iter().rposition(|e| e.name == name) {
                 Some(i) => {
-                    let e = &self.open_elements[i];
-                    (!e.css_hidden, e.display, laid_out(&self.open_elements[..i]))
+                    let (e, around) = (&self.open_elements[i], &self.open_elements[..i]);
+                    (
+                        !e.css_hidden,
+                        e.display || in_ruby(around),
+                        laid_out(around),
+                    )
                 }
-                None => (true, false, laid_out(&self.open_elements)),
+                None => (
+                    true,
+                    in_ruby(&self.open_elements),
+                    laid_out(&self.open_elements),
+                ),
             }
         } else {
             (
                 !style.hides || VOID.contains(&name.as_str()),
-                style.display && block,
+                (style.display && block) || in_ruby(&self.open_elements),
                 laid_out(&self.open_elements),
             )
         };
@@ -314,6 +344,7 @@ impl Normalizer {
         // (an input's), a `<textarea>`'s text (when it ends, `html.rs`).
         self.raw_text_order = None;
         if !self.tag_closing {
+            self.embedded_document(&name);
             let direction = own.or_else(|| self.inherited_direction());
             let overrides = style.bidi_override;
             self.attributes_shown(direction, overrides, raw_end, out);

@@ -276,6 +276,7 @@ impl StyleSheet {
         Style {
             bidi_override: html.bidi_override || body.bidi_override,
             direction: body.direction.or(html.direction),
+            display: html.display || body.display,
             ..Style::default()
         }
     }
