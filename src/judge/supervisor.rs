@@ -292,7 +292,9 @@ mod tests {
     fn the_parent_is_read_from_proc() {
         let me = std::process::id() as i32;
         let parent = super::parent_of(me).map_or(0, |(p, _)| p);
-        assert_eq!(super::parent_of(me).map(|(_, s)| s), Some('R'));
+        // (The main thread's state: running or sleeping, never a zombie while the test runs.)
+        let state = super::parent_of(me).map(|(_, s)| s);
+        assert!(matches!(state, Some('R' | 'S' | 'D')), "{state:?}");
         assert_eq!(
             parent,
             rustix::process::getppid().map_or(0, |p| p.as_raw_pid())

@@ -1781,10 +1781,16 @@ fn review_15_readings() {
             })
         })
     };
+    all_read_or_refused(&cases, reads_as_words);
+}
+
+/// Each text's view reads "forbidden fruit" as `read` matches (or it is refused), the same
+/// at every split; every one that does not is listed.
+fn all_read_or_refused(cases: &[&str], read: impl Fn(&str, &str) -> bool) {
     let mut missed = Vec::new();
     for text in cases {
         let (view, mut n) = view_of(text, &[], Normalize::Full);
-        if n.take_refusal().is_none() && !reads_as_words(&view, "forbidden fruit") {
+        if n.take_refusal().is_none() && !read(&view, "forbidden fruit") {
             missed.push(format!("{text:?} reads {view:?}"));
         }
         same_view_at_every_split(text);
@@ -1861,15 +1867,7 @@ fn review_16_readings() {
         "<input style=\"width:300px\" value=\"&#x202e;tiurf\n\n neddibrof\">",
         "<input dir=rtl style=\"unicode-bidi:bidi-override\" value=\"tiurf &#10;neddibrof\">",
     ];
-    let mut missed = Vec::new();
-    for text in cases {
-        let (view, mut n) = view_of(text, &[], Normalize::Full);
-        if n.take_refusal().is_none() && !reads(&view, "forbidden fruit") {
-            missed.push(format!("{text:?} reads {view:?}"));
-        }
-        same_view_at_every_split(text);
-    }
-    assert!(missed.is_empty(), "{}", missed.join("\n"));
+    all_read_or_refused(&cases, reads);
     // Inside a table the parts are the table's.
     let view = full("<table><tr><td>forbid</td><td>den fruit</td></tr></table>");
     assert!(
