@@ -9,13 +9,37 @@
 
 use super::super::markup::decode_references;
 use super::super::Normalizer;
-use super::elements::Direction;
 
 /// The attribute values read for CSS ([`Normalizer::css_attribute_named`]).
 pub(super) const STYLE: u8 = 1;
 pub(super) const CLASS: u8 = 2;
 pub(super) const ID: u8 = 3;
 pub(super) const PRESENTATION_BIDI: u8 = 4;
+
+/// A direction an element sets (its `dir`, its style), which the elements inside inherit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Direction {
+    Ltr,
+    Rtl,
+    /// `dir=auto`: the direction of the first strong character inside.
+    Auto,
+}
+
+impl Direction {
+    /// A style's direction (`Some(true)`: right to left).
+    pub(super) fn of_style(rtl: Option<bool>) -> Option<Direction> {
+        rtl.map(|rtl| if rtl { Direction::Rtl } else { Direction::Ltr })
+    }
+
+    /// Right to left (`None`: `auto`, the first strong character's).
+    pub(super) fn is_rtl(self) -> Option<bool> {
+        match self {
+            Direction::Ltr => Some(false),
+            Direction::Rtl => Some(true),
+            Direction::Auto => None,
+        }
+    }
+}
 
 /// A start tag's attribute values kept (their text, for the order a browser shows them in).
 const MAX_ATTRIBUTE_TEXT: usize = 1024;

@@ -24,7 +24,7 @@ use super::super::chars::is_paragraph_end;
 use super::super::join::Unbroken;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
-use super::attributes::MAX_STYLE;
+use super::attributes::{Direction, MAX_STYLE};
 use super::css;
 use super::syntax::{not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SHOWN_IN_DOUBT, VOID};
 use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
@@ -38,31 +38,6 @@ const BREAKOUT: [&str; 45] = [
     "listing", "menu", "meta", "nobr", "ol", "p", "pre", "ruby", "s", "small", "span", "strong",
     "strike", "sub", "sup", "table", "tt", "u", "ul", "var",
 ];
-
-/// A direction an element sets (its `dir`, its style), which the elements inside inherit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Direction {
-    Ltr,
-    Rtl,
-    /// `dir=auto`: the direction of the first strong character inside.
-    Auto,
-}
-
-impl Direction {
-    /// A style's direction (`Some(true)`: right to left).
-    fn of_style(rtl: Option<bool>) -> Option<Direction> {
-        rtl.map(|rtl| if rtl { Direction::Rtl } else { Direction::Ltr })
-    }
-
-    /// Right to left (`None`: `auto`, the first strong character's).
-    pub(super) fn is_rtl(self) -> Option<bool> {
-        match self {
-            Direction::Ltr => Some(false),
-            Direction::Rtl => Some(true),
-            Direction::Auto => None,
-        }
-    }
-}
 
 /// Start tags that close a `<p>` open (HTML's parser: "close a p element").
 #[rustfmt::skip]
