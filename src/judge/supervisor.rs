@@ -226,12 +226,7 @@ fn freeze_and_kill_under(root: i32) {
 
 /// SIGKILL to every process under this one, found by walking `/proc`'s parent links.
 fn kill_descendants() {
-    kill_under(rustix::process::getpid().as_raw_pid());
-}
-
-/// SIGKILL to every running process under `root`.
-fn kill_under(root: i32) {
-    signal_under(root, Signal::KILL);
+    signal_under(rustix::process::getpid().as_raw_pid(), Signal::KILL);
 }
 
 /// `signal` to every live process under `root` (not a zombie; for SIGSTOP, not one already

@@ -210,10 +210,8 @@ pub struct Normalizer {
     /// The browser's reading waiting for elements that hide what comes, put aside while an
     /// image's reading (the rendered Markdown's) is recorded (`join.rs`).
     parked_browser: Option<Box<join::Join>>,
-    /// Readings a construct went on from, going on with that construct shown, and the view's
-    /// context for the construct's reading alone (`join.rs`).
+    /// Readings a construct went on from, going on with that construct shown (`join.rs`).
     trailing_joins: Vec<join::Join>,
-    chain_alt: Option<(String, u64)>,
     /// `full`: readings where a browser hides some of the elements a style may hide and shows
     /// others (`html/css/readings.rs`), and the last such element's serial.
     style_readings: Vec<html::css::readings::StyleReading>,
@@ -331,7 +329,6 @@ impl Normalizer {
             joins: [None, None],
             parked_browser: None,
             trailing_joins: Vec::new(),
-            chain_alt: None,
             style_readings: Vec::new(),
             element_serial: 0,
             browser_css_depth: 0,

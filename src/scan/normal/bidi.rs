@@ -324,18 +324,15 @@ impl Normalizer {
         raw_end: u64,
         out: &mut String,
     ) {
-        if !overrides && !text.contains(is_control) {
+        if !overrides && !has_bidi_control(text) {
             return;
         }
         let logical = if overrides {
-            let (open, close) = (
-                if rtl == Some(true) {
-                    '\u{202E}'
-                } else {
-                    '\u{202D}'
-                },
-                '\u{202C}',
-            );
+            let open = if rtl == Some(true) {
+                '\u{202E}'
+            } else {
+                '\u{202D}'
+            };
             let mut forced = String::with_capacity(text.len() + 8);
             for (i, paragraph) in text.split(['\u{2029}', '\n', '\r']).enumerate() {
                 if i > 0 {
@@ -343,7 +340,7 @@ impl Normalizer {
                 }
                 forced.push(open);
                 forced.push_str(paragraph);
-                forced.push(close);
+                forced.push('\u{202C}');
             }
             forced
         } else {
@@ -354,6 +351,11 @@ impl Normalizer {
             self.aside(&shown, raw, raw_end, out);
         }
     }
+}
+
+/// Whether `text` holds a bidi control or mark (what [`Normalizer::shown_apart`] orders by).
+pub(super) fn has_bidi_control(text: &str) -> bool {
+    text.contains(is_control)
 }
 
 /// `logical` as a renderer shows it: each paragraph ordered by the Unicode Bidirectional

@@ -230,25 +230,33 @@ impl Normalizer {
     /// The context of a construct of `reading` opening: that reading recorded so far (another
     /// construct of it is being recorded), else the view's last characters.
     ///
-    /// Going on from another construct's reading reads both hidden; the two other readings
-    /// of the pair are kept too: the earlier reading goes on as the view shows the new
-    /// construct (`trailing_joins`), and the new construct's reading may also be written from
-    /// the view's context (`chain_alt`, taken by the constructs whose context is kept as is).
     fn context(&mut self, reading: usize, raw: u64) -> (String, u64) {
-        self.chain_alt = None;
+        self.context_and_alone(reading, raw).0
+    }
+
+    /// [`Normalizer::context`], and the view's context when it went on from another
+    /// construct's reading. Going on reads both hidden; the two other readings of the pair
+    /// are kept too: the earlier reading goes on as the view shows the new construct
+    /// (`trailing_joins`), and the new construct's reading may also be written from the
+    /// view's context (its `alone`, for the constructs whose context is kept as is).
+    fn context_and_alone(
+        &mut self,
+        reading: usize,
+        raw: u64,
+    ) -> ((String, u64), Option<(String, u64)>) {
         match self.joins[reading].take() {
             Some(j) if j.closed => {
                 let so_far = j.so_far();
                 let view = self.view_context(raw);
-                if view.0 != so_far.0 {
-                    self.chain_alt = Some(view);
-                    if !j.waiting && j.raw_text.is_none() && j.after.len() < TRAIL {
-                        self.trailing_joins.push(*j);
-                    }
+                if view.0 == so_far.0 {
+                    return (so_far, None);
                 }
-                so_far
+                if !j.waiting && j.raw_text.is_none() && j.after.len() < TRAIL {
+                    self.trailing_joins.push(*j);
+                }
+                (so_far, Some(view))
             }
-            _ => self.view_context(raw),
+            _ => (self.view_context(raw), None),
         }
     }
 
@@ -350,9 +358,9 @@ impl Normalizer {
 
     /// The browser's reading of a construct it hides, opening at raw `raw`.
     fn open_reading(&mut self, raw: u64) {
-        let (context, context_raw) = self.context(BROWSER, raw);
+        let ((context, context_raw), alone) = self.context_and_alone(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
-            alone: self.chain_alt.take(),
+            alone,
             ..Join::opening(context, context_raw, raw)
         }));
     }
@@ -452,10 +460,10 @@ impl Normalizer {
     /// A blank line closed elements hiding text (Markdown's reading), which a browser reading
     /// HTML keeps open: its reading waits for their end.
     pub(super) fn open_html_join(&mut self, raw: u64) {
-        let (context, context_raw) = self.context(BROWSER, raw);
+        let ((context, context_raw), alone) = self.context_and_alone(BROWSER, raw);
         self.joins[BROWSER] = Some(Box::new(Join {
             waiting: true,
-            alone: self.chain_alt.take(),
+            alone,
             ..Join::opening(context, context_raw, raw)
         }));
     }
@@ -619,13 +627,10 @@ impl Normalizer {
                 j.after.push(c, raw);
             }
         }
-        for j in &mut self.trailing_joins {
-            if j.after.len() < TRAIL {
-                j.after.push(c, raw);
-            }
-        }
-        // (Put aside, it records up to its bound: images one after another keep it aside.)
-        if let Some(j) = self.parked_browser.as_mut().filter(|j| j.closed) {
+        // (Put aside, it records up to its bound: images one after another keep it aside; so
+        // do the readings trailing another.)
+        let parked = self.parked_browser.as_deref_mut().filter(|j| j.closed);
+        for j in parked.into_iter().chain(self.trailing_joins.iter_mut()) {
             if j.after.len() < TRAIL {
                 j.after.push(c, raw);
             }
@@ -653,12 +658,17 @@ impl Normalizer {
         {
             return;
         }
-        let after = j.after.shown(j.trim);
+        let Join {
+            context,
+            context_raw,
+            alone,
+            after,
+            trim,
+            ..
+        } = j;
+        let after = after.shown(trim);
         let raw_end = self.raw_end(self.out_len);
-        for (context, raw) in [(j.context.clone(), j.context_raw)]
-            .into_iter()
-            .chain(j.alone.clone())
-        {
+        for (context, raw) in [(context, context_raw)].into_iter().chain(alone) {
             let mut text = context;
             text.push_str(after);
             self.aside(&text, raw, raw_end, out);

@@ -7,10 +7,11 @@
 //! A `<link>` to a style sheet (its values say `stylesheet`) is refused: a sheet the view
 //! cannot read may hide or reorder any text, before the link too.
 
+use super::super::bidi::has_bidi_control;
 use super::super::markup::decode_references;
 use super::super::Normalizer;
 
-/// The attribute values read for CSS ([`Normalizer::css_attribute_named`]).
+/// The attribute values read for CSS ([`Normalizer::attribute_named`]).
 pub(super) const STYLE: u8 = 1;
 pub(super) const CLASS: u8 = 2;
 pub(super) const ID: u8 = 3;
@@ -63,8 +64,8 @@ const MAX_CLASS: usize = 256;
 const MAX_DIR: usize = 32;
 
 impl Normalizer {
-    /// A character of an attribute's value: kept when it is a `dir`'s, a `style`'s, a
-    /// `class`'s or an `id`'s.
+    /// A character of an attribute's value: kept with the tag's values (up to their bound), and
+    /// apart when it is a `dir`'s, a `style`'s, a `class`'s or an `id`'s.
     pub(in crate::scan::normal) fn attribute_value_char(&mut self, c: char) {
         // (One past the bound is kept: a longer text is known to be cut.)
         if self.attribute_values.len() <= MAX_ATTRIBUTE_TEXT {
@@ -86,9 +87,10 @@ impl Normalizer {
         }
     }
 
-    /// An attribute's name ended: which of `style`, `class` and `id` its value is (the first
-    /// of each counts, as a browser takes it).
-    pub(in crate::scan::normal) fn css_attribute_named(&mut self) {
+    /// An attribute's name ended: a `srcdoc`; which of `style`, `class` and `id` its value is
+    /// (the first of each counts, as a browser takes it); and its value starts a paragraph of
+    /// the tag's values.
+    pub(in crate::scan::normal) fn attribute_named(&mut self) {
         if self.attribute_name == "srcdoc" {
             self.tag_srcdoc = true;
         }
@@ -124,10 +126,19 @@ impl Normalizer {
     /// reorder any text, and applies to the text before it too). A tag whose values were too
     /// long to keep is read as one.
     pub(super) fn linked_sheet(&mut self) {
-        let values = decode_references(&self.attribute_values).to_ascii_lowercase();
-        if self.attribute_values.len() > MAX_ATTRIBUTE_TEXT || values.contains("stylesheet") {
+        if self
+            .values_read()
+            .is_none_or(|values| values.contains("stylesheet"))
+        {
             self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
         }
+    }
+
+    /// The tag's values as a browser reads them (references decoded), in lower case; none when
+    /// they were too long to keep.
+    fn values_read(&self) -> Option<String> {
+        (self.attribute_values.len() <= MAX_ATTRIBUTE_TEXT)
+            .then(|| decode_references(&self.attribute_values).to_ascii_lowercase())
     }
 
     /// A frame, an object or an embed that holds a document of its own (`srcdoc`, a `data:`
@@ -137,11 +148,12 @@ impl Normalizer {
         if !matches!(name, "iframe" | "frame" | "object" | "embed") {
             return;
         }
-        let values = decode_references(&self.attribute_values).to_ascii_lowercase();
-        let data = values
-            .split('\u{2029}')
-            .any(|v| v.trim_start().starts_with("data:"));
-        if srcdoc || data || self.attribute_values.len() > MAX_ATTRIBUTE_TEXT {
+        let data = |values: String| {
+            values
+                .split('\u{2029}')
+                .any(|v| v.trim_start().starts_with("data:"))
+        };
+        if srcdoc || self.values_read().is_none_or(data) {
             self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
         }
     }
@@ -152,14 +164,21 @@ impl Normalizer {
     /// under an override are refused.
     pub(super) fn attributes_shown(
         &mut self,
-        direction: Option<Direction>,
+        own: Option<Direction>,
         overrides: bool,
         raw_end: u64,
         out: &mut String,
     ) {
-        if self.attribute_values.is_empty() {
+        // Without an override, only values that may hold a bidi control (or a reference to
+        // one) have another order: most tags cost no decoding, no direction looked up.
+        if self.attribute_values.is_empty()
+            || !(overrides
+                || self.attribute_values.contains('&')
+                || has_bidi_control(&self.attribute_values))
+        {
             return;
         }
+        let direction = own.or_else(|| self.inherited_direction());
         let values = std::mem::take(&mut self.attribute_values);
         // Too long to keep, or forced in a direction its first strong character decides: not
         // read.

@@ -246,7 +246,7 @@ impl Normalizer {
         // (A style for the root or the body lays out the text's own blocks; a ruby's base lays
         // out the blocks inside it in line.)
         let block = BLOCK_TAGS.contains(&name.as_str());
-        let root = self.sheet.as_ref().is_some_and(|s| s.root_style().display);
+        let root = block && self.sheet.as_ref().is_some_and(|s| s.root_style().display);
         let laid_out = |around: &[OpenElement]| block && (root || around.iter().any(|e| e.display));
         let in_ruby = |around: &[OpenElement]| block && around.iter().any(|e| e.name == "ruby");
         let (shown, own, side) = if self.tag_closing {
@@ -320,10 +320,10 @@ impl Normalizer {
         self.raw_text_order = None;
         if !self.tag_closing {
             self.embedded_document(&name);
-            let direction = own.or_else(|| self.inherited_direction());
             let overrides = style.bidi_override;
-            self.attributes_shown(direction, overrides, raw_end, out);
+            self.attributes_shown(own, overrides, raw_end, out);
             if RAW_TEXT.contains(&name.as_str()) {
+                let direction = own.or_else(|| self.inherited_direction());
                 self.raw_text_order = Some((direction.and_then(Direction::is_rtl), overrides));
             }
         }
@@ -561,7 +561,7 @@ impl Normalizer {
 
     /// The direction the open elements set for the text inside them (the innermost that sets
     /// one; those a blank line closed for Markdown are still open to a browser).
-    fn inherited_direction(&self) -> Option<Direction> {
+    pub(super) fn inherited_direction(&self) -> Option<Direction> {
         self.open_elements
             .iter()
             .rev()

@@ -191,7 +191,7 @@ impl Normalizer {
         }
         // The first `dir` counts, as a browser takes the first of an attribute.
         self.dir_attribute = self.attribute_name == "dir" && self.dir_value.is_empty();
-        self.css_attribute_named();
+        self.attribute_named();
         self.attribute_name.clear();
     }
 
