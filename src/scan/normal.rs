@@ -237,11 +237,11 @@ pub struct Normalizer {
     tag_may_hide: bool,
     /// `full`: the tag that ended makes a break a style may remove (`html/elements.rs`).
     break_in_doubt: Option<join::Unbroken>,
-    /// `full`: the end tag that ended closes no element open (`Some`), and whether it may
-    /// close one a browser keeps open (one a blank line or the bound made the view forget:
-    /// their names, and whether more were); whether the last text character was white space
-    /// (`html/elements.rs`).
-    stray_end_tag: Option<bool>,
+    /// `full`: the tag that ended is one a browser ignores (no break: an end tag that closes
+    /// nothing, a table's part outside a table); the elements a blank line or the bound made
+    /// the view forget (their names, and whether more were: an end tag of one may close it);
+    /// whether the last text character was white space (`html/elements.rs`).
+    ignored_tag: bool,
     forgotten: (Vec<String>, bool),
     text_space_before: bool,
     /// `full`: the tag being read (its name when short, whether it is an end tag, its `dir`
@@ -342,7 +342,7 @@ impl Normalizer {
             hidden_attribute: false,
             tag_may_hide: false,
             break_in_doubt: None,
-            stray_end_tag: None,
+            ignored_tag: false,
             forgotten: (Vec::new(), false),
             text_space_before: false,
             tag_element: String::new(),

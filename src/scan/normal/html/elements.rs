@@ -230,7 +230,7 @@ impl Normalizer {
             && !self.open_elements.iter().any(|e| e.name == "table")
         {
             self.attribute_values.clear();
-            self.stray_end_tag = Some(false);
+            self.ignored_tag = true;
             return;
         }
         let style = if self.tag_closing {
@@ -328,19 +328,23 @@ impl Normalizer {
             }
         }
         // An end tag that closes no element a browser ignores (`</p>` and `</br>` aside,
-        // which it reads as `<p></p>` and `<br>`): no break.
-        self.stray_end_tag = (self.tag_closing
+        // which it reads as `<p></p>` and `<br>`): no break — or one in doubt, in line, when
+        // it may close an element the view forgot (which it closes then).
+        if self.tag_closing
             && !matches!(name.as_str(), "p" | "br")
-            && !self.open_elements.iter().any(|e| e.name == name))
-        .then(|| {
+            && !self.open_elements.iter().any(|e| e.name == name)
+        {
             let (names, past_bound) = &mut self.forgotten;
-            // (A forgotten one it may close is closed then.)
             let known = names
                 .iter()
                 .rposition(|n| *n == name)
                 .map(|i| names.remove(i));
-            known.is_some() || *past_bound
-        });
+            if known.is_some() || *past_bound {
+                self.break_in_doubt = Some(Unbroken::Inline);
+            } else {
+                self.ignored_tag = true;
+            }
+        }
         if self.tag_closing {
             self.join_end_tag(&name);
             if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {

@@ -4,7 +4,6 @@
 
 use super::syntax::{attr, html_space, BLOCK_TAGS, RAW_TEXT};
 use super::{Markup, MAX_TAG};
-use crate::scan::normal::join::Unbroken;
 use crate::scan::normal::{Normalizer, Unit};
 
 impl Normalizer {
@@ -250,15 +249,11 @@ impl Normalizer {
         if block && waiting_before && !self.browser_waiting() {
             self.browser_reading_trims();
         }
-        let stray = self.stray_end_tag.take();
-        if block && !(hidden_before && self.annotation_hidden) && stray != Some(false) {
+        let ignored = std::mem::take(&mut self.ignored_tag);
+        if block && !(hidden_before && self.annotation_hidden) && !ignored {
             // A block a style displays otherwise, an end tag that may close nothing: the
             // words around its tag may join.
-            let unbroken = match stray {
-                Some(true) => Some(Unbroken::Inline),
-                _ => self.break_in_doubt.take(),
-            };
-            if let Some(unbroken) = unbroken {
+            if let Some(unbroken) = self.break_in_doubt.take() {
                 self.join_across_block(raw, unbroken);
             }
             self.markup_char(' ', raw, raw_end, true, out);
