@@ -114,6 +114,14 @@ const PIECES: &[&str] = &[
     // Blocks, and an end tag that may close none.
     "<div>",
     "</div>",
+    // Review 16: scope boundaries that stop an end tag; hidden formatting elements a browser
+    // re-opens after another end tag.
+    "<applet>",
+    "</applet>",
+    "<math><mi>",
+    "<span>",
+    "<u hidden>",
+    "</u>",
     "<",
     ">",
     "x",

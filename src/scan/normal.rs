@@ -262,7 +262,7 @@ pub struct Normalizer {
     css_value: u8,
     style_value: String,
     /// In foreign content, the `direction` and `unicode-bidi` presentation attributes read, as
-    /// declarations (`html/elements.rs`).
+    /// declarations, and the glyph positions (`x`, `dx`, …: `html/attributes.rs`).
     presentation_value: String,
     class_value: String,
     id_value: String,

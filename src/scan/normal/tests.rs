@@ -1894,3 +1894,92 @@ fn review_16_readings() {
         assert_eq!(n.take_refusal().is_some(), refused, "{text:?}");
     }
 }
+
+/// Review 16's other classes: a formatting element a browser re-opens after another's end tag
+/// closed it, end tags a scope boundary makes the parser ignore, table cells and floats set
+/// touching, controls styled as text, ruby annotations a style shows in line, an option drawn
+/// as its label, SVG glyphs placed one by one.
+#[test]
+fn review_16_parser_and_layout_readings() {
+    let cases = [
+        // Re-opened formatting elements (refused when they carry what the view reads).
+        "forbid<span><b style=\"display:none\"></span>XX</b>den fruit",
+        "forbid<span><i hidden></span>XX</i>den fruit",
+        "<style>.h{display:none}</style>forbid<span><b class=h></span>XX</b>den fruit",
+        "<a href=u>forbid<b hidden></a>XX</b>den fruit",
+        "forbid<span><nobr hidden></span>XX</nobr>den fruit",
+        "forbid<span><a hidden href=x></span>XX</a>den fruit",
+        "forbid<span><b hidden>XX</span>YY</b>den fruit",
+        "forbid<p style=\"display:inline\"><b style=\"display:none\"></p>XX</b>den fruit",
+        "forbid<span><b hidden></span>X\n\nY</b>den fruit",
+        "forbid<div style=display:inline><u><em hidden></div>XX</em></u>den fruit",
+        "forbid<b>XX<i style=\"font-size:0\">YY</b>ZZ</i>den fruit",
+        // End tags a scope boundary stops.
+        "<div>forbid<applet></div>den</applet> fruit",
+        "<h1 style=\"font:inherit;margin:0\">forbid<applet></h1>den fruit</applet>",
+        "<li>forbid<applet></li>den fruit",
+        "<div>forbid<math><mi></div>den</mi></math> fruit",
+        "<div>forbid<math><mtext></div>den</mtext></math> fruit",
+        "<div>forbid<math><mtext></div>den fruit",
+        "<div>forbid<math><mn></div>den</mn></math> fruit",
+        "<section>forbid<math><mi></section>den</mi></math> fruit",
+        "<blockquote>forbid<marquee></blockquote>den fruit",
+        "<article>forbid<svg><foreignObject></article>den fruit",
+        // Cells and floats side by side.
+        "<table cellpadding=0 cellspacing=0><tr><td>forbid</td><td>den fruit</td></tr></table>",
+        "<table cellspacing=0 cellpadding=0><tr><td>forbid<td>den fruit</table>",
+        "<table style=\"border-spacing:0\"><tr><th style=\"padding:0\">forbid</th><th>den fruit</th></tr></table>",
+        "<table align=left cellpadding=0 cellspacing=0><tr><td>forbid</td></tr></table>den fruit",
+        "<div style=\"float:left\">forbid</div><div>den fruit</div>",
+        "<div style=\"float:left\">forbid</div>den fruit",
+        "<ul style=\"padding:0;margin:0;list-style:none\"><li style=\"float:left\">forbid</li><li>den fruit</li></ul>",
+        "<style>p{float:right}</style><p>forbid</p>den fruit",
+        // Controls, annotations, options, glyphs.
+        "forbid<input style=\"border:0;padding:0;width:2.1em;font:inherit;background:none\" value=\"den\"> fruit",
+        "forbid<input type=button style=\"border:0;font:inherit;background:none\" value=\"den\"> fruit",
+        "forbid<textarea style=\"border:0;padding:0;resize:none\">den</textarea> fruit",
+        "<style>input{border:0;padding:0;background:none}</style>forbid<input value=\"den\"> fruit",
+        "<style>.c{border:0}</style>forbid<button class=c>den</button> fruit",
+        "<ruby>forbid<rt style=\"display:inline\">den</rt></ruby> fruit",
+        "<style>rt{display:inline}</style><ruby>forbid<rt>den</rt></ruby> fruit",
+        "<ruby>forbid<rt style=\"all:unset\">den</rt></ruby> fruit",
+        "<ruby>forbid<rtc style=\"display:inline\">den</rtc></ruby> fruit",
+        "<select><option>forbid<br>den fruit</select>",
+        "<select><option>forbid<div>den fruit</div></select>",
+        "<select multiple><option>forbid<h1>den</h1> fruit</select>",
+        "<option>forbid<br>den fruit",
+        "<select><option>forbid<style>den</style> fruit</select>",
+        "<select><option>forbid<textarea>den</textarea> fruit</select>",
+        "<select><option>forbid<meter>den</meter> fruit</select>",
+        "<select><option>forbid<svg>den</svg> fruit</select>",
+        "<select><option>forbid<ruby>x<rp>den</rp></ruby> fruit</select>",
+        "<svg><text x=\"0 22 132 44 154 99 110 11 121 33 143 55 66 77 88\">fruit forbidden</text></svg>",
+        "<svg><text><tspan dx=\"0,9,-40\">fruit forbidden</tspan></text></svg>",
+        "<svg><text rotate=\"0 180\">fruit forbidden</text></svg>",
+    ];
+    all_read_or_refused(&cases, reads);
+    // What reads as before: a formatting element closed by its own end tag, one without a
+    // style closed by another's, an unstyled control, a single glyph position, plain options.
+    for text in [
+        "<p><b hidden>x</b> y</p>",
+        "<span><b></span>x</b>",
+        "a <input value=\"b\"> c",
+        "<svg><text x=\"10\" y=\"20\" rotate=\"5\">t</text></svg>",
+        "<select><option>one<option>two <b>bold</b> <span>three</span></select>",
+        "<table><tr><td>a</td><td>b</td></tr></table>",
+        "<div>a<applet>b</applet></div>c",
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_none(), "{text:?}");
+    }
+    // A scope boundary stops the end tag: no break, so the words join; an end tag of an
+    // element not special stops at a special one inside it.
+    assert!(reads(
+        &full("<div>forbid<applet></div>den fruit</applet>"),
+        "forbidden fruit"
+    ));
+    assert!(reads(
+        &full("<span hidden>x<div>y</span>forbidden fruit</div>"),
+        "forbidden fruit"
+    ));
+}

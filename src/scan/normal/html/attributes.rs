@@ -107,7 +107,9 @@ impl Normalizer {
             "style" if self.style_value.is_empty() => STYLE,
             "class" if self.class_value.is_empty() => CLASS,
             "id" if self.id_value.is_empty() => ID,
-            name @ ("direction" | "unicode-bidi") if self.presentation_value.len() < MAX_CLASS => {
+            name @ ("direction" | "unicode-bidi" | "x" | "y" | "dx" | "dy" | "rotate")
+                if self.presentation_value.len() < MAX_CLASS =>
+            {
                 self.presentation_value.push(';');
                 self.presentation_value.push_str(name);
                 self.presentation_value.push(':');
@@ -120,6 +122,24 @@ impl Normalizer {
         if self.css_value == STYLE {
             self.style_value.push(' ');
         }
+    }
+
+    /// Whether the presentation attributes read place an SVG text's glyphs one by one (an `x`,
+    /// `y`, `dx`, `dy` or `rotate` with a list of values: `x="0 22 132"` draws `fruit forbidden`
+    /// as any anagram of its letters), or were too many to read.
+    pub(super) fn glyphs_placed(&self) -> bool {
+        let value = decode_references(&self.presentation_value);
+        self.presentation_value.len() >= MAX_CLASS
+            || value
+                .split(';')
+                .filter_map(|d| d.split_once(':'))
+                .filter(|(property, _)| matches!(*property, "x" | "y" | "dx" | "dy" | "rotate"))
+                .any(|(_, v)| {
+                    v.split(|c: char| c.is_whitespace() || c == ',')
+                        .filter(|t| !t.is_empty())
+                        .nth(1)
+                        .is_some()
+                })
     }
 
     /// A `<link>`: one to a style sheet is refused (the sheet is not read; it may hide or

@@ -49,10 +49,19 @@ pub(in crate::scan::normal) struct Style {
     /// It does something to the text the view does not read: text it generates (a string in
     /// `quotes` or `list-style-type`, a counter), an override or direction through a variable.
     pub unread: bool,
+    /// It sets how the element's box is drawn (its border, background, appearance): a
+    /// control's value is apart from the text around it only inside the box a browser draws
+    /// for it by default (`elements.rs`).
+    pub draws_box: bool,
+}
+
+/// Whether `tag` is a form control drawn in a box of its own.
+pub(in crate::scan::normal) fn is_control(tag: &str) -> bool {
+    matches!(tag, "input" | "select" | "textarea" | "button")
 }
 
 /// Properties whose any value leaves the text shown where it is written.
-const KEEPS_TEXT: [&str; 44] = [
+const KEEPS_TEXT: [&str; 43] = [
     "font-weight",
     "font-style",
     "font-family",
@@ -94,7 +103,6 @@ const KEEPS_TEXT: [&str; 44] = [
     "box-shadow",
     "line-height",
     "overflow",
-    "float",
     "clear",
     "box-sizing",
 ];
@@ -104,6 +112,7 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
     let mut style = Style::default();
     if value.contains('\\') || value.contains("/*") {
         style.hides = true;
+        style.draws_box = true;
         return style;
     }
     let (mut color, mut background, mut bidi_override, mut direction) = (None, None, false, None);
@@ -118,6 +127,10 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
         if property.is_empty() || v.is_empty() {
             continue;
         }
+        style.draws_box |= property.starts_with("border")
+            || property.starts_with("background")
+            || property.ends_with("appearance")
+            || property == "all";
         // Text a style generates (a marker's or a quotation mark's string, a counter).
         if matches!(
             property.as_str(),
@@ -141,6 +154,12 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
                 false
             }
             p if p.starts_with("--") => false,
+            // A float sets its box beside the text after it, not above it (a table's `align`
+            // attribute is read as one in `elements.rs`).
+            "float" => {
+                style.display |= v != "none";
+                false
+            }
             "display" => {
                 style.display = true;
                 style.shows |= v != "none";

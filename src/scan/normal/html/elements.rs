@@ -74,6 +74,49 @@ const TABLE_PARTS: [&str; 11] = [
     "caption", "col", "colgroup", "frame", "head", "tbody", "td", "tfoot", "th", "thead", "tr",
 ];
 
+/// Elements that bound a scope (HTML's "has an element in scope"): an end tag whose element
+/// is open outside one of them is ignored by the parser (`<div>a<applet></div>b` shows `ab`).
+/// (SVG's `<title>` and `<desc>` count inside an `<svg>` only.)
+#[rustfmt::skip]
+const SCOPE_BOUNDARY: [&str; 15] = [
+    "applet", "caption", "html", "table", "td", "th", "marquee", "object", "template", "mi",
+    "mo", "mn", "ms", "mtext", "annotation-xml",
+];
+
+/// Elements of HTML's "special" category (with the scope boundaries): an end tag of an element
+/// not among them (`</span>`, `</x-y>`) is ignored when one of them is open inside its element.
+#[rustfmt::skip]
+const SPECIAL: [&str; 72] = [
+    "address", "area", "article", "aside", "base", "basefont", "bgsound", "blockquote", "body",
+    "br", "button", "center", "col", "colgroup", "dd", "details", "dir", "div", "dl", "dt",
+    "embed", "fieldset", "figcaption", "figure", "footer", "form", "frame", "frameset", "h1",
+    "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup", "hr", "iframe", "img", "input",
+    "keygen", "li", "link", "listing", "main", "menu", "meta", "nav", "noembed", "noframes",
+    "noscript", "ol", "p", "param", "plaintext", "pre", "script", "search", "section",
+    "select", "source", "style", "summary", "tbody", "textarea", "tfoot", "thead", "title",
+    "tr", "track", "ul",
+];
+
+/// Formatting elements: closed by another element's end tag, a browser's parser keeps them in
+/// its list of active formatting elements and opens a copy of each (its attributes, its style)
+/// around the text that follows.
+#[rustfmt::skip]
+const FORMATTING: [&str; 14] = [
+    "a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt",
+    "u",
+];
+
+/// Elements inside an `<option>` whose text its label reads as the view does (in line, shown).
+/// An option is drawn as its label, its descendants' text with no break and nothing hidden
+/// (a `<br>`, a `<div>`, a `<style>`'s or an `<svg>`'s text: all in line): any other tag in one
+/// is refused.
+#[rustfmt::skip]
+const IN_LABEL: [&str; 31] = [
+    "a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt",
+    "u", "span", "sub", "sup", "mark", "q", "abbr", "cite", "dfn", "kbd", "samp", "var", "time",
+    "data", "ins", "del", "label", "wbr",
+];
+
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
 
@@ -109,6 +152,29 @@ impl OpenElement {
     pub(in crate::scan::normal) fn is(&self, name: &str) -> bool {
         self.name == name
     }
+}
+
+/// The open element (of `open`, outermost first) an end tag `name` closes, as a browser's
+/// parser finds it: the innermost of that name, unless a scope boundary is open inside it
+/// (or, for an element that is not special, any special element): then the tag is ignored.
+fn closed_by_end_tag(open: &[OpenElement], name: &str) -> Option<usize> {
+    let i = open.iter().rposition(|e| e.name == name)?;
+    let in_svg = |at: usize| open[..at].iter().any(|e| e.name == "svg");
+    let scope = |at: usize, e: &OpenElement| {
+        SCOPE_BOUNDARY.contains(&e.name.as_str())
+            || (matches!(e.name.as_str(), "title" | "desc" | "foreignobject") && in_svg(at))
+            || (name == "li" && matches!(e.name.as_str(), "ol" | "ul"))
+            || (name == "p" && e.name == "button")
+    };
+    let special = SPECIAL.contains(&name)
+        || SCOPE_BOUNDARY.contains(&name)
+        || FORMATTING.contains(&name)
+        || matches!(name, "svg" | "math");
+    let blocked = open[i + 1..]
+        .iter()
+        .enumerate()
+        .any(|(k, e)| scope(i + 1 + k, e) || (!special && SPECIAL.contains(&e.name.as_str())));
+    (!blocked).then_some(i)
 }
 
 impl Normalizer {
@@ -164,6 +230,10 @@ impl Normalizer {
             || self.hidden_attribute
             || name == "details"
             || SHOWN_IN_DOUBT.contains(&name);
+        // SVG text whose glyphs are placed one by one: not read in the order written.
+        if foreign && self.glyphs_placed() {
+            self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
+        }
         let presentation = std::mem::take(&mut self.presentation_value);
         let (class, id) = (decode_references(&class), decode_references(&id));
         let sheet = self.sheet.get_or_insert_default();
@@ -172,6 +242,7 @@ impl Normalizer {
         style.hides |= ruled.hides;
         style.display |= ruled.display;
         style.shows |= ruled.shows;
+        style.draws_box |= ruled.draws_box;
         style.bidi_override |= ruled.bidi_override;
         style.direction = style.direction.or(ruled.direction);
         if foreign && !presentation.is_empty() {
@@ -179,15 +250,20 @@ impl Normalizer {
             style.bidi_override |= presented.bidi_override;
             style.direction = style.direction.or(presented.direction);
         }
-        if !VOID.contains(&name) {
+        // (A later rule may restyle a control: an `<input>` is seen too.)
+        if !VOID.contains(&name) || name == "input" {
             sheet.seen(name, &class, &id);
         }
         // Refused: text a style generates, or an override it makes through a variable; an
-        // element the view hides by its kind (a raw-text element, `<rp>`, one with the
-        // `hidden` attribute) that a style may show; a control a style draws as text.
-        let hidden_by_kind = not_shown(name) || name == "rp" || self.hidden_attribute;
-        let control = matches!(name, "input" | "select" | "textarea" | "button");
-        if style.unread || (style.shows && (hidden_by_kind || control)) {
+        // element the view hides by its kind (a raw-text element, a ruby's annotation, one
+        // with the `hidden` attribute) that a style may show; a control whose box a style draws
+        // (its value or text is read as a paragraph of its own, which it is only inside the
+        // box a browser draws for it: without a border and a background of its own it reads
+        // joined to the words beside it).
+        let hidden_by_kind =
+            not_shown(name) || matches!(name, "rp" | "rt" | "rtc") || self.hidden_attribute;
+        let control = css::is_control(name);
+        if style.unread || (style.shows && hidden_by_kind) || (control && style.draws_box) {
             self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
         }
         style
@@ -233,6 +309,12 @@ impl Normalizer {
             self.ignored_tag = true;
             return;
         }
+        // A tag inside an option that its label does not read as the view does.
+        let label_part = IN_LABEL.contains(&name.as_str())
+            || matches!(name.as_str(), "option" | "optgroup" | "select" | "datalist");
+        if !label_part && self.open_elements.iter().any(|e| e.name == "option") {
+            self.refuse(self.tag_raw_at, raw_end);
+        }
         let style = if self.tag_closing {
             css::Style::default()
         } else {
@@ -249,8 +331,16 @@ impl Normalizer {
         let root = block && self.sheet.as_ref().is_some_and(|s| s.root_style().display);
         let laid_out = |around: &[OpenElement]| block && (root || around.iter().any(|e| e.display));
         let in_ruby = |around: &[OpenElement]| block && around.iter().any(|e| e.name == "ruby");
+        // The element an end tag closes; one open past a scope boundary is not (the tag is
+        // ignored: no break).
+        let open_named = self.open_elements.iter().any(|e| e.name == name);
+        let closes = if self.tag_closing {
+            closed_by_end_tag(&self.open_elements, &name)
+        } else {
+            None
+        };
         let (shown, own, side) = if self.tag_closing {
-            match self.open_elements.iter().rposition(|e| e.name == name) {
+            match closes {
                 Some(i) => {
                     let (e, around) = (&self.open_elements[i], &self.open_elements[..i]);
                     (
@@ -278,6 +368,13 @@ impl Normalizer {
             (true, false, true) => Some(Unbroken::Inline),
             (true, false, false) => None,
         };
+        // A table's cells are set side by side, touching when the table sets no spacing or
+        // padding (`cellspacing=0 cellpadding=0`, `border-spacing: 0`), and a table may float
+        // beside the text around it (`align=left`): the words across a cell's or a table's tag
+        // may join.
+        if shown && matches!(name.as_str(), "td" | "th" | "table") {
+            self.break_in_doubt = Some(Unbroken::SideBySide);
+        }
         self.table_tag(&name, self.tag_closing, out);
         let breaks_out = if self.tag_closing {
             matches!(name.as_str(), "p" | "br")
@@ -296,6 +393,8 @@ impl Normalizer {
                 |e: &OpenElement| closes.contains(&e.name.as_str()) || (closes_p && e.name == "p");
             if closes_p || !closes.is_empty() {
                 if let Some(i) = self.open_elements.iter().rposition(closed) {
+                    // (An `<a>` or `<nobr>` it closes itself a browser does not re-open.)
+                    self.formatting_outlives(i + 1, raw_end);
                     self.close_elements(i);
                 }
                 if let Some(i) = self.html_open.iter().rposition(closed) {
@@ -330,10 +429,10 @@ impl Normalizer {
         // An end tag that closes no element a browser ignores (`</p>` and `</br>` aside,
         // which it reads as `<p></p>` and `<br>`): no break — or one in doubt, in line, when
         // it may close an element the view forgot (which it closes then).
-        if self.tag_closing
-            && !matches!(name.as_str(), "p" | "br")
-            && !self.open_elements.iter().any(|e| e.name == name)
-        {
+        let out_of_scope = open_named && closes.is_none() && !matches!(name.as_str(), "p" | "br");
+        if self.tag_closing && out_of_scope {
+            self.ignored_tag = true;
+        } else if self.tag_closing && !matches!(name.as_str(), "p" | "br") && !open_named {
             let (names, past_bound) = &mut self.forgotten;
             let known = names
                 .iter()
@@ -347,11 +446,14 @@ impl Normalizer {
         }
         if self.tag_closing {
             self.join_end_tag(&name);
-            if let Some(i) = self.open_elements.iter().rposition(|e| e.name == name) {
+            if let Some(i) = closes {
+                self.formatting_outlives(i + 1, raw_end);
                 self.close_elements(i);
             }
-            if let Some(i) = self.html_open.iter().rposition(|e| e.name == name) {
-                self.html_open.truncate(i);
+            if !out_of_scope {
+                if let Some(i) = self.html_open.iter().rposition(|e| e.name == name) {
+                    self.html_open.truncate(i);
+                }
             }
         } else if !VOID.contains(&name.as_str()) {
             // (`<x/>` opens `x` all the same: HTML ignores the slash.)
@@ -551,6 +653,21 @@ impl Normalizer {
             *past_bound = true;
         } else {
             names.push(name);
+        }
+    }
+
+    /// The open elements from `from` on close by a tag not their own: a formatting element
+    /// among them that does something to its text the view reads (a style that may hide it,
+    /// sets its display or its direction, an override; a `hidden` attribute) is re-opened by a
+    /// browser around the text that follows, up to its own end tag (`<span><b hidden></span>x`
+    /// hides `x`): not read, refused.
+    fn formatting_outlives(&mut self, from: usize, raw_end: u64) {
+        let styled = |e: &OpenElement| {
+            FORMATTING.contains(&e.name.as_str())
+                && (e.css_hidden || e.display || e.overrides || e.direction.is_some())
+        };
+        if self.open_elements[from..].iter().any(styled) {
+            self.refuse(self.tag_raw_at, raw_end);
         }
     }
 

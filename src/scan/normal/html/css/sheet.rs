@@ -1,7 +1,7 @@
 //! The hiding rules of `<style>` elements (see `css.rs`): kept by their subjects, and the
 //! elements seen before them, to which a later sheet applies too.
 
-use super::{declarations, Style};
+use super::{declarations, is_control, Style};
 
 /// Past this many rules' subjects, every element is read both ways (a rule that orders text
 /// past it is refused).
@@ -77,7 +77,7 @@ impl StyleSheet {
             && (self.seen_past_bound
                 || self.seen.iter().any(|(tag, class, id)| {
                     let style = new.style_of(tag, class, id);
-                    style.hides || style.bidi_override
+                    style.hides || style.bidi_override || (style.draws_box && is_control(tag))
                 }));
         self.all |= new.all;
         for s in new.subjects {
@@ -158,6 +158,7 @@ impl StyleSheet {
                 || style.direction.is_some()
                 || style.display
                 || style.shows
+                || style.draws_box
             {
                 for selector in selectors.split(',') {
                     self.subject(selector, style);
@@ -166,7 +167,8 @@ impl StyleSheet {
         }
     }
 
-    /// A rule's selector: its subject kept, with what the rule does.
+    /// A rule's selector: its subject kept, with what the rule does (one that only draws boxes
+    /// matters to controls alone: kept when it may select one).
     fn subject(&mut self, selector: &str, style: Style) {
         let last = selector
             .rsplit(|c: char| c.is_whitespace() || matches!(c, '>' | '+' | '~'))
@@ -213,6 +215,15 @@ impl StyleSheet {
             push(kind, name);
             kind = next;
         }
+        let only_boxes = style.draws_box
+            && !(style.hides
+                || style.bidi_override
+                || style.direction.is_some()
+                || style.display
+                || style.shows);
+        if only_boxes && subject.tag.as_deref().is_some_and(|t| !is_control(t)) {
+            return;
+        }
         let any = subject.tag.is_none() && subject.classes.is_empty() && subject.id.is_none();
         // (A rule for any element that only sets a direction or an override is kept as it
         // is: every element then reads it.)
@@ -244,6 +255,7 @@ impl StyleSheet {
     pub(in crate::scan::normal) fn style_of(&self, tag: &str, class: &str, id: &str) -> Style {
         let mut style = Style {
             hides: self.all,
+            draws_box: self.all,
             ..Style::default()
         };
         if self.subjects.is_empty() {
@@ -260,6 +272,7 @@ impl StyleSheet {
             style.hides |= s.style.hides;
             style.display |= s.style.display;
             style.shows |= s.style.shows;
+            style.draws_box |= s.style.draws_box;
             style.bidi_override |= s.style.bidi_override;
             style.direction = match (style.direction, s.style.direction) {
                 (Some(true), _) | (_, Some(true)) => Some(true),
