@@ -286,6 +286,10 @@ pub struct Normalizer {
     line_blank: bool,
     /// The line's start, for Markdown's code blocks (`html/blocks.rs`).
     lead: html::LineLead,
+    /// A comment a blank line may cut for Markdown, kept to read again (`html/reread.rs`),
+    /// and whether this view reads such a text (it reads no other again).
+    reread: Option<Box<html::Reread>>,
+    nested: bool,
 }
 
 impl Normalizer {
@@ -369,6 +373,8 @@ impl Normalizer {
             annotation_hidden: false,
             line_blank: false,
             lead: html::LineLead::default(),
+            reread: None,
+            nested: false,
         }
     }
 
@@ -411,10 +417,12 @@ impl Normalizer {
         let asides = self.asides.first().map(aside::Aside::raw);
         let joins = self.joins_from();
         let tables = self.tables_from();
+        let reread = self.reread.as_ref().and_then(|r| r.held_from());
         // A style sheet is held whole: what it hides is known at its end (`html/css.rs`).
         let sheet = self.sheet_raw;
         [
             sheet,
+            reread,
             joins,
             tables,
             asides,
@@ -499,6 +507,7 @@ impl Normalizer {
             || self.annotation_hidden
             || self.line_blank
             || self.lead.waits()
+            || self.reread.is_some()
         {
             return 0;
         }
@@ -844,6 +853,7 @@ impl Normalizer {
             + self.sheet.as_ref().map_or(0, |s| s.heap_bytes())
             + self.sheet_text.capacity()
             + self.attribute_values.capacity()
+            + self.reread.as_ref().map_or(0, |r| r.heap_bytes())
             + self
                 .asides
                 .iter()

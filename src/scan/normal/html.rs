@@ -37,6 +37,8 @@ pub(super) use elements::OpenElement;
 mod syntax;
 mod table;
 pub(super) use table::Table;
+mod reread;
+pub(super) use reread::Reread;
 mod tag;
 
 pub(super) use syntax::{attr, not_shown, Destination, RAW_TEXT, VOID};
@@ -132,6 +134,9 @@ impl Normalizer {
             raw_end,
             exact: true,
         };
+        if self.reread.is_some() || matches!(self.markup, Markup::Comment { .. } | Markup::Bogus) {
+            self.reread_char(c, raw_end, spelled, out);
+        }
         if matches!(self.markup, Markup::Tag | Markup::Attributes { .. }) {
             self.tag_raw_push(c);
         } else if !self.tag_raw.is_empty() {
@@ -471,6 +476,7 @@ impl Normalizer {
     /// The end of the text: a construct still being read is text as written (a tag), or its
     /// hidden text is an aside; a waiting backslash is text.
     pub(super) fn finish_html(&mut self, out: &mut String) {
+        self.reread_at_end(out);
         match self.markup {
             Markup::Tag => self.tag_as_text(out),
             Markup::Attributes { .. } => {

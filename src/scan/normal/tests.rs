@@ -1983,3 +1983,29 @@ fn review_16_parser_and_layout_readings() {
         "forbidden fruit"
     ));
 }
+
+/// Review 16 (V16-12, V16-16): a comment or bogus comment a blank line cuts (or the text ends
+/// in) is text to CommonMark, and what follows its opener is read as markup again.
+#[test]
+fn comments_commonmark_does_not_read_are_read_again() {
+    let cases = [
+        "a <!--forbid<b hidden>x</b>den fruit",
+        "a <!--forbid<span style=\"display:none\">x</span>den fruit",
+        "a <!--forbid<style>x</style>den fruit",
+        "a <!--forbid<script>x</script>den fruit",
+        "a <!--forbid<textarea>x</textarea>den fruit",
+        "a <!--forbid<template>x</template>den fruit",
+        "a <!--<bdo dir=rtl>tiurf neddibrof</bdo>",
+        "a <!--forbid<i hidden>x</i>den fruit\n\nmore -->",
+        "a <![CDATA[\n\nforbidden<b> fruit",
+        "</h1><![CDATA[\n\nforbidden<b> fruit",
+        "<div><!x\n\nforbidden<b> fruit",
+        "<div>\n<![CDATA[\n\nforbidden<b> fruit",
+        "x <?pi\n\nforbid<q>den fruit",
+        "x <!--\n\nforbid<b>den</b> fruit",
+    ];
+    all_read_or_refused(&cases, reads);
+    // A comment that ends in its paragraph is not read again.
+    let view = full("a <!--forbid<b hidden>x</b>den fruit--> b");
+    assert!(!reads(&view, "forbidden fruit"), "{view:?}");
+}
