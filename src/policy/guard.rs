@@ -6,6 +6,7 @@
 mod budgets;
 mod calls;
 mod channels;
+mod escaped;
 mod identifiers;
 mod redaction;
 
@@ -363,23 +364,40 @@ impl ExchangeGuard {
             }
         }
         let first_hit = self.hits.len();
+        let decoded = match &mut ch.json {
+            None => std::borrow::Cow::Borrowed(&**text),
+            Some(json) => json.decode(text),
+        };
+        // JSON held in the text (a reader parses it): read once more decoded, from the first
+        // escape on (`guard/escaped.rs`).
+        if ch.escaped.is_none() && escaped::has_escape(&decoded) {
+            ch.escaped = Some(Box::new(escaped::EscapedReading::new(
+                ch.scan.clone(),
+                ch.scan.pos(),
+            )));
+        }
+        // Arguments are matched decoded and kept raw: a regex match's start, found in the
+        // decoded text, is not looked for (such a hit blocks instead of redacting).
+        let find_spans = ch.json.is_none();
+        checks
+            .scan
+            .feed(&mut ch.scan, &decoded, &mut self.hits, find_spans);
+        if let Some(escaped) = &mut ch.escaped {
+            escaped.feed(&checks.scan, &decoded, &mut self.hits);
+            escaped.prune(&checks.scan);
+        }
         let pos = match &mut ch.json {
-            None => {
-                checks.scan.feed(&mut ch.scan, text, &mut self.hits, true);
-                ch.scan.pos()
-            }
+            None => ch.scan.pos(),
             Some(json) => {
-                let decoded = json.decode(text);
-                // Arguments are matched decoded and kept raw: a regex match's start, found in
-                // the decoded text, is not looked for (such a hit blocks instead of redacting).
-                checks
-                    .scan
-                    .feed(&mut ch.scan, &decoded, &mut self.hits, false);
                 for h in &mut self.hits[first_hit..] {
                     h.start = h.start.map(|s| json.raw_pos(s));
                     h.end = json.raw_pos(h.end);
                 }
-                json.prune(checks.scan.safe_pos(&ch.scan));
+                let mut safe = checks.scan.safe_pos(&ch.scan);
+                if let Some(escaped) = &ch.escaped {
+                    safe = safe.min(escaped.safe_pos(&checks.scan));
+                }
+                json.prune(safe);
                 // A character split between deltas: the frame that began it waits for the rest.
                 json.raw_len() + u64::from(json.pending())
             }
@@ -476,11 +494,17 @@ impl ExchangeGuard {
             let first_hit = self.hits.len();
             let scan = &policy.checks(ch.target).scan;
             let find_spans = ch.json.is_none();
-            if let Some(json) = &mut ch.json {
-                let rest = json.finish();
-                scan.feed(&mut ch.scan, &rest, &mut self.hits, find_spans);
-            }
+            let rest = ch
+                .json
+                .as_mut()
+                .map(|json| json.finish())
+                .unwrap_or_default();
+            scan.feed(&mut ch.scan, &rest, &mut self.hits, find_spans);
             scan.finish(&mut ch.scan, &mut self.hits, find_spans);
+            if let Some(escaped) = &mut ch.escaped {
+                escaped.feed(scan, &rest, &mut self.hits);
+                escaped.finish(scan, &mut self.hits);
+            }
             for h in &mut self.hits[first_hit..] {
                 h.start = h.start.map(|s| ch.raw_pos(s));
                 h.end = ch.raw_pos(h.end);

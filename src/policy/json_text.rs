@@ -28,8 +28,11 @@ enum Escape {
     Unicode { digits: u8, value: u16 },
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct JsonTextDecoder {
+    /// Every backslash starts an escape, inside quotes or not (text whose strings a reader
+    /// decodes as JSON held in JSON: [`JsonTextDecoder::anywhere`]).
+    anywhere: bool,
     in_string: bool,
     escape: Escape,
     /// The raw text of the escape being read (at most `\uXXXX`), written out as it is when it
@@ -48,11 +51,27 @@ pub struct JsonTextDecoder {
 }
 
 impl JsonTextDecoder {
+    /// A decoder of every escape, wherever it stands: the text read once more as JSON held in
+    /// the strings of the JSON around it would be (its quotes, unescaped by the level outside,
+    /// no longer tell where its strings are; outside a string a JSON text has no backslash).
+    pub fn anywhere() -> Self {
+        JsonTextDecoder {
+            anywhere: true,
+            in_string: true,
+            ..JsonTextDecoder::default()
+        }
+    }
+
     /// Decodes the next piece of the arguments. Borrows when the piece holds no escape (and
     /// completes none): the common case costs one search for `"` and `\`.
     pub fn decode<'t>(&mut self, raw: &'t str) -> Cow<'t, str> {
         let bytes = raw.as_bytes();
-        if let (false, Some(in_string)) = (self.pending(), plain_end(bytes, self.in_string)) {
+        let plain = if self.anywhere {
+            memchr::memchr(b'\\', bytes).is_none().then_some(true)
+        } else {
+            plain_end(bytes, self.in_string)
+        };
+        if let (false, Some(in_string)) = (self.pending(), plain) {
             self.in_string = in_string;
             self.raw_len += bytes.len() as u64;
             self.decoded_len += bytes.len() as u64;
@@ -76,7 +95,7 @@ impl JsonTextDecoder {
             };
             i += at;
             if bytes[i] == b'"' {
-                self.in_string = !self.in_string;
+                self.in_string = self.anywhere || !self.in_string;
             } else if self.in_string {
                 out.push_str(&raw[plain..i]);
                 self.decoded_len += (i - plain) as u64;

@@ -2,6 +2,7 @@
 //! kept text), opening one on first use, the positions the hold-back asks for, and the check
 //! that a repeated text is what streamed.
 
+use super::escaped::EscapedReading;
 use super::{ChannelId, ExchangeGuard};
 use crate::delta::{Channel, Delta};
 use crate::policy::json_text::JsonTextDecoder;
@@ -25,6 +26,9 @@ pub(super) struct ChannelState {
     /// Tool-call arguments: the scanner reads them with JSON escapes resolved (see
     /// `json_text`), while positions (hold-back, hits, redactions) stay in the raw text.
     pub(super) json: Option<Box<JsonTextDecoder>>,
+    /// The text read once more with the escapes of JSON held in it resolved, from its first
+    /// escape on (`escaped.rs`).
+    pub(super) escaped: Option<Box<EscapedReading>>,
     /// All of the channel's text (raw, for arguments), kept when the stream repeats texts, so
     /// that a repeat is checked to be what streamed.
     pub(super) full: Option<String>,
@@ -124,7 +128,12 @@ impl ExchangeGuard {
             return 0;
         }
         let ch = &self.channels[channel];
-        let mut safe = ch.raw_pos(self.policy.checks(ch.target).scan.safe_pos(&ch.scan));
+        let scan = &self.policy.checks(ch.target).scan;
+        let mut scanned = scan.safe_pos(&ch.scan);
+        if let Some(escaped) = &ch.escaped {
+            scanned = scanned.min(escaped.safe_pos(scan));
+        }
+        let mut safe = ch.raw_pos(scanned);
         for (_, st) in &ch.limits {
             safe = safe.min(st.safe_pos());
         }
@@ -198,6 +207,7 @@ impl ExchangeGuard {
             scan: checks.scan.start(),
             limits,
             json: matches!(channel, Channel::ToolArgs(_)).then(Box::default),
+            escaped: None,
             full: (self.full_text_limit > 0 && !self.full_text_dropped()).then(String::new),
             recent: self.keep_matches.then(|| (0, String::new())),
             judged_upto: (self.policy.judged_window.is_some() && target == Target::Output)

@@ -225,3 +225,68 @@ fn max_chars_counts_streamed_characters_ascii_or_not() {
         0
     );
 }
+
+/// JSON held in an answer's text or in a tool call's arguments is read as the reader that
+/// parses it reads it (its escapes resolved, one level and the next), at every split, and
+/// none of the violating text is released before the violation is found.
+#[test]
+fn json_held_in_text_is_read_decoded_and_held_back() {
+    let p = policy(
+        "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"] }\n  - type: regex\n    params: { pattern: \"sk-[A-Za-z0-9]{20,}\", expect_match: false }\n",
+    )
+    .unwrap();
+    // (text, a tool call's arguments, blocked)
+    let cases = [
+        (r#"{"note":"the forbidden\u0020fruit"}"#, false, true),
+        (r#"{"a":"{\"b\":\"forbid\\u0064en fruit\"}"}"#, false, true),
+        (r#"{"k":"sk-\u00411b2C3d4E5f6G7h8I9j0K1l2"}"#, false, true),
+        (
+            r#"{"body":"{\"k\":\"forbidden\\u0020fruit\"}"}"#,
+            true,
+            true,
+        ),
+        (
+            r#"{"body":"{\"k\":\"sk-\\u00411b2C3d4E5f6G7h8I9j0K1l2\"}"}"#,
+            true,
+            true,
+        ),
+        (
+            r#"a regex \d+ and "\n" then forbidden-ish fruit"#,
+            false,
+            false,
+        ),
+    ];
+    let delta = |is_args: bool, t: &'static str| if is_args { args(0, 0, t) } else { text(0, t) };
+    for (whole, is_args, blocks) in cases {
+        // Where the violation starts.
+        let bad = whole.find("forbid").or(whole.find("sk-")).unwrap() as u64;
+        for cut in 0..=whole.len() {
+            for cut2 in [cut, (cut + 3).min(whole.len()), (cut + 9).min(whole.len())] {
+                let pieces = [&whole[..cut], &whole[cut..cut2], &whole[cut2..]];
+                let mut g = p.exchange_guard(ToolHistory::default(), None);
+                if is_args {
+                    g.on_chunk(&call(0, 0, "post")).unwrap();
+                }
+                let mut stopped = false;
+                for piece in pieces.iter().filter(|p| !p.is_empty()) {
+                    let piece: &'static str = Box::leak(piece.to_string().into_boxed_str());
+                    match g.on_chunk(&delta(is_args, piece)) {
+                        Ok(Some((ch, _))) if blocks => {
+                            assert!(
+                                g.safe_pos(ch) <= bad,
+                                "{whole:?} at {cut}/{cut2}: released past {bad}"
+                            );
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            stopped = true;
+                            break;
+                        }
+                    }
+                }
+                let verdict = stopped || g.after_call().is_err();
+                assert_eq!(verdict, blocks, "{whole:?} at {cut}/{cut2}");
+            }
+        }
+    }
+}
