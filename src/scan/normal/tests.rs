@@ -2009,3 +2009,65 @@ fn comments_commonmark_does_not_read_are_read_again() {
     let view = full("a <!--forbid<b hidden>x</b>den fruit--> b");
     assert!(!reads(&view, "forbidden fruit"), "{view:?}");
 }
+
+/// Review 17: blocks the adoption agency moves out of a hidden element, scope boundaries only
+/// where a browser has them, late rules that change display, a datalist in an option, an open
+/// details in a ruby, a form a browser does not open, a tspan placed on its own, controls
+/// whose border any property takes away, constructs CommonMark does not end as a browser does.
+#[test]
+fn review_17_readings() {
+    let cases = [
+        "forbid<b><rp><div style=\"display:inline\">den</b> fruit",
+        "<div>forbid<b><dialog><div style=\"display:inline\">den</b> fruit</div>",
+        "forbid<a href=u><datalist><div style=\"display:inline\">den</a> fruit",
+        "<b>forbid<rp><section style=\"display:inline\">den</b> fruit",
+        "<div style=\"display:flex\">forbid<i><video><div>den</i> fruit</div>",
+        "forbid<datalist>XX<mi></datalist>den fruit",
+        "forbid<datalist>XX<annotation-xml></datalist>den fruit",
+        "forbid<datalist>XX<search></datalist>den fruit",
+        "forbid<datalist>XX<body></datalist>den fruit",
+        "forbid<datalist>XX<frameset></datalist>den fruit",
+        "forbid<rp>XX<mi></rp>den fruit",
+        "forbid<template>XX<applet></template>den fruit",
+        "forbid<template>XX<table></template>den fruit",
+        "forbid<template>XX<math><mi></template>den fruit",
+        "forbid<div>den fruit</div><style>div{display:inline}</style>",
+        "<div class=a>forbid</div><div class=a>den fruit</div><style>.a{display:inline}</style>",
+        "<div>forbid</div>den fruit<style>div{float:left}</style>",
+        "<p>forbid</p><p>den fruit</p><style>body{display:flex}</style>",
+        "forbid<rp>den</rp> fruit<style>rp{display:inline}</style>",
+        "forbid<title>den</title> fruit<style>title{display:inline}</style>",
+        "<select><option>forbid<datalist>den</datalist> fruit</select>",
+        "<select><option>forbid<span><datalist>den</datalist></span> fruit</select>",
+        "<ruby>forbid<details open>den fruit",
+        "<form>forbid<form>den fruit",
+        "<form><b>forbid<form>den fruit</b>",
+        "<form><div>forbid<form>den fruit</div>",
+        "<table>forbid<form>den fruit",
+        "<svg><text y=\"20\"><tspan x=\"65\">den fruit</tspan><tspan x=\"0\">forbid</tspan></text></svg>",
+        "<svg><text y=\"20\">den fruit<tspan dx=\"-162\">forbid</tspan></text></svg>",
+        "forbid<input style=\"-webkit-border-start:0;-webkit-border-end:0;-webkit-border-before:0;-webkit-border-after:0;padding:0\" value=\"den\"> fruit",
+        "forbid<input style=\"clip-path:inset(2px)\" value=\"den\"> fruit",
+        "forbid<input style=\"outline:3px solid white;outline-offset:-3px\" value=\"den\"> fruit",
+        "forbid<input style=\"border-color:#fff\" value=\"den\"> fruit",
+        "<style>input{-webkit-border-start:0}</style>forbid<input value=\"den\"> fruit",
+        "a <![CDATA[forbidden<x> fruit",
+        "a <?pi forbid<x>den fruit",
+        "a <!-x forbid<x>den fruit",
+        "a <!--x--!>forbid<b hidden>y</b>den fruit",
+    ];
+    all_read_or_refused(&cases, reads);
+    // Ordinary HTML an answer holds reads as before.
+    for text in [
+        "<button style=\"background:#07f;color:white;border:0;padding:6px 12px\">Click</button>",
+        "<style>input,button,select,textarea{font:inherit;border-radius:4px}</style><input value=x>",
+        "<input type=text style=\"border:1px solid #999;border-radius:4px;padding:4px 8px\" placeholder=\"Search\">",
+        "<form><input style=\"border:1px solid #ccc;padding:4px\" name=q><textarea style=\"width:100%\">x</textarea></form>",
+        "<svg width=\"200\" height=\"50\"><text x=\"10\" y=\"20\">a<tspan font-weight=\"bold\">b</tspan></text></svg>",
+        "<p>a <![CDATA[x]]> b <?pi x?> c <!DOCTYPE html> d</p>",
+        "<div>a<b>b<div>c</b>d</div></div>",
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_none(), "{text:?}");
+    }
+}

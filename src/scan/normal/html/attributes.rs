@@ -126,19 +126,22 @@ impl Normalizer {
 
     /// Whether the presentation attributes read place an SVG text's glyphs one by one (an `x`,
     /// `y`, `dx`, `dy` or `rotate` with a list of values: `x="0 22 132"` draws `fruit forbidden`
-    /// as any anagram of its letters), or were too many to read.
-    pub(super) fn glyphs_placed(&self) -> bool {
+    /// as any anagram of its letters) or a run inside a text (a `<tspan>`'s or `<textPath>`'s
+    /// position: `den fruit<tspan dx="-162">forbid</tspan>`), or were too many to read.
+    pub(super) fn glyphs_placed(&self, element: &str) -> bool {
         let value = decode_references(&self.presentation_value);
+        let run = matches!(element, "tspan" | "textpath");
         self.presentation_value.len() >= MAX_CLASS
             || value
                 .split(';')
                 .filter_map(|d| d.split_once(':'))
                 .filter(|(property, _)| matches!(*property, "x" | "y" | "dx" | "dy" | "rotate"))
-                .any(|(_, v)| {
-                    v.split(|c: char| c.is_whitespace() || c == ',')
-                        .filter(|t| !t.is_empty())
-                        .nth(1)
-                        .is_some()
+                .any(|(property, v)| {
+                    (run && property != "rotate")
+                        || v.split(|c: char| c.is_whitespace() || c == ',')
+                            .filter(|t| !t.is_empty())
+                            .nth(1)
+                            .is_some()
                 })
     }
 

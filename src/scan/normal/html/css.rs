@@ -116,6 +116,9 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
         return style;
     }
     let (mut color, mut background, mut bidi_override, mut direction) = (None, None, false, None);
+    // A control's box: a property that may take its border away (or draw over it), and a
+    // background a person sees (the value is then in a box all the same).
+    let (mut box_removed, mut box_filled) = (false, false);
     for declaration in value.split(';') {
         let Some((property, v)) = declaration.split_once(':') else {
             // A lone word is no declaration (a browser drops it).
@@ -127,10 +130,12 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
         if property.is_empty() || v.is_empty() {
             continue;
         }
-        style.draws_box |= property.starts_with("border")
-            || property.starts_with("background")
-            || property.ends_with("appearance")
-            || property == "all";
+        if removes_box(&property, v) {
+            box_removed = true;
+        }
+        if matches!(property.as_str(), "background" | "background-color") && shown_colour(v) {
+            box_filled = true;
+        }
         // Text a style generates (a marker's or a quotation mark's string, a counter).
         if matches!(
             property.as_str(),
@@ -230,7 +235,97 @@ pub(in crate::scan::normal) fn declarations(value: &str) -> Style {
     }
     style.bidi_override = bidi_override;
     style.direction = direction;
+    style.draws_box = box_removed && !box_filled;
     style
+}
+
+/// Whether a declaration may take a control's border away or draw over it: a border
+/// property (any spelling: `-webkit-border-start`) not known to leave one a person sees (a
+/// width, a style and a colour that shows), an outline (one inside the box covers its border),
+/// a clip or mask, an appearance, `all`, a filter. (A border's radius, collapse or spacing
+/// never does.)
+fn removes_box(property: &str, v: &str) -> bool {
+    if property.contains("border") {
+        if property.ends_with("radius")
+            || property.ends_with("collapse")
+            || property.ends_with("spacing")
+        {
+            return false;
+        }
+        let keyword = v.split_whitespace().any(|t| {
+            matches!(
+                t,
+                "none"
+                    | "hidden"
+                    | "transparent"
+                    | "inherit"
+                    | "initial"
+                    | "unset"
+                    | "revert"
+                    | "revert-layer"
+            )
+        });
+        let zero = numbers(v).any(|(n, _)| n <= 0.0);
+        return property.contains("image") || keyword || zero || hidden_colour_in(v);
+    }
+    property.contains("outline")
+        || property.contains("clip")
+        || property.contains("mask")
+        || property.ends_with("appearance")
+        || property.ends_with("filter")
+        || property == "all"
+}
+
+/// Whether a value names a colour a person may not see on a white page (white-ish,
+/// transparent, or a colour function or hex not read).
+fn hidden_colour_in(v: &str) -> bool {
+    let functions = [
+        "rgb", "hsl", "hwb", "lab", "lch", "oklab", "oklch", "color(",
+    ];
+    v.contains("white")
+        || v.contains("snow")
+        || v.contains("ivory")
+        || v.split_whitespace()
+            .filter(|t| t.starts_with('#'))
+            .any(invisible_colour)
+        || functions.iter().any(|f| {
+            v.match_indices(f).any(|(at, _)| {
+                let call = &v[at..];
+                invisible_colour(
+                    call.get(..=call.find(')').unwrap_or(call.len() - 1))
+                        .unwrap_or(call),
+                )
+            })
+        })
+}
+
+/// Whether a background value holds a colour a person sees on a white page (a hex or `rgb()`
+/// colour, or a common name, not white-ish or transparent).
+fn shown_colour(v: &str) -> bool {
+    const NAMES: [&str; 16] = [
+        "black",
+        "red",
+        "green",
+        "blue",
+        "navy",
+        "teal",
+        "purple",
+        "maroon",
+        "orange",
+        "gray",
+        "grey",
+        "olive",
+        "brown",
+        "darkblue",
+        "darkgreen",
+        "crimson",
+    ];
+    if hidden_colour_in(v) {
+        return false;
+    }
+    v.split_whitespace().any(|t| {
+        t.starts_with('#') || t.starts_with("rgb") || NAMES.contains(&t.trim_end_matches(','))
+    })
 }
 
 /// The numbers in a value, each with its unit (`px`, `em`, `%`, or none).

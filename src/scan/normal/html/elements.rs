@@ -76,25 +76,25 @@ const TABLE_PARTS: [&str; 11] = [
 
 /// Elements that bound a scope (HTML's "has an element in scope"): an end tag whose element
 /// is open outside one of them is ignored by the parser (`<div>a<applet></div>b` shows `ab`).
-/// (SVG's `<title>` and `<desc>` count inside an `<svg>` only.)
+/// (MathML's token elements count inside a `<math>` only, SVG's `<title>`, `<desc>` and
+/// `<foreignObject>` inside an `<svg>`: elsewhere they are unknown HTML elements.)
 #[rustfmt::skip]
-const SCOPE_BOUNDARY: [&str; 15] = [
-    "applet", "caption", "html", "table", "td", "th", "marquee", "object", "template", "mi",
-    "mo", "mn", "ms", "mtext", "annotation-xml",
+const SCOPE_BOUNDARY: [&str; 9] = [
+    "applet", "caption", "html", "table", "td", "th", "marquee", "object", "template",
 ];
 
 /// Elements of HTML's "special" category (with the scope boundaries): an end tag of an element
 /// not among them (`</span>`, `</x-y>`) is ignored when one of them is open inside its element.
 #[rustfmt::skip]
-const SPECIAL: [&str; 72] = [
+/// (As Chromium lists them: not `search` or `keygen`.)
+const SPECIAL: [&str; 70] = [
     "address", "area", "article", "aside", "base", "basefont", "bgsound", "blockquote", "body",
     "br", "button", "center", "col", "colgroup", "dd", "details", "dir", "div", "dl", "dt",
     "embed", "fieldset", "figcaption", "figure", "footer", "form", "frame", "frameset", "h1",
     "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup", "hr", "iframe", "img", "input",
-    "keygen", "li", "link", "listing", "main", "menu", "meta", "nav", "noembed", "noframes",
-    "noscript", "ol", "p", "param", "plaintext", "pre", "script", "search", "section",
-    "select", "source", "style", "summary", "tbody", "textarea", "tfoot", "thead", "title",
-    "tr", "track", "ul",
+    "li", "link", "listing", "main", "menu", "meta", "nav", "noembed", "noframes", "noscript",
+    "ol", "p", "param", "plaintext", "pre", "script", "section", "select", "source", "style",
+    "summary", "tbody", "textarea", "tfoot", "thead", "title", "tr", "track", "ul",
 ];
 
 /// Formatting elements: closed by another element's end tag, a browser's parser keeps them in
@@ -159,17 +159,28 @@ impl OpenElement {
 /// (or, for an element that is not special, any special element): then the tag is ignored.
 fn closed_by_end_tag(open: &[OpenElement], name: &str) -> Option<usize> {
     let i = open.iter().rposition(|e| e.name == name)?;
-    let in_svg = |at: usize| open[..at].iter().any(|e| e.name == "svg");
+    // (`</template>` closes the innermost template whatever is open inside it.)
+    if name == "template" {
+        return Some(i);
+    }
+    let inside = |at: usize, outer: &str| open[..at].iter().any(|e| e.name == outer);
     let scope = |at: usize, e: &OpenElement| {
         SCOPE_BOUNDARY.contains(&e.name.as_str())
-            || (matches!(e.name.as_str(), "title" | "desc" | "foreignobject") && in_svg(at))
+            || (matches!(e.name.as_str(), "title" | "desc" | "foreignobject") && inside(at, "svg"))
+            || (matches!(
+                e.name.as_str(),
+                "mi" | "mo" | "mn" | "ms" | "mtext" | "annotation-xml"
+            ) && inside(at, "math"))
             || (name == "li" && matches!(e.name.as_str(), "ol" | "ul"))
             || (name == "p" && e.name == "button")
     };
     let special = SPECIAL.contains(&name)
         || SCOPE_BOUNDARY.contains(&name)
         || FORMATTING.contains(&name)
-        || matches!(name, "svg" | "math");
+        || matches!(
+            name,
+            "svg" | "math" | "mi" | "mo" | "mn" | "ms" | "mtext" | "annotation-xml"
+        );
     let blocked = open[i + 1..]
         .iter()
         .enumerate()
@@ -231,7 +242,7 @@ impl Normalizer {
             || name == "details"
             || SHOWN_IN_DOUBT.contains(&name);
         // SVG text whose glyphs are placed one by one: not read in the order written.
-        if foreign && self.glyphs_placed() {
+        if foreign && self.glyphs_placed(name) {
             self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
         }
         let presentation = std::mem::take(&mut self.presentation_value);
@@ -300,10 +311,24 @@ impl Normalizer {
         let dir = decode_references(&std::mem::take(&mut self.dir_value));
         // A start tag of a table's parts outside a table is ignored by a browser's parser (no
         // element, no break): `forbid<td>den` shows `forbidden`.
+        // So is a `<form>` while one is open (HTML's form element pointer) or in a table
+        // outside its cells (an empty element there): no break.
+        let in_table =
+            !self.tables.is_empty() || self.open_elements.iter().any(|e| e.name == "table");
+        let form_open = self
+            .open_elements
+            .iter()
+            .chain(self.html_open.iter())
+            .any(|e| e.name == "form");
+        let outside_cell = self
+            .open_elements
+            .iter()
+            .rev()
+            .find(|e| matches!(e.name.as_str(), "table" | "td" | "th" | "caption"))
+            .is_some_and(|e| e.name == "table");
         if !self.tag_closing
-            && TABLE_PARTS.contains(&name.as_str())
-            && self.tables.is_empty()
-            && !self.open_elements.iter().any(|e| e.name == "table")
+            && ((TABLE_PARTS.contains(&name.as_str()) && !in_table)
+                || (name == "form" && (form_open || outside_cell)))
         {
             self.attribute_values.clear();
             self.ignored_tag = true;
@@ -311,7 +336,7 @@ impl Normalizer {
         }
         // A tag inside an option that its label does not read as the view does.
         let label_part = IN_LABEL.contains(&name.as_str())
-            || matches!(name.as_str(), "option" | "optgroup" | "select" | "datalist");
+            || matches!(name.as_str(), "option" | "optgroup" | "select");
         if !label_part && self.open_elements.iter().any(|e| e.name == "option") {
             self.refuse(self.tag_raw_at, raw_end);
         }
@@ -330,7 +355,10 @@ impl Normalizer {
         let block = BLOCK_TAGS.contains(&name.as_str());
         let root = block && self.sheet.as_ref().is_some_and(|s| s.root_style().display);
         let laid_out = |around: &[OpenElement]| block && (root || around.iter().any(|e| e.display));
-        let in_ruby = |around: &[OpenElement]| block && around.iter().any(|e| e.name == "ruby");
+        // (A closed `<details>` hides what follows its summary, an open one is a block.)
+        let in_ruby = |around: &[OpenElement]| {
+            (block || name == "details") && around.iter().any(|e| e.name == "ruby")
+        };
         // The element an end tag closes; one open past a scope boundary is not (the tag is
         // ignored: no break).
         let open_named = self.open_elements.iter().any(|e| e.name == name);
@@ -362,7 +390,10 @@ impl Normalizer {
                 laid_out(&self.open_elements),
             )
         };
-        self.break_in_doubt = match (shown, side, own) {
+        // (An open `<details>` in a ruby is shown in line: its break may not be there either.)
+        let details_in_ruby =
+            name == "details" && self.open_elements.iter().any(|e| e.name == "ruby");
+        self.break_in_doubt = match (shown || details_in_ruby, side, own) {
             (false, _, _) => None,
             (true, true, _) => Some(Unbroken::SideBySide),
             (true, false, true) => Some(Unbroken::Inline),
@@ -448,6 +479,7 @@ impl Normalizer {
             self.join_end_tag(&name);
             if let Some(i) = closes {
                 self.formatting_outlives(i + 1, raw_end);
+                self.block_moved_out(&name, i, raw_end);
                 self.close_elements(i);
             }
             if !out_of_scope {
@@ -455,8 +487,14 @@ impl Normalizer {
                     self.html_open.truncate(i);
                 }
             }
-        } else if !VOID.contains(&name.as_str()) {
-            // (`<x/>` opens `x` all the same: HTML ignores the slash.)
+        } else if !VOID.contains(&name.as_str())
+            && !matches!(
+                name.as_str(),
+                "html" | "body" | "head" | "frameset" | "frame"
+            )
+        {
+            // (`<x/>` opens `x` all the same: HTML ignores the slash. The document's own
+            // elements are never opened in its body: their start tags add attributes or nothing.)
             // An annotation starts: the annotations before it end (the parser's implied end
             // tags).
             if matches!(name.as_str(), "rt" | "rp" | "rtc") {
@@ -667,6 +705,26 @@ impl Normalizer {
                 && (e.css_hidden || e.display || e.overrides || e.direction.is_some())
         };
         if self.open_elements[from..].iter().any(styled) {
+            self.refuse(self.tag_raw_at, raw_end);
+        }
+    }
+
+    /// A formatting element's end tag with a special element (a block) open inside it: the
+    /// parser's adoption agency moves that block (with what follows, up to its end) out of the
+    /// elements between them. One of those that hides its text (by its kind, or by a style
+    /// that may) then no longer hides the block's: not read, refused.
+    fn block_moved_out(&mut self, name: &str, i: usize, raw_end: u64) {
+        if !FORMATTING.contains(&name) {
+            return;
+        }
+        let above = &self.open_elements[i + 1..];
+        let Some(block) = above
+            .iter()
+            .position(|e| SPECIAL.contains(&e.name.as_str()))
+        else {
+            return;
+        };
+        if hides(&above[..block]) || above[..block].iter().any(|e| e.css_hidden) {
             self.refuse(self.tag_raw_at, raw_end);
         }
     }

@@ -4,7 +4,9 @@
 //! text to a Markdown renderer, and what follows its opener is read as Markdown and HTML again:
 //! its tags are tags (`a <!--forbid<b hidden>x</b>den fruit` shows `a <!--forbidden fruit`),
 //! and after the blank line a new paragraph starts, whose first `>` ends the browser's bogus
-//! comment (`a <![CDATA[`, a blank line, `forbidden<b> fruit` shows `forbidden fruit`).
+//! comment (`a <![CDATA[`, a blank line, `forbidden<b> fruit` shows `forbidden fruit`). So
+//! is one that ends as a browser's but not as CommonMark's (`<![CDATA[x>` without `]]>`, `<?x>`
+//! without `?>`, `<!-x>`): read again from its end on to the end of the line.
 //!
 //! The view hides such a construct (the browser's reading). Its text is kept from its opener
 //! on — held back, up to [`MAX_REREAD`] characters; past that it is refused once cut — and
@@ -35,6 +37,24 @@ pub(in crate::scan::normal) struct Reread {
     line_blank: bool,
     /// More than [`MAX_REREAD`] characters: not kept.
     past_bound: bool,
+    /// How it opened (`<!--`, `<?`, `<![`, `<!x`, …), its first characters and its last ones
+    /// (kept past the bound): whether CommonMark reads it as a construct.
+    opener: String,
+    head: String,
+    tail: String,
+}
+
+/// Whether CommonMark reads a construct that opened with `opener` and holds `head` … `tail`
+/// (its end included) as one: a comment ending `-->`, a processing instruction ending `?>`, a
+/// CDATA section ending `]]>`, a declaration (`<!` and a letter). Another (`<!-x>`, `</1>`, a
+/// comment a browser ends at `--!>`) is text to it.
+fn commonmark_reads(opener: &str, head: &str, tail: &str) -> bool {
+    match opener {
+        "<!--" => tail.ends_with("-->") || head == ">" || head == "->",
+        "<?" => tail.ends_with("?>"),
+        "<![" => head.starts_with("CDATA[") && tail.ends_with("]]>"),
+        o => o.len() == 3 && o.starts_with("<!") && o.as_bytes()[2].is_ascii_alphabetic(),
+    }
 }
 
 impl Reread {
@@ -60,6 +80,7 @@ impl Normalizer {
             }
             self.reread = Some(Box::new(Reread {
                 raw: self.tag_raw_at,
+                opener: self.tag_raw.chars().take(4).collect(),
                 ..Reread::default()
             }));
         }
@@ -67,11 +88,12 @@ impl Normalizer {
             return;
         };
         if !open && !r.ended {
-            if !r.cut {
+            if !r.cut && commonmark_reads(&r.opener, &r.head, &r.tail) {
                 // Ended in its paragraph: CommonMark reads it as the browser does.
                 self.reread = None;
                 return;
             }
+            r.cut = true;
             r.ended = true;
         }
         if r.ended && matches!(c, '\n' | '\r' | '\u{2029}') {
@@ -85,6 +107,13 @@ impl Normalizer {
             r.line_blank = false;
         }
         r.raw_end = raw_end;
+        if r.head.len() < 6 {
+            r.head.push(c);
+        }
+        if r.tail.len() >= 8 {
+            r.tail.remove(0);
+        }
+        r.tail.push(c);
         if r.past_bound {
             return;
         }

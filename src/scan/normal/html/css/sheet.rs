@@ -73,11 +73,18 @@ impl StyleSheet {
         if new.unread {
             return true;
         }
+        // (One that sets how a seen element is displayed moves the breaks the view read, or
+        // shows what it hid by its kind; one for the root or the body lays out every block.)
         let late = (new.all || !new.subjects.is_empty())
             && (self.seen_past_bound
+                || new.root_style().display
                 || self.seen.iter().any(|(tag, class, id)| {
                     let style = new.style_of(tag, class, id);
-                    style.hides || style.bidi_override || (style.draws_box && is_control(tag))
+                    style.hides
+                        || style.bidi_override
+                        || style.display
+                        || style.shows
+                        || (style.draws_box && is_control(tag))
                 }));
         self.all |= new.all;
         for s in new.subjects {
