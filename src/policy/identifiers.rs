@@ -28,6 +28,11 @@ impl Policy {
             }
         }
         hits.truncate(kept);
+        // A `data:` URL carries its content inline (an A2A file part's `url`, an MCP resource
+        // link's `uri`, an icon): the reader that opens it reads that content, every check too.
+        if let Some(Some(text)) = crate::protocol::documents::Documents::data_url_payload(value) {
+            self.value_hits(target, &text, hits);
+        }
     }
 
     /// Every check's hits on `value` read whole (a relayed header's value), without a span:

@@ -99,6 +99,22 @@ impl Documents {
         Ok(self.bytes(kind, media_type, bytes, path))
     }
 
+    /// What a `data:` URL holds as the reader who opens it reads it (a `urlopen`, a browser, a
+    /// host drawing an icon): `None` when `url` is no well-formed `data:` URL; `Some(None)` for
+    /// images and audio (exempt from the text checks); else its text (a text media type, or
+    /// any other bytes read as UTF-8 with replacements: a reader may treat them as text).
+    pub fn data_url_payload(url: &str) -> Option<Option<String>> {
+        let (media_type, data) = parse_data_url(url.trim_start())?;
+        if classify(media_type) == Kind::Media {
+            return Some(None);
+        }
+        let bytes = match data {
+            DataUrl::Base64(b) => decode_base64(b)?,
+            DataUrl::Percent(p) => percent_decode(p)?,
+        };
+        Some(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
     /// A document given as text (Anthropic `source.type: text`): read as it is unless its
     /// media type says it is something else.
     pub fn text(&mut self, media_type: Option<&str>, text: String, path: &str) -> Option<String> {

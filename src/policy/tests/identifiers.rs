@@ -94,3 +94,29 @@ proptest! {
         prop_assert!(answer_id(&p, &value).is_err());
     }
 }
+
+/// A `data:` URL carries its content inline: an answer's or a call's identifier-shaped one is
+/// read decoded by every check (images and audio aside).
+#[test]
+fn a_data_url_is_read_as_its_content() {
+    use base64::Engine;
+    let p = policy(PACK).unwrap();
+    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+    let plain = format!("data:text/plain;base64,{}", b64("the forbidden fruit"));
+    let html = "data:text/html,%3Cb%3Eforbidden%3C/b%3E".to_owned();
+    let svg = format!(
+        "data:image/svg+xml;base64,{}",
+        b64("<svg><text>forbidden</text></svg>")
+    );
+    let bytes = format!("data:application/octet-stream;base64,{}", b64("forbidden"));
+    let key = format!("data:,{}", "sk-0123456789abcdef");
+    for url in [&plain, &html, &svg, &bytes, &key] {
+        assert!(answer_id(&p, url).is_err(), "{url}");
+        assert!(before_call(&p, &ids(&[url])).is_err(), "{url}");
+    }
+    let png = format!("data:image/png;base64,{}", b64("forbidden"));
+    let harmless = format!("data:text/plain;base64,{}", b64("all fine"));
+    for url in [&png, &harmless] {
+        assert!(answer_id(&p, url).is_ok(), "{url}");
+    }
+}
