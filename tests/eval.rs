@@ -577,3 +577,66 @@ async fn the_replay_agrees_with_the_proxy_on_every_example_exchange() {
         assert_eq!(r["redacted"] == 1, proxy_redacted, "{id}: {text}; {r}");
     }
 }
+
+/// A capture record names the key it came with: a key with packs of its own is replayed under
+/// them, as the proxy decided it; a key the config does not have makes the line unreplayable.
+#[test]
+fn a_replay_decides_each_record_by_its_keys_packs() {
+    let dir = tempfile::tempdir().unwrap();
+    let strict = dir.path().join("strict.yaml");
+    std::fs::write(
+        &strict,
+        "validators:\n  - id: fruit\n    type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n",
+    )
+    .unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "upstreams:\n  openai: \"http://127.0.0.1:9\"\npacks: [\"examples/eval/pack.yaml\"]\nkeys:\n  - id: team-a\n    key: gw-a\n    packs: [\"{}\"]\n  - id: team-b\n    key: gw-b\n",
+            strict.display()
+        ),
+    )
+    .unwrap();
+    let line = |id: &str, key: Option<&str>| {
+        let request =
+            json!({"model": "m", "messages": [{"role": "user", "content": "the forbidden fruit"}]});
+        let mut metadata = json!({"captured_by": "guardwire"});
+        if let Some(k) = key {
+            metadata["key_id"] = json!(k);
+        }
+        json!({"id": id, "route": "openai_chat", "request_body": request.to_string(), "metadata": metadata}).to_string()
+    };
+    let traffic = [
+        line("a", Some("team-a")),
+        line("b", Some("team-b")),
+        line("none", None),
+    ]
+    .join("\n");
+    let file = dir.path().join("traffic.jsonl");
+    std::fs::write(&file, traffic).unwrap();
+    let out = dir.path().join("out.json");
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--replay",
+        file.to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    let (code, text) = eval(&args, None);
+    assert_eq!(code, 0, "{text}");
+    let r = read_json(&out);
+    assert_eq!(r["exchanges"], 3, "{r}");
+    assert_eq!(r["blocked"], 1, "{r}");
+    assert_eq!(r["passed"], 2, "{r}");
+    assert_eq!(validator(&r, "fruit")["blocked"], 1, "{r}");
+    // A key the config does not know.
+    std::fs::write(&file, line("c", Some("team-z"))).unwrap();
+    let (code, text) = eval(&args, None);
+    assert!(code != 0 || read_json(&out)["invalid"] == 1, "{text}");
+    assert!(
+        text.contains("team-z") || std::fs::read_to_string(&out).unwrap().contains("team-z"),
+        "{text}"
+    );
+}

@@ -292,6 +292,7 @@ pub fn prepare_body(
         path: None,
         request: Vec::new().into(),
         answer: record::Answer::None,
+        key_id: None,
     };
     let route = super::replay::route(rt, None, &ex)?;
     if route.upstream.is_none() {

@@ -45,6 +45,9 @@ pub struct Exchange<'a> {
     pub path: Option<String>,
     pub request: Cow<'a, [u8]>,
     pub answer: Answer<'a>,
+    /// The client key a capture record says the exchange came with (`metadata.key_id`): its
+    /// own packs, when it has them, decide it as they did in the proxy.
+    pub key_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +104,8 @@ struct CapturedBy<'a> {
     captured_by: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     upstream_status: Option<u16>,
+    #[serde(default)]
+    key_id: Option<String>,
 }
 
 /// A body given as text or base64 (`key` names it in errors): its bytes.
@@ -142,6 +147,7 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
         .as_ref()
         .and_then(|m| m.captured_by.as_deref())
         .is_some_and(|by| by == "guardwire");
+    let key_id = metadata.as_ref().and_then(|m| m.key_id.clone());
     // A provider's error answer, as guardwire's capture records it.
     let error_status = metadata
         .and_then(|m| m.upstream_status)
@@ -174,6 +180,7 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
             path: l.path,
             request: Cow::Owned(request),
             answer,
+            key_id,
         });
     }
     if l.tools.is_some() || l.parallel_tool_calls.is_some() || l.model.is_some() {
@@ -213,6 +220,7 @@ pub fn read(line: &[u8], n: u64) -> Result<Exchange<'_>, String> {
         path: l.path,
         request,
         answer,
+        key_id,
     })
 }
 

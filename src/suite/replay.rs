@@ -133,7 +133,7 @@ pub fn check(
 ) -> Result<Outcome, String> {
     let route = route(rt, forced_route, ex)?;
     let protocol = protocol_on(route, ex.protocol)?;
-    let policy = &route.policy;
+    let policy = policy_of(rt, route, ex)?;
     let mut out = Outcome {
         line,
         id: ex.id.clone(),
@@ -145,8 +145,27 @@ pub fn check(
         answered: !matches!(ex.answer, Answer::None),
         judged_skipped: !(policy.judged_input().is_empty() && policy.judged_output().is_empty()),
     };
-    out.verdict = run(rt, route, protocol, ex, &mut out);
+    out.verdict = run(rt, route, protocol, policy, ex, &mut out);
     Ok(out)
+}
+
+/// The packs an exchange is decided by: those of the key its record names, when that key has
+/// its own (as the proxy decided it), else the route's. A key the config does not have: the
+/// line cannot be replayed (under the route's packs it would be judged as another tenant's).
+fn policy_of<'r>(
+    rt: &'r Runtime,
+    route: &'r Route,
+    ex: &Exchange<'_>,
+) -> Result<&'r Arc<Policy>, String> {
+    let Some(id) = &ex.key_id else {
+        return Ok(&route.policy);
+    };
+    let key = rt
+        .keys
+        .iter()
+        .find(|k| k.id == id.as_str())
+        .ok_or_else(|| format!("metadata.key_id {id:?} is not one of the config's keys"))?;
+    Ok(key.policy.as_ref().unwrap_or(&route.policy))
 }
 
 fn refused(stage: Stage, reason: impl Into<String>) -> Verdict {
@@ -178,11 +197,12 @@ fn run(
     rt: &Runtime,
     route: &Route,
     protocol: &'static dyn Protocol,
+    policy: &Arc<Policy>,
     ex: &Exchange<'_>,
     out: &mut Outcome,
 ) -> Verdict {
     let limits = &rt.config.limits;
-    let policy = Arc::clone(&route.policy);
+    let policy = Arc::clone(policy);
     if ex.request.len() > limits.max_request_bytes {
         return refused(
             Stage::BeforeCall,
