@@ -406,6 +406,18 @@ impl ExchangeGuard {
             if policy.keeps_answer && *path != crate::delta::READ_APART {
                 choice_state(&mut self.choices, *choice).push_other(Unmodelled::Path(*path), text);
             }
+            // A string value that is a `data:` URL (an A2A file part's `url`, a resource
+            // link): the reader who opens it reads its content. (Its hits have no span: they
+            // block at this value.)
+            if let Some(Some(content)) =
+                crate::protocol::documents::Documents::data_url_payload(text)
+            {
+                let first = self.hits.len();
+                policy.value_hits(ch.target, &content, &mut self.hits);
+                for h in &mut self.hits[first..] {
+                    h.end = pos;
+                }
+            }
         }
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {
             let keep = policy.keeps_text(Target::Output);

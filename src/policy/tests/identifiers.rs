@@ -114,6 +114,22 @@ fn a_data_url_is_read_as_its_content() {
         assert!(answer_id(&p, url).is_err(), "{url}");
         assert!(before_call(&p, &ids(&[url])).is_err(), "{url}");
     }
+    // A string value of an answer read as text (not an identifier's shape, or a field read
+    // as text): its content too.
+    let long = format!(
+        "data:text/plain;base64,{}",
+        b64(&format!("{} forbidden", "a ".repeat(600)))
+    );
+    for url in [&plain, &long] {
+        let mut g = p.exchange_guard(Default::default(), None);
+        let delta = Delta::Text {
+            choice: 0,
+            channel: Channel::Other(3),
+            text: Cow::Borrowed(url.as_str()),
+        };
+        let verdict = g.on_chunk(&delta).map(|_| ()).and_then(|()| g.after_call());
+        assert!(verdict.is_err(), "{url}");
+    }
     let png = format!("data:image/png;base64,{}", b64("forbidden"));
     let harmless = format!("data:text/plain;base64,{}", b64("all fine"));
     for url in [&png, &harmless] {

@@ -145,6 +145,13 @@ impl Checker {
         let joined = std::mem::take(&mut texts.joined);
         let mut strings = self.strings(texts);
         strings.extend(joined);
+        // A `data:` URL (a resource link's `uri`, an icon, a URL-mode elicitation's `url`): the
+        // host that opens it reads its content.
+        let contents: Vec<String> = strings
+            .iter()
+            .filter_map(|s| crate::protocol::documents::Documents::data_url_payload(s).flatten())
+            .collect();
+        strings.extend(contents);
         if strings.is_empty() && identifiers.is_empty() {
             return Ok(());
         }
