@@ -938,6 +938,10 @@ fn main() {
     let dir = env!("CARGO_MANIFEST_DIR");
     let default_pack = format!("{dir}/config/packs/default.yaml");
     bench_stream_guard(&mut c, text, "default_pack", &default_pack);
+    // The same answer as a JSON string (its quotes and line breaks escaped): from the first
+    // escape on, the guard also reads it decoded (`policy/guard/escaped.rs`).
+    let json = serde_json::to_string(text).expect("JSON text");
+    bench_stream_guard(&mut c, &json, "default_pack_json", &default_pack);
     let limits = format!("{dir}/benches/common/limits.yaml");
     bench_stream_guard(&mut c, text, "limits", &limits);
     bench_pii(&mut c, &long);
