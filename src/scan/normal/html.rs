@@ -358,10 +358,16 @@ impl Normalizer {
                 self.tag_raw_start(raw);
             }
             '[' => {
+                if self.base.is_some_and(char::is_alphanumeric) {
+                    self.join_across_mark(raw);
+                }
                 self.brackets = self.brackets.saturating_add(1);
                 self.open_image(raw, self.brackets);
             }
             ']' => {
+                if self.brackets == 0 && self.base.is_some_and(char::is_alphanumeric) {
+                    self.join_across_mark(raw);
+                }
                 self.image_bracket(self.brackets);
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);

@@ -319,6 +319,24 @@ impl Normalizer {
         self.join_across(raw, None);
     }
 
+    /// A Markdown mark the view drops right after a word (`x*forbidden`, `x[forbidden`,
+    /// `fruit]x`): a person sees it where it makes no emphasis or link, a boundary between
+    /// words. The view before it and a space, joined to what follows, is read too.
+    /// (Not while another reading of the browser's is recorded: an image's or a link's, whose
+    /// brackets these are.)
+    pub(super) fn join_across_mark(&mut self, raw: u64) {
+        if self.joins[BROWSER].is_some() || self.browser_waiting() {
+            return;
+        }
+        let (mut context, context_raw) = self.context(BROWSER, raw);
+        context.push(' ');
+        self.joins[BROWSER] = Some(Box::new(Join {
+            closed: true,
+            trim: true,
+            ..Join::opening(context, context_raw, raw)
+        }));
+    }
+
     /// A block's tag whose break may not be there (`html/tag.rs`): the view before it is
     /// joined to what comes after it.
     pub(super) fn join_across_block(&mut self, raw: u64, unbroken: Unbroken) {

@@ -72,6 +72,9 @@ impl Normalizer {
             return;
         }
         if !spelled && c.is_ascii() && is_markup(c as u8) {
+            if self.base.is_some_and(char::is_alphanumeric) {
+                self.join_across_mark(raw);
+            }
             return;
         }
         if !self.underscores.is_empty() && (!is_ignorable(c) || is_blank(c)) {

@@ -418,13 +418,13 @@ fn markdown_marks_are_read_as_a_rendered_answer_shows_them() {
         "`forbidden` **fruit**",
         "f*o*r*b*i*d*d*e*n fruit",
     ] {
-        assert_eq!(full(marked), "forbidden fruit", "{marked:?}");
+        // (A mark glued to a word is also read as the boundary it shows where it makes no
+        // emphasis: that reading follows the view.)
+        let view = full(marked);
+        assert_eq!(view.lines().next(), Some("forbidden fruit"), "{marked:?}");
         // Split anywhere, the same view.
         for cut in 1..marked.len() {
-            assert_eq!(
-                view_of(marked, &[cut], Normalize::Full).0,
-                "forbidden fruit"
-            );
+            assert_eq!(view_of(marked, &[cut], Normalize::Full).0, view);
         }
     }
     assert_eq!(normalize_str("a*b", Normalize::Nfkc), "a*b");
@@ -2069,5 +2069,37 @@ fn review_17_readings() {
     ] {
         let (_, mut n) = view_of(text, &[], Normalize::Full);
         assert!(n.take_refusal().is_none(), "{text:?}");
+    }
+}
+
+/// A Markdown mark the view drops glued to a word is a boundary a person sees where it makes
+/// no emphasis or link: the reading with it as a space is kept too.
+#[test]
+fn a_dropped_mark_after_a_word_is_a_boundary_too() {
+    let word_bounded = |view: &str, phrase: &str| {
+        view.split('\n').any(|line| {
+            line.match_indices(phrase).any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                let after = line[at + phrase.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        })
+    };
+    for text in [
+        "x[forbidden fruit",
+        "a]forbidden fruit",
+        "x*forbidden fruit",
+        "x`forbidden fruit",
+        "x~forbidden fruit",
+        "the forbidden fruit]x",
+        "see x**forbidden fruit**",
+    ] {
+        let view = full(text);
+        assert!(
+            word_bounded(&view, "forbidden fruit"),
+            "{text:?} reads {view:?}"
+        );
+        same_view_at_every_split(text);
     }
 }
