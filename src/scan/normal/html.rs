@@ -40,6 +40,7 @@ pub(super) use table::Table;
 mod reread;
 pub(super) use reread::Reread;
 mod tag;
+mod tree;
 
 pub(super) use syntax::{attr, not_shown, Destination, RAW_TEXT, VOID};
 

@@ -27,95 +27,10 @@ use super::super::{Normalizer, Unit};
 use super::attributes::{Direction, MAX_STYLE};
 use super::css;
 use super::syntax::{not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SHOWN_IN_DOUBT, VOID};
+use super::tree::{
+    closed_by, closed_by_end_tag, BREAKOUT, CLOSES_P, FORMATTING, IN_LABEL, SPECIAL, TABLE_PARTS,
+};
 use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
-
-/// HTML elements whose start tag ends foreign content (HTML's "breakout" tags; `<font>`
-/// only with some attributes, read here as always).
-#[rustfmt::skip]
-const BREAKOUT: [&str; 45] = [
-    "b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em",
-    "embed", "font", "h1", "h2", "h3", "h4", "h5", "h6", "head", "hr", "i", "img", "li",
-    "listing", "menu", "meta", "nobr", "ol", "p", "pre", "ruby", "s", "small", "span", "strong",
-    "strike", "sub", "sup", "table", "tt", "u", "ul", "var",
-];
-
-/// Start tags that close a `<p>` open (HTML's parser: "close a p element").
-#[rustfmt::skip]
-const CLOSES_P: [&str; 41] = [
-    "address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div",
-    "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu",
-    "nav", "ol", "p", "search", "section", "summary", "ul", "h1", "h2", "h3", "h4", "h5", "h6",
-    "pre", "listing", "form", "table", "xmp", "hr", "li", "dd", "dt", "plaintext",
-];
-
-const HEADINGS: [&str; 6] = ["h1", "h2", "h3", "h4", "h5", "h6"];
-
-/// The open elements a start tag `name` closes, as the parser's implied end tags and the
-/// adoption agency close them (`<a>` and `<nobr>` their own; list items, definitions, options
-/// and headings their kind; a block the open `<p>`; a control a `<select>`).
-fn closed_by(name: &str) -> &'static [&'static str] {
-    match name {
-        "a" => &["a"],
-        "nobr" => &["nobr"],
-        "button" => &["button"],
-        "li" => &["li"],
-        "dd" | "dt" => &["dd", "dt"],
-        "option" => &["option"],
-        "optgroup" => &["option", "optgroup"],
-        "select" | "input" | "keygen" | "textarea" => &["select"],
-        "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => &HEADINGS,
-        _ => &[],
-    }
-}
-
-/// A table's parts, whose start tags a browser ignores outside a table.
-#[rustfmt::skip]
-const TABLE_PARTS: [&str; 11] = [
-    "caption", "col", "colgroup", "frame", "head", "tbody", "td", "tfoot", "th", "thead", "tr",
-];
-
-/// Elements that bound a scope (HTML's "has an element in scope"): an end tag whose element
-/// is open outside one of them is ignored by the parser (`<div>a<applet></div>b` shows `ab`).
-/// (MathML's token elements count inside a `<math>` only, SVG's `<title>`, `<desc>` and
-/// `<foreignObject>` inside an `<svg>`: elsewhere they are unknown HTML elements.)
-#[rustfmt::skip]
-const SCOPE_BOUNDARY: [&str; 9] = [
-    "applet", "caption", "html", "table", "td", "th", "marquee", "object", "template",
-];
-
-/// Elements of HTML's "special" category (with the scope boundaries): an end tag of an element
-/// not among them (`</span>`, `</x-y>`) is ignored when one of them is open inside its element.
-#[rustfmt::skip]
-/// (As Chromium lists them: not `search` or `keygen`.)
-const SPECIAL: [&str; 70] = [
-    "address", "area", "article", "aside", "base", "basefont", "bgsound", "blockquote", "body",
-    "br", "button", "center", "col", "colgroup", "dd", "details", "dir", "div", "dl", "dt",
-    "embed", "fieldset", "figcaption", "figure", "footer", "form", "frame", "frameset", "h1",
-    "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup", "hr", "iframe", "img", "input",
-    "li", "link", "listing", "main", "menu", "meta", "nav", "noembed", "noframes", "noscript",
-    "ol", "p", "param", "plaintext", "pre", "script", "section", "select", "source", "style",
-    "summary", "tbody", "textarea", "tfoot", "thead", "title", "tr", "track", "ul",
-];
-
-/// Formatting elements: closed by another element's end tag, a browser's parser keeps them in
-/// its list of active formatting elements and opens a copy of each (its attributes, its style)
-/// around the text that follows.
-#[rustfmt::skip]
-const FORMATTING: [&str; 14] = [
-    "a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt",
-    "u",
-];
-
-/// Elements inside an `<option>` whose text its label reads as the view does (in line, shown).
-/// An option is drawn as its label, its descendants' text with no break and nothing hidden
-/// (a `<br>`, a `<div>`, a `<style>`'s or an `<svg>`'s text: all in line): any other tag in one
-/// is refused.
-#[rustfmt::skip]
-const IN_LABEL: [&str; 31] = [
-    "a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt",
-    "u", "span", "sub", "sup", "mark", "q", "abbr", "cite", "dfn", "kbd", "samp", "var", "time",
-    "data", "ins", "del", "label", "wbr",
-];
 
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
@@ -143,6 +58,12 @@ pub(in crate::scan::normal) struct OpenElement {
     serial: u32,
 }
 
+impl AsRef<str> for OpenElement {
+    fn as_ref(&self) -> &str {
+        &self.name
+    }
+}
+
 impl OpenElement {
     pub(in crate::scan::normal) fn serial(&self) -> u32 {
         self.serial
@@ -152,40 +73,6 @@ impl OpenElement {
     pub(in crate::scan::normal) fn is(&self, name: &str) -> bool {
         self.name == name
     }
-}
-
-/// The open element (of `open`, outermost first) an end tag `name` closes, as a browser's
-/// parser finds it: the innermost of that name, unless a scope boundary is open inside it
-/// (or, for an element that is not special, any special element): then the tag is ignored.
-fn closed_by_end_tag(open: &[OpenElement], name: &str) -> Option<usize> {
-    let i = open.iter().rposition(|e| e.name == name)?;
-    // (`</template>` closes the innermost template whatever is open inside it.)
-    if name == "template" {
-        return Some(i);
-    }
-    let inside = |at: usize, outer: &str| open[..at].iter().any(|e| e.name == outer);
-    let scope = |at: usize, e: &OpenElement| {
-        SCOPE_BOUNDARY.contains(&e.name.as_str())
-            || (matches!(e.name.as_str(), "title" | "desc" | "foreignobject") && inside(at, "svg"))
-            || (matches!(
-                e.name.as_str(),
-                "mi" | "mo" | "mn" | "ms" | "mtext" | "annotation-xml"
-            ) && inside(at, "math"))
-            || (name == "li" && matches!(e.name.as_str(), "ol" | "ul"))
-            || (name == "p" && e.name == "button")
-    };
-    let special = SPECIAL.contains(&name)
-        || SCOPE_BOUNDARY.contains(&name)
-        || FORMATTING.contains(&name)
-        || matches!(
-            name,
-            "svg" | "math" | "mi" | "mo" | "mn" | "ms" | "mtext" | "annotation-xml"
-        );
-    let blocked = open[i + 1..]
-        .iter()
-        .enumerate()
-        .any(|(k, e)| scope(i + 1 + k, e) || (!special && SPECIAL.contains(&e.name.as_str())));
-    (!blocked).then_some(i)
 }
 
 impl Normalizer {
