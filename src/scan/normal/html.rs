@@ -359,14 +359,14 @@ impl Normalizer {
                 self.tag_raw_start(raw);
             }
             '[' => {
-                if self.base.is_some_and(char::is_alphanumeric) {
+                if self.base.is_some_and(crate::scan::text::is_word_char) {
                     self.join_across_mark(raw);
                 }
                 self.brackets = self.brackets.saturating_add(1);
                 self.open_image(raw, self.brackets);
             }
             ']' => {
-                if self.brackets == 0 && self.base.is_some_and(char::is_alphanumeric) {
+                if self.base.is_some_and(crate::scan::text::is_word_char) {
                     self.join_across_mark(raw);
                 }
                 self.image_bracket(self.brackets);

@@ -322,10 +322,11 @@ impl Normalizer {
     /// A Markdown mark the view drops right after a word (`x*forbidden`, `x[forbidden`,
     /// `fruit]x`): a person sees it where it makes no emphasis or link, a boundary between
     /// words. The view before it and a space, joined to what follows, is read too.
-    /// (Not while another reading of the browser's is recorded: an image's or a link's, whose
-    /// brackets these are.)
+    /// (Not while a construct of the browser's reading is still open: an image's, whose
+    /// brackets these are. A reading already recorded goes on from it: marks one after another
+    /// are each a boundary.)
     pub(super) fn join_across_mark(&mut self, raw: u64) {
-        if self.joins[BROWSER].is_some() || self.browser_waiting() {
+        if self.joins[BROWSER].as_ref().is_some_and(|j| !j.closed) || self.browser_waiting() {
             return;
         }
         let (mut context, context_raw) = self.context(BROWSER, raw);

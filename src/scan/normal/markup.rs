@@ -72,7 +72,7 @@ impl Normalizer {
             return;
         }
         if !spelled && c.is_ascii() && is_markup(c as u8) {
-            if self.base.is_some_and(char::is_alphanumeric) {
+            if self.base.is_some_and(crate::scan::text::is_word_char) {
                 self.join_across_mark(raw);
             }
             return;

@@ -2055,6 +2055,10 @@ fn review_17_readings() {
         "a <?pi forbid<x>den fruit",
         "a <!-x forbid<x>den fruit",
         "a <!--x--!>forbid<b hidden>y</b>den fruit",
+        "a <![CDATA[forbidden<x>\nfruit",
+        "a <?forbidden<x>\nfruit",
+        "a <!-forbidden<x> fruit",
+        "a <![CDATA[x[forbidden<x> fruit",
     ];
     all_read_or_refused(&cases, reads);
     // Ordinary HTML an answer holds reads as before.
@@ -2094,6 +2098,11 @@ fn a_dropped_mark_after_a_word_is_a_boundary_too() {
         "x~forbidden fruit",
         "the forbidden fruit]x",
         "see x**forbidden fruit**",
+        "x~y~forbidden fruit",
+        "a~b and then c~forbidden fruit",
+        "[x]forbidden fruit",
+        "see [note]forbidden fruit",
+        "x_*forbidden fruit",
     ] {
         let view = full(text);
         assert!(

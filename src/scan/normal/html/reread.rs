@@ -6,7 +6,7 @@
 //! and after the blank line a new paragraph starts, whose first `>` ends the browser's bogus
 //! comment (`a <![CDATA[`, a blank line, `forbidden<b> fruit` shows `forbidden fruit`). So
 //! is one that ends as a browser's but not as CommonMark's (`<![CDATA[x>` without `]]>`, `<?x>`
-//! without `?>`, `<!-x>`): read again from its end on to the end of the line.
+//! without `?>`, `<!-x>`): read again, on to the end of its paragraph.
 //!
 //! The view hides such a construct (the browser's reading). Its text is kept from its opener
 //! on — held back, up to [`MAX_REREAD`] characters; past that it is refused once cut — and
@@ -78,9 +78,17 @@ impl Normalizer {
             if !open || self.nested {
                 return;
             }
+            let opener: String = self.tag_raw.chars().take(4).collect();
+            // What the opener read past `<!` (`<!-x`, `<!x`) is the construct's text to
+            // CommonMark.
+            let text = match opener.as_str() {
+                "<!--" => String::new(),
+                o => o.chars().skip(2).collect(),
+            };
             self.reread = Some(Box::new(Reread {
                 raw: self.tag_raw_at,
-                opener: self.tag_raw.chars().take(4).collect(),
+                opener,
+                text,
                 ..Reread::default()
             }));
         }
@@ -96,7 +104,9 @@ impl Normalizer {
             r.cut = true;
             r.ended = true;
         }
-        if r.ended && matches!(c, '\n' | '\r' | '\u{2029}') {
+        // After it ended, read on to the end of the paragraph (a blank line), or the bound.
+        if r.ended && ((c == '\n' && r.line_blank) || c == '\u{2029}' || r.text.len() >= MAX_REREAD)
+        {
             self.reread_written(out);
             return;
         }
