@@ -409,14 +409,10 @@ impl ExchangeGuard {
             // A string value that is a `data:` URL (an A2A file part's `url`, a resource
             // link): the reader who opens it reads its content. (Its hits have no span: they
             // block at this value.)
-            if let Some(Some(content)) =
-                crate::protocol::documents::Documents::data_url_payload(text)
-            {
-                let first = self.hits.len();
-                policy.value_hits(ch.target, &content, &mut self.hits);
-                for h in &mut self.hits[first..] {
-                    h.end = pos;
-                }
+            let first = self.hits.len();
+            policy.data_url_hits(ch.target, text, &mut self.hits);
+            for h in &mut self.hits[first..] {
+                h.end = pos;
             }
         }
         if ch.target == Target::Output && matches!(channel, Channel::Content | Channel::Refusal) {

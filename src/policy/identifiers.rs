@@ -28,8 +28,13 @@ impl Policy {
             }
         }
         hits.truncate(kept);
-        // A `data:` URL carries its content inline (an A2A file part's `url`, an MCP resource
-        // link's `uri`, an icon): the reader that opens it reads that content, every check too.
+        self.data_url_hits(target, value, hits);
+    }
+
+    /// Appends to `hits` every check's matches in what `value` holds when it is a `data:` URL
+    /// (an A2A file part's `url`, an MCP resource link's `uri`, an icon): the reader that
+    /// opens it reads that content. Identifier-shaped or read as text, the same.
+    pub(super) fn data_url_hits(&self, target: Target, value: &str, hits: &mut Vec<Hit>) {
         if let Some(Some(text)) = crate::protocol::documents::Documents::data_url_payload(value) {
             self.value_hits(target, &text, hits);
         }

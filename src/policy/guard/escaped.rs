@@ -13,6 +13,7 @@
 
 use crate::policy::json_text::JsonTextDecoder;
 use crate::scan::{Hit, TextScan, TextScanState};
+use std::borrow::Cow;
 
 /// Levels of JSON held in JSON read decoded (as the conversation's JSON is read at
 /// BeforeCall, `protocol/residual.rs`).
@@ -37,24 +38,30 @@ impl EscapedReading {
 
     /// Reads the channel's next text (as its first scanner read it); hits are pushed in the
     /// first scanner's positions.
+    /// (A level whose piece holds no escape passes it on borrowed: no copy.)
     pub(super) fn feed(&mut self, scan: &TextScan, text: &str, hits: &mut Vec<Hit>) {
-        let mut decoded = std::borrow::Cow::Borrowed(text);
+        let mut decoded: Option<String> = None;
         for (_, level) in &mut self.levels {
-            decoded = std::borrow::Cow::Owned(level.decode(&decoded).into_owned());
+            if let Cow::Owned(out) = level.decode(decoded.as_deref().unwrap_or(text)) {
+                decoded = Some(out);
+            }
         }
-        self.read(scan, decoded.into_owned(), hits);
-    }
-
-    /// The text the last decoder wrote: a backslash in it opens one more level (whose text up
-    /// to here is the last one's: the scanner goes on over it).
-    fn read(&mut self, scan: &TextScan, mut text: String, hits: &mut Vec<Hit>) {
-        while self.levels.len() < MAX_LEVELS && has_escape(&text) {
+        // A backslash in what the last decoder wrote opens one more level (whose text up to
+        // here is the last one's: the scanner goes on over it).
+        while self.levels.len() < MAX_LEVELS && has_escape(decoded.as_deref().unwrap_or(text)) {
             let mut level = JsonTextDecoder::anywhere();
-            text = level.decode(&text).into_owned();
+            if let Cow::Owned(out) = level.decode(decoded.as_deref().unwrap_or(text)) {
+                decoded = Some(out);
+            }
             self.levels.push((self.scan.pos(), level));
         }
         let first = hits.len();
-        scan.feed(&mut self.scan, &text, hits, false);
+        scan.feed(
+            &mut self.scan,
+            decoded.as_deref().unwrap_or(text),
+            hits,
+            false,
+        );
         self.mapped(&mut hits[first..]);
     }
 

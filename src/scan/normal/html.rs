@@ -359,16 +359,12 @@ impl Normalizer {
                 self.tag_raw_start(raw);
             }
             '[' => {
-                if self.base.is_some_and(crate::scan::text::is_word_char) {
-                    self.join_across_mark(raw);
-                }
+                self.mark_dropped(raw);
                 self.brackets = self.brackets.saturating_add(1);
                 self.open_image(raw, self.brackets);
             }
             ']' => {
-                if self.base.is_some_and(crate::scan::text::is_word_char) {
-                    self.join_across_mark(raw);
-                }
+                self.mark_dropped(raw);
                 self.image_bracket(self.brackets);
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);

@@ -325,8 +325,11 @@ impl Normalizer {
     /// (Not while a construct of the browser's reading is still open: an image's, whose
     /// brackets these are. A reading already recorded goes on from it: marks one after another
     /// are each a boundary.)
-    pub(super) fn join_across_mark(&mut self, raw: u64) {
-        if self.joins[BROWSER].as_ref().is_some_and(|j| !j.closed) || self.browser_waiting() {
+    pub(super) fn mark_dropped(&mut self, raw: u64) {
+        if !self.base.is_some_and(crate::scan::text::is_word_char)
+            || self.joins[BROWSER].as_ref().is_some_and(|j| !j.closed)
+            || self.browser_waiting()
+        {
             return;
         }
         let (mut context, context_raw) = self.context(BROWSER, raw);

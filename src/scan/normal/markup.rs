@@ -72,9 +72,7 @@ impl Normalizer {
             return;
         }
         if !spelled && c.is_ascii() && is_markup(c as u8) {
-            if self.base.is_some_and(crate::scan::text::is_word_char) {
-                self.join_across_mark(raw);
-            }
+            self.mark_dropped(raw);
             return;
         }
         if !self.underscores.is_empty() && (!is_ignorable(c) || is_blank(c)) {

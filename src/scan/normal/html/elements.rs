@@ -200,23 +200,27 @@ impl Normalizer {
         // element, no break): `forbid<td>den` shows `forbidden`.
         // So is a `<form>` while one is open (HTML's form element pointer) or in a table
         // outside its cells (an empty element there): no break.
-        let in_table =
-            !self.tables.is_empty() || self.open_elements.iter().any(|e| e.name == "table");
-        let form_open = self
-            .open_elements
-            .iter()
-            .chain(self.html_open.iter())
-            .any(|e| e.name == "form");
-        let outside_cell = self
-            .open_elements
-            .iter()
-            .rev()
-            .find(|e| matches!(e.name.as_str(), "table" | "td" | "th" | "caption"))
-            .is_some_and(|e| e.name == "table");
-        if !self.tag_closing
-            && ((TABLE_PARTS.contains(&name.as_str()) && !in_table)
-                || (name == "form" && (form_open || outside_cell)))
-        {
+        // (Looked up only for those tags: every other tag costs no walk of the open elements.)
+        let ignored_start = !self.tag_closing
+            && if TABLE_PARTS.contains(&name.as_str()) {
+                self.tables.is_empty() && !self.open_elements.iter().any(|e| e.name == "table")
+            } else if name == "form" {
+                let form_open = self
+                    .open_elements
+                    .iter()
+                    .chain(self.html_open.iter())
+                    .any(|e| e.name == "form");
+                let outside_cell = self
+                    .open_elements
+                    .iter()
+                    .rev()
+                    .find(|e| matches!(e.name.as_str(), "table" | "td" | "th" | "caption"))
+                    .is_some_and(|e| e.name == "table");
+                form_open || outside_cell
+            } else {
+                false
+            };
+        if ignored_start {
             self.attribute_values.clear();
             self.ignored_tag = true;
             return;
@@ -278,8 +282,7 @@ impl Normalizer {
             )
         };
         // (An open `<details>` in a ruby is shown in line: its break may not be there either.)
-        let details_in_ruby =
-            name == "details" && self.open_elements.iter().any(|e| e.name == "ruby");
+        let details_in_ruby = name == "details" && in_ruby(&self.open_elements);
         self.break_in_doubt = match (shown || details_in_ruby, side, own) {
             (false, _, _) => None,
             (true, true, _) => Some(Unbroken::SideBySide),
@@ -611,7 +614,7 @@ impl Normalizer {
         else {
             return;
         };
-        if hides(&above[..block]) || above[..block].iter().any(|e| e.css_hidden) {
+        if browser_hides(&above[..block]) {
             self.refuse(self.tag_raw_at, raw_end);
         }
     }
