@@ -122,6 +122,9 @@ const PIECES: &[&str] = &[
     "<span>",
     "<u hidden>",
     "</u>",
+    // Review 18: a block after an element that hides its text closes Markdown's paragraph.
+    "<rp>",
+    "<datalist>",
     "<",
     ">",
     "x",
@@ -148,6 +151,7 @@ const MARKDOWN: &[&str] = &[
     "\\",
     "\\*",
     "\n",
+    "\n\n",
     "<u>",
     "&#42;",
     "***",

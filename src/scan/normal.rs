@@ -63,6 +63,7 @@ mod carrier;
 mod chars;
 mod html;
 mod join;
+mod line_marks;
 mod map;
 mod markup;
 mod pattern;
@@ -273,6 +274,12 @@ pub struct Normalizer {
     /// Text open elements hid, across the tags inside them, and whether a tag cut it
     /// (`html/elements.rs`).
     element_hidden: (Vec<Unit>, bool),
+    /// Where a block closed Markdown's paragraph, and the elements hiding text with it, for
+    /// Markdown's reading (`html/elements.rs`).
+    /// (With the view's last characters before it, and where they start.)
+    markdown_shown_from: Option<(u64, String, u64)>,
+    /// Markdown's block marks at a line's start (`line_marks.rs`).
+    line_marks: line_marks::LineMarks,
     /// A script's last characters and state (`html.rs`).
     script_tail: String,
     script_state: u8,
@@ -365,6 +372,8 @@ impl Normalizer {
             sheet_text: String::new(),
             sheet_raw: None,
             element_hidden: (Vec::new(), false),
+            markdown_shown_from: None,
+            line_marks: line_marks::LineMarks::default(),
             script_tail: String::new(),
             script_state: 0,
             open_elements: Vec::new(),
@@ -402,6 +411,12 @@ impl Normalizer {
         let held = self.held.first().map(|u| u.raw);
         let marks = self.marks.iter().map(|(u, _)| u.raw).min();
         let underscores = self.underscores.first().map(|u| u.raw);
+        let line_mark = self.line_marks.pending.first().map(|u| u.raw);
+        let markdown_shown = self
+            .markdown_shown_from
+            .as_ref()
+            .map(|(_, _, raw)| *raw)
+            .filter(|&raw| join::still_held(raw, self.raw_len));
         let reference = self.reference.first().map(|u| u.raw);
         let selectors = self.selectors.first().map(|u| u.raw);
         let bidi = (!self.bidi.is_empty()).then_some(self.bidi_context_raw);
@@ -429,6 +444,8 @@ impl Normalizer {
             held,
             marks,
             underscores,
+            line_mark,
+            markdown_shown,
             reference,
             selectors,
             bidi,
@@ -508,11 +525,23 @@ impl Normalizer {
             || self.line_blank
             || self.lead.waits()
             || self.reread.is_some()
+            || !self.line_marks.pending.is_empty()
+        {
+            return 0;
+        }
+        // At a line's start a block mark may come (`line_marks.rs`): a first character that
+        // may be one (or white space before one) is read on its own.
+        let markup = self.mode == Normalize::Full;
+        if markup
+            && !self.fragment
+            && self.line_marks.at_start
+            && bytes
+                .first()
+                .is_some_and(|&b| line_marks::may_start_mark(b))
         {
             return 0;
         }
         let mut after_space = self.after_space;
-        let markup = self.mode == Normalize::Full;
         for (i, &b) in bytes.iter().enumerate() {
             let space = b == b' ';
             if b >= 0x80
@@ -537,6 +566,8 @@ impl Normalizer {
         if self.mode == Normalize::Full {
             self.ascii_word_state(text.as_bytes());
             self.lead.plain(text.as_bytes());
+            // (Its first character is no mark: the line's start is past.)
+            self.line_marks.at_start = false;
         }
         self.after_space = last == b' ';
         self.base = Some(char::from(last));

@@ -328,6 +328,24 @@ impl Normalizer {
         if self.markup == Markup::Text && self.element_text_char(unit, spelled, out) {
             return;
         }
+        self.text_markup_char(unit, spelled, out);
+    }
+
+    /// A character of the text past the elements' stage: Markdown's block marks at a line's
+    /// start (`line_marks.rs`), escapes, references, brackets and emphasis.
+    pub(super) fn text_markup_char(&mut self, unit: Unit, spelled: bool, out: &mut String) {
+        let Unit {
+            c, raw, raw_end, ..
+        } = unit;
+        if (self.line_marks_wait() || c == '\n' || c == '\r')
+            && self.markup == Markup::Text
+            && !self.fragment
+            && self.escape.is_none()
+            && self.reference.is_empty()
+            && self.line_mark_char(unit, spelled, out)
+        {
+            return;
+        }
         if let Some(slash) = self.escape.take() {
             if !spelled && c.is_ascii_punctuation() {
                 self.after_bracket = false;
@@ -502,6 +520,7 @@ impl Normalizer {
         }
         self.after_bracket = false;
         self.brackets = 0;
+        self.markdown_paragraph_ends(self.raw_len, false);
         self.open_elements.clear();
         self.html_open.clear();
         self.annotation_hidden = false;

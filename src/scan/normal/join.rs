@@ -372,10 +372,22 @@ impl Normalizer {
 
     /// An autolink opens at raw `raw` (its `<`).
     pub(super) fn open_join(&mut self, raw: u64) {
-        if self.browser_waiting() && !self.browser_wait_moves_aside() {
-            return;
-        }
+        self.park_waiting_browser();
         self.open_reading(raw);
+    }
+
+    /// A browser reading the text as HTML waits for elements that hide what comes (an `<svg>`
+    /// a code block showed as text to Markdown): that reading does not see a construct of the
+    /// rendered Markdown (an image, to it `![a](b)` is text), the reader of the rendered
+    /// Markdown does (and reads an autolink in an HTML block as a tag). Its reading is put
+    /// aside while the construct's is recorded (`parked_browser`).
+    fn park_waiting_browser(&mut self) {
+        if self.parked_browser.is_none()
+            && self.browser_waiting()
+            && !self.browser_wait_moves_aside()
+        {
+            self.parked_browser = self.joins[BROWSER].take();
+        }
     }
 
     /// The browser's reading of a construct it hides, opening at raw `raw`.
@@ -393,21 +405,18 @@ impl Normalizer {
         if !self.recent.ends_with('!') {
             return;
         }
-        // A browser reading the text as HTML waits for elements that hide what comes (an
-        // `<svg>` a code block showed as text to Markdown): that reading does not see the
-        // image (to it `![a](b)` is text), the reader of the rendered Markdown does. Its
-        // reading is put aside while the image's is recorded (`parked_browser`).
-        if self.parked_browser.is_none()
-            && self.browser_waiting()
-            && !self.browser_wait_moves_aside()
-        {
-            self.parked_browser = self.joins[BROWSER].take();
-        }
+        self.park_waiting_browser();
         self.open_reading(raw);
         if let Some(j) = &mut self.joins[BROWSER] {
-            // The `!` is no text of the image's reader either.
-            if j.context.ends_with('!') {
-                j.context.pop();
+            // The `!` is no text of the image's reader either (nor of the view's context,
+            // when the reading went on from an earlier construct's).
+            for context in [Some(&mut j.context), j.alone.as_mut().map(|(c, _)| c)]
+                .into_iter()
+                .flatten()
+            {
+                if context.ends_with('!') {
+                    context.pop();
+                }
             }
             j.image = true;
             j.depth = depth;
@@ -477,6 +486,16 @@ impl Normalizer {
             closed: true,
             ..Join::default()
         }));
+    }
+
+    /// A reading whose context is `text` (from raw `context_raw`), going on with what the view
+    /// writes from raw `raw` on, up to its bound (a trailing reading).
+    pub(super) fn trail_reading(&mut self, text: String, context_raw: u64, raw: u64) {
+        self.trailing_joins.push(Join {
+            context: text,
+            closed: true,
+            ..Join::opening(String::new(), context_raw, raw)
+        });
     }
 
     /// A blank line closed elements hiding text (Markdown's reading), which a browser reading

@@ -313,6 +313,7 @@ impl Normalizer {
     /// The end of the text: a reference without its `;` is read as a browser reads it (above), a waiting `_` run closes
     /// emphasis after a word (and is text otherwise).
     pub(super) fn finish_markup(&mut self, out: &mut String) {
+        self.flush_line_mark(out);
         self.flush_reference(out);
         if !self.underscores.is_empty() {
             let keep = !self.underscores_after_word;

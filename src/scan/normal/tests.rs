@@ -2112,3 +2112,77 @@ fn a_dropped_mark_after_a_word_is_a_boundary_too() {
         same_view_at_every_split(text);
     }
 }
+
+/// Review 18 (V18-04): a block after an element that hides its text closes the `<p>` Markdown
+/// wrapped the paragraph in, and the element with it: the text shown runs on into the next
+/// paragraph. With the oracle's seeds: a `<math>` inside a token element hides its text again;
+/// an autolink or an image while a browser's reading waits past a code block.
+#[test]
+fn review_18_block_closes_markdown_paragraph() {
+    let cases = [
+        "<rp><div>forbidden\n\nfruit",
+        "<datalist><p>forbidden\n\nfruit",
+        "<rp><p>forbidden</p>\n\nfruit",
+        "a<rp><p>forbidden\n\nfruit",
+        "<span style=\"display:none\"><div>forbidden\n\nfruit",
+        "- <rp><ul>forbidden\n\nfruit",
+        "<rp><div>forbidden</rp> fruit",
+        "forbidden<datalist><div> fruit",
+        "forbidden <rp><p>fruit",
+        "<ruby>a<rt>x<h1>forbidden\n\nfruit",
+        "forbidden<math><mi><math>z</math> fruit",
+        "f[](a)orbidden f![a](b)ruit",
+        "\n```\n<svg>\n```\n<div>for<x:y@z>bidden fruit",
+    ];
+    all_read_or_refused(&cases, reads);
+    // A scope boundary open: no `<p>` in scope, nothing closes (the text stays hidden).
+    for text in [
+        "<table><td><rp><div>forbidden fruit",
+        "<svg><desc><rp><div>forbidden fruit",
+    ] {
+        let view = full(text);
+        assert!(!view.starts_with("forbidden"), "{text:?}: {view:?}");
+    }
+}
+
+/// Markdown's block marks at a line's start are not text to a reader of the rendered answer:
+/// the words of lines one after the other join across them (as across a soft break).
+#[test]
+fn block_marks_at_a_line_start_read_as_white_space() {
+    let cases = [
+        "> forbidden\n> fruit",
+        ">forbidden\n>fruit",
+        "> > forbidden\n> > fruit",
+        "> <b>forbidden</b>\n>\n> fruit",
+        "forbidden\n> fruit",
+        "# forbidden\n# fruit",
+        "forbidden\n###### fruit",
+        "- forbidden\n- fruit",
+        "+ forbidden\n+ fruit",
+        "  - forbidden\n  - fruit",
+        "1. forbidden\n2. fruit",
+        "1) forbidden\n123456789) fruit",
+        "forbidden\n===\nfruit",
+        "forbidden\n---  \nfruit",
+        "forbidden\n\n- fruit",
+        "- > forbidden\n  > fruit",
+        "> - forbidden\n> - fruit",
+        "forbidden\n-\nfruit",
+    ];
+    all_read_or_refused(&cases, reads);
+    // Text that is no mark stays: a number, a hashtag, a negative number, an escaped or spelled
+    // mark.
+    for (text, view) in [
+        ("-5 degrees", "-5 degrees"),
+        ("#tag here", "#tag here"),
+        ("1.5 litres", "1.5 litres"),
+        ("1234567890. x", "1234567890. x"),
+        ("\\> a", "> a"),
+        ("&gt; a", "> a"),
+        ("a > b\n-- c", "a > b -- c"),
+        ("======= x", "======= x"),
+        ("####### x", "####### x"),
+    ] {
+        assert_eq!(full(text), view, "{text:?}");
+    }
+}

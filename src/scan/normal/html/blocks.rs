@@ -181,6 +181,6 @@ impl Normalizer {
             }
             Markup::Text | Markup::Tag | Markup::Autolink => {}
         }
-        self.elements_end_for_markdown(unit, out, false);
+        self.elements_end_for_markdown(unit.raw, out, false);
     }
 }

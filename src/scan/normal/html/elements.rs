@@ -310,6 +310,9 @@ impl Normalizer {
         if !self.tag_closing {
             let closes = closed_by(&name);
             let closes_p = CLOSES_P.contains(&name.as_str());
+            if closes_p {
+                self.markdown_paragraph_closed();
+            }
             let closed =
                 |e: &OpenElement| closes.contains(&e.name.as_str()) || (closes_p && e.name == "p");
             if closes_p || !closes.is_empty() {
@@ -453,6 +456,8 @@ impl Normalizer {
         self.browser_sees_again();
         self.annotation_hidden = hides(&self.open_elements);
         if !self.annotation_hidden {
+            // (What the block showed to Markdown runs on into what the view shows now.)
+            self.markdown_paragraph_ends(raw_end, false);
             self.element_hidden_ends(out);
         }
     }
@@ -497,7 +502,7 @@ impl Normalizer {
     /// open elements close. A browser reading HTML keeps them open (a blank line is white
     /// space): an override stays open (the bidi run reads both, `bidi.rs`), and text an
     /// element hides from it is read as its aside (`join.rs`).
-    pub(super) fn elements_end_for_markdown(&mut self, unit: Unit, out: &mut String, blank: bool) {
+    pub(super) fn elements_end_for_markdown(&mut self, raw: u64, out: &mut String, blank: bool) {
         // A paragraph's end (`</p>`) closes no `<template>`: what is in it stays hidden.
         if self.open_elements.is_empty()
             || (blank && self.open_elements.iter().any(|e| e.name == "template"))
@@ -505,8 +510,9 @@ impl Normalizer {
             return;
         }
         if self.annotation_hidden || self.open_elements.iter().any(|e| e.css_hidden) {
-            self.hidden_past_blank_line(unit.raw);
+            self.hidden_past_blank_line(raw);
         }
+        self.markdown_paragraph_ends(raw, true);
         for e in std::mem::take(&mut self.open_elements) {
             if e.overrides {
                 self.open_elements.push(e);
@@ -518,6 +524,75 @@ impl Normalizer {
         self.annotation_hidden = false;
         self.element_hidden_ends(out);
         self.end_hidden(out);
+    }
+
+    /// A start tag that closes a `<p>` (a block), with elements open that hide their text: in
+    /// a Markdown paragraph it closes the `<p>` Markdown wrapped the paragraph in, and with it
+    /// every element opened in it (`<rp><div>forbidden` shows `forbidden`), up to the
+    /// paragraph's end. The view reads the text as a browser reading HTML does (still hidden;
+    /// read as hidden text, an aside); Markdown's reading runs on past the paragraph's end,
+    /// where its last hidden characters are joined to what follows
+    /// ([`markdown_paragraph_ends`](Self::markdown_paragraph_ends)). Not when a `<p>` of the
+    /// text is open (the tag closes that one) or a scope boundary is (no `<p>` in scope).
+    fn markdown_paragraph_closed(&mut self) {
+        if !self.annotation_hidden || self.markdown_shown_from.is_some() {
+            return;
+        }
+        let open = std::iter::once("p")
+            .chain(self.open_elements.iter().map(|e| e.name.as_str()))
+            .collect::<Vec<_>>();
+        if closed_by_end_tag(&open, "p") == Some(0) {
+            // (The view before the block: a person reads on from it to the block's text.)
+            let (context, context_raw) = self.view_context(self.tag_raw_at);
+            self.markdown_shown_from = Some((self.tag_raw_at, context, context_raw));
+        }
+    }
+
+    /// Markdown's block ends (the elements hiding text close for it): the hidden text a block
+    /// showed to Markdown (its last [`MARKDOWN_SHOWN`] characters, white space one space) is
+    /// the context of a reading of what the view writes next (a trailing reading, `join.rs`).
+    pub(in crate::scan::normal) fn markdown_paragraph_ends(&mut self, raw: u64, blank: bool) {
+        let Some((from, mut text, context_raw)) = self.markdown_shown_from.take() else {
+            return;
+        };
+        if !text.is_empty() && !text.ends_with(' ') {
+            text.push(' ');
+        }
+        let shown: Vec<Unit> = self
+            .element_hidden
+            .0
+            .iter()
+            .filter(|u| u.raw >= from)
+            .copied()
+            .collect();
+        let skip = shown.len().saturating_sub(MARKDOWN_SHOWN);
+        let Some(first) = shown.get(skip) else {
+            return;
+        };
+        // (Held back from the view before the block, while the block's text is all there.)
+        let start = if skip == 0 { context_raw } else { first.raw };
+        if skip > 0 {
+            text.clear();
+        }
+        for u in &shown[skip..] {
+            if u.c.is_whitespace() {
+                if !text.ends_with(' ') {
+                    text.push(' ');
+                }
+            } else {
+                text.push(u.c);
+            }
+        }
+        // (A paragraph's end is a space between the paragraphs' words.)
+        if blank && !text.ends_with(' ') {
+            text.push(' ');
+        }
+        let text = if text.contains('&') {
+            decode_references(&text)
+        } else {
+            text
+        };
+        self.trail_reading(text, start, raw);
     }
 
     /// An HTML element's tag inside an `<svg>` or a `<math>` (outside the elements where
@@ -662,7 +737,7 @@ impl Normalizer {
         }
         if c == '\n' || (is_paragraph_end(c) && c != '\r') {
             if self.line_blank || c != '\n' {
-                self.elements_end_for_markdown(unit, out, true);
+                self.elements_end_for_markdown(unit.raw, out, true);
             }
             self.line_blank = true;
         } else if !c.is_whitespace() {
@@ -691,6 +766,10 @@ impl Normalizer {
     }
 }
 
+/// The hidden characters a block showed to Markdown that its reading past the paragraph's end
+/// keeps (a phrase across the end is read whole up to this length).
+const MARKDOWN_SHOWN: usize = 128;
+
 /// Whether text inside `open` (outermost first) is not shown: inside a `<template>`, an `<rp>`, an `<rt>` or
 /// `<rtc>` inside a `<ruby>` with base text, or foreign content a browser does not draw as
 /// text — in an `<svg>` outside its text elements (`<text>`, `<tspan>`, `<textPath>`,
@@ -709,8 +788,9 @@ pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
     let annotation = open.iter().enumerate().any(|(i, e)| {
         e.name == "rp" || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
     });
-    let svg = at("svg");
-    let math = at("math");
+    // (The innermost: a `<math>` in an `<mi>` hides its text again.)
+    let svg = open.iter().rposition(|e| e.name == "svg");
+    let math = open.iter().rposition(|e| e.name == "math");
     annotation
         || at("template").is_some()
         || open
