@@ -100,19 +100,43 @@ impl Documents {
     }
 
     /// What a `data:` URL holds as the reader who opens it reads it (a `urlopen`, a browser, a
-    /// host drawing an icon): `None` when `url` is no well-formed `data:` URL; `Some(None)` for
-    /// images and audio (exempt from the text checks); else its text (a text media type, or
-    /// any other bytes read as UTF-8 with replacements: a reader may treat them as text).
+    /// host drawing an icon): `None` when `url` is no `data:` URL a reader opens (no `data:`
+    /// scheme, no `,`); `Some(None)` for images and audio (exempt from the text checks); else
+    /// its text (a text media type, or any other bytes: a reader may treat them as text).
+    ///
+    /// Read as leniently as its readers read it: as the Fetch standard's data: URL processor
+    /// (a browser: white space and a fragment dropped, `; base64`, malformed `%` escapes kept,
+    /// forgiving base64, a media type without `/` is `text/plain`), and base64 a browser
+    /// refuses as Python's `urlopen` reads it (what is not of the alphabet dropped). Bytes in a
+    /// declared charset are read in it and as UTF-8 (a reader may ignore the declaration).
     pub fn data_url_payload(url: &str) -> Option<Option<String>> {
-        let (media_type, data) = parse_data_url(url.trim_start())?;
-        if classify(media_type) == Kind::Media {
+        let processed = data_url::DataUrl::process(url).ok()?;
+        let mime = processed.mime_type();
+        let media_type = format!("{}/{}", mime.type_, mime.subtype);
+        if classify(Some(&media_type)) == Kind::Media {
             return Some(None);
         }
-        let bytes = match data {
-            DataUrl::Base64(b) => decode_base64(b)?,
-            DataUrl::Percent(p) => percent_decode(p)?,
+        let bytes = match processed.decode_to_vec() {
+            Ok((body, _)) => body,
+            Err(_) => lenient_base64(url),
         };
-        Some(Some(String::from_utf8_lossy(&bytes).into_owned()))
+        let utf8 = String::from_utf8_lossy(&bytes);
+        let declared = mime
+            .get_parameter("charset")
+            .and_then(|label| encoding_rs::Encoding::for_label(label.as_bytes()))
+            .filter(|e| *e != encoding_rs::UTF_8 && *e != encoding_rs::WINDOWS_1252);
+        let text = match declared {
+            Some(encoding) => {
+                let (decoded, _, _) = encoding.decode(&bytes);
+                if decoded == utf8 {
+                    utf8.into_owned()
+                } else {
+                    format!("{decoded}\n{utf8}")
+                }
+            }
+            None => utf8.into_owned(),
+        };
+        Some(Some(text))
     }
 
     /// A document given as text (Anthropic `source.type: text`): read as it is unless its
@@ -233,6 +257,51 @@ fn decode_base64(data: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
+/// A `data:` URL's base64 body as Python's `urlopen` reads it (`base64.decodebytes`): its
+/// `%` escapes resolved, then every character outside the standard alphabet dropped (white
+/// space, `!`, padding anywhere), a trailing lone character ignored.
+fn lenient_base64(url: &str) -> Vec<u8> {
+    let body = url.split_once(',').map_or("", |(_, b)| b);
+    let body = body.split_once('#').map_or(body, |(b, _)| b);
+    let bytes = percent_decode_lenient(body);
+    let mut alphabet: Vec<u8> = bytes
+        .into_iter()
+        .filter(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/'))
+        .collect();
+    if alphabet.len() % 4 == 1 {
+        alphabet.pop();
+    }
+    let config =
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::RequireNone);
+    GeneralPurpose::new(&base64::alphabet::STANDARD, config)
+        .decode(&alphabet)
+        .unwrap_or_default()
+}
+
+/// `%XX` escapes resolved; a malformed one is kept as written (as a browser and `unquote` do).
+fn percent_decode_lenient(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = s
+            .get(i + 1..i + 3)
+            .filter(|h| b[i] == b'%' && h.bytes().all(|d| d.is_ascii_hexdigit()))
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(v) => {
+                out.push(v);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 enum DataUrl<'a> {
     Base64(&'a str),
     Percent(&'a str),
@@ -291,6 +360,39 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
+
+    /// Review 19 (P19-02): every spelling a browser or Python's `urlopen` opens is read as
+    /// its content.
+    #[test]
+    fn data_urls_are_read_as_leniently_as_their_readers_read_them() {
+        for url in [
+            "data:text/plain;base64,dGhlIGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain;base64,dGhl IGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain;base64,dGhl\nIGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain;base64,dGhl%49GZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain;base64,dGhlIGZvcmJpZGRlbiBmcnVpdA==#x",
+            "data:text/plain;base64,\tdGhlIGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text;base64,dGhlIGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain; base64,dGhlIGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain,the%20forbidden%20fruit%zz",
+            "data:text/plain;base64,dGhl!IGZvcmJpZGRlbiBmcnVpdA==",
+            "data:text/plain;base64,dGhlIGZvcmJpZGRlbiBmcnVpdA====",
+            "DATA:,the forbidden fruit",
+            "  data:,the%20forbidden fruit",
+            "data:text/plain;charset=utf-16le;base64,dABoAGUAIABmAG8AcgBiAGkAZABkAGUAbgAgAGYAcgB1AGkAdAA=",
+        ] {
+            let text = Documents::data_url_payload(url)
+                .unwrap_or_else(|| panic!("{url}: not read"))
+                .unwrap_or_else(|| panic!("{url}: read as media"));
+            assert!(text.contains("the forbidden fruit"), "{url}: {text:?}");
+        }
+        assert_eq!(
+            Documents::data_url_payload("data:image/png;base64,AAAA"),
+            Some(None)
+        );
+        assert_eq!(Documents::data_url_payload("https://x/y"), None);
+        assert_eq!(Documents::data_url_payload("data:no comma"), None);
+    }
 
     #[test]
     fn text_documents_are_read_media_exempt_the_rest_unreadable() {

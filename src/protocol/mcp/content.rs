@@ -112,6 +112,9 @@ impl Texts {
         if FREE.contains(&field) {
             if !is_empty(value) {
                 self.modelled.push(json_text(value));
+                // A `data:` URL in it (a link a host opens, one a tool fetches) on its own
+                // too: its content is read (`proxy/mcp/check.rs`).
+                data_urls(value, &mut self.modelled);
             }
             return;
         }
@@ -132,6 +135,22 @@ impl Texts {
             Value::Object(map) => self.object(map, modelled, path),
             _ => {}
         }
+    }
+}
+
+/// Every string value of free-form JSON that is a `data:` URL.
+fn data_urls(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s)
+            if s.trim_start()
+                .get(..5)
+                .is_some_and(|p| p.eq_ignore_ascii_case("data:")) =>
+        {
+            out.push(s.clone());
+        }
+        Value::Array(items) => items.iter().for_each(|v| data_urls(v, out)),
+        Value::Object(map) => map.values().for_each(|v| data_urls(v, out)),
+        _ => {}
     }
 }
 
