@@ -1083,6 +1083,20 @@ async fn request_strings_are_read_decoded_wherever_they_sit() {
             "/v1/chat/completions",
             format!(r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"tools":[{{"type":"function","function":{{"name":"f","parameters":{schema}}}}}]}}"#),
         ),
+        // Review 19 (P19-03, V19-05): JSON with text around it, cut short, JSON lines, and
+        // escapes in a user's text: read decoded wherever they stand.
+        (
+            "/v1/chat/completions",
+            r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"Result: {\"a\":\"the forbidden\\u0020fruit\"} (2 rows)"}]}"#.to_owned(),
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"m","messages":[{"role":"tool","tool_call_id":"1","content":"{\"x\":1}\n{\"a\":\"forbidden\\u0020fruit\", \"b\":"}]}"#.to_owned(),
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"model":"m","messages":[{"role":"user","content":"decode this: forbidden\\u0020fruit"}]}"#.to_owned(),
+        ),
         // Responses: a function_call_output, as a JSON value and as JSON in a string.
         (
             "/v1/responses",

@@ -13,6 +13,7 @@
 //! the decoder turned into deltas. Everything else, including `logprobs` tokens and
 //! annotations, counts.
 
+use crate::policy::json_text::JsonTextDecoder;
 use std::ops::Range;
 
 mod read_texts;
@@ -614,12 +615,12 @@ pub fn add_json_views(conversation: &mut crate::delta::Conversation) {
 /// every literal in its order (a duplicated key's values included, as the model reads both).
 fn json_view(text: &str, depth: usize, out: &mut String) {
     let t = text.trim();
-    if depth >= MAX_JSON_IN_STRING
-        || !t.starts_with(['{', '[', '"'])
-        || memchr::memchr(b'\\', t.as_bytes()).is_none()
-        || serde_json::from_str::<serde::de::IgnoredAny>(t).is_err()
-    {
+    if depth >= MAX_JSON_IN_STRING || memchr::memchr(b'\\', t.as_bytes()).is_none() {
         return;
+    }
+    if !t.starts_with(['{', '[', '"']) || serde_json::from_str::<serde::de::IgnoredAny>(t).is_err()
+    {
+        return escapes_view(t, depth, out);
     }
     // Valid JSON: outside string literals there is no quote, inside one a quote is escaped.
     let bytes = t.as_bytes();
@@ -650,6 +651,27 @@ fn json_view(text: &str, depth: usize, out: &mut String) {
         if i >= bytes.len() {
             break;
         }
+    }
+}
+
+/// A text with escapes that is not one JSON text (JSON after a prefix or with text after it,
+/// cut short, JSON lines): read as the answers' side reads it (`policy/guard/escaped.rs`) —
+/// every escape resolved wherever it stands, level after level while escapes are left (a
+/// model reads `\u0020` as a space in any of them).
+fn escapes_view(text: &str, depth: usize, out: &mut String) {
+    let mut level = std::borrow::Cow::Borrowed(text);
+    for _ in depth..MAX_JSON_IN_STRING {
+        let mut decoder = JsonTextDecoder::anywhere();
+        let mut next = decoder.decode(&level).into_owned();
+        next.push_str(&decoder.finish());
+        if next == *level {
+            return;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&next);
+        level = std::borrow::Cow::Owned(next);
     }
 }
 

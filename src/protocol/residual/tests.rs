@@ -233,15 +233,23 @@ fn json_held_in_strings_is_read_decoded() {
     let mut view = String::new();
     json_view(r#"{"a":"\u0078","a":"\u0079"}"#, 0, &mut view);
     assert_eq!(view, "a\nx\na\ny");
-    // No escape, or no JSON: nothing more to read.
-    for plain in [
-        r#"{"a":"forbidden"}"#,
-        r"not json \u0066",
-        r#"{"a":"\u0066"#,
+    // No escape: nothing more to read.
+    let mut view = String::new();
+    json_view(r#"{"a":"forbidden"}"#, 0, &mut view);
+    assert!(view.is_empty(), "{view}");
+    // Escapes in what is not one JSON text (review 19, P19-03): read decoded wherever they
+    // stand, level after level, as answers are.
+    for text in [
+        r#"Result: {"a":"the forbidden\u0020fruit"}"#,
+        r#"{"a":"the forbidden\u0020fruit"} (2 rows)"#,
+        r#"{"a":"the forbidden\u0020fruit", "b":"#,
+        "{\"x\":1}\n{\"a\":\"the forbidden\\u0020fruit\"}",
+        r"not json: forbidden\u0020fruit",
+        r#"log: {"body":"{\"k\":\"forbidden\\u0020fruit\"}"} end"#,
     ] {
         let mut view = String::new();
-        json_view(plain, 0, &mut view);
-        assert!(view.is_empty(), "{plain}");
+        json_view(text, 0, &mut view);
+        assert!(view.contains("forbidden fruit"), "{text}: {view:?}");
     }
 }
 
