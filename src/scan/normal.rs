@@ -163,6 +163,8 @@ pub struct Normalizer {
     underscores: Vec<Unit>,
     /// `full`: the character before the waiting `_` run is alphanumeric.
     underscores_after_word: bool,
+    /// The last character the Markdown stage read was spelled (a reference, an escape).
+    after_spelled: bool,
     /// `full`: a character reference being read, from its `&` (`markup.rs`).
     reference: Vec<Unit>,
     /// A piece of a pattern (a regex's literal), whose `_` is text: what surrounds it in the
@@ -313,6 +315,7 @@ impl Normalizer {
             base: None,
             underscores: Vec::new(),
             underscores_after_word: false,
+            after_spelled: false,
             reference: Vec::new(),
             fragment: false,
             recent: String::new(),
@@ -568,6 +571,7 @@ impl Normalizer {
             self.lead.plain(text.as_bytes());
             // (Its first character is no mark: the line's start is past.)
             self.line_marks.at_start = false;
+            self.after_spelled = false;
         }
         self.after_space = last == b' ';
         self.base = Some(char::from(last));

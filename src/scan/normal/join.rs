@@ -155,6 +155,8 @@ pub(super) struct Join {
     /// Another context this construct's reading is written with too: the view's, when the
     /// reading went on from an earlier construct's (this construct hidden alone).
     alone: Option<(String, u64)>,
+    /// A reading of an element drawn apart from the words around it (`boundary_reading`).
+    boundary: bool,
 }
 
 /// Readings that went on from another kept going with the later construct shown, at most.
@@ -486,6 +488,36 @@ impl Normalizer {
             closed: true,
             ..Join::default()
         }));
+    }
+
+    /// An element a browser draws apart from the words around it (`html/elements.rs`), its tag
+    /// at raw `raw` right after a word character: the view before it and a space, joined to
+    /// what follows, is read too — a reading of its own, beside the browser's (whose other
+    /// constructs it does not take the place of).
+    pub(super) fn boundary_reading(&mut self, raw: u64) {
+        if !self.base.is_some_and(crate::scan::text::is_word_char) {
+            return;
+        }
+        // (From the view, and from the last such reading still recording: both of an
+        // element's tags are boundaries in one reading.)
+        let chained = self
+            .trailing_joins
+            .last()
+            .filter(|j| j.boundary && j.after.len() < TRAIL)
+            .map(Join::so_far);
+        for (mut context, context_raw) in [Some(self.view_context(raw)), chained]
+            .into_iter()
+            .flatten()
+        {
+            context.push(' ');
+            self.trailing_joins.push(Join {
+                context,
+                closed: true,
+                trim: true,
+                boundary: true,
+                ..Join::opening(String::new(), context_raw, raw)
+            });
+        }
     }
 
     /// A reading whose context is `text` (from raw `context_raw`), going on with what the view

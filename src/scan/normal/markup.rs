@@ -56,9 +56,13 @@ impl Normalizer {
         spelled: bool,
         out: &mut String,
     ) {
+        // (A reference or an escape ends with punctuation as written, `;` or the escaped
+        // character: a `_` run after it is not after a word to CommonMark.)
+        let after_spelled = std::mem::replace(&mut self.after_spelled, spelled);
         if !spelled && c == '_' && !self.fragment {
             if self.underscores.is_empty() {
-                self.underscores_after_word = self.base.is_some_and(char::is_alphanumeric);
+                self.underscores_after_word =
+                    !after_spelled && self.base.is_some_and(char::is_alphanumeric);
             }
             self.underscores.push(Unit {
                 c,

@@ -2133,6 +2133,7 @@ fn review_18_block_closes_markdown_paragraph() {
         "forbidden<math><mi><math>z</math> fruit",
         "f[](a)orbidden f![a](b)ruit",
         "\n```\n<svg>\n```\n<div>for<x:y@z>bidden fruit",
+        "forbid&shy;__den<x y='>'>__ fruit",
     ];
     all_read_or_refused(&cases, reads);
     // A scope boundary open: no `<p>` in scope, nothing closes (the text stays hidden).
@@ -2185,4 +2186,40 @@ fn block_marks_at_a_line_start_read_as_white_space() {
     ] {
         assert_eq!(full(text), view, "{text:?}");
     }
+}
+
+/// Review 19 (V19-07, V19-16, V19-17): an element a browser may draw apart from the words
+/// around it — a quote, a control, a replaced element, a block the view reads in line, one a
+/// style makes a block or sets apart — is a boundary between them too.
+#[test]
+fn elements_drawn_apart_are_a_boundary() {
+    let cases = [
+        "x<q>forbidden fruit</q>",
+        "<q>forbidden fruit</q>x",
+        "x<input type=checkbox>forbidden fruit",
+        "forbidden fruit<input type=radio>x",
+        "x<progress></progress>forbidden fruit",
+        "x<img alt=y>forbidden fruit",
+        "x<center>forbidden fruit</center>",
+        "forbidden fruit<optgroup>x",
+        "forbidden fruit<span style='display:block'>q</span>",
+        "q<span style='display:block'>forbidden fruit</span>q",
+        "forbidden fruit<b style='float:left'>q</b>",
+        "<style>span{display:block}</style>forbidden fruit<span>q</span>",
+        "<style>.a{float:left}</style>forbidden fruit<span class=a>q</span>",
+    ];
+    let bounded = |view: &str, phrase: &str| {
+        view.split('\n').any(|line| {
+            line.match_indices(phrase).any(|(i, _)| {
+                let before = line[..i].chars().next_back();
+                let after = line[i + phrase.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        })
+    };
+    all_read_or_refused(&cases, bounded);
+    // In line with nothing of its own: one word.
+    let view = full("forbid<b>den</b> fruit");
+    assert!(!view.contains("forbid den"), "{view:?}");
 }

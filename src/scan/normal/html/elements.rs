@@ -56,6 +56,8 @@ pub(in crate::scan::normal) struct OpenElement {
     css_hidden: bool,
     /// Which such element it is, for the readings that hide it (`css/readings.rs`; 0: none).
     serial: u32,
+    /// A browser may draw it apart from the words around it (`separated`).
+    separated: bool,
 }
 
 impl AsRef<str> for OpenElement {
@@ -236,6 +238,11 @@ impl Normalizer {
         } else {
             self.tag_style(&name)
         };
+        // (One whose style may hide it has readings of its own: with it, without it.)
+        let separated = self.separated(&name, style.display);
+        if separated && !style.hides {
+            self.boundary_reading(self.tag_raw_at);
+        }
         // A style that sets how a block is displayed (`display: inline`): the break its tag
         // makes may not be there (`tag.rs` reads it both ways). (One that may hide it has its
         // own reading, without its breaks.) So with one that sets how an element around it
@@ -451,6 +458,7 @@ impl Normalizer {
                 based: false,
                 css_hidden: style.hides,
                 serial,
+                separated,
             });
         }
         self.browser_sees_again();
@@ -496,6 +504,26 @@ impl Normalizer {
         {
             self.close_html_join();
         }
+    }
+
+    /// Whether a browser may draw the element the tag `name` starts or ends apart from the
+    /// words around it — a quote's marks, a control's or a replaced element's box, a block the
+    /// view reads no break for, an element a style (`displayed`: its own, or a style sheet's
+    /// rule) makes a block or floats: the words either side of its tag are then read as two
+    /// words too (`join.rs`, `boundary_reading`), as a person may see them. (Elements drawn in
+    /// line with nothing of their own — `<b>`, `<span>`, an unknown element: one word, as
+    /// written.)
+    fn separated(&self, name: &str, displayed: bool) -> bool {
+        if SEPARATED.contains(&name) {
+            return true;
+        }
+        if self.tag_closing {
+            let closes = self.open_elements.iter().rposition(|e| e.name == name);
+            return closes.is_some_and(|i| {
+                self.open_elements[i].separated && !self.open_elements[i].css_hidden
+            });
+        }
+        displayed
     }
 
     /// Markdown's block ends (a blank line, a code block's start or end: `blocks.rs`): the
@@ -765,6 +793,16 @@ impl Normalizer {
         true
     }
 }
+
+/// Elements a browser draws apart from the words around them that the view reads no break for:
+/// a quote's marks, controls and replaced elements (a box), and blocks of the UA style sheet
+/// read in line (`syntax.rs`'s `BLOCK_TAGS` have their break).
+#[rustfmt::skip]
+const SEPARATED: [&str; 27] = [
+    "q", "input", "button", "select", "textarea", "meter", "progress", "img", "video", "audio",
+    "canvas", "iframe", "embed", "object", "fencedframe", "center", "menu", "dir", "listing",
+    "search", "hgroup", "legend", "option", "optgroup", "xmp", "plaintext", "marquee",
+];
 
 /// The hidden characters a block showed to Markdown that its reading past the paragraph's end
 /// keeps (a phrase across the end is read whole up to this length).
