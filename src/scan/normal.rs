@@ -165,6 +165,8 @@ pub struct Normalizer {
     underscores_after_word: bool,
     /// The last character the Markdown stage read was spelled (a reference, an escape).
     after_spelled: bool,
+    /// A Markdown mark dropped while a `_` run waited, at this raw position (`markup.rs`).
+    mark_after_underscores: Option<u64>,
     /// `full`: a character reference being read, from its `&` (`markup.rs`).
     reference: Vec<Unit>,
     /// A piece of a pattern (a regex's literal), whose `_` is text: what surrounds it in the
@@ -316,6 +318,7 @@ impl Normalizer {
             underscores: Vec::new(),
             underscores_after_word: false,
             after_spelled: false,
+            mark_after_underscores: None,
             reference: Vec::new(),
             fragment: false,
             recent: String::new(),
@@ -743,7 +746,7 @@ impl Normalizer {
     }
 
     /// Writes the pending marks in canonical order (a reordered run maps to its whole span).
-    fn flush_marks(&mut self, out: &mut String) {
+    pub(super) fn flush_marks(&mut self, out: &mut String) {
         if self.marks.is_empty() {
             return;
         }

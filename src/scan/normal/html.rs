@@ -377,12 +377,12 @@ impl Normalizer {
                 self.tag_raw_start(raw);
             }
             '[' => {
-                self.mark_dropped(raw);
+                self.glued_mark(raw, out);
                 self.brackets = self.brackets.saturating_add(1);
                 self.open_image(raw, self.brackets);
             }
             ']' => {
-                self.mark_dropped(raw);
+                self.glued_mark(raw, out);
                 self.image_bracket(self.brackets);
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);

@@ -76,7 +76,7 @@ impl Normalizer {
             return;
         }
         if !spelled && c.is_ascii() && is_markup(c as u8) {
-            self.mark_dropped(raw);
+            self.glued_mark(raw, out);
             return;
         }
         if !self.underscores.is_empty() && (!is_ignorable(c) || is_blank(c)) {
@@ -84,6 +84,19 @@ impl Normalizer {
             self.flush_underscores(keep, out);
         }
         self.text_char(c, raw, raw_end, !spelled, out);
+    }
+
+    /// A Markdown mark the view drops, at raw `raw`: a boundary after a word (`join.rs`,
+    /// `mark_dropped`). A `_` run waiting (it may be emphasis) is the word's end if it is
+    /// text: the boundary is read once it is decided. Combining marks held for their order end
+    /// with the word: written first (`بَ*forbidden` keeps the word `forbidden`).
+    pub(super) fn glued_mark(&mut self, raw: u64, out: &mut String) {
+        if self.underscores.is_empty() {
+            self.flush_marks(out);
+            self.mark_dropped(raw);
+        } else {
+            self.mark_after_underscores.get_or_insert(raw);
+        }
     }
 
     /// CommonMark decides a `_` run by the characters as written: after a word, the `&` of a
@@ -105,6 +118,11 @@ impl Normalizer {
         }
         run.clear();
         self.underscores = run;
+        // A mark dropped while the run waited: a boundary after it (`x_*forbidden`).
+        if let Some(raw) = self.mark_after_underscores.take() {
+            self.flush_marks(out);
+            self.mark_dropped(raw);
+        }
     }
 
     /// The reference stage for one character: true when it was taken (it starts or continues

@@ -453,7 +453,19 @@ fn underscore_emphasis_at_a_word_edge_is_not_shown() {
         "(_forbidden fruit_)",
         "forbidden _fruit_",
     ] {
-        assert_view_at_every_split(marked, &full(&marked.replace('_', "")));
+        // (The same readings as without the `_` runs, read as often or not.)
+        let view = full(marked);
+        let lines = |v: &str| {
+            v.lines()
+                .map(str::to_owned)
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(
+            lines(&view),
+            lines(&full(&marked.replace('_', ""))),
+            "{marked:?}"
+        );
+        assert_view_at_every_split(marked, &view);
     }
     assert_view_at_every_split("_forbidden_ fruit", "forbidden fruit");
     // Inside a word, or between non-words, `_` is text, as Markdown renders it.
@@ -2222,4 +2234,30 @@ fn elements_drawn_apart_are_a_boundary() {
     // In line with nothing of its own: one word.
     let view = full("forbid<b>den</b> fruit");
     assert!(!view.contains("forbid den"), "{view:?}");
+}
+
+/// Review 19 (V19-01): a glued mark after a `_` run (text, not emphasis) and after a letter
+/// with a combining mark of its own is a boundary too.
+#[test]
+fn a_glued_mark_after_an_underscore_or_a_combining_mark_is_a_boundary() {
+    let cases = [
+        "x_*forbidden fruit",
+        "x_[forbidden fruit",
+        "x__*forbidden fruit",
+        "x_**forbidden fruit",
+        "1_*forbidden fruit",
+        "\u{628}\u{64e}*forbidden fruit",
+        "\u{5d1}\u{5b0}*forbidden fruit",
+        "\u{995}\u{9cd}*forbidden fruit",
+        "\u{915}\u{94d}[forbidden fruit",
+    ];
+    let bounded = |view: &str, phrase: &str| {
+        view.split('\n').any(|line| {
+            line.match_indices(phrase).any(|(i, _)| {
+                let before = line[..i].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii())
+            })
+        })
+    };
+    all_read_or_refused(&cases, bounded);
 }
