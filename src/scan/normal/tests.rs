@@ -1782,18 +1782,18 @@ fn review_15_readings() {
         "<i style=\"display:none\">x</i>\u{202E}tiurf nedd<b id=q>y</b>ibrof\u{202C}",
         "\u{202E}tiurf nedd<meter>x</meter>ibrof\u{202C}",
     ];
-    // As a word check matches: the phrase with no letter or digit glued to it.
-    let reads_as_words = |view: &str, phrase: &str| {
-        view.split('\n').any(|line| {
-            line.match_indices(phrase).any(|(i, _)| {
-                let before = line[..i].chars().next_back();
-                let after = line[i + phrase.len()..].chars().next();
-                !before.is_some_and(char::is_alphanumeric)
-                    && !after.is_some_and(char::is_alphanumeric)
-            })
-        })
-    };
     all_read_or_refused(&cases, reads_as_words);
+}
+
+/// As a word check matches: the phrase on a line with no letter or digit glued to it.
+fn reads_as_words(view: &str, phrase: &str) -> bool {
+    view.split('\n').any(|line| {
+        line.match_indices(phrase).any(|(i, _)| {
+            let before = line[..i].chars().next_back();
+            let after = line[i + phrase.len()..].chars().next();
+            !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        })
+    })
 }
 
 /// Each text's view reads "forbidden fruit" as `read` matches (or it is refused), the same
@@ -2220,17 +2220,7 @@ fn elements_drawn_apart_are_a_boundary() {
         "<style>span{display:block}</style>forbidden fruit<span>q</span>",
         "<style>.a{float:left}</style>forbidden fruit<span class=a>q</span>",
     ];
-    let bounded = |view: &str, phrase: &str| {
-        view.split('\n').any(|line| {
-            line.match_indices(phrase).any(|(i, _)| {
-                let before = line[..i].chars().next_back();
-                let after = line[i + phrase.len()..].chars().next();
-                !before.is_some_and(char::is_alphanumeric)
-                    && !after.is_some_and(char::is_alphanumeric)
-            })
-        })
-    };
-    all_read_or_refused(&cases, bounded);
+    all_read_or_refused(&cases, reads_as_words);
     // In line with nothing of its own: one word.
     let view = full("forbid<b>den</b> fruit");
     assert!(!view.contains("forbid den"), "{view:?}");
