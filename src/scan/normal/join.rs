@@ -324,14 +324,17 @@ impl Normalizer {
     /// A Markdown mark the view drops right after a word (`x*forbidden`, `x[forbidden`,
     /// `fruit]x`): a person sees it where it makes no emphasis or link, a boundary between
     /// words. The view before it and a space, joined to what follows, is read too.
-    /// (Not while a construct of the browser's reading is still open: an image's, whose
-    /// brackets these are. A reading already recorded goes on from it: marks one after another
-    /// are each a boundary.)
+    /// (While a construct of the browser's reading is still open — an image's, whose brackets
+    /// these may be — or it waits for elements, a reading of its own. A reading already
+    /// recorded goes on from it: marks one after another are each a boundary.)
     pub(super) fn mark_dropped(&mut self, raw: u64) {
-        if !self.base.is_some_and(crate::scan::text::is_word_char)
-            || self.joins[BROWSER].as_ref().is_some_and(|j| !j.closed)
-            || self.browser_waiting()
-        {
+        if !self.base.is_some_and(crate::scan::text::is_word_char) {
+            return;
+        }
+        // (The browser's reading busy — a construct of it open, elements it waits for: a
+        // reading of its own, beside it.)
+        if self.joins[BROWSER].as_ref().is_some_and(|j| !j.closed) || self.browser_waiting() {
+            self.boundary_reading(raw);
             return;
         }
         let (mut context, context_raw) = self.context(BROWSER, raw);

@@ -2240,6 +2240,11 @@ fn a_glued_mark_after_an_underscore_or_a_combining_mark_is_a_boundary() {
         "\u{5d1}\u{5b0}*forbidden fruit",
         "\u{995}\u{9cd}*forbidden fruit",
         "\u{915}\u{94d}[forbidden fruit",
+        // V19-02: inside an element in doubt, past a blank line in a hidden one.
+        "<object>x*forbidden fruit</object>",
+        "<object>forbidden fruit*x</object>",
+        "<details open>x~forbidden fruit",
+        "a<rp>(\n\nx*forbidden fruit",
     ];
     let bounded = |view: &str, phrase: &str| {
         view.split('\n').any(|line| {
