@@ -598,7 +598,9 @@ impl Normalizer {
 
     /// Whether a reading is being recorded.
     pub(super) fn joining(&self) -> bool {
-        self.joins.iter().any(Option::is_some) || self.parked_browser.is_some()
+        self.joins.iter().any(Option::is_some)
+            || self.parked_browser.is_some()
+            || !self.trailing_joins.is_empty()
     }
 
     /// The browser's reading put aside for an image's: back once the image's is written

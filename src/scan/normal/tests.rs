@@ -2245,6 +2245,8 @@ fn a_glued_mark_after_an_underscore_or_a_combining_mark_is_a_boundary() {
         "<object>forbidden fruit*x</object>",
         "<details open>x~forbidden fruit",
         "a<rp>(\n\nx*forbidden fruit",
+        // V19-01 b: an image's bracket with no destination.
+        "![x]forbidden fruit",
     ];
     let bounded = |view: &str, phrase: &str| {
         view.split('\n').any(|line| {
