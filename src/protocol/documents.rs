@@ -200,6 +200,11 @@ pub fn media_type_of_name(name: Option<&str>) -> Option<&'static str> {
     })
 }
 
+/// Whether `s` starts with the `data:` scheme (any case).
+pub fn is_data_url(s: &str) -> bool {
+    s.get(..5).is_some_and(|d| d.eq_ignore_ascii_case("data:"))
+}
+
 /// True for images and audio (exempt from the text checks wherever they are).
 pub fn is_media(media_type: Option<&str>) -> bool {
     classify(media_type) == Kind::Media
@@ -280,26 +285,38 @@ fn lenient_base64(url: &str) -> Vec<u8> {
 
 /// `%XX` escapes resolved; a malformed one is kept as written (as a browser and `unquote` do).
 fn percent_decode_lenient(s: &str) -> Vec<u8> {
+    percent_decoded(s, true).unwrap_or_default()
+}
+
+/// `%XX` escapes resolved (two hex digits); a malformed one is kept as written (`keep`) or
+/// makes the whole `None`.
+fn percent_decoded(s: &str, keep: bool) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
+        if b[i] != b'%' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
         let hex = s
             .get(i + 1..i + 3)
-            .filter(|h| b[i] == b'%' && h.bytes().all(|d| d.is_ascii_hexdigit()))
+            .filter(|h| h.bytes().all(|d| d.is_ascii_hexdigit()))
             .and_then(|h| u8::from_str_radix(h, 16).ok());
         match hex {
             Some(v) => {
                 out.push(v);
                 i += 3;
             }
-            None => {
-                out.push(b[i]);
+            None if keep => {
+                out.push(b'%');
                 i += 1;
             }
+            None => return None,
         }
     }
-    out
+    Some(out)
 }
 
 enum DataUrl<'a> {
@@ -309,10 +326,7 @@ enum DataUrl<'a> {
 
 /// `data:[<media type>][;param=value]*[;base64],<data>` → (media type, data).
 fn parse_data_url(url: &str) -> Option<(Option<&str>, DataUrl<'_>)> {
-    let rest = url
-        .get(..5)
-        .filter(|s| s.eq_ignore_ascii_case("data:"))
-        .map(|_| &url[5..])?;
+    let rest = url.get(5..).filter(|_| is_data_url(url))?;
     let (head, data) = rest.split_once(',')?;
     let (head, base64) = match head.rsplit_once(';') {
         Some((h, b)) if b.eq_ignore_ascii_case("base64") => (h, true),
@@ -340,20 +354,7 @@ fn parse_data_url(url: &str) -> Option<(Option<&str>, DataUrl<'_>)> {
 
 /// `%XX` escapes resolved; a malformed one is `None`.
 fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    Some(out)
+    percent_decoded(s, false)
 }
 
 #[cfg(test)]

@@ -61,10 +61,7 @@ fn content_texts(
                     if let Some(data) = file.file_data {
                         let at = format!("{at}.file_data");
                         // A data URL, or bare base64 typed by the file name's extension.
-                        let read = if data
-                            .get(..5)
-                            .is_some_and(|d| d.eq_ignore_ascii_case("data:"))
-                        {
+                        let read = if documents::is_data_url(&data) {
                             docs.data_url(&data, &at)?
                         } else {
                             let media_type =

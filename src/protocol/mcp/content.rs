@@ -141,11 +141,7 @@ impl Texts {
 /// Every string value of free-form JSON that is a `data:` URL.
 fn data_urls(value: &Value, out: &mut Vec<String>) {
     match value {
-        Value::String(s)
-            if s.trim_start()
-                .get(..5)
-                .is_some_and(|p| p.eq_ignore_ascii_case("data:")) =>
-        {
+        Value::String(s) if crate::protocol::documents::is_data_url(s.trim_start()) => {
             out.push(s.clone());
         }
         Value::Array(items) => items.iter().for_each(|v| data_urls(v, out)),

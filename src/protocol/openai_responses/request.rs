@@ -96,10 +96,7 @@ pub(super) fn part_texts(
     if p.kind.as_deref() == Some("input_file") || p.file_data.is_some() {
         if let Some(data) = p.file_data {
             let at = format!("{path}.file_data");
-            let read = if data
-                .get(..5)
-                .is_some_and(|d| d.eq_ignore_ascii_case("data:"))
-            {
+            let read = if documents::is_data_url(&data) {
                 docs.data_url(&data, &at)?
             } else {
                 let media_type = documents::media_type_of_name(p.filename.as_deref());

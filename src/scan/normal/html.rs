@@ -337,7 +337,7 @@ impl Normalizer {
         let Unit {
             c, raw, raw_end, ..
         } = unit;
-        if (self.line_marks_wait() || c == '\n' || c == '\r')
+        if self.line_marks_read(c)
             && self.markup == Markup::Text
             && !self.fragment
             && self.escape.is_none()

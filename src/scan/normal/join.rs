@@ -514,11 +514,10 @@ impl Normalizer {
         {
             context.push(' ');
             self.trailing_joins.push(Join {
-                context,
                 closed: true,
                 trim: true,
                 boundary: true,
-                ..Join::opening(String::new(), context_raw, raw)
+                ..Join::opening(context, context_raw, raw)
             });
         }
     }
@@ -527,9 +526,8 @@ impl Normalizer {
     /// writes from raw `raw` on, up to its bound (a trailing reading).
     pub(super) fn trail_reading(&mut self, text: String, context_raw: u64, raw: u64) {
         self.trailing_joins.push(Join {
-            context: text,
             closed: true,
-            ..Join::opening(String::new(), context_raw, raw)
+            ..Join::opening(text, context_raw, raw)
         });
     }
 

@@ -54,7 +54,7 @@ fn is_line_end(c: char) -> bool {
 fn decide(run: &[Unit], c: char) -> Decision {
     let first = run[0].c;
     let len = run.len();
-    let space = c == ' ' || c == '\t';
+    let space = is_blank(c);
     if len >= MAX_MARK {
         return Decision::Text;
     }
@@ -110,18 +110,25 @@ fn decide(run: &[Unit], c: char) -> Decision {
     }
 }
 
+/// Whether `c` is the first character of a block mark.
+fn starts_mark(c: char) -> bool {
+    matches!(c, '>' | '#' | '-' | '+' | '=' | '0'..='9')
+}
+
+fn is_blank(c: char) -> bool {
+    c == ' ' || c == '\t'
+}
+
 /// Whether a line's first byte `b` may start a block mark (or be the white space before one).
 pub(super) fn may_start_mark(b: u8) -> bool {
-    matches!(
-        b,
-        b'>' | b'#' | b'-' | b'+' | b'=' | b'0'..=b'9' | b' ' | b'\t'
-    )
+    starts_mark(char::from(b)) || is_blank(char::from(b))
 }
 
 impl Normalizer {
-    /// Whether the next character goes to [`line_mark_char`](Self::line_mark_char).
-    pub(super) fn line_marks_wait(&self) -> bool {
-        self.line_marks.at_start || !self.line_marks.pending.is_empty()
+    /// Whether the character `c` of the text goes to [`line_mark_char`](Self::line_mark_char):
+    /// at a line's start, after a waiting run, or a line's end (the next line's start).
+    pub(super) fn line_marks_read(&self, c: char) -> bool {
+        self.line_marks.at_start || !self.line_marks.pending.is_empty() || is_line_end(c)
     }
 
     /// The block-mark stage for a character of text (`spelled`: a reference's or an escape's):
@@ -131,9 +138,8 @@ impl Normalizer {
         let c = unit.c;
         if spelled {
             // Text, never a mark (`&gt;`, `\>`): what waited is text too.
-            let start = self.line_marks.at_start
-                && self.line_marks.pending.is_empty()
-                && (c == ' ' || c == '\t');
+            let start =
+                self.line_marks.at_start && self.line_marks.pending.is_empty() && is_blank(c);
             self.flush_line_mark(out);
             self.line_marks.at_start = start;
             return false;
@@ -158,21 +164,18 @@ impl Normalizer {
             self.line_marks.at_start = true;
             return false;
         }
-        if !self.line_marks.at_start || c == ' ' || c == '\t' {
+        if !self.line_marks.at_start || is_blank(c) {
             return false;
         }
-        match c {
-            // A block quote's mark: nothing waits for it.
-            '>' => true,
-            '#' | '-' | '+' | '=' | '0'..='9' => {
-                self.line_marks.pending.push(unit);
-                true
-            }
-            _ => {
-                self.line_marks.at_start = false;
-                false
-            }
+        if !starts_mark(c) {
+            self.line_marks.at_start = false;
+            return false;
         }
+        // (A block quote's mark: nothing waits for it.)
+        if c != '>' {
+            self.line_marks.pending.push(unit);
+        }
+        true
     }
 
     /// The waiting run is text (or the text ended): read as the rest of the text is.

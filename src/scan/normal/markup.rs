@@ -120,8 +120,7 @@ impl Normalizer {
         self.underscores = run;
         // A mark dropped while the run waited: a boundary after it (`x_*forbidden`).
         if let Some(raw) = self.mark_after_underscores.take() {
-            self.flush_marks(out);
-            self.mark_dropped(raw);
+            self.glued_mark(raw, out);
         }
     }
 
