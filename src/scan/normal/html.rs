@@ -37,6 +37,7 @@ pub(super) use elements::OpenElement;
 mod syntax;
 mod table;
 pub(super) use table::Table;
+mod paragraph;
 mod reread;
 pub(super) use reread::Reread;
 mod tag;

@@ -26,7 +26,9 @@ use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
 use super::attributes::{Direction, MAX_STYLE};
 use super::css;
-use super::syntax::{not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SHOWN_IN_DOUBT, VOID};
+use super::syntax::{
+    not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SEPARATED, SHOWN_IN_DOUBT, VOID,
+};
 use super::tree::{
     closed_by, closed_by_end_tag, BREAKOUT, CLOSES_P, FORMATTING, IN_LABEL, SPECIAL, TABLE_PARTS,
 };
@@ -554,75 +556,6 @@ impl Normalizer {
         self.end_hidden(out);
     }
 
-    /// A start tag that closes a `<p>` (a block), with elements open that hide their text: in
-    /// a Markdown paragraph it closes the `<p>` Markdown wrapped the paragraph in, and with it
-    /// every element opened in it (`<rp><div>forbidden` shows `forbidden`), up to the
-    /// paragraph's end. The view reads the text as a browser reading HTML does (still hidden;
-    /// read as hidden text, an aside); Markdown's reading runs on past the paragraph's end,
-    /// where its last hidden characters are joined to what follows
-    /// ([`markdown_paragraph_ends`](Self::markdown_paragraph_ends)). Not when a `<p>` of the
-    /// text is open (the tag closes that one) or a scope boundary is (no `<p>` in scope).
-    fn markdown_paragraph_closed(&mut self) {
-        if !self.annotation_hidden || self.markdown_shown_from.is_some() {
-            return;
-        }
-        let open = std::iter::once("p")
-            .chain(self.open_elements.iter().map(|e| e.name.as_str()))
-            .collect::<Vec<_>>();
-        if closed_by_end_tag(&open, "p") == Some(0) {
-            // (The view before the block: a person reads on from it to the block's text.)
-            let (context, context_raw) = self.view_context(self.tag_raw_at);
-            self.markdown_shown_from = Some((self.tag_raw_at, context, context_raw));
-        }
-    }
-
-    /// Markdown's block ends (the elements hiding text close for it): the hidden text a block
-    /// showed to Markdown (its last [`MARKDOWN_SHOWN`] characters, white space one space) is
-    /// the context of a reading of what the view writes next (a trailing reading, `join.rs`).
-    pub(in crate::scan::normal) fn markdown_paragraph_ends(&mut self, raw: u64, blank: bool) {
-        let Some((from, mut text, context_raw)) = self.markdown_shown_from.take() else {
-            return;
-        };
-        if !text.is_empty() && !text.ends_with(' ') {
-            text.push(' ');
-        }
-        let shown: Vec<Unit> = self
-            .element_hidden
-            .0
-            .iter()
-            .filter(|u| u.raw >= from)
-            .copied()
-            .collect();
-        let skip = shown.len().saturating_sub(MARKDOWN_SHOWN);
-        let Some(first) = shown.get(skip) else {
-            return;
-        };
-        // (Held back from the view before the block, while the block's text is all there.)
-        let start = if skip == 0 { context_raw } else { first.raw };
-        if skip > 0 {
-            text.clear();
-        }
-        for u in &shown[skip..] {
-            if u.c.is_whitespace() {
-                if !text.ends_with(' ') {
-                    text.push(' ');
-                }
-            } else {
-                text.push(u.c);
-            }
-        }
-        // (A paragraph's end is a space between the paragraphs' words.)
-        if blank && !text.ends_with(' ') {
-            text.push(' ');
-        }
-        let text = if text.contains('&') {
-            decode_references(&text)
-        } else {
-            text
-        };
-        self.trail_reading(text, start, raw);
-    }
-
     /// An HTML element's tag inside an `<svg>` or a `<math>` (outside the elements where
     /// their content is HTML): the parser closes the foreign elements and reads it as HTML
     /// (`forbid<svg><b>den` shows `forbidden`).
@@ -793,20 +726,6 @@ impl Normalizer {
         true
     }
 }
-
-/// Elements a browser draws apart from the words around them that the view reads no break for:
-/// a quote's marks, controls and replaced elements (a box), and blocks of the UA style sheet
-/// read in line (`syntax.rs`'s `BLOCK_TAGS` have their break).
-#[rustfmt::skip]
-const SEPARATED: [&str; 27] = [
-    "q", "input", "button", "select", "textarea", "meter", "progress", "img", "video", "audio",
-    "canvas", "iframe", "embed", "object", "fencedframe", "center", "menu", "dir", "listing",
-    "search", "hgroup", "legend", "option", "optgroup", "xmp", "plaintext", "marquee",
-];
-
-/// The hidden characters a block showed to Markdown that its reading past the paragraph's end
-/// keeps (a phrase across the end is read whole up to this length).
-const MARKDOWN_SHOWN: usize = 128;
 
 /// Whether text inside `open` (outermost first) is not shown: inside a `<template>`, an `<rp>`, an `<rt>` or
 /// `<rtc>` inside a `<ruby>` with base text, or foreign content a browser does not draw as

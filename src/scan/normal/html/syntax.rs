@@ -186,3 +186,13 @@ pub(super) const BLOCK_TAGS: [&str; 38] = [
     "tr",
     "ul",
 ];
+
+/// Elements a browser draws apart from the words around them that the view reads no break for:
+/// a quote's marks, controls and replaced elements (a box), and blocks of the UA style sheet
+/// read in line (`syntax.rs`'s `BLOCK_TAGS` have their break).
+#[rustfmt::skip]
+pub(super) const SEPARATED: [&str; 27] = [
+    "q", "input", "button", "select", "textarea", "meter", "progress", "img", "video", "audio",
+    "canvas", "iframe", "embed", "object", "fencedframe", "center", "menu", "dir", "listing",
+    "search", "hgroup", "legend", "option", "optgroup", "xmp", "plaintext", "marquee",
+];
