@@ -268,6 +268,57 @@ async fn limits_across_two_replicas_on_redis() {
     assert_eq!(chat(b.addr(), "k-rpm", false).await.status, 200);
 }
 
+/// With a store round trip, a limited key's reservation runs while its request is checked:
+/// a request the checks block and the limit refuses is answered 429, sends nothing, and counts
+/// no block; one the limit admits is blocked (400) and counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (tests/run installs it)"]
+async fn a_blocked_request_over_its_limit_is_refused_without_a_block() {
+    let redis = RedisServer::start();
+    let up = upstream().await;
+    let keys = "  - {id: k-one, key: k-one, rpm_limit: 1}\n";
+    let extra = format!("{}keys:\n{keys}", state(Some(&redis.url()), "fail_closed"));
+    let input_pack = "validators:\n  - type: banned_words\n    \
+                      params: {words: [forbidden], direction: input}\n";
+    let p = start_config(
+        &format!("  openai: \"{}\"\n", up.base_url()),
+        input_pack,
+        &extra,
+    )
+    .await;
+    let banned = || {
+        let body = json!({"model":"m","max_tokens":5,
+            "messages":[{"role":"user","content":"a forbidden word"}]});
+        send(
+            p.addr(),
+            "POST",
+            "/v1/chat/completions",
+            body.to_string(),
+            &[
+                ("content-type", "application/json"),
+                ("authorization", "Bearer k-one"),
+            ],
+        )
+    };
+    let blocks = || async {
+        let auth = format!("Bearer {ADMIN_TOKEN}");
+        let m = send(p.addr(), "GET", "/metrics", "", &[("authorization", &auth)]).await;
+        m.text()
+            .lines()
+            .filter(|l| l.starts_with("guardwire_blocked_total{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum::<f64>()
+    };
+    let first = banned().await;
+    assert_eq!(first.status, 400, "{}", first.text());
+    assert_eq!(blocks().await, 1.0);
+    let second = banned().await;
+    assert_eq!(second.status, 429, "{}", second.text());
+    assert_eq!(second.json()["error"]["code"], "rate_limit_exceeded");
+    assert_eq!(blocks().await, 1.0, "a refused request reports no block");
+    assert!(up.requests().is_empty(), "nothing was sent upstream");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (tests/run installs it)"]
 async fn a_store_outage_under_each_on_error_and_recovery() {

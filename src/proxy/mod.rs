@@ -466,27 +466,35 @@ impl Gateway {
         trace.note_model_label(traffic.model);
         let model = parsed.model.as_deref();
         let price = model.and_then(|m| rt.config.price(m));
-        // The key's reservation and the session's spend so far: two store round trips, made
-        // together.
-        let (reservation, (session_spend, session_before)) = tokio::join!(
-            ctx.reserve(
-                |limits| {
-                    let default_output = rt.config.state.reserve_output_tokens;
-                    quota::ask(limits, &body, model, price, default_output)
-                },
-                price,
-                quota,
-            ),
-            ctx.session_spend(&parts.headers, &parsed, price)
-        );
-        let reservation = reservation?;
+        let ask = |limits: &crate::state::KeyLimits| {
+            let default_output = rt.config.state.reserve_output_tokens;
+            quota::ask(limits, &body, model, price, default_output)
+        };
+        // The key's reservation is a store round trip: to a remote store it is made while the
+        // request is checked — unless the checks need the session's spend so far (another
+        // round trip, made beside it). A block is reported only once the key was admitted.
+        let (reservation, session_spend, before_call) =
+            if self.state.is_remote() && !ctx.caller.policy.has_cost_budget() {
+                let ahead = ctx.reserve_ahead(ask, price)?;
+                let checked = ctx.before_call_checked(&mut parsed, body.len(), None).await;
+                let reservation = ctx.reserved(ahead, quota).await?;
+                let before_call = checked.and_then(|(g, v)| ctx.before_call_verdict(g, v));
+                (reservation, None, before_call)
+            } else {
+                let (reservation, (session_spend, session_before)) = tokio::join!(
+                    ctx.reserve(ask, price, quota),
+                    ctx.session_spend(&parts.headers, &parsed, price)
+                );
+                let reservation = reservation?;
+                let before_call = ctx
+                    .before_call_sized(&mut parsed, body.len(), session_before)
+                    .await;
+                (reservation, session_spend, before_call)
+            };
         let spending = spending::Spending {
             reservation,
             session: session_spend,
         };
-        let before_call = ctx
-            .before_call_sized(&mut parsed, body.len(), session_before)
-            .await;
         // Judged checks and evals see the conversation (the request's, and the answer's
         // `_session` variants); it is kept only when some exist.
         let policy = ctx.caller.policy;

@@ -42,6 +42,10 @@ use hyper::body::Incoming;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A reservation begun before the request's checks ([`RequestCtx::reserve_ahead`]).
+pub type ReserveAhead =
+    tokio::task::JoinHandle<Result<crate::state::Admission, crate::state::StoreError>>;
 use tracing::Instrument;
 
 /// The TCP peer's address of a request, put in its extensions by [`Gateway::handle`].
@@ -375,7 +379,51 @@ impl<'a> RequestCtx<'a> {
             return Ok(None);
         };
         let ask = ask(limits)?;
-        match self.gw.state.reserve(key, limits, ask, price).await {
+        let admission = self.gw.state.reserve(key, limits, ask, price).await;
+        self.admission(admission, quota)
+    }
+
+    /// [`RequestCtx::reserve`] begun now, its round trip to a remote store made while the
+    /// request is checked; [`RequestCtx::reserved`] awaits it. Spawned, so a reservation the
+    /// store made is settled (its `Drop`) even when this request is dropped before awaiting it.
+    pub fn reserve_ahead(
+        &self,
+        ask: impl FnOnce(&crate::state::KeyLimits) -> Result<crate::state::Ask, GatewayError>,
+        price: Option<crate::config::Price>,
+    ) -> Result<Option<ReserveAhead>, GatewayError> {
+        let (Some(limits), Some(key)) = (self.caller.limits, self.caller.key_id) else {
+            return Ok(None);
+        };
+        let ask = ask(limits)?;
+        let (state, limits) = (Arc::clone(&self.gw.state), Arc::clone(limits));
+        Ok(Some(tokio::spawn(async move {
+            state.reserve(key, &limits, ask, price).await
+        })))
+    }
+
+    /// The reservation begun by [`RequestCtx::reserve_ahead`], as [`RequestCtx::reserve`]
+    /// answers it.
+    pub async fn reserved(
+        &self,
+        ahead: Option<ReserveAhead>,
+        quota: &mut Option<crate::state::Quota>,
+    ) -> Result<Option<crate::state::Reservation>, GatewayError> {
+        let Some(ahead) = ahead else {
+            return Ok(None);
+        };
+        let admission = ahead
+            .await
+            .map_err(|_| GatewayError::Internal("the reservation failed".into()))?;
+        self.admission(admission, quota)
+    }
+
+    /// A store's answer to a reservation: the reservation, or 429 / 503.
+    fn admission(
+        &self,
+        admission: Result<crate::state::Admission, crate::state::StoreError>,
+        quota: &mut Option<crate::state::Quota>,
+    ) -> Result<Option<crate::state::Reservation>, GatewayError> {
+        match admission {
             Ok(crate::state::Admission::Admitted {
                 quota: q,
                 reservation,
@@ -438,6 +486,20 @@ impl<'a> RequestCtx<'a> {
         bytes: usize,
         session_before: Option<crate::evals::Spend>,
     ) -> Result<ExchangeGuard, GatewayError> {
+        let (guard, verdict) = self
+            .before_call_checked(parsed, bytes, session_before)
+            .await?;
+        self.before_call_verdict(guard, verdict)
+    }
+
+    /// [`RequestCtx::before_call_sized`]'s checks, their verdict not yet reported (blocks
+    /// counted, audited): a request refused by its key's limits meanwhile reports none.
+    pub async fn before_call_checked(
+        &self,
+        parsed: &mut ParsedRequest,
+        bytes: usize,
+        session_before: Option<crate::evals::Spend>,
+    ) -> Result<(ExchangeGuard, Result<(), crate::policy::Finding>), GatewayError> {
         let mut guard = request_guard(self.rt, self.caller.policy, parsed);
         if let Some(before) = session_before {
             guard.set_session_before(before);
@@ -446,7 +508,7 @@ impl<'a> RequestCtx<'a> {
         if !super::offload::is_large(bytes) {
             let _span = span.entered();
             let verdict = guard.before_call(&parsed.conversation);
-            return self.before_call_verdict(guard, verdict);
+            return Ok((guard, verdict));
         }
         let conversation = std::mem::take(&mut parsed.conversation);
         let checked = super::offload::check(bytes, move || {
@@ -461,11 +523,12 @@ impl<'a> RequestCtx<'a> {
             ));
         };
         parsed.conversation = conversation;
-        let _span = span.entered();
-        self.before_call_verdict(guard, verdict)
+        Ok((guard, verdict))
     }
 
-    fn before_call_verdict(
+    /// Reports the BeforeCall checks' findings: monitored ones logged, a block counted and
+    /// audited (the request's 400).
+    pub fn before_call_verdict(
         &self,
         mut guard: ExchangeGuard,
         verdict: Result<(), crate::policy::Finding>,

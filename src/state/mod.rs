@@ -180,6 +180,11 @@ impl State {
         })
     }
 
+    /// Whether the state lives in a server (`state.url`): each operation a round trip.
+    pub fn is_remote(&self) -> bool {
+        self.shown_url.is_some()
+    }
+
     /// The backend, for tests and the admin endpoints.
     pub fn limits(&self) -> &dyn LimitStore {
         &*self.limits
