@@ -255,6 +255,9 @@ pub struct Normalizer {
     tag_element: String,
     tag_closing: bool,
     dir_attribute: bool,
+    /// The tag being read ends a start tag with `/>` if `>` comes next (a `/` not in an
+    /// unquoted value): in foreign content the element is closed at once.
+    self_closing: bool,
     dir_value: String,
     /// The start tag's attribute values, each a paragraph (`html/attributes.rs`), and the
     /// order a raw-text element's text is shown in (its direction, its override).
@@ -365,6 +368,7 @@ impl Normalizer {
             tag_element: String::new(),
             tag_closing: false,
             dir_attribute: false,
+            self_closing: false,
             dir_value: String::new(),
             attribute_values: String::new(),
             raw_text_order: None,

@@ -37,6 +37,7 @@ pub(super) use elements::OpenElement;
 mod syntax;
 mod table;
 pub(super) use table::Table;
+mod literal;
 mod paragraph;
 mod reread;
 pub(super) use reread::Reread;
@@ -116,6 +117,17 @@ pub(super) enum Markup {
     /// The content of a raw-text element ([`RAW_TEXT`]`[element]`), up to its end tag
     /// (`matched`: how many characters of `</name` came last).
     RawText { element: u8, matched: u8 },
+    /// Text a browser shows as written, markup and references too (`literal.rs`).
+    Literal(Literal),
+}
+
+/// What shows its text as written: a CDATA section in foreign content (up to `]]>`), an
+/// `<xmp>` (up to `</xmp>`), a `<plaintext>` (to the end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Literal {
+    Cdata,
+    Xmp,
+    Plaintext,
 }
 
 impl Normalizer {
@@ -136,7 +148,12 @@ impl Normalizer {
             raw_end,
             exact: true,
         };
-        if self.reread.is_some() || matches!(self.markup, Markup::Comment { .. } | Markup::Bogus) {
+        if self.reread.is_some()
+            || matches!(
+                self.markup,
+                Markup::Comment { .. } | Markup::Bogus | Markup::Literal(Literal::Cdata)
+            )
+        {
             self.reread_char(c, raw_end, spelled, out);
         }
         if matches!(self.markup, Markup::Tag | Markup::Attributes { .. }) {
@@ -158,6 +175,7 @@ impl Normalizer {
                 block,
                 after_eq,
             } => {
+                let slash = std::mem::take(&mut self.self_closing);
                 let (quote, after_eq) = match quote {
                     // A quoted value ends; what follows starts the next attribute.
                     Some(q) if c == q => (None, attr::BEFORE_NAME),
@@ -166,6 +184,7 @@ impl Normalizer {
                         (Some(q), attr::BEFORE_NAME)
                     }
                     None if !spelled && c == '>' => {
+                        self.self_closing = slash;
                         self.attribute_name_ends();
                         self.end_hidden(out);
                         self.markup = match self.raw_text.take() {
@@ -188,6 +207,7 @@ impl Normalizer {
                     }
                     None => {
                         let next = attr::next(after_eq, c);
+                        self.self_closing = c == '/' && next != attr::UNQUOTED;
                         if next == attr::UNQUOTED {
                             self.attribute_value_char(c);
                         }
@@ -314,6 +334,7 @@ impl Normalizer {
                     }
                 }
             }
+            Markup::Literal(literal) => return self.literal_char(literal, unit, spelled, out),
             Markup::Autolink => {
                 if !spelled && c == '>' {
                     self.markup = Markup::Text;
@@ -506,6 +527,7 @@ impl Normalizer {
                 // Never closed: a browser drops it, a Markdown renderer shows it.
                 self.tag_ended(true);
             }
+            Markup::Literal(_) => self.literal_at_end(out),
             // A style sheet never closed applies all the same.
             Markup::RawText { element, .. } if RAW_TEXT[usize::from(element)] == "style" => {
                 self.end_hidden(out);

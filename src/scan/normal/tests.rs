@@ -2258,3 +2258,86 @@ fn a_glued_mark_after_an_underscore_or_a_combining_mark_is_a_boundary() {
     };
     all_read_or_refused(&cases, bounded);
 }
+
+/// Review 19 (V19-10 … V19-13): foreign content and literal text as a browser draws them — a
+/// CDATA section in `<svg>` or `<math>` is shown text; only an SVG `<text>`'s text-content
+/// children are drawn; `<xmp>` and `<plaintext>` show tags as written; `<semantics>` and
+/// `<maction>` draw their first child only.
+#[test]
+fn review_19_foreign_content_and_literal_text() {
+    let cases = [
+        "<svg><text y=20><![CDATA[forbid]]>den fruit</text></svg>",
+        "<svg><text y=20>forbid<![CDATA[den]]> fruit</text></svg>",
+        "<math><mi>forbid<![CDATA[den fr]]>uit</mi></math>",
+        "<math><mtext><![CDATA[forbid]]><![CDATA[den]]> fruit</mtext></math>",
+        "<math><mi><![CDATA[forbidden]]></mi><mi><![CDATA[ fruit]]></mi></math>",
+        "<math><mi>x<![CDATA[*]]>forbidden fruit</mi></math>",
+        "<svg><text y=20>forbid<q>zz</q>den fruit</text></svg>",
+        "<svg><text y=20>forbid<x>zz</x>den fruit</text></svg>",
+        "<svg><text y=20>forbid<mark>zz</mark>den fruit</text></svg>",
+        "<svg><text y=20>forbid<desc>zz</desc>den fruit</text></svg>",
+        "<svg><text y=20>forbid<g>zz</g>den fruit</text></svg>",
+        "<svg><text y=20>forbid<xmp>zz</xmp>den fruit</text></svg>",
+        "<svg><text y=20>forbid<svg><text>zz</text></svg>den fruit</text></svg>",
+        "<svg><text y=20>forbid<tspan>den</tspan> fruit</text></svg>",
+        "<svg><text y=20>forbid<q/>den fruit</text></svg>",
+        "<svg><text y=20>forbid<q a=\"b\"/>den fruit</text></svg>",
+        "<xmp>x<b>forbidden fruit</xmp>",
+        "<plaintext>x<i>forbidden fruit",
+        "<math><mtext>forbid</mtext><maction actiontype=toggle><mtext>den fruit</mtext><mtext>zz</mtext></maction></math>",
+        "<math><mtext>forbid</mtext><semantics><mtext>den</mtext><mtext>zz</mtext></semantics><mtext>&nbsp;fruit</mtext></math>",
+    ];
+    all_read_or_refused(&cases, reads);
+    // Outside foreign content `<![CDATA[` is a bogus comment, hidden up to its `>`.
+    let view = full("forbid<![CDATA[x]]>den fruit");
+    assert!(reads(&view, "forbidden fruit"), "{view:?}");
+    // A literal's markup is characters: `&amp;` shows as written, `</xmp` ends it.
+    let view = full("<svg><text>forbid<![CDATA[den]]]> fruit</text></svg>");
+    assert!(view.starts_with("forbidden] fruit"), "{view:?}");
+    let view = full("<xmp>forbidden<b> fruit</xmp>");
+    assert!(view.starts_with("forbidden<b> fruit"), "{view:?}");
+    let view = full("<xmp>a&amp;b</xmp>c");
+    assert!(view.contains("a&amp;b"), "{view:?}");
+    let view = full("<xmp>a</XMP >forbid<b>den</b> fruit");
+    assert!(reads(&view, "forbidden fruit"), "{view:?}");
+    // What is not drawn stays hidden: an unknown child of a `<text>`, `<defs>`.
+    for text in [
+        "<svg><text>a<q>forbidden fruit</q></text></svg>",
+        "<svg><defs><text>forbidden fruit</text></defs></svg>",
+        "<math><semantics><mi>a</mi><mi>forbidden fruit</mi></semantics></math>",
+    ] {
+        let view = full(text);
+        assert!(
+            !view.lines().next().unwrap_or("").contains("forbidden"),
+            "{text:?} reads {view:?}"
+        );
+    }
+}
+
+/// Review 19 (V19-04): a comment or bogus comment is cut for CommonMark by any paragraph end —
+/// a line that starts a block (heading, quote, list item, rule, fence, HTML block) as well as
+/// a blank line — and is read again from its opener.
+#[test]
+fn review_19_paragraph_ended_by_a_block_start() {
+    let cases = [
+        "a <!--x\n# forbidden<!--q--> fruit",
+        "a <!--x\n> forbidden<!--q--> fruit",
+        "a <!--x\n- forbidden<!--q--> fruit",
+        "a <!--x\n1. forbidden<!--q--> fruit",
+        "a <!--x\n***\nforbidden<!--q--> fruit",
+        "a <!--x\n<div>\nforbidden<!--q--> fruit",
+        "a <!--x\n# b\nforbidden<!--q--> fruit",
+        "a <!--x\n# forbid<!---->den fruit",
+        "a <?x\n# forbidden<?q?> fruit",
+        "a <?x\n- forbid<?q?>den fruit",
+        "a <![CDATA[x\n# forbidden<![CDATA[q]]> fruit",
+        "* a <!--x\n* forbidden<!--q--> fruit",
+        "a <!x\n# forbid<b hidden>q</b>den fruit",
+        "a <!x\n- forbidden<b hidden>q</b> fruit",
+        "a <!DOCTYPE\n# forbidden<b hidden>q</b> fruit",
+        "a <!x\n***\nforbidden<b hidden>q</b> fruit",
+        "a <!--x\n```\nforbidden<!--q--> fruit",
+        "a <!--x\n===\nforbidden<!--q--> fruit",
+    ];
+    all_read_or_refused(&cases, reads);
+}

@@ -179,7 +179,8 @@ impl Normalizer {
                 self.attribute_name.clear();
                 self.hidden_attribute = false;
             }
-            Markup::Text | Markup::Tag | Markup::Autolink => {}
+            // (Text as written is shown as Markdown's code would show it.)
+            Markup::Text | Markup::Tag | Markup::Autolink | Markup::Literal(_) => {}
         }
         self.elements_end_for_markdown(unit.raw, out, false);
     }

@@ -30,9 +30,10 @@ use super::syntax::{
     not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SEPARATED, SHOWN_IN_DOUBT, VOID,
 };
 use super::tree::{
-    closed_by, closed_by_end_tag, BREAKOUT, CLOSES_P, FORMATTING, IN_LABEL, SPECIAL, TABLE_PARTS,
+    self, closed_by, closed_by_end_tag, Space, BREAKOUT, CLOSES_P, FORMATTING, IN_LABEL, SPECIAL,
+    TABLE_PARTS,
 };
-use super::{HIDDEN_OVERLAP, MAX_HIDDEN};
+use super::{Literal, Markup, HIDDEN_OVERLAP, MAX_HIDDEN};
 
 /// Tag names kept to decide what a tag opens or closes (longer ones are none of these).
 const MAX_NAME: usize = 16;
@@ -60,6 +61,10 @@ pub(in crate::scan::normal) struct OpenElement {
     serial: u32,
     /// A browser may draw it apart from the words around it (`separated`).
     separated: bool,
+    /// It is its parent's first element (MathML's `<semantics>` and `<maction>` draw only
+    /// theirs), and it has had elements of its own.
+    first: bool,
+    children: bool,
 }
 
 impl AsRef<str> for OpenElement {
@@ -452,16 +457,34 @@ impl Normalizer {
                 self.browser_css_depth = self.open_elements.iter().filter(|e| e.css_hidden).count();
                 self.open_html_join(self.tag_raw_at);
             }
-            self.open_elements.push(OpenElement {
-                name,
-                overrides: over.is_some(),
-                direction: own,
-                display: style.display,
-                based: false,
-                css_hidden: style.hides,
-                serial,
-                separated,
-            });
+            let first = self.child_element();
+            // In foreign content `<x/>` is closed at once (HTML ignores the slash).
+            let space = tree::inserted_in(tree::current(&self.open_elements), &name);
+            let closed = std::mem::take(&mut self.self_closing) && space != Space::Html;
+            // An HTML `<xmp>` or `<plaintext>` shows what follows as written (`literal.rs`).
+            if space == Space::Html && self.markup == Markup::Text {
+                match name.as_str() {
+                    "xmp" => self.markup = Markup::Literal(Literal::Xmp),
+                    "plaintext" => self.markup = Markup::Literal(Literal::Plaintext),
+                    _ => {}
+                }
+            }
+            if !closed {
+                self.open_elements.push(OpenElement {
+                    name,
+                    overrides: over.is_some(),
+                    direction: own,
+                    display: style.display,
+                    based: false,
+                    css_hidden: style.hides,
+                    serial,
+                    separated,
+                    first,
+                    children: false,
+                });
+            }
+        } else if !self.tag_closing {
+            self.child_element();
         }
         self.browser_sees_again();
         self.annotation_hidden = hides(&self.open_elements);
@@ -491,6 +514,13 @@ impl Normalizer {
             self.browser_css_depth = 0;
             self.open_html_join(raw);
         }
+    }
+
+    /// An element starts inside the innermost open one: whether it is that one's first.
+    fn child_element(&mut self) -> bool {
+        self.open_elements
+            .last_mut()
+            .is_none_or(|parent| !std::mem::replace(&mut parent.children, true))
     }
 
     /// Elements closed: once none hides text from a browser (by its kind, or by a style that
@@ -734,27 +764,72 @@ impl Normalizer {
 /// `<ms>`, `<mtext>`).
 pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
     let at = |name: &str| open.iter().position(|e| e.name == name);
-    let inside = |outer: Option<usize>, names: &[&str]| {
-        outer.is_some_and(|o| {
-            open[o + 1..]
-                .iter()
-                .any(|e| names.contains(&e.name.as_str()))
-        })
-    };
     let ruby = at("ruby").filter(|&r| open[r].based);
     let annotation = open.iter().enumerate().any(|(i, e)| {
         e.name == "rp" || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
     });
-    // (The innermost: a `<math>` in an `<mi>` hides its text again.)
-    let svg = open.iter().rposition(|e| e.name == "svg");
-    let math = open.iter().rposition(|e| e.name == "math");
     annotation
         || at("template").is_some()
         || open
             .iter()
             .any(|e| HIDDEN_BY_KIND.contains(&e.name.as_str()))
-        || (svg.is_some() && !inside(svg, &["text", "tspan", "textpath", "foreignobject"]))
-        || (math.is_some() && !inside(math, &["mi", "mn", "mo", "ms", "mtext"]))
+        || !foreign_drawn(open)
+}
+
+/// Where text inside `open` stands in foreign content, for [`foreign_drawn`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drawn {
+    /// HTML (outside foreign content, or where it holds HTML).
+    Html,
+    /// In an `<svg>`, outside its text.
+    SvgShape,
+    /// In an SVG `<text>` and its text-content children.
+    SvgText,
+    /// In a `<math>`, outside its token elements.
+    MathLayout,
+    /// In a MathML token element (`<mi>`, `<mn>`, `<mo>`, `<ms>`, `<mtext>`).
+    MathToken,
+}
+
+/// Whether a browser draws text inside `open` as far as foreign content goes: SVG draws text in
+/// a `<text>` and its text-content children (`<tspan>`, `<textPath>`, `<a>`) only — any other
+/// child of a `<text>` (`<q>`, `<g>`, `<desc>`, an unknown name) is in the tree, not drawn —
+/// and nothing in a container it never draws (`<defs>`, a gradient, a mask …); a
+/// `<foreignObject>` holds HTML. MathML draws text in its token elements, and of a
+/// `<semantics>` or an `<maction>` only the first child. Every `<svg>` and `<math>` on the way
+/// counts: one inside an SVG `<text>` is not drawn, one inside a `<mi>` hides again.
+fn foreign_drawn(open: &[OpenElement]) -> bool {
+    let mut at = Drawn::Html;
+    for (i, e) in open.iter().enumerate() {
+        let name = e.name.as_str();
+        at = match (at, name) {
+            (Drawn::SvgText, "tspan" | "textpath" | "a") => Drawn::SvgText,
+            (Drawn::SvgText, _) => return false,
+            (Drawn::Html | Drawn::MathToken | Drawn::SvgShape, "svg") => Drawn::SvgShape,
+            (Drawn::Html | Drawn::MathToken | Drawn::MathLayout, "math") => Drawn::MathLayout,
+            (Drawn::Html, _) => Drawn::Html,
+            (Drawn::MathToken, "mglyph" | "malignmark") => return false,
+            (Drawn::MathToken, _) => Drawn::Html,
+            (Drawn::SvgShape, "foreignobject") => Drawn::Html,
+            (Drawn::SvgShape, "text") => Drawn::SvgText,
+            (
+                Drawn::SvgShape,
+                "defs" | "symbol" | "clippath" | "mask" | "pattern" | "marker" | "filter"
+                | "lineargradient" | "radialgradient" | "title" | "desc" | "metadata",
+            ) => return false,
+            (Drawn::SvgShape, _) => Drawn::SvgShape,
+            (Drawn::MathLayout, "mi" | "mn" | "mo" | "ms" | "mtext") => Drawn::MathToken,
+            (Drawn::MathLayout, _) => Drawn::MathLayout,
+        };
+        // Of a `<semantics>` (its annotations) or an `<maction>` only the first child is drawn.
+        if at == Drawn::MathLayout
+            && matches!(name, "semantics" | "maction")
+            && open.get(i + 1).is_some_and(|child| !child.first)
+        {
+            return false;
+        }
+    }
+    matches!(at, Drawn::Html | Drawn::SvgText | Drawn::MathToken)
 }
 
 /// Whether a browser applying styles may not show text inside `open`: as [`hides`], or inside

@@ -3,7 +3,8 @@
 //! paragraph only when it ends in that paragraph. Cut by a blank line (or never ended), it is
 //! text to a Markdown renderer, and what follows its opener is read as Markdown and HTML again:
 //! its tags are tags (`a <!--forbid<b hidden>x</b>den fruit` shows `a <!--forbidden fruit`),
-//! and after the blank line a new paragraph starts, whose first `>` ends the browser's bogus
+//! and after the blank line (or a line that starts a block: `# `, `> `, `- x`, `<div>`, a
+//! fence, a rule) a new block starts, whose first `>` ends the browser's bogus
 //! comment (`a <![CDATA[`, a blank line, `forbidden<b> fruit` shows `forbidden fruit`). So
 //! is one that ends as a browser's but not as CommonMark's (`<![CDATA[x>` without `]]>`, `<?x>`
 //! without `?>`, `<!-x>`): read again, on to the end of its paragraph.
@@ -16,7 +17,7 @@
 //! whole; it is read again all the same: a reading no reader has only adds matches.)
 
 use super::super::{Normalize, Normalizer};
-use super::Markup;
+use super::{Literal, Markup};
 
 /// Characters of a construct kept to read again.
 const MAX_REREAD: usize = 2048;
@@ -35,6 +36,9 @@ pub(in crate::scan::normal) struct Reread {
     ended: bool,
     /// The line read so far is white space.
     line_blank: bool,
+    /// The start of the line being read, while it may still start a block that ends a
+    /// paragraph ([`starts_block`]); `None` once decided.
+    lead: Option<String>,
     /// More than [`MAX_REREAD`] characters: not kept.
     past_bound: bool,
     /// How it opened (`<!--`, `<?`, `<![`, `<!x`, …), its first characters and its last ones
@@ -57,6 +61,124 @@ fn commonmark_reads(opener: &str, head: &str, tail: &str) -> bool {
     }
 }
 
+/// CommonMark's HTML block tags (its start condition 6): `<div`, `</table` … at a line's
+/// start open an HTML block, which may end a paragraph.
+#[rustfmt::skip]
+const COMMONMARK_BLOCK_TAGS: [&str; 62] = [
+    "address", "article", "aside", "base", "basefont", "blockquote", "body", "caption",
+    "center", "col", "colgroup", "dd", "details", "dialog", "dir", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "frame", "frameset", "h1", "h2", "h3",
+    "h4", "h5", "h6", "head", "header", "hr", "html", "iframe", "legend", "li", "link", "main",
+    "menu", "menuitem", "nav", "noframes", "ol", "optgroup", "option", "p", "param", "search",
+    "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr",
+    "track", "ul",
+];
+
+/// The longest line start [`starts_block`] reads before deciding.
+const MAX_LEAD: usize = 16;
+
+/// Whether a line starting with `lead` (the whole line when `ended`) starts a block that ends
+/// a paragraph, as CommonMark reads it: an ATX heading, a block quote, a list item that is not
+/// empty (an ordered one numbered 1), a thematic break or a setext underline, a code fence, an
+/// HTML block of kinds 1 to 6. `None`: not known yet.
+fn starts_block(lead: &str, ended: bool) -> Option<bool> {
+    let blank = |c: char| c == ' ' || c == '\t';
+    // Up to three spaces of indentation (four or a tab: an indented line, a paragraph's).
+    let line = lead.trim_start_matches(' ');
+    if lead.len() - line.len() > 3 || line.starts_with('\t') {
+        return Some(false);
+    }
+    // Not known yet, unless the line ended (then `no`), or it is too long to wait for.
+    let undecided = |no: bool| match ended || lead.len() >= MAX_LEAD {
+        true => Some(no),
+        false => None,
+    };
+    let mut chars = line.chars();
+    let Some(first) = chars.next() else {
+        return undecided(false);
+    };
+    let rest = chars.as_str();
+    // A list item's mark is followed by white space, then something (an empty item does not
+    // end a paragraph).
+    let item = |after: &str| match after.chars().next() {
+        Some(c) if blank(c) => match after.trim_start_matches(blank) {
+            "" => undecided(false),
+            _ => Some(true),
+        },
+        Some(_) => Some(false),
+        None => undecided(false),
+    };
+    match first {
+        '>' => Some(true),
+        '#' => {
+            let after = rest.trim_start_matches('#');
+            if rest.len() - after.len() >= 6 {
+                return Some(false);
+            }
+            match after.chars().next() {
+                Some(c) => Some(blank(c)),
+                None => undecided(true),
+            }
+        }
+        '`' | '~' => Some(line.starts_with(&first.to_string().repeat(3))),
+        '-' | '*' | '_' | '=' | '+' => {
+            if matches!(first, '-' | '*' | '+') && item(rest) == Some(true) {
+                return Some(true);
+            }
+            // A rule (three or more of `-`, `*`, `_`, white space between) or an underline
+            // (`=`s or `-`s, white space after): known at the line's end.
+            let only = line.chars().all(|c| c == first || blank(c));
+            let run = line.chars().filter(|c| *c == first).count();
+            let rule = matches!(first, '-' | '*' | '_') && run >= 3;
+            let underline =
+                matches!(first, '=' | '-') && !line.trim_end_matches(blank).contains(blank);
+            match only && (rule || underline || !ended) {
+                true => undecided(rule || underline),
+                false => item(rest)
+                    .filter(|_| matches!(first, '-' | '*' | '+'))
+                    .or(Some(false)),
+            }
+        }
+        '1' => match rest.chars().next() {
+            Some('.' | ')') => item(&rest[1..]),
+            Some(_) => Some(false),
+            None => undecided(false),
+        },
+        '<' => {
+            let lower = rest.to_ascii_lowercase();
+            let declaration = lower
+                .strip_prefix('!')
+                .is_some_and(|d| d.starts_with(|c: char| c.is_ascii_alphabetic()));
+            if declaration
+                || ["!--", "?", "![cdata["]
+                    .iter()
+                    .any(|o| lower.starts_with(o))
+            {
+                return Some(true);
+            }
+            if ["!--", "![cdata["]
+                .iter()
+                .any(|o| o.starts_with(lower.as_str()))
+            {
+                return undecided(false);
+            }
+            let closing = lower.starts_with('/');
+            let named = &lower[usize::from(closing)..];
+            let name_end = named
+                .find(|c: char| !c.is_ascii_alphanumeric())
+                .unwrap_or(named.len());
+            let name = &named[..name_end];
+            let block = COMMONMARK_BLOCK_TAGS.contains(&name)
+                || (!closing && ["script", "pre", "style", "textarea"].contains(&name));
+            match named[name_end..].chars().next() {
+                Some(c) => Some(block && (blank(c) || c == '>' || c == '/')),
+                None => undecided(block),
+            }
+        }
+        _ => Some(false),
+    }
+}
+
 impl Reread {
     pub(in crate::scan::normal) fn heap_bytes(&self) -> usize {
         std::mem::size_of::<Reread>() + self.text.capacity()
@@ -73,22 +195,36 @@ impl Normalizer {
     /// comment) is open, and after it ends when a blank line cut it.
     #[inline]
     pub(super) fn reread_char(&mut self, c: char, raw_end: u64, spelled: bool, out: &mut String) {
-        let open = matches!(self.markup, Markup::Comment { .. } | Markup::Bogus);
+        let open = matches!(
+            self.markup,
+            Markup::Comment { .. } | Markup::Bogus | Markup::Literal(Literal::Cdata)
+        );
         if self.reread.is_none() {
             if !open || self.nested {
                 return;
             }
-            let opener: String = self.tag_raw.chars().take(4).collect();
-            // What the opener read past `<!` (`<!-x`, `<!x`) is the construct's text to
-            // CommonMark.
+            // (`<![` waits for `CDATA[` in foreign content: read past it.)
+            let cdata = self.tag_raw.starts_with("<![");
+            let opener: String = match cdata {
+                true => "<![".into(),
+                false => self.tag_raw.chars().take(4).collect(),
+            };
+            // What the opener read past `<!` (`<!-x`, `<!x`, `<![CDATA[`) is the construct's
+            // text to CommonMark.
             let text = match opener.as_str() {
                 "<!--" => String::new(),
+                _ if cdata => self.tag_raw[2..].to_owned(),
                 o => o.chars().skip(2).collect(),
+            };
+            let head = match cdata {
+                true => self.tag_raw[3..].chars().take(6).collect(),
+                false => String::new(),
             };
             self.reread = Some(Box::new(Reread {
                 raw: self.tag_raw_at,
                 opener,
                 text,
+                head,
                 ..Reread::default()
             }));
         }
@@ -113,8 +249,20 @@ impl Normalizer {
         if matches!(c, '\n' | '\u{2029}') {
             r.cut |= r.line_blank || c == '\u{2029}';
             r.line_blank = true;
-        } else if !c.is_whitespace() {
-            r.line_blank = false;
+            // A line that starts a block ends the paragraph too (`# `, `> `, `- x`, `<div>`).
+            let lead = r.lead.replace(String::new());
+            r.cut |= lead.is_some_and(|l| starts_block(&l, true) == Some(true));
+        } else {
+            if !c.is_whitespace() {
+                r.line_blank = false;
+            }
+            if let Some(lead) = r.lead.as_mut().filter(|_| c != '\r') {
+                lead.push(c);
+                if let Some(block) = starts_block(lead, false) {
+                    r.cut |= block;
+                    r.lead = None;
+                }
+            }
         }
         r.raw_end = raw_end;
         if r.head.len() < 6 {

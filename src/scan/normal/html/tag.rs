@@ -3,7 +3,7 @@
 //! what a finished tag shows (nothing, or a break between words) and which element it opens.
 
 use super::syntax::{attr, html_space, BLOCK_TAGS, RAW_TEXT};
-use super::{Markup, MAX_TAG};
+use super::{Literal, Markup, MAX_TAG};
 use crate::scan::normal::{Normalizer, Unit};
 
 impl Normalizer {
@@ -40,6 +40,32 @@ impl Normalizer {
         }
         match (name, c) {
             ([], '!') if !closing => self.tag.push(unit),
+            // In foreign content `<![CDATA[` opens a CDATA section, its text shown as written
+            // (`literal.rs`); elsewhere a bogus comment.
+            (['!'], '[') if self.in_foreign_content() => self.tag.push(unit),
+            (['!', '[', read @ ..], c) => {
+                const OPENER: &str = "CDATA[";
+                let read: String = read.iter().chain([&c]).collect();
+                if read == OPENER {
+                    self.tag.clear();
+                    self.markup = Markup::Literal(Literal::Cdata);
+                } else if OPENER.starts_with(&read) {
+                    self.tag.push(unit);
+                } else {
+                    let read: Vec<Unit> = self.tag.drain(2..).collect();
+                    self.tag.clear();
+                    self.markup = Markup::Bogus;
+                    for u in read {
+                        self.hide(u, out);
+                    }
+                    if c == '>' {
+                        self.end_hidden(out);
+                        self.markup = Markup::Text;
+                    } else {
+                        self.hide(unit, out);
+                    }
+                }
+            }
             ([], '?') if !closing => {
                 self.tag.clear();
                 self.markup = Markup::Bogus;
@@ -89,6 +115,7 @@ impl Normalizer {
                 self.hide_name(out);
                 self.tag.clear();
                 let after_eq = attr::next(attr::BEFORE_NAME, c);
+                self.self_closing = c == '/';
                 // The attribute's name starts with `c` (`<bdo/dir=rtl>`).
                 self.attribute_name.clear();
                 if after_eq == attr::NAME {
@@ -107,6 +134,7 @@ impl Normalizer {
                 if !autolink && (name_char(c) || (c == '/' && !closing)) {
                     self.tag.push(unit);
                 } else if c == '>' {
+                    self.self_closing = false;
                     let block = self.read_tag_name(closing);
                     let element = self.raw_text_element(closing);
                     let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
@@ -158,6 +186,7 @@ impl Normalizer {
                 }
             }
             (_, '>') if ends_void => {
+                self.self_closing = !closing;
                 let block = self.read_tag_name(closing);
                 let (raw, raw_end) = (self.tag[0].raw, unit.raw_end);
                 self.hide_name(out);

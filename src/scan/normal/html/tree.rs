@@ -124,3 +124,41 @@ pub(super) fn closed_by_end_tag<E: AsRef<str>>(open: &[E], name: &str) -> Option
         .any(|(k, e)| scope(i + 1 + k, e) || (!special && SPECIAL.contains(&e.as_ref())));
     (!blocked).then_some(i)
 }
+
+/// An element's namespace, as the tree builder decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Space {
+    Html,
+    Svg,
+    Math,
+}
+
+/// The namespace of an element `name` a start tag inserts under `parent` (its namespace and
+/// name; none: at the top): `<svg>` and `<math>` start foreign content, and inside it every
+/// element is foreign unless its parent is where foreign content holds HTML — SVG's
+/// `<foreignObject>`, `<desc>` and `<title>`, MathML's token elements (but for `<mglyph>` and
+/// `<malignmark>`). (Breakout tags have closed the foreign elements before: `elements.rs`.)
+pub(super) fn inserted_in(parent: Option<(Space, &str)>, name: &str) -> Space {
+    match name {
+        "svg" => return Space::Svg,
+        "math" => return Space::Math,
+        _ => {}
+    }
+    match parent {
+        None | Some((Space::Html, _)) => Space::Html,
+        Some((Space::Svg, "foreignobject" | "desc" | "title")) => Space::Html,
+        Some((Space::Math, "mi" | "mo" | "mn" | "ms" | "mtext"))
+            if !matches!(name, "mglyph" | "malignmark") =>
+        {
+            Space::Html
+        }
+        Some((space, _)) => space,
+    }
+}
+
+/// The namespace of the innermost of `open` (outermost first), and its name.
+pub(super) fn current<E: AsRef<str>>(open: &[E]) -> Option<(Space, &str)> {
+    open.iter().fold(None, |parent, e| {
+        Some((inserted_in(parent, e.as_ref()), e.as_ref()))
+    })
+}
