@@ -301,9 +301,9 @@ pub struct Normalizer {
     /// The line's start, for Markdown's code blocks (`html/blocks.rs`).
     lead: html::LineLead,
     /// A comment a blank line may cut for Markdown, kept to read again (`html/reread.rs`),
-    /// and whether this view reads such a text (it reads no other again).
+    /// and how many views deep this view reads such a text (0: the text's own view).
     reread: Option<Box<html::Reread>>,
-    nested: bool,
+    reread_depth: u8,
 }
 
 impl Normalizer {
@@ -393,7 +393,7 @@ impl Normalizer {
             line_blank: false,
             lead: html::LineLead::default(),
             reread: None,
-            nested: false,
+            reread_depth: 0,
         }
     }
 

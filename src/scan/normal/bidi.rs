@@ -185,6 +185,31 @@ impl Normalizer {
         self.bidi_too_deep(at);
     }
 
+    /// The controls of the run being recorded still open, outermost first (an embedding or
+    /// override a PDF closes, an isolate a PDI closes with those inside it): what a text read
+    /// apart from here is shown under (`html/reread.rs`).
+    pub(super) fn bidi_controls_open(&self) -> String {
+        let mut open: Vec<char> = Vec::new();
+        for u in &self.bidi {
+            let isolate = |c: &char| matches!(c, '\u{2066}'..='\u{2068}');
+            match u.c {
+                c if is_bidi_opener(c) => open.push(c),
+                '\u{202C}' => {
+                    if open.last().is_some_and(|c| !isolate(c)) {
+                        open.pop();
+                    }
+                }
+                '\u{2069}' => {
+                    if let Some(i) = open.iter().rposition(isolate) {
+                        open.truncate(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        open.into_iter().collect()
+    }
+
     /// Controls nested past [`MAX_BIDI_DEPTH`] are refused: a renderer's embedding levels
     /// overflow there (Unicode's bidi algorithm stops at 125 levels, each override and isolate
     /// taking one or two), which the view does not model — no text nests them so deep.

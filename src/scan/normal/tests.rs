@@ -2341,3 +2341,34 @@ fn review_19_paragraph_ended_by_a_block_start() {
     ];
     all_read_or_refused(&cases, reads);
 }
+
+/// Review 19 (V19-03, V19-14, V19-15): a text read again is read as the text's own view would
+/// read it there — a construct cut inside it is read again in turn, the style sheets' rules
+/// apply, the bidi controls open around the construct order it.
+#[test]
+fn review_19_text_read_again_reads_as_the_view_there() {
+    let cases = [
+        "a <!--x\n\nb <!--y\n\nforbidden<b hidden>q</b> fruit",
+        "a <!--x\n\nb <!--y\n\nforbid<b hidden>q</b>den fruit",
+        "a <?x\n\nb <?y\n\nforbid<b hidden>q</b>den fruit",
+        "a <?x\n\nb <![CDATA[y\n\nforbid<b hidden>q</b>den fruit",
+        "a <!--x\n\nb <!--y\n\nforbidden<script>q</script> fruit",
+        "a <!--x\n\nb <!--y\n\nforbid<rp>q</rp>den fruit",
+        "a <!--x\n\nb <!--y\n\nforbid<span style='display:none'>q</span>den fruit",
+        "a<style>b{display:none}</style> <!--x\n\nforbid<b>q</b>den fruit",
+        "a<style>b{display:none}</style> <?x\n\nforbid<b>q</b>den fruit",
+        "a<style>b{display:none}</style> <?x\n\nforbidden<b>q</b> fruit",
+        "a<style>.c{display:none}</style> <!--x\n\nforbid<b class=c>q</b>den fruit",
+        "<style>q{display:none}</style>a <![CDATA[x\n\nforbidden<q>z</q> fruit",
+        "<bdo dir=rtl>a <?tiurf neddibrof<x></bdo>",
+        "\u{202e}a <?tiurf neddibrof<x>\u{202c}",
+        "<bdo dir=rtl>a <![CDATA[tiurf neddibrof<x></bdo>",
+        "<span style='unicode-bidi:bidi-override;direction:rtl'>a <?tiurf neddibrof<x></span>",
+        "<bdo dir=rtl>a <!-tiurf neddibrof<x></bdo>",
+    ];
+    all_read_or_refused(&cases, reads);
+    // Deeper than a few views, a cut construct is refused.
+    let deep = "a <!--x\n\n".repeat(6) + "forbid<b hidden>q</b>den fruit";
+    let (_, mut n) = view_of(&deep, &[], Normalize::Full);
+    assert!(n.take_refusal().is_some());
+}

@@ -22,6 +22,9 @@ use super::{Literal, Markup};
 /// Characters of a construct kept to read again.
 const MAX_REREAD: usize = 2048;
 
+/// Views deep a cut construct is read again (the text's own view is the first).
+const MAX_REREAD_DEPTH: u8 = 4;
+
 /// A construct being read that a blank line may cut.
 #[derive(Debug, Default, Clone)]
 pub(in crate::scan::normal) struct Reread {
@@ -41,6 +44,9 @@ pub(in crate::scan::normal) struct Reread {
     lead: Option<String>,
     /// More than [`MAX_REREAD`] characters: not kept.
     past_bound: bool,
+    /// The bidi controls open where it starts (a `<bdo>`'s, a style's override, written
+    /// ones): its text is read under them.
+    controls: String,
     /// How it opened (`<!--`, `<?`, `<![`, `<!x`, …), its first characters and its last ones
     /// (kept past the bound): whether CommonMark reads it as a construct.
     opener: String,
@@ -200,7 +206,7 @@ impl Normalizer {
             Markup::Comment { .. } | Markup::Bogus | Markup::Literal(Literal::Cdata)
         );
         if self.reread.is_none() {
-            if !open || self.nested {
+            if !open {
                 return;
             }
             // (`<![` waits for `CDATA[` in foreign content: read past it.)
@@ -225,6 +231,7 @@ impl Normalizer {
                 opener,
                 text,
                 head,
+                controls: self.bidi_controls_open(),
                 ..Reread::default()
             }));
         }
@@ -240,7 +247,8 @@ impl Normalizer {
             r.cut = true;
             r.ended = true;
         }
-        // After it ended, read on to the end of the paragraph (a blank line), or the bound.
+        // After it ended, read on to the end of the paragraph (a blank line, or a line that
+        // starts a block: not read), or the bound.
         if r.ended && ((c == '\n' && r.line_blank) || c == '\u{2029}' || r.text.len() >= MAX_REREAD)
         {
             self.reread_written(out);
@@ -250,8 +258,16 @@ impl Normalizer {
             r.cut |= r.line_blank || c == '\u{2029}';
             r.line_blank = true;
             // A line that starts a block ends the paragraph too (`# `, `> `, `- x`, `<div>`).
-            let lead = r.lead.replace(String::new());
-            r.cut |= lead.is_some_and(|l| starts_block(&l, true) == Some(true));
+            if let Some(lead) = r.lead.replace(String::new()) {
+                if starts_block(&lead, true) == Some(true) {
+                    r.cut = true;
+                    if r.ended {
+                        r.text.truncate(r.text.len().saturating_sub(lead.len()));
+                        self.reread_written(out);
+                        return;
+                    }
+                }
+            }
         } else {
             if !c.is_whitespace() {
                 r.line_blank = false;
@@ -259,8 +275,14 @@ impl Normalizer {
             if let Some(lead) = r.lead.as_mut().filter(|_| c != '\r') {
                 lead.push(c);
                 if let Some(block) = starts_block(lead, false) {
+                    let read = lead.len() - c.len_utf8();
                     r.cut |= block;
                     r.lead = None;
+                    if block && r.ended {
+                        r.text.truncate(r.text.len().saturating_sub(read));
+                        self.reread_written(out);
+                        return;
+                    }
                 }
             }
         }
@@ -308,9 +330,19 @@ impl Normalizer {
             self.refuse(r.raw, r.raw_end);
             return;
         }
+        // A construct cut inside a text read again is read again in turn, a few views deep
+        // (each text shorter than the one it is in); deeper, it is refused.
+        if self.reread_depth + 1 >= MAX_REREAD_DEPTH {
+            self.refuse(r.raw, r.raw_end);
+            return;
+        }
+        // Its view reads under what the text's view knew there: the style sheets' rules, the
+        // bidi controls open.
         let mut view = Normalizer::new(Normalize::Full);
-        view.nested = true;
-        let mut text = view.feed(&r.text).into_owned();
+        view.reread_depth = self.reread_depth + 1;
+        view.sheet.clone_from(&self.sheet);
+        let mut text = view.feed(&r.controls).into_owned();
+        text.push_str(&view.feed(&r.text));
         text.push_str(&view.finish());
         if view.take_refusal().is_some() {
             self.refuse(r.raw, r.raw_end);
