@@ -194,10 +194,8 @@ impl Normalizer {
             let isolate = |c: &char| matches!(c, '\u{2066}'..='\u{2068}');
             match u.c {
                 c if is_bidi_opener(c) => open.push(c),
-                '\u{202C}' => {
-                    if open.last().is_some_and(|c| !isolate(c)) {
-                        open.pop();
-                    }
+                '\u{202C}' if open.last().is_some_and(|c| !isolate(c)) => {
+                    open.pop();
                 }
                 '\u{2069}' => {
                     if let Some(i) = open.iter().rposition(isolate) {
