@@ -265,6 +265,9 @@ pub struct Normalizer {
     raw_text_order: Option<(Option<bool>, bool)>,
     /// The start tag has a `srcdoc` attribute (`html/attributes.rs`).
     tag_srcdoc: bool,
+    /// The last characters of an attribute value or a link destination being read
+    /// (`html/attributes.rs`).
+    svg_data_url: html::SvgDataUrl,
     /// The tag's `style`, `class` and `id` values (`html/css.rs`), which one a value being
     /// read is (`css_value`: 0 none, else `style`, `class`, `id`), and the style sheets read so far.
     css_value: u8,
@@ -373,6 +376,7 @@ impl Normalizer {
             attribute_values: String::new(),
             raw_text_order: None,
             tag_srcdoc: false,
+            svg_data_url: html::SvgDataUrl::default(),
             css_value: 0,
             style_value: String::new(),
             presentation_value: String::new(),

@@ -28,6 +28,7 @@
 //! [`MAX_HIDDEN`] characters and at its end, so nothing waits longer than that.
 
 mod attributes;
+pub(super) use attributes::SvgDataUrl;
 mod blocks;
 pub(super) use blocks::LineLead;
 pub(super) mod css;
@@ -319,6 +320,7 @@ impl Normalizer {
                 match d.next(c, spelled) {
                     Some(d) => {
                         self.markup = Markup::Destination(d);
+                        self.destination_char(c, raw, raw_end);
                         return self.hide(unit, out);
                     }
                     None if c == ')' => {
@@ -409,7 +411,10 @@ impl Normalizer {
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);
             }
-            '(' if after_bracket => self.markup = Markup::Destination(Destination::default()),
+            '(' if after_bracket => {
+                self.markup = Markup::Destination(Destination::default());
+                self.svg_data_url.clear();
+            }
             _ => {
                 if is_paragraph_end(c) {
                     self.brackets = 0;

@@ -2372,3 +2372,43 @@ fn review_19_text_read_again_reads_as_the_view_there() {
     let (_, mut n) = view_of(&deep, &[], Normalize::Full);
     assert!(n.take_refusal().is_some());
 }
+
+/// Review 19 (V19-06): an SVG image in a `data:` URL draws its text for a person; the view
+/// does not read SVG documents: refused, wherever a tag's value or a link's destination names
+/// one, however a browser would spell it.
+#[test]
+fn review_19_svg_data_images_are_refused() {
+    let refused = [
+        "![x](data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciPjwvc3ZnPg==)",
+        "![x](data:image/svg+xml,%3Csvg%3E%3Ctext%3Eforbidden%20fruit%3C/text%3E%3C/svg%3E)",
+        "![x](<data:image/svg\\+xml,x>)",
+        "[x](data:image/svg+xml,x)",
+        "<img src='data:image/svg+xml;base64,PHN2Zz4='>",
+        "<img srcset=\"a.png 1x, data:image/svg+xml,%3Csvg%3E 2x\">",
+        "<img src=\"data:image/svg&#43;xml,x\">",
+        "<img src=\"data:image/svg&#x00000000000000000000002B;xml,x\">",
+        "<img src=\"data:image/svg&plus;xml,x\">",
+        "<img src=\"  DATA:Image/SVG+XML;utf8,x\">",
+        "<img src=\"data:image/svg+\nxml,x\">",
+        "<div style=\"background:url(data:image/svg+xml,x)\">a</div>",
+        "<svg><image href=\"data:image/svg+xml,x\"/></svg>",
+    ];
+    for text in refused {
+        for cut in 0..=text.len() {
+            if !text.is_char_boundary(cut) {
+                continue;
+            }
+            let (_, mut n) = view_of(text, &[cut], Normalize::Full);
+            assert!(n.take_refusal().is_some(), "{text:?} cut at {cut}");
+        }
+    }
+    for text in [
+        "<img src=\"data:image/png;base64,iVBORw0KGgo=\">",
+        "![x](https://example.com/a.svg)",
+        "a data:image/svg+xml b",
+        "<a title=\"data:image/svg xml\">x</a>",
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_none(), "{text:?}");
+    }
+}

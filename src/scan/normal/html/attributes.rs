@@ -67,6 +67,9 @@ impl Normalizer {
     /// A character of an attribute's value: kept with the tag's values (up to their bound), and
     /// apart when it is a `dir`'s, a `style`'s, a `class`'s or an `id`'s.
     pub(in crate::scan::normal) fn attribute_value_char(&mut self, c: char) {
+        if self.svg_data_url.read(c) {
+            self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
+        }
         // (One past the bound is kept: a longer text is known to be cut.)
         if self.attribute_values.len() <= MAX_ATTRIBUTE_TEXT {
             self.attribute_values.push(c);
@@ -91,6 +94,7 @@ impl Normalizer {
     /// (the first of each counts, as a browser takes it); and its value starts a paragraph of
     /// the tag's values.
     pub(in crate::scan::normal) fn attribute_named(&mut self) {
+        self.svg_data_url.clear();
         if self.attribute_name == "srcdoc" {
             self.tag_srcdoc = true;
         }
@@ -181,6 +185,14 @@ impl Normalizer {
         }
     }
 
+    /// A character of a link's destination (Markdown's `[x](…)` and `![x](…)`): one naming an
+    /// SVG image in a `data:` URL is refused, as in a tag's values.
+    pub(super) fn destination_char(&mut self, c: char, raw: u64, raw_end: u64) {
+        if self.svg_data_url.read(c) {
+            self.refuse(raw, raw_end);
+        }
+    }
+
     /// A start tag ended: its attribute values as a browser shows them apart (an input's
     /// value, an image's `alt`), ordered in the element's direction and by its override
     /// (`overrides`), when that order differs from the written one. Values too long to keep
@@ -222,5 +234,76 @@ impl Normalizer {
         // (The buffer's room is kept for the next tag.)
         self.attribute_values = values;
         self.attribute_values.clear();
+    }
+}
+
+/// What an attribute value or a link destination being read says so far, to find an SVG image
+/// in a `data:` URL anywhere in it (an `<img>`'s `src` or `srcset`, a `poster`, an SVG
+/// `<image>`'s `href`, a style's `url(…)`, `![x](data:…)`): SVG is text a browser draws, which
+/// the view does not read — refused. Read as a browser reads a URL: references decoded (one at
+/// a time, as they end), white space dropped, any case; a Markdown escape's backslash dropped.
+#[derive(Debug, Default, Clone)]
+pub(in crate::scan::normal) struct SvgDataUrl {
+    /// The last characters read, decoded, in lower case.
+    read: String,
+    /// A reference being read (`&…`).
+    reference: String,
+}
+
+impl SvgDataUrl {
+    const NAME: &'static str = "data:image/svg+xml";
+    /// The longest reference read: longer (leading zeros) is refused, never skipped.
+    const MAX_REFERENCE: usize = 64;
+
+    /// A value or destination starts.
+    pub(in crate::scan::normal) fn clear(&mut self) {
+        self.read.clear();
+        self.reference.clear();
+    }
+
+    /// The next character; whether what was read names such a URL (or a reference too long
+    /// to read).
+    pub(in crate::scan::normal) fn read(&mut self, c: char) -> bool {
+        if !self.reference.is_empty() {
+            let continues = c.is_ascii_alphanumeric() || (c == '#' && self.reference == "&");
+            if continues {
+                self.reference.push(c);
+                return self.reference.len() > Self::MAX_REFERENCE;
+            }
+            if c == ';' {
+                self.reference.push(c);
+            }
+            let decoded = decode_references(&std::mem::take(&mut self.reference));
+            if self.push(&decoded) {
+                return true;
+            }
+            if c == ';' {
+                return false;
+            }
+        }
+        match c {
+            '&' => {
+                self.reference.push(c);
+                false
+            }
+            '\\' => false,
+            c => self.push(c.encode_utf8(&mut [0; 4])),
+        }
+    }
+
+    fn push(&mut self, text: &str) -> bool {
+        let mut found = false;
+        for c in text.chars().filter(|c| !c.is_ascii_whitespace()) {
+            if self.read.len() >= 2 * Self::NAME.len() {
+                let keep = self.read.len() - Self::NAME.len();
+                let keep = (keep..=self.read.len())
+                    .find(|&i| self.read.is_char_boundary(i))
+                    .unwrap_or(self.read.len());
+                self.read.drain(..keep);
+            }
+            self.read.push(c.to_ascii_lowercase());
+            found |= self.read.ends_with(Self::NAME);
+        }
+        found
     }
 }
