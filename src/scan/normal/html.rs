@@ -305,6 +305,9 @@ impl Normalizer {
                 self.markup = Markup::RawText { element, matched };
                 if sheet {
                     self.style_sheet_char(c, raw_end);
+                    if self.svg_data_url.read(c) {
+                        self.refuse(raw, raw_end);
+                    }
                 }
                 return self.hide(unit, out);
             }

@@ -2291,19 +2291,16 @@ fn review_19_foreign_content_and_literal_text() {
     // Outside foreign content `<![CDATA[` is a bogus comment, hidden up to its `>`.
     let view = full("forbid<![CDATA[x]]>den fruit");
     assert!(reads(&view, "forbidden fruit"), "{view:?}");
-    // A literal's markup is characters: `&amp;` shows as written, `</xmp` ends it.
+    // A literal's markup is characters; `</xmp` ends it.
     let view = full("<svg><text>forbid<![CDATA[den]]]> fruit</text></svg>");
     assert!(view.starts_with("forbidden] fruit"), "{view:?}");
     let view = full("<xmp>forbidden<b> fruit</xmp>");
     assert!(view.starts_with("forbidden<b> fruit"), "{view:?}");
-    let view = full("<xmp>a&amp;b</xmp>c");
-    assert!(view.contains("a&amp;b"), "{view:?}");
     let view = full("<xmp>a</XMP >forbid<b>den</b> fruit");
     assert!(reads(&view, "forbidden fruit"), "{view:?}");
-    // What is not drawn stays hidden: an unknown child of a `<text>`, `<defs>`.
+    // What is not drawn stays hidden: an unknown child of a `<text>`, a second child.
     for text in [
         "<svg><text>a<q>forbidden fruit</q></text></svg>",
-        "<svg><defs><text>forbidden fruit</text></defs></svg>",
         "<math><semantics><mi>a</mi><mi>forbidden fruit</mi></semantics></math>",
     ] {
         let view = full(text);
@@ -2410,5 +2407,40 @@ fn review_19_svg_data_images_are_refused() {
     ] {
         let (_, mut n) = view_of(text, &[], Normalize::Full);
         assert!(n.take_refusal().is_none(), "{text:?}");
+    }
+}
+
+/// A review of review 19's fixes: a literal ends with Markdown's code block and decodes
+/// references as CommonMark does; more block starts (numbers with zeros, a lone CR, white space
+/// after an HTML block's name, indented in a container); a cut construct inside foreign content
+/// or a table is refused; SVG images named in style sheets, CSS escapes and frames' URLs with
+/// tabs; a `<defs>`'s text is read; `<script>` in foreign content is an element.
+#[test]
+fn review_19_fixes_reviewed() {
+    let tspans = "<tspan>".repeat(64);
+    let nested = format!("<svg><text y=20>{tspans}forbid<![CDATA[den]]> fruit");
+    let cases = [
+        "~~~\n<xmp>\n~~~\nforbid<b hidden>x</b>den fruit",
+        "a <xmp>forbidden&#32;fruit</xmp>",
+        "a <!--\n01. forbid<b hidden>x</b>den fruit -->",
+        "a <!--\r# forbid<b hidden>x</b>den fruit -->",
+        "a <!--\n<div\u{a0}>forbid<b hidden>x</b>den fruit -->",
+        "1.  a <!--\n    # forbid<b hidden>x</b>den fruit -->",
+        "<svg><text y=20><![CDATA[forbid<desc>x</desc>den fruit</text></svg>",
+        "z <table>a <!--forbid<tr><td>x</td></tr>den fruit",
+        &nested,
+        "forbid<svg width=120 height=20><defs><text id=t y=15>den fruit</text></defs><use href=\"#t\"/></svg>",
+        "forbid<svg width=0 height=0><script><b>den fruit</b></script></svg>",
+    ];
+    all_read_or_refused(&cases, reads);
+    for text in [
+        "<style>body{background-image:url(data:image/svg+xml,x)}</style>",
+        "<div style=\"background:url(data:image/svg\\2b xml,x)\">a</div>",
+        "<div style=\"background:url(data:image/sv\\67+xml,x)\">a</div>",
+        "<iframe src=\"da&#9;ta:text/html;base64,Zm9y\"></iframe>",
+        "<iframe src=\"\u{1}data:text/html,x\"></iframe>",
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_some(), "{text:?}");
     }
 }

@@ -175,10 +175,17 @@ impl Normalizer {
         if !matches!(name, "iframe" | "frame" | "object" | "embed") {
             return;
         }
+        // (As the URL parser reads one: tabs and line breaks anywhere dropped, leading
+        // controls and spaces trimmed.)
         let data = |values: String| {
-            values
-                .split('\u{2029}')
-                .any(|v| v.trim_start().starts_with("data:"))
+            values.split('\u{2029}').any(|v| {
+                let v: String = v
+                    .chars()
+                    .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+                    .collect();
+                v.trim_start_matches(|c: char| c <= ' ')
+                    .starts_with("data:")
+            })
         };
         if srcdoc || self.values_read().is_none_or(data) {
             self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
@@ -239,15 +246,18 @@ impl Normalizer {
 
 /// What an attribute value or a link destination being read says so far, to find an SVG image
 /// in a `data:` URL anywhere in it (an `<img>`'s `src` or `srcset`, a `poster`, an SVG
-/// `<image>`'s `href`, a style's `url(…)`, `![x](data:…)`): SVG is text a browser draws, which
-/// the view does not read — refused. Read as a browser reads a URL: references decoded (one at
-/// a time, as they end), white space dropped, any case; a Markdown escape's backslash dropped.
+/// `<image>`'s `href`, a style's `url(…)`, a style sheet's, `![x](data:…)`): SVG is text a
+/// browser draws, which the view does not read — refused. Read as the browser reads it: HTML
+/// references decoded (one at a time, as each ends), then CSS escapes (`\2b `, `\+`, which
+/// cover Markdown's backslash escapes too), white space dropped, any case.
 #[derive(Debug, Default, Clone)]
 pub(in crate::scan::normal) struct SvgDataUrl {
     /// The last characters read, decoded, in lower case.
     read: String,
     /// A reference being read (`&…`).
     reference: String,
+    /// A CSS escape being read: the hex digits after its `\`.
+    escape: Option<String>,
 }
 
 impl SvgDataUrl {
@@ -255,10 +265,11 @@ impl SvgDataUrl {
     /// The longest reference read: longer (leading zeros) is refused, never skipped.
     const MAX_REFERENCE: usize = 64;
 
-    /// A value or destination starts.
+    /// A value, destination or style sheet starts.
     pub(in crate::scan::normal) fn clear(&mut self) {
         self.read.clear();
         self.reference.clear();
+        self.escape = None;
     }
 
     /// The next character; whether what was read names such a URL (or a reference too long
@@ -274,36 +285,65 @@ impl SvgDataUrl {
                 self.reference.push(c);
             }
             let decoded = decode_references(&std::mem::take(&mut self.reference));
-            if self.push(&decoded) {
+            let mut found = false;
+            for d in decoded.chars() {
+                found |= self.unescaped(d);
+            }
+            if found {
                 return true;
             }
             if c == ';' {
                 return false;
             }
         }
-        match c {
-            '&' => {
-                self.reference.push(c);
-                false
-            }
-            '\\' => false,
-            c => self.push(c.encode_utf8(&mut [0; 4])),
+        if c == '&' {
+            self.reference.push(c);
+            return false;
         }
+        self.unescaped(c)
     }
 
-    fn push(&mut self, text: &str) -> bool {
-        let mut found = false;
-        for c in text.chars().filter(|c| !c.is_ascii_whitespace()) {
-            if self.read.len() >= 2 * Self::NAME.len() {
-                let keep = self.read.len() - Self::NAME.len();
-                let keep = (keep..=self.read.len())
-                    .find(|&i| self.read.is_char_boundary(i))
-                    .unwrap_or(self.read.len());
-                self.read.drain(..keep);
+    /// A character after references: CSS escapes read.
+    fn unescaped(&mut self, c: char) -> bool {
+        if let Some(hex) = self.escape.as_mut() {
+            if c.is_ascii_hexdigit() && hex.len() < 6 {
+                hex.push(c);
+                return false;
             }
-            self.read.push(c.to_ascii_lowercase());
-            found |= self.read.ends_with(Self::NAME);
+            let hex = self.escape.take().unwrap_or_default();
+            if hex.is_empty() {
+                // `\` and any other character: that character.
+                return self.push(c);
+            }
+            let escaped = u32::from_str_radix(&hex, 16)
+                .ok()
+                .and_then(char::from_u32)
+                .unwrap_or('\u{FFFD}');
+            let found = self.push(escaped);
+            // (One white space after the digits is the escape's.)
+            if found || c.is_ascii_whitespace() {
+                return found;
+            }
         }
-        found
+        if c == '\\' {
+            self.escape = Some(String::new());
+            return false;
+        }
+        self.push(c)
+    }
+
+    fn push(&mut self, c: char) -> bool {
+        if c.is_ascii_whitespace() {
+            return false;
+        }
+        if self.read.len() >= 2 * Self::NAME.len() {
+            let keep = self.read.len() - Self::NAME.len();
+            let keep = (keep..=self.read.len())
+                .find(|&i| self.read.is_char_boundary(i))
+                .unwrap_or(self.read.len());
+            self.read.drain(..keep);
+        }
+        self.read.push(c.to_ascii_lowercase());
+        self.read.ends_with(Self::NAME)
     }
 }

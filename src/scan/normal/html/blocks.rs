@@ -179,8 +179,12 @@ impl Normalizer {
                 self.attribute_name.clear();
                 self.hidden_attribute = false;
             }
-            // (Text as written is shown as Markdown's code would show it.)
-            Markup::Text | Markup::Tag | Markup::Autolink | Markup::Literal(_) => {}
+            // Text shown as written ends with Markdown's block: what waited is text.
+            Markup::Literal(_) => {
+                self.literal_at_end(out);
+                self.markup = Markup::Text;
+            }
+            Markup::Text | Markup::Tag | Markup::Autolink => {}
         }
         self.elements_end_for_markdown(unit.raw, out, false);
     }

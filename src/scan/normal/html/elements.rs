@@ -437,6 +437,10 @@ impl Normalizer {
             // nothing), never the one opening now: an override is always read.
             if self.open_elements.len() >= MAX_OPEN {
                 let e = self.open_elements.remove(0);
+                // (Foreign content decides what is drawn and parsed: never forgotten.)
+                if matches!(e.name.as_str(), "svg" | "math") {
+                    self.refuse(self.tag_raw_at, raw_end);
+                }
                 self.forget(e.name);
             }
             for c in over.into_iter().flatten() {
@@ -794,8 +798,7 @@ enum Drawn {
 /// Whether a browser draws text inside `open` as far as foreign content goes: SVG draws text in
 /// a `<text>` and its text-content children (`<tspan>`, `<textPath>`, `<a>`) only — any other
 /// child of a `<text>` (`<q>`, `<g>`, `<desc>`, an unknown name) is in the tree, not drawn —
-/// and nothing in a container it never draws (`<defs>`, a gradient, a mask …); a
-/// `<foreignObject>` holds HTML. MathML draws text in its token elements, and of a
+/// and nothing in a `<title>`, `<desc>` or `<metadata>`; a `<foreignObject>` holds HTML. MathML draws text in its token elements, and of a
 /// `<semantics>` or an `<maction>` only the first child. Every `<svg>` and `<math>` on the way
 /// counts: one inside an SVG `<text>` is not drawn, one inside a `<mi>` hides again.
 fn foreign_drawn(open: &[OpenElement]) -> bool {
@@ -812,11 +815,9 @@ fn foreign_drawn(open: &[OpenElement]) -> bool {
             (Drawn::MathToken, _) => Drawn::Html,
             (Drawn::SvgShape, "foreignobject") => Drawn::Html,
             (Drawn::SvgShape, "text") => Drawn::SvgText,
-            (
-                Drawn::SvgShape,
-                "defs" | "symbol" | "clippath" | "mask" | "pattern" | "marker" | "filter"
-                | "lineargradient" | "radialgradient" | "title" | "desc" | "metadata",
-            ) => return false,
+            // (A `<defs>`'s or a `<symbol>`'s text is drawn where a `<use>` or a `url(#…)`
+            // places it: read where it is written.)
+            (Drawn::SvgShape, "title" | "desc" | "metadata") => return false,
             (Drawn::SvgShape, _) => Drawn::SvgShape,
             (Drawn::MathLayout, "mi" | "mn" | "mo" | "ms" | "mtext") => Drawn::MathToken,
             (Drawn::MathLayout, _) => Drawn::MathLayout,

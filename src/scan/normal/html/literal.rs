@@ -33,7 +33,7 @@ impl Normalizer {
         let c = unit.c;
         if spelled || literal == Literal::Plaintext {
             self.literal_held(out);
-            return self.literal_text(unit, out);
+            return self.literal_text(unit, literal != Literal::Cdata && !spelled, out);
         }
         if literal == Literal::Cdata {
             if c == ']' {
@@ -41,7 +41,7 @@ impl Normalizer {
                 self.tag.push(unit);
                 if self.tag.len() > 2 {
                     let first = self.tag.remove(0);
-                    self.literal_text(first, out);
+                    self.literal_text(first, false, out);
                 }
                 return;
             }
@@ -51,7 +51,7 @@ impl Normalizer {
                 return;
             }
             self.literal_held(out);
-            return self.literal_text(unit, out);
+            return self.literal_text(unit, false, out);
         }
         // `</xmp` and a character that ends a tag's name: the end tag, read as any tag.
         if self.tag.len() == XMP_END.len() && (c == '>' || c == '/' || html_space(c)) {
@@ -76,7 +76,7 @@ impl Normalizer {
             self.tag.push(unit);
             return;
         }
-        self.literal_text(unit, out);
+        self.literal_text(unit, true, out);
     }
 
     /// The text ends inside a literal: what waited is text (a CDATA section runs to the end).
@@ -86,16 +86,24 @@ impl Normalizer {
 
     /// What waited to end the literal did not: text.
     fn literal_held(&mut self, out: &mut String) {
+        let decode = self.markup != Markup::Literal(Literal::Cdata);
         for u in std::mem::take(&mut self.tag) {
-            self.literal_text(u, out);
+            self.literal_text(u, decode, out);
         }
     }
 
     /// One character shown as written: through the elements' stage (an element around may
-    /// hide it), then as spelled text.
-    fn literal_text(&mut self, unit: Unit, out: &mut String) {
-        if !self.element_text_char(unit, true, out) {
-            self.text_markup_char(unit, true, out);
+    /// hide it), then as spelled text — or, in an `<xmp>` or a `<plaintext>` (`decode`), with
+    /// its references decoded and emphasis read: to CommonMark the element's tag is inline
+    /// HTML and its content Markdown text, whose output the element then shows (`<` stays a
+    /// character: CommonMark passes tags through, the element shows them).
+    fn literal_text(&mut self, unit: Unit, decode: bool, out: &mut String) {
+        if self.element_text_char(unit, true, out) {
+            return;
+        }
+        match decode {
+            true => self.reference_or_markup(unit.c, unit.raw, unit.raw_end, out),
+            false => self.text_markup_char(unit, true, out),
         }
     }
 }

@@ -39,11 +39,16 @@ pub(in crate::scan::normal) struct Reread {
     ended: bool,
     /// The line read so far is white space.
     line_blank: bool,
+    /// The last character was a CR (a LF after it ends no other line).
+    after_cr: bool,
     /// The start of the line being read, while it may still start a block that ends a
     /// paragraph ([`starts_block`]); `None` once decided.
     lead: Option<String>,
     /// More than [`MAX_REREAD`] characters: not kept.
     past_bound: bool,
+    /// It starts inside an `<svg>`, a `<math>`, a table or a `<select>`, where the parser
+    /// reads tags otherwise than a view of its own would: cut, it is refused.
+    in_context: bool,
     /// The bidi controls open where it starts (a `<bdo>`'s, a style's override, written
     /// ones): its text is read under them.
     controls: String,
@@ -89,11 +94,9 @@ const MAX_LEAD: usize = 16;
 /// HTML block of kinds 1 to 6. `None`: not known yet.
 fn starts_block(lead: &str, ended: bool) -> Option<bool> {
     let blank = |c: char| c == ' ' || c == '\t';
-    // Up to three spaces of indentation (four or a tab: an indented line, a paragraph's).
-    let line = lead.trim_start_matches(' ');
-    if lead.len() - line.len() > 3 || line.starts_with('\t') {
-        return Some(false);
-    }
+    // (Any indentation: inside a list item or a quote four spaces may still be a block's
+    // start; a block read where there is none only adds a reading.)
+    let line = lead.trim_start_matches(blank);
     // Not known yet, unless the line ended (then `no`), or it is too long to wait for.
     let undecided = |no: bool| match ended || lead.len() >= MAX_LEAD {
         true => Some(no),
@@ -126,7 +129,14 @@ fn starts_block(lead: &str, ended: bool) -> Option<bool> {
                 None => undecided(true),
             }
         }
-        '`' | '~' => Some(line.starts_with(&first.to_string().repeat(3))),
+        '`' | '~' => {
+            let run = line.len() - line.trim_start_matches(first).len();
+            match run >= 3 {
+                true => Some(true),
+                false if run == line.len() => undecided(false),
+                false => Some(false),
+            }
+        }
         '-' | '*' | '_' | '=' | '+' => {
             if matches!(first, '-' | '*' | '+') && item(rest) == Some(true) {
                 return Some(true);
@@ -145,11 +155,18 @@ fn starts_block(lead: &str, ended: bool) -> Option<bool> {
                     .or(Some(false)),
             }
         }
-        '1' => match rest.chars().next() {
-            Some('.' | ')') => item(&rest[1..]),
-            Some(_) => Some(false),
-            None => undecided(false),
-        },
+        // An ordered item numbered 1 (`1.`, `01)`: up to nine digits).
+        '0'..='9' => {
+            let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let number = &line[..digits];
+            let one = number.trim_start_matches('0') == "1";
+            match line[digits..].chars().next() {
+                _ if digits > 9 || !number.chars().all(|c| c == '0' || c == '1') => Some(false),
+                Some('.' | ')') if one => item(&line[digits + 1..]),
+                Some(_) => Some(false),
+                None => undecided(false),
+            }
+        }
         '<' => {
             let lower = rest.to_ascii_lowercase();
             let declaration = lower
@@ -176,8 +193,11 @@ fn starts_block(lead: &str, ended: bool) -> Option<bool> {
             let name = &named[..name_end];
             let block = COMMONMARK_BLOCK_TAGS.contains(&name)
                 || (!closing && ["script", "pre", "style", "textarea"].contains(&name));
+            // (After the name, white space as JavaScript's `\s` reads it: commonmark.js.)
             match named[name_end..].chars().next() {
-                Some(c) => Some(block && (blank(c) || c == '>' || c == '/')),
+                Some(c) => {
+                    Some(block && (c.is_whitespace() || matches!(c, '>' | '/' | '\u{feff}')))
+                }
                 None => undecided(block),
             }
         }
@@ -232,6 +252,10 @@ impl Normalizer {
                 text,
                 head,
                 controls: self.bidi_controls_open(),
+                in_context: self
+                    .open_elements
+                    .iter()
+                    .any(|e| ["svg", "math", "table", "select"].iter().any(|n| e.is(n))),
                 ..Reread::default()
             }));
         }
@@ -249,12 +273,17 @@ impl Normalizer {
         }
         // After it ended, read on to the end of the paragraph (a blank line, or a line that
         // starts a block: not read), or the bound.
-        if r.ended && ((c == '\n' && r.line_blank) || c == '\u{2029}' || r.text.len() >= MAX_REREAD)
+        let line_end = c == '\r' || (c == '\n' && !r.after_cr);
+        if r.ended && ((line_end && r.line_blank) || c == '\u{2029}' || r.text.len() >= MAX_REREAD)
         {
             self.reread_written(out);
             return;
         }
-        if matches!(c, '\n' | '\u{2029}') {
+        // (A lone CR ends a line too, as CommonMark reads it; CR LF is one end.)
+        let after_cr = std::mem::replace(&mut r.after_cr, c == '\r');
+        if c == '\n' && after_cr {
+            // The LF of a CR LF: the line ended at the CR.
+        } else if line_end || c == '\u{2029}' {
             r.cut |= r.line_blank || c == '\u{2029}';
             r.line_blank = true;
             // A line that starts a block ends the paragraph too (`# `, `> `, `- x`, `<div>`).
@@ -272,7 +301,7 @@ impl Normalizer {
             if !c.is_whitespace() {
                 r.line_blank = false;
             }
-            if let Some(lead) = r.lead.as_mut().filter(|_| c != '\r') {
+            if let Some(lead) = r.lead.as_mut() {
                 lead.push(c);
                 if let Some(block) = starts_block(lead, false) {
                     let read = lead.len() - c.len_utf8();
@@ -332,7 +361,7 @@ impl Normalizer {
         }
         // A construct cut inside a text read again is read again in turn, a few views deep
         // (each text shorter than the one it is in); deeper, it is refused.
-        if self.reread_depth + 1 >= MAX_REREAD_DEPTH {
+        if self.reread_depth + 1 >= MAX_REREAD_DEPTH || r.in_context {
             self.refuse(r.raw, r.raw_end);
             return;
         }
@@ -340,7 +369,7 @@ impl Normalizer {
         // bidi controls open.
         let mut view = Normalizer::new(Normalize::Full);
         view.reread_depth = self.reread_depth + 1;
-        view.sheet.clone_from(&self.sheet);
+        view.sheet = self.sheet.as_deref().and_then(super::StyleSheet::rules);
         let mut text = view.feed(&r.controls).into_owned();
         text.push_str(&view.feed(&r.text));
         text.push_str(&view.finish());

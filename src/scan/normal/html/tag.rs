@@ -234,6 +234,12 @@ impl Normalizer {
             .skip(1)
             .map(|u| u.c.to_ascii_lowercase())
             .collect();
+        // In foreign content a `<script>` or a `<title>` is an element as any (an SVG or MathML
+        // one, its content parsed); a `<style>` there still styles the page.
+        let space = super::tree::inserted_in(super::tree::current(&self.open_elements), &name);
+        if space != super::tree::Space::Html && name != "style" {
+            return None;
+        }
         RAW_TEXT
             .iter()
             .position(|r| *r == name)

@@ -44,6 +44,19 @@ pub(in crate::scan::normal) struct StyleSheet {
 const MAX_SEEN: usize = 1024;
 
 impl StyleSheet {
+    /// Its rules alone, for a text read apart (`reread.rs`): none when it has none. (The
+    /// elements seen are this text's, not that one's: not copied.)
+    pub(in crate::scan::normal) fn rules(&self) -> Option<Box<StyleSheet>> {
+        (!self.subjects.is_empty() || self.all || self.unread).then(|| {
+            Box::new(StyleSheet {
+                subjects: self.subjects.clone(),
+                all: self.all,
+                unread: self.unread,
+                ..StyleSheet::default()
+            })
+        })
+    }
+
     /// An element started: remembered for the style sheets after it.
     pub(in crate::scan::normal) fn seen(&mut self, tag: &str, class: &str, id: &str) {
         use std::hash::{Hash, Hasher};
