@@ -396,9 +396,11 @@ impl<'a> RequestCtx<'a> {
         };
         let ask = ask(limits)?;
         let (state, limits) = (Arc::clone(&self.gw.state), Arc::clone(limits));
-        Ok(Some(tokio::spawn(async move {
-            state.reserve(key, &limits, ask, price).await
-        })))
+        // (In the request's span: what the store logs names the request.)
+        Ok(Some(tokio::spawn(
+            async move { state.reserve(key, &limits, ask, price).await }
+                .instrument(tracing::Span::current()),
+        )))
     }
 
     /// The reservation begun by [`RequestCtx::reserve_ahead`], as [`RequestCtx::reserve`]
