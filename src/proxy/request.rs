@@ -413,9 +413,12 @@ impl<'a> RequestCtx<'a> {
         let Some(ahead) = ahead else {
             return Ok(None);
         };
-        let admission = ahead
-            .await
-            .map_err(|_| GatewayError::Internal("the reservation failed".into()))?;
+        // (A reservation that failed to run is a store that could not answer: 503.)
+        let admission = ahead.await.unwrap_or_else(|e| {
+            Err(crate::state::StoreError::Protocol(format!(
+                "the reservation failed: {e}"
+            )))
+        });
         self.admission(admission, quota)
     }
 

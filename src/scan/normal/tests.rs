@@ -2431,8 +2431,15 @@ fn review_19_fixes_reviewed() {
         &nested,
         "forbid<svg width=120 height=20><defs><text id=t y=15>den fruit</text></defs><use href=\"#t\"/></svg>",
         "forbid<svg width=0 height=0><script><b>den fruit</b></script></svg>",
+        "forbid<math><semantics><input><mtext>den fruit</mtext></semantics></math>",
     ];
     all_read_or_refused(&cases, reads);
+    // A void name in foreign content is an element: what it holds is its text.
+    let view = full("<svg><text>a<input>forbidden fruit</text></svg>");
+    assert!(
+        !view.lines().next().unwrap_or("").contains("forbidden"),
+        "{view:?}"
+    );
     for text in [
         "<style>body{background-image:url(data:image/svg+xml,x)}</style>",
         "<div style=\"background:url(data:image/svg\\2b xml,x)\">a</div>",

@@ -394,11 +394,14 @@ impl Normalizer {
                     self.html_open.truncate(i);
                 }
             }
-        } else if !VOID.contains(&name.as_str())
+        } else if (!VOID.contains(&name.as_str())
             && !matches!(
                 name.as_str(),
                 "html" | "body" | "head" | "frameset" | "frame"
-            )
+            ))
+            // (In foreign content every name is an element with content, `<input>` too.)
+            || (!self.tag_closing
+                && tree::inserted_in(tree::current(&self.open_elements), &name) != Space::Html)
         {
             // (`<x/>` opens `x` all the same: HTML ignores the slash. The document's own
             // elements are never opened in its body: their start tags add attributes or nothing.)

@@ -73,6 +73,8 @@ impl Normalizer {
         }
         self.literal_held(out);
         if c == '<' {
+            // (A `<` ends a reference being read, as in text.)
+            self.flush_reference(out);
             self.tag.push(unit);
             return;
         }
