@@ -2446,6 +2446,8 @@ fn review_19_fixes_reviewed() {
         "<div style=\"background:url(data:image/sv\\67+xml,x)\">a</div>",
         "<iframe src=\"da&#9;ta:text/html;base64,Zm9y\"></iframe>",
         "<iframe src=\"\u{1}data:text/html,x\"></iframe>",
+        "<style>mtext{display:inline}</style>forbid<math><semantics><mi></mi><mtext>den fruit</mtext></semantics></math>",
+        "forbid<math><maction><mi></mi><mtext style=\"display:inline\">den fruit</mtext></maction></math>",
     ] {
         let (_, mut n) = view_of(text, &[], Normalize::Full);
         assert!(n.take_refusal().is_some(), "{text:?}");

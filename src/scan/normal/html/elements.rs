@@ -167,8 +167,16 @@ impl Normalizer {
         // (its value or text is read as a paragraph of its own, which it is only inside the
         // box a browser draws for it: without a border and a background of its own it reads
         // joined to the words beside it).
-        let hidden_by_kind =
-            not_shown(name) || matches!(name, "rp" | "rt" | "rtc") || self.hidden_attribute;
+        // (A `<semantics>`'s or an `<maction>`'s child after the first is hidden by MathML's
+        // own style, which an author's style overrides.)
+        let later_child = self
+            .open_elements
+            .last()
+            .is_some_and(|p| (p.is("semantics") || p.is("maction")) && p.children);
+        let hidden_by_kind = not_shown(name)
+            || matches!(name, "rp" | "rt" | "rtc")
+            || self.hidden_attribute
+            || later_child;
         let control = css::is_control(name);
         if style.unread || (style.shows && hidden_by_kind) || (control && style.draws_box) {
             self.refuse(self.tag_raw_at, self.tag_raw_at + 1);
