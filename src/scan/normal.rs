@@ -268,6 +268,9 @@ pub struct Normalizer {
     /// The last characters of an attribute value or a link destination being read
     /// (`html/attributes.rs`).
     svg_data_url: html::SvgDataUrl,
+    /// The rest of a line after `]:` (a Markdown link reference definition's URL), read as
+    /// `svg_data_url` reads a tag's values (a reader of its own: a tag on the line has its).
+    definition_url: Option<html::SvgDataUrl>,
     /// The tag's `style`, `class` and `id` values (`html/css.rs`), which one a value being
     /// read is (`css_value`: 0 none, else `style`, `class`, `id`), and the style sheets read so far.
     css_value: u8,
@@ -377,6 +380,7 @@ impl Normalizer {
             raw_text_order: None,
             tag_srcdoc: false,
             svg_data_url: html::SvgDataUrl::default(),
+            definition_url: None,
             css_value: 0,
             style_value: String::new(),
             presentation_value: String::new(),
@@ -530,6 +534,7 @@ impl Normalizer {
             || self.markup != Markup::Text
             || self.escape.is_some()
             || self.after_bracket
+            || self.definition_url.is_some()
             || self.joining()
             || !self.tables.is_empty()
             || self.after_zwsp

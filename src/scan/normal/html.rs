@@ -149,6 +149,16 @@ impl Normalizer {
             raw_end,
             exact: true,
         };
+        // A link reference definition's URL (`[r]: data:image/svg+xml,…`, in angle brackets
+        // too), to its line's end.
+        if let Some(url) = self.definition_url.as_mut() {
+            if c == '\n' || c == '\r' {
+                self.definition_url = None;
+            } else if url.read(c) {
+                self.refuse(raw, raw_end);
+                self.definition_url = None;
+            }
+        }
         if self.reread.is_some()
             || matches!(
                 self.markup,
@@ -413,6 +423,10 @@ impl Normalizer {
                 self.image_bracket(self.brackets);
                 self.after_bracket = self.brackets > 0;
                 self.brackets = self.brackets.saturating_sub(1);
+            }
+            ':' if after_bracket => {
+                self.definition_url = Some(super::html::SvgDataUrl::default());
+                self.reference_or_markup(c, raw, raw_end, out);
             }
             '(' if after_bracket => {
                 self.markup = Markup::Destination(Destination::default());

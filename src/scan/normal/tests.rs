@@ -2389,6 +2389,9 @@ fn review_19_svg_data_images_are_refused() {
         "<img src=\"data:image/svg+\nxml,x\">",
         "<div style=\"background:url(data:image/svg+xml,x)\">a</div>",
         "<svg><image href=\"data:image/svg+xml,x\"/></svg>",
+        "![a][r]\n\n[r]: data:image/svg+xml,%3Csvg%3E",
+        "[r]:\t<data:image/svg&#43;xml,x>",
+        "[r]: x <img src=\"data:image/svg+xml,x\">",
     ];
     for text in refused {
         for cut in 0..=text.len() {
