@@ -125,6 +125,13 @@ const PIECES: &[&str] = &[
     // Review 18: a block after an element that hides its text closes Markdown's paragraph.
     "<rp>",
     "<datalist>",
+    // Review 20: namespaces as the tree builder decides them, what foreign content draws.
+    "<math><svg><desc>",
+    "<math><annotation-xml>",
+    "<svg><text>",
+    "</text>",
+    "<math><mtext>",
+    "<svg><foreignObject>",
     "<",
     ">",
     "x",

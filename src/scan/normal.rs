@@ -163,6 +163,8 @@ pub struct Normalizer {
     underscores: Vec<Unit>,
     /// `full`: the character before the waiting `_` run is alphanumeric.
     underscores_after_word: bool,
+    /// `full`: the character before the waiting `_` run is punctuation as CommonMark reads it.
+    underscores_after_punctuation: bool,
     /// The last character the Markdown stage read was spelled (a reference, an escape).
     after_spelled: bool,
     /// A Markdown mark dropped while a `_` run waited, at this raw position (`markup.rs`).
@@ -232,6 +234,8 @@ pub struct Normalizer {
     wbr: bool,
     tag_raw: String,
     tag_raw_at: u64,
+    /// Where the end tag that may end a raw-text element starts (its `<`).
+    raw_text_end_at: u64,
     /// `full`: the start tag whose attributes are read: its element's name, the attribute
     /// name being read (its first bytes), and whether a `hidden` attribute was read
     /// (`html.rs`).
@@ -259,6 +263,9 @@ pub struct Normalizer {
     /// unquoted value): in foreign content the element is closed at once.
     self_closing: bool,
     dir_value: String,
+    /// The tag's first `encoding` value (kept up to a bound) while its value is read.
+    encoding_value: Option<String>,
+    encoding_attribute: bool,
     /// The start tag's attribute values, each a paragraph (`html/attributes.rs`), and the
     /// order a raw-text element's text is shown in (its direction, its override).
     attribute_values: String,
@@ -326,6 +333,7 @@ impl Normalizer {
             base: None,
             underscores: Vec::new(),
             underscores_after_word: false,
+            underscores_after_punctuation: false,
             after_spelled: false,
             mark_after_underscores: None,
             reference: Vec::new(),
@@ -363,6 +371,7 @@ impl Normalizer {
             wbr: false,
             tag_raw: String::new(),
             tag_raw_at: 0,
+            raw_text_end_at: 0,
             hidden_element: String::new(),
             attribute_name: String::new(),
             hidden_attribute: false,
@@ -376,6 +385,8 @@ impl Normalizer {
             dir_attribute: false,
             self_closing: false,
             dir_value: String::new(),
+            encoding_value: None,
+            encoding_attribute: false,
             attribute_values: String::new(),
             raw_text_order: None,
             tag_srcdoc: false,

@@ -226,6 +226,7 @@ impl Normalizer {
                             if after_eq != attr::NAME {
                                 self.attribute_name.clear();
                                 self.dir_attribute = false;
+                                self.encoding_attribute = false;
                             }
                             // (Long enough for the longest name read: `stroke-opacity`.)
                             if self.attribute_name.len() < 16 {
@@ -293,6 +294,9 @@ impl Normalizer {
                     self.hidden_element.clear();
                     self.attribute_name.clear();
                     self.hidden_attribute = false;
+                    // The end tag closes the element (as any end tag, where it ends).
+                    self.element_named(name, true);
+                    self.tag_raw_at = self.raw_text_end_at;
                     self.markup = match c {
                         '>' => Markup::Text,
                         _ => Markup::Attributes {
@@ -301,6 +305,9 @@ impl Normalizer {
                             after_eq: attr::BEFORE_NAME,
                         },
                     };
+                    if c == '>' {
+                        self.tag_shown(false, self.raw_text_end_at, raw_end, out);
+                    }
                     return;
                 }
                 let matched = if spelled {
@@ -312,6 +319,9 @@ impl Normalizer {
                 } else {
                     0
                 };
+                if matched == 1 {
+                    self.raw_text_end_at = raw;
+                }
                 self.markup = Markup::RawText { element, matched };
                 if sheet {
                     self.style_sheet_char(c, raw_end);
@@ -498,6 +508,11 @@ impl Normalizer {
     /// Writes the hidden text read so far as an aside.
     pub(super) fn end_hidden(&mut self, out: &mut String) {
         let hidden = std::mem::take(&mut self.hidden);
+        // What CommonMark reads before the next character is the construct's last, as written
+        // (`>`, `)`): punctuation, which lets a `_` run after it open emphasis (`forbid<b>__den__`).
+        if !hidden.is_empty() {
+            self.after_spelled = true;
+        }
         self.hidden_aside(&hidden, out);
         // (The buffer's room is kept for the next hidden text.)
         self.hidden = hidden;

@@ -410,6 +410,7 @@ impl Normalizer {
         if !self.recent.ends_with('!') {
             return;
         }
+        self.markdown_tag_in_foreign_content(raw, raw + 1);
         self.park_waiting_browser();
         self.open_reading(raw);
         if let Some(j) = &mut self.joins[BROWSER] {

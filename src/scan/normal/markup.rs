@@ -63,6 +63,12 @@ impl Normalizer {
             if self.underscores.is_empty() {
                 self.underscores_after_word =
                     !after_spelled && self.base.is_some_and(char::is_alphanumeric);
+                // (After punctuation — a construct's `>`, a reference's `;` — a run opens
+                // emphasis before a word and closes it before anything else.)
+                self.underscores_after_punctuation = after_spelled
+                    || self
+                        .base
+                        .is_some_and(|b| b.is_ascii_punctuation() && b != '_');
             }
             self.underscores.push(Unit {
                 c,
@@ -76,11 +82,16 @@ impl Normalizer {
             return;
         }
         if !spelled && c.is_ascii() && is_markup(c as u8) {
+            // (Emphasis needs a `*` after a character that is not white space to close it.)
+            if c == '`' || (c == '*' && self.base.is_some_and(|b| !b.is_whitespace())) {
+                self.markdown_tag_in_foreign_content(raw, raw_end);
+            }
             self.glued_mark(raw, out);
             return;
         }
         if !self.underscores.is_empty() && (!is_ignorable(c) || is_blank(c)) {
-            let keep = self.underscores_after_word == c.is_alphanumeric();
+            let keep = !self.underscores_after_punctuation
+                && self.underscores_after_word == c.is_alphanumeric();
             self.flush_underscores(keep, out);
         }
         self.text_char(c, raw, raw_end, !spelled, out);
@@ -111,6 +122,10 @@ impl Normalizer {
     /// Writes the waiting `_` run as text (`keep`) or drops it as emphasis.
     fn flush_underscores(&mut self, keep: bool, out: &mut String) {
         let mut run = std::mem::take(&mut self.underscores);
+        if let (false, Some(first), Some(last)) = (keep, run.first(), run.last()) {
+            let (raw, raw_end) = (first.raw, last.raw_end);
+            self.markdown_tag_in_foreign_content(raw, raw_end);
+        }
         if keep {
             for &u in &run {
                 self.text_char(u.c, u.raw, u.raw_end, true, out);
@@ -337,7 +352,7 @@ impl Normalizer {
         self.flush_line_mark(out);
         self.flush_reference(out);
         if !self.underscores.is_empty() {
-            let keep = !self.underscores_after_word;
+            let keep = !self.underscores_after_word && !self.underscores_after_punctuation;
             self.flush_underscores(keep, out);
         }
     }

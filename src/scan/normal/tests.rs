@@ -2456,3 +2456,94 @@ fn review_19_fixes_reviewed() {
         assert!(n.take_refusal().is_some(), "{text:?}");
     }
 }
+
+/// Review 20 (H6): an element's namespace is the tree builder's — inside foreign content every
+/// element takes its parent's (`<math><svg>` is MathML's, `<svg><math>` SVG's) unless the parent
+/// lets HTML through; a breakout tag pops every foreign element up to an HTML one or such a
+/// parent; an `<annotation-xml>` holds HTML only with an HTML `encoding`; drawing follows the
+/// namespace, not the name.
+#[test]
+fn review_20_namespaces_as_the_tree_builder_decides() {
+    let cases = [
+        "forbid<math><svg><desc><b>den fruit",
+        "forbid<math><svg><title><b>den fruit",
+        "forbid<math><svg><foreignObject><b>den fruit",
+        "forbid<math><annotation-xml><b>den fruit",
+        "forbid<math><annotation-xml encoding=text/plain><i>den fruit",
+        "forbid<math><mrow><annotation-xml><math><desc><b>den fruit",
+        "<math><mi>forbid</mi><svg><mi>den fruit</mi></svg></math>",
+        "<math><mi>forbid</mi><template><mi>den fruit</mi></template></math>",
+        "<math><mi>forbid</mi><datalist><mi>den fruit</mi></datalist></math>",
+        "<math><mi>forbid</mi><mi><math><mi>den fruit</mi></math></mi></math>",
+        "<math><mi>forbid</mi><mtext><svg><text>den fruit</text></svg></mtext></math>",
+        "<svg><text>forbid<a>den fruit</a></text></svg>",
+        "<math><annotation-xml><mi>forbid</mi><mi>den fruit</mi></annotation-xml></math>",
+        "<math><annotation><mi>forbidden fruit</mi></annotation></math>",
+    ];
+    all_read_or_refused(&cases, reads);
+    // Not drawn: an SVG element's unknown or shape children, a MathML annotation, a phantom.
+    for text in [
+        "<svg><foo><text>forbidden fruit</text></foo></svg>",
+        "<svg><circle><text>forbidden fruit</text></circle></svg>",
+        "<svg><math><mi>forbidden fruit</mi></math></svg>",
+        "<math><annotation-xml encoding=\"TEXT/HTML\"><b>forbidden fruit</b></annotation-xml></math>",
+        "<math><annotation>forbidden fruit</annotation></math>",
+        "<math><annotation-xml encoding=text/html><mi>forbidden fruit</mi></annotation-xml></math>",
+        "<math><annotation-xml><svg><text>forbidden fruit</text></svg></annotation-xml></math>",
+        "<math><mphantom><mi>forbidden fruit</mi></mphantom></math>",
+        "<math><mi><mglyph>forbidden fruit</mglyph></mi></math>",
+    ] {
+        let view = full(text);
+        assert!(
+            !view.lines().next().unwrap_or("").contains("forbidden"),
+            "{text:?} reads {view:?}"
+        );
+    }
+    // An end tag inside foreign content closes the innermost foreign element of its name
+    // whatever foreign element is open inside it; an HTML one inside stops it.
+    let view = full("<svg><g><desc>x</g><text>forbidden fruit</text></svg>");
+    assert!(reads(&view, "forbidden fruit"), "{view:?}");
+}
+
+/// Review 20 (browser oracle): a raw-text element's end tag closes it (an SVG `<style>` in a
+/// `<text>` hid the rest of the text); a `_` run after a construct's `>` or `;` opens or closes
+/// emphasis, as CommonMark reads the punctuation before it; MathML's formula and tokens and an
+/// `<svg>` are boxes (the words either side read apart too); a Markdown construct that a
+/// renderer writes as a tag ending foreign content is refused inside it (a browser reading the
+/// text as HTML keeps the foreign elements open).
+#[test]
+fn review_20_raw_text_ends_emphasis_after_constructs_markdown_in_foreign_content() {
+    let cases = [
+        "<svg><text>forbid<style>p{}</style>den fruit</text></svg>",
+        "<svg><text>forbid<style>p{}</style >den fruit</text></svg>",
+        "<span>forbid<script>x</script></span>den fruit",
+        "forbid<b>__den__ fruit",
+        "forbid<!DOCTYPE x>__den__ fruit",
+        "forbid<?pi?>__den__ fruit",
+        "forbid&shy;__den<x y='>'>__ fruit",
+        "forbidden<math><svg><desc>- <math><mi>fruit",
+        "forbidden<math><mi>fruit</mi></math>",
+    ];
+    all_read_or_refused(&cases, reads);
+    for text in [
+        "<svg><text>*x*fo<x>rbidden fruit",
+        "<svg><text>a **b** c</text></svg>",
+        "<svg><text>`a`</text></svg>",
+        "<svg><text>![a](b)</text></svg>",
+        "<svg><text>_x_</text></svg>",
+        "forbid<math><mrow>*x*den fruit",
+        "forbidden<math><annotation-xml>![a](b) fruit",
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_some(), "{text:?}");
+    }
+    // Where no tag ends foreign content: read.
+    for text in [
+        "<svg><text>a * b snake_case</text></svg>",
+        "<math><mi>*x*</mi></math>",
+        "*forbidden* fruit",
+    ] {
+        let (_, mut n) = view_of(text, &[], Normalize::Full);
+        assert!(n.take_refusal().is_none(), "{text:?}");
+    }
+}

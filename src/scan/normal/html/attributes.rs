@@ -77,6 +77,11 @@ impl Normalizer {
         if self.dir_attribute && self.dir_value.len() < MAX_DIR {
             self.dir_value.push(c);
         }
+        if let Some(v) = self.encoding_value.as_mut().filter(|v| v.len() <= MAX_DIR) {
+            if self.encoding_attribute {
+                v.push(c);
+            }
+        }
         let (value, max) = match self.css_value {
             STYLE => (&mut self.style_value, MAX_STYLE),
             CLASS => (&mut self.class_value, MAX_CLASS),

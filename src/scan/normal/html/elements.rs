@@ -30,8 +30,8 @@ use super::syntax::{
     not_shown, BLOCK_TAGS, HIDDEN_BY_KIND, RAW_TEXT, SEPARATED, SHOWN_IN_DOUBT, VOID,
 };
 use super::tree::{
-    self, closed_by, closed_by_end_tag, Space, BREAKOUT, CLOSES_P, FORMATTING, IN_LABEL, SPECIAL,
-    TABLE_PARTS,
+    self, closed_by, closed_by_end_tag, Holds, Space, BREAKOUT, CLOSES_P, FORMATTING, IN_LABEL,
+    SPECIAL, TABLE_PARTS,
 };
 use super::{Literal, Markup, HIDDEN_OVERLAP, MAX_HIDDEN};
 
@@ -65,6 +65,10 @@ pub(in crate::scan::normal) struct OpenElement {
     /// theirs), and it has had elements of its own.
     first: bool,
     children: bool,
+    /// Its namespace, and what it lets through as HTML, as the tree builder decided at its
+    /// start tag (`tree.rs`).
+    space: Space,
+    holds: Holds,
 }
 
 impl AsRef<str> for OpenElement {
@@ -73,7 +77,21 @@ impl AsRef<str> for OpenElement {
     }
 }
 
+impl tree::Node for OpenElement {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn space(&self) -> Space {
+        self.space
+    }
+}
+
 impl OpenElement {
+    /// Whether it is foreign (SVG's or MathML's).
+    pub(in crate::scan::normal) fn foreign(&self) -> bool {
+        self.space != Space::Html
+    }
+
     pub(in crate::scan::normal) fn serial(&self) -> u32 {
         self.serial
     }
@@ -94,6 +112,7 @@ impl Normalizer {
         self.tag_closing = closing;
         self.dir_attribute = false;
         self.dir_value.clear();
+        self.encoding_value = None;
         self.css_value = 0;
         self.tag_may_hide = false;
         self.style_value.clear();
@@ -127,11 +146,7 @@ impl Normalizer {
         };
         // SVG's presentation attributes (in foreign content, unless the tag breaks out of
         // it); a closed `<details>` hides what follows its summary.
-        let foreign = !BREAKOUT.contains(&name)
-            && self
-                .open_elements
-                .iter()
-                .any(|e| e.name == "svg" || e.name == "math");
+        let foreign = self.start_tag_space(name) != Space::Html;
         // Elements whose content a browser may or may not show are in doubt.
         style.hides |= (std::mem::take(&mut self.tag_may_hide) && foreign)
             || self.hidden_attribute
@@ -324,7 +339,7 @@ impl Normalizer {
         } else {
             BREAKOUT.contains(&name.as_str())
         };
-        if breaks_out {
+        if breaks_out && tree::breaks_out_of(self.current_node()) {
             self.break_out_of_foreign_content();
         }
         // A start tag closes what the parser's implied end tags (and the adoption agency)
@@ -408,8 +423,7 @@ impl Normalizer {
                 "html" | "body" | "head" | "frameset" | "frame"
             ))
             // (In foreign content every name is an element with content, `<input>` too.)
-            || (!self.tag_closing
-                && tree::inserted_in(tree::current(&self.open_elements), &name) != Space::Html)
+            || (!self.tag_closing && self.start_tag_space(&name) != Space::Html)
         {
             // (`<x/>` opens `x` all the same: HTML ignores the slash. The document's own
             // elements are never opened in its body: their start tags add attributes or nothing.)
@@ -449,7 +463,7 @@ impl Normalizer {
             if self.open_elements.len() >= MAX_OPEN {
                 let e = self.open_elements.remove(0);
                 // (Foreign content decides what is drawn and parsed: never forgotten.)
-                if matches!(e.name.as_str(), "svg" | "math") {
+                if e.foreign() {
                     self.refuse(self.tag_raw_at, raw_end);
                 }
                 self.forget(e.name);
@@ -474,7 +488,8 @@ impl Normalizer {
             }
             let first = self.child_element();
             // In foreign content `<x/>` is closed at once (HTML ignores the slash).
-            let space = tree::inserted_in(tree::current(&self.open_elements), &name);
+            let space = self.start_tag_space(&name);
+            let holds = tree::holds(space, &name, self.html_encoding());
             let closed = std::mem::take(&mut self.self_closing) && space != Space::Html;
             // An HTML `<xmp>` or `<plaintext>` shows what follows as written (`literal.rs`).
             if space == Space::Html && self.markup == Markup::Text {
@@ -496,6 +511,8 @@ impl Normalizer {
                     separated,
                     first,
                     children: false,
+                    space,
+                    holds,
                 });
             }
         } else if !self.tag_closing {
@@ -605,31 +622,53 @@ impl Normalizer {
     /// their content is HTML): the parser closes the foreign elements and reads it as HTML
     /// (`forbid<svg><b>den` shows `forbidden`).
     fn break_out_of_foreign_content(&mut self) {
-        // The parser pops foreign elements until an HTML element or an integration point
-        // (where foreign content holds HTML): every `<svg>` and `<math>` after the last
-        // integration point closes.
-        const HTML_INSIDE: [&str; 9] = [
-            "foreignobject",
-            "desc",
-            "title",
-            "mi",
-            "mo",
-            "mn",
-            "ms",
-            "mtext",
-            "annotation-xml",
-        ];
-        let html = self
+        // The parser pops foreign elements until an HTML element or one that lets HTML through
+        // (an integration point, `tree.rs`).
+        let keep = self
             .open_elements
             .iter()
-            .rposition(|e| HTML_INSIDE.contains(&e.name.as_str()))
+            .rposition(|e| matches!(e.holds, Holds::Html | Holds::MathText))
             .map_or(0, |i| i + 1);
-        if let Some(foreign) = self.open_elements[html..]
-            .iter()
-            .position(|e| e.name == "svg" || e.name == "math")
-        {
-            self.close_elements(html + foreign);
+        self.close_elements(keep);
+    }
+
+    /// A Markdown construct a renderer writes as an HTML tag that ends foreign content (an
+    /// emphasis's `<em>` or `<strong>`, a code span's `<code>`, an image's `<img>`), at raw
+    /// `raw`..`raw_end`: inside an `<svg>` or a `<math>` (where no HTML is held) the rendered
+    /// page closes the foreign elements there and a browser reading the text as HTML does not —
+    /// two trees the view does not read at once: refused.
+    pub(in crate::scan::normal) fn markdown_tag_in_foreign_content(
+        &mut self,
+        raw: u64,
+        raw_end: u64,
+    ) {
+        if tree::breaks_out_of(self.current_node()) {
+            self.refuse(raw, raw_end);
         }
+    }
+
+    /// The innermost open element as the tree builder places what starts inside it.
+    pub(super) fn current_node(&self) -> Option<(Space, Holds)> {
+        self.open_elements.last().map(|e| (e.space, e.holds))
+    }
+
+    /// The namespace of the element a start tag `name` opens (a breakout tag's is HTML: it
+    /// closes the foreign elements first).
+    pub(super) fn start_tag_space(&self, name: &str) -> Space {
+        if BREAKOUT.contains(&name) {
+            Space::Html
+        } else {
+            tree::inserted_in(self.current_node(), name)
+        }
+    }
+
+    /// Whether the tag's `encoding` names an HTML type (a MathML `<annotation-xml>` then holds
+    /// HTML).
+    fn html_encoding(&self) -> bool {
+        self.encoding_value.as_deref().is_some_and(|v| {
+            let v = decode_references(v);
+            v.eq_ignore_ascii_case("text/html") || v.eq_ignore_ascii_case("application/xhtml+xml")
+        })
     }
 
     /// A character of text open elements hide: kept for their reading across the tags inside
@@ -766,6 +805,14 @@ impl Normalizer {
             self.element_hidden.1 = true;
             return false;
         }
+        // Foreign content hides it, up to a Markdown construct a renderer writes as a tag that
+        // ends foreign content (an emphasis's delimiter either way, a code span's, an image's).
+        if !spelled
+            && (matches!(c, '*' | '_' | '`')
+                || (c == '[' && self.element_hidden.0.last().is_some_and(|u| u.c == '!')))
+        {
+            self.markdown_tag_in_foreign_content(unit.raw, unit.raw_end);
+        }
         self.element_hidden_char(unit, out);
         self.hide(unit, out);
         true
@@ -774,19 +821,27 @@ impl Normalizer {
 
 /// Whether text inside `open` (outermost first) is not shown: inside a `<template>`, an `<rp>`, an `<rt>` or
 /// `<rtc>` inside a `<ruby>` with base text, or foreign content a browser does not draw as
-/// text — in an `<svg>` outside its text elements (`<text>`, `<tspan>`, `<textPath>`,
-/// `<foreignObject>`), in a `<math>` outside its token elements (`<mi>`, `<mn>`, `<mo>`,
-/// `<ms>`, `<mtext>`).
+/// text ([`foreign_drawn`]). (By HTML elements' names: an SVG `<template>` is SVG's.)
 pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
-    let at = |name: &str| open.iter().position(|e| e.name == name);
+    let html = |e: &&OpenElement| e.space == Space::Html;
+    let at = |name: &str| {
+        open.iter()
+            .position(|e| e.name == name && e.space == Space::Html)
+    };
     let ruby = at("ruby").filter(|&r| open[r].based);
-    let annotation = open.iter().enumerate().any(|(i, e)| {
-        e.name == "rp" || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
-    });
+    let annotation = open
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| html(e))
+        .any(|(i, e)| {
+            e.name == "rp"
+                || (matches!(e.name.as_str(), "rt" | "rtc") && ruby.is_some_and(|r| r < i))
+        });
     annotation
         || at("template").is_some()
         || open
             .iter()
+            .filter(html)
             .any(|e| HIDDEN_BY_KIND.contains(&e.name.as_str()))
         || !foreign_drawn(open)
 }
@@ -796,7 +851,7 @@ pub(in crate::scan::normal) fn hides(open: &[OpenElement]) -> bool {
 enum Drawn {
     /// HTML (outside foreign content, or where it holds HTML).
     Html,
-    /// In an `<svg>`, outside its text.
+    /// In an `<svg>` (and its containers), outside its text.
     SvgShape,
     /// In an SVG `<text>` and its text-content children.
     SvgText,
@@ -806,32 +861,47 @@ enum Drawn {
     MathToken,
 }
 
-/// Whether a browser draws text inside `open` as far as foreign content goes: SVG draws text in
-/// a `<text>` and its text-content children (`<tspan>`, `<textPath>`, `<a>`) only — any other
-/// child of a `<text>` (`<q>`, `<g>`, `<desc>`, an unknown name) is in the tree, not drawn —
-/// and nothing in a `<title>`, `<desc>` or `<metadata>`; a `<foreignObject>` holds HTML. MathML draws text in its token elements, and of a
-/// `<semantics>` or an `<maction>` only the first child. Every `<svg>` and `<math>` on the way
-/// counts: one inside an SVG `<text>` is not drawn, one inside a `<mi>` hides again.
+/// SVG's elements that draw their children (a `<defs>`'s, a `<symbol>`'s, a `<mask>`'s… text
+/// is drawn where a `<use>` or a `url(#…)` places it: read where it is written; a `<switch>`'s
+/// children are read all).
+const SVG_CONTAINERS: [&str; 10] = [
+    "svg", "g", "a", "switch", "defs", "symbol", "mask", "clippath", "pattern", "marker",
+];
+
+/// Whether a browser draws text inside `open` as far as foreign content goes, by each element's
+/// namespace (as the tree builder decided it) and name. SVG draws text in a `<text>` and its
+/// text-content children (`<tspan>`, `<textPath>`, `<a>`) only, under its containers
+/// ([`SVG_CONTAINERS`]) — any other child of a `<text>` (`<q>`, `<g>`, `<desc>`, an unknown
+/// name), and anything in a shape, an unknown element, a `<title>`, `<desc>` or `<metadata>`,
+/// is in the tree, not drawn; a `<foreignObject>` holds HTML. MathML draws text in its token
+/// elements, under any other element (an unknown one, an `<annotation>`, laid out as a row) but
+/// an `<mphantom>` (hidden), and of a `<semantics>` or an `<maction>` only the first child;
+/// `<mglyph>` and `<malignmark>` in a token draw no text, nor do HTML or SVG elements an
+/// `<annotation-xml>` holds. Every element on
+/// the way counts: an `<svg>` inside an SVG `<text>` is not drawn, one inside a `<mi>` is.
 fn foreign_drawn(open: &[OpenElement]) -> bool {
     let mut at = Drawn::Html;
     for (i, e) in open.iter().enumerate() {
         let name = e.name.as_str();
-        at = match (at, name) {
-            (Drawn::SvgText, "tspan" | "textpath" | "a") => Drawn::SvgText,
-            (Drawn::SvgText, _) => return false,
-            (Drawn::Html | Drawn::MathToken | Drawn::SvgShape, "svg") => Drawn::SvgShape,
-            (Drawn::Html | Drawn::MathToken | Drawn::MathLayout, "math") => Drawn::MathLayout,
-            (Drawn::Html, _) => Drawn::Html,
-            (Drawn::MathToken, "mglyph" | "malignmark") => return false,
-            (Drawn::MathToken, _) => Drawn::Html,
-            (Drawn::SvgShape, "foreignobject") => Drawn::Html,
-            (Drawn::SvgShape, "text") => Drawn::SvgText,
-            // (A `<defs>`'s or a `<symbol>`'s text is drawn where a `<use>` or a `url(#…)`
-            // places it: read where it is written.)
-            (Drawn::SvgShape, "title" | "desc" | "metadata") => return false,
-            (Drawn::SvgShape, _) => Drawn::SvgShape,
-            (Drawn::MathLayout, "mi" | "mn" | "mo" | "ms" | "mtext") => Drawn::MathToken,
-            (Drawn::MathLayout, _) => Drawn::MathLayout,
+        at = match (e.space, at, name) {
+            // (HTML and SVG inside a MathML layout element — an `<annotation-xml>` holds them —
+            // are not drawn.)
+            (Space::Html | Space::Svg, Drawn::MathLayout, _) => return false,
+            // (HTML elements stand only where HTML is held: a hidden holder has returned.)
+            (Space::Html, _, _) => Drawn::Html,
+            (Space::Svg, Drawn::SvgText, "tspan" | "textpath" | "a") => Drawn::SvgText,
+            (Space::Svg, Drawn::SvgText, _) => return false,
+            (Space::Svg, Drawn::SvgShape, "foreignobject") => Drawn::Html,
+            (Space::Svg, Drawn::SvgShape, "text") => Drawn::SvgText,
+            (Space::Svg, _, name) if SVG_CONTAINERS.contains(&name) => Drawn::SvgShape,
+            (Space::Svg, _, _) => return false,
+            (Space::Math, Drawn::Html | Drawn::MathToken, "math") => Drawn::MathLayout,
+            (Space::Math, Drawn::MathLayout, "mi" | "mn" | "mo" | "ms" | "mtext") => {
+                Drawn::MathToken
+            }
+            (Space::Math, _, "mphantom") => return false,
+            (Space::Math, Drawn::MathToken, _) => return false,
+            (Space::Math, _, _) => Drawn::MathLayout,
         };
         // Of a `<semantics>` (its annotations) or an `<maction>` only the first child is drawn.
         if at == Drawn::MathLayout

@@ -8,7 +8,7 @@
 //! character decides.
 
 use super::syntax::html_space;
-use super::tree::{self, Space};
+use super::tree::Space;
 use super::{Literal, Markup};
 use crate::scan::normal::{Normalizer, Unit};
 
@@ -19,7 +19,8 @@ impl Normalizer {
     /// Whether the element a `<![` is read in is foreign (its namespace SVG's or MathML's, as
     /// the tokenizer asks of the adjusted current node).
     pub(super) fn in_foreign_content(&self) -> bool {
-        tree::current(&self.open_elements).is_some_and(|(space, _)| space != Space::Html)
+        self.current_node()
+            .is_some_and(|(space, _)| space != Space::Html)
     }
 
     /// A character of a literal's text.

@@ -8,7 +8,7 @@
 
 use super::super::markup::decode_references;
 use super::super::Normalizer;
-use super::tree::closed_by_end_tag;
+use super::tree::{closed_by_end_tag, Node, Space};
 
 /// The hidden characters a block showed to Markdown that its reading past the paragraph's end
 /// keeps (a phrase across the end is read whole up to this length).
@@ -27,8 +27,8 @@ impl Normalizer {
         if !self.annotation_hidden || self.markdown_shown_from.is_some() {
             return;
         }
-        let open = std::iter::once("p")
-            .chain(self.open_elements.iter().map(AsRef::as_ref))
+        let open = std::iter::once(("p", Space::Html))
+            .chain(self.open_elements.iter().map(|e| (e.name(), e.space())))
             .collect::<Vec<_>>();
         if closed_by_end_tag(&open, "p") == Some(0) {
             // (The view before the block: a person reads on from it to the block's text.)

@@ -255,7 +255,7 @@ impl Normalizer {
                 in_context: self
                     .open_elements
                     .iter()
-                    .any(|e| ["svg", "math", "table", "select"].iter().any(|n| e.is(n))),
+                    .any(|e| e.foreign() || e.is("table") || e.is("select")),
                 ..Reread::default()
             }));
         }

@@ -191,8 +191,10 @@ pub(super) const BLOCK_TAGS: [&str; 38] = [
 /// a quote's marks, controls and replaced elements (a box), and blocks of the UA style sheet
 /// read in line (`syntax.rs`'s `BLOCK_TAGS` have their break).
 #[rustfmt::skip]
-pub(super) const SEPARATED: [&str; 27] = [
+pub(super) const SEPARATED: [&str; 34] = [
     "q", "input", "button", "select", "textarea", "meter", "progress", "img", "video", "audio",
     "canvas", "iframe", "embed", "object", "fencedframe", "center", "menu", "dir", "listing",
     "search", "hgroup", "legend", "option", "optgroup", "xmp", "plaintext", "marquee",
+    // (An `<svg>`'s box; MathML's formula and its tokens, each laid out as a box of its own.)
+    "svg", "math", "mi", "mo", "mn", "ms", "mtext",
 ];

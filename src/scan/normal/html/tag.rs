@@ -219,6 +219,13 @@ impl Normalizer {
         }
         // The first `dir` counts, as a browser takes the first of an attribute.
         self.dir_attribute = self.attribute_name == "dir" && self.dir_value.is_empty();
+        // (And the first `encoding`: a MathML `<annotation-xml>` may hold HTML.)
+        if self.attribute_name == "encoding" && self.encoding_value.is_none() {
+            self.encoding_value = Some(String::new());
+            self.encoding_attribute = true;
+        } else {
+            self.encoding_attribute = false;
+        }
         self.attribute_named();
         self.attribute_name.clear();
     }
@@ -236,7 +243,7 @@ impl Normalizer {
             .collect();
         // In foreign content a `<script>` or a `<title>` is an element as any (an SVG or MathML
         // one, its content parsed); a `<style>` there still styles the page.
-        let space = super::tree::inserted_in(super::tree::current(&self.open_elements), &name);
+        let space = self.start_tag_space(&name);
         if space != super::tree::Space::Html && name != "style" {
             return None;
         }

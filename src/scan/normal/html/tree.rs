@@ -94,22 +94,22 @@ pub(super) const IN_LABEL: [&str; 31] = [
 /// The open element (of `open`, outermost first) an end tag `name` closes, as a browser's
 /// parser finds it: the innermost of that name, unless a scope boundary is open inside it
 /// (or, for an element that is not special, any special element): then the tag is ignored.
-pub(super) fn closed_by_end_tag<E: AsRef<str>>(open: &[E], name: &str) -> Option<usize> {
-    let i = open.iter().rposition(|e| e.as_ref() == name)?;
+pub(super) fn closed_by_end_tag<E: Node>(open: &[E], name: &str) -> Option<usize> {
+    let i = open.iter().rposition(|e| e.name() == name)?;
     // (`</template>` closes the innermost template whatever is open inside it.)
     if name == "template" {
         return Some(i);
     }
-    let inside = |at: usize, outer: &str| open[..at].iter().any(|e| e.as_ref() == outer);
-    let scope = |at: usize, e: &E| {
-        SCOPE_BOUNDARY.contains(&e.as_ref())
-            || (matches!(e.as_ref(), "title" | "desc" | "foreignobject") && inside(at, "svg"))
-            || (matches!(
-                e.as_ref(),
-                "mi" | "mo" | "mn" | "ms" | "mtext" | "annotation-xml"
-            ) && inside(at, "math"))
-            || (name == "li" && matches!(e.as_ref(), "ol" | "ul"))
-            || (name == "p" && e.as_ref() == "button")
+    // (In foreign content the parser closes the innermost foreign element of the name, whatever
+    // is inside it, as long as no HTML element is.)
+    if open[i].space() != Space::Html && open[i + 1..].iter().all(|e| e.space() != Space::Html) {
+        return Some(i);
+    }
+    let scope = |e: &E| {
+        SCOPE_BOUNDARY.contains(&e.name()) && e.space() == Space::Html
+            || (e.space() != Space::Html && holds(e.space(), e.name(), true) != Holds::Foreign)
+            || (name == "li" && matches!(e.name(), "ol" | "ul") && e.space() == Space::Html)
+            || (name == "p" && e.name() == "button" && e.space() == Space::Html)
     };
     let special = SPECIAL.contains(&name)
         || SCOPE_BOUNDARY.contains(&name)
@@ -120,8 +120,7 @@ pub(super) fn closed_by_end_tag<E: AsRef<str>>(open: &[E], name: &str) -> Option
         );
     let blocked = open[i + 1..]
         .iter()
-        .enumerate()
-        .any(|(k, e)| scope(i + 1 + k, e) || (!special && SPECIAL.contains(&e.as_ref())));
+        .any(|e| scope(e) || (!special && e.space() == Space::Html && SPECIAL.contains(&e.name())));
     (!blocked).then_some(i)
 }
 
@@ -133,32 +132,75 @@ pub(super) enum Space {
     Math,
 }
 
-/// The namespace of an element `name` a start tag inserts under `parent` (its namespace and
-/// name; none: at the top): `<svg>` and `<math>` start foreign content, and inside it every
-/// element is foreign unless its parent is where foreign content holds HTML — SVG's
-/// `<foreignObject>`, `<desc>` and `<title>`, MathML's token elements (but for `<mglyph>` and
-/// `<malignmark>`). (Breakout tags have closed the foreign elements before: `elements.rs`.)
-pub(super) fn inserted_in(parent: Option<(Space, &str)>, name: &str) -> Space {
-    match name {
-        "svg" => return Space::Svg,
-        "math" => return Space::Math,
-        _ => {}
+/// What a foreign element lets through as HTML (HTML's integration points): the tree builder
+/// reads a start tag inside one by HTML's rules, not foreign content's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Holds {
+    /// Nothing: its start tags make elements of its own namespace (breakout tags aside).
+    Foreign,
+    /// Every start tag (an HTML integration point: SVG's `<foreignObject>`, `<desc>` and
+    /// `<title>`, a MathML `<annotation-xml>` whose `encoding` is `text/html` or
+    /// `application/xhtml+xml`). HTML elements themselves, too.
+    Html,
+    /// Every start tag but `<mglyph>` and `<malignmark>` (a MathML text integration point:
+    /// `<mi>`, `<mo>`, `<mn>`, `<ms>`, `<mtext>`).
+    MathText,
+    /// `<svg>` alone (any other MathML `<annotation-xml>`).
+    Svg,
+}
+
+/// An open element as the tree builder places what starts inside it.
+pub(super) trait Node {
+    fn name(&self) -> &str;
+    fn space(&self) -> Space;
+}
+
+impl Node for (&str, Space) {
+    fn name(&self) -> &str {
+        self.0
     }
-    match parent {
-        None | Some((Space::Html, _)) => Space::Html,
-        Some((Space::Svg, "foreignobject" | "desc" | "title")) => Space::Html,
-        Some((Space::Math, "mi" | "mo" | "mn" | "ms" | "mtext"))
-            if !matches!(name, "mglyph" | "malignmark") =>
-        {
-            Space::Html
-        }
-        Some((space, _)) => space,
+    fn space(&self) -> Space {
+        self.1
     }
 }
 
-/// The namespace of the innermost of `open` (outermost first), and its name.
-pub(super) fn current<E: AsRef<str>>(open: &[E]) -> Option<(Space, &str)> {
-    open.iter().fold(None, |parent, e| {
-        Some((inserted_in(parent, e.as_ref()), e.as_ref()))
-    })
+/// What an element `name` of namespace `space` lets through as HTML (`html_encoding`: its
+/// start tag's `encoding` names an HTML type).
+pub(super) fn holds(space: Space, name: &str, html_encoding: bool) -> Holds {
+    match (space, name) {
+        (Space::Html, _) | (Space::Svg, "foreignobject" | "desc" | "title") => Holds::Html,
+        (Space::Math, "mi" | "mo" | "mn" | "ms" | "mtext") => Holds::MathText,
+        (Space::Math, "annotation-xml") if html_encoding => Holds::Html,
+        (Space::Math, "annotation-xml") => Holds::Svg,
+        _ => Holds::Foreign,
+    }
+}
+
+/// The namespace of an element `name` a start tag inserts under `parent` (its namespace and
+/// what it holds; none: at the top). By HTML's rules `<svg>` and `<math>` start foreign content
+/// and every other name is HTML; inside foreign content every element takes its parent's
+/// namespace — `<math><svg>` is a MathML element, `<svg><math>` an SVG one — unless the parent
+/// lets it through as HTML ([`Holds`]). (Breakout tags have closed the foreign elements before:
+/// `elements.rs`.)
+pub(super) fn inserted_in(parent: Option<(Space, Holds)>, name: &str) -> Space {
+    let by_html_rules = match parent {
+        None | Some((_, Holds::Html)) => true,
+        Some((_, Holds::MathText)) => !matches!(name, "mglyph" | "malignmark"),
+        Some((_, Holds::Svg)) => name == "svg",
+        Some((_, Holds::Foreign)) => false,
+    };
+    match (by_html_rules, parent) {
+        (true, _) | (false, None) => match name {
+            "svg" => Space::Svg,
+            "math" => Space::Math,
+            _ => Space::Html,
+        },
+        (false, Some((space, _))) => space,
+    }
+}
+
+/// Whether a breakout tag (or `</p>`, `</br>`) read with `parent` the current node pops
+/// foreign elements: the current node is foreign and reads no start tag by HTML's rules.
+pub(super) fn breaks_out_of(parent: Option<(Space, Holds)>) -> bool {
+    matches!(parent, Some((_, Holds::Foreign | Holds::Svg)))
 }
