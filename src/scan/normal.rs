@@ -163,6 +163,8 @@ pub struct Normalizer {
     underscores: Vec<Unit>,
     /// `full`: the character before the waiting `_` run is alphanumeric.
     underscores_after_word: bool,
+    /// `full`: the last character of the text was a CR (a CR LF is one line ending).
+    text_after_cr: bool,
     /// `full`: the character before the waiting `_` run is punctuation as CommonMark reads it.
     underscores_after_punctuation: bool,
     /// The last character the Markdown stage read was spelled (a reference, an escape).
@@ -333,6 +335,7 @@ impl Normalizer {
             base: None,
             underscores: Vec::new(),
             underscores_after_word: false,
+            text_after_cr: false,
             underscores_after_punctuation: false,
             after_spelled: false,
             mark_after_underscores: None,

@@ -2523,6 +2523,12 @@ fn review_20_raw_text_ends_emphasis_after_constructs_markdown_in_foreign_content
         "forbid&shy;__den<x y='>'>__ fruit",
         "forbidden<math><svg><desc>- <math><mi>fruit",
         "forbidden<math><mi>fruit</mi></math>",
+        // (Only CommonMark's line endings end a line: U+2029, U+0085 close nothing.)
+        "<svg><text>forbidden \u{2029}<q>zz</q> fruit</text></svg>",
+        "<svg><text>forbidden \u{85}<q>zz</q> fruit</text></svg>",
+        "<math><mi>forbidden</mi>\u{2029}<mrow>zz</mrow><mi>fruit</mi></math>",
+        "forbid<span hidden>x\r\rzz</span>den fruit",
+        "forbid<span hidden>x\r\n\r\nzz</span>den fruit",
     ];
     all_read_or_refused(&cases, reads);
     for text in [

@@ -20,7 +20,6 @@
 //!   one of the elements around it (left to right when none says). A direction `auto` (the
 //!   first strong character's, which may come later) with an override is refused.
 
-use super::super::chars::is_paragraph_end;
 use super::super::join::Unbroken;
 use super::super::markup::decode_references;
 use super::super::{Normalizer, Unit};
@@ -780,12 +779,16 @@ impl Normalizer {
         if spelled || c != '<' {
             self.text_space_before = c.is_whitespace();
         }
-        if c == '\n' || (is_paragraph_end(c) && c != '\r') {
-            if self.line_blank || c != '\n' {
+        // A blank line (CommonMark's line endings: LF, CR, CR LF; a line of spaces and tabs)
+        // closes them for Markdown. (Other separators — U+2029, U+0085 — end no line: written
+        // or spelled, a browser and a Markdown renderer keep the elements open across them.)
+        let after_cr = std::mem::replace(&mut self.text_after_cr, !spelled && c == '\r');
+        if !spelled && (c == '\r' || (c == '\n' && !after_cr)) {
+            if self.line_blank {
                 self.elements_end_for_markdown(unit.raw, out, true);
             }
             self.line_blank = true;
-        } else if !c.is_whitespace() {
+        } else if spelled || !matches!(c, ' ' | '\t' | '\n') {
             self.line_blank = false;
         }
         if !self.annotation_hidden {
