@@ -31,6 +31,10 @@ pub struct SseFields<'a> {
     /// A comment holds a character some clients break lines at (`breaks_for_some_reader`):
     /// the rest of it is a line of its own to them (`data: …` behind a U+2028).
     pub comment_breaks_for_some_reader: bool,
+    /// A line names a field the SSE standard does not define: ignored by the standard, read by
+    /// some clients all the same (google-genai hands a line that is not `data: …` to its JSON
+    /// reader; a `data` behind a byte-order mark is data to a client that drops the mark).
+    pub unknown_field: bool,
 }
 
 impl SseFrame {
@@ -56,7 +60,7 @@ impl SseFrame {
                 b"event" => out.event = Some(value),
                 b"id" => out.id = Some(value),
                 b"retry" => out.retry = Some(value),
-                _ => {}
+                _ => out.unknown_field = true,
             }
         }
         out

@@ -159,6 +159,27 @@ async fn frames_without_data_carrying_text_and_unfinished_frames_fail_closed() {
             assert!(text.ends_with(&malformed(&p)), "{} {odd:?}: {text}", p.name);
             assert!(!text.contains("forbidden"), "{}: {text}", p.name);
         }
+        // A line of no SSE field beside data: ignored by the standard, read by a client that
+        // hands lines that are not `data:` to its JSON reader (google-genai).
+        let unknown = error_frame(
+            &p,
+            &GatewayError::Upstream(
+                "the upstream sent a line that is no field of the SSE standard (some clients read it)"
+                    .into(),
+            ),
+        );
+        for line in [
+            "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"the forbidden fruit\"}]}}]}",
+            "\u{feff}data: the forbidden fruit",
+        ] {
+            let mut f = frames.clone();
+            let frame = f[first].trim_end().to_owned();
+            f[first] = format!("{frame}\n{line}\n\n");
+            let (a, _) = stream_through(&p, f.concat(), vec![]).await;
+            let text = a.text();
+            assert!(text.ends_with(&unknown), "{} {line:?}: {text}", p.name);
+            assert!(!text.contains("forbidden"), "{}: {text}", p.name);
+        }
         // Bytes of a frame that never ends.
         let mut f = frames[..frames.len() - 1].to_vec();
         f.push(frames[frames.len() - 1].trim_end().to_owned());

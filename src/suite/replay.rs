@@ -386,6 +386,13 @@ fn streamed_answer(
                 "the upstream sent a frame without data",
             ));
         };
+        // (As the proxy decides it: `proxy/body/pipeline.rs`.)
+        if fields.unknown_field {
+            return Err(refused(
+                Stage::OnChunk,
+                "the upstream sent a line that is no field of the SSE standard (some clients read it)",
+            ));
+        }
         let mut frame_deltas = Vec::new();
         let kind = decoder
             .decode(fields.event, &data, &mut frame_deltas)

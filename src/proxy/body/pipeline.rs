@@ -137,6 +137,13 @@ impl FramePipeline {
             // Fail closed: bytes outside every protocol's frames cannot be checked.
             return Step::Stop(Stop::Malformed("the upstream sent a frame without data"));
         };
+        // Fail closed: a line the standard ignores that some clients read (a JSON line in a
+        // frame with data, which google-genai decodes as a chunk of its own).
+        if fields.unknown_field {
+            return Step::Stop(Stop::Malformed(
+                "the upstream sent a line that is no field of the SSE standard (some clients read it)",
+            ));
+        }
         let mut spans: Vec<TextSpan> = Vec::new();
         // An empty Vec<Delta<'static>> is a Vec<Delta<'_>> (deltas borrow this frame's data).
         let mut deltas: Vec<Delta<'_>> = std::mem::take(&mut self.delta_scratch);
