@@ -157,7 +157,14 @@ pub(super) struct Join {
     alone: Option<(String, u64)>,
     /// A reading of an element drawn apart from the words around it (`boundary_reading`).
     boundary: bool,
+    /// A reading with a dropped mark as a boundary (`mark_dropped`): the next marks, while it
+    /// records, are boundaries in it too.
+    mark: bool,
 }
+
+/// Characters a boundary reading has recorded within which the next boundary is read in it
+/// (`boundary_reading`).
+const DENSE_BOUNDARIES: usize = 32;
 
 /// Readings that went on from another kept going with the later construct shown, at most.
 const MAX_TRAILING: usize = 4;
@@ -331,6 +338,15 @@ impl Normalizer {
         if !self.base.is_some_and(crate::scan::text::is_word_char) {
             return;
         }
+        // A mark's reading still recording reads this mark as a boundary too — one reading
+        // with every mark a boundary, as a reader who sees them all does — not a reading of
+        // its own per mark (text dense with marks, `*a*a*a…`, would cost a reading each).
+        if let Some(j) = self.joins[BROWSER].as_deref_mut() {
+            if j.mark && j.closed && !j.waiting && j.raw_text.is_none() && j.after.len() < TRAIL {
+                j.after.push(' ', raw);
+                return;
+            }
+        }
         // (The browser's reading busy — a construct of it open, elements it waits for: a
         // reading of its own, beside it.)
         if self.joins[BROWSER].as_ref().is_some_and(|j| !j.closed) || self.browser_waiting() {
@@ -342,6 +358,7 @@ impl Normalizer {
         self.joins[BROWSER] = Some(Box::new(Join {
             closed: true,
             trim: true,
+            mark: true,
             ..Join::opening(context, context_raw, raw)
         }));
     }
@@ -500,6 +517,17 @@ impl Normalizer {
     /// constructs it does not take the place of).
     pub(super) fn boundary_reading(&mut self, raw: u64) {
         if !self.base.is_some_and(crate::scan::text::is_word_char) {
+            return;
+        }
+        // Boundaries dense in the text (`![a*![a*…`, a mark every few characters inside an
+        // image's alt text): one that follows the last such reading within a few characters is
+        // a boundary in it, not a pair of readings of its own each.
+        if let Some(j) = self
+            .trailing_joins
+            .last_mut()
+            .filter(|j| j.boundary && j.after.len() < DENSE_BOUNDARIES)
+        {
+            j.after.push(' ', raw);
             return;
         }
         // (From the view, and from the last such reading still recording: both of an
