@@ -294,18 +294,18 @@ async fn redis_limits() {
     let server = RedisServer::start();
     let url = server.url();
     let store = RedisLimits::new(
-        Arc::new(Conn::new(&url, Duration::from_secs(2)).unwrap()),
+        Arc::new(Conn::new(&url, Duration::from_secs(2), 0).unwrap()),
         "t:",
     );
     store.ping().await.unwrap();
     all(Arc::new(store)).await;
     // Two replicas are two connections to one server: they count as one.
     let a = RedisLimits::new(
-        Arc::new(Conn::new(&url, Duration::from_secs(2)).unwrap()),
+        Arc::new(Conn::new(&url, Duration::from_secs(2), 0).unwrap()),
         "t2:",
     );
     let b = RedisLimits::new(
-        Arc::new(Conn::new(&url, Duration::from_secs(2)).unwrap()),
+        Arc::new(Conn::new(&url, Duration::from_secs(2), 0).unwrap()),
         "t2:",
     );
     let l = limits(Some(3), None, None);
@@ -334,6 +334,7 @@ async fn a_store_that_is_down_answers_an_error_not_a_hang() {
             Conn::new(
                 &format!("redis://127.0.0.1:{port}"),
                 Duration::from_millis(200),
+                0,
             )
             .unwrap(),
         ),
@@ -414,7 +415,7 @@ mod sessions {
     #[ignore = "needs redis-server (tests/run installs it)"]
     async fn redis_sessions_shared_by_replicas() {
         let server = RedisServer::start();
-        let conn = || Arc::new(Conn::new(&server.url(), Duration::from_secs(2)).unwrap());
+        let conn = || Arc::new(Conn::new(&server.url(), Duration::from_secs(2), 0).unwrap());
         let a = Arc::new(RedisSessions::new(conn(), "s:", 60_000, 3));
         let b = Arc::new(RedisSessions::new(conn(), "s:", 60_000, 3));
         shared(a.clone(), b.clone()).await;
@@ -609,7 +610,7 @@ mod eval_sessions {
     #[ignore = "needs redis-server (tests/run installs it)"]
     async fn redis_eval_sessions_shared_by_replicas() {
         let server = RedisServer::start();
-        let conn = || Arc::new(Conn::new(&server.url(), Duration::from_secs(2)).unwrap());
+        let conn = || Arc::new(Conn::new(&server.url(), Duration::from_secs(2), 0).unwrap());
         let a = Arc::new(RedisEvalSessions::new(conn(), "e:", 10));
         let b = Arc::new(RedisEvalSessions::new(conn(), "e:", 10));
         behaves(a, b).await;

@@ -102,9 +102,15 @@ impl Gateway {
         let metrics = Metrics::new();
         note_runtime(&metrics, &runtime);
         let metrics = Arc::new(metrics);
+        let server = &runtime.config.server;
+        let per_core_workers = match server.runtime {
+            crate::config::RuntimeShape::PerCore => server.worker_count(),
+            crate::config::RuntimeShape::WorkStealing => 0,
+        };
         let state = Arc::new(crate::state::State::new(
             &runtime.config.state,
             runtime.config.timeouts.total_ms,
+            per_core_workers,
             Arc::clone(&metrics),
         )?);
         let evals = crate::evals::EvalQueue::new(

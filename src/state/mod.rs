@@ -113,9 +113,12 @@ const FAIL_OPEN_LOG_INTERVAL_MS: u64 = 10_000;
 impl State {
     /// The store `config` names. A Redis store connects lazily (and reconnects): guardwire
     /// starts while it is down, and `on_error` decides meanwhile.
+    /// (`per_core_workers`: the `server.runtime: per_core` workers, each with its own
+    /// connection; 0 under `work_stealing`.)
     pub fn new(
         config: &StateConfig,
         total_ms: u64,
+        per_core_workers: usize,
         metrics: Arc<Metrics>,
     ) -> Result<State, String> {
         let timeout = Duration::from_millis(config.timeout_ms);
@@ -141,7 +144,7 @@ impl State {
                 None,
             ),
             Some(url) => {
-                let conn = Arc::new(redis::Conn::new(url, timeout)?);
+                let conn = Arc::new(redis::Conn::new(url, timeout, per_core_workers)?);
                 (
                     (
                         Arc::new(redis::RedisLimits::new(

@@ -12,18 +12,40 @@ use std::time::{Duration, Instant};
 
 /// A connection to the state server, made on first use and remade after a failure (at most
 /// one attempt per [`RECONNECT_INTERVAL`], so a server that is down costs requests no connect
-/// attempts of their own); multiplexed: requests share it, pipelined.
+/// attempts of their own); multiplexed: requests share it, pipelined. Under `server.runtime:
+/// per_core` each worker has its own: a connection's task runs on the event loop of the thread
+/// that made it, and a request on another worker would hand every round trip over to that
+/// thread and back (the hand-over `per_core` is there to avoid).
 pub struct Conn {
     client: redis::Client,
     timeout: Duration,
+    /// The connection of every thread but a `per_core` worker's.
+    shared: Slot,
+    workers: Box<[Slot]>,
+}
+
+/// One connection, and when connecting it last failed.
+#[derive(Default)]
+struct Slot {
     managed: Mutex<Option<ConnectionManager>>,
     connecting: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl Slot {
+    /// The connection made, if one is.
+    fn made(&self) -> Option<ConnectionManager> {
+        self.managed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 const RECONNECT_INTERVAL: Duration = Duration::from_millis(500);
 
 impl Conn {
-    pub fn new(url: &str, timeout: Duration) -> Result<Conn, String> {
+    /// `workers`: the `per_core` workers, each with a connection of its own (0: one shared).
+    pub fn new(url: &str, timeout: Duration, workers: usize) -> Result<Conn, String> {
         let client = redis::Client::open(url).map_err(|e| {
             format!(
                 "state.url: {}: {e}",
@@ -33,27 +55,27 @@ impl Conn {
         Ok(Conn {
             client,
             timeout,
-            managed: Mutex::new(None),
-            connecting: tokio::sync::Mutex::new(None),
+            shared: Slot::default(),
+            workers: (0..workers).map(|_| Slot::default()).collect(),
         })
     }
 
-    /// The connection made, if one is.
-    fn made(&self) -> Option<ConnectionManager> {
-        self.managed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// The connection of the thread this runs on (see `workers`).
+    fn slot(&self) -> &Slot {
+        crate::upstream::worker_index()
+            .and_then(|i| self.workers.get(i))
+            .unwrap_or(&self.shared)
     }
 
-    /// The shared connection, connecting when there is none.
+    /// This thread's connection, connecting when there is none.
     pub async fn get(&self) -> Result<ConnectionManager, StoreError> {
-        if let Some(c) = self.made() {
+        let slot = self.slot();
+        if let Some(c) = slot.made() {
             return Ok(c);
         }
-        let mut last = self.connecting.lock().await;
+        let mut last = slot.connecting.lock().await;
         // Another request may have connected while this one waited.
-        if let Some(c) = self.made() {
+        if let Some(c) = slot.made() {
             return Ok(c);
         }
         if last.is_some_and(|at| at.elapsed() < RECONNECT_INTERVAL) {
@@ -72,7 +94,7 @@ impl Conn {
             .get_connection_manager_with_config(config)
             .await
             .map_err(|e| StoreError::Unreachable(e.to_string()))?;
-        *self.managed.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
+        *slot.managed.lock().unwrap_or_else(|p| p.into_inner()) = Some(c.clone());
         Ok(c)
     }
 

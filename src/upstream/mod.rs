@@ -61,6 +61,12 @@ pub fn enter_worker(index: usize) {
     WORKER.with(|w| w.set(Some(index)));
 }
 
+/// The `per_core` worker this thread is, if it is one (what else keeps connections per worker
+/// asks: the state store's, `state/redis.rs`).
+pub fn worker_index() -> Option<usize> {
+    WORKER.with(Cell::get)
+}
+
 impl UpstreamClient {
     /// The client `config` asks for: `timeouts.connect_ms`, `upstream_tls.ca_path` (CA
     /// certificates trusted besides the webpki roots), the connections' buffers
@@ -92,7 +98,7 @@ impl UpstreamClient {
 
     /// The pool of the thread this runs on (see `workers`).
     fn pool(&self) -> &Arc<Pool> {
-        match WORKER.with(Cell::get).and_then(|i| self.workers.get(i)) {
+        match worker_index().and_then(|i| self.workers.get(i)) {
             // Made on the worker: its sweep runs on the worker's event loop.
             Some(slot) => slot.get_or_init(Pool::new),
             None => &self.pool,
