@@ -268,6 +268,14 @@ async fn structural_keys_inside_data_metadata_and_unknown_fields_are_text_in_ans
         json!({"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED", "extra": {"messageId": "forbidden fruit"}}}}),
         // 0.3 shape.
         json!({"kind": "message", "messageId": "r", "parts": [{"kind": "data", "data": {"contextId": "forbidden fruit"}}]}),
+        // Inline files read in the charset they declare (valid UTF-8 spelling the phrase in a
+        // 7-bit charset: ISO-2022-JP's fullwidth letters, UTF-7).
+        json!({"message": {"messageId": "r", "role": "ROLE_AGENT", "parts": [{
+            "raw": "dGhlIBskQiNmI28jciNiI2kjZCNkI2UjbhsoQiBmcnVpdA==",
+            "mediaType": "text/plain; charset=iso-2022-jp"}]}}),
+        json!({"message": {"messageId": "r", "role": "ROLE_AGENT", "parts": [{
+            "raw": "dGhlICtBR1lBYndCeUFHSUFhUUJrQUdRQVpRQnUtIGZydWl0",
+            "mediaType": "text/plain; charset=utf-7"}]}}),
     ];
     for (i, answer) in answers.into_iter().enumerate() {
         let body = json!({"jsonrpc": "2.0", "id": "1", "result": answer}).to_string();

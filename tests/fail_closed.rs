@@ -1218,11 +1218,25 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
     let pdf_url = format!("data:application/pdf;base64,{CLEAN_B64}");
     let blocked = "blocked by guardrail";
     let unreadable = "cannot read as text";
+    // Valid UTF-8 that spells the phrase in the charset declared (UTF-7, ISO-2022-JP).
+    let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+    let utf7_url = format!(
+        "data:text/plain;charset=utf-7;base64,{}",
+        b64(b"the +AGYAbwByAGIAaQBkAGQAZQBu- fruit")
+    );
+    let jis = b64(b"the \x1b$B#f#o#r#b#i#d#d#e#n\x1b(B fruit");
     refused_before_the_call(
         "",
         &[
             // Text documents holding the phrase.
             (GEMINI, gemini_inline("text/plain", BAD_B64), blocked),
+            ("/v1/chat/completions", chat_file(json!({"file_data":utf7_url})), blocked),
+            (GEMINI, gemini_inline("text/plain; charset=iso-2022-jp", &jis), blocked),
+            (
+                GEMINI,
+                gemini_inline("text/plain; charset=hz-gb-2312", CLEAN_B64),
+                "(charset hz-gb-2312 is not read)",
+            ),
             (
                 GEMINI,
                 json!({"contents":[{"parts":[{"inline_data":{"mime_type":"application/json","data":BAD_B64}}]}]}),

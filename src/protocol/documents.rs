@@ -12,9 +12,12 @@
 //! `conversation`, Gemini `cachedContent`, file ids and URIs, documents by URL) bring text the
 //! proxy never sees: the route's `stored_context` decides (`refuse` by default).
 
+mod charset;
+
 use crate::error::GatewayError;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
+use std::borrow::Cow;
 
 /// Where a request's documents and references were found, for [`crate::protocol::ParsedRequest`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -84,6 +87,7 @@ impl Documents {
     pub fn data_url(&mut self, url: &str, path: &str) -> Result<Option<String>, GatewayError> {
         let (media_type, data) = parse_data_url(url)
             .ok_or_else(|| bad(path, "is not a data URL (data:<media type>;base64,<data>)"))?;
+        let media_type = Some(&*media_type);
         let kind = classify(media_type);
         if kind == Kind::Media {
             return Ok(None);
@@ -120,22 +124,15 @@ impl Documents {
             Ok((body, _)) => body,
             Err(_) => lenient_base64(url),
         };
-        let utf8 = String::from_utf8_lossy(&bytes);
+        // (A charset not read: what a reader that ignores it reads, and no more — this reader
+        // has no way to refuse; the inline documents of requests do, `bytes`.)
         let declared = mime
             .get_parameter("charset")
-            .and_then(|label| encoding_rs::Encoding::for_label(label.as_bytes()))
-            .filter(|e| *e != encoding_rs::UTF_8 && *e != encoding_rs::WINDOWS_1252);
-        let text = match declared {
-            Some(encoding) => {
-                let (decoded, _, _) = encoding.decode(&bytes);
-                if decoded == utf8 {
-                    utf8.into_owned()
-                } else {
-                    format!("{decoded}\n{utf8}")
-                }
-            }
-            None => utf8.into_owned(),
-        };
+            .map_or(charset::Declared::Utf8, |label| {
+                charset::declared(Some(&format!("{media_type};charset={label}")))
+            });
+        let text = charset::read(&bytes, &declared)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
         Some(Some(text))
     }
 
@@ -166,13 +163,13 @@ impl Documents {
         bytes: Vec<u8>,
         path: &str,
     ) -> Option<String> {
-        match (kind, String::from_utf8(bytes)) {
+        match (kind, charset::read(&bytes, &charset::declared(media_type))) {
             (Kind::Text, Ok(text)) => Some(
                 text.strip_prefix('\u{feff}')
                     .map_or(text.clone(), str::to_owned),
             ),
-            (Kind::Text, Err(_)) => {
-                self.unreadable.push(format!("{path} (not UTF-8)"));
+            (Kind::Text, Err(why)) => {
+                self.unreadable.push(format!("{path} ({why})"));
                 None
             }
             _ => {
@@ -325,23 +322,24 @@ enum DataUrl<'a> {
 }
 
 /// `data:[<media type>][;param=value]*[;base64],<data>` → (media type, data).
-fn parse_data_url(url: &str) -> Option<(Option<&str>, DataUrl<'_>)> {
+fn parse_data_url(url: &str) -> Option<(Cow<'_, str>, DataUrl<'_>)> {
     let rest = url.get(5..).filter(|_| is_data_url(url))?;
     let (head, data) = rest.split_once(',')?;
     let (head, base64) = match head.rsplit_once(';') {
         Some((h, b)) if b.eq_ignore_ascii_case("base64") => (h, true),
         _ => (head, false),
     };
-    let media_type = head
-        .split(';')
-        .next()
-        .map(str::trim)
-        .filter(|m| !m.is_empty());
-    if media_type.is_some_and(|m| !m.contains('/')) {
+    let essence = head.split(';').next().map_or("", str::trim);
+    if !essence.is_empty() && !essence.contains('/') {
         return None;
     }
-    // A data URL without a media type is text/plain (RFC 2397).
-    let media_type = media_type.or(Some("text/plain"));
+    // (With its parameters: a `charset` is read.) A data URL without a media type is
+    // text/plain (RFC 2397), its parameters kept.
+    let media_type = if essence.is_empty() {
+        Cow::Owned(format!("text/plain{}", head.trim()))
+    } else {
+        Cow::Borrowed(head.trim())
+    };
     Some((
         media_type,
         if base64 {
