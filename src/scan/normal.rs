@@ -165,6 +165,9 @@ pub struct Normalizer {
     underscores_after_word: bool,
     /// `full`: the last character of the text was a CR (a CR LF is one line ending).
     text_after_cr: bool,
+    /// `full`: the stretch of raw text marks' and boundaries' readings are counted in (its
+    /// first such reading's raw position) and how many it opened (`join.rs`).
+    dense_readings: (u64, u32),
     /// `full`: the character before the waiting `_` run is punctuation as CommonMark reads it.
     underscores_after_punctuation: bool,
     /// The last character the Markdown stage read was spelled (a reference, an escape).
@@ -336,6 +339,7 @@ impl Normalizer {
             underscores: Vec::new(),
             underscores_after_word: false,
             text_after_cr: false,
+            dense_readings: (0, 0),
             underscores_after_punctuation: false,
             after_spelled: false,
             mark_after_underscores: None,

@@ -157,14 +157,14 @@ pub(super) struct Join {
     alone: Option<(String, u64)>,
     /// A reading of an element drawn apart from the words around it (`boundary_reading`).
     boundary: bool,
-    /// A reading with a dropped mark as a boundary (`mark_dropped`): the next marks, while it
-    /// records, are boundaries in it too.
-    mark: bool,
 }
 
-/// Characters a boundary reading has recorded within which the next boundary is read in it
-/// (`boundary_reading`).
-const DENSE_BOUNDARIES: usize = 32;
+/// Readings of marks and boundaries (`mark_dropped`, `boundary_reading`) one stretch of
+/// [`DENSE_WINDOW`] raw bytes opens at most: each is a reading of its own (a mark may be
+/// literal while the marks after it are emphasis: `x**forb*idd*en` shows `x**forbidden`), and
+/// text dense with them (`*a*a*a…`, 64 KB: 0.3 s of a worker) is refused past the bound.
+const MAX_DENSE_READINGS: u32 = 256;
+const DENSE_WINDOW: u64 = 1024;
 
 /// Readings that went on from another kept going with the later construct shown, at most.
 const MAX_TRAILING: usize = 4;
@@ -334,18 +334,32 @@ impl Normalizer {
     /// (While a construct of the browser's reading is still open — an image's, whose brackets
     /// these may be — or it waits for elements, a reading of its own. A reading already
     /// recorded goes on from it: marks one after another are each a boundary.)
+    /// A mark's or a boundary's reading opens at raw `raw`: past [`MAX_DENSE_READINGS`] in
+    /// its stretch the text is refused, and no more are read (true), nor once it is refused.
+    fn dense_readings(&mut self, raw: u64) -> bool {
+        // (Refused already: the text is blocked whatever they would read.)
+        if self.refused.is_some() {
+            return true;
+        }
+        let (from, count) = &mut self.dense_readings;
+        if raw / DENSE_WINDOW != *from / DENSE_WINDOW {
+            (*from, *count) = (raw, 0);
+        }
+        *count += 1;
+        if *count > MAX_DENSE_READINGS {
+            let from = *from;
+            self.refuse(from, raw + 1);
+            return true;
+        }
+        false
+    }
+
     pub(super) fn mark_dropped(&mut self, raw: u64) {
         if !self.base.is_some_and(crate::scan::text::is_word_char) {
             return;
         }
-        // A mark's reading still recording reads this mark as a boundary too — one reading
-        // with every mark a boundary, as a reader who sees them all does — not a reading of
-        // its own per mark (text dense with marks, `*a*a*a…`, would cost a reading each).
-        if let Some(j) = self.joins[BROWSER].as_deref_mut() {
-            if j.mark && j.closed && !j.waiting && j.raw_text.is_none() && j.after.len() < TRAIL {
-                j.after.push(' ', raw);
-                return;
-            }
+        if self.dense_readings(raw) {
+            return;
         }
         // (The browser's reading busy — a construct of it open, elements it waits for: a
         // reading of its own, beside it.)
@@ -358,7 +372,6 @@ impl Normalizer {
         self.joins[BROWSER] = Some(Box::new(Join {
             closed: true,
             trim: true,
-            mark: true,
             ..Join::opening(context, context_raw, raw)
         }));
     }
@@ -519,15 +532,7 @@ impl Normalizer {
         if !self.base.is_some_and(crate::scan::text::is_word_char) {
             return;
         }
-        // Boundaries dense in the text (`![a*![a*…`, a mark every few characters inside an
-        // image's alt text): one that follows the last such reading within a few characters is
-        // a boundary in it, not a pair of readings of its own each.
-        if let Some(j) = self
-            .trailing_joins
-            .last_mut()
-            .filter(|j| j.boundary && j.after.len() < DENSE_BOUNDARIES)
-        {
-            j.after.push(' ', raw);
+        if self.dense_readings(raw) {
             return;
         }
         // (From the view, and from the last such reading still recording: both of an

@@ -2523,6 +2523,14 @@ fn review_20_raw_text_ends_emphasis_after_constructs_markdown_in_foreign_content
         "forbid&shy;__den<x y='>'>__ fruit",
         "forbidden<math><svg><desc>- <math><mi>fruit",
         "forbidden<math><mi>fruit</mi></math>",
+        // (A literal delimiter run glued before the phrase, emphasis inside it: each mark is a
+        // reading of its own — review 20, round 2.)
+        "x**forb*idd*en fruit",
+        "a**forb`idd`en fruit",
+        "a**forb~~idd~~en fruit",
+        "x**f*o*rbidden fruit",
+        "a*a*a**forb*idd*en fruit",
+        "[x**forb*idd*en fruit](u)",
         // (Only CommonMark's line endings end a line: U+2029, U+0085 close nothing.)
         "<svg><text>forbidden \u{2029}<q>zz</q> fruit</text></svg>",
         "<svg><text>forbidden \u{85}<q>zz</q> fruit</text></svg>",
@@ -2539,6 +2547,9 @@ fn review_20_raw_text_ends_emphasis_after_constructs_markdown_in_foreign_content
         "<svg><text>_x_</text></svg>",
         "forbid<math><mrow>*x*den fruit",
         "forbidden<math><annotation-xml>![a](b) fruit",
+        // Text dense with marks past the bound (each a reading of its own).
+        &"*a".repeat(2048),
+        &"![a*".repeat(1024),
     ] {
         let (_, mut n) = view_of(text, &[], Normalize::Full);
         assert!(n.take_refusal().is_some(), "{text:?}");
