@@ -1225,12 +1225,32 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
         b64(b"the +AGYAbwByAGIAaQBkAGQAZQBu- fruit")
     );
     let jis = b64(b"the \x1b$B#f#o#r#b#i#d#d#e#n\x1b(B fruit");
+    // (Review 20, round 2: two escape sequences in a row, which Python reads and the Encoding
+    // Standard marks an error; a byte-order mark against the label; a quoted `;`.)
+    let jis_twice = format!(
+        "data:text/plain;charset=iso-2022-jp;base64,{}",
+        b64(b"the forbid\x1b(B\x1b(Bden fruit")
+    );
+    let mut bom_le = vec![0xfe, 0xff];
+    bom_le.extend(
+        "the forbidden fruit"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes),
+    );
+    let bom_url = format!("data:text/plain;charset=utf-16le;base64,{}", b64(&bom_le));
+    let quoted_url = format!(
+        "data:text/plain;foo=\"a;charset=utf-8\";charset=utf-7;base64,{}",
+        b64(b"the +AGYAbwByAGIAaQBkAGQAZQBu- fruit")
+    );
     refused_before_the_call(
         "",
         &[
             // Text documents holding the phrase.
             (GEMINI, gemini_inline("text/plain", BAD_B64), blocked),
             ("/v1/chat/completions", chat_file(json!({"file_data":utf7_url})), blocked),
+            ("/v1/chat/completions", chat_file(json!({"file_data":jis_twice})), blocked),
+            ("/v1/chat/completions", chat_file(json!({"file_data":bom_url})), blocked),
+            ("/v1/chat/completions", chat_file(json!({"file_data":quoted_url})), blocked),
             (GEMINI, gemini_inline("text/plain; charset=iso-2022-jp", &jis), blocked),
             (
                 GEMINI,

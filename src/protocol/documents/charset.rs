@@ -40,29 +40,55 @@ pub(super) fn declared(media_type: Option<&str>) -> Declared {
     }
 }
 
+/// The `charset` parameter as the WHATWG MIME parser reads it (quoted strings, the first of a
+/// name): `text/plain;foo="a;charset=utf-8";charset=utf-7` declares UTF-7. A media type it
+/// does not parse declares none.
 fn charset_parameter(media_type: &str) -> Option<String> {
-    media_type.split(';').skip(1).find_map(|p| {
-        let (name, value) = p.split_once('=')?;
-        name.trim()
-            .eq_ignore_ascii_case("charset")
-            .then(|| value.trim().trim_matches('"').to_owned())
-    })
+    let mime: data_url::mime::Mime = media_type.parse().ok()?;
+    mime.get_parameter("charset").map(str::to_owned)
 }
 
-/// The text of `bytes` as their readers read them (in the declared charset and, where that
-/// differs, as UTF-8 too, on a line of its own); `Err`: why it cannot be read.
+/// The text of `bytes` as their readers read them, each reading that differs on a line of its
+/// own: in the declared charset — with a byte-order mark's say and without it (Python's
+/// fixed-endian codecs ignore one the Encoding Standard obeys), and with its replacement
+/// characters dropped (where a reader is more lenient: Python's ISO-2022-JP reads an escape
+/// sequence right after another, which the standard marks an error) — and as UTF-8. `Err`: why
+/// it cannot be read.
 pub(super) fn read(bytes: &[u8], declared: &Declared) -> Result<String, String> {
     let utf8 = std::str::from_utf8(bytes).ok();
-    let decoded = match declared {
+    let mut readings: Vec<String> = match declared {
         Declared::Utf8 => return utf8.map(str::to_owned).ok_or_else(|| "not UTF-8".into()),
-        Declared::Known(e) => e.decode(bytes).0.into_owned(),
-        Declared::Utf7 => utf7(bytes).ok_or_else(|| "not UTF-7".to_owned())?,
+        Declared::Known(e) => {
+            let sniffed = e.decode(bytes).0.into_owned();
+            let labelled = e.decode_without_bom_handling(bytes).0.into_owned();
+            vec![sniffed, labelled]
+        }
+        Declared::Utf7 => vec![utf7(bytes).ok_or_else(|| "not UTF-7".to_owned())?],
         Declared::Unsupported(label) => return Err(format!("charset {label} is not read")),
     };
-    Ok(match utf8 {
-        Some(u) if u != decoded => format!("{decoded}\n{u}"),
-        _ => decoded,
-    })
+    let lenient: Vec<String> = readings
+        .iter()
+        .filter(|r| r.contains('\u{fffd}'))
+        .map(|r| r.replace('\u{fffd}', ""))
+        .collect();
+    readings.extend(lenient);
+    readings.extend(utf8.map(str::to_owned));
+    // (A byte-order mark kept as U+FEFF says nothing: a reader does not see it.)
+    for r in &mut readings {
+        if let Some(rest) = r.strip_prefix('\u{feff}') {
+            *r = rest.to_owned();
+        }
+    }
+    let mut text = String::new();
+    for (i, r) in readings.iter().enumerate() {
+        if !readings[..i].contains(r) {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(r);
+        }
+    }
+    Ok(text)
 }
 
 /// UTF-7 as RFC 2152 (and Python) read it: `+` opens modified base64 of UTF-16 code units, up
@@ -143,6 +169,33 @@ mod tests {
         assert_eq!(t, "hi");
         assert_eq!(text(b"hi", "text/plain; charset=utf-8").unwrap(), "hi");
         assert_eq!(text(b"hi", "text/plain").unwrap(), "hi");
+    }
+
+    #[test]
+    fn readers_that_differ_are_all_read() {
+        // An escape sequence right after another: the standard's error, Python's nothing.
+        let t = text(
+            b"the forbid\x1b(B\x1b(Bden fruit",
+            "text/plain; charset=iso-2022-jp",
+        )
+        .unwrap();
+        assert!(t.lines().any(|l| l == "the forbidden fruit"), "{t:?}");
+        // A byte-order mark against the label: both readings.
+        let mut le = vec![0xfe, 0xff];
+        le.extend(
+            "the forbidden fruit"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes),
+        );
+        let t = text(&le, "text/plain; charset=utf-16le").unwrap();
+        assert!(t.contains("the forbidden fruit"), "{t:?}");
+        // A quoted `;` is no parameter's end.
+        let t = text(
+            b"the +AGYAbwByAGIAaQBkAGQAZQBu- fruit",
+            "text/plain;foo=\"a;charset=utf-8\";charset=utf-7",
+        )
+        .unwrap();
+        assert!(t.starts_with("the forbidden fruit"), "{t:?}");
     }
 
     #[test]
