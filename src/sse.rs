@@ -90,6 +90,35 @@ impl SseFrame {
         })
     }
 
+    /// The same frame with every comment's text dropped (`:` kept, a keep-alive still): the
+    /// standard ignores comments, but google-genai hands a line that is not `data: …` to its
+    /// JSON reader and puts it in the exception it raises — text no check read would reach the
+    /// app. (A frame without such a comment is returned as it is: no copy.)
+    pub fn without_comment_text(self) -> SseFrame {
+        let raw = &self.raw;
+        let has_text = (raw.len() > 1 && raw[0] == b':' && !matches!(raw[1], b'\n' | b'\r'))
+            || memchr::memmem::find_iter(raw, b"\n:")
+                .chain(memchr::memmem::find_iter(raw, b"\r:"))
+                .any(|i| !matches!(raw.get(i + 2), None | Some(b'\n' | b'\r')));
+        if !has_text {
+            return self;
+        }
+        // (One a reader splits is refused whole by the pipeline: left for it to see.)
+        let comment = |line: &[u8]| line.first() == Some(&b':');
+        if lines(raw).any(|l| comment(l) && breaks_for_some_reader(l)) {
+            return self;
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for line in lines(raw).filter(|l| !l.is_empty()) {
+            out.extend_from_slice(if comment(line) { b":" } else { line });
+            out.push(b'\n');
+        }
+        out.push(b'\n');
+        SseFrame {
+            raw: Bytes::from(out),
+        }
+    }
+
     /// The same frame with its data replaced: other lines (event, id, comments) stay in place,
     /// the `data:` lines become the lines of `data`.
     pub fn with_data(&self, data: &[u8]) -> Bytes {
@@ -529,6 +558,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn comments_lose_their_text_and_keep_their_place() {
+        let f = |s: &str| {
+            SseFrame {
+                raw: Bytes::copy_from_slice(s.as_bytes()),
+            }
+            .without_comment_text()
+            .raw
+        };
+        assert_eq!(f(": forbidden fruit\n\n"), &b":\n\n"[..]);
+        assert_eq!(f("data: x\r: secret\r\r"), &b"data: x\n:\n\n"[..]);
+        assert_eq!(f("data: x\n:\n\n"), &b"data: x\n:\n\n"[..]);
+        assert_eq!(f("data: x\n\n"), &b"data: x\n\n"[..]);
     }
 
     #[test]

@@ -142,11 +142,14 @@ async fn frames_without_data_carrying_text_and_unfinished_frames_fail_closed() {
     };
     for p in all() {
         let (frames, first) = (p.text_frames)(&["Hello", " world"]);
-        // Comments and a numeric retry are keep-alives: they pass.
+        // Comments and a numeric retry are keep-alives: they pass, a comment without its text
+        // (google-genai puts a line that is not `data: …` in the exception it raises).
         let mut with_comments = frames.clone();
-        with_comments.insert(first, ": keep-alive\n\nretry: 3000\n\n".into());
+        with_comments.insert(first, ": forbidden fruit\n\nretry: 3000\n\n".into());
         let (a, _) = stream_through(&p, with_comments.concat(), vec![]).await;
-        assert_eq!(a.text(), with_comments.concat(), "{}", p.name);
+        let mut relayed = frames.clone();
+        relayed.insert(first, ":\n\nretry: 3000\n\n".into());
+        assert_eq!(a.text(), relayed.concat(), "{}", p.name);
         // An unknown field or an event name alone carries bytes no check sees.
         for odd in [
             "secret: the forbidden fruit\n\n",

@@ -123,6 +123,7 @@ impl FramePipeline {
         guard: &mut ExchangeGuard,
         sink: &mut impl Sink,
     ) -> Step {
+        let frame = frame.without_comment_text();
         let fields = frame.fields();
         // Fail closed: a comment some clients read as more lines than guardwire does.
         if fields.comment_breaks_for_some_reader {
