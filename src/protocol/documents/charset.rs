@@ -60,8 +60,11 @@ pub(super) fn read(bytes: &[u8], declared: &Declared) -> Result<String, String> 
         Declared::Utf8 => return utf8.map(str::to_owned).ok_or_else(|| "not UTF-8".into()),
         Declared::Known(e) => {
             let sniffed = e.decode(bytes).0.into_owned();
-            let labelled = e.decode_without_bom_handling(bytes).0.into_owned();
-            vec![sniffed, labelled]
+            // Without a byte-order mark the two readings are one: decode once.
+            match Encoding::for_bom(bytes) {
+                Some(_) => vec![sniffed, e.decode_without_bom_handling(bytes).0.into_owned()],
+                None => vec![sniffed],
+            }
         }
         Declared::Utf7 => vec![utf7(bytes).ok_or_else(|| "not UTF-7".to_owned())?],
         Declared::Unsupported(label) => return Err(format!("charset {label} is not read")),
