@@ -48,21 +48,43 @@ impl ClientKey {
 const KEY_HEADERS: [&str; 3] = ["x-api-key", "api-key", "x-goog-api-key"];
 
 /// The key the client presented: `Authorization: Bearer`, `x-api-key`, `api-key`,
-/// `x-goog-api-key`, or Gemini's `key=` query parameter.
-pub fn presented_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a [u8]> {
-    if let Some(v) = headers.get(AUTHORIZATION) {
-        return v.as_bytes().strip_prefix(b"Bearer ");
-    }
-    for name in KEY_HEADERS {
-        if let Some(v) = headers.get(name) {
-            return Some(v.as_bytes());
+/// `x-goog-api-key`, or Gemini's `key=` query parameter — every one of them, each as often as
+/// it is given, must be the same key: which of two different keys should count is not
+/// guardwire's to guess ([`AmbiguousKey`]). A non-Bearer `Authorization` presents no key.
+pub fn presented_key<'a>(
+    headers: &'a HeaderMap,
+    query: Option<&'a str>,
+) -> Result<Option<&'a [u8]>, AmbiguousKey> {
+    let mut found: Option<&[u8]> = None;
+    let mut add = |v: &'a [u8]| match found {
+        Some(f) if f != v => Err(AmbiguousKey),
+        _ => {
+            found = Some(v);
+            Ok(())
+        }
+    };
+    for v in headers.get_all(AUTHORIZATION) {
+        match v.as_bytes().strip_prefix(b"Bearer ") {
+            Some(k) => add(k)?,
+            None => return Ok(None),
         }
     }
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("key="))
-        .map(str::as_bytes)
+    for name in KEY_HEADERS {
+        for v in headers.get_all(name) {
+            add(v.as_bytes())?;
+        }
+    }
+    for kv in query.unwrap_or("").split('&') {
+        if let Some(k) = kv.strip_prefix("key=") {
+            add(k.as_bytes())?;
+        }
+    }
+    Ok(found)
 }
+
+/// Two different keys in one request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AmbiguousKey;
 
 /// The configured key matching `presented`. Every key is compared, in constant time per key,
 /// so timing tells nothing about which key came close.
@@ -137,13 +159,25 @@ mod tests {
     fn keys_are_read_from_every_convention_and_stripped() {
         let mut h = HeaderMap::new();
         h.insert("x-goog-api-key", HeaderValue::from_static("g"));
-        assert_eq!(presented_key(&h, None), Some(&b"g"[..]));
+        assert_eq!(presented_key(&h, None), Ok(Some(&b"g"[..])));
+        h.insert(AUTHORIZATION, HeaderValue::from_static("Bearer g"));
+        assert_eq!(presented_key(&h, Some("key=g")), Ok(Some(&b"g"[..])));
+        // Two different keys, wherever the second travels: neither is guessed.
+        assert_eq!(presented_key(&h, Some("alt=sse&key=q")), Err(AmbiguousKey));
         h.insert(AUTHORIZATION, HeaderValue::from_static("Bearer b"));
-        assert_eq!(presented_key(&h, None), Some(&b"b"[..]));
+        assert_eq!(presented_key(&h, None), Err(AmbiguousKey));
+        let mut twice = HeaderMap::new();
+        twice.append("x-api-key", HeaderValue::from_static("a"));
+        twice.append("x-api-key", HeaderValue::from_static("b"));
+        assert_eq!(presented_key(&twice, None), Err(AmbiguousKey));
         assert_eq!(
             presented_key(&HeaderMap::new(), Some("alt=sse&key=q")),
-            Some(&b"q"[..])
+            Ok(Some(&b"q"[..]))
         );
+        let mut basic = HeaderMap::new();
+        basic.insert(AUTHORIZATION, HeaderValue::from_static("Basic eA=="));
+        basic.insert("x-api-key", HeaderValue::from_static("a"));
+        assert_eq!(presented_key(&basic, None), Ok(None));
         strip_client_auth(&mut h);
         assert!(h.is_empty());
         set_upstream_key(&mut h, AuthHeader::Bearer, "sk-1");

@@ -169,7 +169,13 @@ pub fn authenticate<'a>(
             address,
         });
     }
-    let key = auth::presented_key(&parts.headers, parts.uri.query())
+    let presented = auth::presented_key(&parts.headers, parts.uri.query()).map_err(|_| {
+        GatewayError::Unauthorized(
+            "two different keys were presented (Authorization, x-api-key, api-key, x-goog-api-key or key=); present one"
+                .into(),
+        )
+    })?;
+    let key = presented
         .and_then(|presented| auth::find_key(&rt.keys, presented))
         .ok_or_else(|| {
             GatewayError::Unauthorized(
