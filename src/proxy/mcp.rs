@@ -184,7 +184,7 @@ impl Gateway {
             // headers go with it and come back.
             let headers = std::mem::take(&mut parts.headers);
             let input = body.clone();
-            let checked = offload::check(offload::jsonrpc_work(&body), move || {
+            let checked = offload::check(offload::jsonrpc_work(&body), ctx.tenant(), move || {
                 let answer = check_post(&input, &headers, &mut checker, max_batch);
                 (answer, checker, headers)
             })
@@ -281,8 +281,15 @@ impl Gateway {
                 let idle = Duration::from_millis(rt.config.timeouts.idle_ms);
                 let max_frame = rt.config.limits.max_frame_bytes;
                 let text = declared.transcoder();
-                let stream =
-                    stream::McpStream::new(body, text, checker, max_frame, idle, permit, replies);
+                let stream = stream::McpStream::new(
+                    body,
+                    text,
+                    checker,
+                    (max_frame, idle),
+                    permit,
+                    replies,
+                    ctx.tenant(),
+                );
                 let mut r = Response::new(ProxyBody::Mcp(Box::new(stream)));
                 *r.status_mut() = head.status;
                 *r.headers_mut() = out_headers;
@@ -434,7 +441,7 @@ async fn mcp_whole(
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((Bytes::new(), Vec::new()));
     }
-    let checked = offload::check(offload::jsonrpc_work(&body), move || {
+    let checked = offload::check(offload::jsonrpc_work(&body), ctx.tenant(), move || {
         let answer = check_answer(body, &mut checker, json, max_batch);
         (answer, std::mem::take(&mut checker.server_replies))
     })

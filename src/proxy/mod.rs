@@ -456,7 +456,7 @@ impl Gateway {
         // Decoding a large body and walking it for what the decoder does not model takes
         // milliseconds: off the async worker, as its checks are (`offload.rs`).
         let unknown = route.unknown_content;
-        let mut parsed = offload::check(body.len(), {
+        let mut parsed = offload::check(body.len(), ctx.tenant(), {
             let (body, path) = (body.clone(), parts.uri.path().to_owned());
             move || -> Result<_, GatewayError> {
                 let mut parsed = protocol.parse_request(&body, &path)?;

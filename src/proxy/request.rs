@@ -246,6 +246,11 @@ impl<'a> RequestCtx<'a> {
         super::report::count_upstream_error(&self.gw.metrics, self.route.name, kind);
     }
 
+    /// Whose checks this request's are, for the blocking pool's turns (`offload.rs`).
+    pub fn tenant(&self) -> super::offload::Tenant {
+        super::offload::Tenant::of(self.caller.key_id, self.caller.address)
+    }
+
     /// The labels this exchange's tokens and spend are counted under, for the model asked for.
     pub fn traffic(&self, model: Option<&str>) -> TrafficLabels {
         TrafficLabels {
@@ -522,7 +527,7 @@ impl<'a> RequestCtx<'a> {
             return Ok((guard, verdict));
         }
         let conversation = std::mem::take(&mut parsed.conversation);
-        let checked = super::offload::check(bytes, move || {
+        let checked = super::offload::check(bytes, self.tenant(), move || {
             let verdict = guard.before_call(&conversation);
             (guard, verdict, conversation)
         })

@@ -61,6 +61,8 @@ pub struct McpStream {
     replies: ServerReplies,
     /// Keeps the exchange counted in flight until the stream ends.
     _permit: InFlight,
+    /// Whose checks they are, for the blocking pool's turns.
+    tenant: offload::Tenant,
 }
 
 /// A check of events on the blocking pool (`offload.rs`): the relay comes back with them
@@ -83,10 +85,10 @@ impl McpStream {
         upstream: UpstreamBody,
         text: crate::proxy::charset::Transcoder,
         checker: Checker,
-        max_frame: usize,
-        idle: Duration,
+        (max_frame, idle): (usize, Duration),
         permit: InFlight,
         replies: ServerReplies,
+        tenant: offload::Tenant,
     ) -> McpStream {
         McpStream {
             upstream: Some(upstream),
@@ -104,6 +106,7 @@ impl McpStream {
             idle_timer: Box::pin(tokio::time::sleep(idle)),
             replies,
             _permit: permit,
+            tenant,
         }
     }
 
@@ -192,7 +195,7 @@ impl McpStream {
             relay.check(frames);
             return self.settle(relay);
         }
-        self.checking = Some(Box::pin(offload::check(bytes, move || {
+        self.checking = Some(Box::pin(offload::check(bytes, self.tenant, move || {
             relay.check(frames);
             relay
         })));
