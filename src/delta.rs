@@ -71,6 +71,19 @@ pub enum Delta<'a> {
     },
 }
 
+impl Delta<'_> {
+    /// The choice the delta belongs to (usage belongs to none).
+    pub fn choice(&self) -> Option<u32> {
+        match self {
+            Delta::Text { choice, .. }
+            | Delta::ToolCallStart { choice, .. }
+            | Delta::Finish { choice, .. }
+            | Delta::Repeat { choice, .. } => Some(*choice),
+            Delta::Usage { .. } => None,
+        }
+    }
+}
+
 /// Who wrote a message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Role {

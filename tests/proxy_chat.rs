@@ -170,8 +170,20 @@ async fn a_second_choice_is_checked_too() {
     ]);
     let mock = split_mock(body).await;
     let proxy = start_proxy(&mock.base_url(), BANNED_PACK, "").await;
-    let a = post_split(proxy.addr(), "").await;
+    // Asked for two choices: the second is read as its own.
+    let two = STREAM_REQUEST.replacen('{', "{\"n\":2,", 1);
+    let headers = [("content-type", "application/json"), ("x-split", "")];
+    let a = send(proxy.addr(), "POST", "/v1/chat/completions", two, &headers).await;
     assert_eq!(a.text(), block_frame("Blocked: forbidden word."));
+    // Asked for one: a second choice answers nothing asked (an app reading `choices[0]` by
+    // position would join it to the first): the stream ends as malformed, none of it relayed.
+    let a = post_split(proxy.addr(), "").await;
+    assert!(a.text().contains("upstream_error"), "{}", a.text());
+    assert!(
+        !a.text().contains("fine") && !a.text().contains("forbidden"),
+        "{}",
+        a.text()
+    );
 }
 
 #[tokio::test]

@@ -129,6 +129,8 @@ pub struct ExchangeGuard {
     findings: Vec<Finding>,
     /// Hashes of the identifier-shaped values checked so far ([`ExchangeGuard::check_identifier`]).
     identifiers_checked: Vec<u64>,
+    /// The choices the answer may hold ([`ExchangeGuard::expect_choices`]; unbounded until told).
+    choices_expected: u32,
 }
 
 /// Identifier values an answer remembers as checked; past them, each is scanned every time.
@@ -167,6 +169,7 @@ impl Policy {
             reported: Reported::default(),
             findings: Vec::new(),
             identifiers_checked: Vec::new(),
+            choices_expected: u32::MAX,
         }
     }
 
@@ -229,6 +232,20 @@ impl ExchangeGuard {
         } else {
             Phase::Response
         };
+    }
+
+    /// The answer holds at most `n` choices (the request's `n`; at least 1): a delta of a
+    /// choice past them ends the answer unchecked. guardwire reads each choice's text by its
+    /// `index`, as the SDKs' accumulators do; a reader that takes `choices[0]` of each chunk by
+    /// position reads the same text only while every index is below what was asked for (with
+    /// one choice asked for, every chunk's only choice is index 0).
+    pub fn expect_choices(&mut self, n: u32) {
+        self.choices_expected = n.max(1);
+    }
+
+    /// True when `choice` is one the request asked for ([`ExchangeGuard::expect_choices`]).
+    pub fn choice_expected(&self, choice: u32) -> bool {
+        choice < self.choices_expected
     }
 
     /// True when [`ExchangeGuard::take_findings`] has something to hand over.

@@ -309,6 +309,7 @@ impl Protocol for AnthropicMessages {
         Ok(ParsedRequest {
             session: None,
             stream: req.stream.unwrap_or(false),
+            choices: None,
             model: req.model,
             conversation: Conversation { messages, tools },
             unreadable_input: false,

@@ -36,6 +36,16 @@ struct Request {
     /// Content cached at the provider (`cachedContents/…`): text the proxy never sees.
     #[serde(default, alias = "cached_content")]
     cached_content: Option<String>,
+    #[serde(default, alias = "generation_config")]
+    generation_config: Option<GenerationConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerationConfig {
+    /// How many candidates the answer holds.
+    #[serde(default, alias = "candidate_count")]
+    candidate_count: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -408,6 +418,11 @@ impl Protocol for Gemini {
         Ok(ParsedRequest {
             session: None,
             stream: method_of(path) == Some("streamGenerateContent"),
+            choices: Some(super::choices_param(
+                req.generation_config
+                    .as_ref()
+                    .and_then(|g| g.candidate_count.as_ref()),
+            )),
             model: model_and_method(path).map(|(model, _)| model.to_owned()),
             conversation: Conversation { messages, tools },
             unreadable_input: false,

@@ -20,6 +20,7 @@ pub mod openai_embeddings;
 pub mod openai_responses;
 mod registry;
 pub mod residual;
+mod runs;
 pub mod skim;
 pub mod stream_usage;
 
@@ -117,6 +118,28 @@ pub struct ParsedRequest {
     pub documents: documents::Documents,
     /// The session the request names itself (A2A's `contextId`), for the evals.
     pub session: Option<String>,
+    /// How many choices (candidates) the answer may hold: the request's `n` (Gemini's
+    /// `candidateCount`); `None` where the protocol has no choices (its decoder numbers what it
+    /// reads itself). A choice index past them is refused: a reader that takes `choices[0]` by
+    /// position would join texts guardwire reads apart
+    /// ([`crate::policy::ExchangeGuard::expect_choices`]).
+    pub choices: Option<u32>,
+}
+
+/// A count parameter of a request (`n`, `candidateCount`) as the answer's choices: a positive
+/// integer as given, anything else (absent, null, not a count) 1 — the provider's default, or
+/// an error the provider answers itself.
+pub(crate) fn choices_param(value: Option<&serde_json::Value>) -> u32 {
+    value
+        .and_then(|v| {
+            v.as_u64().or_else(|| {
+                v.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 1.0)
+                    .map(|f| f.min(u32::MAX as f64) as u64)
+            })
+        })
+        .filter(|n| *n >= 1)
+        .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// What an error answer to a request repeats of it, read from its body before it is parsed

@@ -34,6 +34,9 @@ struct Request {
     /// Predicted Outputs: text the model is given to reuse in its answer, so input it reads.
     #[serde(default)]
     prediction: Option<Prediction>,
+    /// How many choices the answer holds.
+    #[serde(default)]
+    n: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -520,6 +523,7 @@ impl Protocol for OpenAiChat {
         Ok(ParsedRequest {
             session: None,
             stream: req.stream.unwrap_or(false),
+            choices: Some(super::choices_param(req.n.as_ref())),
             model: req.model,
             conversation: Conversation { messages, tools },
             unreadable_input: false,

@@ -23,6 +23,9 @@ struct Request {
     prompt: Option<TextsOrTokens>,
     #[serde(default)]
     suffix: Option<String>,
+    /// Choices per prompt.
+    #[serde(default)]
+    n: Option<serde_json::Value>,
 }
 
 /// OpenAI's text inputs (a Completions `prompt`, an Embeddings `input`): a text, a list of
@@ -179,11 +182,20 @@ impl Protocol for OpenAiCompletions {
 
     fn parse_request(&self, body: &[u8], _path: &str) -> Result<ParsedRequest, GatewayError> {
         let req: Request = super::request_json(body)?;
+        // `n` choices for each prompt of a list.
+        let prompts = match &req.prompt {
+            Some(TextsOrTokens::Texts(ts)) => ts.len(),
+            Some(TextsOrTokens::TokenLists(ls)) => ls.len(),
+            _ => 1,
+        };
+        let choices = super::choices_param(req.n.as_ref())
+            .saturating_mul(u32::try_from(prompts.max(1)).unwrap_or(u32::MAX));
         let (mut texts, tokens) = req.prompt.map_or((Vec::new(), false), TextsOrTokens::texts);
         texts.extend(req.suffix);
         Ok(ParsedRequest {
             session: None,
             stream: req.stream.unwrap_or(false),
+            choices: Some(choices),
             model: req.model,
             conversation: separate_texts(texts),
             unreadable_input: tokens,

@@ -69,6 +69,7 @@ impl Protocol for OpenAiEmbeddings {
         Ok(ParsedRequest {
             session: None,
             stream: false,
+            choices: None,
             model: req.model,
             conversation: separate_texts(texts),
             unreadable_input: tokens,

@@ -32,6 +32,11 @@ struct Event<'a> {
     kind: Cow<'a, str>,
     #[serde(default)]
     output_index: Option<u32>,
+    /// With `output_index`, the part a delta builds (`summary_index` for a reasoning summary's).
+    #[serde(default)]
+    content_index: Option<u32>,
+    #[serde(default)]
+    summary_index: Option<u32>,
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
     delta: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "super::borrow_opt_str")]
@@ -196,6 +201,8 @@ fn item_repeats<'a>(mut item: OutputItem<'a>, index: u32, out: &mut Vec<Delta<'a
 const EVENT_KEYS: &[&[u8]] = &[
     b"type",
     b"output_index",
+    b"content_index",
+    b"summary_index",
     b"delta",
     b"text",
     b"refusal",
@@ -209,6 +216,9 @@ const EVENT_KEYS: &[&[u8]] = &[
 
 #[derive(Default)]
 struct ResponsesStream {
+    /// Each part's text in one run of its channel's (`runs.rs`): the SDK's snapshots build each
+    /// part alone. Answer, refusal, reasoning (a call's arguments have a channel per item).
+    runs: [super::runs::Runs<PartKey>; 3],
     /// The last text delta event, which the next ones most likely repeat but for their text.
     template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
@@ -240,14 +250,33 @@ impl StreamDecoder for ResponsesStream {
             return Ok(kind);
         }
         let before = out.len();
-        let kind = match skim_event::read(data, out, &mut self.identifiers) {
+        let mut part = None;
+        let kind = match skim_event::read(data, out, &mut self.identifiers, &mut part) {
             Some((kind, fully_read)) => {
                 self.fully_read = fully_read;
                 kind
             }
-            None => decode_event(data, out)?,
+            None => decode_event(data, out, &mut part)?,
         };
-        // Events are read without per-stream state: one text delta makes a template.
+        // A new run drops the template: a template matches only deltas of the part it was made
+        // from (the indexes are no holes), so every event that goes by it is of the current run.
+        if let Some(part) = part {
+            for d in &out[before..] {
+                let slot = match d {
+                    Delta::Text { channel, .. } => match channel {
+                        Channel::Content => 0,
+                        Channel::Refusal => 1,
+                        Channel::Reasoning => 2,
+                        _ => continue,
+                    },
+                    _ => continue,
+                };
+                if self.runs[slot].enter(part)? {
+                    self.template = None;
+                }
+            }
+        }
+        // Otherwise events are read without per-stream state: one text delta makes a template.
         let deltas = &out[before..];
         FrameTemplate::record(&mut self.template, data, kind, deltas, EVENT_KEYS);
         Ok(kind)
@@ -314,10 +343,30 @@ pub(super) static EVENT_STRUCTURAL: Structural = Structural {
 };
 
 /// One event, by serde_json.
-fn decode_event<'a>(data: &'a [u8], out: &mut Vec<Delta<'a>>) -> Result<FrameKind, DecodeError> {
+fn decode_event<'a>(
+    data: &'a [u8],
+    out: &mut Vec<Delta<'a>>,
+    part: &mut Option<PartKey>,
+) -> Result<FrameKind, DecodeError> {
     let ev: Event<'a> = serde_json::from_slice(data)
         .map_err(|e| DecodeError::json("malformed Responses event", &e))?;
+    *part = part_of(&ev);
     Ok(event_deltas(ev, out))
+}
+
+/// The part of the answer a delta event builds: (`output_index`, `content_index`,
+/// `summary_index`).
+type PartKey = (u32, u32, u32);
+
+/// The part a `….delta` event builds (`None`: another kind of event).
+fn part_of(ev: &Event<'_>) -> Option<PartKey> {
+    ev.kind.ends_with(".delta").then(|| {
+        (
+            ev.output_index.unwrap_or(0),
+            ev.content_index.unwrap_or(0),
+            ev.summary_index.unwrap_or(0),
+        )
+    })
 }
 
 /// The deltas and kind of one event, however it was read (serde_json or [`skim_event`]).
@@ -494,6 +543,7 @@ impl Protocol for OpenAiResponses {
         Ok(ParsedRequest {
             session: None,
             stream: req.stream.unwrap_or(false),
+            choices: None,
             model: req.model,
             conversation: Conversation { messages, tools },
             unreadable_input: false,

@@ -63,6 +63,11 @@ pub fn check_payload(
                 "the upstream's answer has too many choices or tool calls to check",
             ));
         }
+        if d.choice().is_some_and(|c| !guard.choice_expected(c)) {
+            return Err(Stop::Unchecked(
+                "the upstream answered a choice the request did not ask for (an index past its n)",
+            ));
+        }
         if !guard.repeat_is_verified(d) {
             return Err(Stop::Unchecked(if guard.full_text_dropped() {
                 "the upstream's answer is too long to verify the text it repeats"

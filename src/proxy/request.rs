@@ -700,6 +700,9 @@ fn request_guard(rt: &Runtime, policy: &Arc<Policy>, parsed: &ParsedRequest) -> 
     let history = policy.tool_history(&parsed.conversation);
     let mut guard = exchange_guard(rt, policy, history, parsed.model.as_deref());
     guard.answer(parsed.stream);
+    if let Some(n) = parsed.choices {
+        guard.expect_choices(n);
+    }
     guard
 }
 

@@ -217,7 +217,32 @@ def clean_nonstream(client: anthropic.Anthropic) -> Dict[str, Any]:
     }
 
 
+def blocks_as_built(client: anthropic.Anthropic) -> Dict[str, Any]:
+    """Each text block as the SDK builds it (`current_message_snapshot`, what
+    `get_final_message()` returns), and how the stream ended."""
+    stream_ref: List[Any] = []
+
+    def blocks() -> List[str]:
+        if not stream_ref:
+            return []
+        try:
+            snapshot = stream_ref[0].current_message_snapshot
+        except Exception:  # noqa: BLE001 - no snapshot before the first event
+            return []
+        return [b.text for b in snapshot.content if b.type == "text"]
+
+    try:
+        with client.messages.stream(model=MODEL, max_tokens=MAX_TOKENS, messages=user(CLEAN_PROMPT)) as stream:
+            stream_ref.append(stream)
+            for _ in stream:
+                pass
+    except anthropic.APIError as e:
+        return {"blocks": blocks(), **error_fields(e)}
+    return {"blocks": blocks(), "exception": None}
+
+
 SCENARIOS: Dict[str, Callable[[anthropic.Anthropic], Dict[str, Any]]] = {
+    "blocks_as_built": blocks_as_built,
     "clean_stream": clean_stream,
     "clean_stream_raw": clean_stream_raw,
     "blocked_stream": blocked_stream,

@@ -189,7 +189,20 @@ def clean_nonstream(client: genai.Client) -> Dict[str, Any]:
     }
 
 
+def text_by_position(client: genai.Client) -> Dict[str, Any]:
+    """The text as `chunk.text` builds it (the first candidate by position), and how the stream
+    ended."""
+    text = ""
+    try:
+        for chunk in client.models.generate_content_stream(model=MODEL, contents=CLEAN_PROMPT):
+            text += chunk.text or ""
+    except errors.APIError as e:
+        return {"text": text, **error_fields(e)}
+    return {"text": text, "exception": None}
+
+
 SCENARIOS: Dict[str, Callable[[genai.Client], Dict[str, Any]]] = {
+    "text_by_position": text_by_position,
     "clean_stream": clean_stream,
     "blocked_stream": blocked_stream,
     "blocked_function_call": blocked_function_call,

@@ -27,7 +27,7 @@ Output, exit status, deadline and the prompts' contract: see sdk_harness.py.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, Iterable, List
 
 import openai
 
@@ -238,7 +238,33 @@ def rate_limited(client: openai.OpenAI) -> Dict[str, Any]:
     raise ScenarioFailed("the second call over rpm_limit: 1 was not refused")
 
 
+def _by_position(chunks: Callable[[], Iterable[Any]], text_of: Callable[[Any], Any]) -> Dict[str, Any]:
+    """The text as an app that reads `chunk.choices[0]` (by position, as the SDK's examples
+    do) builds it, and how the stream ended."""
+    text = ""
+    try:
+        for chunk in chunks():
+            if chunk.choices:
+                text += text_of(chunk.choices[0]) or ""
+    except openai.APIError as e:
+        return {"text": text, **error_fields(e)}
+    return {"text": text, "exception": None}
+
+
+def chat_by_position(client: openai.OpenAI) -> Dict[str, Any]:
+    return _by_position(
+        lambda: client.chat.completions.create(model=MODEL, messages=user(CLEAN_PROMPT), stream=True),
+        lambda c: c.delta.content,
+    )
+
+
+def completion_by_position(client: openai.OpenAI) -> Dict[str, Any]:
+    return _by_position(lambda: _completion_stream(client), lambda c: c.text)
+
+
 SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
+    "chat_by_position": chat_by_position,
+    "completion_by_position": completion_by_position,
     "rate_limited": rate_limited,
     "completion_blocked": completion_blocked,
     "completion_clean": completion_clean,

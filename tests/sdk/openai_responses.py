@@ -190,7 +190,22 @@ def clean_nonstream(client: openai.OpenAI) -> Dict[str, Any]:
     return {"output_text": response.output_text, "status": response.status, "id": response.id}
 
 
+def snapshots(client: openai.OpenAI) -> Dict[str, Any]:
+    """The `snapshot` of each text delta event of `responses.stream()` (the part's text so far,
+    what a UI renders while streaming), and how the stream ended."""
+    seen: List[str] = []
+    try:
+        with client.responses.stream(model=MODEL, input=CLEAN_PROMPT) as stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    seen.append(event.snapshot)
+    except openai.APIError as e:
+        return {"snapshots": seen, **error_fields(e)}
+    return {"snapshots": seen, "exception": None}
+
+
 SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
+    "snapshots": snapshots,
     "clean_stream": clean_stream,
     "clean_stream_helper": clean_stream_helper,
     "blocked_stream": blocked_stream,

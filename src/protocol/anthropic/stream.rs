@@ -94,6 +94,10 @@ pub(super) static STRUCTURAL: Structural = Structural {
 #[derive(Default)]
 pub(super) struct MessagesStream {
     blocks: std::collections::HashMap<u32, BlockKind>,
+    /// Each block's text in one run of its channel's (`runs.rs`): the SDK builds each block
+    /// alone. (A tool's input has a channel of its own per block.)
+    content_runs: crate::protocol::runs::Runs<u32>,
+    reasoning_runs: crate::protocol::runs::Runs<u32>,
     /// The last text delta event, which the next ones most likely repeat but for their text.
     pub(super) template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
@@ -108,6 +112,29 @@ pub(super) const MAX_BLOCKS: usize = 16_384;
 impl MessagesStream {
     fn kind_of(&self, index: u32) -> BlockKind {
         self.blocks.get(&index).copied().unwrap_or(BlockKind::Other)
+    }
+
+    /// The texts `deltas` of block `index` read. A new run drops the template: a template
+    /// matches only events of the block it was made from (`index` is no hole), so every event
+    /// that goes by it is of its channel's current run.
+    fn enter(&mut self, index: u32, deltas: &[Delta<'_>]) -> Result<(), DecodeError> {
+        for d in deltas {
+            let runs = match d {
+                Delta::Text {
+                    channel: Channel::Content,
+                    ..
+                } => &mut self.content_runs,
+                Delta::Text {
+                    channel: Channel::Reasoning,
+                    ..
+                } => &mut self.reasoning_runs,
+                _ => continue,
+            };
+            if runs.enter(index)? {
+                self.template = None;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -149,6 +176,7 @@ impl StreamDecoder for MessagesStream {
                     )));
                 }
                 self.blocks.insert(index, kind);
+                let before = out.len();
                 match kind {
                     BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
                     BlockKind::Thinking => {
@@ -162,6 +190,7 @@ impl StreamDecoder for MessagesStream {
                     }),
                     BlockKind::Other => {}
                 }
+                self.enter(index, &out[before..])?;
                 Ok(FrameKind::Data)
             }
             "content_block_delta" => {
@@ -191,6 +220,7 @@ impl StreamDecoder for MessagesStream {
                         }
                     }
                 }
+                self.enter(index, &out[before..])?;
                 if stateless {
                     let deltas = &out[before..];
                     FrameTemplate::record(

@@ -62,11 +62,13 @@ pub(super) fn read<'a>(
     data: &'a [u8],
     out: &mut Vec<Delta<'a>>,
     identifiers: &mut Vec<Range<usize>>,
+    part: &mut Option<super::PartKey>,
 ) -> Option<(FrameKind, bool)> {
     let mut s = Skim::new(data);
     let mut texts = Texts::default();
     let ev = event(&mut s, &mut texts).ok()?;
     s.end().ok()?;
+    *part = super::part_of(&ev);
     let before = out.len();
     let kind = event_deltas(ev, out);
     let delivered = &out[before..];
@@ -196,6 +198,14 @@ fn event<'a>(s: &mut Skim<'a>, texts: &mut Texts) -> Skimmed<Event<'a>> {
             b"output_index" => {
                 once(&mut seen, 2)?;
                 ev.output_index = if s.null() { None } else { Some(s.u32()?) };
+            }
+            b"content_index" => {
+                once(&mut seen, 2048)?;
+                ev.content_index = if s.null() { None } else { Some(s.u32()?) };
+            }
+            b"summary_index" => {
+                once(&mut seen, 4096)?;
+                ev.summary_index = if s.null() { None } else { Some(s.u32()?) };
             }
             b"delta" => {
                 once(&mut seen, 4)?;

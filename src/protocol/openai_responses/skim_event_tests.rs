@@ -39,7 +39,7 @@ fn decoder(data: &[u8]) -> Outcome {
 /// serde_json, and the fallback walking the whole event.
 fn reference(data: &[u8]) -> Outcome {
     let mut out = Vec::new();
-    let kind = decode_event(data, &mut out).map_err(|_| ())?;
+    let kind = decode_event(data, &mut out, &mut None).map_err(|_| ())?;
     let (k, deltas, found) = outcome(kind, &out, data, false);
     Ok((k, deltas, found, fallback_identifiers(data)))
 }
@@ -328,7 +328,7 @@ fn well_formed_events_take_the_fast_path() {
     for seed in 0..2000 {
         let data = event(&mut gen(seed), false);
         let mut out = Vec::new();
-        let read = read(data.as_bytes(), &mut out, &mut Vec::new());
+        let read = read(data.as_bytes(), &mut out, &mut Vec::new(), &mut None);
         assert!(read.is_some(), "not read by the fast path: {data}");
         promised += usize::from(read.is_some_and(|(_, fully_read)| fully_read));
     }
@@ -369,7 +369,7 @@ fn closing_events_skip_serde_and_the_fallback() {
     for (data, kind) in &events {
         let mut out = Vec::new();
         assert_eq!(
-            read(data.as_bytes(), &mut out, &mut Vec::new()),
+            read(data.as_bytes(), &mut out, &mut Vec::new(), &mut None),
             Some((*kind, true)),
             "{data}"
         );
@@ -388,20 +388,30 @@ fn closing_events_skip_serde_and_the_fallback() {
     let escaped = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"text":"Hello\nworld"}"#;
     let mut out = Vec::new();
     assert_eq!(
-        read(escaped.as_bytes(), &mut out, &mut Vec::new()),
+        read(escaped.as_bytes(), &mut out, &mut Vec::new(), &mut None),
         Some((FrameKind::Data, false))
     );
     // An unknown member with a string: the fallback reads it.
     let unknown = r#"{"type":"response.output_text.done","output_index":0,"text":"Hello world","note":"psst"}"#;
     assert_eq!(
-        read(unknown.as_bytes(), &mut Vec::new(), &mut Vec::new()),
+        read(
+            unknown.as_bytes(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut None
+        ),
         Some((FrameKind::Data, false))
     );
     assert_eq!(decoder(unknown.as_bytes()), reference(unknown.as_bytes()));
     // A text read but not delivered (a part in an event that repeats none): read as before.
     let undelivered = r#"{"type":"response.output_text.done","text":"a","part":{"text":"b"}}"#;
     assert_eq!(
-        read(undelivered.as_bytes(), &mut Vec::new(), &mut Vec::new()),
+        read(
+            undelivered.as_bytes(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut None
+        ),
         Some((FrameKind::Data, false))
     );
 }
