@@ -140,7 +140,8 @@ fn store_error(e: redis::RedisError) -> StoreError {
 /// budget whose window ended started again). KEYS: 1 requests (sorted set of admissions),
 /// 2 tokens (hash second -> tokens), 3 budget (hash start, spent, reserved), 4 reservations
 /// (hash id -> "second tokens micro"), 5 their expiries (sorted set).
-/// ARGV 1..4: rpm, tpm, budget max (micro-USD), budget duration (ms); 0: none.
+/// ARGV 1..4: rpm, tpm, budget max (micro-USD), budget duration (ms); 0: none. What a key has
+/// no limit for is neither read nor aged (a key with `rpm_limit` alone costs seven calls).
 const PRELUDE: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -149,7 +150,9 @@ local rpm = tonumber(ARGV[1])
 local tpm = tonumber(ARGV[2])
 local bmax = tonumber(ARGV[3])
 local bdur = tonumber(ARGV[4])
-local stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
+local holds = tpm > 0 or bmax > 0
+local stale = {}
+if holds then stale = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now) end
 for _, rid in ipairs(stale) do
   local v = redis.call('HGET', KEYS[4], rid)
   if v then
@@ -162,15 +165,18 @@ for _, rid in ipairs(stale) do
   end
   redis.call('ZREM', KEYS[5], rid)
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
-local nreq = redis.call('ZCARD', KEYS[1])
-local oldest_req, newest_req = -1, -1
+local nreq, oldest_req, newest_req = 0, -1, -1
+if rpm > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 60000)
+  nreq = redis.call('ZCARD', KEYS[1])
+end
 if nreq > 0 then
   oldest_req = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
   newest_req = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 end
 local tok, oldest_s, newest_s = 0, -1, -1
-local buckets = redis.call('HGETALL', KEYS[2])
+local buckets = {}
+if tpm > 0 then buckets = redis.call('HGETALL', KEYS[2]) end
 for i = 1, #buckets, 2 do
   local s, n = tonumber(buckets[i]), tonumber(buckets[i + 1])
   if s + 60 <= sec then
@@ -181,14 +187,19 @@ for i = 1, #buckets, 2 do
     if s > newest_s then newest_s = s end
   end
 end
-local start = tonumber(redis.call('HGET', KEYS[3], 'start') or '-1')
+local start, spent, reserved = -1, 0, 0
+if bmax > 0 then
+  local b = redis.call('HMGET', KEYS[3], 'start', 'spent', 'reserved')
+  start = tonumber(b[1] or '-1')
+  spent = tonumber(b[2] or '0')
+  reserved = tonumber(b[3] or '0')
+end
 if start >= 0 and bdur > 0 and now >= start + bdur then
   redis.call('HDEL', KEYS[3], 'start')
   redis.call('HSET', KEYS[3], 'spent', 0)
   start = -1
+  spent = 0
 end
-local spent = tonumber(redis.call('HGET', KEYS[3], 'spent') or '0')
-local reserved = tonumber(redis.call('HGET', KEYS[3], 'reserved') or '0')
 local function budget_ttl(ttl)
   if bdur > 0 then redis.call('PEXPIRE', KEYS[3], bdur + ttl) else redis.call('PERSIST', KEYS[3]) end
 end
@@ -263,9 +274,13 @@ if limit == 0 then
     reserved = reserved + micro
     budget_ttl(ttl)
   end
-  redis.call('HSET', KEYS[4], id, sec .. ' ' .. tokens .. ' ' .. micro)
-  redis.call('ZADD', KEYS[5], now + ttl, id)
-  reservations_ttl(ttl)
+  -- A reservation that holds nothing (a key with `rpm_limit` alone) is not kept: its request
+  -- is counted, and there is nothing to settle.
+  if holds then
+    redis.call('HSET', KEYS[4], id, sec .. ' ' .. tokens .. ' ' .. micro)
+    redis.call('ZADD', KEYS[5], now + ttl, id)
+    reservations_ttl(ttl)
+  end
 end
 local c = counts()
 table.insert(c, 1, retry)
@@ -413,6 +428,10 @@ impl LimitStore for RedisLimits {
         used: Used,
     ) -> StoreFuture<'a, ()> {
         Box::pin(async move {
+            // A key with `rpm_limit` alone reserved nothing to settle (see RESERVE).
+            if limits.tpm.is_none() && limits.budget.is_none() {
+                return Ok(());
+            }
             let mut args = Self::limit_args(limits);
             args.extend([
                 id.to_owned(),
