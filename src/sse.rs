@@ -28,9 +28,10 @@ pub struct SseFields<'a> {
     pub id: Option<&'a [u8]>,
     /// Value of the last `retry:` line, if any.
     pub retry: Option<&'a [u8]>,
-    /// A comment holds a character some clients break lines at (`breaks_for_some_reader`):
-    /// the rest of it is a line of its own to them (`data: …` behind a U+2028).
-    pub comment_breaks_for_some_reader: bool,
+    /// A line — a comment or a field, `data` included — holds a character some clients break
+    /// lines at (`breaks_for_some_reader`): the rest of it is a line of its own to them
+    /// (`data: …` behind a U+2028 in an `event:` line).
+    pub line_breaks_for_some_reader: bool,
     /// A line names a field the SSE standard does not define: ignored by the standard, read by
     /// some clients all the same (google-genai hands a line that is not `data: …` to its JSON
     /// reader; a `data` behind a byte-order mark is data to a client that drops the mark).
@@ -41,8 +42,8 @@ impl SseFrame {
     pub fn fields(&self) -> SseFields<'_> {
         let mut out = SseFields::default();
         for line in lines(&self.raw) {
+            out.line_breaks_for_some_reader |= breaks_for_some_reader(line);
             let Some((name, value)) = field(line) else {
-                out.comment_breaks_for_some_reader |= breaks_for_some_reader(line);
                 continue;
             };
             match name {
@@ -64,6 +65,15 @@ impl SseFrame {
             }
         }
         out
+    }
+
+    /// The values of every `event`, `id` and `retry` line, in order (a frame may repeat one;
+    /// the standard keeps the last, a client that reads lines raw reads them all).
+    pub fn field_values(&self) -> impl Iterator<Item = &[u8]> {
+        lines(&self.raw).filter_map(|line| match field(line) {
+            Some((b"event" | b"id" | b"retry", value)) => Some(value),
+            _ => None,
+        })
     }
 
     /// True when the frame carries nothing a client could read: only comments (keep-alives),
@@ -150,6 +160,10 @@ impl SseFrame {
 /// SDKs read event streams with) breaks lines at besides CR and LF: VT, FF, FS, GS, RS, NEL,
 /// U+2028, U+2029.
 fn breaks_for_some_reader(line: &[u8]) -> bool {
+    // One pass that finds none in nearly every line (ASCII text, or text without C2/E2 leads).
+    if !line.iter().any(|&b| b < 0x20 || b == 0xc2 || b == 0xe2) {
+        return false;
+    }
     line.iter().any(|b| matches!(b, 0x0b | 0x0c | 0x1c..=0x1e))
         || line.windows(2).any(|w| w == [0xc2, 0x85])
         || line
@@ -516,7 +530,7 @@ mod tests {
             raw: Bytes::from_static(b": keep-alive\n\n"),
         };
         assert_eq!(c.fields().data, None);
-        assert!(c.is_inert() && !c.fields().comment_breaks_for_some_reader);
+        assert!(c.is_inert() && !c.fields().line_breaks_for_some_reader);
         // Review 14: a comment some clients read as two lines (httpx's `aiter_lines` breaks at
         // U+2028, NEL, VT, FF, FS, GS, RS) is no keep-alive.
         for sep in [
@@ -526,7 +540,7 @@ mod tests {
                 raw: Bytes::from(format!(": k{sep}data: {{\"a\":1}}\n\n")),
             };
             assert!(
-                !f.is_inert() && f.fields().comment_breaks_for_some_reader,
+                !f.is_inert() && f.fields().line_breaks_for_some_reader,
                 "{sep:?}"
             );
             assert!(!f.has_only_standard_fields(), "{sep:?}");
@@ -551,7 +565,7 @@ mod tests {
                             let f = SseFrame {
                                 raw: Bytes::from(f.clone()),
                             };
-                            f.fields().comment_breaks_for_some_reader && !f.is_inert()
+                            f.fields().line_breaks_for_some_reader && !f.is_inert()
                         })
                         .collect();
                     assert_eq!(flagged, [false, true, false], "{sep:?} split {i} {j}");

@@ -183,6 +183,48 @@ async fn frames_without_data_carrying_text_and_unfinished_frames_fail_closed() {
             assert!(text.ends_with(&unknown), "{} {line:?}: {text}", p.name);
             assert!(!text.contains("forbidden"), "{}: {text}", p.name);
         }
+        // The `event`, `id` and `retry` values of a frame with data reach a client too (the
+        // text of google-genai's exception): checked, an identifier by the secret patterns and
+        // anything else as text. A blocked one ends the stream with the block.
+        for line in [
+            "event: the forbidden fruit",
+            "id: the forbidden fruit",
+            "retry: forbidden fruit",
+        ] {
+            let mut f = frames.clone();
+            f[first] = format!("{line}\n{}", f[first]);
+            let (a, _) = stream_through(&p, f.concat(), vec![]).await;
+            let text = a.text();
+            assert!(
+                !text.contains("forbidden fruit"),
+                "{} {line:?}: {text}",
+                p.name
+            );
+            assert!(blocked(&text), "{} {line:?}: {text}", p.name);
+        }
+        // A character Python's line reader (httpx's `aiter_lines`, the a2a-sdk's) breaks lines
+        // at, in any line of a frame: the rest is a line of its own to that reader (`data: …`).
+        let breaks = error_frame(
+            &p,
+            &GatewayError::Upstream(
+                "the upstream sent a line holding a line break some clients read (U+2028, NEL, VT, FF, …)"
+                    .into(),
+            ),
+        );
+        for (field, ch) in [
+            ("event", '\u{2028}'),
+            ("id", '\u{2029}'),
+            ("data", '\u{85}'),
+            ("event", '\u{b}'),
+            (":", '\u{1e}'),
+        ] {
+            let mut f = frames.clone();
+            f[first] = format!("{field}: x{ch}data: the forbidden fruit\n{}", f[first]);
+            let (a, _) = stream_through(&p, f.concat(), vec![]).await;
+            let text = a.text();
+            assert!(text.ends_with(&breaks), "{} {field} {ch:?}: {text}", p.name);
+            assert!(!text.contains("forbidden"), "{}: {text}", p.name);
+        }
         // Bytes of a frame that never ends.
         let mut f = frames[..frames.len() - 1].to_vec();
         f.push(frames[frames.len() - 1].trim_end().to_owned());

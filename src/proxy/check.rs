@@ -222,6 +222,40 @@ fn check_complete(
     Ok(())
 }
 
+/// The [`Channel::Other`] of a frame's `event`, `id` and `retry` values.
+const FIELD_VALUES: u32 = u32::MAX - 3;
+
+/// A frame's `event`, `id` and `retry` values reach the client too (google-genai puts a line
+/// that is not `data:` in the exception it raises): an identifier meets the secret and PII
+/// patterns (each value once per stream), anything else is read as a text of its own.
+pub fn field_values<'a>(
+    guard: &mut ExchangeGuard,
+    values: impl Iterator<Item = &'a [u8]>,
+) -> Result<(), Stop> {
+    for value in values {
+        let Ok(value) = std::str::from_utf8(value) else {
+            return Err(Stop::Unchecked(
+                "the upstream sent a field that is not UTF-8",
+            ));
+        };
+        if crate::protocol::identifier::is_identifier(value) {
+            guard.check_identifier(value)?;
+        } else {
+            let text = Cow::Borrowed(value);
+            check_complete(
+                guard,
+                0,
+                FIELD_VALUES,
+                text,
+                None,
+                &mut Needs::new(),
+                &mut Vec::new(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn note_need(needs: &mut Needs, ch: ChannelId, pos: u64) {
     // From the back: a channel's texts come together (the last one noted, nearly always).
     match needs.iter_mut().rev().find(|(c, _)| *c == ch) {

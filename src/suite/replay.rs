@@ -387,6 +387,12 @@ fn streamed_answer(
             ));
         };
         // (As the proxy decides it: `proxy/body/pipeline.rs`.)
+        if fields.line_breaks_for_some_reader {
+            return Err(refused(
+                Stage::OnChunk,
+                "the upstream sent a line holding a line break some clients read (U+2028, NEL, VT, FF, …)",
+            ));
+        }
         if fields.unknown_field {
             return Err(refused(
                 Stage::OnChunk,
@@ -412,6 +418,11 @@ fn streamed_answer(
             ..fallback
         };
         on_chunk(guard, &frame_deltas, &data, fallback, &mut Vec::new())?;
+        match crate::proxy::check::field_values(guard, frame.field_values()) {
+            Ok(()) => {}
+            Err(Stop::Violation(f)) => return Err(blocked(guard.policy(), Stage::OnChunk, &f)),
+            Err(Stop::Unchecked(why)) => return Err(refused(Stage::OnChunk, why)),
+        }
         if matches!(
             kind,
             protocol::FrameKind::Terminal | protocol::FrameKind::UpstreamError

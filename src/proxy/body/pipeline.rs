@@ -126,9 +126,9 @@ impl FramePipeline {
         let frame = frame.without_comment_text();
         let fields = frame.fields();
         // Fail closed: a comment some clients read as more lines than guardwire does.
-        if fields.comment_breaks_for_some_reader {
+        if fields.line_breaks_for_some_reader {
             return Step::Stop(Stop::Malformed(
-                "the upstream sent a comment holding a line break some clients read (U+2028, NEL, VT, FF, …)",
+                "the upstream sent a line holding a line break some clients read (U+2028, NEL, VT, FF, …)",
             ));
         }
         let Some(data) = fields.data else {
@@ -171,7 +171,9 @@ impl FramePipeline {
             fully_read: self.decoder.fully_read(),
             ..self.fallback
         };
-        match check::check_payload(guard, &deltas, &data, fallback, &mut needs, &mut spans) {
+        let checked = check::check_payload(guard, &deltas, &data, fallback, &mut needs, &mut spans)
+            .and_then(|()| check::field_values(guard, frame.field_values()));
+        match checked {
             Ok(()) => {}
             Err(check::Stop::Violation(finding)) => return Step::Stop(Stop::Violation(finding)),
             Err(check::Stop::Unchecked(why)) => return Step::Stop(Stop::Malformed(why)),
