@@ -3,8 +3,9 @@
 //! its own deltas, or take `choices[0]` of each chunk by position, while guardwire reads each
 //! channel in arrival order. A banned word split across two parts that the reader joins — a
 //! choice index past the request's `n`, a Gemini candidate past `candidateCount`, Anthropic
-//! blocks or Responses parts whose deltas interleave — must not reach the reader: the stream
-//! ends with the protocol's error (docs/protocols.md, "Parts of an answer").
+//! blocks or Responses parts whose deltas interleave or that start out of place — must not
+//! reach the reader: the stream ends with the protocol's error (docs/protocols.md, "Parts of
+//! an answer").
 //!
 //! `#[ignore]`d like every SDK test: `tests/run` runs them with the SDK venv.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -153,7 +154,28 @@ async fn anthropic_blocks_whose_deltas_interleave_are_refused() {
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ]);
-    for report in run(&body, &Sdk::anthropic(), "blocks_as_built").await {
+    // The SDK appends a started block to its list whatever its `index`, and applies a delta
+    // to the block at that position: blocks started out of place (index 1 first) would be
+    // other blocks to it than to the checks.
+    let out_of_place = sse_events(&[
+        (
+            "message_start",
+            json!({"type": "message_start", "message": message}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": HEAD}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "x "}}),
+        ),
+        ("content_block_delta", delta(0, TAIL)),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]);
+    let mut reports = run(&body, &Sdk::anthropic(), "blocks_as_built").await;
+    reports.extend(run(&out_of_place, &Sdk::anthropic(), "blocks_as_built").await);
+    for report in reports {
         let blocks: Vec<&str> = report["blocks"]
             .as_array()
             .unwrap()
@@ -196,7 +218,31 @@ async fn responses_parts_whose_deltas_interleave_are_refused() {
         ));
     }
     let body = sse_events(&events);
-    for report in run(&body, &Sdk::openai_responses(), "snapshots").await {
+    // The SDK appends an added part to its item's list whatever its `content_index`, and
+    // applies a delta to the part at that position: a part added out of place is refused.
+    let mut out_of_place = events[..2].to_vec();
+    for (ci, text) in [(1, HEAD), (0, "x ")] {
+        out_of_place.push((
+            "response.content_part.added",
+            json!({"type": "response.content_part.added", "item_id": "msg_0", "output_index": 0,
+                   "content_index": ci, "part": {"type": "output_text", "text": text, "annotations": []}}),
+        ));
+    }
+    out_of_place.push((
+        "response.output_text.delta",
+        json!({"type": "response.output_text.delta", "item_id": "msg_0", "output_index": 0,
+               "content_index": 0, "delta": TAIL, "logprobs": []}),
+    ));
+    let mut reports = run(&body, &Sdk::openai_responses(), "snapshots").await;
+    reports.extend(
+        run(
+            &sse_events(&out_of_place),
+            &Sdk::openai_responses(),
+            "snapshots",
+        )
+        .await,
+    );
+    for report in reports {
         let snapshots: Vec<&str> = report["snapshots"]
             .as_array()
             .unwrap()

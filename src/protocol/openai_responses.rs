@@ -219,12 +219,36 @@ struct ResponsesStream {
     /// Each part's text in one run of its channel's (`runs.rs`): the SDK's snapshots build each
     /// part alone. Answer, refusal, reasoning (a call's arguments have a channel per item).
     runs: [super::runs::Runs<PartKey>; 3],
+    /// Parts added so far to each output item (`true`: its reasoning summary's).
+    parts_added: std::collections::HashMap<(bool, u32), u32>,
     /// The last text delta event, which the next ones most likely repeat but for their text.
     template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
     fully_read: bool,
     /// Its identifier-shaped strings the checks have not seen ([`StreamDecoder::identifiers`]).
     identifiers: Vec<std::ops::Range<usize>>,
+}
+
+impl ResponsesStream {
+    /// A part added to output item `output` at `index`: the SDK appends it to the item's list
+    /// and applies a delta to the part at the delta's index in that list, so a part added
+    /// anywhere but at the next place would be another part to the reader than to the checks.
+    fn added(&mut self, summary: bool, output: u32, index: u32) -> Result<(), DecodeError> {
+        if self.parts_added.len() >= super::runs::MAX_PARTS {
+            return Err(DecodeError(format!(
+                "an answer of more than {} streamed parts",
+                super::runs::MAX_PARTS
+            )));
+        }
+        let next = self.parts_added.entry((summary, output)).or_default();
+        if index != *next {
+            return Err(DecodeError(format!(
+                "a part added at index {index} of output item {output}, not at its place {next}"
+            )));
+        }
+        *next += 1;
+        Ok(())
+    }
 }
 
 impl StreamDecoder for ResponsesStream {
@@ -257,6 +281,18 @@ impl StreamDecoder for ResponsesStream {
                 kind
             }
             None => decode_event(data, out, &mut part)?,
+        };
+        let part = match part {
+            Some(PartEvent::Added {
+                summary,
+                output,
+                index,
+            }) => {
+                self.added(summary, output, index)?;
+                None
+            }
+            Some(PartEvent::Delta(key)) => Some(key),
+            None => None,
         };
         // A new run drops the template: a template matches only deltas of the part it was made
         // from (the indexes are no holes), so every event that goes by it is of the current run.
@@ -346,7 +382,7 @@ pub(super) static EVENT_STRUCTURAL: Structural = Structural {
 fn decode_event<'a>(
     data: &'a [u8],
     out: &mut Vec<Delta<'a>>,
-    part: &mut Option<PartKey>,
+    part: &mut Option<PartEvent>,
 ) -> Result<FrameKind, DecodeError> {
     let ev: Event<'a> = serde_json::from_slice(data)
         .map_err(|e| DecodeError::json("malformed Responses event", &e))?;
@@ -358,15 +394,38 @@ fn decode_event<'a>(
 /// `summary_index`).
 type PartKey = (u32, u32, u32);
 
-/// The part a `….delta` event builds (`None`: another kind of event).
-fn part_of(ev: &Event<'_>) -> Option<PartKey> {
-    ev.kind.ends_with(".delta").then(|| {
-        (
-            ev.output_index.unwrap_or(0),
+/// What an event does to the answer's parts.
+enum PartEvent {
+    /// A `….delta` event builds this part.
+    Delta(PartKey),
+    /// A part is added to output item `output` at `index` (`summary`: to its reasoning summary).
+    Added {
+        summary: bool,
+        output: u32,
+        index: u32,
+    },
+}
+
+fn part_of(ev: &Event<'_>) -> Option<PartEvent> {
+    let output = ev.output_index.unwrap_or(0);
+    match &*ev.kind {
+        "response.content_part.added" => Some(PartEvent::Added {
+            summary: false,
+            output,
+            index: ev.content_index.unwrap_or(0),
+        }),
+        "response.reasoning_summary_part.added" => Some(PartEvent::Added {
+            summary: true,
+            output,
+            index: ev.summary_index.unwrap_or(0),
+        }),
+        kind if kind.ends_with(".delta") => Some(PartEvent::Delta((
+            output,
             ev.content_index.unwrap_or(0),
             ev.summary_index.unwrap_or(0),
-        )
-    })
+        ))),
+        _ => None,
+    }
 }
 
 /// The deltas and kind of one event, however it was read (serde_json or [`skim_event`]).

@@ -170,9 +170,18 @@ impl StreamDecoder for MessagesStream {
                 };
                 // Indexed, and bounded: one answer's blocks cost linear work and bounded
                 // memory (an answer past the bound is not checked: fail closed).
-                if self.blocks.len() >= MAX_BLOCKS && !self.blocks.contains_key(&index) {
+                if self.blocks.len() >= MAX_BLOCKS {
                     return Err(DecodeError(format!(
                         "an Anthropic answer with more than {MAX_BLOCKS} content blocks"
+                    )));
+                }
+                // The SDK appends each started block to its list and applies a delta to the
+                // block at the delta's `index` in that list: a block started at any index but
+                // the next place would be another block to the reader than to the checks.
+                if index as usize != self.blocks.len() {
+                    return Err(DecodeError(format!(
+                        "a content block started at index {index}, not at its place {}",
+                        self.blocks.len()
                     )));
                 }
                 self.blocks.insert(index, kind);

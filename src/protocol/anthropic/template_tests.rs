@@ -8,6 +8,7 @@ use crate::protocol::openai_chat::skim_tests::Gen;
 
 static SUB: Subject<MessagesStream> = Subject {
     template: |d| d.template.as_ref(),
+    forget: |d| d.template = None,
     structural: &STRUCTURAL,
     prelude: &[
         r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,

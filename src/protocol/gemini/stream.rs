@@ -19,7 +19,7 @@ pub(super) struct GeminiStream {
     finished: bool,
     /// The last chunk that was one text delta, which the next ones most likely repeat but for
     /// their text.
-    template: Option<FrameTemplate>,
+    pub(super) template: Option<FrameTemplate>,
     /// The last chunk had no string the decoder did not read or know as structure.
     fully_read: bool,
     /// Its identifier-shaped strings the checks have not seen ([`StreamDecoder::identifiers`]).

@@ -9,6 +9,7 @@ use crate::protocol::openai_chat::skim_tests::Gen;
 
 static SUB: Subject<GeminiStream> = Subject {
     template: GeminiStream::template,
+    forget: |d| d.template = None,
     structural: &STRUCTURAL,
     prelude: &[],
     // Read with the stream's state (how many calls candidate 0 made).

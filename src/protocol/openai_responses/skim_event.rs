@@ -62,7 +62,7 @@ pub(super) fn read<'a>(
     data: &'a [u8],
     out: &mut Vec<Delta<'a>>,
     identifiers: &mut Vec<Range<usize>>,
-    part: &mut Option<super::PartKey>,
+    part: &mut Option<super::PartEvent>,
 ) -> Option<(FrameKind, bool)> {
     let mut s = Skim::new(data);
     let mut texts = Texts::default();

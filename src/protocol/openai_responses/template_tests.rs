@@ -8,6 +8,7 @@ use crate::protocol::openai_chat::skim_tests::Gen;
 
 static SUB: Subject<ResponsesStream> = Subject {
     template: |d| d.template.as_ref(),
+    forget: |d| d.template = None,
     structural: &EVENT_STRUCTURAL,
     prelude: &[],
     probe: r#"{"type":"response.output_text.done","text":"probe"}"#,
