@@ -76,7 +76,7 @@ impl Documents {
     ) -> Result<Option<String>, GatewayError> {
         let kind = classify(media_type);
         if kind == Kind::Media {
-            return Ok(None);
+            return Ok(text_in_media(data, decode_base64));
         }
         let bytes = decode_base64(data).ok_or_else(|| bad(path, "is not valid base64"))?;
         Ok(self.bytes(kind, media_type, bytes, path))
@@ -90,7 +90,10 @@ impl Documents {
         let media_type = Some(&*media_type);
         let kind = classify(media_type);
         if kind == Kind::Media {
-            return Ok(None);
+            return Ok(match data {
+                DataUrl::Base64(b) => text_in_media(b, decode_base64),
+                DataUrl::Percent(p) => text_in_media(p, percent_decode),
+            });
         }
         let bytes = match data {
             DataUrl::Base64(b) => {
@@ -117,13 +120,13 @@ impl Documents {
         let processed = data_url::DataUrl::process(url).ok()?;
         let mime = processed.mime_type();
         let media_type = format!("{}/{}", mime.type_, mime.subtype);
-        if classify(Some(&media_type)) == Kind::Media {
-            return Some(None);
-        }
         let bytes = match processed.decode_to_vec() {
             Ok((body, _)) => body,
             Err(_) => lenient_base64(url),
         };
+        if classify(Some(&media_type)) == Kind::Media {
+            return Some(String::from_utf8(bytes).ok());
+        }
         // (A charset not read: what a reader that ignores it reads, and no more — this reader
         // has no way to refuse; the inline documents of requests do, `bytes`.)
         let declared = mime
@@ -195,6 +198,34 @@ pub fn media_type_of_name(name: Option<&str>) -> Option<&'static str> {
         "yaml" | "yml" => "application/yaml",
         _ => return None,
     })
+}
+
+/// Bytes said to be an image or audio that are UTF-8 text all the same: a reader that ignores
+/// the media type (an app decoding an A2A `raw` part, a model handed the file) reads that text,
+/// so the checks read it too. A real image or sound is not UTF-8 within its first bytes (PNG,
+/// JPEG, WAV, MP3 headers), so only a prefix of it is decoded: its cost stays small.
+fn text_in_media(data: &str, decode: impl Fn(&str) -> Option<Vec<u8>>) -> Option<String> {
+    // 1024 characters of base64 (or of percent-encoding): at least 256 bytes.
+    let mut cut = data.len().min(1024);
+    while !data.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut < data.len() {
+        let prefix = &data[..cut - cut % 4];
+        let text_so_far = match decode(prefix) {
+            Some(bytes) => match std::str::from_utf8(&bytes) {
+                Ok(_) => true,
+                // A character cut at the end of the prefix is no proof.
+                Err(e) => e.error_len().is_none(),
+            },
+            // A prefix a decoder reads differently (a `%` escape cut): decide on the whole.
+            None => true,
+        };
+        if !text_so_far {
+            return None;
+        }
+    }
+    String::from_utf8(decode(data)?).ok()
 }
 
 /// Whether `s` starts with the `data:` scheme (any case).
@@ -386,7 +417,7 @@ mod tests {
             assert!(text.contains("the forbidden fruit"), "{url}: {text:?}");
         }
         assert_eq!(
-            Documents::data_url_payload("data:image/png;base64,AAAA"),
+            Documents::data_url_payload("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA"),
             Some(None)
         );
         assert_eq!(Documents::data_url_payload("https://x/y"), None);
@@ -428,7 +459,27 @@ mod tests {
             d.base64(Some("image/png"), "!!not base64", "p").unwrap(),
             None
         );
-        assert_eq!(d.base64(Some("audio/wav"), "AAAA", "p").unwrap(), None);
+        assert_eq!(
+            d.base64(Some("audio/wav"), "iVBORw0KGgoAAAANSUhEUgAA", "p")
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            d.base64(Some("image/png"), "Zm9yYmlkZGVuIGZydWl0", "p")
+                .unwrap()
+                .as_deref(),
+            Some("forbidden fruit")
+        );
+        // Only a prefix of real media is decoded; text past it is read whole.
+        let long = "Zm9y".repeat(2000);
+        assert_eq!(
+            d.base64(Some("image/png"), &long, "p")
+                .unwrap()
+                .map(|t| t.len()),
+            Some(6000)
+        );
+        let binary = format!("iVBORw0KGgoAAAANSUhEUgAA{}", "Zm9y".repeat(2000));
+        assert_eq!(d.base64(Some("image/png"), &binary, "p").unwrap(), None);
         assert!(d.unreadable.is_empty());
         for mt in [
             Some("application/pdf"),
@@ -483,7 +534,18 @@ mod tests {
                 .as_deref(),
             Some("forbidden fruit")
         );
-        assert_eq!(d.data_url("data:image/png;base64,AAAA", "f").unwrap(), None);
+        assert_eq!(
+            d.data_url("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA", "f")
+                .unwrap(),
+            None
+        );
+        // Said to be an image, UTF-8 text all the same: read as the text it is.
+        assert_eq!(
+            d.data_url("data:image/png;base64,Zm9yYmlkZGVuIGZydWl0", "f")
+                .unwrap()
+                .as_deref(),
+            Some("forbidden fruit")
+        );
         assert_eq!(
             d.data_url("data:application/pdf;base64,AAAA", "f").unwrap(),
             None
