@@ -874,7 +874,7 @@ async fn request_text_outside_the_modelled_fields_is_checked() {
     // Inline media and settings are not text; a clean request with them goes through.
     let clean = json!({"model":"m","messages":[{"role":"user","content":[
         {"type":"text","text":"what is this"},
-        {"type":"image_url","image_url":{"url":"data:image/png;base64,Zm9yYmlkZGVuIGZydWl0"}}]}],
+        {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA"}}]}],
         "tools":[{"type":"function","function":{"name":"f","description":"looks things up"}}]});
     let a = post_json(proxy.addr(), "/v1/chat/completions", clean.to_string()).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
@@ -1235,6 +1235,8 @@ const GEMINI: &str = "/v1beta/models/g:generateContent";
 /// "the forbidden fruit" and "a clean note", base64.
 const BAD_B64: &str = "dGhlIGZvcmJpZGRlbiBmcnVpdA==";
 const CLEAN_B64: &str = "YSBjbGVhbiBub3Rl";
+/// The first bytes of a PNG (its signature and IHDR header): not UTF-8.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAA";
 
 fn gemini_inline(mime: &str, data: &str) -> serde_json::Value {
     serde_json::json!({"contents":[{"role":"user","parts":[{"text":"read this"},{"inlineData":{"mimeType":mime,"data":data}}]}]})
@@ -1292,6 +1294,9 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
         &[
             // Text documents holding the phrase.
             (GEMINI, gemini_inline("text/plain", BAD_B64), blocked),
+            // Said to be media, text all the same: read as the text it is.
+            (GEMINI, gemini_inline("image/png", BAD_B64), blocked),
+            (GEMINI, gemini_inline("audio/wav", BAD_B64), blocked),
             ("/v1/chat/completions", chat_file(json!({"file_data":utf7_url})), blocked),
             ("/v1/chat/completions", chat_file(json!({"file_data":jis_twice})), blocked),
             ("/v1/chat/completions", chat_file(json!({"file_data":bom_url})), blocked),
@@ -1352,15 +1357,15 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
         ],
     )
     .await;
-    // Clean documents, and images and audio (exempt, whatever their bytes), go through.
+    // Clean documents, and images and audio (exempt unless their bytes are text), go through.
     let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;
     let both = "validators:\n  - type: banned_words\n    params: { words: [\"forbidden fruit\"], direction: both }\n";
     let proxy = start_proxy_all(&mock.base_url(), both, "").await;
     let clean_url = format!("data:text/plain;base64,{CLEAN_B64}");
     let clean = [
         (GEMINI, gemini_inline("text/plain", CLEAN_B64)),
-        (GEMINI, gemini_inline("image/png", BAD_B64)),
-        (GEMINI, gemini_inline("audio/wav", BAD_B64)),
+        (GEMINI, gemini_inline("image/png", PNG_B64)),
+        (GEMINI, gemini_inline("audio/wav", PNG_B64)),
         (
             "/v1/chat/completions",
             chat_file(json!({"file_data":clean_url})),
@@ -1373,7 +1378,7 @@ async fn inline_documents_are_read_and_unreadable_or_malformed_ones_refused() {
         ),
         (
             "/v1/messages",
-            json!({"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":BAD_B64}}]}]}),
+            json!({"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":PNG_B64}}]}]}),
         ),
         (
             "/v1/responses",
