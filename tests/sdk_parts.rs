@@ -173,8 +173,22 @@ async fn anthropic_blocks_whose_deltas_interleave_are_refused() {
         ("content_block_delta", delta(0, TAIL)),
         ("message_stop", json!({"type": "message_stop"})),
     ]);
+    // Both in place, block 1's delta before block 0's: `get_final_text()` joins the blocks in
+    // their order, guardwire's channel in arrival order; a delta is for the block started last.
+    let swapped = sse_events(&[
+        (
+            "message_start",
+            json!({"type": "message_start", "message": message}),
+        ),
+        ("content_block_start", start(0)),
+        ("content_block_start", start(1)),
+        ("content_block_delta", delta(1, TAIL)),
+        ("content_block_delta", delta(0, HEAD)),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]);
     let mut reports = run(&body, &Sdk::anthropic(), "blocks_as_built").await;
     reports.extend(run(&out_of_place, &Sdk::anthropic(), "blocks_as_built").await);
+    reports.extend(run(&swapped, &Sdk::anthropic(), "blocks_as_built").await);
     for report in reports {
         let blocks: Vec<&str> = report["blocks"]
             .as_array()
@@ -182,7 +196,8 @@ async fn anthropic_blocks_whose_deltas_interleave_are_refused() {
             .iter()
             .map(|b| b.as_str().unwrap())
             .collect();
-        assert_stopped_without_leak(&report, &blocks);
+        let joined = blocks.concat();
+        assert_stopped_without_leak(&report, &[&blocks[..], &[joined.as_str()]].concat());
     }
 }
 

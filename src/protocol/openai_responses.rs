@@ -221,6 +221,9 @@ struct ResponsesStream {
     runs: [super::runs::Runs<PartKey>; 3],
     /// Parts added so far to each output item (`true`: its reasoning summary's).
     parts_added: std::collections::HashMap<(bool, u32), u32>,
+    /// The part added last (output item, index), content parts and summary parts: a delta is
+    /// for it, once parts are announced.
+    last_added: [Option<(u32, u32)>; 2],
     /// The last text delta event, which the next ones most likely repeat but for their text.
     template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
@@ -247,7 +250,31 @@ impl ResponsesStream {
             )));
         }
         *next += 1;
+        self.last_added[usize::from(summary)] = Some((output, index));
+        self.template = None;
         Ok(())
+    }
+
+    /// A delta for `part` (output item, content index, summary index) of `kind`: providers
+    /// stream one part after another, so once parts are announced a delta is for the one added
+    /// last (for the SDK, part 1's delta before part 0's would join texts guardwire read apart).
+    fn in_last_part(
+        &self,
+        list: PartList,
+        (output, content, summary): PartKey,
+    ) -> Result<(), DecodeError> {
+        let (last, at) = match list {
+            PartList::Summary => (self.last_added[1], (output, summary)),
+            PartList::Content => (self.last_added[0], (output, content)),
+            PartList::None => return Ok(()),
+        };
+        match last {
+            Some(last) if last != at => Err(DecodeError(format!(
+                "a delta for part {} of output item {}, not for the part added last",
+                at.1, at.0
+            ))),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -291,7 +318,10 @@ impl StreamDecoder for ResponsesStream {
                 self.added(summary, output, index)?;
                 None
             }
-            Some(PartEvent::Delta(key)) => Some(key),
+            Some(PartEvent::Delta(key, list)) => {
+                self.in_last_part(list, key)?;
+                Some(key)
+            }
             None => None,
         };
         // A new run drops the template: a template matches only deltas of the part it was made
@@ -394,10 +424,19 @@ fn decode_event<'a>(
 /// `summary_index`).
 type PartKey = (u32, u32, u32);
 
+/// Which list of an output item's parts a delta's text builds.
+#[derive(Clone, Copy)]
+enum PartList {
+    Content,
+    Summary,
+    /// None (a call's arguments, and what is not a part's text).
+    None,
+}
+
 /// What an event does to the answer's parts.
 enum PartEvent {
     /// A `….delta` event builds this part.
-    Delta(PartKey),
+    Delta(PartKey, PartList),
     /// A part is added to output item `output` at `index` (`summary`: to its reasoning summary).
     Added {
         summary: bool,
@@ -419,11 +458,20 @@ fn part_of(ev: &Event<'_>) -> Option<PartEvent> {
             output,
             index: ev.summary_index.unwrap_or(0),
         }),
-        kind if kind.ends_with(".delta") => Some(PartEvent::Delta((
-            output,
-            ev.content_index.unwrap_or(0),
-            ev.summary_index.unwrap_or(0),
-        ))),
+        kind if kind.ends_with(".delta") => Some(PartEvent::Delta(
+            (
+                output,
+                ev.content_index.unwrap_or(0),
+                ev.summary_index.unwrap_or(0),
+            ),
+            match kind {
+                "response.output_text.delta"
+                | "response.refusal.delta"
+                | "response.reasoning_text.delta" => PartList::Content,
+                "response.reasoning_summary_text.delta" => PartList::Summary,
+                _ => PartList::None,
+            },
+        )),
         _ => None,
     }
 }

@@ -185,6 +185,9 @@ impl StreamDecoder for MessagesStream {
                     )));
                 }
                 self.blocks.insert(index, kind);
+                // Deltas now belong to this block: a template of another block's no longer
+                // applies.
+                self.template = None;
                 let before = out.len();
                 match kind {
                     BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
@@ -204,6 +207,14 @@ impl StreamDecoder for MessagesStream {
             }
             "content_block_delta" => {
                 let index = ev.index.unwrap_or(0);
+                // Providers stream one block after another: a delta for any block but the one
+                // started last would join, for the SDK, a text guardwire read elsewhere in its
+                // channel (block 1's delta before block 0's).
+                if self.blocks.len().checked_sub(1) != Some(index as usize) {
+                    return Err(DecodeError(format!(
+                        "a delta for content block {index}, not for the block started last"
+                    )));
+                }
                 let Some(d) = ev.delta else {
                     return Err(DecodeError("content_block_delta without a delta".into()));
                 };

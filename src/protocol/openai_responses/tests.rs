@@ -143,3 +143,42 @@ fn input_files_are_read_and_stored_content_noted() {
         ]
     );
 }
+
+/// Review round 5: two parts added in place, the second's delta first — for the SDK the parts
+/// join in their order, for the checks in arrival order: a delta is for the part added last.
+#[test]
+fn a_delta_is_for_the_part_added_last() {
+    let added = |ci: u32| {
+        format!(
+            r#"{{"type":"response.content_part.added","item_id":"m","output_index":0,"content_index":{ci},"part":{{"type":"output_text","text":"","annotations":[]}}}}"#
+        )
+    };
+    let delta = |ci: u32| {
+        format!(
+            r#"{{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":{ci},"delta":"x"}}"#
+        )
+    };
+    let mut dec = ResponsesStream::default();
+    for ok in [added(0), delta(0), added(1), delta(1)] {
+        assert!(
+            dec.decode(None, ok.as_bytes(), &mut Vec::new()).is_ok(),
+            "{ok}"
+        );
+    }
+    assert!(dec
+        .decode(None, delta(0).as_bytes(), &mut Vec::new())
+        .is_err());
+    let mut dec = ResponsesStream::default();
+    for ok in [added(0), added(1)] {
+        assert!(
+            dec.decode(None, ok.as_bytes(), &mut Vec::new()).is_ok(),
+            "{ok}"
+        );
+    }
+    assert!(dec
+        .decode(None, delta(0).as_bytes(), &mut Vec::new())
+        .is_err());
+    // A call's arguments are no part's text.
+    let args = r#"{"type":"response.function_call_arguments.delta","item_id":"f","output_index":1,"delta":"{}"}"#;
+    assert!(dec.decode(None, args.as_bytes(), &mut Vec::new()).is_ok());
+}
