@@ -43,6 +43,19 @@ impl Spending {
         }
     }
 
+    /// [`Spending::record`] for an exchange cut short whose output guardwire estimated: its
+    /// reservation settles at no less than it reserved (the provider bills what it generated,
+    /// not what was relayed).
+    pub fn record_cut_short(&self, guard: &ExchangeGuard) {
+        let (input, output) = guard.usage();
+        if let Some(r) = &self.reservation {
+            r.record_at_least_reserved(input, output);
+        }
+        if let Some(s) = &self.session {
+            s.record(input, output);
+        }
+    }
+
     /// Submits the exchange's eval turn. When this exchange adds its spend to its session,
     /// the turn waits for that and carries none of its own: the evals' session totals count
     /// it once, and with it.

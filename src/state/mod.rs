@@ -518,6 +518,16 @@ impl Reservation {
     }
 }
 
+impl Reservation {
+    /// [`Reservation::record`], settling at no less than what was reserved.
+    pub fn record_at_least_reserved(&self, input: Option<u64>, output: Option<u64>) {
+        self.record(input, output);
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        used.tokens = used.tokens.max(self.asked.tokens);
+        used.micro_usd = used.micro_usd.max(self.asked.micro_usd);
+    }
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
         let used = *self.used.lock().unwrap_or_else(|p| p.into_inner());
