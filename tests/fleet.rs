@@ -536,8 +536,10 @@ fn hanging_stream() -> Reply {
     .then_hang()
 }
 
-/// A client that goes away mid-stream: the stream's reservation is settled all the same (with
-/// the usage estimated from what was streamed), never left to inflate the key's counts.
+/// A client that goes away mid-stream: the stream's reservation is settled all the same, never
+/// left to inflate the key's counts — at no less than it reserved (round 5 of review 49: the
+/// estimate of the relayed text settled 2 tokens of a ~50k reservation, while the provider
+/// bills what it generated).
 #[tokio::test]
 async fn a_client_gone_mid_stream_leaves_no_reservation() {
     let up = MockUpstream::start(|_| hanging_stream()).await;
@@ -548,18 +550,18 @@ async fn a_client_gone_mid_stream_leaves_no_reservation() {
         "  - {id: k, key: k, max_budget: 100000}\n",
     )
     .await;
-    {
+    let reserved = {
         let _in_flight = stream_in_flight(p.addr()).await;
         let reserved = admin(p.addr(), "GET", "/admin/keys/k/usage").await.json();
-        assert!(
-            reserved["budget"]["reserved_usd"].as_f64().unwrap() > 0.0,
-            "{reserved}"
-        );
-    } // The client goes away.
+        let reserved = reserved["budget"]["reserved_usd"].as_f64().unwrap();
+        assert!(reserved > 0.0);
+        reserved
+    }; // The client goes away.
     let v = settled_usage(p.addr(), "k").await;
-    // Spent: the input and the streamed text, estimated (the provider reported nothing).
+    // Spent: what was reserved (the provider reported nothing; the streamed text, estimated,
+    // is less).
     let spent = v["budget"]["spent_usd"].as_f64().unwrap();
-    assert!(spent > 0.0, "{v}");
+    assert!(spent >= reserved, "{v} (reserved {reserved})");
 }
 
 /// Round 11: a client that goes away before a whole answer was read: the request was sent,
