@@ -1,6 +1,7 @@
-//! Runs of a stream's deltas by the part of the answer they build (an Anthropic content block,
-//! a Responses output item's content or summary part). A reader builds each part from its own
-//! deltas (`get_final_message()`, a snapshot a UI renders while streaming); guardwire reads a
+//! Runs of a stream's deltas by the part of the answer they build (a Responses output item's
+//! content or summary part; Anthropic blocks get the same from their stricter rule, a delta
+//! for the block started last). A reader builds each part from its own deltas (the snapshot a
+//! UI renders while streaming); guardwire reads a
 //! channel's deltas in the order they arrive. The two readings agree — every part's text is a
 //! piece of its channel's, so a match in a part is a match in the channel — only while each
 //! part's deltas come in one run. Providers stream one part after another; a delta that

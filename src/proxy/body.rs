@@ -548,11 +548,8 @@ impl Drop for GuardedStream {
         // Cut short (client gone, blocked, upstream failure) with the output estimated from
         // what was relayed: the provider bills what it generated, reasoning the stream never
         // showed included — the key's reservation settles at no less than it reserved.
-        if estimated.output && !self.answered {
-            self.ctx.spending.record_cut_short(&self.guard);
-        } else {
-            self.ctx.spending.record(&self.guard);
-        }
+        let cut_short = estimated.output && !self.answered;
+        self.ctx.spending.record(&self.guard, cut_short);
         // A turn for the evals when it was blocked or answered in full; not a stream cut off
         // (client gone, upstream failure, drain stop) or left awaiting verdicts.
         let trace = &self.ctx.trace;

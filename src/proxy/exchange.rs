@@ -330,7 +330,7 @@ impl<'a> RequestCtx<'a> {
             self.trace,
             estimated,
         );
-        spending.record(&guard);
+        spending.record(&guard, false);
         // The answer's judged checks, once every other check passed; their wait is not the
         // proxy's time.
         let mut judged_for = Duration::ZERO;

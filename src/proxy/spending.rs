@@ -33,23 +33,16 @@ impl Spending {
     }
 
     /// Records the exchange's tokens as counted when it ended (reported, or estimated).
-    pub fn record(&self, guard: &ExchangeGuard) {
+    /// `cut_short`: it ended before its answer did, with the output estimated — its
+    /// reservation settles at no less than it reserved (the provider bills what it generated,
+    /// not what was relayed).
+    pub fn record(&self, guard: &ExchangeGuard, cut_short: bool) {
         let (input, output) = guard.usage();
         if let Some(r) = &self.reservation {
             r.record(input, output);
-        }
-        if let Some(s) = &self.session {
-            s.record(input, output);
-        }
-    }
-
-    /// [`Spending::record`] for an exchange cut short whose output guardwire estimated: its
-    /// reservation settles at no less than it reserved (the provider bills what it generated,
-    /// not what was relayed).
-    pub fn record_cut_short(&self, guard: &ExchangeGuard) {
-        let (input, output) = guard.usage();
-        if let Some(r) = &self.reservation {
-            r.record_at_least_reserved(input, output);
+            if cut_short {
+                r.at_least_reserved();
+            }
         }
         if let Some(s) = &self.session {
             s.record(input, output);

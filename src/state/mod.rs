@@ -516,12 +516,9 @@ impl Reservation {
             micro_usd: micro_usd(usd),
         };
     }
-}
 
-impl Reservation {
-    /// [`Reservation::record`], settling at no less than what was reserved.
-    pub fn record_at_least_reserved(&self, input: Option<u64>, output: Option<u64>) {
-        self.record(input, output);
+    /// What is recorded rises to what was reserved, if below it.
+    pub fn at_least_reserved(&self) {
         let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
         used.tokens = used.tokens.max(self.asked.tokens);
         used.micro_usd = used.micro_usd.max(self.asked.micro_usd);

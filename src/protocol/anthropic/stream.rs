@@ -93,11 +93,8 @@ pub(super) static STRUCTURAL: Structural = Structural {
 
 #[derive(Default)]
 pub(super) struct MessagesStream {
-    blocks: std::collections::HashMap<u32, BlockKind>,
-    /// Each block's text in one run of its channel's (`runs.rs`): the SDK builds each block
-    /// alone. (A tool's input has a channel of its own per block.)
-    content_runs: crate::protocol::runs::Runs<u32>,
-    reasoning_runs: crate::protocol::runs::Runs<u32>,
+    /// What each started block is, by its index (which is its place: blocks start in order).
+    blocks: Vec<BlockKind>,
     /// The last text delta event, which the next ones most likely repeat but for their text.
     pub(super) template: Option<FrameTemplate>,
     /// The last event had no string the decoder did not read or know as structure.
@@ -111,30 +108,10 @@ pub(super) const MAX_BLOCKS: usize = 16_384;
 
 impl MessagesStream {
     fn kind_of(&self, index: u32) -> BlockKind {
-        self.blocks.get(&index).copied().unwrap_or(BlockKind::Other)
-    }
-
-    /// The texts `deltas` of block `index` read. A new run drops the template: a template
-    /// matches only events of the block it was made from (`index` is no hole), so every event
-    /// that goes by it is of its channel's current run.
-    fn enter(&mut self, index: u32, deltas: &[Delta<'_>]) -> Result<(), DecodeError> {
-        for d in deltas {
-            let runs = match d {
-                Delta::Text {
-                    channel: Channel::Content,
-                    ..
-                } => &mut self.content_runs,
-                Delta::Text {
-                    channel: Channel::Reasoning,
-                    ..
-                } => &mut self.reasoning_runs,
-                _ => continue,
-            };
-            if runs.enter(index)? {
-                self.template = None;
-            }
-        }
-        Ok(())
+        self.blocks
+            .get(index as usize)
+            .copied()
+            .unwrap_or(BlockKind::Other)
     }
 }
 
@@ -184,11 +161,10 @@ impl StreamDecoder for MessagesStream {
                         self.blocks.len()
                     )));
                 }
-                self.blocks.insert(index, kind);
+                self.blocks.push(kind);
                 // Deltas now belong to this block: a template of another block's no longer
-                // applies.
+                // applies (so every event a template matches is of the block started last).
                 self.template = None;
-                let before = out.len();
                 match kind {
                     BlockKind::Text => out.extend(text_delta(Channel::Content, block.text)),
                     BlockKind::Thinking => {
@@ -202,14 +178,14 @@ impl StreamDecoder for MessagesStream {
                     }),
                     BlockKind::Other => {}
                 }
-                self.enter(index, &out[before..])?;
                 Ok(FrameKind::Data)
             }
             "content_block_delta" => {
                 let index = ev.index.unwrap_or(0);
                 // Providers stream one block after another: a delta for any block but the one
                 // started last would join, for the SDK, a text guardwire read elsewhere in its
-                // channel (block 1's delta before block 0's).
+                // channel (block 1's delta before block 0's). With blocks started in order,
+                // each block's deltas are one run of its channel.
                 if self.blocks.len().checked_sub(1) != Some(index as usize) {
                     return Err(DecodeError(format!(
                         "a delta for content block {index}, not for the block started last"
@@ -240,7 +216,6 @@ impl StreamDecoder for MessagesStream {
                         }
                     }
                 }
-                self.enter(index, &out[before..])?;
                 if stateless {
                     let deltas = &out[before..];
                     FrameTemplate::record(
