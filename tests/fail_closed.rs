@@ -874,7 +874,7 @@ async fn request_text_outside_the_modelled_fields_is_checked() {
     // Inline media and settings are not text; a clean request with them goes through.
     let clean = json!({"model":"m","messages":[{"role":"user","content":[
         {"type":"text","text":"what is this"},
-        {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA"}}]}],
+        {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP43+BwAAAGwQKAz/YrcQAAAABJRU5ErkJggg=="}}]}],
         "tools":[{"type":"function","function":{"name":"f","description":"looks things up"}}]});
     let a = post_json(proxy.addr(), "/v1/chat/completions", clean.to_string()).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.text());
@@ -1235,8 +1235,8 @@ const GEMINI: &str = "/v1beta/models/g:generateContent";
 /// "the forbidden fruit" and "a clean note", base64.
 const BAD_B64: &str = "dGhlIGZvcmJpZGRlbiBmcnVpdA==";
 const CLEAN_B64: &str = "YSBjbGVhbiBub3Rl";
-/// The first bytes of a PNG (its signature and IHDR header): not UTF-8.
-const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAA";
+/// A whole 1×1 PNG: no text.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP43+BwAAAGwQKAz/YrcQAAAABJRU5ErkJggg==";
 
 fn gemini_inline(mime: &str, data: &str) -> serde_json::Value {
     serde_json::json!({"contents":[{"role":"user","parts":[{"text":"read this"},{"inlineData":{"mimeType":mime,"data":data}}]}]})

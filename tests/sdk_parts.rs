@@ -72,6 +72,83 @@ async fn a_chat_choice_past_n_is_refused_for_a_reader_by_position() {
     }
 }
 
+/// Secret and PII patterns over answers, for identifiers the stream helper joins.
+const IDENTIFIER_PACK: &str = r#"
+validators:
+  - id: no-keys
+    type: regex
+    params: { pattern: "sk-[A-Za-z0-9]{32,}", expect_match: false }
+  - id: no-emails
+    type: pii
+    params: { types: [email] }
+"#;
+
+/// openai-python's stream helper joins each string of a tool call's deltas: an id or a name
+/// in pieces is a key or an address to the app though no piece is one. A joined id is checked
+/// as the helper joins it; a name in pieces ends the stream (openai-node keeps the last piece:
+/// the readers would call different tools).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the SDK venv: run tests/run"]
+async fn a_tool_call_id_or_name_in_pieces_is_read_as_the_stream_helper_joins_it() {
+    let key_tail = "A".repeat(40);
+    let call = |id: Option<&str>, name: Option<&str>, args: &str| {
+        let mut c = json!({"index": 0, "function": {"arguments": args}});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+            c["type"] = json!("function");
+        }
+        if let Some(name) = name {
+            c["function"]["name"] = json!(name);
+        }
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+               "model": "gpt-4o",
+               "choices": [{"index": 0, "delta": {"tool_calls": [c]}, "finish_reason": null}]})
+        .to_string()
+    };
+    let end = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                     "model": "gpt-4o",
+                     "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    .to_string();
+    let shapes = [
+        // The id in two pieces (the second without a name: the fallback's way).
+        [
+            call(Some("sk-"), Some("search_archive"), ""),
+            call(Some(&key_tail), None, "{}"),
+        ],
+        // The name in two pieces.
+        [
+            call(Some("call_1"), Some("bob@exa"), ""),
+            call(None, Some("mple.com"), "{}"),
+        ],
+    ];
+    for frames in shapes {
+        let mut refs: Vec<&str> = frames.iter().map(String::as_str).collect();
+        refs.push(&end);
+        let mut body = sse_data_frames(&refs);
+        body.extend_from_slice(b"data: [DONE]\n\n");
+        for every in SPLITS {
+            let reply = Reply::sse_every(&body, every, Duration::ZERO);
+            let h = Harness::start_with(reply, IDENTIFIER_PACK).await;
+            let report = h.run(&Sdk::openai_chat(), "final_tool_calls").await;
+            h.stop().await;
+            assert!(
+                report["exception"].is_string(),
+                "the stream was not ended with an error: {report:#}"
+            );
+            for call in report["calls"].as_array().unwrap() {
+                let (id, name) = (
+                    call["id"].as_str().unwrap_or(""),
+                    call["name"].as_str().unwrap_or(""),
+                );
+                assert!(
+                    !id.contains(&key_tail) && !name.contains("bob@example.com"),
+                    "{report:#}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the SDK venv: run tests/run"]
 async fn a_completions_choice_past_n_is_refused_for_a_reader_by_position() {

@@ -75,10 +75,12 @@ impl Documents {
         path: &str,
     ) -> Result<Option<String>, GatewayError> {
         let kind = classify(media_type);
-        if kind == Kind::Media {
-            return Ok(text_in_media(data, decode_base64));
-        }
+        // (Media that is no valid base64 is refused as a text is: a lenient reader would
+        // read bytes the checks never saw.)
         let bytes = decode_base64(data).ok_or_else(|| bad(path, "is not valid base64"))?;
+        if kind == Kind::Media {
+            return Ok(text_in_media(bytes));
+        }
         Ok(self.bytes(kind, media_type, bytes, path))
     }
 
@@ -89,12 +91,6 @@ impl Documents {
             .ok_or_else(|| bad(path, "is not a data URL (data:<media type>;base64,<data>)"))?;
         let media_type = Some(&*media_type);
         let kind = classify(media_type);
-        if kind == Kind::Media {
-            return Ok(match data {
-                DataUrl::Base64(b) => text_in_media(b, decode_base64),
-                DataUrl::Percent(p) => text_in_media(p, percent_decode),
-            });
-        }
         let bytes = match data {
             DataUrl::Base64(b) => {
                 decode_base64(b).ok_or_else(|| bad(path, "is not valid base64"))?
@@ -103,6 +99,9 @@ impl Documents {
                 percent_decode(p).ok_or_else(|| bad(path, "is not a valid data URL"))?
             }
         };
+        if kind == Kind::Media {
+            return Ok(text_in_media(bytes));
+        }
         Ok(self.bytes(kind, media_type, bytes, path))
     }
 
@@ -125,7 +124,7 @@ impl Documents {
             Err(_) => lenient_base64(url),
         };
         if classify(Some(&media_type)) == Kind::Media {
-            return Some(String::from_utf8(bytes).ok());
+            return Some(text_in_media(bytes));
         }
         // (A charset not read: what a reader that ignores it reads, and no more — this reader
         // has no way to refuse; the inline documents of requests do, `bytes`.)
@@ -200,33 +199,33 @@ pub fn media_type_of_name(name: Option<&str>) -> Option<&'static str> {
     })
 }
 
-/// Bytes said to be an image or audio that are UTF-8 text all the same: a reader that ignores
-/// the media type (an app decoding an A2A `raw` part, a model handed the file) reads that text,
-/// so the checks read it too. A real image or sound is not UTF-8 within its first bytes (PNG,
-/// JPEG, WAV, MP3 headers), so only a prefix of it is decoded: its cost stays small.
-fn text_in_media(data: &str, decode: impl Fn(&str) -> Option<Vec<u8>>) -> Option<String> {
-    // 1024 characters of base64 (or of percent-encoding): at least 256 bytes.
-    let mut cut = data.len().min(1024);
-    while !data.is_char_boundary(cut) {
-        cut -= 1;
+/// Bytes said to be an image or audio that are text all the same: a reader that ignores the
+/// media type (an app decoding an A2A `raw` part with `decode('utf-8', 'replace')`, a model
+/// handed the file) reads that text, so the checks read it too — decoded as such a reader
+/// does, a byte that is no UTF-8 read as U+FFFD. A real image or sound is no text within its
+/// first bytes (compressed data, PNG, JPEG, MP3 headers): its first [`MEDIA_PREFIX`] bytes
+/// decide, so a picture costs no text check. Text is what has at most one byte sequence that
+/// is no UTF-8 in [`TEXT_ERRORS_PER`] bytes of that prefix.
+fn text_in_media(bytes: Vec<u8>) -> Option<String> {
+    let prefix = &bytes[..bytes.len().min(MEDIA_PREFIX)];
+    let errors = prefix
+        .utf8_chunks()
+        .filter(|c| !c.invalid().is_empty())
+        .count();
+    if errors * TEXT_ERRORS_PER > prefix.len().max(TEXT_ERRORS_PER) {
+        return None;
     }
-    if cut < data.len() {
-        let prefix = &data[..cut - cut % 4];
-        let text_so_far = match decode(prefix) {
-            Some(bytes) => match std::str::from_utf8(&bytes) {
-                Ok(_) => true,
-                // A character cut at the end of the prefix is no proof.
-                Err(e) => e.error_len().is_none(),
-            },
-            // A prefix a decoder reads differently (a `%` escape cut): decide on the whole.
-            None => true,
-        };
-        if !text_so_far {
-            return None;
-        }
-    }
-    String::from_utf8(decode(data)?).ok()
+    Some(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
+
+/// How many bytes of media decide whether they are text ([`text_in_media`]).
+const MEDIA_PREFIX: usize = 1024;
+/// Text has at most one sequence that is no UTF-8 in this many bytes (compressed media has
+/// hundreds in a kilobyte).
+const TEXT_ERRORS_PER: usize = 16;
 
 /// Whether `s` starts with the `data:` scheme (any case).
 pub fn is_data_url(s: &str) -> bool {
@@ -417,7 +416,7 @@ mod tests {
             assert!(text.contains("the forbidden fruit"), "{url}: {text:?}");
         }
         assert_eq!(
-            Documents::data_url_payload("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA"),
+            Documents::data_url_payload("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP43+BwAAAGwQKAz/YrcQAAAABJRU5ErkJggg=="),
             Some(None)
         );
         assert_eq!(Documents::data_url_payload("https://x/y"), None);
@@ -455,12 +454,27 @@ mod tests {
             Some("a")
         );
         assert!(d.unreadable.is_empty());
+        // Media that is no valid base64 is refused as a text is (a lenient reader — the
+        // a2a-sdk's protobuf JSON — would read bytes the checks never saw).
+        for data in [
+            "!!not base64",
+            "Zm9y YmlkZGVu",
+            "Zm9y.YmlkZGVu",
+            "Zm9yYmlkZGVu===",
+        ] {
+            assert!(d.base64(Some("image/png"), data, "p").is_err(), "{data}");
+        }
+        // Compressed media: no text within its first bytes, not read (whatever follows).
+        let noise: Vec<u8> = (0..2048u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+            .collect();
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        png.extend_from_slice(&noise);
+        png.extend_from_slice(b"forbidden fruit");
+        let engine = &base64::engine::general_purpose::STANDARD;
+        use base64::Engine as _;
         assert_eq!(
-            d.base64(Some("image/png"), "!!not base64", "p").unwrap(),
-            None
-        );
-        assert_eq!(
-            d.base64(Some("audio/wav"), "iVBORw0KGgoAAAANSUhEUgAA", "p")
+            d.base64(Some("audio/wav"), &engine.encode(&png), "p")
                 .unwrap(),
             None
         );
@@ -470,7 +484,7 @@ mod tests {
                 .as_deref(),
             Some("forbidden fruit")
         );
-        // Only a prefix of real media is decoded; text past it is read whole.
+        // Text past the prefix is read whole.
         let long = "Zm9y".repeat(2000);
         assert_eq!(
             d.base64(Some("image/png"), &long, "p")
@@ -478,8 +492,18 @@ mod tests {
                 .map(|t| t.len()),
             Some(6000)
         );
-        let binary = format!("iVBORw0KGgoAAAANSUhEUgAA{}", "Zm9y".repeat(2000));
-        assert_eq!(d.base64(Some("image/png"), &binary, "p").unwrap(), None);
+        // A media header, or a byte that is no UTF-8, before or after the text does not make
+        // it media: read as `decode('utf-8', 'replace')` reads it.
+        for bytes in [
+            [&b"\x89PNG\r\n\x1a\n"[..], b"forbidden fruit"].concat(),
+            [&b"forbidden fruit"[..], b"\xff"].concat(),
+            [&b"\xff\xfe"[..], &b"forbidden fruit ".repeat(40)].concat(),
+        ] {
+            let read = d
+                .base64(Some("image/png"), &engine.encode(&bytes), "p")
+                .unwrap();
+            assert!(read.unwrap().contains("forbidden fruit"));
+        }
         assert!(d.unreadable.is_empty());
         for mt in [
             Some("application/pdf"),
@@ -535,7 +559,7 @@ mod tests {
             Some("forbidden fruit")
         );
         assert_eq!(
-            d.data_url("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA", "f")
+            d.data_url("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP43+BwAAAGwQKAz/YrcQAAAABJRU5ErkJggg==", "f")
                 .unwrap(),
             None
         );

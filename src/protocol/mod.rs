@@ -237,6 +237,13 @@ pub trait StreamDecoder: Send {
         &[]
     }
 
+    /// Values the readers assemble from pieces of several frames (an id joined across a tool
+    /// call's deltas), as the last frame completed them: read whole by the checks — an
+    /// identifier by the secret and PII patterns, anything else as text.
+    fn joined_values(&self) -> &[String] {
+        &[]
+    }
+
     /// True when the stream sends texts again ([`Delta::Repeat`]: Responses `.done` events and
     /// `response.completed`). The guard then keeps each channel's text to verify a repeat is
     /// what streamed before; without it, a repeat cannot be verified and fails closed.

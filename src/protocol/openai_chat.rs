@@ -361,6 +361,89 @@ struct ChatStream {
     /// The last fully read frame's identifier-shaped strings not seen before
     /// ([`StreamDecoder::identifiers`]).
     identifiers: Vec<std::ops::Range<usize>>,
+    /// The tool calls' pieces as openai-python joins them ([`CallPieces`]).
+    calls: CallPieces,
+}
+
+/// A tool call's `id` and `name` as the readers assemble them: openai-python's stream helper
+/// joins every string of a call's deltas (`accumulate_delta`), openai-node keeps the last.
+/// Each piece is checked where it stands (the last one read alone); an id that came in pieces
+/// is checked joined as well ([`StreamDecoder::joined_values`]); a name that came in pieces
+/// ends the answer — the readers would call different tools, and no check can be both.
+#[derive(Default)]
+struct CallPieces {
+    /// (choice, index — `u32::MAX` for the legacy `function_call`): named, the id so far.
+    calls: Vec<((u32, u32), bool, String)>,
+    /// The ids of the last frame that joined a piece to an earlier one.
+    joined: Vec<String>,
+}
+
+/// Tool calls one answer may make, and bytes one call's id may hold: far past any provider's.
+const MAX_CALLS: usize = 4096;
+const MAX_CALL_ID: usize = 4096;
+
+impl CallPieces {
+    fn read(&mut self, chunk: &Chunk<'_>) -> Result<(), DecodeError> {
+        for c in &chunk.choices {
+            let Some(d) = &c.delta else { continue };
+            let legacy = d
+                .function_call
+                .as_ref()
+                .map(|f| (u32::MAX, None, f.name.as_deref()));
+            let calls = d.tool_calls.iter().flatten().enumerate().map(|(i, call)| {
+                let name = match (&call.function, &call.custom) {
+                    (Some(f), _) => f.name.as_deref(),
+                    (None, Some(custom)) => custom.name.as_deref(),
+                    (None, None) => None,
+                };
+                (call.index.unwrap_or(i as u32), call.id.as_deref(), name)
+            });
+            for (index, id, name) in calls.chain(legacy) {
+                self.piece((c.index, index), id, name)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn piece(
+        &mut self,
+        key: (u32, u32),
+        id: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<(), DecodeError> {
+        let (id, name) = (id.filter(|v| !v.is_empty()), name.filter(|v| !v.is_empty()));
+        if id.is_none() && name.is_none() {
+            return Ok(());
+        }
+        let at = match self.calls.iter().position(|c| c.0 == key) {
+            Some(at) => at,
+            None if self.calls.len() < MAX_CALLS => {
+                self.calls.push((key, false, String::new()));
+                self.calls.len() - 1
+            }
+            None => return Err(DecodeError("an answer with too many tool calls".into())),
+        };
+        let call = &mut self.calls[at];
+        if name.is_some() {
+            if call.1 {
+                return Err(DecodeError(
+                    "a tool call whose name came in pieces (readers join them differently)".into(),
+                ));
+            }
+            call.1 = true;
+        }
+        if let Some(id) = id {
+            let joined = !call.2.is_empty();
+            if call.2.len() + id.len() > MAX_CALL_ID {
+                return Err(DecodeError("a tool call id past its bound".into()));
+            }
+            call.2.push_str(id);
+            if joined {
+                self.joined.push(call.2.clone());
+            }
+        }
+        Ok(())
+    }
 }
 
 impl StreamDecoder for ChatStream {
@@ -373,6 +456,7 @@ impl StreamDecoder for ChatStream {
         self.fully_read = false;
         self.usage_only = false;
         self.identifiers.clear();
+        self.calls.joined.clear();
         if data.trim_ascii() == b"[DONE]" {
             self.fully_read = true;
             return Ok(FrameKind::Terminal);
@@ -412,6 +496,7 @@ impl StreamDecoder for ChatStream {
             Template::record(&mut self.template, data, &chunk, &holes, self.fully_read);
         }
         self.usage_only = chunk.choices.is_empty() && chunk.usage.is_some();
+        self.calls.read(&chunk)?;
         if chunk_deltas(&mut chunk, out) {
             self.fully_read = false;
         }
@@ -424,6 +509,10 @@ impl StreamDecoder for ChatStream {
 
     fn identifiers(&self) -> &[std::ops::Range<usize>] {
         &self.identifiers
+    }
+
+    fn joined_values(&self) -> &[String] {
+        &self.calls.joined
     }
 
     fn usage_only(&self) -> bool {

@@ -238,22 +238,56 @@ pub fn field_values<'a>(
                 "the upstream sent a field that is not UTF-8",
             ));
         };
-        if crate::protocol::identifier::is_identifier(value) {
-            guard.check_identifier(value)?;
-        } else {
-            let text = Cow::Borrowed(value);
-            check_complete(
-                guard,
-                0,
-                FIELD_VALUES,
-                text,
-                None,
-                &mut Needs::new(),
-                &mut Vec::new(),
-            )?;
-        }
+        whole_value(guard, FIELD_VALUES, value)?;
     }
     Ok(())
+}
+
+/// What the stream decoder read of the last frame beside its deltas: the identifiers it
+/// skipped as structure in a frame it read in full (each once per stream,
+/// `check_identifier` remembers), and the values the readers join across frames
+/// ([`crate::protocol::StreamDecoder::joined_values`]). The proxy and `eval --replay` alike.
+pub fn decoder_values(
+    guard: &mut ExchangeGuard,
+    decoder: &dyn crate::protocol::StreamDecoder,
+    data: &[u8],
+) -> Result<(), Stop> {
+    if decoder.fully_read() {
+        for r in decoder.identifiers() {
+            let value = data
+                .get(r.start + 1..r.end.saturating_sub(1))
+                .and_then(|v| std::str::from_utf8(v).ok());
+            let Some(value) = value else {
+                return Err(Stop::Unchecked(
+                    "the upstream sent a frame guardwire cannot read",
+                ));
+            };
+            guard.check_identifier(value)?;
+        }
+    }
+    for value in decoder.joined_values() {
+        whole_value(guard, STRUCTURE_TEXTS, value)?;
+    }
+    Ok(())
+}
+
+/// A value read whole: an identifier by the secret and PII patterns, anything else as a text
+/// of its own on [`Channel::Other`]`(path)`.
+fn whole_value(guard: &mut ExchangeGuard, path: u32, value: &str) -> Result<(), Stop> {
+    if crate::protocol::identifier::is_identifier(value) {
+        guard.check_identifier(value)?;
+        return Ok(());
+    }
+    let text = Cow::Borrowed(value);
+    check_complete(
+        guard,
+        0,
+        path,
+        text,
+        None,
+        &mut Needs::new(),
+        &mut Vec::new(),
+    )
 }
 
 fn note_need(needs: &mut Needs, ch: ChannelId, pos: u64) {

@@ -418,7 +418,9 @@ fn streamed_answer(
             ..fallback
         };
         on_chunk(guard, &frame_deltas, &data, fallback, &mut Vec::new())?;
-        match crate::proxy::check::field_values(guard, frame.field_values()) {
+        let decoded = crate::proxy::check::decoder_values(guard, &*decoder, &data);
+        match decoded.and_then(|()| crate::proxy::check::field_values(guard, frame.field_values()))
+        {
             Ok(()) => {}
             Err(Stop::Violation(f)) => return Err(blocked(guard.policy(), Stage::OnChunk, &f)),
             Err(Stop::Unchecked(why)) => return Err(refused(Stage::OnChunk, why)),

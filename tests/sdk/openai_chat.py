@@ -20,6 +20,8 @@ Scenarios:
                      Embeddings with INPUT_BANNED among the inputs; must raise
                      openai.BadRequestError
   embeddings_clean   Embeddings of two texts; report the vectors' count and length
+  final_tool_calls   stream with the stream helper; report the final completion's tool call
+                     ids and names as it joined them, and the exception that ended it (if any)
 
 Output, exit status, deadline and the prompts' contract: see sdk_harness.py.
 """
@@ -262,9 +264,26 @@ def completion_by_position(client: openai.OpenAI) -> Dict[str, Any]:
     return _by_position(lambda: _completion_stream(client), lambda c: c.text)
 
 
+def final_tool_calls(client: openai.OpenAI) -> Dict[str, Any]:
+    """The tool calls as the stream helper assembles them (`accumulate_delta` joins each
+    string of a call's deltas), and how the stream ended."""
+    calls: List[Dict[str, Any]] = []
+    try:
+        with client.chat.completions.stream(model=MODEL, messages=user(CLEAN_PROMPT), tools=TOOLS) as stream:
+            for _ in stream:
+                pass
+            message = stream.get_final_completion().choices[0].message
+            for call in message.tool_calls or []:
+                calls.append({"id": call.id, "name": call.function.name})
+    except openai.APIError as e:
+        return {"calls": calls, **error_fields(e)}
+    return {"calls": calls, "exception": None}
+
+
 SCENARIOS: Dict[str, Callable[[openai.OpenAI], Dict[str, Any]]] = {
     "chat_by_position": chat_by_position,
     "completion_by_position": completion_by_position,
+    "final_tool_calls": final_tool_calls,
     "rate_limited": rate_limited,
     "completion_blocked": completion_blocked,
     "completion_clean": completion_clean,

@@ -131,7 +131,7 @@ fn a_data_url_is_read_as_its_content() {
         assert!(verdict.is_err(), "{url}");
     }
     // An image is exempt; bytes said to be one that are text are read as the text they are.
-    let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA";
+    let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP43+BwAAAGwQKAz/YrcQAAAABJRU5ErkJggg==";
     let harmless = format!("data:text/plain;base64,{}", b64("all fine"));
     for url in [png, &harmless] {
         assert!(answer_id(&p, url).is_ok(), "{url}");

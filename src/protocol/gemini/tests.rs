@@ -125,7 +125,7 @@ fn error_frame_puts_error_first_with_an_integer_code() {
 
 #[test]
 fn inline_text_documents_are_read_and_stored_content_noted() {
-    let body = r#"{"contents":[{"parts":[{"text":"a"},{"inlineData":{"mimeType":"text/plain","data":"Zm9yYmlkZGVuIGZydWl0"}},{"inline_data":{"mime_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAA"}},{"inlineData":{"mimeType":"application/pdf","data":"AAAA"}},{"fileData":{"mimeType":"video/mp4","fileUri":"u"}},{"file_data":{"mime_type":"image/png","file_uri":"u"}}]}],"cachedContent":"cachedContents/c"}"#;
+    let body = r#"{"contents":[{"parts":[{"text":"a"},{"inlineData":{"mimeType":"text/plain","data":"Zm9yYmlkZGVuIGZydWl0"}},{"inline_data":{"mime_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP43+BwAAAGwQKAz/YrcQAAAABJRU5ErkJggg=="}},{"inlineData":{"mimeType":"application/pdf","data":"AAAA"}},{"fileData":{"mimeType":"video/mp4","fileUri":"u"}},{"file_data":{"mime_type":"image/png","file_uri":"u"}}]}],"cachedContent":"cachedContents/c"}"#;
     let r = Gemini
         .parse_request(body.as_bytes(), "/v1beta/models/g:generateContent")
         .unwrap();

@@ -171,3 +171,42 @@ fn error_frame_is_the_native_shape() {
             &b"data: {\"error\":{\"message\":\"no\",\"type\":\"guardrail_violation\",\"param\":null,\"code\":\"content_blocked\"}}\n\n"[..]
         );
 }
+
+#[test]
+fn a_tool_call_id_in_pieces_is_joined_and_a_name_in_pieces_refused() {
+    let call = |id: Option<&str>, name: Option<&str>| {
+        let mut c = serde_json::json!({"index": 2, "function": {"arguments": ""}});
+        if let Some(id) = id {
+            c["id"] = id.into();
+        }
+        if let Some(name) = name {
+            c["function"]["name"] = name.into();
+        }
+        serde_json::json!({"choices": [{"index": 0, "delta": {"tool_calls": [c]}}]}).to_string()
+    };
+    let decode =
+        |d: &mut ChatStream, f: &str| d.decode(None, f.as_bytes(), &mut Vec::new()).map(drop);
+    let mut d = ChatStream::default();
+    let frames = [
+        call(Some("sk-"), Some("get")),
+        call(Some("abc"), None),
+        call(Some("def"), None),
+    ];
+    let mut joined = Vec::new();
+    for f in &frames {
+        decode(&mut d, f).unwrap();
+        joined.extend(d.joined_values().iter().cloned());
+    }
+    assert_eq!(joined, ["sk-abc", "sk-abcdef"]);
+    // A frame that joins nothing lists nothing (the last frame's values only).
+    decode(&mut d, &call(None, None)).unwrap();
+    assert!(d.joined_values().is_empty());
+    // A second name for the call: the readers disagree (joined, or the last piece).
+    assert!(decode(&mut d, &call(None, Some("x"))).is_err());
+    // An empty piece changes nothing for either reader; another call's name is its own.
+    let mut d = ChatStream::default();
+    decode(&mut d, &call(Some("c"), Some("get"))).unwrap();
+    decode(&mut d, &call(None, Some(""))).unwrap();
+    let other = r#"{"choices": [{"index": 1, "delta": {"tool_calls": [{"index": 2, "function": {"name": "get"}}]}}]}"#;
+    decode(&mut d, other).unwrap();
+}

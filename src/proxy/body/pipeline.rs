@@ -179,21 +179,11 @@ impl FramePipeline {
             Err(check::Stop::Unchecked(why)) => return Step::Stop(Stop::Malformed(why)),
         }
         // A frame the decoder read in full skipped the fallback: its identifiers still meet the
-        // secret and PII patterns (each value once per stream, `check_identifier` remembers).
-        if fallback.fully_read {
-            for r in self.decoder.identifiers() {
-                let value = data
-                    .get(r.start + 1..r.end.saturating_sub(1))
-                    .and_then(|v| std::str::from_utf8(v).ok());
-                let Some(value) = value else {
-                    return Step::Stop(Stop::Malformed(
-                        "the upstream sent a frame guardwire cannot read",
-                    ));
-                };
-                if let Err(finding) = guard.check_identifier(value) {
-                    return Step::Stop(Stop::Violation(finding));
-                }
-            }
+        // secret and PII patterns; values joined across frames are read whole.
+        match check::decoder_values(guard, &*self.decoder, &data) {
+            Ok(()) => {}
+            Err(check::Stop::Violation(finding)) => return Step::Stop(Stop::Violation(finding)),
+            Err(check::Stop::Unchecked(why)) => return Step::Stop(Stop::Malformed(why)),
         }
         if sink.wants_texts() {
             for d in &deltas {
