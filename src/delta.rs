@@ -64,11 +64,22 @@ pub enum Delta<'a> {
         text: Cow<'a, str>,
         start: Option<u64>,
     },
-    /// Token usage as reported by the provider.
+    /// Token usage as reported by the provider (counts so far: a later report replaces an
+    /// earlier one only upward).
     Usage {
         input_tokens: Option<u64>,
         output_tokens: Option<u64>,
+        /// The part of `input_tokens` written to or read from a prompt cache, billed at prices
+        /// of its own (Anthropic reports it beside `input_tokens`; its decoder adds it in).
+        cache: Option<CacheTokens>,
     },
+}
+
+/// Input tokens a provider's prompt cache wrote or read (a part of the input's count).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheTokens {
+    pub write: u64,
+    pub read: u64,
 }
 
 impl Delta<'_> {

@@ -812,3 +812,85 @@ async fn a_killed_replicas_reservations_expire() {
         "nothing was settled: {v}"
     );
 }
+
+/// Anthropic reports the prompt cache's tokens beside `input_tokens` (which leaves them out):
+/// they count toward `tpm_limit` and are priced as the cache bills them — absent a price of
+/// their own, writes at twice the input price, reads at the input price. Whole and streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_cache_tokens_are_counted_and_priced() {
+    let usage = json!({"input_tokens": 10, "cache_creation_input_tokens": 100,
+                       "cache_read_input_tokens": 1000, "output_tokens": 5});
+    let whole = json!({"id":"msg_1","type":"message","role":"assistant","model":"m",
+        "content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage": usage});
+    let events = [
+        (
+            "message_start",
+            json!({"type":"message_start","message":{"id":"msg_1","type":"message",
+            "role":"assistant","model":"m","content":[],"usage": usage}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type":"content_block_start","index":0,
+            "content_block":{"type":"text","text":""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type":"content_block_delta","index":0,
+            "delta":{"type":"text_delta","text":"ok"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":0}),
+        ),
+        (
+            "message_delta",
+            json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},
+            "usage":{"output_tokens": 5}}),
+        ),
+        ("message_stop", json!({"type":"message_stop"})),
+    ];
+    let stream: String = events
+        .iter()
+        .map(|(e, d)| format!("event: {e}\ndata: {d}\n\n"))
+        .collect();
+    let up = MockUpstream::start(move |req| {
+        if req.body_str().contains("\"stream\":true") {
+            Reply::sse(stream.as_bytes())
+        } else {
+            Reply::json(200, &whole.to_string())
+        }
+    })
+    .await;
+    let extra = "prices:\n  m: {input_per_mtok: 1000000, output_per_mtok: 1000000, cache_read_per_mtok: 100000}\nkeys:\n  - {id: k, key: k, tpm_limit: 100000, max_budget: 100000}\n";
+    let p = start_config(
+        &format!("  anthropic: \"{}\"\n", up.base_url()),
+        PACK,
+        extra,
+    )
+    .await;
+    for stream in [false, true] {
+        let body = json!({"model":"m","max_tokens":5,"stream":stream,
+            "messages":[{"role":"user","content":"hello"}]});
+        let a = send(
+            p.addr(),
+            "POST",
+            "/v1/messages",
+            body.to_string(),
+            &[
+                ("content-type", "application/json"),
+                ("x-api-key", "k"),
+                ("anthropic-version", "2023-06-01"),
+            ],
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    let v = settled_usage(p.addr(), "k").await;
+    // Per answer: 1,115 tokens; $10 + 100 × $2 + 1,000 × $0.1 + $5 = $315.
+    assert_eq!(
+        v["tokens"]["remaining"].as_u64(),
+        Some(100000 - 2 * 1115),
+        "{v}"
+    );
+    assert_eq!(v["budget"]["spent_usd"].as_f64(), Some(2.0 * 315.0), "{v}");
+}

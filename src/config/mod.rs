@@ -306,12 +306,33 @@ pub struct AuditConfig {
 pub struct Price {
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+    /// Input tokens written to a prompt cache; absent: twice the input price (Anthropic bills
+    /// 1.25× for a 5-minute cache, 2× for an hour's: never priced below what is billed).
+    #[serde(default)]
+    pub cache_write_per_mtok: Option<f64>,
+    /// Input tokens read from a prompt cache; absent: the input price.
+    #[serde(default)]
+    pub cache_read_per_mtok: Option<f64>,
 }
 
 impl Price {
     /// What `input` and `output` tokens cost, in USD.
     pub fn usd(&self, input: u64, output: u64) -> f64 {
-        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1e6
+        self.usd_cached(input, output, crate::delta::CacheTokens::default())
+    }
+
+    /// The same, `cache` of the input tokens priced as the cache bills them.
+    pub fn usd_cached(&self, input: u64, output: u64, cache: crate::delta::CacheTokens) -> f64 {
+        let plain = input.saturating_sub(cache.write.saturating_add(cache.read));
+        let write = self
+            .cache_write_per_mtok
+            .unwrap_or(2.0 * self.input_per_mtok);
+        let read = self.cache_read_per_mtok.unwrap_or(self.input_per_mtok);
+        (plain as f64 * self.input_per_mtok
+            + cache.write as f64 * write
+            + cache.read as f64 * read
+            + output as f64 * self.output_per_mtok)
+            / 1e6
     }
 }
 

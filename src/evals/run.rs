@@ -307,6 +307,7 @@ pub fn check_turn(
     deltas.push(Delta::Usage {
         input_tokens: spend.input_tokens,
         output_tokens: spend.output_tokens,
+        cache: None,
     });
     deltas.push(Delta::Finish {
         choice: 0,

@@ -100,6 +100,8 @@ pub struct ExchangeGuard {
     calls: Vec<ResponseCall>,
     /// (input, output) tokens, as last reported.
     usage: (Option<u64>, Option<u64>),
+    /// The part of the input a prompt cache wrote or read (priced apart).
+    cache: crate::delta::CacheTokens,
     price: Option<Price>,
     /// The spend in USD when known without a price (an eval's session total).
     known_cost_usd: Option<f64>,
@@ -154,6 +156,7 @@ impl Policy {
             history,
             calls: Vec::new(),
             usage: (None, None),
+            cache: crate::delta::CacheTokens::default(),
             price,
             known_cost_usd: None,
             session_before: None,
@@ -340,9 +343,17 @@ impl ExchangeGuard {
             Delta::Usage {
                 input_tokens,
                 output_tokens,
+                cache,
             } => {
-                self.usage.0 = input_tokens.or(self.usage.0);
-                self.usage.1 = output_tokens.or(self.usage.1);
+                // Counts so far: a later report raises them, never lowers them (an answer
+                // cannot take back what it was billed).
+                let most = |old: Option<u64>, new: Option<u64>| old.max(new);
+                self.usage.0 = most(self.usage.0, *input_tokens);
+                self.usage.1 = most(self.usage.1, *output_tokens);
+                if let Some(c) = cache {
+                    self.cache.write = self.cache.write.max(c.write);
+                    self.cache.read = self.cache.read.max(c.read);
+                }
                 return Ok(None);
             }
             Delta::Finish { .. } => return Ok(None),

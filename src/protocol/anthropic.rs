@@ -163,9 +163,46 @@ fn content_texts(
 #[derive(Deserialize)]
 pub(super) struct Usage {
     #[serde(default)]
-    pub(super) input_tokens: Option<u64>,
+    input_tokens: Option<u64>,
     #[serde(default)]
-    pub(super) output_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    /// Input written to and read from the prompt cache: billed beside `input_tokens`, which
+    /// leaves them out.
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The usage as billed: the cache's tokens are input too (priced apart, `CacheTokens`).
+    pub(super) fn delta<'a>(&self) -> Delta<'a> {
+        let (write, read) = (
+            self.cache_creation_input_tokens,
+            self.cache_read_input_tokens,
+        );
+        let cached = write.is_some() || read.is_some();
+        let cache = cached.then(|| crate::delta::CacheTokens {
+            write: write.unwrap_or(0),
+            read: read.unwrap_or(0),
+        });
+        let input = match (self.input_tokens, cache) {
+            (None, None) => None,
+            (i, c) => {
+                let c = c.unwrap_or_default();
+                Some(
+                    i.unwrap_or(0)
+                        .saturating_add(c.write)
+                        .saturating_add(c.read),
+                )
+            }
+        };
+        Delta::Usage {
+            input_tokens: input,
+            output_tokens: self.output_tokens,
+            cache,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -355,10 +392,7 @@ impl Protocol for AnthropicMessages {
             out.push(Delta::Finish { choice: 0, reason });
         }
         if let Some(u) = msg.usage {
-            out.push(Delta::Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-            });
+            out.push(u.delta());
         }
         Ok(())
     }

@@ -282,6 +282,27 @@ struct UsageMetadata {
     prompt_token_count: Option<u64>,
     #[serde(default, alias = "candidates_token_count")]
     candidates_token_count: Option<u64>,
+    /// Billed as output, not part of `candidatesTokenCount`.
+    #[serde(default, alias = "thoughts_token_count")]
+    thoughts_token_count: Option<u64>,
+    /// Billed as input (what tools gave the model), not part of `promptTokenCount`.
+    #[serde(default, alias = "tool_use_prompt_token_count")]
+    tool_use_prompt_token_count: Option<u64>,
+}
+
+impl UsageMetadata {
+    /// The usage as billed: thoughts are output, tool-use prompts input.
+    fn delta<'a>(&self) -> Delta<'a> {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        Delta::Usage {
+            input_tokens: sum(self.prompt_token_count, self.tool_use_prompt_token_count),
+            output_tokens: sum(self.candidates_token_count, self.thoughts_token_count),
+            cache: None,
+        }
+    }
 }
 
 /// The keys of Gemini answers that are structure, not text (see `residual`).

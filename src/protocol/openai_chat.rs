@@ -344,6 +344,7 @@ fn chunk_deltas<'a>(chunk: &mut Chunk<'a>, out: &mut Vec<Delta<'a>>) -> bool {
         out.push(Delta::Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            cache: None,
         });
     }
     undelivered_id

@@ -111,6 +111,7 @@ fn chunk_deltas<'a>(chunk: Chunk<'a>, out: &mut Vec<Delta<'a>>) {
         out.push(Delta::Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            cache: None,
         });
     }
 }

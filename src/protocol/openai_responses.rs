@@ -123,6 +123,7 @@ fn usage_delta<'a>(u: Usage) -> Delta<'a> {
     Delta::Usage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,
+        cache: None,
     }
 }
 

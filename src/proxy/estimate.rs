@@ -119,6 +119,7 @@ pub fn fill(
         let _ = guard.on_chunk(&Delta::Usage {
             input_tokens,
             output_tokens,
+            cache: None,
         });
     }
     Estimated {

@@ -497,6 +497,7 @@ mod tests {
         let price = Price {
             input_per_mtok: 1.0,
             output_per_mtok: 2.0,
+            ..Price::default()
         };
         let a =
             ask(&budget, br#"{"max_tokens":10}"#, Some("m"), Some(price), 10).unwrap_or_default();

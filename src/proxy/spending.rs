@@ -28,7 +28,7 @@ impl Spending {
     /// The upstream answered without a billed answer (an error status relayed as it is).
     pub fn nothing_billed(&self) {
         if let Some(r) = &self.reservation {
-            r.record(Some(0), Some(0));
+            r.record(Some(0), Some(0), Default::default());
         }
     }
 
@@ -38,14 +38,15 @@ impl Spending {
     /// not what was relayed).
     pub fn record(&self, guard: &ExchangeGuard, cut_short: bool) {
         let (input, output) = guard.usage();
+        let cache = guard.cache_tokens();
         if let Some(r) = &self.reservation {
-            r.record(input, output);
+            r.record(input, output, cache);
             if cut_short {
                 r.at_least_reserved();
             }
         }
         if let Some(s) = &self.session {
-            s.record(input, output);
+            s.record(input, output, cache);
         }
     }
 

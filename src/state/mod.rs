@@ -428,9 +428,14 @@ impl SessionSpend {
     /// The exchange's tokens as counted when it ended (reported, or estimated; a count it
     /// has not makes the session's unknown), priced at the requested model's price. Nothing
     /// recorded: nothing was spent.
-    pub fn record(&self, input: Option<u64>, output: Option<u64>) {
+    pub fn record(
+        &self,
+        input: Option<u64>,
+        output: Option<u64>,
+        cache: crate::delta::CacheTokens,
+    ) {
         let usd = match (input, output, self.price) {
-            (Some(i), Some(o), Some(p)) => Some(micro_usd(p.usd(i, o))),
+            (Some(i), Some(o), Some(p)) => Some(micro_usd(p.usd_cached(i, o, cache))),
             _ => None,
         };
         self.done.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(eval_sessions::Spent {
@@ -508,9 +513,16 @@ impl Reservation {
 
     /// The exchange's tokens as counted when it ended (reported, or estimated), priced at the
     /// requested model's price.
-    pub fn record(&self, input: Option<u64>, output: Option<u64>) {
+    pub fn record(
+        &self,
+        input: Option<u64>,
+        output: Option<u64>,
+        cache: crate::delta::CacheTokens,
+    ) {
         let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
-        let usd = self.price.map_or(0.0, |p| p.usd(input, output));
+        let usd = self
+            .price
+            .map_or(0.0, |p| p.usd_cached(input, output, cache));
         *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Used {
             tokens: input.saturating_add(output),
             micro_usd: micro_usd(usd),

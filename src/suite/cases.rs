@@ -312,6 +312,7 @@ fn recorded_calls(protocol: Option<&str>, body: &[u8]) -> Option<(Vec<ToolCall>,
             crate::delta::Delta::Usage {
                 input_tokens,
                 output_tokens,
+                ..
             } if input_tokens.is_some() || output_tokens.is_some() => {
                 tokens = Some(input_tokens.unwrap_or(0) + output_tokens.unwrap_or(0));
             }

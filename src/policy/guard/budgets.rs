@@ -48,6 +48,11 @@ impl ExchangeGuard {
         self.usage
     }
 
+    /// The part of the input tokens a prompt cache wrote or read (priced apart).
+    pub fn cache_tokens(&self) -> crate::delta::CacheTokens {
+        self.cache
+    }
+
     /// What the reported usage costs in USD, at the requested model's configured price: `None`
     /// without a price or without both token counts.
     pub fn cost_usd(&self) -> Option<f64> {
@@ -57,7 +62,7 @@ impl ExchangeGuard {
         let (Some(input), Some(output), Some(p)) = (self.usage.0, self.usage.1, self.price) else {
             return None;
         };
-        Some(p.usd(input, output))
+        Some(p.usd_cached(input, output, self.cache))
     }
 
     /// The spend `cost_budget` reads, known already (an eval's session total, summed over

@@ -345,12 +345,14 @@ validators:
     )
     .unwrap();
     let usage = |i, o| Delta::Usage {
+        cache: None,
         input_tokens: Some(i),
         output_tokens: Some(o),
     };
     let price = Some(Price {
         input_per_mtok: 2.0,
         output_per_mtok: 10.0,
+        ..Default::default()
     });
     assert_eq!(p.latency_budget(), Some((0, 100)));
     // A budget so long that a deadline computed from it could overflow is refused at load.
@@ -378,6 +380,7 @@ validators:
     let dear = Some(Price {
         input_per_mtok: 20.0,
         output_per_mtok: 20.0,
+        ..Default::default()
     });
     assert_eq!(run(&[usage(300, 400)], dear), Some(1)); // 0.014 USD
                                                         // No usage, or no price for the model: the check cannot decide and fails closed.
@@ -414,6 +417,7 @@ fn cost_budget_reads_the_sessions_totals() {
     let price = Some(Price {
         input_per_mtok: 1000.0,
         output_per_mtok: 1000.0,
+        ..Default::default()
     });
     let spent = |tokens: u64, usd: Option<f64>| Spend {
         input_tokens: Some(tokens),
@@ -431,6 +435,7 @@ fn cost_budget_reads_the_sessions_totals() {
         g.on_chunk(&Delta::Usage {
             input_tokens: Some(exchange),
             output_tokens: Some(0),
+            cache: None,
         })
         .unwrap();
         (true, Some(g.after_call().is_ok()))

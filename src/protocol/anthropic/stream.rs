@@ -233,19 +233,13 @@ impl StreamDecoder for MessagesStream {
                     out.push(Delta::Finish { choice: 0, reason });
                 }
                 if let Some(u) = ev.usage {
-                    out.push(Delta::Usage {
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                    });
+                    out.push(u.delta());
                 }
                 Ok(FrameKind::Data)
             }
             "message_start" => {
                 if let Some(u) = ev.message.and_then(|m| m.usage) {
-                    out.push(Delta::Usage {
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                    });
+                    out.push(u.delta());
                 }
                 Ok(FrameKind::Data)
             }

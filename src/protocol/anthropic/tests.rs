@@ -151,3 +151,48 @@ fn content_blocks_are_bounded() {
     let mut out = Vec::new();
     assert!(dec.decode(None, past.as_bytes(), &mut out).is_err());
 }
+
+#[test]
+fn the_prompt_caches_tokens_are_input_priced_apart() {
+    let mut dec = MessagesStream::default();
+    let start = br#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":10,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":1}}}"#;
+    let mut out = Vec::new();
+    dec.decode(Some(b"message_start"), start, &mut out).unwrap();
+    let cache = Some(crate::delta::CacheTokens {
+        write: 100,
+        read: 1000,
+    });
+    assert_eq!(
+        out,
+        [Delta::Usage {
+            input_tokens: Some(1110),
+            output_tokens: Some(1),
+            cache
+        }]
+    );
+    // A later report of the output alone leaves the input as it was.
+    let end = br#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}"#;
+    let mut out = Vec::new();
+    dec.decode(Some(b"message_delta"), end, &mut out).unwrap();
+    assert!(out.contains(&Delta::Usage {
+        input_tokens: None,
+        output_tokens: Some(5),
+        cache: None
+    }));
+    let price = crate::config::Price {
+        input_per_mtok: 1.0,
+        output_per_mtok: 4.0,
+        cache_read_per_mtok: Some(0.1),
+        cache_write_per_mtok: None,
+    };
+    let usd = price.usd_cached(
+        1110,
+        5,
+        crate::delta::CacheTokens {
+            write: 100,
+            read: 1000,
+        },
+    ) * 1e6;
+    // 10 plain, 100 written at twice the input price, 1,000 read at 0.1, 5 output at 4.
+    assert!((usd - (10.0 + 200.0 + 100.0 + 20.0)).abs() < 1e-6, "{usd}");
+}

@@ -92,10 +92,7 @@ impl GeminiStream {
             }
         }
         if let Some(u) = resp.usage_metadata {
-            out.push(Delta::Usage {
-                input_tokens: u.prompt_token_count,
-                output_tokens: u.candidates_token_count,
-            });
+            out.push(u.delta());
         }
     }
 }

@@ -133,6 +133,7 @@ impl Read {
             Delta::Usage {
                 input_tokens,
                 output_tokens,
+                ..
             } => {
                 self.input_tokens = input_tokens.or(self.input_tokens);
                 self.output_tokens = output_tokens.or(self.output_tokens);
