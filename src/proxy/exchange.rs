@@ -290,7 +290,7 @@ impl<'a> RequestCtx<'a> {
             on_chunk: self.trace.on_chunk_span(),
             after_call: self.trace.after_call_span(),
         };
-        let checked = offload::check(body.len(), self.tenant(), {
+        let checked = offload::check(offload::work(&body), self.tenant(), {
             let body = body.clone();
             move || work.run(&body, guard)
         })

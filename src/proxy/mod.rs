@@ -456,7 +456,8 @@ impl Gateway {
         // Decoding a large body and walking it for what the decoder does not model takes
         // milliseconds: off the async worker, as its checks are (`offload.rs`).
         let unknown = route.unknown_content;
-        let mut parsed = offload::check(body.len(), ctx.tenant(), {
+        let work = offload::work(&body);
+        let mut parsed = offload::check(work, ctx.tenant(), {
             let (body, path) = (body.clone(), parts.uri.path().to_owned());
             move || -> Result<_, GatewayError> {
                 let mut parsed = protocol.parse_request(&body, &path)?;
@@ -482,7 +483,7 @@ impl Gateway {
         let (reservation, session_spend, before_call) =
             if self.state.is_remote() && !ctx.caller.policy.has_cost_budget() {
                 let ahead = ctx.reserve_ahead(ask, price)?;
-                let checked = ctx.before_call_checked(&mut parsed, body.len(), None).await;
+                let checked = ctx.before_call_checked(&mut parsed, work, None).await;
                 let reservation = ctx.reserved(ahead, quota).await?;
                 let before_call = checked.and_then(|(g, v)| ctx.before_call_verdict(g, v));
                 (reservation, None, before_call)
@@ -493,7 +494,7 @@ impl Gateway {
                 );
                 let reservation = reservation?;
                 let before_call = ctx
-                    .before_call_sized(&mut parsed, body.len(), session_before)
+                    .before_call_sized(&mut parsed, work, session_before)
                     .await;
                 (reservation, session_spend, before_call)
             };

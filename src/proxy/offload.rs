@@ -196,29 +196,50 @@ fn pool() -> &'static FairPool {
     POOL.get_or_init(|| FairPool::new(permits()))
 }
 
-/// The size a JSON-RPC body counts as: a batch (an array) as large whatever its bytes, since
+/// The work a JSON-RPC body counts as: a batch (an array) as large whatever its bytes, since
 /// its checks cost per message (a fresh guard each: ~100 µs with a realistic pack, so 128 small
 /// messages take milliseconds in under 64 KiB).
 pub fn jsonrpc_work(body: &[u8]) -> usize {
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[') => body.len().max(THRESHOLD_BYTES),
-        _ => body.len(),
+        Some(b'[') => work(body).max(THRESHOLD_BYTES),
+        _ => work(body),
     }
 }
 
-/// Whether checking `bytes` of input is moved off the async worker.
-pub fn is_large(bytes: usize) -> bool {
-    bytes >= THRESHOLD_BYTES
+/// The work checking `body` is estimated to take, in bytes of prose (what [`THRESHOLD_BYTES`]
+/// counts): what costs more per byte counts more. Each JSON string, each mark the reader's
+/// view may read as Markdown, costs a step of its own ([`MARK_WORK`]); a `<` or `&` may open an
+/// element or a reference the view builds (HTML's tree: [`MARKUP_WORK`]). Measured worst
+/// cases: 65 KB of tiny JSON strings took ~29 ms to check, 60 KB of nested table markup
+/// ~130 ms, as much prose ~3 ms. One pass, a few hundred microseconds per megabyte.
+pub fn work(body: &[u8]) -> usize {
+    let (mut marks, mut markup) = (0usize, 0usize);
+    for &b in body {
+        markup += usize::from(b == b'<' || b == b'&');
+        marks += usize::from(b.is_ascii_punctuation());
+    }
+    body.len() + MARK_WORK * marks + MARKUP_WORK * markup
 }
 
-/// Runs `check` over `bytes` of input for `tenant`: in place when small, else on the blocking
-/// pool once a permit is `tenant`'s. `None`: it panicked there (the caller fails closed).
+/// Bytes of prose one punctuation mark counts as ([`work`]).
+const MARK_WORK: usize = 16;
+/// Bytes of prose one `<` or `&` counts as besides ([`work`]).
+const MARKUP_WORK: usize = 128;
+
+/// Whether checking `work` (see [`work`]) is moved off the async worker.
+pub fn is_large(work: usize) -> bool {
+    work >= THRESHOLD_BYTES
+}
+
+/// Runs `check` of `work` (see [`work`]) for `tenant`: in place when small, else on the
+/// blocking pool once a permit is `tenant`'s. `None`: it panicked there (the caller fails
+/// closed).
 pub async fn check<T: Send + 'static>(
-    bytes: usize,
+    work: usize,
     tenant: Tenant,
     check: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
-    if !is_large(bytes) {
+    if !is_large(work) {
         return Some(check());
     }
     let permit = pool().acquire(tenant).await?;
@@ -233,6 +254,20 @@ pub async fn check<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_counts_what_costs_more_per_byte() {
+        let prose = "The quick brown fox jumps over the lazy dog, twice. ".repeat(600);
+        assert!(prose.len() > 30_000 && !is_large(work(prose.as_bytes())));
+        // 65 KB of tiny JSON strings (~29 ms to check) and 6 KB of nested tables go to the pool.
+        let strings = format!("{{\"x\":[{}\"a\"]}}", "\"a\",".repeat(16_000));
+        assert!(strings.len() < THRESHOLD_BYTES && is_large(work(strings.as_bytes())));
+        let tables = "<table><tr><td>a".repeat(400);
+        assert!(is_large(work(tables.as_bytes())));
+        assert!(!is_large(work(
+            b"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
+        )));
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn large_work_leaves_the_worker_free() {

@@ -492,18 +492,18 @@ impl<'a> RequestCtx<'a> {
         self.before_call_verdict(guard, verdict)
     }
 
-    /// [`RequestCtx::before_call`] for a request of `bytes`, whose session had spent
+    /// [`RequestCtx::before_call`] for a request of estimated `work` ([`super::offload::work`]), whose session had spent
     /// `session_before` (when `cost_budget` validators read it): a large one is checked on the
     /// bounded blocking pool ([`super::offload`]), so the async worker goes on serving other
     /// tenants and `/healthz` meanwhile.
     pub async fn before_call_sized(
         &self,
         parsed: &mut ParsedRequest,
-        bytes: usize,
+        work: usize,
         session_before: Option<crate::evals::Spend>,
     ) -> Result<ExchangeGuard, GatewayError> {
         let (guard, verdict) = self
-            .before_call_checked(parsed, bytes, session_before)
+            .before_call_checked(parsed, work, session_before)
             .await?;
         self.before_call_verdict(guard, verdict)
     }
@@ -513,7 +513,7 @@ impl<'a> RequestCtx<'a> {
     pub async fn before_call_checked(
         &self,
         parsed: &mut ParsedRequest,
-        bytes: usize,
+        work: usize,
         session_before: Option<crate::evals::Spend>,
     ) -> Result<(ExchangeGuard, Result<(), crate::policy::Finding>), GatewayError> {
         let mut guard = request_guard(self.rt, self.caller.policy, parsed);
@@ -521,13 +521,13 @@ impl<'a> RequestCtx<'a> {
             guard.set_session_before(before);
         }
         let span = self.trace.before_call_span();
-        if !super::offload::is_large(bytes) {
+        if !super::offload::is_large(work) {
             let _span = span.entered();
             let verdict = guard.before_call(&parsed.conversation);
             return Ok((guard, verdict));
         }
         let conversation = std::mem::take(&mut parsed.conversation);
-        let checked = super::offload::check(bytes, self.tenant(), move || {
+        let checked = super::offload::check(work, self.tenant(), move || {
             let verdict = guard.before_call(&conversation);
             (guard, verdict, conversation)
         })

@@ -190,12 +190,12 @@ impl McpStream {
         let Some(frames) = relay.frames(data) else {
             return self.settle(relay);
         };
-        let bytes = frames.iter().map(|f| f.raw.len()).sum();
-        if !offload::is_large(bytes) {
+        let work = frames.iter().map(|f| offload::work(&f.raw)).sum();
+        if !offload::is_large(work) {
             relay.check(frames);
             return self.settle(relay);
         }
-        self.checking = Some(Box::pin(offload::check(bytes, self.tenant, move || {
+        self.checking = Some(Box::pin(offload::check(work, self.tenant, move || {
             relay.check(frames);
             relay
         })));
