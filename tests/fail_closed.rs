@@ -1453,6 +1453,59 @@ async fn references_to_provider_stored_content_follow_stored_context() {
             anthropic_document(json!({"type":"url","url":"https://example.com/a.pdf"})),
             "messages[0].content[0].source.url refers",
         ),
+        // Tools the provider runs that put content in the model's context.
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"hi","tools":[{"type":"function","name":"f"},
+                {"type":"file_search","vector_store_ids":["vs_1"]}]}),
+            "tools[1] (file_search) is a tool the provider runs",
+        ),
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"hi","tools":[{"type":"code_interpreter",
+                "container":{"type":"auto","file_ids":["file-1"]}}]}),
+            "tools[0] (code_interpreter) is a tool",
+        ),
+        (
+            "/v1/responses",
+            json!({"model":"m","input":"hi","tools":[{"type":"mcp","server_label":"x",
+                "server_url":"https://mcp.example.com"}]}),
+            "tools[0] (mcp) is a tool",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}),
+            "web_search_options is a tool",
+        ),
+        (
+            "/v1/messages",
+            json!({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
+                "mcp_servers":[{"type":"url","url":"https://mcp.example.com","name":"x"}]}),
+            "mcp_servers is a tool",
+        ),
+        (
+            "/v1/messages",
+            json!({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
+                "tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}),
+            "tools[0] (web_fetch_20250910) is a tool",
+        ),
+        (
+            "/v1/messages",
+            json!({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
+                "container":{"skills":[{"type":"custom","skill_id":"s"}]}}),
+            "container.skills is a tool",
+        ),
+        (
+            GEMINI,
+            json!({"contents":[{"parts":[{"text":"hi"}]}],"tools":[{"url_context":{}}]}),
+            "tools[0].urlContext is a tool",
+        ),
+        (
+            GEMINI,
+            json!({"contents":[{"parts":[{"text":"hi"}]}],
+                "tools":[{"fileSearch":{"fileSearchStoreNames":["s"]}}]}),
+            "tools[0].fileSearch is a tool",
+        ),
     ];
     refused_before_the_call("", &cases).await;
     let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;

@@ -31,6 +31,12 @@ struct Request {
     messages: Vec<RequestMessage>,
     #[serde(default)]
     tools: Vec<RequestTool>,
+    /// Remote MCP servers the API calls for the model.
+    #[serde(default)]
+    mcp_servers: Option<Vec<serde::de::IgnoredAny>>,
+    /// The code execution container: `skills` are files stored at the provider.
+    #[serde(default)]
+    container: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +137,9 @@ struct RequestTool {
     name: Option<String>,
     #[serde(default)]
     description: Option<String>,
+    /// A server tool's type (`web_search_20250305`, `web_fetch_…`); none for a client tool.
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
 }
 
 /// The texts of `content` (at `path`): a string, or its blocks' texts, thinking, documents
@@ -332,6 +341,25 @@ impl Protocol for AnthropicMessages {
                 is_error,
                 name: None,
             });
+        }
+        for (i, t) in req.tools.iter().enumerate() {
+            if let Some(kind) = t
+                .kind
+                .as_deref()
+                .filter(|k| super::documents::hosted_tool_reads(k))
+            {
+                documents.stored(StoredKind::HostedTool, format!("tools[{i}] ({kind})"));
+            }
+        }
+        if req.mcp_servers.is_some_and(|s| !s.is_empty()) {
+            documents.stored(StoredKind::HostedTool, "mcp_servers");
+        }
+        let skills = req.container.as_ref().and_then(|c| c.get("skills"));
+        if skills
+            .and_then(|s| s.as_array())
+            .is_some_and(|s| !s.is_empty())
+        {
+            documents.stored(StoredKind::HostedTool, "container.skills");
         }
         let tools = req
             .tools

@@ -45,6 +45,41 @@ pub enum StoredKind {
     Url,
     /// A prompt template stored at the provider (Responses `prompt.id`).
     Prompt,
+    /// A tool the provider runs that puts content in the model's context: stored files
+    /// (file search, a code interpreter's files, skills), a remote MCP server, the web (search,
+    /// fetch, URL context) — [`hosted_tool_reads`].
+    HostedTool,
+}
+
+/// Whether a provider-side tool of `kind` (its `type`: `file_search`, Anthropic's dated
+/// `web_search_20250305`) reads content into the model's context that no input check can read:
+/// file and vector-store search, a remote MCP server, web search and fetch. (A code
+/// interpreter reads stored files only when given some: see its callers.)
+pub fn hosted_tool_reads(kind: &str) -> bool {
+    const READERS: [&str; 5] = [
+        "file_search",
+        "web_search",
+        "web_fetch",
+        "mcp",
+        "url_context",
+    ];
+    READERS.iter().any(|r| {
+        kind.strip_prefix(r)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+    })
+}
+
+/// Whether a code interpreter's `container` holds stored files: an existing container (its id)
+/// or one given `file_ids`.
+pub fn container_holds_files(container: Option<&serde_json::Value>) -> bool {
+    match container {
+        Some(serde_json::Value::String(_)) => true,
+        Some(serde_json::Value::Object(c)) => c
+            .get("file_ids")
+            .and_then(|f| f.as_array())
+            .is_some_and(|f| !f.is_empty()),
+        _ => false,
+    }
 }
 
 impl StoredKind {
@@ -56,6 +91,7 @@ impl StoredKind {
             StoredKind::File => "file",
             StoredKind::Url => "url",
             StoredKind::Prompt => "prompt",
+            StoredKind::HostedTool => "hosted_tool",
         }
     }
 }

@@ -148,6 +148,36 @@ fn part_documents(
 struct RequestTool {
     #[serde(default, alias = "function_declarations")]
     function_declarations: Vec<FunctionDeclaration>,
+    /// Tools the API runs that put content in the model's context: stored files, the web,
+    /// a Vertex AI Search data store.
+    #[serde(default, alias = "file_search")]
+    file_search: Option<serde::de::IgnoredAny>,
+    #[serde(default, alias = "url_context")]
+    url_context: Option<serde::de::IgnoredAny>,
+    #[serde(default, alias = "google_search")]
+    google_search: Option<serde::de::IgnoredAny>,
+    #[serde(default, alias = "google_search_retrieval")]
+    google_search_retrieval: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    retrieval: Option<serde::de::IgnoredAny>,
+}
+
+impl RequestTool {
+    /// The first of its tools that reads content no input check can read.
+    fn hosted_reader(&self) -> Option<&'static str> {
+        [
+            (self.file_search.is_some(), "fileSearch"),
+            (self.url_context.is_some(), "urlContext"),
+            (self.google_search.is_some(), "googleSearch"),
+            (
+                self.google_search_retrieval.is_some(),
+                "googleSearchRetrieval",
+            ),
+            (self.retrieval.is_some(), "retrieval"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
+    }
 }
 
 #[derive(Deserialize)]
@@ -426,6 +456,11 @@ impl Protocol for Gemini {
         }
         if req.cached_content.is_some() {
             documents.stored(StoredKind::CachedContent, "cachedContent");
+        }
+        for (i, t) in req.tools.iter().enumerate() {
+            if let Some(name) = t.hosted_reader() {
+                documents.stored(StoredKind::HostedTool, format!("tools[{i}].{name}"));
+            }
         }
         let tools = req
             .tools

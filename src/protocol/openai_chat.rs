@@ -37,6 +37,9 @@ struct Request {
     /// How many choices the answer holds.
     #[serde(default)]
     n: Option<serde_json::Value>,
+    /// Web search by the model (search models): pages the model reads and no check does.
+    #[serde(default)]
+    web_search_options: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -591,6 +594,9 @@ impl Protocol for OpenAiChat {
                 })
             })
             .collect::<Result<_, GatewayError>>()?;
+        if req.web_search_options.is_some() {
+            documents.stored(StoredKind::HostedTool, "web_search_options");
+        }
         if let Some(prediction) = req.prediction {
             let mut text = Vec::new();
             content_texts(

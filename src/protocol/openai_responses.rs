@@ -638,6 +638,14 @@ impl Protocol for OpenAiResponses {
         if req.prompt.is_some_and(|p| p.id.is_some()) {
             documents.stored(StoredKind::Prompt, "prompt.id");
         }
+        for (i, t) in req.tools.iter().enumerate() {
+            let kind = t.kind.as_deref().unwrap_or("function");
+            let files = kind == "code_interpreter"
+                && super::documents::container_holds_files(t.container.as_ref());
+            if files || super::documents::hosted_tool_reads(kind) {
+                documents.stored(StoredKind::HostedTool, format!("tools[{i}] ({kind})"));
+            }
+        }
         let tools = req
             .tools
             .into_iter()

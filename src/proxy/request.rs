@@ -713,6 +713,14 @@ pub fn stored_refusal(
     documents: &protocol::documents::Documents,
 ) -> Result<(), GatewayError> {
     match documents.stored.first() {
+        Some((kind @ protocol::documents::StoredKind::HostedTool, path))
+            if route.stored_context == StoredContext::Refuse =>
+        {
+            Err(GatewayError::InvalidRequest(format!(
+                "{path} is a tool the provider runs that gives the model content guardwire cannot check ({}: stored files, a remote MCP server, the web); leave it out (or set the route's stored_context: pass)",
+                kind.as_str()
+            )))
+        }
         Some((kind, path)) if route.stored_context == StoredContext::Refuse => {
             Err(GatewayError::InvalidRequest(format!(
                 "{path} refers to content stored at the provider ({}), which guardwire cannot check; send it inline (or set the route's stored_context: pass)",

@@ -118,6 +118,11 @@ pub(super) struct RequestTool {
     pub(super) name: Option<String>,
     #[serde(default)]
     pub(super) description: Option<String>,
+    /// A hosted tool's type (`file_search`, `mcp`, `web_search`, `code_interpreter`, …).
+    #[serde(rename = "type", default)]
+    pub(super) kind: Option<String>,
+    #[serde(default)]
+    pub(super) container: Option<serde_json::Value>,
 }
 
 /// The message of input item `item`, found at `path` (`input[3]`).
