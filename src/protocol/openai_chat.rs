@@ -376,15 +376,19 @@ struct ChatStream {
 /// ends the answer — the readers would call different tools, and no check can be both.
 #[derive(Default)]
 struct CallPieces {
-    /// (choice, index — `u32::MAX` for the legacy `function_call`): named, the id so far.
-    calls: Vec<((u32, u32), bool, String)>,
+    /// (choice, index — `u32::MAX` for the legacy `function_call`): named, the id so far and
+    /// the pieces it came in.
+    calls: Vec<((u32, u32), bool, String, u8)>,
     /// The ids of the last frame that joined a piece to an earlier one.
     joined: Vec<String>,
 }
 
-/// Tool calls one answer may make, and bytes one call's id may hold: far past any provider's.
+/// Tool calls one answer may make, bytes one call's id may hold and pieces it may come in: far
+/// past any provider's (ids of ~30 characters, sent once), and each joined id is checked again
+/// whole, so their product bounds that work per call.
 const MAX_CALLS: usize = 4096;
-const MAX_CALL_ID: usize = 4096;
+const MAX_CALL_ID: usize = 256;
+const MAX_ID_PIECES: u8 = 8;
 
 impl CallPieces {
     fn read(&mut self, chunk: &Chunk<'_>) -> Result<(), DecodeError> {
@@ -422,7 +426,7 @@ impl CallPieces {
         let at = match self.calls.iter().position(|c| c.0 == key) {
             Some(at) => at,
             None if self.calls.len() < MAX_CALLS => {
-                self.calls.push((key, false, String::new()));
+                self.calls.push((key, false, String::new(), 0));
                 self.calls.len() - 1
             }
             None => return Err(DecodeError("an answer with too many tool calls".into())),
@@ -438,7 +442,8 @@ impl CallPieces {
         }
         if let Some(id) = id {
             let joined = !call.2.is_empty();
-            if call.2.len() + id.len() > MAX_CALL_ID {
+            call.3 = call.3.saturating_add(1);
+            if call.2.len() + id.len() > MAX_CALL_ID || call.3 > MAX_ID_PIECES {
                 return Err(DecodeError("a tool call id past its bound".into()));
             }
             call.2.push_str(id);

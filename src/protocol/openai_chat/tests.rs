@@ -209,4 +209,11 @@ fn a_tool_call_id_in_pieces_is_joined_and_a_name_in_pieces_refused() {
     decode(&mut d, &call(None, Some(""))).unwrap();
     let other = r#"{"choices": [{"index": 1, "delta": {"tool_calls": [{"index": 2, "function": {"name": "get"}}]}}]}"#;
     decode(&mut d, other).unwrap();
+    // An id in more pieces than any provider sends is refused (each joined id is checked
+    // again whole: the bound keeps that work linear).
+    let mut d = ChatStream::default();
+    for i in 0..8 {
+        decode(&mut d, &call(Some("a"), (i == 0).then_some("get"))).unwrap();
+    }
+    assert!(decode(&mut d, &call(Some("a"), None)).is_err());
 }
