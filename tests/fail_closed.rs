@@ -1506,6 +1506,27 @@ async fn references_to_provider_stored_content_follow_stored_context() {
                 "tools":[{"fileSearch":{"fileSearchStoreNames":["s"]}}]}),
             "tools[0].fileSearch is a tool",
         ),
+        (
+            GEMINI,
+            json!({"contents":[{"parts":[{"text":"hi"}]}],"tools":[{"enterprise_web_search":{}}]}),
+            "tools[0].enterpriseWebSearch is a tool",
+        ),
+        (
+            GEMINI,
+            json!({"contents":[{"parts":[{"text":"hi"}]}],"tools":[{"googleMaps":{}}]}),
+            "tools[0].googleMaps is a tool",
+        ),
+        (
+            "/v1/responses",
+            json!({"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}),
+            "input[0].id refers to content stored at the provider (item)",
+        ),
+        (
+            "/v1/messages",
+            json!({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
+                "container":"container_1","tools":[{"type":"code_execution_20250825","name":"code_execution"}]}),
+            "container is a tool",
+        ),
     ];
     refused_before_the_call("", &cases).await;
     let mock = MockUpstream::start(|_| Reply::json(200, "{}")).await;

@@ -361,6 +361,11 @@ impl Protocol for AnthropicMessages {
         {
             documents.stored(StoredKind::HostedTool, "container.skills");
         }
+        // An existing container (its id) holds the files of earlier turns.
+        let existing = |c: &serde_json::Value| c.is_string() || c.get("id").is_some();
+        if req.container.as_ref().is_some_and(existing) {
+            documents.stored(StoredKind::HostedTool, "container");
+        }
         let tools = req
             .tools
             .into_iter()

@@ -45,6 +45,8 @@ pub enum StoredKind {
     Url,
     /// A prompt template stored at the provider (Responses `prompt.id`).
     Prompt,
+    /// An earlier item stored at the provider (Responses `item_reference`).
+    Item,
     /// A tool the provider runs that puts content in the model's context: stored files
     /// (file search, a code interpreter's files, skills), a remote MCP server, the web (search,
     /// fetch, URL context) — [`hosted_tool_reads`].
@@ -91,6 +93,7 @@ impl StoredKind {
             StoredKind::File => "file",
             StoredKind::Url => "url",
             StoredKind::Prompt => "prompt",
+            StoredKind::Item => "item",
             StoredKind::HostedTool => "hosted_tool",
         }
     }

@@ -160,6 +160,10 @@ struct RequestTool {
     google_search_retrieval: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     retrieval: Option<serde::de::IgnoredAny>,
+    #[serde(default, alias = "enterprise_web_search")]
+    enterprise_web_search: Option<serde::de::IgnoredAny>,
+    #[serde(default, alias = "google_maps")]
+    google_maps: Option<serde::de::IgnoredAny>,
 }
 
 impl RequestTool {
@@ -174,6 +178,8 @@ impl RequestTool {
                 "googleSearchRetrieval",
             ),
             (self.retrieval.is_some(), "retrieval"),
+            (self.enterprise_web_search.is_some(), "enterpriseWebSearch"),
+            (self.google_maps.is_some(), "googleMaps"),
         ]
         .into_iter()
         .find_map(|(set, name)| set.then_some(name))

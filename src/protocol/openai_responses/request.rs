@@ -190,6 +190,10 @@ pub(super) fn item_message(
                 tool_call_id: item.call_id,
             })
         }
+        "item_reference" => {
+            docs.stored(StoredKind::Item, format!("{path}.id"));
+            None
+        }
         _ => None,
     })
 }
