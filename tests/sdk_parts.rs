@@ -40,9 +40,14 @@ fn assert_stopped_without_leak(report: &Value, built: &[&str]) {
 }
 
 async fn run(body: &[u8], sdk: &Sdk, scenario: &str) -> Vec<Value> {
+    run_with(body, sdk, scenario, common::sdk::PACK).await
+}
+
+/// [`run`] with guardwire enforcing `pack`.
+async fn run_with(body: &[u8], sdk: &Sdk, scenario: &str, pack: &str) -> Vec<Value> {
     let mut reports = Vec::new();
     for every in SPLITS {
-        let h = Harness::start(Reply::sse_every(body, every, Duration::ZERO)).await;
+        let h = Harness::start_with(Reply::sse_every(body, every, Duration::ZERO), pack).await;
         reports.push(h.run(sdk, scenario).await);
         h.stop().await;
     }
@@ -126,11 +131,8 @@ async fn a_tool_call_id_or_name_in_pieces_is_read_as_the_stream_helper_joins_it(
         refs.push(&end);
         let mut body = sse_data_frames(&refs);
         body.extend_from_slice(b"data: [DONE]\n\n");
-        for every in SPLITS {
-            let reply = Reply::sse_every(&body, every, Duration::ZERO);
-            let h = Harness::start_with(reply, IDENTIFIER_PACK).await;
-            let report = h.run(&Sdk::openai_chat(), "final_tool_calls").await;
-            h.stop().await;
+        let sdk = Sdk::openai_chat();
+        for report in run_with(&body, &sdk, "final_tool_calls", IDENTIFIER_PACK).await {
             assert!(
                 report["exception"].is_string(),
                 "the stream was not ended with an error: {report:#}"

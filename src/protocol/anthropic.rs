@@ -190,21 +190,18 @@ impl Usage {
             self.cache_creation_input_tokens,
             self.cache_read_input_tokens,
         );
-        let cached = write.is_some() || read.is_some();
-        let cache = cached.then(|| crate::delta::CacheTokens {
+        let cache = (write.is_some() || read.is_some()).then(|| crate::delta::CacheTokens {
             write: write.unwrap_or(0),
             read: read.unwrap_or(0),
         });
-        let input = match (self.input_tokens, cache) {
-            (None, None) => None,
-            (i, c) => {
-                let c = c.unwrap_or_default();
-                Some(
-                    i.unwrap_or(0)
-                        .saturating_add(c.write)
-                        .saturating_add(c.read),
-                )
-            }
+        let input = match cache {
+            None => self.input_tokens,
+            Some(c) => Some(
+                self.input_tokens
+                    .unwrap_or(0)
+                    .saturating_add(c.write)
+                    .saturating_add(c.read),
+            ),
         };
         Delta::Usage {
             input_tokens: input,

@@ -376,11 +376,18 @@ struct ChatStream {
 /// ends the answer — the readers would call different tools, and no check can be both.
 #[derive(Default)]
 struct CallPieces {
-    /// (choice, index — `u32::MAX` for the legacy `function_call`): named, the id so far and
-    /// the pieces it came in.
-    calls: Vec<((u32, u32), bool, String, u8)>,
+    calls: Vec<CallSoFar>,
     /// The ids of the last frame that joined a piece to an earlier one.
     joined: Vec<String>,
+}
+
+/// One tool call's pieces so far.
+struct CallSoFar {
+    /// (choice, index — `u32::MAX` for the legacy `function_call`).
+    key: (u32, u32),
+    named: bool,
+    id: String,
+    id_pieces: u8,
 }
 
 /// Tool calls one answer may make, bytes one call's id may hold and pieces it may come in: far
@@ -423,32 +430,37 @@ impl CallPieces {
         if id.is_none() && name.is_none() {
             return Ok(());
         }
-        let at = match self.calls.iter().position(|c| c.0 == key) {
+        let at = match self.calls.iter().position(|c| c.key == key) {
             Some(at) => at,
             None if self.calls.len() < MAX_CALLS => {
-                self.calls.push((key, false, String::new(), 0));
+                self.calls.push(CallSoFar {
+                    key,
+                    named: false,
+                    id: String::new(),
+                    id_pieces: 0,
+                });
                 self.calls.len() - 1
             }
             None => return Err(DecodeError("an answer with too many tool calls".into())),
         };
         let call = &mut self.calls[at];
         if name.is_some() {
-            if call.1 {
+            if call.named {
                 return Err(DecodeError(
                     "a tool call whose name came in pieces (readers join them differently)".into(),
                 ));
             }
-            call.1 = true;
+            call.named = true;
         }
         if let Some(id) = id {
-            let joined = !call.2.is_empty();
-            call.3 = call.3.saturating_add(1);
-            if call.2.len() + id.len() > MAX_CALL_ID || call.3 > MAX_ID_PIECES {
+            let joined = !call.id.is_empty();
+            call.id_pieces = call.id_pieces.saturating_add(1);
+            if call.id.len() + id.len() > MAX_CALL_ID || call.id_pieces > MAX_ID_PIECES {
                 return Err(DecodeError("a tool call id past its bound".into()));
             }
-            call.2.push_str(id);
+            call.id.push_str(id);
             if joined {
-                self.joined.push(call.2.clone());
+                self.joined.push(call.id.clone());
             }
         }
         Ok(())

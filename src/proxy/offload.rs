@@ -212,8 +212,9 @@ pub fn jsonrpc_work(body: &[u8]) -> usize {
 /// a `<` or `&` may open an element or a reference the view builds (HTML's tree: 145); a byte
 /// of a non-ASCII character goes through the view's Unicode tables (32). Measured worst cases:
 /// 65 KB of tiny JSON strings took ~29 ms to check, 60 KB of nested table markup ~130 ms,
-/// 63 KB of Hangul ~50 ms (Thai, Arabic, CJK 10–14 ms), as much English prose ~3 ms. One table lookup per byte (~0.5 ns), stopped once the sum
-/// reaches the threshold: a large body costs no pass at all.
+/// 63 KB of Hangul ~50 ms (Thai, Arabic, CJK 10–14 ms), as much English prose ~3 ms. One table
+/// lookup per byte (~0.5 ns), stopped once the sum reaches the threshold: a large body costs no
+/// pass at all.
 pub fn work(body: &[u8]) -> usize {
     if body.len() >= THRESHOLD_BYTES {
         return body.len();

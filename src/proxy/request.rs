@@ -492,7 +492,8 @@ impl<'a> RequestCtx<'a> {
         self.before_call_verdict(guard, verdict)
     }
 
-    /// [`RequestCtx::before_call`] for a request of estimated `work` ([`super::offload::work`]), whose session had spent
+    /// [`RequestCtx::before_call`] for a request of estimated `work`
+    /// ([`super::offload::work`]), whose session had spent
     /// `session_before` (when `cost_budget` validators read it): a large one is checked on the
     /// bounded blocking pool ([`super::offload`]), so the async worker goes on serving other
     /// tenants and `/healthz` meanwhile.

@@ -158,26 +158,22 @@ fn a_delta_is_for_the_part_added_last() {
             r#"{{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":{ci},"delta":"x"}}"#
         )
     };
-    let mut dec = ResponsesStream::default();
-    for ok in [added(0), delta(0), added(1), delta(1)] {
-        assert!(
-            dec.decode(None, ok.as_bytes(), &mut Vec::new()).is_ok(),
-            "{ok}"
-        );
-    }
-    assert!(dec
-        .decode(None, delta(0).as_bytes(), &mut Vec::new())
-        .is_err());
-    let mut dec = ResponsesStream::default();
-    for ok in [added(0), added(1)] {
-        assert!(
-            dec.decode(None, ok.as_bytes(), &mut Vec::new()).is_ok(),
-            "{ok}"
-        );
-    }
-    assert!(dec
-        .decode(None, delta(0).as_bytes(), &mut Vec::new())
-        .is_err());
+    // A fresh decoder reads `ok` and then refuses part 0's delta.
+    let refuses_part_0_after = |ok: &[String]| {
+        let mut dec = ResponsesStream::default();
+        for ok in ok {
+            assert!(
+                dec.decode(None, ok.as_bytes(), &mut Vec::new()).is_ok(),
+                "{ok}"
+            );
+        }
+        assert!(dec
+            .decode(None, delta(0).as_bytes(), &mut Vec::new())
+            .is_err());
+        dec
+    };
+    refuses_part_0_after(&[added(0), delta(0), added(1), delta(1)]);
+    let mut dec = refuses_part_0_after(&[added(0), added(1)]);
     // A call's arguments are no part's text.
     let args = r#"{"type":"response.function_call_arguments.delta","item_id":"f","output_index":1,"delta":"{}"}"#;
     assert!(dec.decode(None, args.as_bytes(), &mut Vec::new()).is_ok());
