@@ -98,18 +98,20 @@ impl Spend {
         }
     }
 
-    /// A turn's spend: its usage at the model's price; nothing when it never reached the
+    /// A turn's spend: its usage at the model's price (the part of the input a prompt cache
+    /// wrote or read, `cache`, at the cache's prices); nothing when it never reached the
     /// provider (`answered` false: blocked before the call).
     pub fn of_turn(
         answered: bool,
         usage: (Option<u64>, Option<u64>),
+        cache: crate::delta::CacheTokens,
         price: Option<Price>,
     ) -> Spend {
         if !answered {
             return Spend::NOTHING;
         }
         let cost_usd = match (usage, price) {
-            ((Some(i), Some(o)), Some(p)) => Some(p.usd(i, o)),
+            ((Some(i), Some(o)), Some(p)) => Some(p.usd_cached(i, o, cache)),
             _ => None,
         };
         Spend {
@@ -190,9 +192,10 @@ impl EvalSeed {
         blocked: bool,
         fired: Vec<Fired>,
         usage: (Option<u64>, Option<u64>),
+        cache: crate::delta::CacheTokens,
         price: Option<Price>,
     ) {
-        let spend = Spend::of_turn(answer.is_some(), usage, price);
+        let spend = Spend::of_turn(answer.is_some(), usage, cache, price);
         self.submit_spent(answer, blocked, fired, spend);
     }
 

@@ -514,7 +514,14 @@ impl Gateway {
         // A request blocked before the call is a turn for the evals too.
         let blocked_before = |evals: Option<crate::evals::EvalSeed>, e: GatewayError| {
             if let (Some(seed), GatewayError::Blocked { .. }) = (evals, &e) {
-                seed.submit(None, true, trace.fired(), (None, None), None);
+                seed.submit(
+                    None,
+                    true,
+                    trace.fired(),
+                    (None, None),
+                    Default::default(),
+                    None,
+                );
             }
             e
         };

@@ -63,7 +63,10 @@ impl Spending {
         let answer = Some(crate::judge::Answer { text, tool_calls });
         let (blocked, fired) = (trace.was_blocked(), trace.fired());
         match &self.session {
-            None => seed.submit(answer, blocked, fired, guard.usage(), guard.price()),
+            None => {
+                let (usage, cache) = (guard.usage(), guard.cache_tokens());
+                seed.submit(answer, blocked, fired, usage, cache, guard.price())
+            }
             Some(session) => session.then(Box::new(move || {
                 seed.submit_spent(answer, blocked, fired, Spend::NOTHING)
             })),

@@ -403,6 +403,7 @@ fn run_one(
         spent = spent.plus(Spend::of_turn(
             answered,
             (obs.input_tokens, obs.output_tokens),
+            Default::default(),
             price,
         ));
         let mut turn = Answered {

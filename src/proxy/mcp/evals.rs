@@ -81,6 +81,7 @@ impl ToolEvals {
                 true,
                 fired,
                 (None, None),
+                Default::default(),
                 None,
             ),
             None => {
@@ -120,6 +121,7 @@ impl ToolEvals {
             blocked,
             fired,
             (None, None),
+            Default::default(),
             None,
         );
     }
